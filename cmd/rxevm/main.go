@@ -1,0 +1,281 @@
+// Command rxevm runs a command inside a throwaway VM that has a real verbs
+// device: Debian's kernel under qemu (TCG) with soft-RoCE (rdma_rxe).
+//
+//	go run ./cmd/rxevm [flags] -- CMD ARGS...
+//
+// The guest sees the host's filesystem read-only (a chroot over 9p, with
+// tmpfs on /tmp and /run) and the current directory read-write at the same
+// path, where CMD runs. It has rxe0 on veth0 (192.0.2.1) and rxe1 on veth1
+// (192.0.2.2); GID index 1 is the RoCE v2 IPv4 GID. CMD gets HOME=/tmp, the
+// caller's PATH (plus the standard directories), an unlimited locked-memory
+// limit and
+//
+//	RXE_DEVICE=rxe0 RXE_GID_INDEX=1 RXE_ADDR=192.0.2.1 GOVERBS_IN_VM=1
+//
+// The guest's console is copied to stdout as it comes. rxevm exits with
+// CMD's status; with 124 when -timeout expires (qemu is killed); with 125
+// when rxevm itself fails or the guest stops without reporting a status.
+//
+// On first use rxevm installs the host packages it needs (apt-get) and
+// downloads the kernel package into the -cache directory; -setup-only does
+// just that. Times under TCG are for correctness, never for performance.
+//
+// rxevm needs no RDMA hardware and no kernel support on the host; it does
+// need a Debian 12 (amd64) host and root, or sudo for apt-get.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit statuses of rxevm's own, beside the command's.
+const (
+	exitTimeout = 124
+	exitFailure = 125
+)
+
+type options struct {
+	timeout   time.Duration
+	mem       string
+	smp       int
+	cacheDir  string
+	kernelPkg string
+	setupOnly bool
+	verbose   bool
+	env       []string // extra KEY=VALUE for the command
+	workdir   string
+	command   []string
+}
+
+// envFlag collects repeated -env KEY=VALUE flags.
+type envFlag []string
+
+func (e *envFlag) String() string { return strings.Join(*e, " ") }
+
+func (e *envFlag) Set(s string) error {
+	if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	*e = append(*e, s)
+	return nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("rxevm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: rxevm [flags] -- CMD ARGS...\n       rxevm -setup-only [flags]\n\n"+
+			"Runs CMD in a throwaway soft-RoCE VM (device rxe0) in the current directory\n"+
+			"and exits with its status.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "kill the VM after this long (boot included)")
+	fs.StringVar(&o.mem, "mem", "2G", "guest memory, as qemu -m takes it")
+	fs.IntVar(&o.smp, "smp", 2, "guest CPUs")
+	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")
+	fs.StringVar(&o.kernelPkg, "kernel-pkg", "linux-image-6.1.0-56-amd64", "Debian kernel package to boot")
+	fs.BoolVar(&o.setupOnly, "setup-only", false, "install host packages and prepare the cache; do not boot")
+	fs.BoolVar(&o.verbose, "v", false, "say what is being done, and show the guest's boot")
+	fs.Var((*envFlag)(&o.env), "env", "KEY=VALUE added to the command's environment (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.command = fs.Args()
+	switch {
+	case o.setupOnly && len(o.command) > 0:
+		return o, errors.New("-setup-only takes no command")
+	case !o.setupOnly && len(o.command) == 0:
+		fs.Usage()
+		return o, errors.New("no command given")
+	case o.smp < 1:
+		return o, errors.New("-smp must be at least 1")
+	case o.timeout <= 0:
+		return o, errors.New("-timeout must be positive")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rxevm:", err)
+		os.Exit(2)
+	}
+	if o.workdir, err = os.Getwd(); err != nil {
+		fmt.Fprintln(os.Stderr, "rxevm:", err)
+		os.Exit(exitFailure)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code, err := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rxevm:", err)
+	}
+	os.Exit(code)
+}
+
+// run prepares the host, boots the guest, runs the command and returns the
+// exit status rxevm should end with; a non-nil error says why rxevm failed.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
+	h := &host{log: stderr, verbose: o.verbose}
+	if err := h.ensurePackages(ctx); err != nil {
+		return exitFailure, err
+	}
+	k, err := h.ensureKernel(ctx, o.cacheDir, o.kernelPkg)
+	if err != nil {
+		return exitFailure, err
+	}
+	if o.setupOnly {
+		h.logf("ready: %s (kernel %s)", o.kernelPkg, k.vmlinuz)
+		return 0, nil
+	}
+	return boot(ctx, h, k, o, stdout)
+}
+
+// guestEnv is the command's whole environment inside the guest.
+func guestEnv(net network, extra []string) []string {
+	env := []string{"HOME=/tmp", "PATH=" + guestPath(os.Getenv("PATH")), "GOVERBS_IN_VM=1"}
+	env = append(env, net.env...)
+	return append(env, extra...) // last wins: -env can override the rest
+}
+
+func newNonce() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// boot runs the command in a fresh guest of kernel k.
+func boot(ctx context.Context, h *host, k kernel, o options, stdout io.Writer) (int, error) {
+	deps, err := loadModuleDeps(k.modulesDir)
+	if err != nil {
+		return exitFailure, err
+	}
+	files, err := deps.loadOrder(guestModules)
+	if err != nil {
+		return exitFailure, err
+	}
+	modules := make([]string, len(files))
+	paths := make([]string, len(files))
+	for i, f := range files {
+		modules[i] = filepath.Base(f)
+		paths[i] = filepath.Join(k.modulesDir, f)
+	}
+	net := vethNetwork()
+	plan := guestPlan{
+		Modules: modules,
+		Workdir: o.workdir,
+		Net:     net,
+		Env:     guestEnv(net, o.env),
+		Command: o.command,
+		Nonce:   newNonce(),
+	}
+	init, err := initScript(plan)
+	if err != nil {
+		return exitFailure, err
+	}
+
+	tmp, err := os.MkdirTemp("", "rxevm-")
+	if err != nil {
+		return exitFailure, err
+	}
+	defer os.RemoveAll(tmp)
+	initrd := filepath.Join(tmp, "initrd.cpio")
+	if err := writeInitrd(initrd, paths, init); err != nil {
+		return exitFailure, err
+	}
+
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return exitFailure, err
+	}
+	v := vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, workdir: o.workdir,
+		mem: o.mem, smp: o.smp, netArgs: net.qemuArgs, quiet: !o.verbose}
+	if o.verbose {
+		h.logf("modules: %s", strings.Join(modules, " "))
+		h.logf("$ %s %s", v.qemu, shellJoin(v.args()))
+	}
+	return v.run(ctx, o.timeout, plan, stdout, h)
+}
+
+func writeInitrd(name string, modules []string, init string) error {
+	const busybox = "/bin/busybox"
+	if err := checkStatic(busybox); err != nil {
+		return err
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := writeInitramfs(f, busybox, modules, init); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// run boots the guest, copies its console to stdout and returns the
+// command's exit status, killing qemu when timeout expires.
+func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdout io.Writer, h *host) (int, error) {
+	what := shellJoin(plan.Command)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, v.qemu, v.args()...)
+	cmd.Stderr = h.log
+	cmd.WaitDelay = 5 * time.Second // the console pipe must not outlive a killed qemu for long
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return exitFailure, err
+	}
+	start := time.Now()
+	var ready time.Time
+	con := &console{
+		out:         stdout,
+		readyMarker: plan.readyMarker(),
+		exitMarker:  plan.exitMarker(),
+		onReady:     func() { ready = time.Now() },
+		verbose:     h.verbose,
+	}
+	if err := cmd.Start(); err != nil {
+		return exitFailure, err
+	}
+	copyErr := con.copyFrom(pipe)
+	waitErr := cmd.Wait()
+	end := time.Now()
+
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return exitTimeout, fmt.Errorf("timed out after %v running %s; qemu killed (raise -timeout if it was just slow)", timeout, what)
+	case ctx.Err() != nil:
+		return exitFailure, fmt.Errorf("interrupted while running %s; qemu killed", what)
+	case copyErr != nil:
+		return exitFailure, fmt.Errorf("reading the guest console: %w", copyErr)
+	case waitErr != nil:
+		return exitFailure, fmt.Errorf("qemu: %w", waitErr)
+	case !con.exited:
+		return exitFailure, fmt.Errorf("the guest stopped without reporting the exit status of %s: it crashed, hung up or failed to set up (see its output above)", what)
+	}
+	if ready.IsZero() {
+		ready = start // no ready marker: count it all as the command's time
+	}
+	h.logf("boot %.1fs, command %.1fs, exit status %d (%s)",
+		ready.Sub(start).Seconds(), end.Sub(ready).Seconds(), con.status, what)
+	return con.status, nil
+}

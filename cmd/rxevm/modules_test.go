@@ -1,0 +1,135 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// modulesDep is an excerpt of linux-image-6.1.0-56-amd64's modules.dep.
+const modulesDep = `kernel/crypto/crc32_generic.ko:
+kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_legacy_dev.ko kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
+kernel/drivers/virtio/virtio_pci_modern_dev.ko:
+kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/virtio/virtio_ring.ko:
+kernel/net/9p/9pnet.ko:
+kernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko kernel/fs/netfs/netfs.ko
+kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko
+kernel/fs/netfs/netfs.ko:
+kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko: kernel/drivers/infiniband/core/ib_uverbs.ko kernel/drivers/infiniband/core/ib_core.ko kernel/net/ipv6/ip6_udp_tunnel.ko kernel/net/ipv4/udp_tunnel.ko
+kernel/drivers/infiniband/core/ib_uverbs.ko: kernel/drivers/infiniband/core/ib_core.ko
+kernel/drivers/infiniband/core/ib_core.ko:
+kernel/net/ipv6/ip6_udp_tunnel.ko:
+kernel/net/ipv4/udp_tunnel.ko:
+kernel/drivers/infiniband/core/rdma_ucm.ko: kernel/drivers/infiniband/core/ib_uverbs.ko kernel/drivers/infiniband/core/rdma_cm.ko kernel/drivers/infiniband/core/iw_cm.ko kernel/drivers/infiniband/core/ib_cm.ko kernel/drivers/infiniband/core/ib_core.ko kernel/fs/configfs/configfs.ko
+kernel/drivers/infiniband/core/rdma_cm.ko: kernel/drivers/infiniband/core/iw_cm.ko kernel/drivers/infiniband/core/ib_cm.ko kernel/drivers/infiniband/core/ib_core.ko kernel/fs/configfs/configfs.ko
+kernel/drivers/infiniband/core/iw_cm.ko: kernel/drivers/infiniband/core/ib_core.ko
+kernel/drivers/infiniband/core/ib_cm.ko: kernel/drivers/infiniband/core/ib_core.ko
+kernel/fs/configfs/configfs.ko:
+kernel/drivers/net/veth.ko:
+kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
+kernel/net/core/failover.ko:
+`
+
+func parseDep(t *testing.T, dep, builtin string) *moduleDeps {
+	t.Helper()
+	m, err := parseModulesDep(strings.NewReader(dep), strings.NewReader(builtin))
+	require.NoError(t, err)
+	return m
+}
+
+// base names, for readable expectations
+func names(files []string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = moduleName(f)
+	}
+	return out
+}
+
+func TestLoadOrderGuestModules(t *testing.T) {
+	m := parseDep(t, modulesDep, "")
+	files, err := m.loadOrder(guestModules)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"crc32_generic",
+		"virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci",
+		"9pnet", "9pnet_virtio",
+		"netfs", "fscache", "9p",
+		"ib_core", "ib_uverbs", "ip6_udp_tunnel", "udp_tunnel", "rdma_rxe",
+		"iw_cm", "ib_cm", "configfs", "rdma_cm", "rdma_ucm",
+		"veth",
+		"failover", "net_failover", "virtio_net",
+	}, names(files))
+	assert.Equal(t, "kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko", files[15])
+}
+
+// Every module must come after everything modules.dep says it needs,
+// whatever order the dependencies are listed in.
+func TestLoadOrderDependenciesFirst(t *testing.T) {
+	m := parseDep(t, modulesDep, "")
+	files, err := m.loadOrder([]string{"rdma_ucm", "9p", "virtio_net"})
+	require.NoError(t, err)
+	pos := map[string]int{}
+	for i, n := range names(files) {
+		_, dup := pos[n]
+		require.False(t, dup, "%s loaded twice", n)
+		pos[n] = i
+	}
+	for name, deps := range m.deps {
+		if _, ok := pos[name]; !ok {
+			continue
+		}
+		for _, d := range deps {
+			assert.Less(t, pos[d], pos[name], "%s must load before %s", d, name)
+		}
+	}
+}
+
+func TestModuleName(t *testing.T) {
+	for in, want := range map[string]string{
+		"kernel/net/9p/9pnet_virtio.ko":     "9pnet_virtio",
+		"kernel/drivers/net/veth.ko.xz":     "veth",
+		"kernel/crypto/crc32-generic.ko.zst": "crc32_generic",
+		"veth.ko":                           "veth",
+	} {
+		assert.Equal(t, want, moduleName(in), in)
+	}
+}
+
+func TestLoadOrderNamesWithDashes(t *testing.T) {
+	m := parseDep(t, "kernel/a/foo-bar.ko: kernel/a/baz.ko\nkernel/a/baz.ko:\n", "")
+	files, err := m.loadOrder([]string{"foo-bar"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kernel/a/baz.ko", "kernel/a/foo-bar.ko"}, files)
+}
+
+func TestLoadOrderSkipsBuiltin(t *testing.T) {
+	m := parseDep(t, "kernel/a/x.ko:\n", "kernel/drivers/virtio/virtio_pci.ko\n")
+	files, err := m.loadOrder([]string{"virtio_pci", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kernel/a/x.ko"}, files)
+}
+
+func TestLoadOrderErrors(t *testing.T) {
+	m := parseDep(t, "kernel/a/a.ko: kernel/a/missing.ko\nkernel/c/c.ko: kernel/d/d.ko\nkernel/d/d.ko: kernel/c/c.ko\n", "")
+
+	_, err := m.loadOrder([]string{"nosuch"})
+	assert.EqualError(t, err, "module nosuch is not in modules.dep")
+
+	_, err = m.loadOrder([]string{"a"})
+	assert.EqualError(t, err, "module missing (needed by a) is not in modules.dep")
+
+	_, err = m.loadOrder([]string{"c"})
+	assert.EqualError(t, err, "module dependency cycle: c -> d -> c")
+}
+
+func TestParseModulesDepRejectsGarbage(t *testing.T) {
+	_, err := parseModulesDep(strings.NewReader("kernel/a/a.ko:\nnot a dep line\n"), nil)
+	assert.ErrorContains(t, err, "modules.dep:2")
+}

@@ -1,0 +1,165 @@
+package gen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+const layoutcheckPath = "github.com/goverbs/goverbs/tests/layoutcheck"
+
+// layoutFiles emits the layout test package: a C oracle (a cgo file whose
+// static function returns gcc's sizeof, _Alignof, offsetof and constant
+// values), the same table computed from the Go types, and the test that
+// compares them. Both tables use the same keys, written by the same code.
+func (e *emitter) layoutFiles() ([]File, error) {
+	pkgName := lastElem(e.opt.LayoutPkg)
+	type row struct {
+		key   string
+		cExpr string
+		goVal jen.Code
+	}
+	var blocks [][]row
+	var blockVars []jen.Code
+	for _, r := range e.ir.Records {
+		if r.Incomplete {
+			continue
+		}
+		ct := r.CType()
+		v := jen.Id("v")
+		rows := []row{
+			{"sizeof(" + ct + ")", "sizeof(" + ct + ")", jen.Uint64().Call(jen.Qual("unsafe", "Sizeof").Call(v.Clone()))},
+			{"_Alignof(" + ct + ")", "_Alignof(" + ct + ")", jen.Uint64().Call(jen.Qual("unsafe", "Alignof").Call(v.Clone()))},
+		}
+		if !r.System {
+			for _, it := range layoutOf(r) {
+				key := fmt.Sprintf("offsetof(%s, %s)", ct, it.cPath)
+				cexpr := fmt.Sprintf("__builtin_offsetof(%s, %s)", ct, it.cPath)
+				base := jen.Qual("unsafe", "Pointer").Call(jen.Op("&").Id("v"))
+				var g jen.Code
+				switch it.kind {
+				case itemStorage:
+					continue
+				case itemField:
+					g = jen.Uint64().Call(jen.Qual("unsafe", "Offsetof").Call(jen.Id("v").Dot(it.goName)))
+				case itemAccessor:
+					g = jen.Qual(layoutcheckPath, "Offset").Call(base, jen.Qual("unsafe", "Pointer").Call(jen.Id("v").Dot(it.goName).Call()))
+				case itemFlex:
+					g = jen.Qual(layoutcheckPath, "Offset").Call(base, jen.Qual("unsafe", "Pointer").Call(
+						jen.Qual("unsafe", "SliceData").Call(jen.Id("v").Dot(it.goName).Call(jen.Lit(0)))))
+				}
+				rows = append(rows, row{key, cexpr, g})
+			}
+		}
+		blocks = append(blocks, rows)
+		blockVars = append(blockVars, jen.Qual(e.pkgPath(r.Package), r.GoName))
+	}
+	var consts []row
+	for _, en := range e.ir.Enums {
+		for _, x := range en.Enumerators {
+			consts = append(consts, row{"enum " + x.Name, x.Name, jen.Qual(layoutcheckPath, "Int").Call(jen.Qual(e.pkgPath(en.Package), x.GoName))})
+		}
+	}
+	for _, m := range e.ir.Macros {
+		cexpr := m.Name
+		if m.Pointer {
+			cexpr = "(uintptr_t)(" + m.Name + ")"
+		}
+		consts = append(consts, row{"macro " + m.Name, cexpr, jen.Qual(layoutcheckPath, "Int").Call(jen.Qual(e.pkgPath(m.Package), m.GoName))})
+	}
+
+	// The C oracle.
+	var pre strings.Builder
+	pre.WriteString("#include <stddef.h>\n#include <stdint.h>\n")
+	for _, spec := range e.specs {
+		for _, inc := range spec.Includes {
+			fmt.Fprintf(&pre, "#include <%s>\n", inc)
+		}
+	}
+	pre.WriteString("\nstruct goverbs_row { const char *key; unsigned long long value; };\n\n")
+	pre.WriteString("// A static function, not a static table: cgo cannot link a static const array.\n")
+	pre.WriteString("static const struct goverbs_row *goverbs_layout_rows(int *n) {\n\tstatic const struct goverbs_row rows[] = {\n")
+	count := 0
+	for _, rows := range blocks {
+		for _, r := range rows {
+			fmt.Fprintf(&pre, "\t\t{%q, (unsigned long long)(%s)},\n", r.key, r.cExpr)
+			count++
+		}
+	}
+	for _, r := range consts {
+		fmt.Fprintf(&pre, "\t\t{%q, (unsigned long long)(%s)},\n", r.key, r.cExpr)
+		count++
+	}
+	pre.WriteString("\t};\n\t*n = sizeof(rows) / sizeof(rows[0]);\n\treturn rows;\n}\n")
+	cf := jen.NewFilePathName(e.opt.LayoutPkg, pkgName)
+	e.header(cf)
+	cf.CgoPreamble(pre.String())
+	cf.Commentf("CRows returns what gcc says of every generated layout and constant (%d rows).", count)
+	cf.Func().Id("CRows").Params().Index().Qual(layoutcheckPath, "Row").Block(
+		jen.Var().Id("n").Qual("C", "int"),
+		jen.Id("p").Op(":=").Qual("C", "goverbs_layout_rows").Call(jen.Op("&").Id("n")),
+		jen.Id("rows").Op(":=").Make(jen.Index().Qual(layoutcheckPath, "Row"), jen.Int().Call(jen.Id("n"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Qual("unsafe", "Slice").Call(jen.Id("p"), jen.Int().Call(jen.Id("n")))).Block(
+			jen.Id("rows").Index(jen.Id("i")).Op("=").Qual(layoutcheckPath, "Row").Values(jen.Dict{
+				jen.Id("Key"):   jen.Qual("C", "GoString").Call(jen.Id("r").Dot("key")),
+				jen.Id("Value"): jen.Uint64().Call(jen.Id("r").Dot("value")),
+			}),
+		),
+		jen.Return(jen.Id("rows")),
+	)
+	cFile, err := render("layout/zlayout_c.go", cf)
+	if err != nil {
+		return nil, err
+	}
+
+	// The Go side.
+	gf := jen.NewFilePathName(e.opt.LayoutPkg, pkgName)
+	e.header(gf)
+	var body []jen.Code
+	body = append(body, jen.Id("rows").Op(":=").Make(jen.Index().Qual(layoutcheckPath, "Row"), jen.Lit(0), jen.Lit(count)))
+	for i, rows := range blocks {
+		var vals []jen.Code
+		for _, r := range rows {
+			vals = append(vals, jen.Qual(layoutcheckPath, "Row").Values(jen.Lit(r.key), r.goVal))
+		}
+		body = append(body, jen.Block(
+			jen.Var().Id("v").Add(blockVars[i]),
+			jen.Id("rows").Op("=").Append(append([]jen.Code{jen.Id("rows")}, vals...)...),
+		))
+	}
+	var vals []jen.Code
+	for _, r := range consts {
+		vals = append(vals, jen.Qual(layoutcheckPath, "Row").Values(jen.Lit(r.key), r.goVal))
+	}
+	if len(vals) > 0 {
+		body = append(body, jen.Id("rows").Op("=").Append(append([]jen.Code{jen.Id("rows")}, vals...)...))
+	}
+	body = append(body, jen.Return(jen.Id("rows")))
+	gf.Commentf("GoRows returns the same table as CRows, computed from the generated Go types and constants.")
+	gf.Func().Id("GoRows").Params().Index().Qual(layoutcheckPath, "Row").Block(body...)
+	goFile, err := render("layout/zlayout_go.go", gf)
+	if err != nil {
+		return nil, err
+	}
+
+	tf := jen.NewFilePathName(e.opt.LayoutPkg, pkgName)
+	e.header(tf)
+	tf.Comment("TestLayout compares every size, alignment, offset and constant value of the")
+	tf.Comment("generated packages with what gcc computes from the headers.")
+	tf.Func().Id("TestLayout").Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
+		jen.Qual(layoutcheckPath, "Check").Call(jen.Id("t"), jen.Lit(e.ir.Version), jen.Id("CRows").Call(), jen.Id("GoRows").Call()),
+	)
+	testFile, err := render("layout/zlayout_test.go", tf)
+	if err != nil {
+		return nil, err
+	}
+	return []File{cFile, goFile, testFile}, nil
+}
+
+func lastElem(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

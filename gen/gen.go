@@ -1,0 +1,179 @@
+// Package gen is verbsgen's library: it reads rdma-core's public headers with
+// modernc.org/cc/v4 and emits Go packages whose types match the C layouts
+// byte for byte, whose constants carry every enum and integer macro, and
+// whose cgo stubs reach every function, static inline functions and
+// function-like macros included.
+//
+// The stages are plain functions: Load (parse and type-check), Model (the IR,
+// sorted by source position), Names (Go identifiers), Emit (jennifer) and
+// Write (atomic, unchanged files untouched). gen does not download headers;
+// see headers/ for the pinned sets.
+package gen
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Config is one generator run.
+type Config struct {
+	Headers    string // include directory holding infiniband/ and rdma/
+	Out        string // output root: one directory per package
+	ImportRoot string // import path of Out
+	LayoutDir  string // where the layout test package goes; empty for none
+	LayoutPkg  string // its import path
+	LayoutOnly bool   // no cgo stubs
+	Version    string // rdma-core version; derived from Headers when empty
+	Command    string // recorded at the top of each file
+	Packages   []PackageSpec
+	Roots      []string
+}
+
+// Result is what a run produced.
+type Result struct {
+	IR      *IR
+	Files   []File
+	Changed []string
+}
+
+var versionInPath = regexp.MustCompile(`rdma-core-([0-9][0-9.]*[0-9])`)
+
+// VersionOf guesses the rdma-core version from an include directory named
+// like headers/rdma-core-44.0.
+func VersionOf(headers string) string {
+	if m := versionInPath.FindStringSubmatch(filepath.ToSlash(headers)); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// Build runs every stage but Write.
+func Build(cfg Config) (*Result, error) {
+	if cfg.Packages == nil {
+		cfg.Packages = Packages()
+	}
+	if cfg.Roots == nil {
+		cfg.Roots = Roots
+	}
+	l, err := Load(cfg.Headers, cfg.Roots)
+	if err != nil {
+		return nil, err
+	}
+	ir, err := Model(l)
+	if err != nil {
+		return nil, err
+	}
+	ir.Version = cfg.Version
+	if ir.Version == "" {
+		ir.Version = VersionOf(cfg.Headers)
+	}
+	if err := Names(ir, cfg.Packages); err != nil {
+		return nil, err
+	}
+	files, err := Emit(ir, cfg.Packages, EmitOptions{
+		Command: cfg.Command, ImportRoot: cfg.ImportRoot, LayoutOnly: cfg.LayoutOnly, LayoutPkg: cfg.LayoutPkg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Result{IR: ir, Files: files}, nil
+}
+
+// Run builds and writes. Nothing is written unless every stage succeeded.
+func Run(cfg Config) (*Result, error) {
+	res, err := Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	layoutDir := cfg.LayoutDir
+	if cfg.LayoutPkg == "" {
+		layoutDir = ""
+	}
+	res.Changed, err = Write(cfg.Out, layoutDir, res.Files)
+	return res, err
+}
+
+// Report writes, per header, what was generated and everything skipped with
+// the reason, then the totals.
+func Report(w io.Writer, ir *IR) {
+	type counts struct{ records, enums, consts, macros, aliases, funcs int }
+	per := map[string]*counts{}
+	get := func(f string) *counts {
+		if per[f] == nil {
+			per[f] = &counts{}
+		}
+		return per[f]
+	}
+	var total counts
+	for _, r := range ir.Records {
+		if r.System {
+			continue
+		}
+		get(r.Pos.File).records++
+		total.records++
+	}
+	for _, e := range ir.Enums {
+		c := get(e.Pos.File)
+		c.enums++
+		c.consts += len(e.Enumerators)
+		total.enums++
+		total.consts += len(e.Enumerators)
+	}
+	for _, m := range ir.Macros {
+		get(m.Pos.File).macros++
+		total.macros++
+	}
+	for _, a := range ir.Aliases {
+		get(a.Pos.File).aliases++
+		total.aliases++
+	}
+	for _, f := range ir.Funcs {
+		get(f.Pos.File).funcs++
+		total.funcs++
+	}
+	skipped := map[string][]Skip{}
+	for _, s := range ir.Skipped {
+		skipped[s.Pos.File] = append(skipped[s.Pos.File], s)
+		get(s.Pos.File)
+	}
+	files := make([]string, 0, len(per))
+	for f := range per {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	v := ir.Version
+	if v == "" {
+		v = "unknown"
+	}
+	fmt.Fprintf(w, "verbsgen report, rdma-core %s\n", v)
+	line := func(c *counts) string {
+		return fmt.Sprintf("%d structs/unions, %d enums (%d constants), %d integer macros, %d type aliases, %d functions",
+			c.records, c.enums, c.consts, c.macros, c.aliases, c.funcs)
+	}
+	for _, f := range files {
+		fmt.Fprintf(w, "%s: %s; %d skipped\n", f, line(per[f]), len(skipped[f]))
+		for _, s := range skipped[f] {
+			fmt.Fprintf(w, "  skipped %s %s (%s): %s\n", s.Kind, s.Name, s.Pos, s.Reason)
+		}
+	}
+	kinds := map[FuncKind]int{}
+	for _, f := range ir.Funcs {
+		kinds[f.Kind]++
+	}
+	var sys []string
+	for _, r := range ir.Records {
+		if r.System {
+			sys = append(sys, r.Describe())
+		}
+	}
+	fmt.Fprintf(w, "total: %s (%d extern, %d static inline, %d function-like macros); %d opaque C library types (%s)\n",
+		line(&total), kinds[FuncExtern], kinds[FuncInline], kinds[FuncMacro], len(sys), strings.Join(sys, ", "))
+	fmt.Fprintf(w, "skipped: %d\n", len(ir.Skipped))
+	for _, p := range ir.StalePatches {
+		fmt.Fprintf(w, "naming patch unused with these headers: %s\n", p)
+	}
+}

@@ -1,0 +1,213 @@
+package gen
+
+import "fmt"
+
+// Pos is a position in a header, with File relative to the include directory
+// (for example "infiniband/verbs.h").
+type Pos struct {
+	File string
+	Line int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
+
+// less orders positions by file, then line; the generator sorts every
+// collection with it so that output never depends on map iteration order.
+func (p Pos) less(q Pos) bool {
+	if p.File != q.File {
+		return p.File < q.File
+	}
+	return p.Line < q.Line
+}
+
+// TypeKind classifies a C type as far as the Go side needs to know.
+type TypeKind int
+
+const (
+	KVoid    TypeKind = iota
+	KInt              // any integer, _Bool and char included
+	KFloat            // float, double
+	KPointer          // pointer to Elem (Elem is KVoid for void *)
+	KFuncPtr          // pointer to function; opaque to Go
+	KArray            // Len elements of Elem
+	KRecord           // struct or union, see Record
+	KEnum             // enum, see Enum
+)
+
+// Type is the IR of a C type: enough to lay it out in Go and to spell it in cgo.
+type Type struct {
+	Kind   TypeKind
+	Size   int64
+	Align  int64
+	Signed bool   // KInt, KEnum
+	Bool   bool   // KInt: C _Bool
+	Char   bool   // KInt: plain char (for char * parameters)
+	CBase  string // KInt, KFloat: the C base type, in cgo spelling ("uint", "ulong", "char", "double")
+	// Typedef is the C typedef name the declaration used ("__be32",
+	// "uint32_t", "size_t"), empty if none.
+	Typedef string
+	Elem    *Type
+	Len     int64
+	Record  *Record
+	Enum    *Enum
+}
+
+// Record is a C struct or union.
+type Record struct {
+	// CName is the tag ("ibv_wc"), or for a type known only by its typedef
+	// ("pthread_mutex_t") the typedef name; empty for an anonymous record,
+	// which is named after the member that holds it (Parent, ParentMember).
+	CName        string
+	Typedef      bool // CName is a typedef name, not a tag
+	Union        bool
+	Pos          Pos
+	Size         int64
+	Align        int64
+	Members      []*Member
+	Incomplete   bool // declared but never defined: opaque, used only behind pointers
+	System       bool // defined outside the target headers (glibc): opaque aligned storage
+	Parent       *Record
+	ParentMember string
+
+	GoName  string
+	Package string // the package that declares it
+}
+
+// Keyword is "struct" or "union".
+func (r *Record) Keyword() string {
+	if r.Union {
+		return "union"
+	}
+	return "struct"
+}
+
+// CType is a C type expression naming r, usable in sizeof and offsetof.
+func (r *Record) CType() string {
+	switch {
+	case r.Parent != nil:
+		return fmt.Sprintf("__typeof__(((%s *)0)->%s)", r.Parent.CType(), r.ParentMember)
+	case r.Typedef:
+		return r.CName
+	default:
+		return r.Keyword() + " " + r.CName
+	}
+}
+
+// Describe names r for messages and doc comments.
+func (r *Record) Describe() string {
+	if r.Parent != nil {
+		return fmt.Sprintf("%s member %s (%s %s)", r.Parent.Describe(), r.ParentMember, r.Keyword(), "{ ... }")
+	}
+	if r.Typedef {
+		return r.CName
+	}
+	return r.Keyword() + " " + r.CName
+}
+
+// Member is a direct member of a record. Offsets are relative to the record.
+type Member struct {
+	Name     string // empty for an anonymous struct or union member
+	Type     *Type
+	Offset   int64
+	Flexible bool // flexible array member (T name[])
+}
+
+// Enum is a C enum, named or anonymous.
+type Enum struct {
+	CName       string // tag, empty for an anonymous enum
+	Pos         Pos
+	Size        int64
+	Signed      bool
+	Enumerators []*Enumerator
+	GoName      string // empty for anonymous enums: their constants take the underlying type
+	Package     string
+}
+
+// Enumerator is one enumeration constant.
+type Enumerator struct {
+	Name   string
+	Pos    Pos
+	Value  uint64 // two's complement bits of the value
+	GoName string
+}
+
+// Macro is an object-like macro with an integer value.
+type Macro struct {
+	Name    string
+	Pos     Pos
+	Value   uint64 // two's complement bits
+	Size    int64
+	Signed  bool
+	Pointer bool   // a pointer-typed sentinel such as ((void *)-1): emitted as uintptr
+	CType   string // C type of the value, for doc comments
+	GoName  string
+	Package string
+}
+
+// Alias is an object-like macro that renames a tag ("#define ibv_x ib_uverbs_x").
+type Alias struct {
+	Name    string
+	Pos     Pos
+	Record  *Record // exactly one of Record and Enum is set
+	Enum    *Enum
+	GoName  string
+	Package string
+}
+
+// FuncKind tells how a stub reaches a C function.
+type FuncKind int
+
+const (
+	FuncExtern FuncKind = iota // a prototype, resolved by the linker
+	FuncInline                 // a static inline function in the header
+	FuncMacro                  // a function-like macro expanding to a call
+)
+
+func (k FuncKind) String() string {
+	return [...]string{"extern", "static inline", "function-like macro"}[k]
+}
+
+// Func is a function the generated package exposes as a cgo stub.
+type Func struct {
+	Name   string
+	Pos    Pos
+	Kind   FuncKind
+	Params []*Param
+	Result *Type
+	// Target is, for a macro, the function its expansion calls; ArgMap[i]
+	// is the index of the target parameter that macro parameter i feeds.
+	Target string
+
+	GoName  string
+	Package string
+}
+
+// Param is a function parameter.
+type Param struct {
+	Name   string
+	Type   *Type
+	GoName string
+}
+
+// Skip records a declaration the generator could not express, and why.
+type Skip struct {
+	Kind   string // "macro", "function", ...
+	Name   string
+	Pos    Pos
+	Reason string
+}
+
+// IR is everything the generator emits, each list sorted by source position.
+type IR struct {
+	Version string // rdma-core version the headers come from, "" if unknown
+	Headers []string
+	Records []*Record // every record the Go side declares, top-level first then nested, by position
+	Enums   []*Enum
+	Macros  []*Macro
+	Aliases []*Alias
+	Funcs   []*Func
+	Skipped []Skip
+	// StalePatches are naming patches that matched nothing in this header
+	// set: harmless (another rdma-core version may need them), but reported.
+	StalePatches []string
+}

@@ -1,0 +1,130 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"modernc.org/cc/v4"
+)
+
+// Loaded is a type-checked translation unit and where its headers came from.
+type Loaded struct {
+	AST     *cc.AST
+	Headers string // absolute include directory the target headers were read from
+	Roots   []string
+}
+
+// Load parses and type-checks the root headers (paths relative to the include
+// directory headers, e.g. "infiniband/verbs.h") as one translation unit with
+// cc/v4, configured like the host C compiler. The include directory is
+// searched first; every target header (see isTarget) must resolve inside it,
+// so a pinned header set never silently mixes with the system's.
+//
+// cc/v4 panics on some malformed input instead of returning an error: Load
+// recovers and reports the panic as an error naming the header.
+func Load(headers string, roots []string) (l *Loaded, err error) {
+	abs, err := filepath.Abs(headers)
+	if err != nil {
+		return nil, fmt.Errorf("headers %s: %w", headers, err)
+	}
+	if fi, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("headers directory %s: %w", headers, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("headers directory %s: not a directory", headers)
+	}
+	var src strings.Builder
+	for _, r := range roots {
+		if _, err := os.Stat(filepath.Join(abs, r)); err != nil {
+			return nil, fmt.Errorf("%s: header not found in %s", r, headers)
+		}
+		fmt.Fprintf(&src, "#include <%s>\n", r)
+	}
+
+	cfg, err := cc.NewConfig(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the C front end: %w", err)
+	}
+	// gcc makes an enum with no negative value unsigned; cc/v4 only does so
+	// when asked (85 enums differ otherwise).
+	cfg.UnsignedEnums = true
+	// Object-like macros get a value only when evaluated eagerly.
+	cfg.EvalAllMacros = true
+	cfg.IncludePaths = append([]string{abs}, cfg.IncludePaths...)
+	cfg.SysIncludePaths = append([]string{abs}, cfg.SysIncludePaths...)
+
+	defer func() {
+		if e := recover(); e != nil {
+			l, err = nil, fmt.Errorf("%s:1: C front end crashed while reading this header set: %v", roots[0], firstLine(fmt.Sprint(e)))
+		}
+	}()
+	ast, err := cc.Translate(cfg, []cc.Source{
+		// Without these two the front end panics inside glibc headers.
+		{Name: "<predefined>", Value: cfg.Predefined},
+		{Name: "<builtin>", Value: cc.Builtin},
+		{Name: "<verbsgen>", Value: src.String()},
+	})
+	if err != nil {
+		return nil, errors.New(firstLine(err.Error()))
+	}
+	l = &Loaded{AST: ast, Headers: abs, Roots: roots}
+	if err := l.checkHermetic(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkHermetic fails if a target header was found outside the include
+// directory: the set is incomplete and the system's copy would leak in.
+func (l *Loaded) checkHermetic() error {
+	for name, nodes := range l.AST.Scope.Nodes {
+		for _, n := range nodes {
+			file := n.Position().Filename
+			if _, ok := l.rel(file); ok || !isTargetPath(file) || kernelUAPI[uapiPath(file)] {
+				continue
+			}
+			return fmt.Errorf("%s: declares %s but lies outside %s: the header set is incomplete", file, name, l.Headers)
+		}
+	}
+	return nil
+}
+
+// rel returns file relative to the include directory, and whether it is inside.
+func (l *Loaded) rel(file string) (string, bool) {
+	r, err := filepath.Rel(l.Headers, file)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return file, false
+	}
+	return filepath.ToSlash(r), true
+}
+
+// isTargetPath reports whether a header belongs to rdma-core's public API:
+// everything under infiniband/ and rdma/.
+func isTargetPath(file string) bool {
+	f := filepath.ToSlash(file)
+	return strings.HasPrefix(f, "infiniband/") || strings.HasPrefix(f, "rdma/") ||
+		strings.Contains(f, "/infiniband/") || strings.Contains(f, "/rdma/")
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+
+// uapiPath is the include path ("rdma/ib_user_verbs.h") of a header found
+// in a system include directory.
+func uapiPath(file string) string {
+	f := filepath.ToSlash(file)
+	for _, dir := range []string{"/rdma/", "/infiniband/"} {
+		if i := strings.LastIndex(f, dir); i >= 0 {
+			return f[i+1:]
+		}
+	}
+	return f
+}

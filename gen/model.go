@@ -1,0 +1,699 @@
+package gen
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"modernc.org/cc/v4"
+	"modernc.org/token"
+)
+
+// kernelUAPI lists target headers that rdma-core's Debian packages do not
+// ship: they come from the kernel's UAPI headers (linux-libc-dev) on the
+// machine, whatever header set is pinned.
+var kernelUAPI = map[string]bool{
+	"rdma/ib_user_verbs.h": true,
+}
+
+// Model turns a loaded translation unit into the IR: every struct, union,
+// enum, integer macro and function declared in the target headers (all of
+// infiniband/ and rdma/ that the roots reach), each list sorted by source
+// position. What cannot be expressed in Go is listed in IR.Skipped with the
+// reason; constructs whose layout cc/v4 gets wrong (bit-fields, packed
+// structs) are errors naming the declaration.
+func Model(l *Loaded) (*IR, error) {
+	m := &modeler{l: l, ir: &IR{}, records: map[string]*Record{}, enums: map[*cc.EnumType]*Enum{}}
+	if err := m.run(); err != nil {
+		return nil, err
+	}
+	return m.ir, nil
+}
+
+type modeler struct {
+	l       *Loaded
+	ir      *IR
+	records map[string]*Record // by "struct tag", "union tag" or typedef name
+	enums   map[*cc.EnumType]*Enum
+	anon    []*Record
+	headers map[string]bool
+}
+
+// pos maps a cc position to a header-relative one and reports whether it
+// lies in a target header.
+func (m *modeler) pos(n interface{ Position() token.Position }) (Pos, bool) {
+	p := n.Position()
+	if r, ok := m.l.rel(p.Filename); ok {
+		return Pos{File: r, Line: p.Line}, isTargetPath(r)
+	}
+	if u := uapiPath(p.Filename); kernelUAPI[u] {
+		return Pos{File: u, Line: p.Line}, true
+	}
+	return Pos{File: p.Filename, Line: p.Line}, false
+}
+
+func (m *modeler) run() error {
+	specs := collectSpecifiers(m.l.AST.TranslationUnit)
+	m.headers = map[string]bool{}
+	for _, s := range specs.records {
+		t := s.Type()
+		p, ok := m.pos(s)
+		if !ok || tagOf(t) == "" {
+			continue
+		}
+		if _, err := m.recordFor(t, nil, ""); err != nil {
+			return err
+		}
+		m.headers[p.File] = true
+	}
+	for _, s := range specs.enums {
+		et, ok := s.Type().(*cc.EnumType)
+		if !ok {
+			continue
+		}
+		if _, err := m.enumFor(et); err != nil {
+			return err
+		}
+	}
+	if err := m.functions(); err != nil {
+		return err
+	}
+	if err := m.macros(); err != nil {
+		return err
+	}
+
+	var top []*Record
+	for _, r := range m.records {
+		top = append(top, r)
+	}
+	sortRecords(top)
+	sortRecords(m.anon)
+	for _, r := range append(top, m.anon...) {
+		if r.Parent != nil && r.ParentMember == "" {
+			continue // an anonymous member: flattened into its parent
+		}
+		m.ir.Records = append(m.ir.Records, r)
+	}
+	sort.SliceStable(m.ir.Enums, func(i, j int) bool { return m.ir.Enums[i].Pos.less(m.ir.Enums[j].Pos) })
+	sort.SliceStable(m.ir.Funcs, func(i, j int) bool { return m.ir.Funcs[i].Pos.less(m.ir.Funcs[j].Pos) })
+	sort.SliceStable(m.ir.Macros, func(i, j int) bool { return m.ir.Macros[i].Pos.less(m.ir.Macros[j].Pos) })
+	sort.SliceStable(m.ir.Aliases, func(i, j int) bool { return m.ir.Aliases[i].Pos.less(m.ir.Aliases[j].Pos) })
+	sort.SliceStable(m.ir.Skipped, func(i, j int) bool { return m.ir.Skipped[i].Pos.less(m.ir.Skipped[j].Pos) })
+	for h := range m.headers {
+		m.ir.Headers = append(m.ir.Headers, h)
+	}
+	sort.Strings(m.ir.Headers)
+	return nil
+}
+
+func sortRecords(rs []*Record) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].System != rs[j].System {
+			return !rs[i].System // C library types last
+		}
+		if rs[i].Pos != rs[j].Pos {
+			return rs[i].Pos.less(rs[j].Pos)
+		}
+		return rs[i].CType() < rs[j].CType()
+	})
+}
+
+
+// tagOf is the tag of a struct, union or enum type, "" if anonymous.
+func tagOf(t cc.Type) string {
+	var tok cc.Token
+	switch x := t.(type) {
+	case *cc.StructType:
+		tok = x.Tag()
+	case *cc.UnionType:
+		tok = x.Tag()
+	case *cc.EnumType:
+		tok = x.Tag()
+	default:
+		return ""
+	}
+	return tok.SrcStr()
+}
+
+// specifiers are the struct, union and enum specifiers with a body, in source order.
+type specifiers struct {
+	records []*cc.StructOrUnionSpecifier
+	enums   []*cc.EnumSpecifier
+}
+
+// collectSpecifiers walks the syntax tree (exported child pointers only;
+// function bodies are skipped) and gathers every struct, union and enum
+// specifier that has a body. The AST's own maps cannot be used: their order
+// changes between runs, and anonymous enums are not in them.
+func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
+	var s specifiers
+	seen := map[uintptr]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+			return
+		}
+		if seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		switch n := v.Interface().(type) {
+		case *cc.StructOrUnionSpecifier:
+			if n.StructDeclarationList != nil {
+				s.records = append(s.records, n)
+			}
+		case *cc.EnumSpecifier:
+			if n.EnumeratorList != nil {
+				s.enums = append(s.enums, n)
+			}
+		case *cc.CompoundStatement:
+			return
+		}
+		e := v.Elem()
+		t := e.Type()
+		for i := 0; i < e.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() || f.Type.Kind() != reflect.Pointer {
+				continue
+			}
+			walk(e.Field(i))
+		}
+	}
+	for ; tu != nil; tu = tu.TranslationUnit {
+		walk(reflect.ValueOf(tu.ExternalDeclaration))
+	}
+	return s
+}
+
+// recordFor returns the IR record of a struct or union type, creating it on
+// first use. Anonymous records are keyed by their parent and member.
+func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, error) {
+	union := t.Kind() == cc.Union
+	r := &Record{Union: union}
+	var key string
+	switch tag := tagOf(t); {
+	case tag != "":
+		r.CName = tag
+		key = r.Keyword() + " " + tag
+	case t.Typedef() != nil:
+		r.CName, r.Typedef = t.Typedef().Name(), true
+		key = r.CName
+	default:
+		// C promotes the members of an anonymous member into the enclosing
+		// record, so a record nested there is named from that record.
+		for parent != nil && parent.Parent != nil && parent.ParentMember == "" {
+			parent = parent.Parent
+		}
+		r.Parent, r.ParentMember = parent, member
+	}
+	if key != "" {
+		if old := m.records[key]; old != nil {
+			if !old.Incomplete || t.IsIncomplete() {
+				return old, nil
+			}
+			r = old // a definition seen after a forward declaration
+		} else {
+			m.records[key] = r
+		}
+	} else {
+		m.anon = append(m.anon, r)
+	}
+
+	var posNode interface{ Position() token.Position }
+	switch x := t.(type) {
+	case *cc.StructType:
+		tok := x.Tag()
+		posNode = &tok
+	case *cc.UnionType:
+		tok := x.Tag()
+		posNode = &tok
+	}
+	if r.Typedef {
+		posNode = t.Typedef()
+	}
+	target := true
+	if posNode != nil && key != "" {
+		r.Pos, target = m.pos(posNode)
+	} else if parent != nil {
+		r.Pos = parent.Pos
+		target = !parent.System
+	}
+	if t.IsIncomplete() {
+		r.Incomplete = true
+		return r, nil
+	}
+	r.Incomplete = false
+	r.Size, r.Align = t.Size(), int64(t.Align())
+	if !target {
+		r.System = true // opaque storage: only size and alignment matter
+		return r, nil
+	}
+	if attr := t.Attributes(); attr != nil && attr.IsAttrSet("__packed__") {
+		return nil, fmt.Errorf("%s: %s: __attribute__((packed)) is not supported (cc/v4 lays it out wrong)", r.Pos, r.Describe())
+	}
+	n := numFields(t)
+	r.Members = r.Members[:0]
+	for i := 0; i < n; i++ {
+		f := fieldByIndex(t, i)
+		if f.IsBitfield() {
+			return nil, fmt.Errorf("%s: %s member %s: bit-fields are not supported", r.Pos, r.Describe(), f.Name())
+		}
+		mt := f.Type()
+		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
+		path := mem.Name
+		if mt.Kind() == cc.Array {
+			path += "[0]"
+		}
+		ty, err := m.typeOf(mt, r, path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s member %s: %w", r.Pos, r.Describe(), mem.Name, err)
+		}
+		mem.Type = ty
+		r.Members = append(r.Members, mem)
+	}
+	return r, nil
+}
+
+func numFields(t cc.Type) int {
+	switch x := t.(type) {
+	case *cc.StructType:
+		return x.NumFields()
+	case *cc.UnionType:
+		return x.NumFields()
+	}
+	return 0
+}
+
+func fieldByIndex(t cc.Type, i int) *cc.Field {
+	switch x := t.(type) {
+	case *cc.StructType:
+		return x.FieldByIndex(i)
+	case *cc.UnionType:
+		return x.FieldByIndex(i)
+	}
+	return nil
+}
+
+var cgoBase = map[cc.Kind]string{
+	cc.Bool: "_Bool", cc.Char: "char", cc.SChar: "schar", cc.UChar: "uchar",
+	cc.Short: "short", cc.UShort: "ushort", cc.Int: "int", cc.UInt: "uint",
+	cc.Long: "long", cc.ULong: "ulong", cc.LongLong: "longlong", cc.ULongLong: "ulonglong",
+	cc.Float: "float", cc.Double: "double",
+}
+
+// typeOf converts a C type. parent and path name the member an anonymous
+// record sits in, so it can be named and measured later.
+func (m *modeler) typeOf(t cc.Type, parent *Record, path string) (*Type, error) {
+	ty := &Type{Size: t.Size(), Align: int64(t.Align())}
+	if d := t.Typedef(); d != nil {
+		ty.Typedef = d.Name()
+	}
+	switch k := t.Kind(); k {
+	case cc.Void:
+		ty.Kind = KVoid
+	case cc.Bool, cc.Char, cc.SChar, cc.UChar, cc.Short, cc.UShort, cc.Int, cc.UInt,
+		cc.Long, cc.ULong, cc.LongLong, cc.ULongLong:
+		ty.Kind, ty.CBase = KInt, cgoBase[k]
+		ty.Signed = cc.IsSignedInteger(t)
+		ty.Bool, ty.Char = k == cc.Bool, k == cc.Char
+	case cc.Float, cc.Double:
+		ty.Kind, ty.CBase = KFloat, cgoBase[k]
+	case cc.Ptr:
+		elem := t.(*cc.PointerType).Elem()
+		if elem.Kind() == cc.Function {
+			ty.Kind = KFuncPtr
+			return ty, nil
+		}
+		ty.Kind = KPointer
+		e, err := m.typeOf(elem, nil, "")
+		if err != nil {
+			return nil, err
+		}
+		ty.Elem = e
+	case cc.Array:
+		at := t.(*cc.ArrayType)
+		ty.Kind, ty.Len = KArray, at.Len()
+		if ty.Len < 0 {
+			ty.Len = 0
+		}
+		e, err := m.typeOf(at.Elem(), parent, path)
+		if err != nil {
+			return nil, err
+		}
+		ty.Elem = e
+	case cc.Struct, cc.Union:
+		if tagOf(t) == "" && t.Typedef() == nil && parent == nil {
+			return nil, fmt.Errorf("anonymous %s outside a member", t.Kind())
+		}
+		r, err := m.recordFor(t, parent, path)
+		if err != nil {
+			return nil, err
+		}
+		ty.Kind, ty.Record = KRecord, r
+	case cc.Enum:
+		et, ok := t.(*cc.EnumType)
+		if !ok {
+			return nil, fmt.Errorf("enum type %s has no enumerators", t)
+		}
+		e, err := m.enumFor(et)
+		if err != nil {
+			return nil, err
+		}
+		ty.Signed = cc.IsSignedInteger(t)
+		if e == nil { // an enum from outside the target headers: its integer
+			ty.Kind, ty.CBase = KInt, cgoBase[et.UnderlyingType().Kind()]
+			break
+		}
+		ty.Kind, ty.Enum = KEnum, e
+	case cc.Function:
+		ty.Kind = KFuncPtr // a function parameter of function type decays to a pointer
+	default:
+		return nil, fmt.Errorf("C type %s (%s) has no Go equivalent", t, k)
+	}
+	return ty, nil
+}
+
+// enumFor returns the IR of an enum declared in a target header, nil for one
+// declared elsewhere.
+func (m *modeler) enumFor(et *cc.EnumType) (*Enum, error) {
+	if e, ok := m.enums[et]; ok {
+		return e, nil
+	}
+	for old, e := range m.enums { // the same enum reached through another type value
+		if tag := tagOf(et); tag != "" && tagOf(old) == tag {
+			m.enums[et] = e
+			return e, nil
+		}
+	}
+	list := et.Enumerators()
+	var posNode interface{ Position() token.Position }
+	if tag := et.Tag(); tagOf(et) != "" {
+		posNode = &tag
+	} else if len(list) > 0 {
+		posNode = list[0]
+	}
+	if posNode == nil {
+		m.enums[et] = nil
+		return nil, nil
+	}
+	p, target := m.pos(posNode)
+	if !target {
+		m.enums[et] = nil
+		return nil, nil
+	}
+	e := &Enum{CName: tagOf(et), Pos: p, Size: et.Size(), Signed: cc.IsSignedInteger(et)}
+	for _, en := range list {
+		v, ok := intValue(en.Value())
+		if !ok {
+			return nil, fmt.Errorf("%s: enumerator %s has no integer value", p, en.Token.SrcStr())
+		}
+		ep, _ := m.pos(en)
+		e.Enumerators = append(e.Enumerators, &Enumerator{Name: en.Token.SrcStr(), Pos: ep, Value: v})
+	}
+	m.enums[et] = e
+	m.ir.Enums = append(m.ir.Enums, e)
+	return e, nil
+}
+
+func intValue(v cc.Value) (uint64, bool) {
+	switch x := v.(type) {
+	case cc.Int64Value:
+		return uint64(x), true
+	case cc.UInt64Value:
+		return uint64(x), true
+	}
+	return 0, false
+}
+
+// functions gathers prototypes and static inline definitions.
+func (m *modeler) functions() error {
+	for name, nodes := range m.l.AST.Scope.Nodes {
+		var decl *cc.Declarator
+		for _, n := range nodes {
+			d, ok := n.(*cc.Declarator)
+			if !ok || d.Type().Kind() != cc.Function || d.IsTypename() {
+				continue
+			}
+			if decl == nil || d.IsFuncDef() {
+				decl = d
+			}
+		}
+		if decl == nil {
+			continue
+		}
+		p, target := m.pos(decl)
+		if !target {
+			continue
+		}
+		if mac := m.l.AST.Macros[name]; mac != nil && mac.IsFnLike {
+			continue // the macro of the same name is what C callers get: see macros
+		}
+		f, reason, err := m.function(name, p, decl.Type().(*cc.FunctionType))
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			m.ir.Skipped = append(m.ir.Skipped, Skip{Kind: "function", Name: name, Pos: p, Reason: reason})
+			continue
+		}
+		if decl.IsStatic() {
+			f.Kind = FuncInline
+		}
+		m.ir.Funcs = append(m.ir.Funcs, f)
+	}
+	return nil
+}
+
+// function builds a Func from a function type; a non-empty reason means it
+// cannot be expressed as a stub.
+func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, string, error) {
+	if ft.IsVariadic() {
+		return nil, "variadic: cgo cannot call a variadic C function", nil
+	}
+	f := &Func{Name: name, Pos: p}
+	params := ft.Parameters()
+	if len(params) == 1 && params[0].Type().Kind() == cc.Void {
+		params = nil
+	}
+	for i, prm := range params {
+		t, err := m.typeOf(prm.Type().Decay(), nil, "")
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %s parameter %d: %w", p, name, i, err)
+		}
+		if t.Kind == KRecord && t.Record.Parent != nil {
+			return nil, "takes an anonymous struct by value", nil
+		}
+		f.Params = append(f.Params, &Param{Name: prm.Name(), Type: t})
+	}
+	res, err := m.typeOf(ft.Result(), nil, "")
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %s result: %w", p, name, err)
+	}
+	f.Result = res
+	return f, "", nil
+}
+
+// macros gathers integer object-like macros and function-like macros that
+// expand to a call of a declared function.
+func (m *modeler) macros() error {
+	for name, mac := range m.l.AST.Macros {
+		p, target := m.pos(mac)
+		if !target {
+			continue
+		}
+		if !mac.IsFnLike {
+			if len(mac.ReplacementList()) == 0 || builtinMacros[name] {
+				continue // include guards, feature flags, __FILE__: not declarations
+			}
+			v, ok := intValue(mac.Value())
+			if t := mac.Type(); ok && t != nil && t.Kind() == cc.Ptr {
+				// ((void *)-1) and friends: a sentinel address, kept as uintptr.
+				m.ir.Macros = append(m.ir.Macros, &Macro{Name: name, Pos: p, Value: v, Size: t.Size(),
+					Pointer: true, CType: t.String()})
+				continue
+			}
+			if alias := m.aliasOf(mac); alias != nil {
+				alias.Name, alias.Pos = name, p
+				m.ir.Aliases = append(m.ir.Aliases, alias)
+				continue
+			}
+			if !ok || !cc.IsIntegerType(mac.Type()) {
+				m.ir.Skipped = append(m.ir.Skipped, Skip{Kind: "macro", Name: name, Pos: p,
+					Reason: "not an integer constant: " + describeMacroValue(mac)})
+				continue
+			}
+			t := mac.Type()
+			m.ir.Macros = append(m.ir.Macros, &Macro{Name: name, Pos: p, Value: v, Size: t.Size(),
+				Signed: cc.IsSignedInteger(t), CType: t.String()})
+			continue
+		}
+		f, reason, err := m.macroFunc(name, p, mac)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			m.ir.Skipped = append(m.ir.Skipped, Skip{Kind: "function-like macro", Name: name, Pos: p, Reason: reason})
+			continue
+		}
+		m.ir.Funcs = append(m.ir.Funcs, f)
+	}
+	return nil
+}
+
+// builtinMacros are predefined by the preprocessor; cc/v4 may report them at
+// the position of their first use.
+var builtinMacros = map[string]bool{"__FILE__": true, "__LINE__": true, "__func__": true, "__COUNTER__": true}
+
+// aliasOf recognises "#define ibv_x ib_uverbs_x", where the replacement is
+// the tag of a struct, union or enum declared in a target header: C code
+// writes "enum ibv_x", Go gets a type alias.
+func (m *modeler) aliasOf(mac *cc.Macro) *Alias {
+	toks := mac.ReplacementList()
+	if len(toks) != 1 {
+		return nil
+	}
+	tag := toks[0].SrcStr()
+	for _, kw := range []string{"struct ", "union "} {
+		if r := m.records[kw+tag]; r != nil && !r.System {
+			return &Alias{Record: r}
+		}
+	}
+	for _, e := range m.ir.Enums {
+		if e.CName == tag {
+			return &Alias{Enum: e}
+		}
+	}
+	return nil
+}
+
+func describeMacroValue(mac *cc.Macro) string {
+	if t := mac.Type(); t != nil && t.Kind() != cc.InvalidKind {
+		return "its type is " + t.String()
+	}
+	return "it has no constant value (" + tokensString(mac.ReplacementList()) + ")"
+}
+
+func tokensString(toks []cc.Token) string {
+	var b strings.Builder
+	for i, t := range toks {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.SrcStr())
+	}
+	s := b.String()
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+// macroFunc recognises "#define NAME(a, b) TARGET(args...)" where TARGET is a
+// declared function and each macro parameter is passed, possibly in
+// parentheses, as one whole argument: the stub takes the macro's parameters
+// with the target's parameter types and calls the macro itself, so C's
+// compile-time choices (such as ibv_reg_mr's __builtin_constant_p) still run.
+func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, error) {
+	toks := mac.ReplacementList()
+	if len(toks) < 3 || toks[1].SrcStr() != "(" || toks[len(toks)-1].SrcStr() != ")" {
+		return nil, "does not expand to a single function call: " + tokensString(toks), nil
+	}
+	if mac.VarArg >= 0 {
+		return nil, "variadic macro", nil
+	}
+	target := toks[0].SrcStr()
+	var ft *cc.FunctionType
+	for _, n := range m.l.AST.Scope.Nodes[target] {
+		if d, ok := n.(*cc.Declarator); ok && d.Type().Kind() == cc.Function {
+			ft = d.Type().(*cc.FunctionType)
+		}
+	}
+	if ft == nil {
+		return nil, "expands to " + target + ", which is not a declared function: " + tokensString(toks), nil
+	}
+	args, ok := splitArgs(toks[2 : len(toks)-1])
+	if !ok {
+		return nil, "unbalanced parentheses in its expansion", nil
+	}
+	if len(args) != len(ft.Parameters()) {
+		return nil, fmt.Sprintf("calls %s with %d arguments, which takes %d", target, len(args), len(ft.Parameters())), nil
+	}
+	full, reason, err := m.function(target, p, ft)
+	if err != nil || reason != "" {
+		return nil, reason, err
+	}
+	f := &Func{Name: name, Pos: p, Kind: FuncMacro, Target: target, Result: full.Result}
+	for _, prm := range mac.Params {
+		pn := prm.SrcStr()
+		idx := -1
+		for i, a := range args {
+			if a == pn {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			return nil, fmt.Sprintf("parameter %s is not passed as a whole argument of %s", pn, target), nil
+		}
+		f.Params = append(f.Params, &Param{Name: pn, Type: full.Params[idx].Type})
+	}
+	return f, "", nil
+}
+
+// splitArgs splits macro argument tokens at top-level commas; each argument
+// is returned with redundant outer parentheses removed, as source text.
+func splitArgs(toks []cc.Token) ([]string, bool) {
+	var args []string
+	var cur []string
+	depth := 0
+	flush := func() {
+		s := strings.Join(cur, " ")
+		for strings.HasPrefix(s, "( ") && strings.HasSuffix(s, " )") && balanced(s[2:len(s)-2]) {
+			s = s[2 : len(s)-2]
+		}
+		args = append(args, s)
+		cur = nil
+	}
+	for _, t := range toks {
+		s := t.SrcStr()
+		switch s {
+		case "(":
+			depth++
+		case ")":
+			depth--
+			if depth < 0 {
+				return nil, false
+			}
+		case ",":
+			if depth == 0 {
+				flush()
+				continue
+			}
+		}
+		cur = append(cur, s)
+	}
+	if depth != 0 {
+		return nil, false
+	}
+	if len(cur) > 0 || len(args) > 0 {
+		flush()
+	}
+	return args, true
+}
+
+func balanced(s string) bool {
+	d := 0
+	for _, f := range strings.Fields(s) {
+		switch f {
+		case "(":
+			d++
+		case ")":
+			d--
+			if d < 0 {
+				return false
+			}
+		}
+	}
+	return d == 0
+}

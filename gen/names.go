@@ -1,0 +1,319 @@
+package gen
+
+import (
+	"fmt"
+	"go/token"
+	"os"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// initialisms are words spelled in capitals in Go names, with their Go
+// spelling. One table for every package, so a name reads the same everywhere.
+var initialisms = map[string]string{}
+
+func init() {
+	for _, w := range strings.Fields(`ABI ACK AH API ASYNC CM CPU CQ CQE CQN CSUM DC DCT DGID DLID DM DMA
+		ECE EQ ESP FD FW GID GRE GRH GUID HW IB ID IO IOVA IP IPOIB LID LMC MAC MAD MPLS MR MTU MW NAK
+		ODP PCI PD PSN QP QPN QPS QPT RC RD RDMA RNR RQ RSS RWQ RX SA SG SGE SGID SL SLID SM SQ SRQ SRQN
+		SW TCP TD TM TSO TX UAR UC UD UDP UVERBS VF VL VLAN VXLAN WC WQ WQE WQN WR XRC XRCD ASIC`) {
+		initialisms[strings.ToLower(w)] = w
+	}
+	for _, w := range strings.Fields(`IPv4 IPv6 RoCE QoS`) {
+		initialisms[strings.ToLower(w)] = w
+	}
+	delete(initialisms, "uverbs")
+	delete(initialisms, "async")
+}
+
+// Prefix is a naming rule: a C identifier starting with C gets Go in its
+// place before it is camel-cased.
+type Prefix struct{ C, Go string }
+
+// PackageSpec says which headers a generated package owns and how its names read.
+type PackageSpec struct {
+	Name     string   // Go package name, also its directory under the output root
+	Headers  []string // header paths (relative to the include directory) it owns
+	Includes []string // headers its cgo preamble includes
+	LDFlags  string   // #cgo LDFLAGS
+	Prefixes []Prefix // tried in order; the first match is stripped
+	DataPath []string // name prefixes of data-path functions: #cgo noescape and nocallback
+	// Renames maps a C name (tag, typedef, constant or function) to a Go
+	// name where the rules collide. Each entry is a named patch: the
+	// generator fails if one no longer matches anything.
+	Renames map[string]string
+	// EnumPrefixes maps an enum tag to the naming rule of its enumerators,
+	// where the package-wide rule would collide with a type or function
+	// (IBV_WR_SEND and ibv_wr_send): the whole enum is renamed alike.
+	EnumPrefixes map[string]Prefix
+}
+
+// owns reports whether a header belongs to the package.
+func (s *PackageSpec) owns(file string) bool {
+	for _, h := range s.Headers {
+		if h == file {
+			return true
+		}
+	}
+	return false
+}
+
+// GoName turns a C identifier into a Go one: strip the first matching
+// prefix, split at underscores, spell initialisms in capitals.
+func GoName(c string, prefixes []Prefix) string {
+	lead := len(c) - len(strings.TrimLeft(c, "_"))
+	name := c[lead:]
+	goPrefix := ""
+	for _, p := range prefixes {
+		if strings.HasPrefix(name, p.C) && len(name) > len(p.C) {
+			name, goPrefix = name[len(p.C):], p.Go
+			break
+		}
+	}
+	var b strings.Builder
+	if lead > 0 {
+		// __ibv_reg_mr and ___ibv_query_port are the inline bodies behind
+		// the public macros: keep them, marked as internal.
+		b.WriteString(strings.Repeat("X", lead))
+	}
+	b.WriteString(goPrefix)
+	prevDigit := false
+	for _, w := range strings.Split(name, "_") {
+		if w == "" {
+			continue
+		}
+		// IBV_RATE_2_5_GBPS must not become Rate25Gbps, the name of IBV_RATE_25_GBPS.
+		if prevDigit && w[0] >= '0' && w[0] <= '9' {
+			b.WriteByte('_')
+		}
+		b.WriteString(goWord(w))
+		prevDigit = w[len(w)-1] >= '0' && w[len(w)-1] <= '9'
+	}
+	return b.String()
+}
+
+// goWord spells one underscore-separated word of a C name.
+func goWord(w string) string {
+	if w == "" {
+		return ""
+	}
+	if s, ok := initialisms[strings.ToLower(w)]; ok {
+		return s
+	}
+	// iova2 -> IOVA2, like iova -> IOVA
+	if d := strings.TrimRight(w, "0123456789"); d != w && d != "" {
+		if s, ok := initialisms[strings.ToLower(d)]; ok {
+			return s + w[len(d):]
+		}
+	}
+	if strings.ToUpper(w) == w || strings.ToLower(w) == w {
+		w = strings.ToLower(w)
+	}
+	r := []rune(w)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r)
+}
+
+// fieldName is the Go name of a C member or parameter (no prefix stripping).
+func fieldName(c string) string {
+	n := GoName(strings.TrimLeft(c, "_"), nil)
+	if n == "" || !unicode.IsLetter([]rune(n)[0]) {
+		n = "F" + n
+	}
+	return n
+}
+
+// paramName is a lower-camel Go parameter name that is not a keyword.
+func paramName(c string, i int) string {
+	if c == "" {
+		return fmt.Sprintf("arg%d", i)
+	}
+	n := fieldName(c)
+	// lower the leading initialism or word: QPNum -> qpNum, Context -> context
+	r := []rune(n)
+	j := 0
+	for j < len(r) && unicode.IsUpper(r[j]) {
+		j++
+	}
+	if j > 1 && j < len(r) {
+		j-- // keep the start of the next word: QPNum -> qpNum
+	}
+	if j == 0 {
+		j = 1
+	}
+	n = strings.ToLower(string(r[:j])) + string(r[j:])
+	if token.IsKeyword(n) || n == "unsafe" || n == "C" || n == "structs" || n == "_" {
+		n += "_"
+	}
+	return n
+}
+
+// Names assigns every declaration in the IR its package and Go name, and
+// fails on a collision, naming both C declarations and the patch table.
+func Names(ir *IR, specs []PackageSpec) error {
+	pkgOf := func(file string) *PackageSpec {
+		for i := range specs {
+			if specs[i].owns(file) {
+				return &specs[i]
+			}
+		}
+		return nil
+	}
+	used := map[string]bool{}
+	name := func(spec *PackageSpec, c string) string {
+		if n, ok := spec.Renames[c]; ok {
+			used[spec.Name+"\x00"+c] = true
+			return n
+		}
+		return GoName(c, spec.Prefixes)
+	}
+	type decl struct {
+		what string
+		pos  Pos
+	}
+	scopes := map[string]map[string]decl{}
+	var collisions []string
+	declare := func(pkg, goName, what string, pos Pos) error {
+		s := scopes[pkg]
+		if s == nil {
+			s = map[string]decl{}
+			scopes[pkg] = s
+		}
+		if old, ok := s[goName]; ok {
+			collisions = append(collisions, fmt.Sprintf("%s: %s and %s (%s) both become %s.%s: add a rename to the package's Renames table",
+				pos, what, old.what, old.pos, pkg, goName))
+			return nil
+		}
+		s[goName] = decl{what, pos}
+		return nil
+	}
+	unowned := func(what string, pos Pos) error {
+		return fmt.Errorf("%s: %s: no package owns header %s", pos, what, pos.File)
+	}
+
+	for _, r := range ir.Records {
+		if r.Parent != nil {
+			continue
+		}
+		spec := pkgOf(r.Pos.File)
+		if r.System || spec == nil && r.Incomplete {
+			spec = &specs[0] // opaque system types live in the first package
+		}
+		if spec == nil {
+			return unowned(r.Describe(), r.Pos)
+		}
+		r.Package, r.GoName = spec.Name, name(spec, r.CName)
+		if err := declare(r.Package, r.GoName, r.Describe(), r.Pos); err != nil {
+			return err
+		}
+	}
+	var nested func(r *Record) string
+	nested = func(r *Record) string { // a nested record is named after its parent
+		if r.GoName == "" && r.Parent != nil {
+			r.GoName = nested(r.Parent) + fieldName(strings.TrimSuffix(r.ParentMember, "[0]"))
+			r.Package = r.Parent.Package
+		}
+		return r.GoName
+	}
+	for _, r := range ir.Records {
+		if r.Parent == nil {
+			continue
+		}
+		nested(r)
+		if err := declare(r.Package, r.GoName, r.Describe(), r.Pos); err != nil {
+			return err
+		}
+	}
+	for _, e := range ir.Enums {
+		spec := pkgOf(e.Pos.File)
+		if spec == nil {
+			return unowned("enum "+e.CName, e.Pos)
+		}
+		e.Package = spec.Name
+		if e.CName != "" {
+			e.GoName = name(spec, e.CName)
+			if err := declare(e.Package, e.GoName, "enum "+e.CName, e.Pos); err != nil {
+				return err
+			}
+		}
+		rule, hasRule := spec.EnumPrefixes[e.CName]
+		if hasRule {
+			used[spec.Name+"\x00enum "+e.CName] = true
+		}
+		for _, en := range e.Enumerators {
+			if _, renamed := spec.Renames[en.Name]; hasRule && !renamed {
+				en.GoName = GoName(en.Name, []Prefix{rule})
+			} else {
+				en.GoName = name(spec, en.Name)
+			}
+			if err := declare(e.Package, en.GoName, en.Name, en.Pos); err != nil {
+				return err
+			}
+		}
+	}
+	for _, m := range ir.Macros {
+		spec := pkgOf(m.Pos.File)
+		if spec == nil {
+			return unowned("macro "+m.Name, m.Pos)
+		}
+		m.Package, m.GoName = spec.Name, name(spec, m.Name)
+		if err := declare(m.Package, m.GoName, "macro "+m.Name, m.Pos); err != nil {
+			return err
+		}
+	}
+	for _, a := range ir.Aliases {
+		spec := pkgOf(a.Pos.File)
+		if spec == nil {
+			return unowned("macro "+a.Name, a.Pos)
+		}
+		a.Package, a.GoName = spec.Name, name(spec, a.Name)
+		if err := declare(a.Package, a.GoName, "macro "+a.Name, a.Pos); err != nil {
+			return err
+		}
+	}
+	for _, f := range ir.Funcs {
+		spec := pkgOf(f.Pos.File)
+		if spec == nil {
+			return unowned("function "+f.Name, f.Pos)
+		}
+		f.Package, f.GoName = spec.Name, name(spec, f.Name)
+		if err := declare(f.Package, f.GoName, "function "+f.Name, f.Pos); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for i, p := range f.Params {
+			p.GoName = paramName(p.Name, i)
+			for seen[p.GoName] {
+				p.GoName += "_"
+			}
+			seen[p.GoName] = true
+		}
+	}
+	if len(collisions) > 0 {
+		more := ""
+		if len(collisions) > 1 {
+			more = fmt.Sprintf(" (and %d more collisions)", len(collisions)-1)
+		}
+		if os.Getenv("VERBSGEN_DEBUG") != "" {
+			fmt.Fprintln(os.Stderr, strings.Join(collisions, "\n"))
+		}
+		return fmt.Errorf("%s%s", collisions[0], more)
+	}
+	var stale []string
+	for _, spec := range specs {
+		for c := range spec.Renames {
+			if !used[spec.Name+"\x00"+c] {
+				stale = append(stale, spec.Name+": "+c)
+			}
+		}
+		for c := range spec.EnumPrefixes {
+			if !used[spec.Name+"\x00enum "+c] {
+				stale = append(stale, spec.Name+": enum "+c)
+			}
+		}
+	}
+	sort.Strings(stale)
+	ir.StalePatches = stale
+	return nil
+}

@@ -1,0 +1,108 @@
+// Package cbench holds the C reference loops of the hand/ benchmarks: each
+// function runs N iterations of the work the Go fast path does per iteration,
+// in a single cgo call, so a benchmark calling it once with b.N measures the
+// C cost per operation on the same fake provider in the same run.
+//
+// The WRs it posts carry the values below; the Go benchmarks post the same.
+// It is for benchmarks only.
+package cbench
+
+/*
+#include "cbench.h"
+*/
+import "C"
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// What WR i of a benchmark chain carries.
+const (
+	Addr      = C.CB_ADDR // local address of WR i: Addr + i*Len
+	Len       = C.CB_LEN
+	LKey      = C.CB_LKEY
+	RAddr     = C.CB_RADDR // remote address of WR i: RAddr + i*Len
+	RKey      = C.CB_RKEY
+	QKey      = C.CB_QKEY
+	RemoteQPN = C.CB_REMOTE_QPN
+	InlineLen = C.CB_INLINE_LEN
+)
+
+// InlineData is what inline sends carry (InlineLen bytes, NUL included).
+const InlineData = "goverbs-inline!\x00"
+
+// SendKind selects the send WR a benchmark posts.
+type SendKind int
+
+// The send kinds. Every one is signaled; UD sends use one AH, RemoteQPN and QKey.
+const (
+	Send     SendKind = C.CB_SEND
+	SendImm  SendKind = C.CB_SEND_IMM // imm_data = htobe32(i)
+	Write    SendKind = C.CB_WRITE
+	WriteImm SendKind = C.CB_WRITE_IMM // imm_data = htobe32(i)
+	Read     SendKind = C.CB_READ
+	CAS      SendKind = C.CB_CAS // compare i, swap i+1, length 8
+	FAA      SendKind = C.CB_FAA // add 1, length 8
+	Inline   SendKind = C.CB_INLINE
+	UD       SendKind = C.CB_UD
+)
+
+// RDMAKind selects the rdma_post_*v a benchmark calls.
+type RDMAKind int
+
+// The rdma_verbs.h vectored posts.
+const (
+	Recvv  RDMAKind = C.CB_RECVV
+	Sendv  RDMAKind = C.CB_SENDV
+	Readv  RDMAKind = C.CB_READV
+	Writev RDMAKind = C.CB_WRITEV
+)
+
+// Empty is an empty cgo call: the cost of one crossing.
+func Empty() { C.cb_empty() }
+
+func errnoErr(r C.int) error {
+	if r == 0 {
+		return nil
+	}
+	if r < 0 {
+		return syscall.EAGAIN
+	}
+	return syscall.Errno(r)
+}
+
+// PostRecv posts iters chains of n receive WRs to qp (a struct ibv_qp *).
+func PostRecv(qp unsafe.Pointer, n, iters int) error {
+	return errnoErr(C.cb_post_recv((*C.struct_ibv_qp)(qp), C.int(n), C.int64_t(iters)))
+}
+
+// PostSRQRecv posts iters chains of n receive WRs to srq (a struct ibv_srq *).
+func PostSRQRecv(srq unsafe.Pointer, n, iters int) error {
+	return errnoErr(C.cb_post_srq_recv((*C.struct_ibv_srq)(srq), C.int(n), C.int64_t(iters)))
+}
+
+// PostSend posts iters chains of n send WRs of one kind to qp; ah is the
+// struct ibv_ah * of UD sends (nil otherwise).
+func PostSend(qp unsafe.Pointer, kind SendKind, ah unsafe.Pointer, n, iters int) error {
+	return errnoErr(C.cb_post_send((*C.struct_ibv_qp)(qp), C.int(kind), (*C.struct_ibv_ah)(ah),
+		C.int(n), C.int64_t(iters)))
+}
+
+// RDMAPost calls an rdma_post_*v n times per iteration on id (a struct rdma_cm_id *).
+func RDMAPost(id unsafe.Pointer, kind RDMAKind, n, iters int) error {
+	return errnoErr(C.cb_rdma_post((*C.struct_rdma_cm_id)(id), C.int(kind), C.int(n), C.int64_t(iters)))
+}
+
+// Poll reaps n completions per iteration from cq (a struct ibv_cq *); an
+// iteration that gets fewer fails with EAGAIN.
+func Poll(cq unsafe.Pointer, n, iters int) error {
+	return errnoErr(C.cb_poll((*C.struct_ibv_cq)(cq), C.int(n), C.int64_t(iters)))
+}
+
+// PollEx reaps n completions per iteration through the extended CQ ops,
+// reading the fields wcFlags (enum ibv_create_cq_wc_flags) selects.
+func PollEx(cq unsafe.Pointer, n, iters int, wcFlags uint64) error {
+	return errnoErr(C.cb_poll_ex((*C.struct_ibv_cq_ex)(cq), C.int(n), C.int64_t(iters),
+		C.uint64_t(wcFlags)))
+}

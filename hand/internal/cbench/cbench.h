@@ -1,0 +1,64 @@
+/*
+ * cbench: C reference loops for the hand/ benchmarks.
+ *
+ * Each function runs `iters` iterations of exactly the work the Go fast path
+ * does per benchmark iteration, in one call, so a Go benchmark that calls it
+ * once with b.N reports the C cost per operation: fill a prelinked chain of n
+ * WRs in calloc'd memory (same layout as hand's chains: WRs, then SGEs, then
+ * the bad_wr slot), cut it after WR n-1, post it through the static inline,
+ * restore the link; or poll n completions and read wr_id and status of each.
+ */
+#ifndef GOVERBS_CBENCH_H
+#define GOVERBS_CBENCH_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_verbs.h>
+
+/* The values every benchmark WR carries (the Go benchmarks use the same). */
+#define CB_ADDR 0x10000ull        /* local address of WR i: CB_ADDR + i * CB_LEN */
+#define CB_LEN 64u
+#define CB_LKEY 0x1234u
+#define CB_RADDR 0x200000ull      /* remote address of WR i: CB_RADDR + i * CB_LEN */
+#define CB_RKEY 0x5678u
+#define CB_QKEY 0x11111111u
+#define CB_REMOTE_QPN 0x42u
+#define CB_INLINE_LEN 16u
+
+/* Which send WR each benchmark posts. */
+enum cb_send_kind {
+	CB_SEND,
+	CB_SEND_IMM,
+	CB_WRITE,
+	CB_WRITE_IMM,
+	CB_READ,
+	CB_CAS,
+	CB_FAA,
+	CB_INLINE,
+	CB_UD,
+	CB_NKINDS,
+};
+
+/* Which rdma_post_*v each benchmark calls. */
+enum cb_rdma_kind {
+	CB_RECVV,
+	CB_SENDV,
+	CB_READV,
+	CB_WRITEV,
+};
+
+void cb_empty(void);
+
+/* All return 0, or the errno of the first failure. */
+int cb_post_recv(struct ibv_qp *qp, int n, int64_t iters);
+int cb_post_srq_recv(struct ibv_srq *srq, int n, int64_t iters);
+int cb_post_send(struct ibv_qp *qp, int kind, struct ibv_ah *ah, int n, int64_t iters);
+int cb_rdma_post(struct rdma_cm_id *id, int kind, int n, int64_t iters);
+
+/* Polls n completions per iteration; returns 0 or -1 when a poll came back short. */
+int cb_poll(struct ibv_cq *cq, int n, int64_t iters);
+/* Extended polling: start_poll, next_poll n-1 times, end_poll; reads the fields
+ * selected by wc_flags (enum ibv_create_cq_wc_flags) of each completion. */
+int cb_poll_ex(struct ibv_cq_ex *cq, int n, int64_t iters, uint64_t wc_flags);
+
+#endif

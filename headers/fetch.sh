@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# headers/fetch.sh - materialise the pinned rdma-core header trees.
+#
+# Usage: headers/fetch.sh [VERSION...]      (default: every version in the manifest)
+#
+# For each rdma-core VERSION listed in headers/manifest.tsv this script
+#   1. does nothing if headers/rdma-core-VERSION/.stamp already holds exactly the
+#      manifest lines for VERSION (fully offline);
+#   2. otherwise downloads the pinned Debian .debs with `apt-get download`, using a
+#      PRIVATE apt configuration under headers/.cache/apt/ (the machine's /etc/apt
+#      is only read, never written), and caches them in headers/.cache/debs/;
+#   3. checks each .deb's sha256 against the manifest;
+#   4. extracts the packages' usr/include into headers/rdma-core-VERSION/ (an
+#      include directory: -I headers/rdma-core-VERSION), swapping it into place
+#      with renames, and writes .stamp last.
+#
+# No host name or URL is stored in the repository: the Debian archive URI is taken
+# at run time from the machine's own apt sources.  Needs bash, apt-get, dpkg-deb
+# and coreutils/awk/grep (all present on Debian).
+#
+# Environment overrides (mainly for testing):
+#   HEADERS_MANIFEST       manifest to read        (default: headers/manifest.tsv)
+#   HEADERS_CACHE          cache directory          (default: headers/.cache)
+#   HEADERS_DEBIAN_MIRROR  Debian archive URI to use instead of the one found in
+#                          the machine's apt sources
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+manifest=${HEADERS_MANIFEST:-$here/manifest.tsv}
+cache=${HEADERS_CACHE:-$here/.cache}
+debs=$cache/debs
+arch=amd64
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+# Suites that identify the main Debian archive in the host's sources (the manifest
+# suites are added at run time).  "bookworm-security" etc. never match.
+debian_suites='bullseye bookworm trixie forky duke sid oldstable stable testing unstable'
+
+log() { printf 'headers: %s\n' "$*"; }
+die() { printf 'headers: %s\n' "$*" >&2; exit 1; }
+
+[[ -r $manifest ]] || die "manifest not found: $manifest"
+for tool in apt-get dpkg-deb sha256sum; do
+	command -v "$tool" >/dev/null || die "required tool not found: $tool"
+done
+
+# manifest_lines VERSION: the manifest's data lines for VERSION (no comments/blanks).
+manifest_lines() {
+	awk -F'\t' -v v="$1" '!/^[[:space:]]*(#|$)/ && $1 == v' "$manifest"
+}
+
+# all_versions: every version in the manifest, in order of first appearance.
+all_versions() {
+	awk -F'\t' '!/^[[:space:]]*(#|$)/ && !seen[$1]++ { print $1 }' "$manifest"
+}
+
+# deb_filename PKG VERSION: the file name `apt-get download` gives a package
+# (an epoch's ':' is written as %3a).
+deb_filename() {
+	printf '%s_%s_%s.deb\n' "$1" "${2//:/%3a}" "$arch"
+}
+
+# sha256_of FILE
+sha256_of() {
+	local sum
+	read -r sum _ < <(sha256sum "$1")
+	printf '%s\n' "$sum"
+}
+
+# --- Discovering the Debian archive URI from the host's apt sources ----------
+
+# host_debian_uri: print the first URI of an enabled "deb" source whose suites
+# include a plain Debian release suite (e.g. "bookworm", not "bookworm-security").
+host_debian_uri() {
+	local re uri f words
+	read -ra words <<<"$debian_suites $*"
+	re="^($(IFS='|' && printf '%s' "${words[*]}"))\$"
+
+	# deb822 *.sources files ("Types:", "URIs:", "Suites:", "Enabled:" fields).
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[[ -r $f ]] || continue
+		uri=$(awk -v re="$re" '
+			function flush(   n, i, s, u) {
+				if (!done && types ~ /(^|[[:space:]])deb([[:space:]]|$)/ && tolower(enabled) != "no") {
+					n = split(suites, s, /[[:space:]]+/)
+					for (i = 1; i <= n; i++)
+						if (s[i] ~ re) { split(uris, u, /[[:space:]]+/); print u[1]; done = 1; break }
+				}
+				types = suites = uris = enabled = field = ""
+			}
+			/^#/ { next }
+			/^[[:space:]]*$/ { flush(); next }
+			/^[[:space:]]/ {                      # continuation line
+				if (field == "types") types = types " " $0
+				else if (field == "uris") uris = uris " " $0
+				else if (field == "suites") suites = suites " " $0
+				next
+			}
+			{
+				field = tolower(substr($0, 1, index($0, ":") - 1))
+				val = substr($0, index($0, ":") + 1)
+				gsub(/^[[:space:]]+|[[:space:]]+$/, "", val)
+				if (field == "types") types = val
+				else if (field == "uris") uris = val
+				else if (field == "suites") suites = val
+				else if (field == "enabled") enabled = val
+			}
+			END { flush() }' "$f")
+		[[ -n $uri ]] && { printf '%s\n' "$uri"; return 0; }
+	done
+
+	# One-line style: "deb [options] URI SUITE COMPONENT...".
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[[ -r $f ]] || continue
+		uri=$(awk -v re="$re" '
+			$1 == "deb" {
+				i = 2
+				if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+				if ($(i + 1) ~ re) { print $i; exit }
+			}' "$f")
+		[[ -n $uri ]] && { printf '%s\n' "$uri"; return 0; }
+	done
+	return 1
+}
+
+debian_uri=
+# debian_uri_lookup: set $debian_uri once (only needed when downloading).
+debian_uri_lookup() {
+	[[ -n $debian_uri ]] && return 0
+	if [[ -n ${HEADERS_DEBIAN_MIRROR:-} ]]; then
+		debian_uri=$HEADERS_DEBIAN_MIRROR
+	else
+		local suites
+		mapfile -t suites < <(awk -F'\t' '!/^[[:space:]]*(#|$)/ { print $2 }' "$manifest" | sort -u)
+		debian_uri=$(host_debian_uri "${suites[@]}") ||
+			die "no Debian archive (a 'deb' source with suite bookworm, trixie, ...) found in /etc/apt/sources.list{,.d}; set HEADERS_DEBIAN_MIRROR"
+	fi
+}
+
+# --- Private apt configuration ------------------------------------------------
+
+# apt_setup SUITE: create a private apt root for SUITE under $cache/apt/SUITE (one
+# root per suite, so "pkg=version" can only resolve from the manifest's suite),
+# export APT_CONFIG pointing at it and refresh its package index.
+apt_setup() {
+	local suite=$1 root=$cache/apt/$1
+	[[ -r $keyring ]] || die "Debian archive keyring not found: $keyring (install debian-archive-keyring)"
+	# OpenPGP user IDs are stored as plain text, e.g. "Debian Archive Automatic Signing Key (13/trixie)".
+	grep -aq "/$suite)" "$keyring" ||
+		die "keyring $keyring has no key for suite '$suite'; cannot verify its index (upgrade debian-archive-keyring)"
+	debian_uri_lookup
+
+	mkdir -p "$root"/etc/apt.conf.d "$root"/etc/sources.list.d "$root"/etc/preferences.d \
+		"$root"/etc/trusted.gpg.d "$root"/lists/partial "$root"/cache/archives/partial
+	: >"$root/etc/sources.list"
+	: >"$root/status"
+	cat >"$root/etc/sources.list.d/debian.sources" <<-EOF
+		Types: deb
+		URIs: $debian_uri
+		Suites: $suite
+		Components: main
+		Architectures: $arch
+		Signed-By: $keyring
+	EOF
+
+	# APT_CONFIG is read before anything else; pointing Dir::Etc::main/parts away
+	# from /etc/apt means none of the host's apt.conf(.d) is loaded (no hooks such
+	# as APT::Update::Post-Invoke run).  Only the host's network settings (proxies,
+	# Check-Valid-Until, ...) are copied over so downloads work as they do for apt.
+	{
+		cat <<-EOF
+			Dir::Etc::main "/dev/null";
+			Dir::Etc::parts "$root/etc/apt.conf.d";
+			Dir::Etc::SourceList "$root/etc/sources.list";
+			Dir::Etc::SourceParts "$root/etc/sources.list.d";
+			Dir::Etc::Preferences "$root/etc/preferences";
+			Dir::Etc::PreferencesParts "$root/etc/preferences.d";
+			Dir::Etc::Trusted "$root/etc/trusted.gpg";
+			Dir::Etc::TrustedParts "$root/etc/trusted.gpg.d";
+			Dir::State "$root";
+			Dir::State::Lists "$root/lists";
+			Dir::State::Status "$root/status";
+			Dir::Cache "$root/cache";
+			APT::Architecture "$arch";
+			APT::Architectures { "$arch"; };
+			APT::Sandbox::User "$(id -un)";
+			APT::Update::Error-Mode "any";
+			Acquire::Languages "none";
+			Acquire::GzipIndexes "true";
+		EOF
+		env -u APT_CONFIG apt-config dump 2>/dev/null |
+			grep -E '^Acquire::((http|https|ftp|socks)(::|[[:space:]])|(Check-Valid-Until|Check-Date|Retries|ForceIPv4|ForceIPv6)[[:space:]])' || true
+	} >"$root/apt.conf"
+	export APT_CONFIG=$root/apt.conf
+
+	log "updating private apt index for $suite"
+	apt-get -q update || die "apt-get update failed for suite $suite ($debian_uri)"
+}
+
+# fetch_deb SUITE PKG DEBVERSION SHA256: ensure the verified .deb is in $debs and
+# set $deb_path to it (a global rather than stdout, so that the apt state set up
+# here persists).  Cached files are re-verified; downloads go through a temp dir
+# and only enter the cache once their hash matches.
+apt_ready_suite=
+deb_path=
+fetch_deb() {
+	local suite=$1 pkg=$2 ver=$3 want=$4 file got dl
+	file=$debs/$(deb_filename "$pkg" "$ver")
+	if [[ ! -f $file ]]; then
+		if [[ $apt_ready_suite != "$suite" ]]; then
+			apt_setup "$suite"
+			apt_ready_suite=$suite
+		fi
+		dl=$(mktemp -d "$cache/dl.XXXXXX")
+		log "downloading $pkg $ver ($suite, $arch)"
+		if ! (cd "$dl" && apt-get -q download "$pkg=$ver"); then
+			rm -rf "$dl"
+			die "apt-get download failed: $pkg version $ver not available from $suite ($arch)"
+		fi
+		[[ -f $dl/${file##*/} ]] || { rm -rf "$dl"; die "apt-get download produced no ${file##*/}"; }
+		got=$(sha256_of "$dl/${file##*/}")
+		if [[ $got != "$want" ]]; then
+			rm -rf "$dl"
+			die "sha256 mismatch for ${file##*/}: want $want got $got"
+		fi
+		mv -f "$dl/${file##*/}" "$file"
+		rm -rf "$dl"
+	fi
+	got=$(sha256_of "$file")
+	[[ $got == "$want" ]] ||
+		die "sha256 mismatch for $file: want $want got $got (cached file; delete it to re-download)"
+	deb_path=$file
+}
+
+# --- Per-version work ---------------------------------------------------------
+
+stage=
+cleanup() { [[ -n $stage ]] && rm -rf "$stage"; return 0; }
+trap cleanup EXIT
+
+# fetch_version VERSION
+fetch_version() {
+	local v=$1 lines dest files=() f suite pkg ver sha old
+	lines=$(manifest_lines "$v")
+	[[ -n $lines ]] || die "version $v is not in $manifest"
+	dest=$here/rdma-core-$v
+
+	if [[ -f $dest/.stamp ]] && printf '%s\n' "$lines" | cmp -s - "$dest/.stamp"; then
+		log "rdma-core-$v up to date"
+		return 0
+	fi
+
+	mkdir -p "$debs"
+	while IFS=$'\t' read -r _ suite pkg ver sha; do
+		[[ -n $suite && -n $pkg && -n $ver && $sha =~ ^[0-9a-f]{64}$ ]] ||
+			die "malformed manifest line for $v: suite=$suite package=$pkg debversion=$ver sha256=$sha"
+		fetch_deb "$suite" "$pkg" "$ver" "$sha"
+		files+=("$deb_path")
+	done <<<"$lines"
+
+	# Everything is verified; build the new tree next to the destination (same
+	# file system, so the renames below are atomic; the name matches .gitignore).
+	stage=$(mktemp -d "$here/rdma-core-$v.tmp.XXXXXX")
+	for f in "${files[@]}"; do
+		dpkg-deb -x "$f" "$stage/root"
+	done
+	[[ -d $stage/root/usr/include ]] || die "no usr/include in the packages for $v"
+	mv "$stage/root/usr/include" "$stage/include"
+	for f in infiniband/verbs.h rdma/rdma_cma.h; do
+		[[ -f $stage/include/$f ]] || die "rdma-core $v packages lack $f"
+	done
+
+	# Swap in: any old tree is first renamed aside (so a stale .stamp can never sit
+	# next to new files), the new tree is renamed into place, the stamp goes last.
+	old=
+	if [[ -e $dest ]]; then
+		old=$stage/old
+		mv "$dest" "$old"
+	fi
+	if ! mv "$stage/include" "$dest"; then
+		[[ -n $old ]] && mv "$old" "$dest"
+		die "could not move the new tree into $dest"
+	fi
+	printf '%s\n' "$lines" >"$dest/.stamp.tmp"
+	mv "$dest/.stamp.tmp" "$dest/.stamp"
+	rm -rf "$stage"
+	stage=
+
+	log "rdma-core-$v ready ($(find "$dest" -type f ! -name .stamp | wc -l) files)"
+}
+
+if (($# == 0)); then
+	mapfile -t versions < <(all_versions)
+	((${#versions[@]})) || die "no versions in $manifest"
+	set -- "${versions[@]}"
+fi
+
+# Serialise concurrent runs (e.g. make -j) when flock(1) is available.
+mkdir -p "$cache"
+if command -v flock >/dev/null; then
+	exec 9>"$cache/lock"
+	flock 9
+fi
+
+for v in "$@"; do
+	fetch_version "$v"
+done

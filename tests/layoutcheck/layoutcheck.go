@@ -1,0 +1,103 @@
+// Package layoutcheck compares two tables of layout facts, one computed by
+// gcc from the rdma-core headers and one by the Go compiler from the
+// generated types. The generated layout tests call it; it has no cgo so that
+// it also serves packages generated into other modules.
+package layoutcheck
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// Row is one fact: "sizeof(struct ibv_wc)", "_Alignof(...)",
+// "offsetof(struct ibv_wc, imm_data)", "enum IBV_WC_SUCCESS" or
+// "macro IBV_DEVICE_RAW_SCATTER_FCS", and its value (two's complement bits
+// for constants).
+type Row struct {
+	Key   string
+	Value uint64
+}
+
+// Offset is the distance from base to p, for members reached through
+// accessor methods.
+func Offset(base, p unsafe.Pointer) uint64 { return uint64(uintptr(p) - uintptr(base)) }
+
+// Int returns the two's complement bits of an integer constant.
+func Int[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr](v T) uint64 {
+	return uint64(v)
+}
+
+// Diff lists every disagreement between the C and Go tables: a value that
+// differs, or a key only one side has. It is empty when they agree.
+func Diff(c, g []Row) []string {
+	cm := make(map[string]uint64, len(c))
+	for _, r := range c {
+		cm[r.Key] = r.Value
+	}
+	gm := make(map[string]uint64, len(g))
+	var out []string
+	for _, r := range g {
+		gm[r.Key] = r.Value
+		cv, ok := cm[r.Key]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s: Go has %d, C has no such row", r.Key, int64(r.Value)))
+		case cv != r.Value:
+			out = append(out, fmt.Sprintf("%s: C says %d, Go says %d", r.Key, int64(cv), int64(r.Value)))
+		}
+	}
+	for _, r := range c {
+		if _, ok := gm[r.Key]; !ok {
+			out = append(out, fmt.Sprintf("%s: C has %d, Go has no such row", r.Key, int64(r.Value)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Counts is how many facts of each kind a table holds.
+type Counts struct {
+	Types, Alignments, Offsets, Enumerators, Macros int
+}
+
+// Count classifies the rows of a table.
+func Count(rows []Row) Counts {
+	var c Counts
+	for _, r := range rows {
+		switch {
+		case strings.HasPrefix(r.Key, "sizeof("):
+			c.Types++
+		case strings.HasPrefix(r.Key, "_Alignof("):
+			c.Alignments++
+		case strings.HasPrefix(r.Key, "offsetof("):
+			c.Offsets++
+		case strings.HasPrefix(r.Key, "enum "):
+			c.Enumerators++
+		case strings.HasPrefix(r.Key, "macro "):
+			c.Macros++
+		}
+	}
+	return c
+}
+
+func (c Counts) String() string {
+	return fmt.Sprintf("%d structs and unions (size and alignment), %d member offsets, %d enumerators, %d macros",
+		c.Types, c.Offsets, c.Enumerators, c.Macros)
+}
+
+// Check fails t with every difference between the tables and logs what was
+// compared. version names the rdma-core release the Go side was generated from.
+func Check(t testing.TB, version string, c, g []Row) {
+	t.Helper()
+	if len(g) == 0 {
+		t.Fatal("the Go table is empty: nothing was compared")
+	}
+	diff := Diff(c, g)
+	for _, d := range diff {
+		t.Error(d)
+	}
+	t.Logf("layout rdma-core %s: compared %d facts with gcc: %s; %d differ", version, len(g), Count(g), len(diff))
+}
