@@ -596,6 +596,9 @@ func tokensString(toks []cc.Token) string {
 // compile-time choices (such as ibv_reg_mr's __builtin_constant_p) still run.
 func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, error) {
 	toks := mac.ReplacementList()
+	if why := typeGeneric(mac); why != "" {
+		return nil, why, nil
+	}
 	if len(toks) < 3 || toks[1].SrcStr() != "(" || toks[len(toks)-1].SrcStr() != ")" {
 		return nil, "does not expand to a single function call: " + tokensString(toks), nil
 	}
@@ -639,6 +642,30 @@ func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, e
 		f.Params = append(f.Params, &Param{Name: pn, Type: full.Params[idx].Type})
 	}
 	return f, "", nil
+}
+
+// typeGeneric explains why a function-like macro has no Go signature when one
+// of its parameters stands for a type or a member name rather than a value.
+func typeGeneric(mac *cc.Macro) string {
+	params := map[string]bool{}
+	for _, p := range mac.Params {
+		params[p.SrcStr()] = true
+	}
+	toks := mac.ReplacementList()
+	for i, t := range toks {
+		s := t.SrcStr()
+		switch {
+		case i == 0 && (s == "struct" || s == "union"):
+			return "declares struct members from its arguments: a C declaration template, not a function"
+		case s == "##":
+			return "pastes tokens (##) into new identifiers: a C declaration template, not a function"
+		case (s == "->" || s == ".") && i+1 < len(toks) && params[toks[i+1].SrcStr()]:
+			return fmt.Sprintf("takes a member name (%s): generic over struct members, so no Go function signature can express it", toks[i+1].SrcStr())
+		case s == "offsetof" && i+2 < len(toks) && params[toks[i+2].SrcStr()]:
+			return fmt.Sprintf("takes a type (%s) for offsetof: generic over types, so no Go function signature can express it", toks[i+2].SrcStr())
+		}
+	}
+	return ""
 }
 
 // splitArgs splits macro argument tokens at top-level commas; each argument

@@ -1,11 +1,9 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // modulesDep is an excerpt of linux-image-6.1.0-56-amd64's modules.dep.
@@ -39,7 +37,9 @@ kernel/net/core/failover.ko:
 func parseDep(t *testing.T, dep, builtin string) *moduleDeps {
 	t.Helper()
 	m, err := parseModulesDep(strings.NewReader(dep), strings.NewReader(builtin))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return m
 }
 
@@ -55,8 +55,10 @@ func names(files []string) []string {
 func TestLoadOrderGuestModules(t *testing.T) {
 	m := parseDep(t, modulesDep, "")
 	files, err := m.loadOrder(guestModules)
-	require.NoError(t, err)
-	assert.Equal(t, []string{
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
 		"crc32_generic",
 		"virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci",
 		"9pnet", "9pnet_virtio",
@@ -65,8 +67,13 @@ func TestLoadOrderGuestModules(t *testing.T) {
 		"iw_cm", "ib_cm", "configfs", "rdma_cm", "rdma_ucm",
 		"veth",
 		"failover", "net_failover", "virtio_net",
-	}, names(files))
-	assert.Equal(t, "kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko", files[15])
+	}
+	if got := names(files); !slices.Equal(got, want) {
+		t.Errorf("load order:\n got %q\nwant %q", got, want)
+	}
+	if !slices.Contains(files, "kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko") {
+		t.Errorf("load order %q: want files as modules.dep names them", files)
+	}
 }
 
 // Every module must come after everything modules.dep says it needs,
@@ -74,11 +81,14 @@ func TestLoadOrderGuestModules(t *testing.T) {
 func TestLoadOrderDependenciesFirst(t *testing.T) {
 	m := parseDep(t, modulesDep, "")
 	files, err := m.loadOrder([]string{"rdma_ucm", "9p", "virtio_net"})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pos := map[string]int{}
 	for i, n := range names(files) {
-		_, dup := pos[n]
-		require.False(t, dup, "%s loaded twice", n)
+		if _, dup := pos[n]; dup {
+			t.Fatalf("%s loaded twice: %q", n, files)
+		}
 		pos[n] = i
 	}
 	for name, deps := range m.deps {
@@ -86,50 +96,60 @@ func TestLoadOrderDependenciesFirst(t *testing.T) {
 			continue
 		}
 		for _, d := range deps {
-			assert.Less(t, pos[d], pos[name], "%s must load before %s", d, name)
+			if p, ok := pos[d]; !ok || p > pos[name] {
+				t.Errorf("%s must load before %s: %q", d, name, files)
+			}
 		}
 	}
 }
 
 func TestModuleName(t *testing.T) {
 	for in, want := range map[string]string{
-		"kernel/net/9p/9pnet_virtio.ko":     "9pnet_virtio",
-		"kernel/drivers/net/veth.ko.xz":     "veth",
+		"kernel/net/9p/9pnet_virtio.ko":      "9pnet_virtio",
+		"kernel/drivers/net/veth.ko.xz":      "veth",
 		"kernel/crypto/crc32-generic.ko.zst": "crc32_generic",
-		"veth.ko":                           "veth",
+		"veth.ko":                            "veth",
 	} {
-		assert.Equal(t, want, moduleName(in), in)
+		if got := moduleName(in); got != want {
+			t.Errorf("moduleName(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
 func TestLoadOrderNamesWithDashes(t *testing.T) {
 	m := parseDep(t, "kernel/a/foo-bar.ko: kernel/a/baz.ko\nkernel/a/baz.ko:\n", "")
 	files, err := m.loadOrder([]string{"foo-bar"})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"kernel/a/baz.ko", "kernel/a/foo-bar.ko"}, files)
+	if want := []string{"kernel/a/baz.ko", "kernel/a/foo-bar.ko"}; err != nil || !slices.Equal(files, want) {
+		t.Errorf("loadOrder(foo-bar) = %q, %v; want %q", files, err, want)
+	}
 }
 
 func TestLoadOrderSkipsBuiltin(t *testing.T) {
 	m := parseDep(t, "kernel/a/x.ko:\n", "kernel/drivers/virtio/virtio_pci.ko\n")
 	files, err := m.loadOrder([]string{"virtio_pci", "x"})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"kernel/a/x.ko"}, files)
+	if want := []string{"kernel/a/x.ko"}; err != nil || !slices.Equal(files, want) {
+		t.Errorf("loadOrder(virtio_pci, x) = %q, %v; want %q", files, err, want)
+	}
 }
 
 func TestLoadOrderErrors(t *testing.T) {
 	m := parseDep(t, "kernel/a/a.ko: kernel/a/missing.ko\nkernel/c/c.ko: kernel/d/d.ko\nkernel/d/d.ko: kernel/c/c.ko\n", "")
 
-	_, err := m.loadOrder([]string{"nosuch"})
-	assert.EqualError(t, err, "module nosuch is not in modules.dep")
-
-	_, err = m.loadOrder([]string{"a"})
-	assert.EqualError(t, err, "module missing (needed by a) is not in modules.dep")
-
-	_, err = m.loadOrder([]string{"c"})
-	assert.EqualError(t, err, "module dependency cycle: c -> d -> c")
+	for name, want := range map[string]string{
+		"nosuch": "module nosuch is not in modules.dep",
+		"a":      "module missing (needed by a) is not in modules.dep",
+		"c":      "module dependency cycle: c -> d -> c",
+	} {
+		_, err := m.loadOrder([]string{name})
+		if err == nil || err.Error() != want {
+			t.Errorf("loadOrder(%s): error %v, want %q", name, err, want)
+		}
+	}
 }
 
 func TestParseModulesDepRejectsGarbage(t *testing.T) {
 	_, err := parseModulesDep(strings.NewReader("kernel/a/a.ko:\nnot a dep line\n"), nil)
-	assert.ErrorContains(t, err, "modules.dep:2")
+	if err == nil || !strings.Contains(err.Error(), "modules.dep:2") {
+		t.Errorf("error %v, want one naming modules.dep:2", err)
+	}
 }

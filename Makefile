@@ -1,0 +1,53 @@
+# goverbs: see README.md. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+GO ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+include mk/headers.mk
+include mk/bench.mk
+-include mk/rxe.mk
+
+FUZZTIME ?= 20s
+
+.PHONY: all deps generate check-generated vet test test-go test-versions fuzz clean
+
+all: generate
+
+# Debian packages for the build and the tests, installed only when missing.
+deps:
+	@bash tests/deps.sh
+
+# Offline and deterministic: regenerates generated/ and tests/layout from
+# the pinned 44.0 headers (make headers fetches them).
+generate: headers
+	cd generated && $(GO) generate .
+
+# Fails if the committed generated files differ from what the generator makes.
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- generated tests/layout)" ]; then \
+		git status --short -- generated tests/layout; git diff --stat -- generated tests/layout; \
+		echo "check-generated: generated files differ from the generator's output: run make generate and commit" >&2; exit 1; \
+	fi
+	@echo "check-generated: generated/ and tests/layout match the generator's output"
+
+vet:
+	$(GO) vet ./...
+
+# Unit, golden and layout tests (44.0) on the host.
+test-go:
+	$(GO) test -count=1 ./...
+
+# Layouts generated from the 56.1 headers, checked against gcc with those
+# headers, and what changed since 44.0.
+test-versions: headers
+	$(GO) test -count=1 -v -run 'TestLayout56|TestVersionDiff' ./tests/versions/
+
+# A bounded run of the loader fuzzer: no panic may escape cc/v4.
+fuzz: headers
+	$(GO) test ./gen -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+
+test: deps headers check-generated vet test-go test-versions test-hand fuzz rxe-test
+	@echo "make test: all suites passed"
+
+clean:
+	rm -rf bin

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseExitMarker(t *testing.T) {
+	const m = "rxevm-exit-abc="
+	for _, c := range []struct {
+		line   string
+		before string
+		status int
+		ok     bool
+	}{
+		{"rxevm-exit-abc=0", "", 0, true},
+		{"rxevm-exit-abc=255", "", 255, true},
+		{"rxevm-exit-abc=3 trailing", "", 3, true},
+		{"no newline at endrxevm-exit-abc=1", "no newline at end", 1, true},
+		{"rxevm-exit-abc=256", "", 0, false},
+		{"rxevm-exit-abc=", "", 0, false},
+		{"rxevm-exit-abc=x", "", 0, false},
+		{"rxevm-exit-other=0", "", 0, false},
+		{"plain output", "", 0, false},
+	} {
+		before, status, ok := parseExitMarker(c.line, m)
+		if before != c.before || status != c.status || ok != c.ok {
+			t.Errorf("parseExitMarker(%q) = %q, %d, %v; want %q, %d, %v",
+				c.line, before, status, ok, c.before, c.status, c.ok)
+		}
+	}
+}
+
+func TestConsole(t *testing.T) {
+	in := "\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2-debian-1.16.2-1)\r\n" +
+		"Booting from ROM..\r\n" +
+		"rxevm-ready-n1\r\n" +
+		"hello\r\n" +
+		"SeaBIOS is mentioned by the command\r\n" +
+		"\r\n" +
+		"last words without newlinerxevm-exit-n1=7\r\n" +
+		"[    5.003099] reboot: Power down\r\n"
+	var out strings.Builder
+	ready := 0
+	c := &console{out: &out, readyMarker: "rxevm-ready-n1", exitMarker: "rxevm-exit-n1=", onReady: func() { ready++ }}
+	if err := c.copyFrom(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	want := "hello\nSeaBIOS is mentioned by the command\n\nlast words without newline\n"
+	if out.String() != want {
+		t.Errorf("console output %q, want %q", out.String(), want)
+	}
+	if !c.exited || c.status != 7 || ready != 1 {
+		t.Errorf("exited %v status %d ready %d; want true 7 1", c.exited, c.status, ready)
+	}
+}
+
+func TestConsoleWithoutExitMarker(t *testing.T) {
+	var out strings.Builder
+	c := &console{out: &out, readyMarker: "r-n", exitMarker: "e-n="}
+	if err := c.copyFrom(strings.NewReader("Kernel panic - not syncing\nend without newline")); err != nil {
+		t.Fatal(err)
+	}
+	if c.exited {
+		t.Error("a console without the exit marker counted as exited")
+	}
+	if want := "Kernel panic - not syncing\nend without newline\n"; out.String() != want {
+		t.Errorf("console output %q, want %q", out.String(), want)
+	}
+}
+
+func TestQEMUArgs(t *testing.T) {
+	v := vm{qemu: "qemu", kernel: "/k", initrd: "/i", workdir: "/w,x", mem: "1G", smp: 3, netArgs: []string{"-nic", "none"}, quiet: true}
+	args := v.args()
+	joined := strings.Join(args, " ")
+	for _, want := range []string{
+		"-accel tcg", "-m 1G", "-smp 3", "-no-reboot", "-kernel /k", "-initrd /i",
+		"-append console=ttyS0 quiet panic=-1",
+		"local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		"local,path=/w,,x,mount_tag=work,security_model=none,multidevs=remap",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("qemu args lack %q: %q", want, args)
+		}
+	}
+	if !slices.Equal(args[len(args)-2:], []string{"-nic", "none"}) {
+		t.Errorf("qemu args do not end with the network's: %q", args)
+	}
+	if slices.Contains(args, "kvm") || strings.Contains(joined, "accel kvm") || strings.Contains(joined, "enable-kvm") {
+		t.Errorf("qemu args ask for KVM, with which this kernel hangs: %q", args)
+	}
+}
+
+// fakeQEMU writes a shell script that stands in for qemu: it ignores its
+// arguments and runs body.
+func fakeQEMU(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "qemu")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type fakeRun struct {
+	code     int
+	err      error
+	out, log string
+}
+
+// runFake runs the command "my-cmd 'an arg'" in a fake qemu.
+func runFake(t *testing.T, body string, timeout time.Duration) fakeRun {
+	t.Helper()
+	plan := testPlan("/w", "my-cmd", "an arg")
+	var out, log strings.Builder
+	v := vm{qemu: fakeQEMU(t, body), mem: "1G", smp: 1}
+	code, err := v.run(context.Background(), timeout, plan, &out, &host{log: &log})
+	return fakeRun{code, err, out.String(), log.String()}
+}
+
+func TestRunReportsGuestStatus(t *testing.T) {
+	r := runFake(t, `printf 'SeaBIOS (version x)\r\nrxevm-ready-0123456789abcdef\r\nok\r\nrxevm-exit-0123456789abcdef=42\r\n'`, time.Minute)
+	if r.code != 42 || r.err != nil {
+		t.Errorf("run = %d, %v; want 42, nil", r.code, r.err)
+	}
+	if r.out != "ok\n" {
+		t.Errorf("output %q, want %q", r.out, "ok\n")
+	}
+	if !strings.Contains(r.log, "exit status 42 (my-cmd 'an arg')") {
+		t.Errorf("summary %q does not give the status and command", r.log)
+	}
+}
+
+func TestRunWithoutExitMarker(t *testing.T) {
+	r := runFake(t, `echo 'Kernel panic - not syncing: Attempted to kill init!'`, time.Minute)
+	if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), "without reporting the exit status of my-cmd 'an arg'") {
+		t.Errorf("run = %d, %v; want %d and an error naming the command", r.code, r.err, exitFailure)
+	}
+	if !strings.Contains(r.out, "Kernel panic") {
+		t.Errorf("the guest's last words %q were not shown", r.out)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	start := time.Now()
+	r := runFake(t, `echo booting; exec sleep 60`, 300*time.Millisecond)
+	if r.code != exitTimeout || r.err == nil || !strings.Contains(r.err.Error(), "timed out after 300ms running my-cmd 'an arg'") {
+		t.Errorf("run = %d, %v; want %d and a timeout error naming the command", r.code, r.err, exitTimeout)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("run took %v to give up after a 300ms timeout", d)
+	}
+}
+
+func TestRunQEMUFails(t *testing.T) {
+	r := runFake(t, `echo 'qemu-system-x86_64: -virtfs: bad option' >&2; exit 1`, time.Minute)
+	if r.code != exitFailure || r.err == nil {
+		t.Errorf("run = %d, %v; want %d and an error", r.code, r.err, exitFailure)
+	}
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tests/deps.sh: install the Debian packages the build and the tests need,
+# only those missing, so that a fresh Debian 12 machine can run `make test`.
+# Run as root (CI and the development machines are); prints what it installs.
+set -euo pipefail
+
+# Build: gcc for cgo; the rdma-core 44.0 development files the stubs link against.
+# soft-RoCE VM: qemu, busybox, kmod (depmod), iproute2 and rdma-core's tools and
+# providers (rdma_rxe's user-space half lives in ibverbs-providers).
+packages=(
+	gcc libc6-dev pkg-config
+	libibverbs-dev librdmacm-dev ibverbs-providers
+	ibverbs-utils rdmacm-utils perftest
+	qemu-system-x86 busybox-static kmod iproute2
+	ca-certificates
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all ${#packages[@]} Debian packages present"
+	exit 0
+fi
+echo "deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: need root to install ${missing[*]} (run: sudo apt-get install ${missing[*]})" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: installed ${#missing[@]} packages"

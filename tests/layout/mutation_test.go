@@ -1,0 +1,82 @@
+package layout
+
+import (
+	"structs"
+	"testing"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/tests/layoutcheck"
+	"github.com/stretchr/testify/require"
+)
+
+// wrongWC is struct ibv_wc with vendor_err left out, the kind of mistake a
+// hand-written binding makes: every member after it lands 4 bytes early.
+type wrongWC struct {
+	_         structs.HostLayout
+	WRID      uint64
+	Status    uint32
+	Opcode    uint32
+	ByteLen   uint32
+	ImmData   uint32
+	QPNum     uint32
+	SrcQP     uint32
+	WCFlags   uint32
+	PkeyIndex uint16
+	SLID      uint16
+	SL        uint8
+	DLID      uint8
+}
+
+// TestWrongLayoutIsCaught replaces the Go rows of struct ibv_wc with those
+// of wrongWC and requires the comparison with gcc to name every moved member.
+func TestWrongLayoutIsCaught(t *testing.T) {
+	var w wrongWC
+	wrong := map[string]uint64{
+		"sizeof(struct ibv_wc)":                   uint64(unsafe.Sizeof(w)), // still 48: tail padding hides the loss
+		"offsetof(struct ibv_wc, byte_len)":       uint64(unsafe.Offsetof(w.ByteLen)),
+		"offsetof(struct ibv_wc, qp_num)":         uint64(unsafe.Offsetof(w.QPNum)),
+		"offsetof(struct ibv_wc, dlid_path_bits)": uint64(unsafe.Offsetof(w.DLID)),
+	}
+	rows := GoRows()
+	for i, r := range rows {
+		if v, ok := wrong[r.Key]; ok {
+			rows[i].Value = v
+		}
+	}
+	diff := layoutcheck.Diff(CRows(), rows)
+	// The size matches, so only the offsets can catch this mistake.
+	require.Equal(t, []string{
+		"offsetof(struct ibv_wc, byte_len): C says 20, Go says 16",
+		"offsetof(struct ibv_wc, dlid_path_bits): C says 45, Go says 41",
+		"offsetof(struct ibv_wc, qp_num): C says 28, Go says 24",
+	}, diff)
+}
+
+// TestMissingRowIsCaught drops a row from one side: a member the Go side
+// forgot must not pass silently.
+func TestMissingRowIsCaught(t *testing.T) {
+	rows := GoRows()
+	var kept []layoutcheck.Row
+	for _, r := range rows {
+		if r.Key != "offsetof(struct ibv_send_wr, imm_data)" {
+			kept = append(kept, r)
+		}
+	}
+	require.Len(t, kept, len(rows)-1)
+	require.Equal(t, []string{"offsetof(struct ibv_send_wr, imm_data): C has 36, Go has no such row"},
+		layoutcheck.Diff(CRows(), kept))
+}
+
+// TestGeneratedWC spot-checks one generated type by hand, so that a
+// generator bug that fooled both tables the same way would still show here.
+func TestGeneratedWC(t *testing.T) {
+	var wc verbs.WC
+	require.EqualValues(t, 48, unsafe.Sizeof(wc))
+	require.EqualValues(t, 24, unsafe.Offsetof(wc.ImmData))
+	require.Equal(t, unsafe.Pointer(&wc.ImmData), unsafe.Pointer(wc.InvalidatedRkey()))
+	var wr verbs.SendWR
+	require.EqualValues(t, 40, unsafe.Offsetof(wr.WR))
+	require.Equal(t, unsafe.Pointer(&wr.WR), unsafe.Pointer(wr.WR.RDMA()))
+	require.Equal(t, unsafe.Pointer(&wr.WR), unsafe.Pointer(wr.WR.UD()))
+}

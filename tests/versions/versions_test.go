@@ -1,0 +1,102 @@
+// Package versions checks the generator against a second rdma-core release:
+// the layouts generated from the pinned 56.1 headers are compared with gcc
+// compiling those same headers, and the differences from 44.0 are reported.
+package versions
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/gen"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	repo      = "../.."
+	headers44 = repo + "/headers/rdma-core-44.0"
+	headers56 = repo + "/headers/rdma-core-56.1"
+)
+
+// requireHeaders skips outside CI when a pinned tree is missing; in CI a
+// missing tree is a failure, since make test fetches them first.
+func requireHeaders(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "infiniband", "verbs.h")); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("pinned headers %s missing in CI: make headers should have fetched them", d)
+			}
+			t.Skipf("pinned headers %s missing: run `make headers` first", d)
+		}
+	}
+}
+
+// TestLayout56 generates layout-only packages from the 56.1 headers into a
+// temporary module and runs their generated layout test there, compiled
+// against the 56.1 headers (nothing is linked: the layout-only packages have
+// no cgo stubs).
+func TestLayout56(t *testing.T) {
+	requireHeaders(t, headers56)
+	root, err := filepath.Abs(repo)
+	require.NoError(t, err)
+	inc, err := filepath.Abs(headers56)
+	require.NoError(t, err)
+
+	tmp := t.TempDir()
+	const module = "example.com/goverbs56"
+	res, err := gen.Run(gen.Config{
+		Headers:    inc,
+		Out:        filepath.Join(tmp, "generated"),
+		ImportRoot: module + "/generated",
+		LayoutDir:  filepath.Join(tmp, "tests", "layout"),
+		LayoutPkg:  module + "/tests/layout",
+		LayoutOnly: true,
+		Version:    "56.1",
+		Command:    "verbsgen -headers headers/rdma-core-56.1 -layout-only (tests/versions)",
+	})
+	require.NoError(t, err)
+	require.Equal(t, "56.1", res.IR.Version)
+
+	gomod := "module " + module + "\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(gomod), 0o644))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "go.sum"), sum, 0o644))
+
+	cmd := exec.Command("go", "test", "-count=1", "-v", "./tests/layout/")
+	cmd.Dir = tmp
+	// The oracle sees the 56.1 headers first; the system's 44.0 copies come after.
+	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-I"+inc, "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test (56.1 layouts against gcc with the 56.1 headers):\n%s", out)
+	require.NoError(t, err, "the 56.1 layout test failed")
+	require.Contains(t, string(out), "layout rdma-core 56.1: compared")
+	require.Contains(t, string(out), "; 0 differ")
+}
+
+// TestVersionDiff reports what changed between 44.0 and 56.1, and checks the
+// comparison sees the layout change rdma-core made to struct ibv_port_attr.
+func TestVersionDiff(t *testing.T) {
+	requireHeaders(t, headers44, headers56)
+	build := func(dir string) *gen.IR {
+		res, err := gen.Build(gen.Config{Headers: dir, ImportRoot: "x/generated", LayoutOnly: true})
+		require.NoError(t, err)
+		return res.IR
+	}
+	old, cur := build(headers44), build(headers56)
+	changes := gen.Diff(old, cur)
+	var lines []string
+	structs := map[string]bool{}
+	for _, c := range changes {
+		lines = append(lines, c.String())
+		if c.Kind == "struct" {
+			structs[c.Name] = true
+		}
+	}
+	t.Logf("rdma-core 44.0 -> 56.1: %d changes, %d structs touched:\n%s", len(changes), len(structs), strings.Join(lines, "\n"))
+	require.True(t, structs["struct ibv_port_attr"], "ibv_port_attr gained members in 56.1 and the diff must show it")
+	require.Empty(t, gen.Diff(old, old), "an IR compared with itself has no changes")
+}
