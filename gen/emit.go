@@ -454,6 +454,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	for _, inc := range spec.Includes {
 		fmt.Fprintf(&pre, "#include <%s>\n", inc)
 	}
+	pre.WriteString(e.layoutAssertions(spec))
 	for _, fn := range funcs {
 		if fn.Kind != FuncMacro {
 			continue
@@ -477,6 +478,43 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		e.stub(f, fn)
 	}
 	return render(path.Join(spec.Name, "z"+spec.Name+"_funcs.go"), f)
+}
+
+// layoutAssertions are C static assertions of the size, alignment and every
+// member offset the Go side relies on, for each record the package declares:
+// compiled against headers whose layouts differ from the ones the package was
+// generated from, the package fails to build, naming the fact that changed,
+// instead of corrupting memory at run time. At run time they cost nothing.
+func (e *emitter) layoutAssertions(spec *PackageSpec) string {
+	var b strings.Builder
+	v := e.ir.Version
+	if v == "" {
+		v = "an unknown version"
+	}
+	fmt.Fprintf(&b, "\n// Layout proof: each line fails the build if these headers disagree with\n// the layout the Go types of package %s were generated with.\n", spec.Name)
+	fmt.Fprintf(&b, "#define GOVERBS_LAYOUT(cond, what) _Static_assert(cond, \"goverbs: \" what \" differs from rdma-core %s, which package %s was generated from: regenerate it for these headers (go generate, or verbsgen -headers /usr/include)\")\n", v, spec.Name)
+	n := 0
+	for _, r := range e.ir.Records {
+		if r.Package != spec.Name || r.Incomplete {
+			continue
+		}
+		ct := r.CType()
+		fmt.Fprintf(&b, "GOVERBS_LAYOUT(sizeof(%s) == %d, \"sizeof(%s)\");\n", ct, r.Size, ct)
+		fmt.Fprintf(&b, "GOVERBS_LAYOUT(_Alignof(%s) == %d, \"_Alignof(%s)\");\n", ct, r.Align, ct)
+		n += 2
+		if r.System {
+			continue
+		}
+		for _, it := range layoutOf(r) {
+			if it.kind == itemStorage {
+				continue
+			}
+			fmt.Fprintf(&b, "GOVERBS_LAYOUT(__builtin_offsetof(%s, %s) == %d, \"offsetof(%s, %s)\");\n", ct, it.cPath, it.off, ct, it.cPath)
+			n++
+		}
+	}
+	fmt.Fprintf(&b, "// %d layout assertions.\n#undef GOVERBS_LAYOUT\n\n", n)
+	return b.String()
 }
 
 // cName is the C function a stub calls: the macro's wrapper or the function.

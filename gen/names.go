@@ -149,6 +149,60 @@ func paramName(c string, i int) string {
 	return n
 }
 
+// systemHomes places each C library type (and each incomplete type declared
+// outside the target headers) in the first package, in table order, that
+// uses it: that package's headers include its declaration, which the
+// package's layout assertions need.
+func systemHomes(ir *IR, specs []PackageSpec, pkgOf func(string) *PackageSpec) map[*Record]*PackageSpec {
+	home := map[*Record]*PackageSpec{}
+	var visit func(t *Type, spec *PackageSpec)
+	visit = func(t *Type, spec *PackageSpec) {
+		for ; t != nil; t = t.Elem {
+			r := t.Record
+			switch {
+			case r == nil:
+			case (r.System || pkgOf(r.Pos.File) == nil) && home[r] == nil:
+				home[r] = spec
+			case r.Parent != nil && r.ParentMember == "":
+				// an anonymous member is not in ir.Records: look inside
+				for _, m := range r.Members {
+					visit(m.Type, spec)
+				}
+			}
+		}
+	}
+	for i := range specs {
+		spec := &specs[i]
+		for _, r := range ir.Records {
+			owner := r
+			for owner.Parent != nil {
+				owner = owner.Parent
+			}
+			if pkgOf(owner.Pos.File) != spec {
+				continue
+			}
+			for _, m := range r.Members {
+				visit(m.Type, spec)
+			}
+		}
+		for _, f := range ir.Funcs {
+			if pkgOf(f.Pos.File) != spec {
+				continue
+			}
+			visit(f.Result, spec)
+			for _, p := range f.Params {
+				visit(p.Type, spec)
+			}
+		}
+	}
+	for _, r := range ir.Records {
+		if home[r] == nil {
+			home[r] = &specs[0]
+		}
+	}
+	return home
+}
+
 // Names assigns every declaration in the IR its package and Go name, and
 // fails on a collision, naming both C declarations and the patch table.
 func Names(ir *IR, specs []PackageSpec) error {
@@ -192,13 +246,14 @@ func Names(ir *IR, specs []PackageSpec) error {
 		return fmt.Errorf("%s: %s: no package owns header %s", pos, what, pos.File)
 	}
 
+	home := systemHomes(ir, specs, pkgOf)
 	for _, r := range ir.Records {
 		if r.Parent != nil {
 			continue
 		}
 		spec := pkgOf(r.Pos.File)
 		if r.System || spec == nil && r.Incomplete {
-			spec = &specs[0] // opaque system types live in the first package
+			spec = home[r]
 		}
 		if spec == nil {
 			return unowned(r.Describe(), r.Pos)

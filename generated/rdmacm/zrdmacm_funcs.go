@@ -34,6 +34,191 @@ import (
 #cgo nocallback rdma_post_writev
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+
+// Layout proof: each line fails the build if these headers disagree with
+// the layout the Go types of package rdmacm were generated with.
+#define GOVERBS_LAYOUT(cond, what) _Static_assert(cond, "goverbs: " what " differs from rdma-core 44.0, which package rdmacm was generated from: regenerate it for these headers (go generate, or verbsgen -headers /usr/include)")
+GOVERBS_LAYOUT(sizeof(struct ibv_sa_path_rec) == 64, "sizeof(struct ibv_sa_path_rec)");
+GOVERBS_LAYOUT(_Alignof(struct ibv_sa_path_rec) == 8, "_Alignof(struct ibv_sa_path_rec)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, dgid) == 0, "offsetof(struct ibv_sa_path_rec, dgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, sgid) == 16, "offsetof(struct ibv_sa_path_rec, sgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, dlid) == 32, "offsetof(struct ibv_sa_path_rec, dlid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, slid) == 34, "offsetof(struct ibv_sa_path_rec, slid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, raw_traffic) == 36, "offsetof(struct ibv_sa_path_rec, raw_traffic)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, flow_label) == 40, "offsetof(struct ibv_sa_path_rec, flow_label)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, hop_limit) == 44, "offsetof(struct ibv_sa_path_rec, hop_limit)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, traffic_class) == 45, "offsetof(struct ibv_sa_path_rec, traffic_class)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, reversible) == 48, "offsetof(struct ibv_sa_path_rec, reversible)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, numb_path) == 52, "offsetof(struct ibv_sa_path_rec, numb_path)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, pkey) == 54, "offsetof(struct ibv_sa_path_rec, pkey)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, sl) == 56, "offsetof(struct ibv_sa_path_rec, sl)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, mtu_selector) == 57, "offsetof(struct ibv_sa_path_rec, mtu_selector)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, mtu) == 58, "offsetof(struct ibv_sa_path_rec, mtu)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, rate_selector) == 59, "offsetof(struct ibv_sa_path_rec, rate_selector)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, rate) == 60, "offsetof(struct ibv_sa_path_rec, rate)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, packet_life_time_selector) == 61, "offsetof(struct ibv_sa_path_rec, packet_life_time_selector)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, packet_life_time) == 62, "offsetof(struct ibv_sa_path_rec, packet_life_time)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_path_rec, preference) == 63, "offsetof(struct ibv_sa_path_rec, preference)");
+GOVERBS_LAYOUT(sizeof(struct ibv_sa_mcmember_rec) == 64, "sizeof(struct ibv_sa_mcmember_rec)");
+GOVERBS_LAYOUT(_Alignof(struct ibv_sa_mcmember_rec) == 8, "_Alignof(struct ibv_sa_mcmember_rec)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, mgid) == 0, "offsetof(struct ibv_sa_mcmember_rec, mgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, port_gid) == 16, "offsetof(struct ibv_sa_mcmember_rec, port_gid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, qkey) == 32, "offsetof(struct ibv_sa_mcmember_rec, qkey)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, mlid) == 36, "offsetof(struct ibv_sa_mcmember_rec, mlid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, mtu_selector) == 38, "offsetof(struct ibv_sa_mcmember_rec, mtu_selector)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, mtu) == 39, "offsetof(struct ibv_sa_mcmember_rec, mtu)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, traffic_class) == 40, "offsetof(struct ibv_sa_mcmember_rec, traffic_class)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, pkey) == 42, "offsetof(struct ibv_sa_mcmember_rec, pkey)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, rate_selector) == 44, "offsetof(struct ibv_sa_mcmember_rec, rate_selector)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, rate) == 45, "offsetof(struct ibv_sa_mcmember_rec, rate)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, packet_life_time_selector) == 46, "offsetof(struct ibv_sa_mcmember_rec, packet_life_time_selector)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, packet_life_time) == 47, "offsetof(struct ibv_sa_mcmember_rec, packet_life_time)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, sl) == 48, "offsetof(struct ibv_sa_mcmember_rec, sl)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, flow_label) == 52, "offsetof(struct ibv_sa_mcmember_rec, flow_label)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, hop_limit) == 56, "offsetof(struct ibv_sa_mcmember_rec, hop_limit)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, scope) == 57, "offsetof(struct ibv_sa_mcmember_rec, scope)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, join_state) == 58, "offsetof(struct ibv_sa_mcmember_rec, join_state)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_mcmember_rec, proxy_join) == 60, "offsetof(struct ibv_sa_mcmember_rec, proxy_join)");
+GOVERBS_LAYOUT(sizeof(struct ibv_sa_service_rec) == 176, "sizeof(struct ibv_sa_service_rec)");
+GOVERBS_LAYOUT(_Alignof(struct ibv_sa_service_rec) == 8, "_Alignof(struct ibv_sa_service_rec)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, id) == 0, "offsetof(struct ibv_sa_service_rec, id)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, gid) == 8, "offsetof(struct ibv_sa_service_rec, gid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, pkey) == 24, "offsetof(struct ibv_sa_service_rec, pkey)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, lease) == 28, "offsetof(struct ibv_sa_service_rec, lease)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, key) == 32, "offsetof(struct ibv_sa_service_rec, key)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, name) == 48, "offsetof(struct ibv_sa_service_rec, name)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, data8) == 112, "offsetof(struct ibv_sa_service_rec, data8)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, data16) == 128, "offsetof(struct ibv_sa_service_rec, data16)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, data32) == 144, "offsetof(struct ibv_sa_service_rec, data32)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_sa_service_rec, data64) == 160, "offsetof(struct ibv_sa_service_rec, data64)");
+GOVERBS_LAYOUT(sizeof(struct ibv_path_record) == 64, "sizeof(struct ibv_path_record)");
+GOVERBS_LAYOUT(_Alignof(struct ibv_path_record) == 8, "_Alignof(struct ibv_path_record)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, service_id) == 0, "offsetof(struct ibv_path_record, service_id)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, dgid) == 8, "offsetof(struct ibv_path_record, dgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, sgid) == 24, "offsetof(struct ibv_path_record, sgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, dlid) == 40, "offsetof(struct ibv_path_record, dlid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, slid) == 42, "offsetof(struct ibv_path_record, slid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, flowlabel_hoplimit) == 44, "offsetof(struct ibv_path_record, flowlabel_hoplimit)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, tclass) == 48, "offsetof(struct ibv_path_record, tclass)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, reversible_numpath) == 49, "offsetof(struct ibv_path_record, reversible_numpath)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, pkey) == 50, "offsetof(struct ibv_path_record, pkey)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, qosclass_sl) == 52, "offsetof(struct ibv_path_record, qosclass_sl)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, mtu) == 54, "offsetof(struct ibv_path_record, mtu)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, rate) == 55, "offsetof(struct ibv_path_record, rate)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, packetlifetime) == 56, "offsetof(struct ibv_path_record, packetlifetime)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, preference) == 57, "offsetof(struct ibv_path_record, preference)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_record, reserved) == 58, "offsetof(struct ibv_path_record, reserved)");
+GOVERBS_LAYOUT(sizeof(struct ibv_path_data) == 72, "sizeof(struct ibv_path_data)");
+GOVERBS_LAYOUT(_Alignof(struct ibv_path_data) == 8, "_Alignof(struct ibv_path_data)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_data, flags) == 0, "offsetof(struct ibv_path_data, flags)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_data, reserved) == 4, "offsetof(struct ibv_path_data, reserved)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct ibv_path_data, path) == 8, "offsetof(struct ibv_path_data, path)");
+GOVERBS_LAYOUT(sizeof(struct rdma_ib_addr) == 40, "sizeof(struct rdma_ib_addr)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_ib_addr) == 8, "_Alignof(struct rdma_ib_addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ib_addr, sgid) == 0, "offsetof(struct rdma_ib_addr, sgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ib_addr, dgid) == 16, "offsetof(struct rdma_ib_addr, dgid)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ib_addr, pkey) == 32, "offsetof(struct rdma_ib_addr, pkey)");
+GOVERBS_LAYOUT(sizeof(struct rdma_addr) == 296, "sizeof(struct rdma_addr)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_addr) == 8, "_Alignof(struct rdma_addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, src_storage) == 0, "offsetof(struct rdma_addr, src_storage)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, src_addr) == 0, "offsetof(struct rdma_addr, src_addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, src_sin) == 0, "offsetof(struct rdma_addr, src_sin)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, src_sin6) == 0, "offsetof(struct rdma_addr, src_sin6)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, dst_storage) == 128, "offsetof(struct rdma_addr, dst_storage)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, dst_addr) == 128, "offsetof(struct rdma_addr, dst_addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, dst_sin) == 128, "offsetof(struct rdma_addr, dst_sin)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, dst_sin6) == 128, "offsetof(struct rdma_addr, dst_sin6)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addr, addr) == 256, "offsetof(struct rdma_addr, addr)");
+GOVERBS_LAYOUT(sizeof(struct rdma_route) == 312, "sizeof(struct rdma_route)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_route) == 8, "_Alignof(struct rdma_route)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_route, addr) == 0, "offsetof(struct rdma_route, addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_route, path_rec) == 296, "offsetof(struct rdma_route, path_rec)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_route, num_paths) == 304, "offsetof(struct rdma_route, num_paths)");
+GOVERBS_LAYOUT(sizeof(struct rdma_event_channel) == 4, "sizeof(struct rdma_event_channel)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_event_channel) == 4, "_Alignof(struct rdma_event_channel)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_event_channel, fd) == 0, "offsetof(struct rdma_event_channel, fd)");
+GOVERBS_LAYOUT(sizeof(struct rdma_cm_id) == 416, "sizeof(struct rdma_cm_id)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_cm_id) == 8, "_Alignof(struct rdma_cm_id)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, verbs) == 0, "offsetof(struct rdma_cm_id, verbs)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, channel) == 8, "offsetof(struct rdma_cm_id, channel)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, context) == 16, "offsetof(struct rdma_cm_id, context)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, qp) == 24, "offsetof(struct rdma_cm_id, qp)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, route) == 32, "offsetof(struct rdma_cm_id, route)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, ps) == 344, "offsetof(struct rdma_cm_id, ps)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, port_num) == 348, "offsetof(struct rdma_cm_id, port_num)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, event) == 352, "offsetof(struct rdma_cm_id, event)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, send_cq_channel) == 360, "offsetof(struct rdma_cm_id, send_cq_channel)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, send_cq) == 368, "offsetof(struct rdma_cm_id, send_cq)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, recv_cq_channel) == 376, "offsetof(struct rdma_cm_id, recv_cq_channel)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, recv_cq) == 384, "offsetof(struct rdma_cm_id, recv_cq)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, srq) == 392, "offsetof(struct rdma_cm_id, srq)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, pd) == 400, "offsetof(struct rdma_cm_id, pd)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_id, qp_type) == 408, "offsetof(struct rdma_cm_id, qp_type)");
+GOVERBS_LAYOUT(sizeof(struct rdma_cm_event) == 80, "sizeof(struct rdma_cm_event)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_cm_event) == 8, "_Alignof(struct rdma_cm_event)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_event, id) == 0, "offsetof(struct rdma_cm_event, id)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_event, listen_id) == 8, "offsetof(struct rdma_cm_event, listen_id)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_event, event) == 16, "offsetof(struct rdma_cm_event, event)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_event, status) == 20, "offsetof(struct rdma_cm_event, status)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_event, param) == 24, "offsetof(struct rdma_cm_event, param)");
+GOVERBS_LAYOUT(sizeof(struct rdma_conn_param) == 24, "sizeof(struct rdma_conn_param)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_conn_param) == 8, "_Alignof(struct rdma_conn_param)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, private_data) == 0, "offsetof(struct rdma_conn_param, private_data)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, private_data_len) == 8, "offsetof(struct rdma_conn_param, private_data_len)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, responder_resources) == 9, "offsetof(struct rdma_conn_param, responder_resources)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, initiator_depth) == 10, "offsetof(struct rdma_conn_param, initiator_depth)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, flow_control) == 11, "offsetof(struct rdma_conn_param, flow_control)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, retry_count) == 12, "offsetof(struct rdma_conn_param, retry_count)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, rnr_retry_count) == 13, "offsetof(struct rdma_conn_param, rnr_retry_count)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, srq) == 14, "offsetof(struct rdma_conn_param, srq)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_conn_param, qp_num) == 16, "offsetof(struct rdma_conn_param, qp_num)");
+GOVERBS_LAYOUT(sizeof(struct rdma_ud_param) == 56, "sizeof(struct rdma_ud_param)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_ud_param) == 8, "_Alignof(struct rdma_ud_param)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ud_param, private_data) == 0, "offsetof(struct rdma_ud_param, private_data)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ud_param, private_data_len) == 8, "offsetof(struct rdma_ud_param, private_data_len)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ud_param, ah_attr) == 16, "offsetof(struct rdma_ud_param, ah_attr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ud_param, qp_num) == 48, "offsetof(struct rdma_ud_param, qp_num)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_ud_param, qkey) == 52, "offsetof(struct rdma_ud_param, qkey)");
+GOVERBS_LAYOUT(sizeof(struct rdma_addrinfo) == 96, "sizeof(struct rdma_addrinfo)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_addrinfo) == 8, "_Alignof(struct rdma_addrinfo)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_flags) == 0, "offsetof(struct rdma_addrinfo, ai_flags)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_family) == 4, "offsetof(struct rdma_addrinfo, ai_family)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_qp_type) == 8, "offsetof(struct rdma_addrinfo, ai_qp_type)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_port_space) == 12, "offsetof(struct rdma_addrinfo, ai_port_space)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_src_len) == 16, "offsetof(struct rdma_addrinfo, ai_src_len)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_dst_len) == 20, "offsetof(struct rdma_addrinfo, ai_dst_len)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_src_addr) == 24, "offsetof(struct rdma_addrinfo, ai_src_addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_dst_addr) == 32, "offsetof(struct rdma_addrinfo, ai_dst_addr)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_src_canonname) == 40, "offsetof(struct rdma_addrinfo, ai_src_canonname)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_dst_canonname) == 48, "offsetof(struct rdma_addrinfo, ai_dst_canonname)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_route_len) == 56, "offsetof(struct rdma_addrinfo, ai_route_len)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_route) == 64, "offsetof(struct rdma_addrinfo, ai_route)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_connect_len) == 72, "offsetof(struct rdma_addrinfo, ai_connect_len)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_connect) == 80, "offsetof(struct rdma_addrinfo, ai_connect)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_addrinfo, ai_next) == 88, "offsetof(struct rdma_addrinfo, ai_next)");
+GOVERBS_LAYOUT(sizeof(struct rdma_cm_join_mc_attr_ex) == 16, "sizeof(struct rdma_cm_join_mc_attr_ex)");
+GOVERBS_LAYOUT(_Alignof(struct rdma_cm_join_mc_attr_ex) == 8, "_Alignof(struct rdma_cm_join_mc_attr_ex)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_join_mc_attr_ex, comp_mask) == 0, "offsetof(struct rdma_cm_join_mc_attr_ex, comp_mask)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_join_mc_attr_ex, join_flags) == 4, "offsetof(struct rdma_cm_join_mc_attr_ex, join_flags)");
+GOVERBS_LAYOUT(__builtin_offsetof(struct rdma_cm_join_mc_attr_ex, addr) == 8, "offsetof(struct rdma_cm_join_mc_attr_ex, addr)");
+GOVERBS_LAYOUT(sizeof(struct sockaddr_in) == 16, "sizeof(struct sockaddr_in)");
+GOVERBS_LAYOUT(_Alignof(struct sockaddr_in) == 4, "_Alignof(struct sockaddr_in)");
+GOVERBS_LAYOUT(sizeof(struct sockaddr_in6) == 28, "sizeof(struct sockaddr_in6)");
+GOVERBS_LAYOUT(_Alignof(struct sockaddr_in6) == 4, "_Alignof(struct sockaddr_in6)");
+GOVERBS_LAYOUT(sizeof(struct sockaddr) == 16, "sizeof(struct sockaddr)");
+GOVERBS_LAYOUT(_Alignof(struct sockaddr) == 2, "_Alignof(struct sockaddr)");
+GOVERBS_LAYOUT(sizeof(struct sockaddr_storage) == 128, "sizeof(struct sockaddr_storage)");
+GOVERBS_LAYOUT(_Alignof(struct sockaddr_storage) == 8, "_Alignof(struct sockaddr_storage)");
+GOVERBS_LAYOUT(sizeof(__typeof__(((struct rdma_addr *)0)->addr)) == 40, "sizeof(__typeof__(((struct rdma_addr *)0)->addr))");
+GOVERBS_LAYOUT(_Alignof(__typeof__(((struct rdma_addr *)0)->addr)) == 8, "_Alignof(__typeof__(((struct rdma_addr *)0)->addr))");
+GOVERBS_LAYOUT(__builtin_offsetof(__typeof__(((struct rdma_addr *)0)->addr), ibaddr) == 0, "offsetof(__typeof__(((struct rdma_addr *)0)->addr), ibaddr)");
+GOVERBS_LAYOUT(sizeof(__typeof__(((struct rdma_cm_event *)0)->param)) == 56, "sizeof(__typeof__(((struct rdma_cm_event *)0)->param))");
+GOVERBS_LAYOUT(_Alignof(__typeof__(((struct rdma_cm_event *)0)->param)) == 8, "_Alignof(__typeof__(((struct rdma_cm_event *)0)->param))");
+GOVERBS_LAYOUT(__builtin_offsetof(__typeof__(((struct rdma_cm_event *)0)->param), ud) == 0, "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), ud)");
+GOVERBS_LAYOUT(__builtin_offsetof(__typeof__(((struct rdma_cm_event *)0)->param), conn) == 0, "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), conn)");
+// 178 layout assertions.
+#undef GOVERBS_LAYOUT
+
 */
 import "C"
 
@@ -68,12 +253,12 @@ func DestroyID(id *CMID) int32 {
 }
 
 // BindAddr calls rdma_bind_addr (extern, rdma/rdma_cma.h:343).
-func BindAddr(id *CMID, addr *verbs.Sockaddr) int32 {
+func BindAddr(id *CMID, addr *Sockaddr) int32 {
 	return int32(C.rdma_bind_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr))))
 }
 
 // ResolveAddr calls rdma_resolve_addr (extern, rdma/rdma_cma.h:368).
-func ResolveAddr(id *CMID, srcAddr *verbs.Sockaddr, dstAddr *verbs.Sockaddr, timeoutMs int32) int32 {
+func ResolveAddr(id *CMID, srcAddr *Sockaddr, dstAddr *Sockaddr, timeoutMs int32) int32 {
 	return int32(C.rdma_resolve_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(srcAddr)), (*C.struct_sockaddr)(unsafe.Pointer(dstAddr)), C.int(timeoutMs)))
 }
 
@@ -143,12 +328,12 @@ func Disconnect(id *CMID) int32 {
 }
 
 // JoinMulticast calls rdma_join_multicast (extern, rdma/rdma_cma.h:586).
-func JoinMulticast(id *CMID, addr *verbs.Sockaddr, context unsafe.Pointer) int32 {
+func JoinMulticast(id *CMID, addr *Sockaddr, context unsafe.Pointer) int32 {
 	return int32(C.rdma_join_multicast((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr)), context))
 }
 
 // LeaveMulticast calls rdma_leave_multicast (extern, rdma/rdma_cma.h:604).
-func LeaveMulticast(id *CMID, addr *verbs.Sockaddr) int32 {
+func LeaveMulticast(id *CMID, addr *Sockaddr) int32 {
 	return int32(C.rdma_leave_multicast((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr))))
 }
 
@@ -178,13 +363,13 @@ func GetDstPort(id *CMID) verbs.Be16 {
 }
 
 // GetLocalAddr calls rdma_get_local_addr (static inline, rdma/rdma_cma.h:664).
-func GetLocalAddr(id *CMID) *verbs.Sockaddr {
-	return (*verbs.Sockaddr)(unsafe.Pointer(C.rdma_get_local_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))))
+func GetLocalAddr(id *CMID) *Sockaddr {
+	return (*Sockaddr)(unsafe.Pointer(C.rdma_get_local_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))))
 }
 
 // GetPeerAddr calls rdma_get_peer_addr (static inline, rdma/rdma_cma.h:669).
-func GetPeerAddr(id *CMID) *verbs.Sockaddr {
-	return (*verbs.Sockaddr)(unsafe.Pointer(C.rdma_get_peer_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))))
+func GetPeerAddr(id *CMID) *Sockaddr {
+	return (*Sockaddr)(unsafe.Pointer(C.rdma_get_peer_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))))
 }
 
 // GetDevices calls rdma_get_devices (extern, rdma/rdma_cma.h:687).

@@ -117,39 +117,39 @@ type IBAddr struct {
 // Addr mirrors struct rdma_addr (rdma/rdma_cma.h:94). Size 296, align 8.
 type Addr struct {
 	_          structs.HostLayout
-	SrcStorage verbs.SockaddrStorage // union { src_storage; src_addr; src_sin; src_sin6 } @0
-	DstStorage verbs.SockaddrStorage // union { dst_storage; dst_addr; dst_sin; dst_sin6 } @128
-	Addr       AddrAddr              // addr @256
+	SrcStorage SockaddrStorage // union { src_storage; src_addr; src_sin; src_sin6 } @0
+	DstStorage SockaddrStorage // union { dst_storage; dst_addr; dst_sin; dst_sin6 } @128
+	Addr       AddrAddr        // addr @256
 }
 
 // SrcAddr returns a pointer to member src_addr, which shares its storage with src_storage (@0).
-func (r *Addr) SrcAddr() *verbs.Sockaddr {
-	return (*verbs.Sockaddr)(unsafe.Add(unsafe.Pointer(r), 0))
+func (r *Addr) SrcAddr() *Sockaddr {
+	return (*Sockaddr)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
 // SrcSin returns a pointer to member src_sin, which shares its storage with src_storage (@0).
-func (r *Addr) SrcSin() *verbs.SockaddrIn {
-	return (*verbs.SockaddrIn)(unsafe.Add(unsafe.Pointer(r), 0))
+func (r *Addr) SrcSin() *SockaddrIn {
+	return (*SockaddrIn)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
 // SrcSin6 returns a pointer to member src_sin6, which shares its storage with src_storage (@0).
-func (r *Addr) SrcSin6() *verbs.SockaddrIn6 {
-	return (*verbs.SockaddrIn6)(unsafe.Add(unsafe.Pointer(r), 0))
+func (r *Addr) SrcSin6() *SockaddrIn6 {
+	return (*SockaddrIn6)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
 // DstAddr returns a pointer to member dst_addr, which shares its storage with dst_storage (@128).
-func (r *Addr) DstAddr() *verbs.Sockaddr {
-	return (*verbs.Sockaddr)(unsafe.Add(unsafe.Pointer(r), 128))
+func (r *Addr) DstAddr() *Sockaddr {
+	return (*Sockaddr)(unsafe.Add(unsafe.Pointer(r), 128))
 }
 
 // DstSin returns a pointer to member dst_sin, which shares its storage with dst_storage (@128).
-func (r *Addr) DstSin() *verbs.SockaddrIn {
-	return (*verbs.SockaddrIn)(unsafe.Add(unsafe.Pointer(r), 128))
+func (r *Addr) DstSin() *SockaddrIn {
+	return (*SockaddrIn)(unsafe.Add(unsafe.Pointer(r), 128))
 }
 
 // DstSin6 returns a pointer to member dst_sin6, which shares its storage with dst_storage (@128).
-func (r *Addr) DstSin6() *verbs.SockaddrIn6 {
-	return (*verbs.SockaddrIn6)(unsafe.Add(unsafe.Pointer(r), 128))
+func (r *Addr) DstSin6() *SockaddrIn6 {
+	return (*SockaddrIn6)(unsafe.Add(unsafe.Pointer(r), 128))
 }
 
 // Route mirrors struct rdma_route (rdma/rdma_cma.h:112). Size 312, align 8.
@@ -229,29 +229,57 @@ type UDParam struct {
 // Addrinfo mirrors struct rdma_addrinfo (rdma/rdma_cma.h:182). Size 96, align 8.
 type Addrinfo struct {
 	_              structs.HostLayout
-	AiFlags        int32           // ai_flags @0
-	AiFamily       int32           // ai_family @4
-	AiQPType       int32           // ai_qp_type @8
-	AiPortSpace    int32           // ai_port_space @12
-	AiSrcLen       uint32          // ai_src_len @16
-	AiDstLen       uint32          // ai_dst_len @20
-	AiSrcAddr      *verbs.Sockaddr // ai_src_addr @24
-	AiDstAddr      *verbs.Sockaddr // ai_dst_addr @32
-	AiSrcCanonname *int8           // ai_src_canonname @40
-	AiDstCanonname *int8           // ai_dst_canonname @48
-	AiRouteLen     uint64          // ai_route_len @56
-	AiRoute        unsafe.Pointer  // ai_route @64
-	AiConnectLen   uint64          // ai_connect_len @72
-	AiConnect      unsafe.Pointer  // ai_connect @80
-	AiNext         *Addrinfo       // ai_next @88
+	AiFlags        int32          // ai_flags @0
+	AiFamily       int32          // ai_family @4
+	AiQPType       int32          // ai_qp_type @8
+	AiPortSpace    int32          // ai_port_space @12
+	AiSrcLen       uint32         // ai_src_len @16
+	AiDstLen       uint32         // ai_dst_len @20
+	AiSrcAddr      *Sockaddr      // ai_src_addr @24
+	AiDstAddr      *Sockaddr      // ai_dst_addr @32
+	AiSrcCanonname *int8          // ai_src_canonname @40
+	AiDstCanonname *int8          // ai_dst_canonname @48
+	AiRouteLen     uint64         // ai_route_len @56
+	AiRoute        unsafe.Pointer // ai_route @64
+	AiConnectLen   uint64         // ai_connect_len @72
+	AiConnect      unsafe.Pointer // ai_connect @80
+	AiNext         *Addrinfo      // ai_next @88
 }
 
 // CMJoinMcAttrEx mirrors struct rdma_cm_join_mc_attr_ex (rdma/rdma_cma.h:214). Size 16, align 8.
 type CMJoinMcAttrEx struct {
 	_         structs.HostLayout
-	CompMask  uint32          // comp_mask @0
-	JoinFlags uint32          // join_flags @4
-	Addr      *verbs.Sockaddr // addr @8
+	CompMask  uint32    // comp_mask @0
+	JoinFlags uint32    // join_flags @4
+	Addr      *Sockaddr // addr @8
+}
+
+// SockaddrIn mirrors struct sockaddr_in (/usr/include/netinet/in.h:245). Size 16, align 4.
+// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
+type SockaddrIn struct {
+	_ structs.HostLayout
+	_ [4]uint32
+}
+
+// SockaddrIn6 mirrors struct sockaddr_in6 (/usr/include/netinet/in.h:260). Size 28, align 4.
+// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
+type SockaddrIn6 struct {
+	_ structs.HostLayout
+	_ [7]uint32
+}
+
+// Sockaddr mirrors struct sockaddr (/usr/include/x86_64-linux-gnu/bits/socket.h:183). Size 16, align 2.
+// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
+type Sockaddr struct {
+	_ structs.HostLayout
+	_ [8]uint16
+}
+
+// SockaddrStorage mirrors struct sockaddr_storage (/usr/include/x86_64-linux-gnu/bits/socket.h:196). Size 128, align 8.
+// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
+type SockaddrStorage struct {
+	_ structs.HostLayout
+	_ [16]uint64
 }
 
 // AddrAddr mirrors struct rdma_addr member addr (union { ... }) (rdma/rdma_cma.h:94). Size 40, align 8.

@@ -3006,20 +3006,6 @@ type UverbsExModifyCQ struct {
 	Reserved uint32             // reserved @12
 }
 
-// SockaddrIn mirrors struct sockaddr_in (/usr/include/netinet/in.h:245). Size 16, align 4.
-// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
-type SockaddrIn struct {
-	_ structs.HostLayout
-	_ [4]uint32
-}
-
-// SockaddrIn6 mirrors struct sockaddr_in6 (/usr/include/netinet/in.h:260). Size 28, align 4.
-// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
-type SockaddrIn6 struct {
-	_ structs.HostLayout
-	_ [7]uint32
-}
-
 // PthreadMutexT mirrors pthread_mutex_t (/usr/include/x86_64-linux-gnu/bits/pthreadtypes.h:72). Size 40, align 8.
 // It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
 type PthreadMutexT struct {
@@ -3032,20 +3018,6 @@ type PthreadMutexT struct {
 type PthreadCondT struct {
 	_ structs.HostLayout
 	_ [6]uint64
-}
-
-// Sockaddr mirrors struct sockaddr (/usr/include/x86_64-linux-gnu/bits/socket.h:183). Size 16, align 2.
-// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
-type Sockaddr struct {
-	_ structs.HostLayout
-	_ [8]uint16
-}
-
-// SockaddrStorage mirrors struct sockaddr_storage (/usr/include/x86_64-linux-gnu/bits/socket.h:196). Size 128, align 8.
-// It is declared by the C library, not rdma-core: Go keeps it as opaque storage of the same size and alignment.
-type SockaddrStorage struct {
-	_ structs.HostLayout
-	_ [16]uint64
 }
 
 // Timespec mirrors struct timespec (/usr/include/x86_64-linux-gnu/bits/types/struct_timespec.h:11). Size 16, align 8.

@@ -970,11 +970,11 @@ func GoRows() []layoutcheck.Row {
 		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_cm_join_mc_attr_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_cm_join_mc_attr_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_cm_join_mc_attr_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct rdma_cm_join_mc_attr_ex, join_flags)", uint64(unsafe.Offsetof(v.JoinFlags))}, layoutcheck.Row{"offsetof(struct rdma_cm_join_mc_attr_ex, addr)", uint64(unsafe.Offsetof(v.Addr))})
 	}
 	{
-		var v verbs.SockaddrIn
+		var v rdmacm.SockaddrIn
 		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr_in)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr_in)", uint64(unsafe.Alignof(v))})
 	}
 	{
-		var v verbs.SockaddrIn6
+		var v rdmacm.SockaddrIn6
 		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr_in6)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr_in6)", uint64(unsafe.Alignof(v))})
 	}
 	{
@@ -986,11 +986,11 @@ func GoRows() []layoutcheck.Row {
 		rows = append(rows, layoutcheck.Row{"sizeof(pthread_cond_t)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(pthread_cond_t)", uint64(unsafe.Alignof(v))})
 	}
 	{
-		var v verbs.Sockaddr
+		var v rdmacm.Sockaddr
 		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr)", uint64(unsafe.Alignof(v))})
 	}
 	{
-		var v verbs.SockaddrStorage
+		var v rdmacm.SockaddrStorage
 		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr_storage)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr_storage)", uint64(unsafe.Alignof(v))})
 	}
 	{

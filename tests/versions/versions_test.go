@@ -100,3 +100,32 @@ func TestVersionDiff(t *testing.T) {
 	require.True(t, structs["struct ibv_port_attr"], "ibv_port_attr gained members in 56.1 and the diff must show it")
 	require.Empty(t, gen.Diff(old, old), "an IR compared with itself has no changes")
 }
+
+// TestMismatchedBuildFails compiles the committed bindings (generated from
+// 44.0) against the 56.1 headers: the layout assertions in their cgo
+// preamble must stop the build and name what changed and how to fix it.
+func TestMismatchedBuildFails(t *testing.T) {
+	requireHeaders(t, headers56)
+	inc, err := filepath.Abs(headers56)
+	require.NoError(t, err)
+	src, err := os.ReadFile(repo + "/generated/verbs/zverbs_funcs.go")
+	require.NoError(t, err)
+	n := strings.Count(string(src), "\nGOVERBS_LAYOUT(")
+	t.Logf("generated/verbs carries %d layout assertions", n)
+	require.Greater(t, n, 1000)
+
+	cmd := exec.Command("go", "build", "./generated/verbs")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-I"+inc)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "building 44.0 bindings against 56.1 headers must fail")
+	var failed []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if i := strings.Index(line, "static assertion failed: "); i >= 0 {
+			failed = append(failed, line[i:])
+		}
+	}
+	t.Logf("the build stops with:\n%s", strings.Join(failed, "\n"))
+	require.Contains(t, string(out), `goverbs: sizeof(struct ibv_port_attr) differs from rdma-core 44.0, which package verbs was generated from: regenerate it for these headers (go generate, or verbsgen -headers /usr/include)`)
+	require.Contains(t, string(out), `goverbs: sizeof(struct ibv_qp_ex) differs from rdma-core 44.0`)
+}

@@ -1,0 +1,101 @@
+/* Golden case "funcs": extern prototypes, static inline functions and function-like macros. */
+#ifndef GOLDEN_FUNCS_H
+#define GOLDEN_FUNCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ibv_context;
+struct ibv_mr;
+
+struct ibv_pd {
+	struct ibv_context *context;
+	uint32_t handle;
+};
+
+struct ibv_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct ibv_recv_wr {
+	uint64_t wr_id;
+	struct ibv_recv_wr *next;
+	struct ibv_sge *sg_list;
+	int num_sge;
+};
+
+struct ibv_qp;
+
+struct ibv_qp_ops {
+	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+};
+
+struct ibv_qp {
+	struct ibv_qp_ops ops;
+	uint32_t qp_num;
+};
+
+struct ibv_port_attr {
+	uint32_t max_msg_sz;
+	uint16_t lid;
+};
+
+enum ibv_access_flags {
+	IBV_ACCESS_LOCAL_WRITE = 1,
+	IBV_ACCESS_OPTIONAL_RANGE = 0x3ff00000,
+};
+
+/* Extern prototypes. */
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				unsigned int access);
+int ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr);
+void ibv_ack_events(struct ibv_qp *qp, unsigned int nevents);
+const char *ibv_node_name(int node);
+struct ibv_sge ibv_make_sge(uint64_t addr, uint32_t length);
+uint32_t ibv_sge_bytes(struct ibv_sge sge, enum ibv_access_flags flags);
+int ibv_log(const char *format, ...);
+
+/* Static inline functions: the data path. */
+static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	return qp->ops.post_recv(qp, wr, bad_wr);
+}
+
+static inline uint32_t ibv_qp_num(const struct ibv_qp *qp)
+{
+	return qp->qp_num;
+}
+
+static inline struct ibv_mr *__ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+					  unsigned int access, int is_access_const)
+{
+	if (is_access_const && (access & IBV_ACCESS_OPTIONAL_RANGE) == 0)
+		return ibv_reg_mr(pd, addr, length, (int)access);
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, access);
+}
+
+static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_num,
+				    struct ibv_port_attr *port_attr)
+{
+	return ibv_query_port(context, port_num, port_attr);
+}
+
+/* Function-like macros that expand to a call: the stub calls the macro. */
+#define ibv_reg_mr(pd, addr, length, access)                                   \
+	__ibv_reg_mr(pd, addr, length, access,                                 \
+		     __builtin_constant_p(((int)(access) & IBV_ACCESS_OPTIONAL_RANGE) == 0))
+
+#define ibv_query_port(context, port_num, port_attr)                           \
+	___ibv_query_port(context, port_num, port_attr)
+
+/* Function-like macros with no Go signature: reported as skipped. */
+#define ibv_field_avail(type, fld, sz) (offsetof(type, fld) < (sz))
+#define ibv_get_op(qp, op) ((qp)->ops.op)
+#define ibv_twice(x) ((x) * 2)
+#define ibv_undeclared(x) ibv_nowhere(x)
+#define IBV_DECLARE_PTR(type, name) union { type name; uint64_t name##_u64; }
+
+#endif

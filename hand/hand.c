@@ -1,0 +1,115 @@
+/* hand.c: see hand.h. */
+#include <errno.h>
+#include <string.h>
+
+#include "hand.h"
+
+static inline int64_t cm_failed(int i)
+{
+	int e = errno ? errno : EIO;
+
+	return (int64_t)i << 32 | (uint32_t)e;
+}
+
+int64_t goverbs_cm_post_recvv(struct rdma_cm_id *id, struct ibv_recv_wr *wr, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		errno = 0;
+		if (rdma_post_recvv(id, (void *)(uintptr_t)wr[i].wr_id, wr[i].sg_list, wr[i].num_sge))
+			return cm_failed(i);
+	}
+	return 0;
+}
+
+int64_t goverbs_cm_post_send(struct rdma_cm_id *id, int kind, struct ibv_send_wr *wr, int n)
+{
+	int i, ret;
+
+	for (i = 0; i < n; i++) {
+		struct ibv_send_wr *w = &wr[i];
+		void *ctx = (void *)(uintptr_t)w->wr_id;
+
+		errno = 0;
+		switch (kind) {
+		case GOVERBS_CM_SENDV:
+			ret = rdma_post_sendv(id, ctx, w->sg_list, w->num_sge, (int)w->send_flags);
+			break;
+		case GOVERBS_CM_READV:
+			ret = rdma_post_readv(id, ctx, w->sg_list, w->num_sge, (int)w->send_flags,
+					      w->wr.rdma.remote_addr, w->wr.rdma.rkey);
+			break;
+		case GOVERBS_CM_WRITEV:
+			ret = rdma_post_writev(id, ctx, w->sg_list, w->num_sge, (int)w->send_flags,
+					       w->wr.rdma.remote_addr, w->wr.rdma.rkey);
+			break;
+		default:
+			errno = EINVAL;
+			ret = -1;
+		}
+		if (ret)
+			return cm_failed(i);
+	}
+	return 0;
+}
+
+static inline void read_one(struct ibv_cq_ex *cq, struct ibv_wc *w, uint64_t *ts, uint64_t wc_flags)
+{
+	memset(w, 0, sizeof(*w));
+	w->wr_id = cq->wr_id;
+	w->status = cq->status;
+	if (cq->status != IBV_WC_SUCCESS) {
+		/* a device leaves the rest unspecified */
+		w->vendor_err = ibv_wc_read_vendor_err(cq);
+		if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
+			w->qp_num = ibv_wc_read_qp_num(cq);
+		if (ts)
+			*ts = 0;
+		return;
+	}
+	w->opcode = ibv_wc_read_opcode(cq);
+	w->wc_flags = ibv_wc_read_wc_flags(cq);
+	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		w->byte_len = ibv_wc_read_byte_len(cq);
+	if ((wc_flags & IBV_WC_EX_WITH_IMM) && (w->wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)))
+		w->imm_data = ibv_wc_read_imm_data(cq);
+	if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		w->qp_num = ibv_wc_read_qp_num(cq);
+	if (wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		w->src_qp = ibv_wc_read_src_qp(cq);
+	if (wc_flags & IBV_WC_EX_WITH_SLID)
+		w->slid = (uint16_t)ibv_wc_read_slid(cq);
+	if (wc_flags & IBV_WC_EX_WITH_SL)
+		w->sl = ibv_wc_read_sl(cq);
+	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		w->dlid_path_bits = ibv_wc_read_dlid_path_bits(cq);
+	if (ts)
+		*ts = ibv_wc_read_completion_ts(cq);
+}
+
+int goverbs_poll_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc, uint64_t *ts, int n, uint64_t wc_flags)
+{
+	struct ibv_poll_cq_attr attr = {0};
+	int i = 0, ret;
+
+	if (n <= 0)
+		return 0;
+	if (!(wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP))
+		ts = NULL;
+	ret = ibv_start_poll(cq, &attr);
+	if (ret == ENOENT)
+		return 0;
+	if (ret)
+		return -ret;
+	for (;;) {
+		read_one(cq, &wc[i], ts ? &ts[i] : NULL, wc_flags);
+		if (++i == n)
+			break;
+		/* ENOENT: drained; another error shows again at the next start_poll */
+		if (ibv_next_poll(cq))
+			break;
+	}
+	ibv_end_poll(cq);
+	return i;
+}

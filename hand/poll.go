@@ -1,0 +1,266 @@
+package hand
+
+// #include "hand.h"
+import "C"
+
+import (
+	"strconv"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// WC is a typed view of one completion (struct ibv_wc) in a poller's C
+// memory. Its accessors keep the verbs contract: of a completion whose status
+// is not success only WRID, Status, QPNum and VendorErr are meaningful, and
+// the other accessors return their zero value (Opcode returns OpcodeUnknown).
+type WC struct {
+	wc verbs.WC
+}
+
+// OpcodeUnknown is what WC.Opcode returns for a failed completion, whose
+// opcode the device leaves unspecified.
+const OpcodeUnknown verbs.WCOpcode = 0xffffffff
+
+// WRID is the wr_id of the WR that completed (for rdma_post_*v, its context).
+func (w *WC) WRID() uint64 { return w.wc.WRID }
+
+// Status is the completion status.
+func (w *WC) Status() verbs.WCStatus { return w.wc.Status }
+
+// OK reports whether the status is success.
+func (w *WC) OK() bool { return w.wc.Status == verbs.WCSuccess }
+
+// Err is nil on success, else a StatusError. It does not allocate.
+func (w *WC) Err() error {
+	if w.wc.Status == verbs.WCSuccess {
+		return nil
+	}
+	return StatusError(w.wc.Status)
+}
+
+// StatusString is ibv_wc_status_str of the status.
+func (w *WC) StatusString() string { return statusString(w.wc.Status) }
+
+// QPNum is the local QP number of the WR.
+func (w *WC) QPNum() uint32 { return w.wc.QPNum }
+
+// VendorErr is the vendor error syndrome of a failed completion.
+func (w *WC) VendorErr() uint32 { return w.wc.VendorErr }
+
+// Opcode is the completion opcode, or OpcodeUnknown if the completion failed.
+func (w *WC) Opcode() verbs.WCOpcode {
+	if w.wc.Status != verbs.WCSuccess {
+		return OpcodeUnknown
+	}
+	return w.wc.Opcode
+}
+
+// IsRecv reports a successful receive completion (opcode & IBV_WC_RECV).
+func (w *WC) IsRecv() bool {
+	return w.wc.Status == verbs.WCSuccess && w.wc.Opcode&verbs.WCRecv != 0
+}
+
+// ByteLen is the number of bytes transferred (for a UD receive, including
+// the 40-byte GRH area); 0 if the completion failed.
+func (w *WC) ByteLen() uint32 {
+	if w.wc.Status != verbs.WCSuccess {
+		return 0
+	}
+	return w.wc.ByteLen
+}
+
+// Flags are the IBV_WC_* flags; 0 if the completion failed.
+func (w *WC) Flags() verbs.WCFlags {
+	if w.wc.Status != verbs.WCSuccess {
+		return 0
+	}
+	return verbs.WCFlags(w.wc.WCFlags)
+}
+
+// HasGRH reports IBV_WC_GRH: the first 40 bytes of the receive buffer hold a GRH.
+func (w *WC) HasGRH() bool { return w.Flags()&verbs.WCGRH != 0 }
+
+// HasImm reports IBV_WC_WITH_IMM.
+func (w *WC) HasImm() bool { return w.Flags()&verbs.WCWithImm != 0 }
+
+// Imm is the immediate data in host byte order, and whether there is any.
+func (w *WC) Imm() (uint32, bool) {
+	if !w.HasImm() {
+		return 0, false
+	}
+	return w.wc.ImmData.Native(), true
+}
+
+// InvalidatedRkey is the rkey a send with invalidate invalidated, and
+// whether there is one (IBV_WC_WITH_INV).
+func (w *WC) InvalidatedRkey() (uint32, bool) {
+	if w.Flags()&verbs.WCWithInv == 0 {
+		return 0, false
+	}
+	return *w.wc.InvalidatedRkey(), true
+}
+
+// SrcQP is the remote QP number of a UD receive; 0 if the completion failed.
+func (w *WC) SrcQP() uint32 {
+	if w.wc.Status != verbs.WCSuccess {
+		return 0
+	}
+	return w.wc.SrcQP
+}
+
+// Raw is the completion as the provider wrote it (for the poller of
+// ibv_poll_cq) or as the extended poller filled it, fields the status makes
+// meaningless included.
+func (w *WC) Raw() *verbs.WC { return &w.wc }
+
+// StatusError is a failed completion's status as an error.
+type StatusError verbs.WCStatus
+
+func (e StatusError) Error() string { return "completion: " + statusString(verbs.WCStatus(e)) }
+
+// statusStrings caches ibv_wc_status_str, so that printing a status does not
+// cross into C or allocate.
+var statusStrings = sync.OnceValue(func() []string {
+	s := make([]string, verbs.WCTMRndvIncomplete+1)
+	for i := range s {
+		s[i] = C.GoString((*C.char)(unsafe.Pointer(verbs.WCStatusStr(verbs.WCStatus(i)))))
+	}
+	return s
+})
+
+func statusString(s verbs.WCStatus) string {
+	if t := statusStrings(); int(s) < len(t) {
+		return t[s]
+	}
+	return "unknown status " + strconv.FormatUint(uint64(s), 10)
+}
+
+// PollError is a failed poll: ibv_poll_cq returned a negative value, or the
+// extended poll an errno. A poller owns the one it returns and reuses it.
+type PollError struct {
+	Op  string // "ibv_poll_cq" or "ibv_start_poll"
+	Ret int    // what the call returned
+}
+
+func (e *PollError) Error() string { return e.Op + " failed: " + strconv.Itoa(e.Ret) }
+
+// Poller reaps completions from a CQ with ibv_poll_cq into a C-allocated
+// array of struct ibv_wc.
+type Poller struct {
+	cq  *verbs.CQ
+	wc  []WC // C memory
+	mem unsafe.Pointer
+	err PollError
+}
+
+// NewPoller makes a poller that reaps up to n completions from cq per Poll.
+// Free releases it.
+func NewPoller(cq *verbs.CQ, n int) (*Poller, error) {
+	if cq == nil || n <= 0 {
+		return nil, syscall.EINVAL
+	}
+	mem, err := cmalloc(uintptr(n) * unsafe.Sizeof(WC{}))
+	if err != nil {
+		return nil, err
+	}
+	return &Poller{cq: cq, wc: unsafe.Slice((*WC)(mem), n), mem: mem}, nil
+}
+
+// Free releases the poller's C memory, and with it the last Poll's completions.
+func (p *Poller) Free() {
+	if p.mem != nil {
+		cfree(p.mem)
+	}
+	*p = Poller{}
+}
+
+// Poll reaps up to n completions with one ibv_poll_cq call. The returned
+// slice aliases the Poller's C-allocated buffer and is valid until the next
+// Poll or Free; it is empty when the CQ is. On failure it returns a
+// *PollError, owned by the poller. Poll does not allocate.
+func (p *Poller) Poll() ([]WC, error) {
+	if p.mem == nil {
+		return nil, ErrFree
+	}
+	r := verbs.PollCQ(p.cq, int32(len(p.wc)), &p.wc[0].wc)
+	if r < 0 {
+		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
+		return nil, &p.err
+	}
+	return p.wc[:r], nil
+}
+
+// ExPoller reaps completions from an extended CQ (struct ibv_cq_ex) with
+// ibv_start_poll, ibv_next_poll and ibv_end_poll, all in one cgo call, into
+// the same WC views as Poller.
+type ExPoller struct {
+	cq    *verbs.CQEx
+	wc    []WC     // C memory
+	ts    []uint64 // C memory: completion timestamps
+	flags verbs.CreateCQWCFlags
+	mem   unsafe.Pointer
+	err   PollError
+}
+
+// NewExPoller makes a poller that reaps up to n completions from cq per
+// Poll, reading the fields wcFlags selects: pass the wc_flags the CQ was
+// created with (ibv_create_cq_ex), since a provider may not implement the
+// readers of fields it was not asked for. The opcode, wc_flags and, on an
+// error, vendor_err are always read. Free releases it.
+func NewExPoller(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
+	if cq == nil || n <= 0 {
+		return nil, syscall.EINVAL
+	}
+	wcSize := uintptr(n) * unsafe.Sizeof(WC{})
+	mem, err := cmalloc(wcSize + uintptr(n)*8)
+	if err != nil {
+		return nil, err
+	}
+	return &ExPoller{
+		cq:    cq,
+		wc:    unsafe.Slice((*WC)(mem), n),
+		ts:    unsafe.Slice((*uint64)(unsafe.Add(mem, wcSize)), n),
+		flags: wcFlags,
+		mem:   mem,
+	}, nil
+}
+
+// Free releases the poller's C memory, and with it the last Poll's completions.
+func (p *ExPoller) Free() {
+	if p.mem != nil {
+		cfree(p.mem)
+	}
+	*p = ExPoller{}
+}
+
+// Poll reaps up to n completions in one cgo call. The slice aliases the
+// ExPoller's C-allocated buffer and is valid until the next Poll or Free; it
+// is empty when the CQ is. Fields wcFlags did not select are zero, and so is
+// everything but WRID, Status, VendorErr and QPNum of a failed completion. On
+// failure it returns a *PollError. Poll does not allocate.
+func (p *ExPoller) Poll() ([]WC, error) {
+	if p.mem == nil {
+		return nil, ErrFree
+	}
+	r := C.goverbs_poll_ex((*C.struct_ibv_cq_ex)(unsafe.Pointer(p.cq)),
+		(*C.struct_ibv_wc)(unsafe.Pointer(&p.wc[0])), (*C.uint64_t)(unsafe.Pointer(&p.ts[0])),
+		C.int(len(p.wc)), C.uint64_t(p.flags))
+	if r < 0 {
+		p.err = PollError{Op: "ibv_start_poll", Ret: int(-r)}
+		return nil, &p.err
+	}
+	return p.wc[:r], nil
+}
+
+// Timestamp is the completion timestamp (ibv_wc_read_completion_ts) of
+// completion i of the last Poll, when the poller's wcFlags hold
+// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP; 0 otherwise or for a failed completion.
+func (p *ExPoller) Timestamp(i int) uint64 {
+	if p.flags&verbs.WCExWithCompletionTimestamp == 0 {
+		return 0
+	}
+	return p.ts[i]
+}

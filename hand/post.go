@@ -1,0 +1,71 @@
+package hand
+
+/*
+#cgo LDFLAGS: -lrdmacm -libverbs
+#cgo noescape goverbs_cm_post_recvv
+#cgo nocallback goverbs_cm_post_recvv
+#cgo noescape goverbs_cm_post_send
+#cgo nocallback goverbs_cm_post_send
+#cgo noescape goverbs_poll_ex
+#cgo nocallback goverbs_poll_ex
+#include <stdlib.h>
+#include "hand.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+// PostError is a partial post: WR Index of the chain failed with Errno.
+// The Posted WRs before it (those from where the call started) are on the
+// queue; the failed WR and every WR after it were not posted and are still
+// in the chain, so the next post call starts again at Index.
+//
+// The chain owns the PostError it returns and reuses it: it is valid until
+// the chain's next post call.
+type PostError struct {
+	Op     string        // the C entry point, e.g. "ibv_post_recv"
+	Index  int           // index of the failed WR in the chain (0 is the first WR added)
+	Posted int           // WRs this call posted before it
+	Errno  syscall.Errno // the error the provider returned
+}
+
+func (e *PostError) Error() string {
+	return e.Op + ": WR " + strconv.Itoa(e.Index) + " failed: " + e.Errno.Error() +
+		" (" + strconv.Itoa(e.Posted) + " WRs before it posted)"
+}
+
+// Unwrap returns the errno, for errors.Is(err, syscall.ENOMEM) and the like.
+func (e *PostError) Unwrap() error { return e.Errno }
+
+// errnoOf turns a provider's return value into an errno: providers return a
+// positive errno, some a negative one.
+func errnoOf(rc int32) syscall.Errno {
+	if rc < 0 {
+		rc = -rc
+	}
+	return syscall.Errno(rc)
+}
+
+// ErrFree is returned by a chain or poller used after Free.
+var ErrFree = errors.New("hand: used after Free")
+
+// cmalloc returns n zeroed bytes of C memory.
+func cmalloc(n uintptr) (unsafe.Pointer, error) {
+	p := C.calloc(1, C.size_t(n))
+	if p == nil {
+		return nil, syscall.ENOMEM
+	}
+	return p, nil
+}
+
+func cfree(p unsafe.Pointer) { C.free(p) }
+
+// split decodes goverbs_cm_post_*'s result: 0, or index << 32 | errno.
+func split(r C.int64_t) (int, syscall.Errno) {
+	return int(r >> 32), syscall.Errno(uint32(r))
+}

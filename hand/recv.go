@@ -1,0 +1,200 @@
+package hand
+
+// #include "hand.h"
+import "C"
+
+import (
+	"syscall"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// RecvChain is a reusable chain of receive work requests (struct
+// ibv_recv_wr) and their scatter lists in C memory, posted with one cgo call
+// by PostRecv, PostSRQRecv or PostRecvv.
+//
+// Add fills the next WR; a post call posts every pending WR and, when all of
+// them went through, empties the chain for the next round. The WRs are
+// prelinked once: the chain cuts the list after the last pending WR for the
+// duration of the call.
+type RecvChain struct {
+	wr     []verbs.RecvWR // C memory
+	sge    []verbs.SGE    // C memory: maxSGE per WR
+	bad    **verbs.RecvWR // C memory: the bad_wr slot
+	mem    unsafe.Pointer
+	maxSGE int
+	head   int // first pending WR
+	n      int // WRs added
+	err    PostError
+}
+
+// NewRecvChain allocates a chain of up to capacity WRs of up to maxSGE
+// scatter entries each, in C memory. Free releases it.
+func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
+	if capacity <= 0 || maxSGE <= 0 {
+		return nil, syscall.EINVAL
+	}
+	wrSize := uintptr(capacity) * unsafe.Sizeof(verbs.RecvWR{})
+	sgeSize := uintptr(capacity*maxSGE) * unsafe.Sizeof(verbs.SGE{})
+	mem, err := cmalloc(wrSize + sgeSize + unsafe.Sizeof(uintptr(0)))
+	if err != nil {
+		return nil, err
+	}
+	c := &RecvChain{
+		wr:     unsafe.Slice((*verbs.RecvWR)(mem), capacity),
+		sge:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, wrSize)), capacity*maxSGE),
+		bad:    (**verbs.RecvWR)(unsafe.Add(mem, wrSize+sgeSize)),
+		mem:    mem,
+		maxSGE: maxSGE,
+	}
+	for i := range c.wr {
+		if i+1 < capacity {
+			c.wr[i].Next = &c.wr[i+1]
+		}
+		c.wr[i].SGList = &c.sge[i*maxSGE]
+	}
+	return c, nil
+}
+
+// Free releases the chain's C memory. The chain must not be used afterwards.
+func (c *RecvChain) Free() {
+	if c.mem != nil {
+		cfree(c.mem)
+	}
+	*c = RecvChain{}
+}
+
+// Cap is the number of WRs the chain holds.
+func (c *RecvChain) Cap() int { return len(c.wr) }
+
+// Len is the number of pending WRs: added and not yet posted.
+func (c *RecvChain) Len() int { return c.n - c.head }
+
+// Reset drops every pending WR; the next Add fills WR 0.
+func (c *RecvChain) Reset() { c.head, c.n = 0, 0 }
+
+// Skip drops the first pending WR (after a PostError, the one that failed),
+// leaving the rest pending. It does nothing on an empty chain.
+func (c *RecvChain) Skip() {
+	if c.head < c.n {
+		c.head++
+	}
+	if c.head == c.n {
+		c.Reset()
+	}
+}
+
+// Add fills the next WR with wrID and one scatter entry. It reports false,
+// and changes nothing, when the chain is full. It does not allocate.
+func (c *RecvChain) Add(wrID uint64, sge verbs.SGE) bool {
+	i := c.n
+	if uint(i) >= uint(len(c.wr)) {
+		return false
+	}
+	w := &c.wr[i]
+	w.WRID = wrID
+	w.NumSGE = 1
+	*w.SGList = sge
+	c.n = i + 1
+	return true
+}
+
+// AppendSGE adds a scatter entry to the last WR added. It reports false when
+// there is none or it already has the chain's maxSGE entries. It does not
+// allocate.
+func (c *RecvChain) AppendSGE(sge verbs.SGE) bool {
+	i := c.n - 1
+	if i < c.head {
+		return false
+	}
+	w := &c.wr[i]
+	k := int(w.NumSGE)
+	if k >= c.maxSGE {
+		return false
+	}
+	c.sge[i*c.maxSGE+k] = sge
+	w.NumSGE = int32(k + 1)
+	return true
+}
+
+// WR returns WR i of the chain, for fields Add does not set. Its Next and
+// SGList belong to the chain: do not change them.
+func (c *RecvChain) WR(i int) *verbs.RecvWR { return &c.wr[i] }
+
+// PostRecv posts the pending WRs to qp with one ibv_post_recv call. On
+// success the chain is empty. On failure it returns a *PostError (see
+// PostError for what was posted and what is left). It does not allocate.
+func (c *RecvChain) PostRecv(qp *verbs.QP) error {
+	if c.head == c.n {
+		return nil
+	}
+	last := &c.wr[c.n-1]
+	next := last.Next
+	last.Next = nil
+	*c.bad = nil
+	rc := verbs.PostRecv(qp, &c.wr[c.head], c.bad)
+	last.Next = next
+	if rc == 0 {
+		c.head, c.n = 0, 0
+		return nil
+	}
+	return c.failed("ibv_post_recv", errnoOf(rc))
+}
+
+// PostSRQRecv is PostRecv for a shared receive queue (ibv_post_srq_recv).
+func (c *RecvChain) PostSRQRecv(srq *verbs.SRQ) error {
+	if c.head == c.n {
+		return nil
+	}
+	last := &c.wr[c.n-1]
+	next := last.Next
+	last.Next = nil
+	*c.bad = nil
+	rc := verbs.PostSRQRecv(srq, &c.wr[c.head], c.bad)
+	last.Next = next
+	if rc == 0 {
+		c.head, c.n = 0, 0
+		return nil
+	}
+	return c.failed("ibv_post_srq_recv", errnoOf(rc))
+}
+
+// failed records a partial post from the bad_wr slot. A provider that fails
+// without setting bad_wr is taken to have posted nothing: the whole pending
+// chain stays, and no WR is lost.
+func (c *RecvChain) failed(op string, errno syscall.Errno) error {
+	idx := c.head
+	if bad := *c.bad; bad != nil {
+		off := uintptr(unsafe.Pointer(bad)) - uintptr(unsafe.Pointer(&c.wr[0]))
+		size := unsafe.Sizeof(c.wr[0])
+		if k := int(off / size); off%size == 0 && k >= c.head && k < c.n {
+			idx = k
+		}
+	}
+	c.err = PostError{Op: op, Index: idx, Posted: idx - c.head, Errno: errno}
+	c.head = idx
+	return &c.err
+}
+
+// PostRecvv posts each pending WR with rdma_post_recvv on id (to its SRQ
+// when it has one, as rdma_post_recvv does): the WR's wr_id is the context
+// that comes back as the completion's wr_id, its scatter list the sgl. It is
+// one cgo call for the whole chain, stopping at the first failure with a
+// *PostError like PostRecv. It does not allocate.
+func (c *RecvChain) PostRecvv(id *rdmacm.CMID) error {
+	if c.head == c.n {
+		return nil
+	}
+	r := C.goverbs_cm_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)),
+		(*C.struct_ibv_recv_wr)(unsafe.Pointer(&c.wr[c.head])), C.int(c.n-c.head))
+	if r == 0 {
+		c.head, c.n = 0, 0
+		return nil
+	}
+	k, errno := split(r)
+	c.err = PostError{Op: "rdma_post_recvv", Index: c.head + k, Posted: k, Errno: errno}
+	c.head += k
+	return &c.err
+}

@@ -1,0 +1,60 @@
+# mk/rxe.mk: the soft-RoCE integration tests, run in a throwaway VM by
+# cmd/rxevm (Debian's kernel under qemu with rdma_rxe; no RDMA hardware or
+# host kernel support needed). Included by the top-level Makefile; works
+# alone too: make -f mk/rxe.mk rxe-test
+#
+#   rxe-setup  install the host packages rxevm needs and download the kernel
+#              into its cache (once; rxe-test does it too when needed)
+#   rxe-test   build the test binaries of RXE_TEST_PKGS on the host, run them
+#              all with -test.v in one VM boot, then print how many tests ran
+#              and the VM's wall time; fails if any binary fails
+
+GO ?= go
+# Packages whose tests run in the VM.
+RXE_TEST_PKGS ?= ./tests/rxe/...
+# Extra rxevm flags, for example -timeout 30m or -v.
+RXEVM_FLAGS ?=
+# Where the binaries are built. The guest sees the host's filesystem but
+# mounts tmpfs over /tmp and /run, so it must be neither.
+RXE_TMPDIR ?= /var/tmp
+
+.PHONY: rxe-setup rxe-test
+
+rxe-setup:
+	$(GO) run ./cmd/rxevm -setup-only $(RXEVM_FLAGS)
+
+# Each test binary runs in its package's directory, as go test would run it.
+# The binaries and the script that runs them are in a temporary directory
+# that the guest reads through its read-only view of the host.
+rxe-test:
+	@set -e; \
+	dir=$$(mktemp -d "$(RXE_TMPDIR)/goverbs-rxe.XXXXXX"); \
+	trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}' $(RXE_TEST_PKGS) > "$$dir/pkgs"; \
+	echo 'st=0' > "$$dir/run.sh"; \
+	n=0; \
+	while read -r pkg pkgdir; do \
+		bin="$$dir/$$(echo "$$pkg" | tr / _).test"; \
+		$(GO) test -c -o "$$bin" "$$pkg"; \
+		if [ -f "$$bin" ]; then \
+			printf '(cd "%s" && "%s" -test.v) || st=1\n' "$$pkgdir" "$$bin" >> "$$dir/run.sh"; \
+			n=$$((n + 1)); \
+		fi; \
+	done < "$$dir/pkgs"; \
+	echo 'exit $$st' >> "$$dir/run.sh"; \
+	if [ $$n -eq 0 ]; then echo "rxe-test: no test binaries in $(RXE_TEST_PKGS)" >&2; exit 1; fi; \
+	echo "rxe-test: running $$n test binaries in one VM boot"; \
+	start=$$(date +%s%N); \
+	{ "$$dir/rxevm" $(RXEVM_FLAGS) -- sh "$$dir/run.sh" || echo $$? > "$$dir/rc"; } 2>&1 | tee "$$dir/log"; \
+	end=$$(date +%s%N); \
+	rc=$$(cat "$$dir/rc" 2>/dev/null || echo 0); \
+	ran=$$(grep -c '^=== RUN' "$$dir/log" || true); \
+	passed=$$(grep -c '^ *--- PASS' "$$dir/log" || true); \
+	failed=$$(grep -c '^ *--- FAIL' "$$dir/log" || true); \
+	skipped=$$(grep -c '^ *--- SKIP' "$$dir/log" || true); \
+	ms=$$(( (end - start) / 1000000 )); \
+	printf 'rxe-test: %d tests ran in the VM (%d passed, %d failed, %d skipped); VM wall time %d.%ds (boot included)\n' \
+		"$$ran" "$$passed" "$$failed" "$$skipped" $$((ms / 1000)) $$((ms % 1000 / 100)); \
+	if [ "$$rc" -eq 0 ] && [ "$$ran" -eq 0 ]; then echo "rxe-test: no tests ran" >&2; rc=1; fi; \
+	exit $$rc
