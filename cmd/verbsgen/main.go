@@ -5,16 +5,19 @@
 //
 //	verbsgen -headers headers/rdma-core-44.0 -out generated -layout tests/layout
 //	verbsgen -headers /usr/include -report
+//	verbsgen verify -headers /usr/include
 //
 // On any error it prints one line naming the file and line, exits with
 // status 1, and leaves the output directories exactly as they were.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/goverbs/goverbs/gen"
@@ -28,6 +31,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "verify" {
+		return verify(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("verbsgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg gen.Config
@@ -66,4 +72,51 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "verbsgen: rdma-core %s: %d files, %d changed\n", res.IR.Version, len(res.Files), len(res.Changed))
 	return nil
+}
+
+// errMismatch makes verify exit non-zero after printing the differences.
+var errMismatch = errors.New("the generated packages do not match these headers")
+
+// verify compares the committed (or given) generated packages with the
+// headers on this machine and prints every difference.
+func verify(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("verbsgen verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	headers := fs.String("headers", "/usr/include", "include `directory` to verify against")
+	dir := fs.String("dir", "", "`directory` of the generated packages (default: where github.com/goverbs/goverbs/generated is)")
+	importRoot := fs.String("import", "github.com/goverbs/goverbs/generated", "import `path` of -dir")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		out, err := exec.Command("go", "list", "-f", "{{.Dir}}", *importRoot).Output()
+		if err != nil {
+			return fmt.Errorf("finding %s (give -dir): %w", *importRoot, err)
+		}
+		*dir = strings.TrimSpace(string(out))
+	}
+	res, err := gen.Build(gen.Config{Headers: *headers, ImportRoot: *importRoot, LayoutOnly: true})
+	if err != nil {
+		return err
+	}
+	mismatches, err := gen.Verify(res.IR, gen.Packages(), *dir, *importRoot)
+	if err != nil {
+		return err
+	}
+	for _, m := range mismatches {
+		fmt.Fprintln(stdout, m)
+	}
+	fmt.Fprintf(stdout, "verify: %d structs and unions of %s checked against %s (rdma-core %s): %d differences\n",
+		len(res.IR.Records), *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
+	if len(mismatches) > 0 {
+		return errMismatch
+	}
+	return nil
+}
+
+func orUnknown(v string) string {
+	if v == "" {
+		return "version unknown"
+	}
+	return v
 }

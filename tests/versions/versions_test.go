@@ -129,3 +129,45 @@ func TestMismatchedBuildFails(t *testing.T) {
 	require.Contains(t, string(out), `goverbs: sizeof(struct ibv_port_attr) differs from rdma-core 44.0, which package verbs was generated from: regenerate it for these headers (go generate, or verbsgen -headers /usr/include)`)
 	require.Contains(t, string(out), `goverbs: sizeof(struct ibv_qp_ex) differs from rdma-core 44.0`)
 }
+
+// TestVerify runs `verbsgen verify` the way a downstream user's CI does:
+// from another module, against a header set. The committed bindings match
+// 44.0 exactly and differ from 56.1 in precisely the members rdma-core added.
+func TestVerify(t *testing.T) {
+	requireHeaders(t, headers44, headers56)
+	root, err := filepath.Abs(repo)
+	require.NoError(t, err)
+	user := t.TempDir()
+	gomod := "module example.com/user\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(user, "go.mod"), []byte(gomod), 0o644))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(user, "go.sum"), sum, 0o644))
+
+	verify := func(headers string) (string, error) {
+		abs, err := filepath.Abs(headers)
+		require.NoError(t, err)
+		cmd := exec.Command("go", "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs)
+		cmd.Dir = user
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := verify(headers44)
+	t.Logf("verify against 44.0:\n%s", out)
+	require.NoError(t, err)
+	require.Contains(t, out, ": 0 differences")
+
+	out, err = verify(headers56)
+	t.Logf("verify against 56.1:\n%s", out)
+	require.Error(t, err, "verify must exit non-zero on a difference")
+	for _, want := range []string{
+		"struct ibv_port_attr: size: C 56, Go 52",
+		"struct ibv_port_attr member active_speed_ex: offset: C 52, Go missing",
+		"struct ibv_qp_ex: size: C 360, Go 352",
+		"struct ibv_qp_ex member wr_flush: offset: C 352, Go missing",
+		": 5 differences",
+	} {
+		require.Contains(t, out, want)
+	}
+}

@@ -99,6 +99,18 @@ static inline int wq_full(const struct fake_wq *wq, uint32_t nbb)
 	return wq->head - wq->tail + nbb > wq->wqe_cnt;
 }
 
+/* The chain index this post call fails at, or -1. */
+static inline int wq_fail_index(struct fake_wq *wq)
+{
+	if (wq->fail_at < 0)
+		return -1;
+	if (wq->fail_skip) {
+		wq->fail_skip--;
+		return -1;
+	}
+	return wq->fail_at;
+}
+
 static void wq_doorbell(struct fake_wq *wq, uint32_t nreq)
 {
 	if (!nreq)
@@ -179,13 +191,13 @@ static int post_recv_wq(struct fake_wq *wq, struct fake_cq *cq, const struct fak
 {
 	uint32_t nreq = 0;
 	int err = 0;
-	int idx;
+	int idx, fail_at = wq_fail_index(wq);
 
 	for (idx = 0; wr; wr = wr->next, idx++) {
 		uint32_t seg, nseg, slot, len = 0;
 		int i;
 
-		if (idx == wq->fail_at) {
+		if (idx == fail_at) {
 			wq->fail_at = -1;
 			err = wq->fail_errno;
 			break;
@@ -326,7 +338,7 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 	struct fake_wq *wq = &qp->sq;
 	uint32_t nreq = 0;
 	int err = 0;
-	int idx;
+	int idx, fail_at = wq_fail_index(wq);
 
 	for (idx = 0; wr; wr = wr->next, idx++) {
 		uint32_t seg, nseg, nbb, slot, len = 0, i;
@@ -335,7 +347,7 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 		int signaled = qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 		struct fake_ctrl_seg *ctrl;
 
-		if (idx == wq->fail_at) {
+		if (idx == fail_at) {
 			wq->fail_at = -1;
 			err = wq->fail_errno;
 			break;

@@ -228,11 +228,18 @@ func (q *QP) SetRecvMode(m Mode) { q.c.rq.mode = C.int(m) }
 
 // FailSend makes the next ibv_post_send on this QP fail at chain index k with
 // errno: the WRs before k are posted, *bad_wr is set to WR k, nothing after it
-// is looked at. It fires once.
-func (q *QP) FailSend(k int, errno syscall.Errno) { armFail(&q.c.sq, k, errno) }
+// is looked at. It fires once, at the first call whose chain reaches index k.
+func (q *QP) FailSend(k int, errno syscall.Errno) { armFail(&q.c.sq, 0, k, errno) }
+
+// FailSendCall is FailSend for the post call after the next skip calls (each
+// rdma_post_*v is a call of its own).
+func (q *QP) FailSendCall(skip, k int, errno syscall.Errno) { armFail(&q.c.sq, skip, k, errno) }
 
 // FailRecv is FailSend for ibv_post_recv.
-func (q *QP) FailRecv(k int, errno syscall.Errno) { armFail(&q.c.rq, k, errno) }
+func (q *QP) FailRecv(k int, errno syscall.Errno) { armFail(&q.c.rq, 0, k, errno) }
+
+// FailRecvCall is FailSendCall for ibv_post_recv.
+func (q *QP) FailRecvCall(skip, k int, errno syscall.Errno) { armFail(&q.c.rq, skip, k, errno) }
 
 // RecvCompletion says what loopback receive completions report.
 type RecvCompletion struct {
@@ -289,7 +296,10 @@ func (s *SRQ) SetQPNum(qpn uint32) { s.c.qpn = C.uint32_t(qpn) }
 func (s *SRQ) SetMode(m Mode) { s.c.rq.mode = C.int(m) }
 
 // FailRecv is QP.FailSend for ibv_post_srq_recv.
-func (s *SRQ) FailRecv(k int, errno syscall.Errno) { armFail(&s.c.rq, k, errno) }
+func (s *SRQ) FailRecv(k int, errno syscall.Errno) { armFail(&s.c.rq, 0, k, errno) }
+
+// FailRecvCall is QP.FailSendCall for ibv_post_srq_recv.
+func (s *SRQ) FailRecvCall(skip, k int, errno syscall.Errno) { armFail(&s.c.rq, skip, k, errno) }
 
 // SetRecvCompletion sets what this SRQ's completions report.
 func (s *SRQ) SetRecvCompletion(rc RecvCompletion) { setRecv(&s.c.recv, rc) }
@@ -355,7 +365,8 @@ func wqBB(wq *C.struct_fake_wq, i uint32) [WQEBytes]byte {
 	return *(*[WQEBytes]byte)(unsafe.Pointer(C.fake_wq_bb(wq, C.uint32_t(i))))
 }
 
-func armFail(wq *C.struct_fake_wq, k int, errno syscall.Errno) {
+func armFail(wq *C.struct_fake_wq, skip, k int, errno syscall.Errno) {
+	wq.fail_skip = C.uint32_t(skip)
 	wq.fail_at = C.int(k)
 	wq.fail_errno = C.int(errno)
 }

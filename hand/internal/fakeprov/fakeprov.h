@@ -46,9 +46,11 @@ struct fake_wq {
 	uint32_t recv_stride;  /* receive WQs: basic blocks per WQE */
 	__be32 *dbrec;         /* doorbell record */
 	int mode;              /* enum fake_mode */
-	/* one-shot failure: the next post call fails at chain index fail_at */
+	/* one-shot failure: after fail_skip more post calls, the next one fails
+	 * at chain index fail_at */
 	int fail_at;           /* -1 when disarmed */
 	int fail_errno;
+	uint32_t fail_skip;
 	/* counters */
 	uint64_t posted;       /* WRs accepted */
 	uint64_t doorbells;    /* doorbell record writes */
