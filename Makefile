@@ -40,7 +40,7 @@ test-go:
 # Layouts generated from the 56.1 headers, checked against gcc with those
 # headers, and what changed since 44.0.
 test-versions: headers
-	$(GO) test -count=1 -v -run 'TestLayout56|TestVersionDiff|TestMismatchedBuildFails' ./tests/versions/
+	$(GO) test -count=1 -v -run '.' ./tests/versions/
 
 # A bounded run of the loader fuzzer: no panic may escape cc/v4.
 fuzz: headers

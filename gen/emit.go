@@ -455,6 +455,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		fmt.Fprintf(&pre, "#include <%s>\n", inc)
 	}
 	pre.WriteString(e.layoutAssertions(spec))
+	pre.WriteString(e.symbolCheck(spec, funcs))
 	for _, fn := range funcs {
 		if fn.Kind != FuncMacro {
 			continue
@@ -517,12 +518,59 @@ func (e *emitter) layoutAssertions(spec *PackageSpec) string {
 	return b.String()
 }
 
+// symbolCheck declares every extern function weak and checks, when the
+// program loads, that the linked library has it. Bindings generated from
+// headers newer than the installed library then stop at start-up with a
+// message naming the function and the rdma-core version that declares it,
+// rather than failing at link time with a bare undefined reference or, with
+// lazy binding, crashing at the call.
+func (e *emitter) symbolCheck(spec *PackageSpec, funcs []*Func) string {
+	var names []string
+	for _, fn := range funcs {
+		if fn.Kind == FuncExtern {
+			names = append(names, fn.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	v := e.ir.Version
+	if v == "" {
+		v = "(unknown version)"
+	}
+	var b strings.Builder
+	b.WriteString("#include <stdio.h>\n#include <stdlib.h>\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "#pragma weak %s\n", n)
+	}
+	fmt.Fprintf(&b, "static void goverbs_missing_symbol(const char *fn) {\n")
+	fmt.Fprintf(&b, "\tfprintf(stderr, \"goverbs: the linked library (%s) lacks %%s, which package %s needs: it was generated from rdma-core %s; install rdma-core %s or newer, or regenerate the bindings for the installed headers (verbsgen -headers /usr/include)\\n\", fn);\n", spec.libs(), spec.Name, v, v)
+	b.WriteString("\texit(2);\n}\n")
+	b.WriteString("__attribute__((constructor)) static void goverbs_check_symbols(void) {\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "\tif (!%s) goverbs_missing_symbol(\"%s\");\n", n, n)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
 // cName is the C function a stub calls: the macro's wrapper or the function.
 func cName(fn *Func) string {
 	if fn.Kind == FuncMacro {
 		return "goverbs_" + fn.Name
 	}
 	return fn.Name
+}
+
+// libs names the libraries a package links, for messages.
+func (s *PackageSpec) libs() string {
+	var l []string
+	for _, f := range strings.Fields(s.LDFlags) {
+		if strings.HasPrefix(f, "-l") {
+			l = append(l, "lib"+f[2:])
+		}
+	}
+	return strings.Join(l, ", ")
 }
 
 func (s *PackageSpec) isDataPath(name string) bool {

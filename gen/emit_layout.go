@@ -121,7 +121,7 @@ func (e *emitter) layoutFiles() ([]File, error) {
 	for i, rows := range blocks {
 		var vals []jen.Code
 		for _, r := range rows {
-			vals = append(vals, jen.Qual(layoutcheckPath, "Row").Values(jen.Lit(r.key), r.goVal))
+			vals = append(vals, jen.Qual(layoutcheckPath, "Row").Values(jen.Dict{jen.Id("Key"): jen.Lit(r.key), jen.Id("Value"): r.goVal}))
 		}
 		body = append(body, jen.Block(
 			jen.Var().Id("v").Add(blockVars[i]),
@@ -130,7 +130,7 @@ func (e *emitter) layoutFiles() ([]File, error) {
 	}
 	var vals []jen.Code
 	for _, r := range consts {
-		vals = append(vals, jen.Qual(layoutcheckPath, "Row").Values(jen.Lit(r.key), r.goVal))
+		vals = append(vals, jen.Qual(layoutcheckPath, "Row").Values(jen.Dict{jen.Id("Key"): jen.Lit(r.key), jen.Id("Value"): r.goVal}))
 	}
 	if len(vals) > 0 {
 		body = append(body, jen.Id("rows").Op("=").Append(append([]jen.Code{jen.Id("rows")}, vals...)...))

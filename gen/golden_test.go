@@ -260,7 +260,7 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 	env := append(os.Environ(),
 		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local",
 		"CGO_ENABLED=1", "CGO_CFLAGS=-g -O2 -I"+include)
-	run := func(env []string, args ...string) {
+	run := func(env []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(goCmd, args...)
 		cmd.Dir, cmd.Env = mod, env
@@ -268,11 +268,21 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 		if err != nil {
 			t.Fatalf("go %s in the temporary module: %v\n%s", strings.Join(args, " "), err, out)
 		}
+		return string(out)
 	}
 	// -composites=false: the generated layout table spells layoutcheck.Row
 	// literals without keys, which vet's composites check reports (it does
 	// the same on the committed tests/layout).
 	run(env, "vet", "-composites=false", "./...")
-	run(env, "test", "-count=1", "./...")
+	out := run(env, "test", "-count=1", "-v", "./...")
+	want := []string{"--- PASS: TestLayout"}
+	if len(support) > 0 {
+		want = append(want, "--- PASS: TestStubs")
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("go test in the temporary module did not report %q:\n%s", w, out)
+		}
+	}
 	run(append(env, "CGO_ENABLED=0"), "build", "./layoutonly/...")
 }

@@ -116,7 +116,6 @@ func firstLine(s string) string {
 	return s
 }
 
-
 // uapiPath is the include path ("rdma/ib_user_verbs.h") of a header found
 // in a system include directory.
 func uapiPath(file string) string {

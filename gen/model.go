@@ -119,7 +119,6 @@ func sortRecords(rs []*Record) {
 	})
 }
 
-
 // tagOf is the tag of a struct, union or enum type, "" if anonymous.
 func tagOf(t cc.Type) string {
 	var tok cc.Token

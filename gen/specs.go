@@ -13,7 +13,10 @@ func Packages() []PackageSpec {
 			Headers: []string{"infiniband/verbs.h", "infiniband/verbs_api.h",
 				"infiniband/ib_user_ioctl_verbs.h", "rdma/ib_user_verbs.h"},
 			Includes: []string{"infiniband/verbs.h"},
-			LDFlags:  "-libverbs",
+			// --no-as-needed: every extern function is referenced weakly (see
+			// symbolCheck in emit.go), and the linker drops a library that it
+			// only has weak references to.
+			LDFlags: "-Wl,--push-state,--no-as-needed -libverbs -Wl,--pop-state",
 			Prefixes: []Prefix{
 				{"ibv_", ""}, {"IBV_", ""},
 				{"ib_uverbs_", "Uverbs"}, {"IB_UVERBS_", "Uverbs"},
@@ -44,7 +47,7 @@ func Packages() []PackageSpec {
 			Name:     "rdmacm",
 			Headers:  []string{"rdma/rdma_cma.h", "rdma/rdma_verbs.h", "infiniband/sa.h"},
 			Includes: []string{"rdma/rdma_cma.h", "rdma/rdma_verbs.h"},
-			LDFlags:  "-lrdmacm -libverbs",
+			LDFlags:  "-Wl,--push-state,--no-as-needed -lrdmacm -libverbs -Wl,--pop-state",
 			Prefixes: []Prefix{
 				{"rdma_", ""}, {"RDMA_", ""},
 				{"ibv_sa_", "SA"}, {"IBV_SA_", "SA"}, {"ibv_", ""}, {"IBV_", ""},

@@ -9,7 +9,7 @@ import (
 )
 
 /*
-#cgo LDFLAGS: -lrdmacm -libverbs
+#cgo LDFLAGS: -Wl,--push-state,--no-as-needed -lrdmacm -libverbs -Wl,--pop-state
 #cgo noescape rdma_get_recv_comp
 #cgo nocallback rdma_get_recv_comp
 #cgo noescape rdma_get_send_comp
@@ -219,6 +219,96 @@ GOVERBS_LAYOUT(__builtin_offsetof(__typeof__(((struct rdma_cm_event *)0)->param)
 // 178 layout assertions.
 #undef GOVERBS_LAYOUT
 
+#include <stdio.h>
+#include <stdlib.h>
+#pragma weak rdma_create_event_channel
+#pragma weak rdma_destroy_event_channel
+#pragma weak rdma_create_id
+#pragma weak rdma_create_ep
+#pragma weak rdma_destroy_ep
+#pragma weak rdma_destroy_id
+#pragma weak rdma_bind_addr
+#pragma weak rdma_resolve_addr
+#pragma weak rdma_resolve_route
+#pragma weak rdma_create_qp
+#pragma weak rdma_create_qp_ex
+#pragma weak rdma_destroy_qp
+#pragma weak rdma_connect
+#pragma weak rdma_establish
+#pragma weak rdma_listen
+#pragma weak rdma_get_request
+#pragma weak rdma_accept
+#pragma weak rdma_reject
+#pragma weak rdma_reject_ece
+#pragma weak rdma_notify
+#pragma weak rdma_disconnect
+#pragma weak rdma_join_multicast
+#pragma weak rdma_leave_multicast
+#pragma weak rdma_join_multicast_ex
+#pragma weak rdma_get_cm_event
+#pragma weak rdma_ack_cm_event
+#pragma weak rdma_get_src_port
+#pragma weak rdma_get_dst_port
+#pragma weak rdma_get_devices
+#pragma weak rdma_free_devices
+#pragma weak rdma_event_str
+#pragma weak rdma_set_option
+#pragma weak rdma_migrate_id
+#pragma weak rdma_getaddrinfo
+#pragma weak rdma_freeaddrinfo
+#pragma weak rdma_init_qp_attr
+#pragma weak rdma_set_local_ece
+#pragma weak rdma_get_remote_ece
+#pragma weak rdma_create_srq
+#pragma weak rdma_create_srq_ex
+#pragma weak rdma_destroy_srq
+static void goverbs_missing_symbol(const char *fn) {
+	fprintf(stderr, "goverbs: the linked library (librdmacm, libibverbs) lacks %s, which package rdmacm needs: it was generated from rdma-core 44.0; install rdma-core 44.0 or newer, or regenerate the bindings for the installed headers (verbsgen -headers /usr/include)\n", fn);
+	exit(2);
+}
+__attribute__((constructor)) static void goverbs_check_symbols(void) {
+	if (!rdma_create_event_channel) goverbs_missing_symbol("rdma_create_event_channel");
+	if (!rdma_destroy_event_channel) goverbs_missing_symbol("rdma_destroy_event_channel");
+	if (!rdma_create_id) goverbs_missing_symbol("rdma_create_id");
+	if (!rdma_create_ep) goverbs_missing_symbol("rdma_create_ep");
+	if (!rdma_destroy_ep) goverbs_missing_symbol("rdma_destroy_ep");
+	if (!rdma_destroy_id) goverbs_missing_symbol("rdma_destroy_id");
+	if (!rdma_bind_addr) goverbs_missing_symbol("rdma_bind_addr");
+	if (!rdma_resolve_addr) goverbs_missing_symbol("rdma_resolve_addr");
+	if (!rdma_resolve_route) goverbs_missing_symbol("rdma_resolve_route");
+	if (!rdma_create_qp) goverbs_missing_symbol("rdma_create_qp");
+	if (!rdma_create_qp_ex) goverbs_missing_symbol("rdma_create_qp_ex");
+	if (!rdma_destroy_qp) goverbs_missing_symbol("rdma_destroy_qp");
+	if (!rdma_connect) goverbs_missing_symbol("rdma_connect");
+	if (!rdma_establish) goverbs_missing_symbol("rdma_establish");
+	if (!rdma_listen) goverbs_missing_symbol("rdma_listen");
+	if (!rdma_get_request) goverbs_missing_symbol("rdma_get_request");
+	if (!rdma_accept) goverbs_missing_symbol("rdma_accept");
+	if (!rdma_reject) goverbs_missing_symbol("rdma_reject");
+	if (!rdma_reject_ece) goverbs_missing_symbol("rdma_reject_ece");
+	if (!rdma_notify) goverbs_missing_symbol("rdma_notify");
+	if (!rdma_disconnect) goverbs_missing_symbol("rdma_disconnect");
+	if (!rdma_join_multicast) goverbs_missing_symbol("rdma_join_multicast");
+	if (!rdma_leave_multicast) goverbs_missing_symbol("rdma_leave_multicast");
+	if (!rdma_join_multicast_ex) goverbs_missing_symbol("rdma_join_multicast_ex");
+	if (!rdma_get_cm_event) goverbs_missing_symbol("rdma_get_cm_event");
+	if (!rdma_ack_cm_event) goverbs_missing_symbol("rdma_ack_cm_event");
+	if (!rdma_get_src_port) goverbs_missing_symbol("rdma_get_src_port");
+	if (!rdma_get_dst_port) goverbs_missing_symbol("rdma_get_dst_port");
+	if (!rdma_get_devices) goverbs_missing_symbol("rdma_get_devices");
+	if (!rdma_free_devices) goverbs_missing_symbol("rdma_free_devices");
+	if (!rdma_event_str) goverbs_missing_symbol("rdma_event_str");
+	if (!rdma_set_option) goverbs_missing_symbol("rdma_set_option");
+	if (!rdma_migrate_id) goverbs_missing_symbol("rdma_migrate_id");
+	if (!rdma_getaddrinfo) goverbs_missing_symbol("rdma_getaddrinfo");
+	if (!rdma_freeaddrinfo) goverbs_missing_symbol("rdma_freeaddrinfo");
+	if (!rdma_init_qp_attr) goverbs_missing_symbol("rdma_init_qp_attr");
+	if (!rdma_set_local_ece) goverbs_missing_symbol("rdma_set_local_ece");
+	if (!rdma_get_remote_ece) goverbs_missing_symbol("rdma_get_remote_ece");
+	if (!rdma_create_srq) goverbs_missing_symbol("rdma_create_srq");
+	if (!rdma_create_srq_ex) goverbs_missing_symbol("rdma_create_srq_ex");
+	if (!rdma_destroy_srq) goverbs_missing_symbol("rdma_destroy_srq");
+}
 */
 import "C"
 

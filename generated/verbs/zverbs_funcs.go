@@ -6,7 +6,7 @@ package verbs
 import "unsafe"
 
 /*
-#cgo LDFLAGS: -libverbs
+#cgo LDFLAGS: -Wl,--push-state,--no-as-needed -libverbs -Wl,--pop-state
 #cgo noescape ibv_end_poll
 #cgo nocallback ibv_end_poll
 #cgo noescape ibv_next_poll
@@ -1986,6 +1986,142 @@ GOVERBS_LAYOUT(__builtin_offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr
 // 1877 layout assertions.
 #undef GOVERBS_LAYOUT
 
+#include <stdio.h>
+#include <stdlib.h>
+#pragma weak ibv_wc_status_str
+#pragma weak ibv_rate_to_mult
+#pragma weak mult_to_ibv_rate
+#pragma weak ibv_rate_to_mbps
+#pragma weak mbps_to_ibv_rate
+#pragma weak ibv_qp_to_qp_ex
+#pragma weak ibv_get_device_list
+#pragma weak ibv_free_device_list
+#pragma weak ibv_get_device_name
+#pragma weak ibv_get_device_index
+#pragma weak ibv_get_device_guid
+#pragma weak ibv_open_device
+#pragma weak ibv_close_device
+#pragma weak ibv_import_device
+#pragma weak ibv_import_pd
+#pragma weak ibv_unimport_pd
+#pragma weak ibv_import_mr
+#pragma weak ibv_unimport_mr
+#pragma weak ibv_import_dm
+#pragma weak ibv_unimport_dm
+#pragma weak ibv_get_async_event
+#pragma weak ibv_ack_async_event
+#pragma weak ibv_query_device
+#pragma weak ibv_query_gid
+#pragma weak _ibv_query_gid_ex
+#pragma weak _ibv_query_gid_table
+#pragma weak ibv_query_pkey
+#pragma weak ibv_get_pkey_index
+#pragma weak ibv_alloc_pd
+#pragma weak ibv_dealloc_pd
+#pragma weak ibv_reg_mr_iova2
+#pragma weak ibv_reg_dmabuf_mr
+#pragma weak ibv_rereg_mr
+#pragma weak ibv_dereg_mr
+#pragma weak ibv_create_comp_channel
+#pragma weak ibv_destroy_comp_channel
+#pragma weak ibv_create_cq
+#pragma weak ibv_resize_cq
+#pragma weak ibv_destroy_cq
+#pragma weak ibv_get_cq_event
+#pragma weak ibv_ack_cq_events
+#pragma weak ibv_create_srq
+#pragma weak ibv_modify_srq
+#pragma weak ibv_query_srq
+#pragma weak ibv_destroy_srq
+#pragma weak ibv_create_qp
+#pragma weak ibv_modify_qp
+#pragma weak ibv_query_qp_data_in_order
+#pragma weak ibv_query_qp
+#pragma weak ibv_destroy_qp
+#pragma weak ibv_create_ah
+#pragma weak ibv_init_ah_from_wc
+#pragma weak ibv_create_ah_from_wc
+#pragma weak ibv_destroy_ah
+#pragma weak ibv_attach_mcast
+#pragma weak ibv_detach_mcast
+#pragma weak ibv_fork_init
+#pragma weak ibv_is_fork_initialized
+#pragma weak ibv_node_type_str
+#pragma weak ibv_port_state_str
+#pragma weak ibv_event_type_str
+#pragma weak ibv_resolve_eth_l2_from_gid
+#pragma weak ibv_set_ece
+#pragma weak ibv_query_ece
+static void goverbs_missing_symbol(const char *fn) {
+	fprintf(stderr, "goverbs: the linked library (libibverbs) lacks %s, which package verbs needs: it was generated from rdma-core 44.0; install rdma-core 44.0 or newer, or regenerate the bindings for the installed headers (verbsgen -headers /usr/include)\n", fn);
+	exit(2);
+}
+__attribute__((constructor)) static void goverbs_check_symbols(void) {
+	if (!ibv_wc_status_str) goverbs_missing_symbol("ibv_wc_status_str");
+	if (!ibv_rate_to_mult) goverbs_missing_symbol("ibv_rate_to_mult");
+	if (!mult_to_ibv_rate) goverbs_missing_symbol("mult_to_ibv_rate");
+	if (!ibv_rate_to_mbps) goverbs_missing_symbol("ibv_rate_to_mbps");
+	if (!mbps_to_ibv_rate) goverbs_missing_symbol("mbps_to_ibv_rate");
+	if (!ibv_qp_to_qp_ex) goverbs_missing_symbol("ibv_qp_to_qp_ex");
+	if (!ibv_get_device_list) goverbs_missing_symbol("ibv_get_device_list");
+	if (!ibv_free_device_list) goverbs_missing_symbol("ibv_free_device_list");
+	if (!ibv_get_device_name) goverbs_missing_symbol("ibv_get_device_name");
+	if (!ibv_get_device_index) goverbs_missing_symbol("ibv_get_device_index");
+	if (!ibv_get_device_guid) goverbs_missing_symbol("ibv_get_device_guid");
+	if (!ibv_open_device) goverbs_missing_symbol("ibv_open_device");
+	if (!ibv_close_device) goverbs_missing_symbol("ibv_close_device");
+	if (!ibv_import_device) goverbs_missing_symbol("ibv_import_device");
+	if (!ibv_import_pd) goverbs_missing_symbol("ibv_import_pd");
+	if (!ibv_unimport_pd) goverbs_missing_symbol("ibv_unimport_pd");
+	if (!ibv_import_mr) goverbs_missing_symbol("ibv_import_mr");
+	if (!ibv_unimport_mr) goverbs_missing_symbol("ibv_unimport_mr");
+	if (!ibv_import_dm) goverbs_missing_symbol("ibv_import_dm");
+	if (!ibv_unimport_dm) goverbs_missing_symbol("ibv_unimport_dm");
+	if (!ibv_get_async_event) goverbs_missing_symbol("ibv_get_async_event");
+	if (!ibv_ack_async_event) goverbs_missing_symbol("ibv_ack_async_event");
+	if (!ibv_query_device) goverbs_missing_symbol("ibv_query_device");
+	if (!ibv_query_gid) goverbs_missing_symbol("ibv_query_gid");
+	if (!_ibv_query_gid_ex) goverbs_missing_symbol("_ibv_query_gid_ex");
+	if (!_ibv_query_gid_table) goverbs_missing_symbol("_ibv_query_gid_table");
+	if (!ibv_query_pkey) goverbs_missing_symbol("ibv_query_pkey");
+	if (!ibv_get_pkey_index) goverbs_missing_symbol("ibv_get_pkey_index");
+	if (!ibv_alloc_pd) goverbs_missing_symbol("ibv_alloc_pd");
+	if (!ibv_dealloc_pd) goverbs_missing_symbol("ibv_dealloc_pd");
+	if (!ibv_reg_mr_iova2) goverbs_missing_symbol("ibv_reg_mr_iova2");
+	if (!ibv_reg_dmabuf_mr) goverbs_missing_symbol("ibv_reg_dmabuf_mr");
+	if (!ibv_rereg_mr) goverbs_missing_symbol("ibv_rereg_mr");
+	if (!ibv_dereg_mr) goverbs_missing_symbol("ibv_dereg_mr");
+	if (!ibv_create_comp_channel) goverbs_missing_symbol("ibv_create_comp_channel");
+	if (!ibv_destroy_comp_channel) goverbs_missing_symbol("ibv_destroy_comp_channel");
+	if (!ibv_create_cq) goverbs_missing_symbol("ibv_create_cq");
+	if (!ibv_resize_cq) goverbs_missing_symbol("ibv_resize_cq");
+	if (!ibv_destroy_cq) goverbs_missing_symbol("ibv_destroy_cq");
+	if (!ibv_get_cq_event) goverbs_missing_symbol("ibv_get_cq_event");
+	if (!ibv_ack_cq_events) goverbs_missing_symbol("ibv_ack_cq_events");
+	if (!ibv_create_srq) goverbs_missing_symbol("ibv_create_srq");
+	if (!ibv_modify_srq) goverbs_missing_symbol("ibv_modify_srq");
+	if (!ibv_query_srq) goverbs_missing_symbol("ibv_query_srq");
+	if (!ibv_destroy_srq) goverbs_missing_symbol("ibv_destroy_srq");
+	if (!ibv_create_qp) goverbs_missing_symbol("ibv_create_qp");
+	if (!ibv_modify_qp) goverbs_missing_symbol("ibv_modify_qp");
+	if (!ibv_query_qp_data_in_order) goverbs_missing_symbol("ibv_query_qp_data_in_order");
+	if (!ibv_query_qp) goverbs_missing_symbol("ibv_query_qp");
+	if (!ibv_destroy_qp) goverbs_missing_symbol("ibv_destroy_qp");
+	if (!ibv_create_ah) goverbs_missing_symbol("ibv_create_ah");
+	if (!ibv_init_ah_from_wc) goverbs_missing_symbol("ibv_init_ah_from_wc");
+	if (!ibv_create_ah_from_wc) goverbs_missing_symbol("ibv_create_ah_from_wc");
+	if (!ibv_destroy_ah) goverbs_missing_symbol("ibv_destroy_ah");
+	if (!ibv_attach_mcast) goverbs_missing_symbol("ibv_attach_mcast");
+	if (!ibv_detach_mcast) goverbs_missing_symbol("ibv_detach_mcast");
+	if (!ibv_fork_init) goverbs_missing_symbol("ibv_fork_init");
+	if (!ibv_is_fork_initialized) goverbs_missing_symbol("ibv_is_fork_initialized");
+	if (!ibv_node_type_str) goverbs_missing_symbol("ibv_node_type_str");
+	if (!ibv_port_state_str) goverbs_missing_symbol("ibv_port_state_str");
+	if (!ibv_event_type_str) goverbs_missing_symbol("ibv_event_type_str");
+	if (!ibv_resolve_eth_l2_from_gid) goverbs_missing_symbol("ibv_resolve_eth_l2_from_gid");
+	if (!ibv_set_ece) goverbs_missing_symbol("ibv_set_ece");
+	if (!ibv_query_ece) goverbs_missing_symbol("ibv_query_ece");
+}
 static inline int goverbs_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr) { return ibv_query_port(context, port_num, port_attr); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, unsigned int access) { return ibv_reg_mr(pd, addr, length, access); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access) { return ibv_reg_mr_iova(pd, addr, length, iova, access); }

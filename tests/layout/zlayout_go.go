@@ -15,1080 +15,9363 @@ func GoRows() []layoutcheck.Row {
 	rows := make([]layoutcheck.Row, 0, 2761)
 	{
 		var v verbs.UverbsFlowActionESPKeymatAesGcm
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv)", uint64(unsafe.Offsetof(v.Iv))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo)", uint64(unsafe.Offsetof(v.IvAlgo))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, salt)", uint64(unsafe.Offsetof(v.Salt))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len)", uint64(unsafe.Offsetof(v.IcvLen))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len)", uint64(unsafe.Offsetof(v.KeyLen))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)", uint64(unsafe.Offsetof(v.AesKey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv)",
+			Value: uint64(unsafe.Offsetof(v.Iv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo)",
+			Value: uint64(unsafe.Offsetof(v.IvAlgo)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, salt)",
+			Value: uint64(unsafe.Offsetof(v.Salt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len)",
+			Value: uint64(unsafe.Offsetof(v.IcvLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len)",
+			Value: uint64(unsafe.Offsetof(v.KeyLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)",
+			Value: uint64(unsafe.Offsetof(v.AesKey)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowActionESPReplayBmp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_action_esp_replay_bmp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_action_esp_replay_bmp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_replay_bmp, size)", uint64(unsafe.Offsetof(v.Size))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_action_esp_replay_bmp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_action_esp_replay_bmp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_replay_bmp, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowActionESPEncap
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_action_esp_encap)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_action_esp_encap)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_encap, val_ptr)", uint64(unsafe.Offsetof(v.ValPtr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_encap, val_ptr_data_u64)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.ValPtrDataU64()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_encap, next_ptr)", uint64(unsafe.Offsetof(v.NextPtr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_encap, next_ptr_data_u64)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.NextPtrDataU64()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_encap, len)", uint64(unsafe.Offsetof(v.Len))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp_encap, type)", uint64(unsafe.Offsetof(v.Type))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_action_esp_encap)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_action_esp_encap)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, val_ptr)",
+			Value: uint64(unsafe.Offsetof(v.ValPtr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, val_ptr_data_u64)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.ValPtrDataU64())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, next_ptr)",
+			Value: uint64(unsafe.Offsetof(v.NextPtr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, next_ptr_data_u64)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.NextPtrDataU64())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, len)",
+			Value: uint64(unsafe.Offsetof(v.Len)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowActionESP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_action_esp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_action_esp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp, spi)", uint64(unsafe.Offsetof(v.Spi))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp, seq)", uint64(unsafe.Offsetof(v.Seq))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp, tfc_pad)", uint64(unsafe.Offsetof(v.TfcPad))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_action_esp, hard_limit_pkts)", uint64(unsafe.Offsetof(v.HardLimitPkts))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_action_esp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_action_esp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp, spi)",
+			Value: uint64(unsafe.Offsetof(v.Spi)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp, seq)",
+			Value: uint64(unsafe.Offsetof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp, tfc_pad)",
+			Value: uint64(unsafe.Offsetof(v.TfcPad)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_action_esp, hard_limit_pkts)",
+			Value: uint64(unsafe.Offsetof(v.HardLimitPkts)),
+		})
 	}
 	{
 		var v verbs.UverbsQueryPortRespEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_port_resp_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_port_resp_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp_ex, legacy_resp)", uint64(unsafe.Offsetof(v.LegacyResp))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp_ex, port_cap_flags2)", uint64(unsafe.Offsetof(v.PortCapFlags2))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp_ex, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_port_resp_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_port_resp_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, legacy_resp)",
+			Value: uint64(unsafe.Offsetof(v.LegacyResp)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, port_cap_flags2)",
+			Value: uint64(unsafe.Offsetof(v.PortCapFlags2)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsQPCap
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_qp_cap)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_qp_cap)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_cap, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_cap, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_cap, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_cap, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_cap, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_qp_cap)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_qp_cap)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_cap, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_cap, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_cap, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_cap, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_cap, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		})
 	}
 	{
 		var v verbs.UverbsGIDEntry
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_gid_entry)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_gid_entry)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_gid_entry, gid)", uint64(unsafe.Offsetof(v.GID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_gid_entry, gid_index)", uint64(unsafe.Offsetof(v.GIDIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_gid_entry, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_gid_entry, gid_type)", uint64(unsafe.Offsetof(v.GIDType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_gid_entry, netdev_ifindex)", uint64(unsafe.Offsetof(v.NetdevIfindex))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_gid_entry)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_gid_entry)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_gid_entry, gid)",
+			Value: uint64(unsafe.Offsetof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_gid_entry, gid_index)",
+			Value: uint64(unsafe.Offsetof(v.GIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_gid_entry, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_gid_entry, gid_type)",
+			Value: uint64(unsafe.Offsetof(v.GIDType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_gid_entry, netdev_ifindex)",
+			Value: uint64(unsafe.Offsetof(v.NetdevIfindex)),
+		})
 	}
 	{
 		var v rdmacm.SAPathRec
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_sa_path_rec)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_sa_path_rec)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, dgid)", uint64(unsafe.Offsetof(v.DGID))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, sgid)", uint64(unsafe.Offsetof(v.SGID))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, dlid)", uint64(unsafe.Offsetof(v.DLID))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, slid)", uint64(unsafe.Offsetof(v.SLID))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, raw_traffic)", uint64(unsafe.Offsetof(v.RawTraffic))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, reversible)", uint64(unsafe.Offsetof(v.Reversible))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, numb_path)", uint64(unsafe.Offsetof(v.NumbPath))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, pkey)", uint64(unsafe.Offsetof(v.Pkey))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, mtu_selector)", uint64(unsafe.Offsetof(v.MTUSelector))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, mtu)", uint64(unsafe.Offsetof(v.MTU))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, rate_selector)", uint64(unsafe.Offsetof(v.RateSelector))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, rate)", uint64(unsafe.Offsetof(v.Rate))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, packet_life_time_selector)", uint64(unsafe.Offsetof(v.PacketLifeTimeSelector))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, packet_life_time)", uint64(unsafe.Offsetof(v.PacketLifeTime))}, layoutcheck.Row{"offsetof(struct ibv_sa_path_rec, preference)", uint64(unsafe.Offsetof(v.Preference))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_sa_path_rec)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_sa_path_rec)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, sgid)",
+			Value: uint64(unsafe.Offsetof(v.SGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, dlid)",
+			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, slid)",
+			Value: uint64(unsafe.Offsetof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, raw_traffic)",
+			Value: uint64(unsafe.Offsetof(v.RawTraffic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, reversible)",
+			Value: uint64(unsafe.Offsetof(v.Reversible)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, numb_path)",
+			Value: uint64(unsafe.Offsetof(v.NumbPath)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, pkey)",
+			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, mtu_selector)",
+			Value: uint64(unsafe.Offsetof(v.MTUSelector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, mtu)",
+			Value: uint64(unsafe.Offsetof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, rate_selector)",
+			Value: uint64(unsafe.Offsetof(v.RateSelector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, rate)",
+			Value: uint64(unsafe.Offsetof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, packet_life_time_selector)",
+			Value: uint64(unsafe.Offsetof(v.PacketLifeTimeSelector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, packet_life_time)",
+			Value: uint64(unsafe.Offsetof(v.PacketLifeTime)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_path_rec, preference)",
+			Value: uint64(unsafe.Offsetof(v.Preference)),
+		})
 	}
 	{
 		var v rdmacm.SAMcmemberRec
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_sa_mcmember_rec)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_sa_mcmember_rec)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, mgid)", uint64(unsafe.Offsetof(v.Mgid))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, port_gid)", uint64(unsafe.Offsetof(v.PortGID))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, qkey)", uint64(unsafe.Offsetof(v.Qkey))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, mlid)", uint64(unsafe.Offsetof(v.Mlid))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, mtu_selector)", uint64(unsafe.Offsetof(v.MTUSelector))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, mtu)", uint64(unsafe.Offsetof(v.MTU))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, pkey)", uint64(unsafe.Offsetof(v.Pkey))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, rate_selector)", uint64(unsafe.Offsetof(v.RateSelector))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, rate)", uint64(unsafe.Offsetof(v.Rate))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, packet_life_time_selector)", uint64(unsafe.Offsetof(v.PacketLifeTimeSelector))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, packet_life_time)", uint64(unsafe.Offsetof(v.PacketLifeTime))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, scope)", uint64(unsafe.Offsetof(v.Scope))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, join_state)", uint64(unsafe.Offsetof(v.JoinState))}, layoutcheck.Row{"offsetof(struct ibv_sa_mcmember_rec, proxy_join)", uint64(unsafe.Offsetof(v.ProxyJoin))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_sa_mcmember_rec)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_sa_mcmember_rec)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, mgid)",
+			Value: uint64(unsafe.Offsetof(v.Mgid)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, port_gid)",
+			Value: uint64(unsafe.Offsetof(v.PortGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, qkey)",
+			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, mlid)",
+			Value: uint64(unsafe.Offsetof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, mtu_selector)",
+			Value: uint64(unsafe.Offsetof(v.MTUSelector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, mtu)",
+			Value: uint64(unsafe.Offsetof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, pkey)",
+			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, rate_selector)",
+			Value: uint64(unsafe.Offsetof(v.RateSelector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, rate)",
+			Value: uint64(unsafe.Offsetof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, packet_life_time_selector)",
+			Value: uint64(unsafe.Offsetof(v.PacketLifeTimeSelector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, packet_life_time)",
+			Value: uint64(unsafe.Offsetof(v.PacketLifeTime)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, scope)",
+			Value: uint64(unsafe.Offsetof(v.Scope)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, join_state)",
+			Value: uint64(unsafe.Offsetof(v.JoinState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_mcmember_rec, proxy_join)",
+			Value: uint64(unsafe.Offsetof(v.ProxyJoin)),
+		})
 	}
 	{
 		var v rdmacm.SAServiceRec
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_sa_service_rec)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_sa_service_rec)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, id)", uint64(unsafe.Offsetof(v.ID))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, gid)", uint64(unsafe.Offsetof(v.GID))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, pkey)", uint64(unsafe.Offsetof(v.Pkey))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, lease)", uint64(unsafe.Offsetof(v.Lease))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, key)", uint64(unsafe.Offsetof(v.Key))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, name)", uint64(unsafe.Offsetof(v.Name))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, data8)", uint64(unsafe.Offsetof(v.Data8))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, data16)", uint64(unsafe.Offsetof(v.Data16))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, data32)", uint64(unsafe.Offsetof(v.Data32))}, layoutcheck.Row{"offsetof(struct ibv_sa_service_rec, data64)", uint64(unsafe.Offsetof(v.Data64))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_sa_service_rec)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_sa_service_rec)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, id)",
+			Value: uint64(unsafe.Offsetof(v.ID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, gid)",
+			Value: uint64(unsafe.Offsetof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, pkey)",
+			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, lease)",
+			Value: uint64(unsafe.Offsetof(v.Lease)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, key)",
+			Value: uint64(unsafe.Offsetof(v.Key)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, name)",
+			Value: uint64(unsafe.Offsetof(v.Name)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, data8)",
+			Value: uint64(unsafe.Offsetof(v.Data8)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, data16)",
+			Value: uint64(unsafe.Offsetof(v.Data16)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, data32)",
+			Value: uint64(unsafe.Offsetof(v.Data32)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sa_service_rec, data64)",
+			Value: uint64(unsafe.Offsetof(v.Data64)),
+		})
 	}
 	{
 		var v rdmacm.PathRecord
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_path_record)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_path_record)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_path_record, service_id)", uint64(unsafe.Offsetof(v.ServiceID))}, layoutcheck.Row{"offsetof(struct ibv_path_record, dgid)", uint64(unsafe.Offsetof(v.DGID))}, layoutcheck.Row{"offsetof(struct ibv_path_record, sgid)", uint64(unsafe.Offsetof(v.SGID))}, layoutcheck.Row{"offsetof(struct ibv_path_record, dlid)", uint64(unsafe.Offsetof(v.DLID))}, layoutcheck.Row{"offsetof(struct ibv_path_record, slid)", uint64(unsafe.Offsetof(v.SLID))}, layoutcheck.Row{"offsetof(struct ibv_path_record, flowlabel_hoplimit)", uint64(unsafe.Offsetof(v.FlowlabelHoplimit))}, layoutcheck.Row{"offsetof(struct ibv_path_record, tclass)", uint64(unsafe.Offsetof(v.Tclass))}, layoutcheck.Row{"offsetof(struct ibv_path_record, reversible_numpath)", uint64(unsafe.Offsetof(v.ReversibleNumpath))}, layoutcheck.Row{"offsetof(struct ibv_path_record, pkey)", uint64(unsafe.Offsetof(v.Pkey))}, layoutcheck.Row{"offsetof(struct ibv_path_record, qosclass_sl)", uint64(unsafe.Offsetof(v.QosclassSL))}, layoutcheck.Row{"offsetof(struct ibv_path_record, mtu)", uint64(unsafe.Offsetof(v.MTU))}, layoutcheck.Row{"offsetof(struct ibv_path_record, rate)", uint64(unsafe.Offsetof(v.Rate))}, layoutcheck.Row{"offsetof(struct ibv_path_record, packetlifetime)", uint64(unsafe.Offsetof(v.Packetlifetime))}, layoutcheck.Row{"offsetof(struct ibv_path_record, preference)", uint64(unsafe.Offsetof(v.Preference))}, layoutcheck.Row{"offsetof(struct ibv_path_record, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_path_record)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_path_record)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, service_id)",
+			Value: uint64(unsafe.Offsetof(v.ServiceID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, sgid)",
+			Value: uint64(unsafe.Offsetof(v.SGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, dlid)",
+			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, slid)",
+			Value: uint64(unsafe.Offsetof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, flowlabel_hoplimit)",
+			Value: uint64(unsafe.Offsetof(v.FlowlabelHoplimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, tclass)",
+			Value: uint64(unsafe.Offsetof(v.Tclass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, reversible_numpath)",
+			Value: uint64(unsafe.Offsetof(v.ReversibleNumpath)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, pkey)",
+			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, qosclass_sl)",
+			Value: uint64(unsafe.Offsetof(v.QosclassSL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, mtu)",
+			Value: uint64(unsafe.Offsetof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, rate)",
+			Value: uint64(unsafe.Offsetof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, packetlifetime)",
+			Value: uint64(unsafe.Offsetof(v.Packetlifetime)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, preference)",
+			Value: uint64(unsafe.Offsetof(v.Preference)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_record, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v rdmacm.PathData
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_path_data)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_path_data)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_path_data, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ibv_path_data, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ibv_path_data, path)", uint64(unsafe.Offsetof(v.Path))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_path_data)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_path_data)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_data, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_data, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_path_data, path)",
+			Value: uint64(unsafe.Offsetof(v.Path)),
+		})
 	}
 	{
 		var v verbs.GID
-		rows = append(rows, layoutcheck.Row{"sizeof(union ibv_gid)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(union ibv_gid)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(union ibv_gid, global)", uint64(unsafe.Offsetof(v.Global))}, layoutcheck.Row{"offsetof(union ibv_gid, raw)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Raw()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(union ibv_gid)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(union ibv_gid)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(union ibv_gid, global)",
+			Value: uint64(unsafe.Offsetof(v.Global)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(union ibv_gid, raw)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Raw())),
+		})
 	}
 	{
 		var v verbs.GIDEntry
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_gid_entry)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_gid_entry)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_gid_entry, gid)", uint64(unsafe.Offsetof(v.GID))}, layoutcheck.Row{"offsetof(struct ibv_gid_entry, gid_index)", uint64(unsafe.Offsetof(v.GIDIndex))}, layoutcheck.Row{"offsetof(struct ibv_gid_entry, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ibv_gid_entry, gid_type)", uint64(unsafe.Offsetof(v.GIDType))}, layoutcheck.Row{"offsetof(struct ibv_gid_entry, ndev_ifindex)", uint64(unsafe.Offsetof(v.NdevIfindex))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_gid_entry)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_gid_entry)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_gid_entry, gid)",
+			Value: uint64(unsafe.Offsetof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_gid_entry, gid_index)",
+			Value: uint64(unsafe.Offsetof(v.GIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_gid_entry, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_gid_entry, gid_type)",
+			Value: uint64(unsafe.Offsetof(v.GIDType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_gid_entry, ndev_ifindex)",
+			Value: uint64(unsafe.Offsetof(v.NdevIfindex)),
+		})
 	}
 	{
 		var v verbs.AllocDMAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_alloc_dm_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_alloc_dm_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_alloc_dm_attr, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ibv_alloc_dm_attr, log_align_req)", uint64(unsafe.Offsetof(v.LogAlignReq))}, layoutcheck.Row{"offsetof(struct ibv_alloc_dm_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_alloc_dm_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_alloc_dm_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_alloc_dm_attr, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_alloc_dm_attr, log_align_req)",
+			Value: uint64(unsafe.Offsetof(v.LogAlignReq)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_alloc_dm_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.DM
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_dm)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_dm)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_dm, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_dm, memcpy_to_dm)", uint64(unsafe.Offsetof(v.MemcpyToDM))}, layoutcheck.Row{"offsetof(struct ibv_dm, memcpy_from_dm)", uint64(unsafe.Offsetof(v.MemcpyFromDM))}, layoutcheck.Row{"offsetof(struct ibv_dm, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_dm, handle)", uint64(unsafe.Offsetof(v.Handle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_dm)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_dm)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_dm, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_dm, memcpy_to_dm)",
+			Value: uint64(unsafe.Offsetof(v.MemcpyToDM)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_dm, memcpy_from_dm)",
+			Value: uint64(unsafe.Offsetof(v.MemcpyFromDM)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_dm, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_dm, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		})
 	}
 	{
 		var v verbs.Context
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_context)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_context)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_context, device)", uint64(unsafe.Offsetof(v.Device))}, layoutcheck.Row{"offsetof(struct ibv_context, ops)", uint64(unsafe.Offsetof(v.Ops))}, layoutcheck.Row{"offsetof(struct ibv_context, cmd_fd)", uint64(unsafe.Offsetof(v.CmdFD))}, layoutcheck.Row{"offsetof(struct ibv_context, async_fd)", uint64(unsafe.Offsetof(v.AsyncFD))}, layoutcheck.Row{"offsetof(struct ibv_context, num_comp_vectors)", uint64(unsafe.Offsetof(v.NumCompVectors))}, layoutcheck.Row{"offsetof(struct ibv_context, mutex)", uint64(unsafe.Offsetof(v.Mutex))}, layoutcheck.Row{"offsetof(struct ibv_context, abi_compat)", uint64(unsafe.Offsetof(v.ABICompat))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_context)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_context)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, device)",
+			Value: uint64(unsafe.Offsetof(v.Device)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, ops)",
+			Value: uint64(unsafe.Offsetof(v.Ops)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, cmd_fd)",
+			Value: uint64(unsafe.Offsetof(v.CmdFD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, async_fd)",
+			Value: uint64(unsafe.Offsetof(v.AsyncFD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, num_comp_vectors)",
+			Value: uint64(unsafe.Offsetof(v.NumCompVectors)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, mutex)",
+			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context, abi_compat)",
+			Value: uint64(unsafe.Offsetof(v.ABICompat)),
+		})
 	}
 	{
 		var v verbs.DeviceAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_device_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_device_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, fw_ver)", uint64(unsafe.Offsetof(v.FWVer))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, node_guid)", uint64(unsafe.Offsetof(v.NodeGUID))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, sys_image_guid)", uint64(unsafe.Offsetof(v.SysImageGUID))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_mr_size)", uint64(unsafe.Offsetof(v.MaxMRSize))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, page_size_cap)", uint64(unsafe.Offsetof(v.PageSizeCap))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, vendor_id)", uint64(unsafe.Offsetof(v.VendorID))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, vendor_part_id)", uint64(unsafe.Offsetof(v.VendorPartID))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, hw_ver)", uint64(unsafe.Offsetof(v.HWVer))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_qp)", uint64(unsafe.Offsetof(v.MaxQP))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_qp_wr)", uint64(unsafe.Offsetof(v.MaxQPWR))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, device_cap_flags)", uint64(unsafe.Offsetof(v.DeviceCapFlags))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_sge_rd)", uint64(unsafe.Offsetof(v.MaxSGERD))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_cq)", uint64(unsafe.Offsetof(v.MaxCQ))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_cqe)", uint64(unsafe.Offsetof(v.MaxCQE))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_mr)", uint64(unsafe.Offsetof(v.MaxMR))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_pd)", uint64(unsafe.Offsetof(v.MaxPD))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_qp_rd_atom)", uint64(unsafe.Offsetof(v.MaxQPRDAtom))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_ee_rd_atom)", uint64(unsafe.Offsetof(v.MaxEeRDAtom))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_res_rd_atom)", uint64(unsafe.Offsetof(v.MaxResRDAtom))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_qp_init_rd_atom)", uint64(unsafe.Offsetof(v.MaxQPInitRDAtom))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_ee_init_rd_atom)", uint64(unsafe.Offsetof(v.MaxEeInitRDAtom))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, atomic_cap)", uint64(unsafe.Offsetof(v.AtomicCap))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_ee)", uint64(unsafe.Offsetof(v.MaxEe))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_rdd)", uint64(unsafe.Offsetof(v.MaxRdd))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_mw)", uint64(unsafe.Offsetof(v.MaxMW))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_raw_ipv6_qp)", uint64(unsafe.Offsetof(v.MaxRawIPv6QP))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_raw_ethy_qp)", uint64(unsafe.Offsetof(v.MaxRawEthyQP))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_mcast_grp)", uint64(unsafe.Offsetof(v.MaxMcastGrp))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_mcast_qp_attach)", uint64(unsafe.Offsetof(v.MaxMcastQPAttach))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_total_mcast_qp_attach)", uint64(unsafe.Offsetof(v.MaxTotalMcastQPAttach))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_ah)", uint64(unsafe.Offsetof(v.MaxAH))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_fmr)", uint64(unsafe.Offsetof(v.MaxFmr))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_map_per_fmr)", uint64(unsafe.Offsetof(v.MaxMapPerFmr))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_srq)", uint64(unsafe.Offsetof(v.MaxSRQ))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_srq_wr)", uint64(unsafe.Offsetof(v.MaxSRQWR))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_srq_sge)", uint64(unsafe.Offsetof(v.MaxSRQSGE))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, max_pkeys)", uint64(unsafe.Offsetof(v.MaxPkeys))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, local_ca_ack_delay)", uint64(unsafe.Offsetof(v.LocalCaACKDelay))}, layoutcheck.Row{"offsetof(struct ibv_device_attr, phys_port_cnt)", uint64(unsafe.Offsetof(v.PhysPortCnt))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_device_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_device_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, fw_ver)",
+			Value: uint64(unsafe.Offsetof(v.FWVer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, node_guid)",
+			Value: uint64(unsafe.Offsetof(v.NodeGUID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, sys_image_guid)",
+			Value: uint64(unsafe.Offsetof(v.SysImageGUID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_mr_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxMRSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, page_size_cap)",
+			Value: uint64(unsafe.Offsetof(v.PageSizeCap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, vendor_id)",
+			Value: uint64(unsafe.Offsetof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, vendor_part_id)",
+			Value: uint64(unsafe.Offsetof(v.VendorPartID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, hw_ver)",
+			Value: uint64(unsafe.Offsetof(v.HWVer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_qp)",
+			Value: uint64(unsafe.Offsetof(v.MaxQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_qp_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxQPWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, device_cap_flags)",
+			Value: uint64(unsafe.Offsetof(v.DeviceCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_sge_rd)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGERD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_cq)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_cqe)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_mr)",
+			Value: uint64(unsafe.Offsetof(v.MaxMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_pd)",
+			Value: uint64(unsafe.Offsetof(v.MaxPD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_qp_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxQPRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_ee_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxEeRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_res_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxResRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_qp_init_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxQPInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_ee_init_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxEeInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, atomic_cap)",
+			Value: uint64(unsafe.Offsetof(v.AtomicCap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_ee)",
+			Value: uint64(unsafe.Offsetof(v.MaxEe)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_rdd)",
+			Value: uint64(unsafe.Offsetof(v.MaxRdd)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_mw)",
+			Value: uint64(unsafe.Offsetof(v.MaxMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_raw_ipv6_qp)",
+			Value: uint64(unsafe.Offsetof(v.MaxRawIPv6QP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_raw_ethy_qp)",
+			Value: uint64(unsafe.Offsetof(v.MaxRawEthyQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_mcast_grp)",
+			Value: uint64(unsafe.Offsetof(v.MaxMcastGrp)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_mcast_qp_attach)",
+			Value: uint64(unsafe.Offsetof(v.MaxMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_total_mcast_qp_attach)",
+			Value: uint64(unsafe.Offsetof(v.MaxTotalMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_ah)",
+			Value: uint64(unsafe.Offsetof(v.MaxAH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_fmr)",
+			Value: uint64(unsafe.Offsetof(v.MaxFmr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_map_per_fmr)",
+			Value: uint64(unsafe.Offsetof(v.MaxMapPerFmr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_srq)",
+			Value: uint64(unsafe.Offsetof(v.MaxSRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_srq_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSRQWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_srq_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSRQSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, max_pkeys)",
+			Value: uint64(unsafe.Offsetof(v.MaxPkeys)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, local_ca_ack_delay)",
+			Value: uint64(unsafe.Offsetof(v.LocalCaACKDelay)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr, phys_port_cnt)",
+			Value: uint64(unsafe.Offsetof(v.PhysPortCnt)),
+		})
 	}
 	{
 		var v verbs.QueryDeviceExInput
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_query_device_ex_input)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_query_device_ex_input)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_query_device_ex_input, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_query_device_ex_input)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_query_device_ex_input)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_query_device_ex_input, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.ODPCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_odp_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_odp_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_odp_caps, general_caps)", uint64(unsafe.Offsetof(v.GeneralCaps))}, layoutcheck.Row{"offsetof(struct ibv_odp_caps, per_transport_caps)", uint64(unsafe.Offsetof(v.PerTransportCaps))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_odp_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_odp_caps, general_caps)",
+			Value: uint64(unsafe.Offsetof(v.GeneralCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_odp_caps, per_transport_caps)",
+			Value: uint64(unsafe.Offsetof(v.PerTransportCaps)),
+		})
 	}
 	{
 		var v verbs.TSOCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_tso_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_tso_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_tso_caps, max_tso)", uint64(unsafe.Offsetof(v.MaxTSO))}, layoutcheck.Row{"offsetof(struct ibv_tso_caps, supported_qpts)", uint64(unsafe.Offsetof(v.SupportedQpts))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_tso_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_tso_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tso_caps, max_tso)",
+			Value: uint64(unsafe.Offsetof(v.MaxTSO)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tso_caps, supported_qpts)",
+			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
+		})
 	}
 	{
 		var v verbs.RSSCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_rss_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_rss_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_rss_caps, supported_qpts)", uint64(unsafe.Offsetof(v.SupportedQpts))}, layoutcheck.Row{"offsetof(struct ibv_rss_caps, max_rwq_indirection_tables)", uint64(unsafe.Offsetof(v.MaxRWQIndirectionTables))}, layoutcheck.Row{"offsetof(struct ibv_rss_caps, max_rwq_indirection_table_size)", uint64(unsafe.Offsetof(v.MaxRWQIndirectionTableSize))}, layoutcheck.Row{"offsetof(struct ibv_rss_caps, rx_hash_fields_mask)", uint64(unsafe.Offsetof(v.RXHashFieldsMask))}, layoutcheck.Row{"offsetof(struct ibv_rss_caps, rx_hash_function)", uint64(unsafe.Offsetof(v.RXHashFunction))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_rss_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_rss_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rss_caps, supported_qpts)",
+			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rss_caps, max_rwq_indirection_tables)",
+			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTables)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rss_caps, max_rwq_indirection_table_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTableSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rss_caps, rx_hash_fields_mask)",
+			Value: uint64(unsafe.Offsetof(v.RXHashFieldsMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rss_caps, rx_hash_function)",
+			Value: uint64(unsafe.Offsetof(v.RXHashFunction)),
+		})
 	}
 	{
 		var v verbs.PacketPacingCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_packet_pacing_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_packet_pacing_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_packet_pacing_caps, qp_rate_limit_min)", uint64(unsafe.Offsetof(v.QPRateLimitMin))}, layoutcheck.Row{"offsetof(struct ibv_packet_pacing_caps, qp_rate_limit_max)", uint64(unsafe.Offsetof(v.QPRateLimitMax))}, layoutcheck.Row{"offsetof(struct ibv_packet_pacing_caps, supported_qpts)", uint64(unsafe.Offsetof(v.SupportedQpts))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_packet_pacing_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_packet_pacing_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_packet_pacing_caps, qp_rate_limit_min)",
+			Value: uint64(unsafe.Offsetof(v.QPRateLimitMin)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_packet_pacing_caps, qp_rate_limit_max)",
+			Value: uint64(unsafe.Offsetof(v.QPRateLimitMax)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_packet_pacing_caps, supported_qpts)",
+			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
+		})
 	}
 	{
 		var v verbs.TMCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_tm_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_tm_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_tm_caps, max_rndv_hdr_size)", uint64(unsafe.Offsetof(v.MaxRndvHdrSize))}, layoutcheck.Row{"offsetof(struct ibv_tm_caps, max_num_tags)", uint64(unsafe.Offsetof(v.MaxNumTags))}, layoutcheck.Row{"offsetof(struct ibv_tm_caps, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ibv_tm_caps, max_ops)", uint64(unsafe.Offsetof(v.MaxOps))}, layoutcheck.Row{"offsetof(struct ibv_tm_caps, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_tm_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_tm_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_caps, max_rndv_hdr_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxRndvHdrSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_caps, max_num_tags)",
+			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_caps, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_caps, max_ops)",
+			Value: uint64(unsafe.Offsetof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_caps, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		})
 	}
 	{
 		var v verbs.CQModerationCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_cq_moderation_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_cq_moderation_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_cq_moderation_caps, max_cq_count)", uint64(unsafe.Offsetof(v.MaxCQCount))}, layoutcheck.Row{"offsetof(struct ibv_cq_moderation_caps, max_cq_period)", uint64(unsafe.Offsetof(v.MaxCQPeriod))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_cq_moderation_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_cq_moderation_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_moderation_caps, max_cq_count)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_moderation_caps, max_cq_period)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQPeriod)),
+		})
 	}
 	{
 		var v verbs.PCIAtomicCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_pci_atomic_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_pci_atomic_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_pci_atomic_caps, fetch_add)", uint64(unsafe.Offsetof(v.FetchAdd))}, layoutcheck.Row{"offsetof(struct ibv_pci_atomic_caps, swap)", uint64(unsafe.Offsetof(v.Swap))}, layoutcheck.Row{"offsetof(struct ibv_pci_atomic_caps, compare_swap)", uint64(unsafe.Offsetof(v.CompareSwap))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_pci_atomic_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_pci_atomic_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_pci_atomic_caps, fetch_add)",
+			Value: uint64(unsafe.Offsetof(v.FetchAdd)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_pci_atomic_caps, swap)",
+			Value: uint64(unsafe.Offsetof(v.Swap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_pci_atomic_caps, compare_swap)",
+			Value: uint64(unsafe.Offsetof(v.CompareSwap)),
+		})
 	}
 	{
 		var v verbs.DeviceAttrEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_device_attr_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_device_attr_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, orig_attr)", uint64(unsafe.Offsetof(v.OrigAttr))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, odp_caps)", uint64(unsafe.Offsetof(v.ODPCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, completion_timestamp_mask)", uint64(unsafe.Offsetof(v.CompletionTimestampMask))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, hca_core_clock)", uint64(unsafe.Offsetof(v.HcaCoreClock))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, device_cap_flags_ex)", uint64(unsafe.Offsetof(v.DeviceCapFlagsEx))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, tso_caps)", uint64(unsafe.Offsetof(v.TSOCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, rss_caps)", uint64(unsafe.Offsetof(v.RSSCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, max_wq_type_rq)", uint64(unsafe.Offsetof(v.MaxWQTypeRQ))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, packet_pacing_caps)", uint64(unsafe.Offsetof(v.PacketPacingCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, raw_packet_caps)", uint64(unsafe.Offsetof(v.RawPacketCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, tm_caps)", uint64(unsafe.Offsetof(v.TMCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, cq_mod_caps)", uint64(unsafe.Offsetof(v.CQModCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, max_dm_size)", uint64(unsafe.Offsetof(v.MaxDMSize))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, pci_atomic_caps)", uint64(unsafe.Offsetof(v.PCIAtomicCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, xrc_odp_caps)", uint64(unsafe.Offsetof(v.XRCODPCaps))}, layoutcheck.Row{"offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex)", uint64(unsafe.Offsetof(v.PhysPortCntEx))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_device_attr_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_device_attr_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, orig_attr)",
+			Value: uint64(unsafe.Offsetof(v.OrigAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.ODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, completion_timestamp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompletionTimestampMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, hca_core_clock)",
+			Value: uint64(unsafe.Offsetof(v.HcaCoreClock)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, device_cap_flags_ex)",
+			Value: uint64(unsafe.Offsetof(v.DeviceCapFlagsEx)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, tso_caps)",
+			Value: uint64(unsafe.Offsetof(v.TSOCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, rss_caps)",
+			Value: uint64(unsafe.Offsetof(v.RSSCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, max_wq_type_rq)",
+			Value: uint64(unsafe.Offsetof(v.MaxWQTypeRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, packet_pacing_caps)",
+			Value: uint64(unsafe.Offsetof(v.PacketPacingCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, raw_packet_caps)",
+			Value: uint64(unsafe.Offsetof(v.RawPacketCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, tm_caps)",
+			Value: uint64(unsafe.Offsetof(v.TMCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, cq_mod_caps)",
+			Value: uint64(unsafe.Offsetof(v.CQModCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, max_dm_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxDMSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, pci_atomic_caps)",
+			Value: uint64(unsafe.Offsetof(v.PCIAtomicCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, xrc_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.XRCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex)",
+			Value: uint64(unsafe.Offsetof(v.PhysPortCntEx)),
+		})
 	}
 	{
 		var v verbs.PortAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_port_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_port_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, state)", uint64(unsafe.Offsetof(v.State))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, max_mtu)", uint64(unsafe.Offsetof(v.MaxMTU))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, active_mtu)", uint64(unsafe.Offsetof(v.ActiveMTU))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, gid_tbl_len)", uint64(unsafe.Offsetof(v.GIDTblLen))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, port_cap_flags)", uint64(unsafe.Offsetof(v.PortCapFlags))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, max_msg_sz)", uint64(unsafe.Offsetof(v.MaxMsgSz))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, bad_pkey_cntr)", uint64(unsafe.Offsetof(v.BadPkeyCntr))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, qkey_viol_cntr)", uint64(unsafe.Offsetof(v.QkeyViolCntr))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, pkey_tbl_len)", uint64(unsafe.Offsetof(v.PkeyTblLen))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, lid)", uint64(unsafe.Offsetof(v.LID))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, sm_lid)", uint64(unsafe.Offsetof(v.SMLID))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, lmc)", uint64(unsafe.Offsetof(v.LMC))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, max_vl_num)", uint64(unsafe.Offsetof(v.MaxVLNum))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, sm_sl)", uint64(unsafe.Offsetof(v.SMSL))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, subnet_timeout)", uint64(unsafe.Offsetof(v.SubnetTimeout))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, init_type_reply)", uint64(unsafe.Offsetof(v.InitTypeReply))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, active_width)", uint64(unsafe.Offsetof(v.ActiveWidth))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, active_speed)", uint64(unsafe.Offsetof(v.ActiveSpeed))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, phys_state)", uint64(unsafe.Offsetof(v.PhysState))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, link_layer)", uint64(unsafe.Offsetof(v.LinkLayer))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ibv_port_attr, port_cap_flags2)", uint64(unsafe.Offsetof(v.PortCapFlags2))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_port_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_port_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, state)",
+			Value: uint64(unsafe.Offsetof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, max_mtu)",
+			Value: uint64(unsafe.Offsetof(v.MaxMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, active_mtu)",
+			Value: uint64(unsafe.Offsetof(v.ActiveMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, gid_tbl_len)",
+			Value: uint64(unsafe.Offsetof(v.GIDTblLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, port_cap_flags)",
+			Value: uint64(unsafe.Offsetof(v.PortCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, max_msg_sz)",
+			Value: uint64(unsafe.Offsetof(v.MaxMsgSz)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, bad_pkey_cntr)",
+			Value: uint64(unsafe.Offsetof(v.BadPkeyCntr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, qkey_viol_cntr)",
+			Value: uint64(unsafe.Offsetof(v.QkeyViolCntr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, pkey_tbl_len)",
+			Value: uint64(unsafe.Offsetof(v.PkeyTblLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, lid)",
+			Value: uint64(unsafe.Offsetof(v.LID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, sm_lid)",
+			Value: uint64(unsafe.Offsetof(v.SMLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, lmc)",
+			Value: uint64(unsafe.Offsetof(v.LMC)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, max_vl_num)",
+			Value: uint64(unsafe.Offsetof(v.MaxVLNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, sm_sl)",
+			Value: uint64(unsafe.Offsetof(v.SMSL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, subnet_timeout)",
+			Value: uint64(unsafe.Offsetof(v.SubnetTimeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, init_type_reply)",
+			Value: uint64(unsafe.Offsetof(v.InitTypeReply)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, active_width)",
+			Value: uint64(unsafe.Offsetof(v.ActiveWidth)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, active_speed)",
+			Value: uint64(unsafe.Offsetof(v.ActiveSpeed)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, phys_state)",
+			Value: uint64(unsafe.Offsetof(v.PhysState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, link_layer)",
+			Value: uint64(unsafe.Offsetof(v.LinkLayer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_port_attr, port_cap_flags2)",
+			Value: uint64(unsafe.Offsetof(v.PortCapFlags2)),
+		})
 	}
 	{
 		var v verbs.AsyncEvent
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_async_event)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_async_event)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_async_event, element)", uint64(unsafe.Offsetof(v.Element))}, layoutcheck.Row{"offsetof(struct ibv_async_event, event_type)", uint64(unsafe.Offsetof(v.EventType))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_async_event)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_async_event)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_async_event, element)",
+			Value: uint64(unsafe.Offsetof(v.Element)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_async_event, event_type)",
+			Value: uint64(unsafe.Offsetof(v.EventType)),
+		})
 	}
 	{
 		var v verbs.CQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_cq, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_cq, channel)", uint64(unsafe.Offsetof(v.Channel))}, layoutcheck.Row{"offsetof(struct ibv_cq, cq_context)", uint64(unsafe.Offsetof(v.CQContext))}, layoutcheck.Row{"offsetof(struct ibv_cq, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_cq, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ibv_cq, mutex)", uint64(unsafe.Offsetof(v.Mutex))}, layoutcheck.Row{"offsetof(struct ibv_cq, cond)", uint64(unsafe.Offsetof(v.Cond))}, layoutcheck.Row{"offsetof(struct ibv_cq, comp_events_completed)", uint64(unsafe.Offsetof(v.CompEventsCompleted))}, layoutcheck.Row{"offsetof(struct ibv_cq, async_events_completed)", uint64(unsafe.Offsetof(v.AsyncEventsCompleted))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, channel)",
+			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, cq_context)",
+			Value: uint64(unsafe.Offsetof(v.CQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, mutex)",
+			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, cond)",
+			Value: uint64(unsafe.Offsetof(v.Cond)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, comp_events_completed)",
+			Value: uint64(unsafe.Offsetof(v.CompEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq, async_events_completed)",
+			Value: uint64(unsafe.Offsetof(v.AsyncEventsCompleted)),
+		})
 	}
 	{
 		var v verbs.QP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_qp, qp_context)", uint64(unsafe.Offsetof(v.QPContext))}, layoutcheck.Row{"offsetof(struct ibv_qp, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_qp, send_cq)", uint64(unsafe.Offsetof(v.SendCQ))}, layoutcheck.Row{"offsetof(struct ibv_qp, recv_cq)", uint64(unsafe.Offsetof(v.RecvCQ))}, layoutcheck.Row{"offsetof(struct ibv_qp, srq)", uint64(unsafe.Offsetof(v.SRQ))}, layoutcheck.Row{"offsetof(struct ibv_qp, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_qp, qp_num)", uint64(unsafe.Offsetof(v.QPNum))}, layoutcheck.Row{"offsetof(struct ibv_qp, state)", uint64(unsafe.Offsetof(v.State))}, layoutcheck.Row{"offsetof(struct ibv_qp, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ibv_qp, mutex)", uint64(unsafe.Offsetof(v.Mutex))}, layoutcheck.Row{"offsetof(struct ibv_qp, cond)", uint64(unsafe.Offsetof(v.Cond))}, layoutcheck.Row{"offsetof(struct ibv_qp, events_completed)", uint64(unsafe.Offsetof(v.EventsCompleted))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, qp_context)",
+			Value: uint64(unsafe.Offsetof(v.QPContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, send_cq)",
+			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, recv_cq)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, srq)",
+			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, qp_num)",
+			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, state)",
+			Value: uint64(unsafe.Offsetof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, mutex)",
+			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, cond)",
+			Value: uint64(unsafe.Offsetof(v.Cond)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp, events_completed)",
+			Value: uint64(unsafe.Offsetof(v.EventsCompleted)),
+		})
 	}
 	{
 		var v verbs.WQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_wq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_wq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_wq, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_wq, wq_context)", uint64(unsafe.Offsetof(v.WQContext))}, layoutcheck.Row{"offsetof(struct ibv_wq, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_wq, cq)", uint64(unsafe.Offsetof(v.CQ))}, layoutcheck.Row{"offsetof(struct ibv_wq, wq_num)", uint64(unsafe.Offsetof(v.WQNum))}, layoutcheck.Row{"offsetof(struct ibv_wq, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_wq, state)", uint64(unsafe.Offsetof(v.State))}, layoutcheck.Row{"offsetof(struct ibv_wq, wq_type)", uint64(unsafe.Offsetof(v.WQType))}, layoutcheck.Row{"offsetof(struct ibv_wq, post_recv)", uint64(unsafe.Offsetof(v.PostRecv))}, layoutcheck.Row{"offsetof(struct ibv_wq, mutex)", uint64(unsafe.Offsetof(v.Mutex))}, layoutcheck.Row{"offsetof(struct ibv_wq, cond)", uint64(unsafe.Offsetof(v.Cond))}, layoutcheck.Row{"offsetof(struct ibv_wq, events_completed)", uint64(unsafe.Offsetof(v.EventsCompleted))}, layoutcheck.Row{"offsetof(struct ibv_wq, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_wq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_wq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, wq_context)",
+			Value: uint64(unsafe.Offsetof(v.WQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, cq)",
+			Value: uint64(unsafe.Offsetof(v.CQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, wq_num)",
+			Value: uint64(unsafe.Offsetof(v.WQNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, state)",
+			Value: uint64(unsafe.Offsetof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, wq_type)",
+			Value: uint64(unsafe.Offsetof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, post_recv)",
+			Value: uint64(unsafe.Offsetof(v.PostRecv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, mutex)",
+			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, cond)",
+			Value: uint64(unsafe.Offsetof(v.Cond)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, events_completed)",
+			Value: uint64(unsafe.Offsetof(v.EventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.WC
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_wc)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_wc)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_wc, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_wc, status)", uint64(unsafe.Offsetof(v.Status))}, layoutcheck.Row{"offsetof(struct ibv_wc, opcode)", uint64(unsafe.Offsetof(v.Opcode))}, layoutcheck.Row{"offsetof(struct ibv_wc, vendor_err)", uint64(unsafe.Offsetof(v.VendorErr))}, layoutcheck.Row{"offsetof(struct ibv_wc, byte_len)", uint64(unsafe.Offsetof(v.ByteLen))}, layoutcheck.Row{"offsetof(struct ibv_wc, imm_data)", uint64(unsafe.Offsetof(v.ImmData))}, layoutcheck.Row{"offsetof(struct ibv_wc, invalidated_rkey)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidatedRkey()))}, layoutcheck.Row{"offsetof(struct ibv_wc, qp_num)", uint64(unsafe.Offsetof(v.QPNum))}, layoutcheck.Row{"offsetof(struct ibv_wc, src_qp)", uint64(unsafe.Offsetof(v.SrcQP))}, layoutcheck.Row{"offsetof(struct ibv_wc, wc_flags)", uint64(unsafe.Offsetof(v.WCFlags))}, layoutcheck.Row{"offsetof(struct ibv_wc, pkey_index)", uint64(unsafe.Offsetof(v.PkeyIndex))}, layoutcheck.Row{"offsetof(struct ibv_wc, slid)", uint64(unsafe.Offsetof(v.SLID))}, layoutcheck.Row{"offsetof(struct ibv_wc, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ibv_wc, dlid_path_bits)", uint64(unsafe.Offsetof(v.DLIDPathBits))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_wc)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_wc)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, status)",
+			Value: uint64(unsafe.Offsetof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, opcode)",
+			Value: uint64(unsafe.Offsetof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, vendor_err)",
+			Value: uint64(unsafe.Offsetof(v.VendorErr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, byte_len)",
+			Value: uint64(unsafe.Offsetof(v.ByteLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, imm_data)",
+			Value: uint64(unsafe.Offsetof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, invalidated_rkey)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidatedRkey())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, qp_num)",
+			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, src_qp)",
+			Value: uint64(unsafe.Offsetof(v.SrcQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, wc_flags)",
+			Value: uint64(unsafe.Offsetof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, slid)",
+			Value: uint64(unsafe.Offsetof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc, dlid_path_bits)",
+			Value: uint64(unsafe.Offsetof(v.DLIDPathBits)),
+		})
 	}
 	{
 		var v verbs.MWBindInfo
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_mw_bind_info)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_mw_bind_info)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind_info, mr)", uint64(unsafe.Offsetof(v.MR))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind_info, addr)", uint64(unsafe.Offsetof(v.Addr))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind_info, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind_info, mw_access_flags)", uint64(unsafe.Offsetof(v.MWAccessFlags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_mw_bind_info)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_mw_bind_info)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind_info, mr)",
+			Value: uint64(unsafe.Offsetof(v.MR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind_info, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind_info, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind_info, mw_access_flags)",
+			Value: uint64(unsafe.Offsetof(v.MWAccessFlags)),
+		})
 	}
 	{
 		var v verbs.MR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_mr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_mr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_mr, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_mr, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_mr, addr)", uint64(unsafe.Offsetof(v.Addr))}, layoutcheck.Row{"offsetof(struct ibv_mr, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ibv_mr, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_mr, lkey)", uint64(unsafe.Offsetof(v.Lkey))}, layoutcheck.Row{"offsetof(struct ibv_mr, rkey)", uint64(unsafe.Offsetof(v.Rkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_mr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_mr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, lkey)",
+			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mr, rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		})
 	}
 	{
 		var v verbs.PD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_pd)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_pd)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_pd, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_pd, handle)", uint64(unsafe.Offsetof(v.Handle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_pd)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_pd)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_pd, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_pd, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		})
 	}
 	{
 		var v verbs.TDInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_td_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_td_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_td_init_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_td_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_td_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_td_init_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.TD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_td)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_td)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_td, context)", uint64(unsafe.Offsetof(v.Context))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_td)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_td)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_td, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		})
 	}
 	{
 		var v verbs.XRCDInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_xrcd_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_xrcd_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_xrcd_init_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_xrcd_init_attr, fd)", uint64(unsafe.Offsetof(v.FD))}, layoutcheck.Row{"offsetof(struct ibv_xrcd_init_attr, oflags)", uint64(unsafe.Offsetof(v.Oflags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_xrcd_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_xrcd_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_xrcd_init_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_xrcd_init_attr, fd)",
+			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_xrcd_init_attr, oflags)",
+			Value: uint64(unsafe.Offsetof(v.Oflags)),
+		})
 	}
 	{
 		var v verbs.XRCD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_xrcd)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_xrcd)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_xrcd, context)", uint64(unsafe.Offsetof(v.Context))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_xrcd)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_xrcd)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_xrcd, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		})
 	}
 	{
 		var v verbs.MW
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_mw)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_mw)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_mw, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_mw, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_mw, rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(struct ibv_mw, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_mw, type)", uint64(unsafe.Offsetof(v.Type))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_mw)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_mw)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw, rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		})
 	}
 	{
 		var v verbs.GlobalRoute
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_global_route)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_global_route)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_global_route, dgid)", uint64(unsafe.Offsetof(v.DGID))}, layoutcheck.Row{"offsetof(struct ibv_global_route, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ibv_global_route, sgid_index)", uint64(unsafe.Offsetof(v.SGIDIndex))}, layoutcheck.Row{"offsetof(struct ibv_global_route, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ibv_global_route, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_global_route)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_global_route)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_global_route, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_global_route, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_global_route, sgid_index)",
+			Value: uint64(unsafe.Offsetof(v.SGIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_global_route, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_global_route, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		})
 	}
 	{
 		var v verbs.GRH
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_grh)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_grh)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_grh, version_tclass_flow)", uint64(unsafe.Offsetof(v.VersionTclassFlow))}, layoutcheck.Row{"offsetof(struct ibv_grh, paylen)", uint64(unsafe.Offsetof(v.Paylen))}, layoutcheck.Row{"offsetof(struct ibv_grh, next_hdr)", uint64(unsafe.Offsetof(v.NextHdr))}, layoutcheck.Row{"offsetof(struct ibv_grh, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ibv_grh, sgid)", uint64(unsafe.Offsetof(v.SGID))}, layoutcheck.Row{"offsetof(struct ibv_grh, dgid)", uint64(unsafe.Offsetof(v.DGID))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_grh)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_grh)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_grh, version_tclass_flow)",
+			Value: uint64(unsafe.Offsetof(v.VersionTclassFlow)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_grh, paylen)",
+			Value: uint64(unsafe.Offsetof(v.Paylen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_grh, next_hdr)",
+			Value: uint64(unsafe.Offsetof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_grh, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_grh, sgid)",
+			Value: uint64(unsafe.Offsetof(v.SGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_grh, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		})
 	}
 	{
 		var v verbs.AHAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_ah_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_ah_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, grh)", uint64(unsafe.Offsetof(v.GRH))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, dlid)", uint64(unsafe.Offsetof(v.DLID))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, src_path_bits)", uint64(unsafe.Offsetof(v.SrcPathBits))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, static_rate)", uint64(unsafe.Offsetof(v.StaticRate))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, is_global)", uint64(unsafe.Offsetof(v.IsGlobal))}, layoutcheck.Row{"offsetof(struct ibv_ah_attr, port_num)", uint64(unsafe.Offsetof(v.PortNum))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_ah_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_ah_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, grh)",
+			Value: uint64(unsafe.Offsetof(v.GRH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, dlid)",
+			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, src_path_bits)",
+			Value: uint64(unsafe.Offsetof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, static_rate)",
+			Value: uint64(unsafe.Offsetof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, is_global)",
+			Value: uint64(unsafe.Offsetof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah_attr, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		})
 	}
 	{
 		var v verbs.SRQAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_srq_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_srq_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_srq_attr, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ibv_srq_attr, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ibv_srq_attr, srq_limit)", uint64(unsafe.Offsetof(v.SRQLimit))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_srq_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_srq_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_attr, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_attr, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_attr, srq_limit)",
+			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
+		})
 	}
 	{
 		var v verbs.SRQInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_srq_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_srq_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr, srq_context)", uint64(unsafe.Offsetof(v.SRQContext))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr, attr)", uint64(unsafe.Offsetof(v.Attr))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_srq_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_srq_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr, srq_context)",
+			Value: uint64(unsafe.Offsetof(v.SRQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr, attr)",
+			Value: uint64(unsafe.Offsetof(v.Attr)),
+		})
 	}
 	{
 		var v verbs.TMCap
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_tm_cap)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_tm_cap)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_tm_cap, max_num_tags)", uint64(unsafe.Offsetof(v.MaxNumTags))}, layoutcheck.Row{"offsetof(struct ibv_tm_cap, max_ops)", uint64(unsafe.Offsetof(v.MaxOps))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_tm_cap)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_tm_cap)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_cap, max_num_tags)",
+			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_tm_cap, max_ops)",
+			Value: uint64(unsafe.Offsetof(v.MaxOps)),
+		})
 	}
 	{
 		var v verbs.SRQInitAttrEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_srq_init_attr_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_srq_init_attr_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, srq_context)", uint64(unsafe.Offsetof(v.SRQContext))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, attr)", uint64(unsafe.Offsetof(v.Attr))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, srq_type)", uint64(unsafe.Offsetof(v.SRQType))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, xrcd)", uint64(unsafe.Offsetof(v.XRCD))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, cq)", uint64(unsafe.Offsetof(v.CQ))}, layoutcheck.Row{"offsetof(struct ibv_srq_init_attr_ex, tm_cap)", uint64(unsafe.Offsetof(v.TMCap))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_srq_init_attr_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_srq_init_attr_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, srq_context)",
+			Value: uint64(unsafe.Offsetof(v.SRQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, attr)",
+			Value: uint64(unsafe.Offsetof(v.Attr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, srq_type)",
+			Value: uint64(unsafe.Offsetof(v.SRQType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, xrcd)",
+			Value: uint64(unsafe.Offsetof(v.XRCD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, cq)",
+			Value: uint64(unsafe.Offsetof(v.CQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq_init_attr_ex, tm_cap)",
+			Value: uint64(unsafe.Offsetof(v.TMCap)),
+		})
 	}
 	{
 		var v verbs.WQInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_wq_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_wq_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, wq_context)", uint64(unsafe.Offsetof(v.WQContext))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, wq_type)", uint64(unsafe.Offsetof(v.WQType))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, cq)", uint64(unsafe.Offsetof(v.CQ))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_wq_init_attr, create_flags)", uint64(unsafe.Offsetof(v.CreateFlags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_wq_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_wq_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, wq_context)",
+			Value: uint64(unsafe.Offsetof(v.WQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, wq_type)",
+			Value: uint64(unsafe.Offsetof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, cq)",
+			Value: uint64(unsafe.Offsetof(v.CQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_init_attr, create_flags)",
+			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
+		})
 	}
 	{
 		var v verbs.WQAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_wq_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_wq_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_wq_attr, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ibv_wq_attr, wq_state)", uint64(unsafe.Offsetof(v.WQState))}, layoutcheck.Row{"offsetof(struct ibv_wq_attr, curr_wq_state)", uint64(unsafe.Offsetof(v.CurrWQState))}, layoutcheck.Row{"offsetof(struct ibv_wq_attr, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ibv_wq_attr, flags_mask)", uint64(unsafe.Offsetof(v.FlagsMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_wq_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_wq_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_attr, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_attr, wq_state)",
+			Value: uint64(unsafe.Offsetof(v.WQState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_attr, curr_wq_state)",
+			Value: uint64(unsafe.Offsetof(v.CurrWQState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_attr, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wq_attr, flags_mask)",
+			Value: uint64(unsafe.Offsetof(v.FlagsMask)),
+		})
 	}
 	{
 		var v verbs.RWQIndTable
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_rwq_ind_table)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_rwq_ind_table)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table, ind_tbl_handle)", uint64(unsafe.Offsetof(v.IndTblHandle))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table, ind_tbl_num)", uint64(unsafe.Offsetof(v.IndTblNum))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_rwq_ind_table)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_rwq_ind_table)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table, ind_tbl_handle)",
+			Value: uint64(unsafe.Offsetof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table, ind_tbl_num)",
+			Value: uint64(unsafe.Offsetof(v.IndTblNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.RWQIndTableInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_rwq_ind_table_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_rwq_ind_table_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table_init_attr, log_ind_tbl_size)", uint64(unsafe.Offsetof(v.LogIndTblSize))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table_init_attr, ind_tbl)", uint64(unsafe.Offsetof(v.IndTbl))}, layoutcheck.Row{"offsetof(struct ibv_rwq_ind_table_init_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_rwq_ind_table_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_rwq_ind_table_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table_init_attr, log_ind_tbl_size)",
+			Value: uint64(unsafe.Offsetof(v.LogIndTblSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table_init_attr, ind_tbl)",
+			Value: uint64(unsafe.Offsetof(v.IndTbl)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rwq_ind_table_init_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.QPCap
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_cap)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_cap)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_cap, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ibv_qp_cap, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ibv_qp_cap, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ibv_qp_cap, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ibv_qp_cap, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_cap)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_cap)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_cap, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_cap, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_cap, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_cap, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_cap, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		})
 	}
 	{
 		var v verbs.QPInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, qp_context)", uint64(unsafe.Offsetof(v.QPContext))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, send_cq)", uint64(unsafe.Offsetof(v.SendCQ))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, recv_cq)", uint64(unsafe.Offsetof(v.RecvCQ))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, srq)", uint64(unsafe.Offsetof(v.SRQ))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, cap)", uint64(unsafe.Offsetof(v.Cap))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr, sq_sig_all)", uint64(unsafe.Offsetof(v.SQSigAll))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, qp_context)",
+			Value: uint64(unsafe.Offsetof(v.QPContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, send_cq)",
+			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, recv_cq)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, srq)",
+			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, cap)",
+			Value: uint64(unsafe.Offsetof(v.Cap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr, sq_sig_all)",
+			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		})
 	}
 	{
 		var v verbs.RXHashConf
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_rx_hash_conf)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_rx_hash_conf)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_rx_hash_conf, rx_hash_function)", uint64(unsafe.Offsetof(v.RXHashFunction))}, layoutcheck.Row{"offsetof(struct ibv_rx_hash_conf, rx_hash_key_len)", uint64(unsafe.Offsetof(v.RXHashKeyLen))}, layoutcheck.Row{"offsetof(struct ibv_rx_hash_conf, rx_hash_key)", uint64(unsafe.Offsetof(v.RXHashKey))}, layoutcheck.Row{"offsetof(struct ibv_rx_hash_conf, rx_hash_fields_mask)", uint64(unsafe.Offsetof(v.RXHashFieldsMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_rx_hash_conf)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_rx_hash_conf)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_function)",
+			Value: uint64(unsafe.Offsetof(v.RXHashFunction)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_key_len)",
+			Value: uint64(unsafe.Offsetof(v.RXHashKeyLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_key)",
+			Value: uint64(unsafe.Offsetof(v.RXHashKey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_fields_mask)",
+			Value: uint64(unsafe.Offsetof(v.RXHashFieldsMask)),
+		})
 	}
 	{
 		var v verbs.QPInitAttrEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_init_attr_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_init_attr_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, qp_context)", uint64(unsafe.Offsetof(v.QPContext))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, send_cq)", uint64(unsafe.Offsetof(v.SendCQ))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, recv_cq)", uint64(unsafe.Offsetof(v.RecvCQ))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, srq)", uint64(unsafe.Offsetof(v.SRQ))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, cap)", uint64(unsafe.Offsetof(v.Cap))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, sq_sig_all)", uint64(unsafe.Offsetof(v.SQSigAll))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, xrcd)", uint64(unsafe.Offsetof(v.XRCD))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, create_flags)", uint64(unsafe.Offsetof(v.CreateFlags))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, max_tso_header)", uint64(unsafe.Offsetof(v.MaxTSOHeader))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, rwq_ind_tbl)", uint64(unsafe.Offsetof(v.RWQIndTbl))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, rx_hash_conf)", uint64(unsafe.Offsetof(v.RXHashConf))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, source_qpn)", uint64(unsafe.Offsetof(v.SourceQPN))}, layoutcheck.Row{"offsetof(struct ibv_qp_init_attr_ex, send_ops_flags)", uint64(unsafe.Offsetof(v.SendOpsFlags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_init_attr_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_init_attr_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, qp_context)",
+			Value: uint64(unsafe.Offsetof(v.QPContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, send_cq)",
+			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, recv_cq)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, srq)",
+			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, cap)",
+			Value: uint64(unsafe.Offsetof(v.Cap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, sq_sig_all)",
+			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, xrcd)",
+			Value: uint64(unsafe.Offsetof(v.XRCD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, create_flags)",
+			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, max_tso_header)",
+			Value: uint64(unsafe.Offsetof(v.MaxTSOHeader)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, rwq_ind_tbl)",
+			Value: uint64(unsafe.Offsetof(v.RWQIndTbl)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, rx_hash_conf)",
+			Value: uint64(unsafe.Offsetof(v.RXHashConf)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, source_qpn)",
+			Value: uint64(unsafe.Offsetof(v.SourceQPN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_init_attr_ex, send_ops_flags)",
+			Value: uint64(unsafe.Offsetof(v.SendOpsFlags)),
+		})
 	}
 	{
 		var v verbs.QPOpenAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_open_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_open_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_open_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_qp_open_attr, qp_num)", uint64(unsafe.Offsetof(v.QPNum))}, layoutcheck.Row{"offsetof(struct ibv_qp_open_attr, xrcd)", uint64(unsafe.Offsetof(v.XRCD))}, layoutcheck.Row{"offsetof(struct ibv_qp_open_attr, qp_context)", uint64(unsafe.Offsetof(v.QPContext))}, layoutcheck.Row{"offsetof(struct ibv_qp_open_attr, qp_type)", uint64(unsafe.Offsetof(v.QPType))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_open_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_open_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_open_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_open_attr, qp_num)",
+			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_open_attr, xrcd)",
+			Value: uint64(unsafe.Offsetof(v.XRCD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_open_attr, qp_context)",
+			Value: uint64(unsafe.Offsetof(v.QPContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_open_attr, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		})
 	}
 	{
 		var v verbs.QPAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, qp_state)", uint64(unsafe.Offsetof(v.QPState))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, cur_qp_state)", uint64(unsafe.Offsetof(v.CurQPState))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, path_mtu)", uint64(unsafe.Offsetof(v.PathMTU))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, path_mig_state)", uint64(unsafe.Offsetof(v.PathMigState))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, qkey)", uint64(unsafe.Offsetof(v.Qkey))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, rq_psn)", uint64(unsafe.Offsetof(v.RQPSN))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, sq_psn)", uint64(unsafe.Offsetof(v.SQPSN))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, dest_qp_num)", uint64(unsafe.Offsetof(v.DestQPNum))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, qp_access_flags)", uint64(unsafe.Offsetof(v.QPAccessFlags))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, cap)", uint64(unsafe.Offsetof(v.Cap))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, ah_attr)", uint64(unsafe.Offsetof(v.AHAttr))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, alt_ah_attr)", uint64(unsafe.Offsetof(v.AltAHAttr))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, pkey_index)", uint64(unsafe.Offsetof(v.PkeyIndex))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, alt_pkey_index)", uint64(unsafe.Offsetof(v.AltPkeyIndex))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, en_sqd_async_notify)", uint64(unsafe.Offsetof(v.EnSqdAsyncNotify))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, sq_draining)", uint64(unsafe.Offsetof(v.SQDraining))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, max_rd_atomic)", uint64(unsafe.Offsetof(v.MaxRDAtomic))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, max_dest_rd_atomic)", uint64(unsafe.Offsetof(v.MaxDestRDAtomic))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, min_rnr_timer)", uint64(unsafe.Offsetof(v.MinRNRTimer))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, timeout)", uint64(unsafe.Offsetof(v.Timeout))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, retry_cnt)", uint64(unsafe.Offsetof(v.RetryCnt))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, rnr_retry)", uint64(unsafe.Offsetof(v.RNRRetry))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, alt_port_num)", uint64(unsafe.Offsetof(v.AltPortNum))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, alt_timeout)", uint64(unsafe.Offsetof(v.AltTimeout))}, layoutcheck.Row{"offsetof(struct ibv_qp_attr, rate_limit)", uint64(unsafe.Offsetof(v.RateLimit))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, qp_state)",
+			Value: uint64(unsafe.Offsetof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, cur_qp_state)",
+			Value: uint64(unsafe.Offsetof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, path_mtu)",
+			Value: uint64(unsafe.Offsetof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, path_mig_state)",
+			Value: uint64(unsafe.Offsetof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, qkey)",
+			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, rq_psn)",
+			Value: uint64(unsafe.Offsetof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, sq_psn)",
+			Value: uint64(unsafe.Offsetof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, dest_qp_num)",
+			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, qp_access_flags)",
+			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, cap)",
+			Value: uint64(unsafe.Offsetof(v.Cap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, ah_attr)",
+			Value: uint64(unsafe.Offsetof(v.AHAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, alt_ah_attr)",
+			Value: uint64(unsafe.Offsetof(v.AltAHAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, alt_pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, en_sqd_async_notify)",
+			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, sq_draining)",
+			Value: uint64(unsafe.Offsetof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, max_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, min_rnr_timer)",
+			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, timeout)",
+			Value: uint64(unsafe.Offsetof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, retry_cnt)",
+			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, rnr_retry)",
+			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, alt_port_num)",
+			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, alt_timeout)",
+			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_attr, rate_limit)",
+			Value: uint64(unsafe.Offsetof(v.RateLimit)),
+		})
 	}
 	{
 		var v verbs.QPRateLimitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_rate_limit_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_rate_limit_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_rate_limit_attr, rate_limit)", uint64(unsafe.Offsetof(v.RateLimit))}, layoutcheck.Row{"offsetof(struct ibv_qp_rate_limit_attr, max_burst_sz)", uint64(unsafe.Offsetof(v.MaxBurstSz))}, layoutcheck.Row{"offsetof(struct ibv_qp_rate_limit_attr, typical_pkt_sz)", uint64(unsafe.Offsetof(v.TypicalPktSz))}, layoutcheck.Row{"offsetof(struct ibv_qp_rate_limit_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_rate_limit_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_rate_limit_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_rate_limit_attr, rate_limit)",
+			Value: uint64(unsafe.Offsetof(v.RateLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_rate_limit_attr, max_burst_sz)",
+			Value: uint64(unsafe.Offsetof(v.MaxBurstSz)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_rate_limit_attr, typical_pkt_sz)",
+			Value: uint64(unsafe.Offsetof(v.TypicalPktSz)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_rate_limit_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.DataBuf
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_data_buf)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_data_buf)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_data_buf, addr)", uint64(unsafe.Offsetof(v.Addr))}, layoutcheck.Row{"offsetof(struct ibv_data_buf, length)", uint64(unsafe.Offsetof(v.Length))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_data_buf)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_data_buf)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_data_buf, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_data_buf, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		})
 	}
 	{
 		var v verbs.SGE
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_sge)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_sge)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_sge, addr)", uint64(unsafe.Offsetof(v.Addr))}, layoutcheck.Row{"offsetof(struct ibv_sge, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ibv_sge, lkey)", uint64(unsafe.Offsetof(v.Lkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_sge)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_sge)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sge, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sge, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_sge, lkey)",
+			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		})
 	}
 	{
 		var v verbs.SendWR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_send_wr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_send_wr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, next)", uint64(unsafe.Offsetof(v.Next))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, sg_list)", uint64(unsafe.Offsetof(v.SGList))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, num_sge)", uint64(unsafe.Offsetof(v.NumSGE))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, opcode)", uint64(unsafe.Offsetof(v.Opcode))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, send_flags)", uint64(unsafe.Offsetof(v.SendFlags))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, imm_data)", uint64(unsafe.Offsetof(v.ImmData))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, invalidate_rkey)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey()))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, wr)", uint64(unsafe.Offsetof(v.WR))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, bind_mw)", uint64(unsafe.Offsetof(v.BindMW))}, layoutcheck.Row{"offsetof(struct ibv_send_wr, tso)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.TSO()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_send_wr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_send_wr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, next)",
+			Value: uint64(unsafe.Offsetof(v.Next)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, sg_list)",
+			Value: uint64(unsafe.Offsetof(v.SGList)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, num_sge)",
+			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, opcode)",
+			Value: uint64(unsafe.Offsetof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, send_flags)",
+			Value: uint64(unsafe.Offsetof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, imm_data)",
+			Value: uint64(unsafe.Offsetof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, invalidate_rkey)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, wr)",
+			Value: uint64(unsafe.Offsetof(v.WR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, bind_mw)",
+			Value: uint64(unsafe.Offsetof(v.BindMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_send_wr, tso)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.TSO())),
+		})
 	}
 	{
 		var v verbs.AH
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_ah)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_ah)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_ah, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_ah, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_ah, handle)", uint64(unsafe.Offsetof(v.Handle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_ah)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_ah)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ah, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		})
 	}
 	{
 		var v verbs.RecvWR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_recv_wr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_recv_wr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_recv_wr, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_recv_wr, next)", uint64(unsafe.Offsetof(v.Next))}, layoutcheck.Row{"offsetof(struct ibv_recv_wr, sg_list)", uint64(unsafe.Offsetof(v.SGList))}, layoutcheck.Row{"offsetof(struct ibv_recv_wr, num_sge)", uint64(unsafe.Offsetof(v.NumSGE))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_recv_wr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_recv_wr, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_recv_wr, next)",
+			Value: uint64(unsafe.Offsetof(v.Next)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_recv_wr, sg_list)",
+			Value: uint64(unsafe.Offsetof(v.SGList)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_recv_wr, num_sge)",
+			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		})
 	}
 	{
 		var v verbs.OpsWR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_ops_wr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_ops_wr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_ops_wr, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_ops_wr, next)", uint64(unsafe.Offsetof(v.Next))}, layoutcheck.Row{"offsetof(struct ibv_ops_wr, opcode)", uint64(unsafe.Offsetof(v.Opcode))}, layoutcheck.Row{"offsetof(struct ibv_ops_wr, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ibv_ops_wr, tm)", uint64(unsafe.Offsetof(v.TM))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_ops_wr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_ops_wr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ops_wr, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ops_wr, next)",
+			Value: uint64(unsafe.Offsetof(v.Next)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ops_wr, opcode)",
+			Value: uint64(unsafe.Offsetof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ops_wr, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ops_wr, tm)",
+			Value: uint64(unsafe.Offsetof(v.TM)),
+		})
 	}
 	{
 		var v verbs.MWBind
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_mw_bind)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_mw_bind)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind, send_flags)", uint64(unsafe.Offsetof(v.SendFlags))}, layoutcheck.Row{"offsetof(struct ibv_mw_bind, bind_info)", uint64(unsafe.Offsetof(v.BindInfo))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_mw_bind)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_mw_bind)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind, send_flags)",
+			Value: uint64(unsafe.Offsetof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_mw_bind, bind_info)",
+			Value: uint64(unsafe.Offsetof(v.BindInfo)),
+		})
 	}
 	{
 		var v verbs.SRQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_srq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_srq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_srq, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_srq, srq_context)", uint64(unsafe.Offsetof(v.SRQContext))}, layoutcheck.Row{"offsetof(struct ibv_srq, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_srq, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_srq, mutex)", uint64(unsafe.Offsetof(v.Mutex))}, layoutcheck.Row{"offsetof(struct ibv_srq, cond)", uint64(unsafe.Offsetof(v.Cond))}, layoutcheck.Row{"offsetof(struct ibv_srq, events_completed)", uint64(unsafe.Offsetof(v.EventsCompleted))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_srq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_srq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, srq_context)",
+			Value: uint64(unsafe.Offsetof(v.SRQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, mutex)",
+			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, cond)",
+			Value: uint64(unsafe.Offsetof(v.Cond)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_srq, events_completed)",
+			Value: uint64(unsafe.Offsetof(v.EventsCompleted)),
+		})
 	}
 	{
 		var v verbs.QPEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_qp_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_qp_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, qp_base)", uint64(unsafe.Offsetof(v.QPBase))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_flags)", uint64(unsafe.Offsetof(v.WRFlags))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)", uint64(unsafe.Offsetof(v.WRAtomicCmpSwp))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_atomic_fetch_add)", uint64(unsafe.Offsetof(v.WRAtomicFetchAdd))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_bind_mw)", uint64(unsafe.Offsetof(v.WRBindMW))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_local_inv)", uint64(unsafe.Offsetof(v.WRLocalInv))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_rdma_read)", uint64(unsafe.Offsetof(v.WRRDMARead))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_rdma_write)", uint64(unsafe.Offsetof(v.WRRDMAWrite))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_rdma_write_imm)", uint64(unsafe.Offsetof(v.WRRDMAWriteImm))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_send)", uint64(unsafe.Offsetof(v.WRSend))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_send_imm)", uint64(unsafe.Offsetof(v.WRSendImm))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_send_inv)", uint64(unsafe.Offsetof(v.WRSendInv))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_send_tso)", uint64(unsafe.Offsetof(v.WRSendTSO))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_set_ud_addr)", uint64(unsafe.Offsetof(v.WRSetUDAddr))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_set_xrc_srqn)", uint64(unsafe.Offsetof(v.WRSetXRCSRQN))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_set_inline_data)", uint64(unsafe.Offsetof(v.WRSetInlineData))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_set_inline_data_list)", uint64(unsafe.Offsetof(v.WRSetInlineDataList))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_set_sge)", uint64(unsafe.Offsetof(v.WRSetSGE))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_set_sge_list)", uint64(unsafe.Offsetof(v.WRSetSGEList))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_start)", uint64(unsafe.Offsetof(v.WRStart))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_complete)", uint64(unsafe.Offsetof(v.WRComplete))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_abort)", uint64(unsafe.Offsetof(v.WRAbort))}, layoutcheck.Row{"offsetof(struct ibv_qp_ex, wr_atomic_write)", uint64(unsafe.Offsetof(v.WRAtomicWrite))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_qp_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_qp_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, qp_base)",
+			Value: uint64(unsafe.Offsetof(v.QPBase)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_flags)",
+			Value: uint64(unsafe.Offsetof(v.WRFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)",
+			Value: uint64(unsafe.Offsetof(v.WRAtomicCmpSwp)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_fetch_add)",
+			Value: uint64(unsafe.Offsetof(v.WRAtomicFetchAdd)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_bind_mw)",
+			Value: uint64(unsafe.Offsetof(v.WRBindMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_local_inv)",
+			Value: uint64(unsafe.Offsetof(v.WRLocalInv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_rdma_read)",
+			Value: uint64(unsafe.Offsetof(v.WRRDMARead)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_rdma_write)",
+			Value: uint64(unsafe.Offsetof(v.WRRDMAWrite)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_rdma_write_imm)",
+			Value: uint64(unsafe.Offsetof(v.WRRDMAWriteImm)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_send)",
+			Value: uint64(unsafe.Offsetof(v.WRSend)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_send_imm)",
+			Value: uint64(unsafe.Offsetof(v.WRSendImm)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_send_inv)",
+			Value: uint64(unsafe.Offsetof(v.WRSendInv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_send_tso)",
+			Value: uint64(unsafe.Offsetof(v.WRSendTSO)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_set_ud_addr)",
+			Value: uint64(unsafe.Offsetof(v.WRSetUDAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_set_xrc_srqn)",
+			Value: uint64(unsafe.Offsetof(v.WRSetXRCSRQN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_set_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.WRSetInlineData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_set_inline_data_list)",
+			Value: uint64(unsafe.Offsetof(v.WRSetInlineDataList)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_set_sge)",
+			Value: uint64(unsafe.Offsetof(v.WRSetSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_set_sge_list)",
+			Value: uint64(unsafe.Offsetof(v.WRSetSGEList)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_start)",
+			Value: uint64(unsafe.Offsetof(v.WRStart)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_complete)",
+			Value: uint64(unsafe.Offsetof(v.WRComplete)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_abort)",
+			Value: uint64(unsafe.Offsetof(v.WRAbort)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_write)",
+			Value: uint64(unsafe.Offsetof(v.WRAtomicWrite)),
+		})
 	}
 	{
 		var v verbs.ECE
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_ece)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_ece)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_ece, vendor_id)", uint64(unsafe.Offsetof(v.VendorID))}, layoutcheck.Row{"offsetof(struct ibv_ece, options)", uint64(unsafe.Offsetof(v.Options))}, layoutcheck.Row{"offsetof(struct ibv_ece, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_ece)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_ece)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ece, vendor_id)",
+			Value: uint64(unsafe.Offsetof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ece, options)",
+			Value: uint64(unsafe.Offsetof(v.Options)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_ece, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.CompChannel
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_comp_channel)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_comp_channel)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_comp_channel, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_comp_channel, fd)", uint64(unsafe.Offsetof(v.FD))}, layoutcheck.Row{"offsetof(struct ibv_comp_channel, refcnt)", uint64(unsafe.Offsetof(v.Refcnt))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_comp_channel)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_comp_channel)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_comp_channel, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_comp_channel, fd)",
+			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_comp_channel, refcnt)",
+			Value: uint64(unsafe.Offsetof(v.Refcnt)),
+		})
 	}
 	{
 		var v verbs.PollCQAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_poll_cq_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_poll_cq_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_poll_cq_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_poll_cq_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_poll_cq_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_poll_cq_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.WCTMInfo
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_wc_tm_info)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_wc_tm_info)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_wc_tm_info, tag)", uint64(unsafe.Offsetof(v.Tag))}, layoutcheck.Row{"offsetof(struct ibv_wc_tm_info, priv)", uint64(unsafe.Offsetof(v.Priv))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_wc_tm_info)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_wc_tm_info)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc_tm_info, tag)",
+			Value: uint64(unsafe.Offsetof(v.Tag)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_wc_tm_info, priv)",
+			Value: uint64(unsafe.Offsetof(v.Priv)),
+		})
 	}
 	{
 		var v verbs.CQEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_cq_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_cq_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, channel)", uint64(unsafe.Offsetof(v.Channel))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, cq_context)", uint64(unsafe.Offsetof(v.CQContext))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, mutex)", uint64(unsafe.Offsetof(v.Mutex))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, cond)", uint64(unsafe.Offsetof(v.Cond))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, comp_events_completed)", uint64(unsafe.Offsetof(v.CompEventsCompleted))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, async_events_completed)", uint64(unsafe.Offsetof(v.AsyncEventsCompleted))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, status)", uint64(unsafe.Offsetof(v.Status))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, start_poll)", uint64(unsafe.Offsetof(v.StartPoll))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, next_poll)", uint64(unsafe.Offsetof(v.NextPoll))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, end_poll)", uint64(unsafe.Offsetof(v.EndPoll))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_opcode)", uint64(unsafe.Offsetof(v.ReadOpcode))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_vendor_err)", uint64(unsafe.Offsetof(v.ReadVendorErr))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_byte_len)", uint64(unsafe.Offsetof(v.ReadByteLen))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_imm_data)", uint64(unsafe.Offsetof(v.ReadImmData))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_qp_num)", uint64(unsafe.Offsetof(v.ReadQPNum))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_src_qp)", uint64(unsafe.Offsetof(v.ReadSrcQP))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_wc_flags)", uint64(unsafe.Offsetof(v.ReadWCFlags))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_slid)", uint64(unsafe.Offsetof(v.ReadSLID))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_sl)", uint64(unsafe.Offsetof(v.ReadSL))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_dlid_path_bits)", uint64(unsafe.Offsetof(v.ReadDLIDPathBits))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_completion_ts)", uint64(unsafe.Offsetof(v.ReadCompletionTs))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_cvlan)", uint64(unsafe.Offsetof(v.ReadCvlan))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_flow_tag)", uint64(unsafe.Offsetof(v.ReadFlowTag))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_tm_info)", uint64(unsafe.Offsetof(v.ReadTMInfo))}, layoutcheck.Row{"offsetof(struct ibv_cq_ex, read_completion_wallclock_ns)", uint64(unsafe.Offsetof(v.ReadCompletionWallclockNs))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_cq_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_cq_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, channel)",
+			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, cq_context)",
+			Value: uint64(unsafe.Offsetof(v.CQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, mutex)",
+			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, cond)",
+			Value: uint64(unsafe.Offsetof(v.Cond)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, comp_events_completed)",
+			Value: uint64(unsafe.Offsetof(v.CompEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, async_events_completed)",
+			Value: uint64(unsafe.Offsetof(v.AsyncEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, status)",
+			Value: uint64(unsafe.Offsetof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, start_poll)",
+			Value: uint64(unsafe.Offsetof(v.StartPoll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, next_poll)",
+			Value: uint64(unsafe.Offsetof(v.NextPoll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, end_poll)",
+			Value: uint64(unsafe.Offsetof(v.EndPoll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_opcode)",
+			Value: uint64(unsafe.Offsetof(v.ReadOpcode)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_vendor_err)",
+			Value: uint64(unsafe.Offsetof(v.ReadVendorErr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_byte_len)",
+			Value: uint64(unsafe.Offsetof(v.ReadByteLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_imm_data)",
+			Value: uint64(unsafe.Offsetof(v.ReadImmData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_qp_num)",
+			Value: uint64(unsafe.Offsetof(v.ReadQPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_src_qp)",
+			Value: uint64(unsafe.Offsetof(v.ReadSrcQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_wc_flags)",
+			Value: uint64(unsafe.Offsetof(v.ReadWCFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_slid)",
+			Value: uint64(unsafe.Offsetof(v.ReadSLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_sl)",
+			Value: uint64(unsafe.Offsetof(v.ReadSL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_dlid_path_bits)",
+			Value: uint64(unsafe.Offsetof(v.ReadDLIDPathBits)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_completion_ts)",
+			Value: uint64(unsafe.Offsetof(v.ReadCompletionTs)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_cvlan)",
+			Value: uint64(unsafe.Offsetof(v.ReadCvlan)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_flow_tag)",
+			Value: uint64(unsafe.Offsetof(v.ReadFlowTag)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_tm_info)",
+			Value: uint64(unsafe.Offsetof(v.ReadTMInfo)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_ex, read_completion_wallclock_ns)",
+			Value: uint64(unsafe.Offsetof(v.ReadCompletionWallclockNs)),
+		})
 	}
 	{
 		var v verbs.ModerateCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_moderate_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_moderate_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_moderate_cq, cq_count)", uint64(unsafe.Offsetof(v.CQCount))}, layoutcheck.Row{"offsetof(struct ibv_moderate_cq, cq_period)", uint64(unsafe.Offsetof(v.CQPeriod))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_moderate_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_moderate_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_moderate_cq, cq_count)",
+			Value: uint64(unsafe.Offsetof(v.CQCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_moderate_cq, cq_period)",
+			Value: uint64(unsafe.Offsetof(v.CQPeriod)),
+		})
 	}
 	{
 		var v verbs.ModifyCQAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_modify_cq_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_modify_cq_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_modify_cq_attr, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ibv_modify_cq_attr, moderate)", uint64(unsafe.Offsetof(v.Moderate))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_modify_cq_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_modify_cq_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_modify_cq_attr, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_modify_cq_attr, moderate)",
+			Value: uint64(unsafe.Offsetof(v.Moderate)),
+		})
 	}
 	{
 		var v verbs.FlowEthFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_eth_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_eth_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_eth_filter, dst_mac)", uint64(unsafe.Offsetof(v.DstMAC))}, layoutcheck.Row{"offsetof(struct ibv_flow_eth_filter, src_mac)", uint64(unsafe.Offsetof(v.SrcMAC))}, layoutcheck.Row{"offsetof(struct ibv_flow_eth_filter, ether_type)", uint64(unsafe.Offsetof(v.EtherType))}, layoutcheck.Row{"offsetof(struct ibv_flow_eth_filter, vlan_tag)", uint64(unsafe.Offsetof(v.VLANTag))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_eth_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_eth_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_eth_filter, dst_mac)",
+			Value: uint64(unsafe.Offsetof(v.DstMAC)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_eth_filter, src_mac)",
+			Value: uint64(unsafe.Offsetof(v.SrcMAC)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_eth_filter, ether_type)",
+			Value: uint64(unsafe.Offsetof(v.EtherType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_eth_filter, vlan_tag)",
+			Value: uint64(unsafe.Offsetof(v.VLANTag)),
+		})
 	}
 	{
 		var v verbs.FlowSpecEth
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_eth)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_eth)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_eth, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_eth, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_eth, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_eth, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_eth)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_eth)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_eth, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_eth, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_eth, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_eth, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowIPv4Filter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_ipv4_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_ipv4_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_filter, src_ip)", uint64(unsafe.Offsetof(v.SrcIP))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_filter, dst_ip)", uint64(unsafe.Offsetof(v.DstIP))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_ipv4_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_ipv4_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_filter, src_ip)",
+			Value: uint64(unsafe.Offsetof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_filter, dst_ip)",
+			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		})
 	}
 	{
 		var v verbs.FlowSpecIPv4
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_ipv4)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_ipv4)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_ipv4)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_ipv4)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowIPv4ExtFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_ipv4_ext_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_ipv4_ext_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_ext_filter, src_ip)", uint64(unsafe.Offsetof(v.SrcIP))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_ext_filter, dst_ip)", uint64(unsafe.Offsetof(v.DstIP))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_ext_filter, proto)", uint64(unsafe.Offsetof(v.Proto))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_ext_filter, tos)", uint64(unsafe.Offsetof(v.Tos))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_ext_filter, ttl)", uint64(unsafe.Offsetof(v.Ttl))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv4_ext_filter, flags)", uint64(unsafe.Offsetof(v.Flags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_ipv4_ext_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_ipv4_ext_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, src_ip)",
+			Value: uint64(unsafe.Offsetof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, dst_ip)",
+			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, proto)",
+			Value: uint64(unsafe.Offsetof(v.Proto)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, tos)",
+			Value: uint64(unsafe.Offsetof(v.Tos)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, ttl)",
+			Value: uint64(unsafe.Offsetof(v.Ttl)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		})
 	}
 	{
 		var v verbs.FlowSpecIPv4Ext
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_ipv4_ext)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_ipv4_ext)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4_ext, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4_ext, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4_ext, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv4_ext, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_ipv4_ext)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_ipv4_ext)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowIPv6Filter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_ipv6_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_ipv6_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv6_filter, src_ip)", uint64(unsafe.Offsetof(v.SrcIP))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv6_filter, dst_ip)", uint64(unsafe.Offsetof(v.DstIP))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv6_filter, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv6_filter, next_hdr)", uint64(unsafe.Offsetof(v.NextHdr))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv6_filter, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))}, layoutcheck.Row{"offsetof(struct ibv_flow_ipv6_filter, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_ipv6_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_ipv6_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv6_filter, src_ip)",
+			Value: uint64(unsafe.Offsetof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv6_filter, dst_ip)",
+			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv6_filter, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv6_filter, next_hdr)",
+			Value: uint64(unsafe.Offsetof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv6_filter, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_ipv6_filter, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		})
 	}
 	{
 		var v verbs.FlowSpecIPv6
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_ipv6)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_ipv6)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv6, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv6, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv6, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_ipv6, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_ipv6)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_ipv6)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv6, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv6, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv6, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_ipv6, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowESPFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_esp_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_esp_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_esp_filter, spi)", uint64(unsafe.Offsetof(v.Spi))}, layoutcheck.Row{"offsetof(struct ibv_flow_esp_filter, seq)", uint64(unsafe.Offsetof(v.Seq))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_esp_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_esp_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_esp_filter, spi)",
+			Value: uint64(unsafe.Offsetof(v.Spi)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_esp_filter, seq)",
+			Value: uint64(unsafe.Offsetof(v.Seq)),
+		})
 	}
 	{
 		var v verbs.FlowSpecESP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_esp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_esp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_esp, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_esp, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_esp, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_esp, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_esp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_esp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_esp, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_esp, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_esp, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_esp, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowTCPUDPFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_tcp_udp_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_tcp_udp_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_tcp_udp_filter, dst_port)", uint64(unsafe.Offsetof(v.DstPort))}, layoutcheck.Row{"offsetof(struct ibv_flow_tcp_udp_filter, src_port)", uint64(unsafe.Offsetof(v.SrcPort))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_tcp_udp_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_tcp_udp_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_tcp_udp_filter, dst_port)",
+			Value: uint64(unsafe.Offsetof(v.DstPort)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_tcp_udp_filter, src_port)",
+			Value: uint64(unsafe.Offsetof(v.SrcPort)),
+		})
 	}
 	{
 		var v verbs.FlowSpecTCPUDP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_tcp_udp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_tcp_udp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tcp_udp, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tcp_udp, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tcp_udp, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tcp_udp, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_tcp_udp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_tcp_udp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowGREFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_gre_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_gre_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_gre_filter, c_ks_res0_ver)", uint64(unsafe.Offsetof(v.CKsRes0Ver))}, layoutcheck.Row{"offsetof(struct ibv_flow_gre_filter, protocol)", uint64(unsafe.Offsetof(v.Protocol))}, layoutcheck.Row{"offsetof(struct ibv_flow_gre_filter, key)", uint64(unsafe.Offsetof(v.Key))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_gre_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_gre_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_gre_filter, c_ks_res0_ver)",
+			Value: uint64(unsafe.Offsetof(v.CKsRes0Ver)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_gre_filter, protocol)",
+			Value: uint64(unsafe.Offsetof(v.Protocol)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_gre_filter, key)",
+			Value: uint64(unsafe.Offsetof(v.Key)),
+		})
 	}
 	{
 		var v verbs.FlowSpecGRE
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_gre)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_gre)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_gre, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_gre, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_gre, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_gre, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_gre)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_gre)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_gre, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_gre, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_gre, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_gre, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowMPLSFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_mpls_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_mpls_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_mpls_filter, label)", uint64(unsafe.Offsetof(v.Label))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_mpls_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_mpls_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_mpls_filter, label)",
+			Value: uint64(unsafe.Offsetof(v.Label)),
+		})
 	}
 	{
 		var v verbs.FlowSpecMPLS
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_mpls)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_mpls)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_mpls, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_mpls, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_mpls, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_mpls, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_mpls)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_mpls)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_mpls, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_mpls, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_mpls, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_mpls, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowTunnelFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_tunnel_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_tunnel_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_tunnel_filter, tunnel_id)", uint64(unsafe.Offsetof(v.TunnelID))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_tunnel_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_tunnel_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_tunnel_filter, tunnel_id)",
+			Value: uint64(unsafe.Offsetof(v.TunnelID)),
+		})
 	}
 	{
 		var v verbs.FlowSpecTunnel
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_tunnel)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_tunnel)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tunnel, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tunnel, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tunnel, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_tunnel, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_tunnel)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_tunnel)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tunnel, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tunnel, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tunnel, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_tunnel, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.FlowSpecActionTag
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_action_tag)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_action_tag)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_tag, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_tag, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_tag, tag_id)", uint64(unsafe.Offsetof(v.TagID))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_action_tag)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_action_tag)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_tag, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_tag, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_tag, tag_id)",
+			Value: uint64(unsafe.Offsetof(v.TagID)),
+		})
 	}
 	{
 		var v verbs.FlowSpecActionDrop
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_action_drop)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_action_drop)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_drop, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_drop, size)", uint64(unsafe.Offsetof(v.Size))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_action_drop)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_action_drop)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_drop, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_drop, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		})
 	}
 	{
 		var v verbs.FlowSpecActionHandle
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_action_handle)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_action_handle)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_handle, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_handle, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_action_handle, action)", uint64(unsafe.Offsetof(v.Action))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_action_handle)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_action_handle)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_handle, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_handle, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_action_handle, action)",
+			Value: uint64(unsafe.Offsetof(v.Action)),
+		})
 	}
 	{
 		var v verbs.FlowAction
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_action)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_action)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_action, context)", uint64(unsafe.Offsetof(v.Context))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_action)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_action)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		})
 	}
 	{
 		var v verbs.FlowSpecCounterAction
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec_counter_action)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec_counter_action)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_counter_action, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_counter_action, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec_counter_action, counters)", uint64(unsafe.Offsetof(v.Counters))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec_counter_action)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec_counter_action)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_counter_action, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_counter_action, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec_counter_action, counters)",
+			Value: uint64(unsafe.Offsetof(v.Counters)),
+		})
 	}
 	{
 		var v verbs.Counters
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_counters)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_counters)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_counters, context)", uint64(unsafe.Offsetof(v.Context))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_counters)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_counters)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_counters, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		})
 	}
 	{
 		var v verbs.FlowSpec
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_spec)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_spec)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, hdr)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Hdr()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, eth)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Eth()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, ipv4)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv4()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, tcp_udp)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.TCPUDP()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, ipv4_ext)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv4Ext()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, ipv6)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv6()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, esp)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.ESP()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, tunnel)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Tunnel()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, gre)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.GRE()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, mpls)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.MPLS()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, flow_tag)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.FlowTag()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, drop)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Drop()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, handle)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Handle()))}, layoutcheck.Row{"offsetof(struct ibv_flow_spec, flow_count)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.FlowCount()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_spec)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_spec)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, hdr)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Hdr())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, eth)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Eth())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, ipv4)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv4())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, tcp_udp)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.TCPUDP())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, ipv4_ext)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv4Ext())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, ipv6)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv6())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, esp)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.ESP())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, tunnel)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Tunnel())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, gre)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.GRE())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, mpls)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.MPLS())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, flow_tag)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.FlowTag())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, drop)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Drop())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, handle)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Handle())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_spec, flow_count)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.FlowCount())),
+		})
 	}
 	{
 		var v verbs.FlowAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, priority)", uint64(unsafe.Offsetof(v.Priority))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, num_of_specs)", uint64(unsafe.Offsetof(v.NumOfSpecs))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, port)", uint64(unsafe.Offsetof(v.Port))}, layoutcheck.Row{"offsetof(struct ibv_flow_attr, flags)", uint64(unsafe.Offsetof(v.Flags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, priority)",
+			Value: uint64(unsafe.Offsetof(v.Priority)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, num_of_specs)",
+			Value: uint64(unsafe.Offsetof(v.NumOfSpecs)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, port)",
+			Value: uint64(unsafe.Offsetof(v.Port)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_attr, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		})
 	}
 	{
 		var v verbs.Flow
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_flow, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct ibv_flow, handle)", uint64(unsafe.Offsetof(v.Handle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		})
 	}
 	{
 		var v verbs.FlowActionESPAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_flow_action_esp_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_flow_action_esp_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, esp_attr)", uint64(unsafe.Offsetof(v.ESPAttr))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, keymat_proto)", uint64(unsafe.Offsetof(v.KeymatProto))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, keymat_len)", uint64(unsafe.Offsetof(v.KeymatLen))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, keymat_ptr)", uint64(unsafe.Offsetof(v.KeymatPtr))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, replay_proto)", uint64(unsafe.Offsetof(v.ReplayProto))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, replay_len)", uint64(unsafe.Offsetof(v.ReplayLen))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, replay_ptr)", uint64(unsafe.Offsetof(v.ReplayPtr))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, esp_encap)", uint64(unsafe.Offsetof(v.ESPEncap))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_flow_action_esp_attr, esn)", uint64(unsafe.Offsetof(v.Esn))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_flow_action_esp_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_flow_action_esp_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, esp_attr)",
+			Value: uint64(unsafe.Offsetof(v.ESPAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, keymat_proto)",
+			Value: uint64(unsafe.Offsetof(v.KeymatProto)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, keymat_len)",
+			Value: uint64(unsafe.Offsetof(v.KeymatLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, keymat_ptr)",
+			Value: uint64(unsafe.Offsetof(v.KeymatPtr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, replay_proto)",
+			Value: uint64(unsafe.Offsetof(v.ReplayProto)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, replay_len)",
+			Value: uint64(unsafe.Offsetof(v.ReplayLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, replay_ptr)",
+			Value: uint64(unsafe.Offsetof(v.ReplayPtr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, esp_encap)",
+			Value: uint64(unsafe.Offsetof(v.ESPEncap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_flow_action_esp_attr, esn)",
+			Value: uint64(unsafe.Offsetof(v.Esn)),
+		})
 	}
 	{
 		var v verbs.XDeviceOps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct _ibv_device_ops)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct _ibv_device_ops)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct _ibv_device_ops, _dummy1)", uint64(unsafe.Offsetof(v.Dummy1))}, layoutcheck.Row{"offsetof(struct _ibv_device_ops, _dummy2)", uint64(unsafe.Offsetof(v.Dummy2))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct _ibv_device_ops)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct _ibv_device_ops)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct _ibv_device_ops, _dummy1)",
+			Value: uint64(unsafe.Offsetof(v.Dummy1)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct _ibv_device_ops, _dummy2)",
+			Value: uint64(unsafe.Offsetof(v.Dummy2)),
+		})
 	}
 	{
 		var v verbs.Device
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_device)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_device)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_device, _ops)", uint64(unsafe.Offsetof(v.Ops))}, layoutcheck.Row{"offsetof(struct ibv_device, node_type)", uint64(unsafe.Offsetof(v.NodeType))}, layoutcheck.Row{"offsetof(struct ibv_device, transport_type)", uint64(unsafe.Offsetof(v.TransportType))}, layoutcheck.Row{"offsetof(struct ibv_device, name)", uint64(unsafe.Offsetof(v.Name))}, layoutcheck.Row{"offsetof(struct ibv_device, dev_name)", uint64(unsafe.Offsetof(v.DevName))}, layoutcheck.Row{"offsetof(struct ibv_device, dev_path)", uint64(unsafe.Offsetof(v.DevPath))}, layoutcheck.Row{"offsetof(struct ibv_device, ibdev_path)", uint64(unsafe.Offsetof(v.IbdevPath))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_device)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_device)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, _ops)",
+			Value: uint64(unsafe.Offsetof(v.Ops)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, node_type)",
+			Value: uint64(unsafe.Offsetof(v.NodeType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, transport_type)",
+			Value: uint64(unsafe.Offsetof(v.TransportType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, name)",
+			Value: uint64(unsafe.Offsetof(v.Name)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, dev_name)",
+			Value: uint64(unsafe.Offsetof(v.DevName)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, dev_path)",
+			Value: uint64(unsafe.Offsetof(v.DevPath)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_device, ibdev_path)",
+			Value: uint64(unsafe.Offsetof(v.IbdevPath)),
+		})
 	}
 	{
 		var v verbs.ContextOps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_context_ops)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_context_ops)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_query_device)", uint64(unsafe.Offsetof(v.CompatQueryDevice))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_query_port)", uint64(unsafe.Offsetof(v.CompatQueryPort))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_alloc_pd)", uint64(unsafe.Offsetof(v.CompatAllocPD))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_dealloc_pd)", uint64(unsafe.Offsetof(v.CompatDeallocPD))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_reg_mr)", uint64(unsafe.Offsetof(v.CompatRegMR))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_rereg_mr)", uint64(unsafe.Offsetof(v.CompatReregMR))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_dereg_mr)", uint64(unsafe.Offsetof(v.CompatDeregMR))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, alloc_mw)", uint64(unsafe.Offsetof(v.AllocMW))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, bind_mw)", uint64(unsafe.Offsetof(v.BindMW))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, dealloc_mw)", uint64(unsafe.Offsetof(v.DeallocMW))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_create_cq)", uint64(unsafe.Offsetof(v.CompatCreateCQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, poll_cq)", uint64(unsafe.Offsetof(v.PollCQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, req_notify_cq)", uint64(unsafe.Offsetof(v.ReqNotifyCQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_cq_event)", uint64(unsafe.Offsetof(v.CompatCQEvent))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_resize_cq)", uint64(unsafe.Offsetof(v.CompatResizeCQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_destroy_cq)", uint64(unsafe.Offsetof(v.CompatDestroyCQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_create_srq)", uint64(unsafe.Offsetof(v.CompatCreateSRQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_modify_srq)", uint64(unsafe.Offsetof(v.CompatModifySRQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_query_srq)", uint64(unsafe.Offsetof(v.CompatQuerySRQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_destroy_srq)", uint64(unsafe.Offsetof(v.CompatDestroySRQ))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, post_srq_recv)", uint64(unsafe.Offsetof(v.PostSRQRecv))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_create_qp)", uint64(unsafe.Offsetof(v.CompatCreateQP))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_query_qp)", uint64(unsafe.Offsetof(v.CompatQueryQP))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_modify_qp)", uint64(unsafe.Offsetof(v.CompatModifyQP))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_destroy_qp)", uint64(unsafe.Offsetof(v.CompatDestroyQP))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, post_send)", uint64(unsafe.Offsetof(v.PostSend))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, post_recv)", uint64(unsafe.Offsetof(v.PostRecv))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_create_ah)", uint64(unsafe.Offsetof(v.CompatCreateAH))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_destroy_ah)", uint64(unsafe.Offsetof(v.CompatDestroyAH))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_attach_mcast)", uint64(unsafe.Offsetof(v.CompatAttachMcast))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_detach_mcast)", uint64(unsafe.Offsetof(v.CompatDetachMcast))}, layoutcheck.Row{"offsetof(struct ibv_context_ops, _compat_async_event)", uint64(unsafe.Offsetof(v.CompatAsyncEvent))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_context_ops)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_context_ops)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_query_device)",
+			Value: uint64(unsafe.Offsetof(v.CompatQueryDevice)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_query_port)",
+			Value: uint64(unsafe.Offsetof(v.CompatQueryPort)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_alloc_pd)",
+			Value: uint64(unsafe.Offsetof(v.CompatAllocPD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_dealloc_pd)",
+			Value: uint64(unsafe.Offsetof(v.CompatDeallocPD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_reg_mr)",
+			Value: uint64(unsafe.Offsetof(v.CompatRegMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_rereg_mr)",
+			Value: uint64(unsafe.Offsetof(v.CompatReregMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_dereg_mr)",
+			Value: uint64(unsafe.Offsetof(v.CompatDeregMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, alloc_mw)",
+			Value: uint64(unsafe.Offsetof(v.AllocMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, bind_mw)",
+			Value: uint64(unsafe.Offsetof(v.BindMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, dealloc_mw)",
+			Value: uint64(unsafe.Offsetof(v.DeallocMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_create_cq)",
+			Value: uint64(unsafe.Offsetof(v.CompatCreateCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, poll_cq)",
+			Value: uint64(unsafe.Offsetof(v.PollCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, req_notify_cq)",
+			Value: uint64(unsafe.Offsetof(v.ReqNotifyCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_cq_event)",
+			Value: uint64(unsafe.Offsetof(v.CompatCQEvent)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_resize_cq)",
+			Value: uint64(unsafe.Offsetof(v.CompatResizeCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_cq)",
+			Value: uint64(unsafe.Offsetof(v.CompatDestroyCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_create_srq)",
+			Value: uint64(unsafe.Offsetof(v.CompatCreateSRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_modify_srq)",
+			Value: uint64(unsafe.Offsetof(v.CompatModifySRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_query_srq)",
+			Value: uint64(unsafe.Offsetof(v.CompatQuerySRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_srq)",
+			Value: uint64(unsafe.Offsetof(v.CompatDestroySRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, post_srq_recv)",
+			Value: uint64(unsafe.Offsetof(v.PostSRQRecv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_create_qp)",
+			Value: uint64(unsafe.Offsetof(v.CompatCreateQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_query_qp)",
+			Value: uint64(unsafe.Offsetof(v.CompatQueryQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_modify_qp)",
+			Value: uint64(unsafe.Offsetof(v.CompatModifyQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_qp)",
+			Value: uint64(unsafe.Offsetof(v.CompatDestroyQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, post_send)",
+			Value: uint64(unsafe.Offsetof(v.PostSend)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, post_recv)",
+			Value: uint64(unsafe.Offsetof(v.PostRecv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_create_ah)",
+			Value: uint64(unsafe.Offsetof(v.CompatCreateAH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_ah)",
+			Value: uint64(unsafe.Offsetof(v.CompatDestroyAH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_attach_mcast)",
+			Value: uint64(unsafe.Offsetof(v.CompatAttachMcast)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_detach_mcast)",
+			Value: uint64(unsafe.Offsetof(v.CompatDetachMcast)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_context_ops, _compat_async_event)",
+			Value: uint64(unsafe.Offsetof(v.CompatAsyncEvent)),
+		})
 	}
 	{
 		var v verbs.CQInitAttrEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_cq_init_attr_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_cq_init_attr_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, cq_context)", uint64(unsafe.Offsetof(v.CQContext))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, channel)", uint64(unsafe.Offsetof(v.Channel))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, comp_vector)", uint64(unsafe.Offsetof(v.CompVector))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, wc_flags)", uint64(unsafe.Offsetof(v.WCFlags))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ibv_cq_init_attr_ex, parent_domain)", uint64(unsafe.Offsetof(v.ParentDomain))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_cq_init_attr_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_cq_init_attr_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, cq_context)",
+			Value: uint64(unsafe.Offsetof(v.CQContext)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, channel)",
+			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, comp_vector)",
+			Value: uint64(unsafe.Offsetof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, wc_flags)",
+			Value: uint64(unsafe.Offsetof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_cq_init_attr_ex, parent_domain)",
+			Value: uint64(unsafe.Offsetof(v.ParentDomain)),
+		})
 	}
 	{
 		var v verbs.ParentDomainInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_parent_domain_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_parent_domain_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_parent_domain_init_attr, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct ibv_parent_domain_init_attr, td)", uint64(unsafe.Offsetof(v.TD))}, layoutcheck.Row{"offsetof(struct ibv_parent_domain_init_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_parent_domain_init_attr, alloc)", uint64(unsafe.Offsetof(v.Alloc))}, layoutcheck.Row{"offsetof(struct ibv_parent_domain_init_attr, free)", uint64(unsafe.Offsetof(v.Free))}, layoutcheck.Row{"offsetof(struct ibv_parent_domain_init_attr, pd_context)", uint64(unsafe.Offsetof(v.PDContext))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_parent_domain_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_parent_domain_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_parent_domain_init_attr, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_parent_domain_init_attr, td)",
+			Value: uint64(unsafe.Offsetof(v.TD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_parent_domain_init_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_parent_domain_init_attr, alloc)",
+			Value: uint64(unsafe.Offsetof(v.Alloc)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_parent_domain_init_attr, free)",
+			Value: uint64(unsafe.Offsetof(v.Free)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_parent_domain_init_attr, pd_context)",
+			Value: uint64(unsafe.Offsetof(v.PDContext)),
+		})
 	}
 	{
 		var v verbs.CountersInitAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_counters_init_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_counters_init_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_counters_init_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_counters_init_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_counters_init_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_counters_init_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.CounterAttachAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_counter_attach_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_counter_attach_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_counter_attach_attr, counter_desc)", uint64(unsafe.Offsetof(v.CounterDesc))}, layoutcheck.Row{"offsetof(struct ibv_counter_attach_attr, index)", uint64(unsafe.Offsetof(v.Index))}, layoutcheck.Row{"offsetof(struct ibv_counter_attach_attr, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_counter_attach_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_counter_attach_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_counter_attach_attr, counter_desc)",
+			Value: uint64(unsafe.Offsetof(v.CounterDesc)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_counter_attach_attr, index)",
+			Value: uint64(unsafe.Offsetof(v.Index)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_counter_attach_attr, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		})
 	}
 	{
 		var v verbs.ValuesEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ibv_values_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ibv_values_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ibv_values_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ibv_values_ex, raw_clock)", uint64(unsafe.Offsetof(v.RawClock))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ibv_values_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ibv_values_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_values_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ibv_values_ex, raw_clock)",
+			Value: uint64(unsafe.Offsetof(v.RawClock)),
+		})
 	}
 	{
 		var v verbs.VerbsContext
-		rows = append(rows, layoutcheck.Row{"sizeof(struct verbs_context)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct verbs_context)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct verbs_context, query_port)", uint64(unsafe.Offsetof(v.QueryPort))}, layoutcheck.Row{"offsetof(struct verbs_context, advise_mr)", uint64(unsafe.Offsetof(v.AdviseMR))}, layoutcheck.Row{"offsetof(struct verbs_context, alloc_null_mr)", uint64(unsafe.Offsetof(v.AllocNullMR))}, layoutcheck.Row{"offsetof(struct verbs_context, read_counters)", uint64(unsafe.Offsetof(v.ReadCounters))}, layoutcheck.Row{"offsetof(struct verbs_context, attach_counters_point_flow)", uint64(unsafe.Offsetof(v.AttachCountersPointFlow))}, layoutcheck.Row{"offsetof(struct verbs_context, create_counters)", uint64(unsafe.Offsetof(v.CreateCounters))}, layoutcheck.Row{"offsetof(struct verbs_context, destroy_counters)", uint64(unsafe.Offsetof(v.DestroyCounters))}, layoutcheck.Row{"offsetof(struct verbs_context, reg_dm_mr)", uint64(unsafe.Offsetof(v.RegDMMR))}, layoutcheck.Row{"offsetof(struct verbs_context, alloc_dm)", uint64(unsafe.Offsetof(v.AllocDM))}, layoutcheck.Row{"offsetof(struct verbs_context, free_dm)", uint64(unsafe.Offsetof(v.FreeDM))}, layoutcheck.Row{"offsetof(struct verbs_context, modify_flow_action_esp)", uint64(unsafe.Offsetof(v.ModifyFlowActionESP))}, layoutcheck.Row{"offsetof(struct verbs_context, destroy_flow_action)", uint64(unsafe.Offsetof(v.DestroyFlowAction))}, layoutcheck.Row{"offsetof(struct verbs_context, create_flow_action_esp)", uint64(unsafe.Offsetof(v.CreateFlowActionESP))}, layoutcheck.Row{"offsetof(struct verbs_context, modify_qp_rate_limit)", uint64(unsafe.Offsetof(v.ModifyQPRateLimit))}, layoutcheck.Row{"offsetof(struct verbs_context, alloc_parent_domain)", uint64(unsafe.Offsetof(v.AllocParentDomain))}, layoutcheck.Row{"offsetof(struct verbs_context, dealloc_td)", uint64(unsafe.Offsetof(v.DeallocTD))}, layoutcheck.Row{"offsetof(struct verbs_context, alloc_td)", uint64(unsafe.Offsetof(v.AllocTD))}, layoutcheck.Row{"offsetof(struct verbs_context, modify_cq)", uint64(unsafe.Offsetof(v.ModifyCQ))}, layoutcheck.Row{"offsetof(struct verbs_context, post_srq_ops)", uint64(unsafe.Offsetof(v.PostSRQOps))}, layoutcheck.Row{"offsetof(struct verbs_context, destroy_rwq_ind_table)", uint64(unsafe.Offsetof(v.DestroyRWQIndTable))}, layoutcheck.Row{"offsetof(struct verbs_context, create_rwq_ind_table)", uint64(unsafe.Offsetof(v.CreateRWQIndTable))}, layoutcheck.Row{"offsetof(struct verbs_context, destroy_wq)", uint64(unsafe.Offsetof(v.DestroyWQ))}, layoutcheck.Row{"offsetof(struct verbs_context, modify_wq)", uint64(unsafe.Offsetof(v.ModifyWQ))}, layoutcheck.Row{"offsetof(struct verbs_context, create_wq)", uint64(unsafe.Offsetof(v.CreateWQ))}, layoutcheck.Row{"offsetof(struct verbs_context, query_rt_values)", uint64(unsafe.Offsetof(v.QueryRtValues))}, layoutcheck.Row{"offsetof(struct verbs_context, create_cq_ex)", uint64(unsafe.Offsetof(v.CreateCQEx))}, layoutcheck.Row{"offsetof(struct verbs_context, priv)", uint64(unsafe.Offsetof(v.Priv))}, layoutcheck.Row{"offsetof(struct verbs_context, query_device_ex)", uint64(unsafe.Offsetof(v.QueryDeviceEx))}, layoutcheck.Row{"offsetof(struct verbs_context, ibv_destroy_flow)", uint64(unsafe.Offsetof(v.IbvDestroyFlow))}, layoutcheck.Row{"offsetof(struct verbs_context, ABI_placeholder2)", uint64(unsafe.Offsetof(v.ABIPlaceholder2))}, layoutcheck.Row{"offsetof(struct verbs_context, ibv_create_flow)", uint64(unsafe.Offsetof(v.IbvCreateFlow))}, layoutcheck.Row{"offsetof(struct verbs_context, ABI_placeholder1)", uint64(unsafe.Offsetof(v.ABIPlaceholder1))}, layoutcheck.Row{"offsetof(struct verbs_context, open_qp)", uint64(unsafe.Offsetof(v.OpenQP))}, layoutcheck.Row{"offsetof(struct verbs_context, create_qp_ex)", uint64(unsafe.Offsetof(v.CreateQPEx))}, layoutcheck.Row{"offsetof(struct verbs_context, get_srq_num)", uint64(unsafe.Offsetof(v.GetSRQNum))}, layoutcheck.Row{"offsetof(struct verbs_context, create_srq_ex)", uint64(unsafe.Offsetof(v.CreateSRQEx))}, layoutcheck.Row{"offsetof(struct verbs_context, open_xrcd)", uint64(unsafe.Offsetof(v.OpenXRCD))}, layoutcheck.Row{"offsetof(struct verbs_context, close_xrcd)", uint64(unsafe.Offsetof(v.CloseXRCD))}, layoutcheck.Row{"offsetof(struct verbs_context, _ABI_placeholder3)", uint64(unsafe.Offsetof(v.ABIPlaceholder3))}, layoutcheck.Row{"offsetof(struct verbs_context, sz)", uint64(unsafe.Offsetof(v.Sz))}, layoutcheck.Row{"offsetof(struct verbs_context, context)", uint64(unsafe.Offsetof(v.Context))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct verbs_context)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct verbs_context)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, query_port)",
+			Value: uint64(unsafe.Offsetof(v.QueryPort)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, advise_mr)",
+			Value: uint64(unsafe.Offsetof(v.AdviseMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, alloc_null_mr)",
+			Value: uint64(unsafe.Offsetof(v.AllocNullMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, read_counters)",
+			Value: uint64(unsafe.Offsetof(v.ReadCounters)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, attach_counters_point_flow)",
+			Value: uint64(unsafe.Offsetof(v.AttachCountersPointFlow)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_counters)",
+			Value: uint64(unsafe.Offsetof(v.CreateCounters)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, destroy_counters)",
+			Value: uint64(unsafe.Offsetof(v.DestroyCounters)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, reg_dm_mr)",
+			Value: uint64(unsafe.Offsetof(v.RegDMMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, alloc_dm)",
+			Value: uint64(unsafe.Offsetof(v.AllocDM)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, free_dm)",
+			Value: uint64(unsafe.Offsetof(v.FreeDM)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, modify_flow_action_esp)",
+			Value: uint64(unsafe.Offsetof(v.ModifyFlowActionESP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, destroy_flow_action)",
+			Value: uint64(unsafe.Offsetof(v.DestroyFlowAction)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_flow_action_esp)",
+			Value: uint64(unsafe.Offsetof(v.CreateFlowActionESP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, modify_qp_rate_limit)",
+			Value: uint64(unsafe.Offsetof(v.ModifyQPRateLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, alloc_parent_domain)",
+			Value: uint64(unsafe.Offsetof(v.AllocParentDomain)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, dealloc_td)",
+			Value: uint64(unsafe.Offsetof(v.DeallocTD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, alloc_td)",
+			Value: uint64(unsafe.Offsetof(v.AllocTD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, modify_cq)",
+			Value: uint64(unsafe.Offsetof(v.ModifyCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, post_srq_ops)",
+			Value: uint64(unsafe.Offsetof(v.PostSRQOps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, destroy_rwq_ind_table)",
+			Value: uint64(unsafe.Offsetof(v.DestroyRWQIndTable)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_rwq_ind_table)",
+			Value: uint64(unsafe.Offsetof(v.CreateRWQIndTable)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, destroy_wq)",
+			Value: uint64(unsafe.Offsetof(v.DestroyWQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, modify_wq)",
+			Value: uint64(unsafe.Offsetof(v.ModifyWQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_wq)",
+			Value: uint64(unsafe.Offsetof(v.CreateWQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, query_rt_values)",
+			Value: uint64(unsafe.Offsetof(v.QueryRtValues)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_cq_ex)",
+			Value: uint64(unsafe.Offsetof(v.CreateCQEx)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, priv)",
+			Value: uint64(unsafe.Offsetof(v.Priv)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, query_device_ex)",
+			Value: uint64(unsafe.Offsetof(v.QueryDeviceEx)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, ibv_destroy_flow)",
+			Value: uint64(unsafe.Offsetof(v.IbvDestroyFlow)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, ABI_placeholder2)",
+			Value: uint64(unsafe.Offsetof(v.ABIPlaceholder2)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, ibv_create_flow)",
+			Value: uint64(unsafe.Offsetof(v.IbvCreateFlow)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, ABI_placeholder1)",
+			Value: uint64(unsafe.Offsetof(v.ABIPlaceholder1)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, open_qp)",
+			Value: uint64(unsafe.Offsetof(v.OpenQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_qp_ex)",
+			Value: uint64(unsafe.Offsetof(v.CreateQPEx)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, get_srq_num)",
+			Value: uint64(unsafe.Offsetof(v.GetSRQNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, create_srq_ex)",
+			Value: uint64(unsafe.Offsetof(v.CreateSRQEx)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, open_xrcd)",
+			Value: uint64(unsafe.Offsetof(v.OpenXRCD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, close_xrcd)",
+			Value: uint64(unsafe.Offsetof(v.CloseXRCD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, _ABI_placeholder3)",
+			Value: uint64(unsafe.Offsetof(v.ABIPlaceholder3)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, sz)",
+			Value: uint64(unsafe.Offsetof(v.Sz)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct verbs_context, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		})
 	}
 	{
 		var v verbs.UverbsAsyncEventDesc
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_async_event_desc)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_async_event_desc)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_async_event_desc, element)", uint64(unsafe.Offsetof(v.Element))}, layoutcheck.Row{"offsetof(struct ib_uverbs_async_event_desc, event_type)", uint64(unsafe.Offsetof(v.EventType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_async_event_desc, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_async_event_desc)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_async_event_desc)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_async_event_desc, element)",
+			Value: uint64(unsafe.Offsetof(v.Element)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_async_event_desc, event_type)",
+			Value: uint64(unsafe.Offsetof(v.EventType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_async_event_desc, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsCompEventDesc
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_comp_event_desc)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_comp_event_desc)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_comp_event_desc, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_comp_event_desc)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_comp_event_desc)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_comp_event_desc, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsCQModerationCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_cq_moderation_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_cq_moderation_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_count)", uint64(unsafe.Offsetof(v.MaxCQModerationCount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_period)", uint64(unsafe.Offsetof(v.MaxCQModerationPeriod))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cq_moderation_caps, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_cq_moderation_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_cq_moderation_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_count)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQModerationCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_period)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQModerationPeriod)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cq_moderation_caps, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsCmdHdr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_cmd_hdr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_cmd_hdr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cmd_hdr, command)", uint64(unsafe.Offsetof(v.Command))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cmd_hdr, in_words)", uint64(unsafe.Offsetof(v.InWords))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cmd_hdr, out_words)", uint64(unsafe.Offsetof(v.OutWords))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_cmd_hdr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_cmd_hdr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cmd_hdr, command)",
+			Value: uint64(unsafe.Offsetof(v.Command)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cmd_hdr, in_words)",
+			Value: uint64(unsafe.Offsetof(v.InWords)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cmd_hdr, out_words)",
+			Value: uint64(unsafe.Offsetof(v.OutWords)),
+		})
 	}
 	{
 		var v verbs.UverbsExCmdHdr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_cmd_hdr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_cmd_hdr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_cmd_hdr, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_cmd_hdr, provider_in_words)", uint64(unsafe.Offsetof(v.ProviderInWords))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_cmd_hdr, provider_out_words)", uint64(unsafe.Offsetof(v.ProviderOutWords))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved)", uint64(unsafe.Offsetof(v.CmdHdrReserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_cmd_hdr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_cmd_hdr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, provider_in_words)",
+			Value: uint64(unsafe.Offsetof(v.ProviderInWords)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, provider_out_words)",
+			Value: uint64(unsafe.Offsetof(v.ProviderOutWords)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved)",
+			Value: uint64(unsafe.Offsetof(v.CmdHdrReserved)),
+		})
 	}
 	{
 		var v verbs.UverbsGetContext
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_get_context)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_get_context)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_get_context, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_get_context, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_get_context)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_get_context)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_get_context, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_get_context, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsGetContextResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_get_context_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_get_context_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_get_context_resp, async_fd)", uint64(unsafe.Offsetof(v.AsyncFD))}, layoutcheck.Row{"offsetof(struct ib_uverbs_get_context_resp, num_comp_vectors)", uint64(unsafe.Offsetof(v.NumCompVectors))}, layoutcheck.Row{"offsetof(struct ib_uverbs_get_context_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_get_context_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_get_context_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_get_context_resp, async_fd)",
+			Value: uint64(unsafe.Offsetof(v.AsyncFD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_get_context_resp, num_comp_vectors)",
+			Value: uint64(unsafe.Offsetof(v.NumCompVectors)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_get_context_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsQueryDevice
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_device)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_device)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_device)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_device)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsQueryDeviceResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_device_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_device_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, fw_ver)", uint64(unsafe.Offsetof(v.FWVer))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, node_guid)", uint64(unsafe.Offsetof(v.NodeGUID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, sys_image_guid)", uint64(unsafe.Offsetof(v.SysImageGUID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_mr_size)", uint64(unsafe.Offsetof(v.MaxMRSize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, page_size_cap)", uint64(unsafe.Offsetof(v.PageSizeCap))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, vendor_id)", uint64(unsafe.Offsetof(v.VendorID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, vendor_part_id)", uint64(unsafe.Offsetof(v.VendorPartID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, hw_ver)", uint64(unsafe.Offsetof(v.HWVer))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_qp)", uint64(unsafe.Offsetof(v.MaxQP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_qp_wr)", uint64(unsafe.Offsetof(v.MaxQPWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, device_cap_flags)", uint64(unsafe.Offsetof(v.DeviceCapFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_sge_rd)", uint64(unsafe.Offsetof(v.MaxSGERD))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_cq)", uint64(unsafe.Offsetof(v.MaxCQ))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_cqe)", uint64(unsafe.Offsetof(v.MaxCQE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_mr)", uint64(unsafe.Offsetof(v.MaxMR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_pd)", uint64(unsafe.Offsetof(v.MaxPD))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_qp_rd_atom)", uint64(unsafe.Offsetof(v.MaxQPRDAtom))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_ee_rd_atom)", uint64(unsafe.Offsetof(v.MaxEeRDAtom))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_res_rd_atom)", uint64(unsafe.Offsetof(v.MaxResRDAtom))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_qp_init_rd_atom)", uint64(unsafe.Offsetof(v.MaxQPInitRDAtom))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_ee_init_rd_atom)", uint64(unsafe.Offsetof(v.MaxEeInitRDAtom))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, atomic_cap)", uint64(unsafe.Offsetof(v.AtomicCap))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_ee)", uint64(unsafe.Offsetof(v.MaxEe))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_rdd)", uint64(unsafe.Offsetof(v.MaxRdd))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_mw)", uint64(unsafe.Offsetof(v.MaxMW))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_raw_ipv6_qp)", uint64(unsafe.Offsetof(v.MaxRawIPv6QP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_raw_ethy_qp)", uint64(unsafe.Offsetof(v.MaxRawEthyQP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_mcast_grp)", uint64(unsafe.Offsetof(v.MaxMcastGrp))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_mcast_qp_attach)", uint64(unsafe.Offsetof(v.MaxMcastQPAttach))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_total_mcast_qp_attach)", uint64(unsafe.Offsetof(v.MaxTotalMcastQPAttach))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_ah)", uint64(unsafe.Offsetof(v.MaxAH))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_fmr)", uint64(unsafe.Offsetof(v.MaxFmr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_map_per_fmr)", uint64(unsafe.Offsetof(v.MaxMapPerFmr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_srq)", uint64(unsafe.Offsetof(v.MaxSRQ))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_srq_wr)", uint64(unsafe.Offsetof(v.MaxSRQWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_srq_sge)", uint64(unsafe.Offsetof(v.MaxSRQSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, max_pkeys)", uint64(unsafe.Offsetof(v.MaxPkeys))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, local_ca_ack_delay)", uint64(unsafe.Offsetof(v.LocalCaACKDelay))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, phys_port_cnt)", uint64(unsafe.Offsetof(v.PhysPortCnt))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_device_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_device_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_device_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, fw_ver)",
+			Value: uint64(unsafe.Offsetof(v.FWVer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, node_guid)",
+			Value: uint64(unsafe.Offsetof(v.NodeGUID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, sys_image_guid)",
+			Value: uint64(unsafe.Offsetof(v.SysImageGUID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mr_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxMRSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, page_size_cap)",
+			Value: uint64(unsafe.Offsetof(v.PageSizeCap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, vendor_id)",
+			Value: uint64(unsafe.Offsetof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, vendor_part_id)",
+			Value: uint64(unsafe.Offsetof(v.VendorPartID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, hw_ver)",
+			Value: uint64(unsafe.Offsetof(v.HWVer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp)",
+			Value: uint64(unsafe.Offsetof(v.MaxQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxQPWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, device_cap_flags)",
+			Value: uint64(unsafe.Offsetof(v.DeviceCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_sge_rd)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGERD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_cq)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_cqe)",
+			Value: uint64(unsafe.Offsetof(v.MaxCQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mr)",
+			Value: uint64(unsafe.Offsetof(v.MaxMR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_pd)",
+			Value: uint64(unsafe.Offsetof(v.MaxPD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxQPRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ee_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxEeRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_res_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxResRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp_init_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxQPInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ee_init_rd_atom)",
+			Value: uint64(unsafe.Offsetof(v.MaxEeInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, atomic_cap)",
+			Value: uint64(unsafe.Offsetof(v.AtomicCap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ee)",
+			Value: uint64(unsafe.Offsetof(v.MaxEe)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_rdd)",
+			Value: uint64(unsafe.Offsetof(v.MaxRdd)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mw)",
+			Value: uint64(unsafe.Offsetof(v.MaxMW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_raw_ipv6_qp)",
+			Value: uint64(unsafe.Offsetof(v.MaxRawIPv6QP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_raw_ethy_qp)",
+			Value: uint64(unsafe.Offsetof(v.MaxRawEthyQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mcast_grp)",
+			Value: uint64(unsafe.Offsetof(v.MaxMcastGrp)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mcast_qp_attach)",
+			Value: uint64(unsafe.Offsetof(v.MaxMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_total_mcast_qp_attach)",
+			Value: uint64(unsafe.Offsetof(v.MaxTotalMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ah)",
+			Value: uint64(unsafe.Offsetof(v.MaxAH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_fmr)",
+			Value: uint64(unsafe.Offsetof(v.MaxFmr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_map_per_fmr)",
+			Value: uint64(unsafe.Offsetof(v.MaxMapPerFmr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_srq)",
+			Value: uint64(unsafe.Offsetof(v.MaxSRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_srq_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSRQWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_srq_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSRQSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_pkeys)",
+			Value: uint64(unsafe.Offsetof(v.MaxPkeys)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, local_ca_ack_delay)",
+			Value: uint64(unsafe.Offsetof(v.LocalCaACKDelay)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, phys_port_cnt)",
+			Value: uint64(unsafe.Offsetof(v.PhysPortCnt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_device_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsExQueryDevice
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_query_device)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_query_device)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_query_device)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_query_device)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsODPCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_odp_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_odp_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_odp_caps, general_caps)", uint64(unsafe.Offsetof(v.GeneralCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_odp_caps, per_transport_caps)", uint64(unsafe.Offsetof(v.PerTransportCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_odp_caps, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_odp_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_odp_caps, general_caps)",
+			Value: uint64(unsafe.Offsetof(v.GeneralCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_odp_caps, per_transport_caps)",
+			Value: uint64(unsafe.Offsetof(v.PerTransportCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_odp_caps, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsRSSCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_rss_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_rss_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rss_caps, supported_qpts)", uint64(unsafe.Offsetof(v.SupportedQpts))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rss_caps, max_rwq_indirection_tables)", uint64(unsafe.Offsetof(v.MaxRWQIndirectionTables))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rss_caps, max_rwq_indirection_table_size)", uint64(unsafe.Offsetof(v.MaxRWQIndirectionTableSize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rss_caps, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_rss_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_rss_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rss_caps, supported_qpts)",
+			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rss_caps, max_rwq_indirection_tables)",
+			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTables)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rss_caps, max_rwq_indirection_table_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTableSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rss_caps, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsTMCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_tm_caps)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_tm_caps)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_tm_caps, max_rndv_hdr_size)", uint64(unsafe.Offsetof(v.MaxRndvHdrSize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_tm_caps, max_num_tags)", uint64(unsafe.Offsetof(v.MaxNumTags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_tm_caps, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_tm_caps, max_ops)", uint64(unsafe.Offsetof(v.MaxOps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_tm_caps, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_tm_caps, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_tm_caps)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_tm_caps)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_tm_caps, max_rndv_hdr_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxRndvHdrSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_tm_caps, max_num_tags)",
+			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_tm_caps, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_tm_caps, max_ops)",
+			Value: uint64(unsafe.Offsetof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_tm_caps, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_tm_caps, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsExQueryDeviceResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_query_device_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_query_device_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, base)", uint64(unsafe.Offsetof(v.Base))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, odp_caps)", uint64(unsafe.Offsetof(v.ODPCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, timestamp_mask)", uint64(unsafe.Offsetof(v.TimestampMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, hca_core_clock)", uint64(unsafe.Offsetof(v.HcaCoreClock))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, device_cap_flags_ex)", uint64(unsafe.Offsetof(v.DeviceCapFlagsEx))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, rss_caps)", uint64(unsafe.Offsetof(v.RSSCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, max_wq_type_rq)", uint64(unsafe.Offsetof(v.MaxWQTypeRQ))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, raw_packet_caps)", uint64(unsafe.Offsetof(v.RawPacketCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, tm_caps)", uint64(unsafe.Offsetof(v.TMCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, cq_moderation_caps)", uint64(unsafe.Offsetof(v.CQModerationCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, max_dm_size)", uint64(unsafe.Offsetof(v.MaxDMSize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, xrc_odp_caps)", uint64(unsafe.Offsetof(v.XRCODPCaps))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_query_device_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_query_device_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_query_device_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, base)",
+			Value: uint64(unsafe.Offsetof(v.Base)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.ODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, timestamp_mask)",
+			Value: uint64(unsafe.Offsetof(v.TimestampMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, hca_core_clock)",
+			Value: uint64(unsafe.Offsetof(v.HcaCoreClock)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, device_cap_flags_ex)",
+			Value: uint64(unsafe.Offsetof(v.DeviceCapFlagsEx)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, rss_caps)",
+			Value: uint64(unsafe.Offsetof(v.RSSCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, max_wq_type_rq)",
+			Value: uint64(unsafe.Offsetof(v.MaxWQTypeRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, raw_packet_caps)",
+			Value: uint64(unsafe.Offsetof(v.RawPacketCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, tm_caps)",
+			Value: uint64(unsafe.Offsetof(v.TMCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, cq_moderation_caps)",
+			Value: uint64(unsafe.Offsetof(v.CQModerationCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, max_dm_size)",
+			Value: uint64(unsafe.Offsetof(v.MaxDMSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, xrc_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.XRCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsQueryPort
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_port)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_port)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_port)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_port)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsQueryPortResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_port_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_port_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, port_cap_flags)", uint64(unsafe.Offsetof(v.PortCapFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, max_msg_sz)", uint64(unsafe.Offsetof(v.MaxMsgSz))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, bad_pkey_cntr)", uint64(unsafe.Offsetof(v.BadPkeyCntr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, qkey_viol_cntr)", uint64(unsafe.Offsetof(v.QkeyViolCntr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, gid_tbl_len)", uint64(unsafe.Offsetof(v.GIDTblLen))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, pkey_tbl_len)", uint64(unsafe.Offsetof(v.PkeyTblLen))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, lid)", uint64(unsafe.Offsetof(v.LID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, sm_lid)", uint64(unsafe.Offsetof(v.SMLID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, state)", uint64(unsafe.Offsetof(v.State))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, max_mtu)", uint64(unsafe.Offsetof(v.MaxMTU))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, active_mtu)", uint64(unsafe.Offsetof(v.ActiveMTU))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, lmc)", uint64(unsafe.Offsetof(v.LMC))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, max_vl_num)", uint64(unsafe.Offsetof(v.MaxVLNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, sm_sl)", uint64(unsafe.Offsetof(v.SMSL))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, subnet_timeout)", uint64(unsafe.Offsetof(v.SubnetTimeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, init_type_reply)", uint64(unsafe.Offsetof(v.InitTypeReply))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, active_width)", uint64(unsafe.Offsetof(v.ActiveWidth))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, active_speed)", uint64(unsafe.Offsetof(v.ActiveSpeed))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, phys_state)", uint64(unsafe.Offsetof(v.PhysState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, link_layer)", uint64(unsafe.Offsetof(v.LinkLayer))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_port_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_port_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_port_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, port_cap_flags)",
+			Value: uint64(unsafe.Offsetof(v.PortCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, max_msg_sz)",
+			Value: uint64(unsafe.Offsetof(v.MaxMsgSz)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
+			Value: uint64(unsafe.Offsetof(v.BadPkeyCntr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
+			Value: uint64(unsafe.Offsetof(v.QkeyViolCntr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, gid_tbl_len)",
+			Value: uint64(unsafe.Offsetof(v.GIDTblLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
+			Value: uint64(unsafe.Offsetof(v.PkeyTblLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, lid)",
+			Value: uint64(unsafe.Offsetof(v.LID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, sm_lid)",
+			Value: uint64(unsafe.Offsetof(v.SMLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, state)",
+			Value: uint64(unsafe.Offsetof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, max_mtu)",
+			Value: uint64(unsafe.Offsetof(v.MaxMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, active_mtu)",
+			Value: uint64(unsafe.Offsetof(v.ActiveMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, lmc)",
+			Value: uint64(unsafe.Offsetof(v.LMC)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, max_vl_num)",
+			Value: uint64(unsafe.Offsetof(v.MaxVLNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, sm_sl)",
+			Value: uint64(unsafe.Offsetof(v.SMSL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, subnet_timeout)",
+			Value: uint64(unsafe.Offsetof(v.SubnetTimeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, init_type_reply)",
+			Value: uint64(unsafe.Offsetof(v.InitTypeReply)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, active_width)",
+			Value: uint64(unsafe.Offsetof(v.ActiveWidth)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, active_speed)",
+			Value: uint64(unsafe.Offsetof(v.ActiveSpeed)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, phys_state)",
+			Value: uint64(unsafe.Offsetof(v.PhysState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, link_layer)",
+			Value: uint64(unsafe.Offsetof(v.LinkLayer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_port_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsAllocPD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_alloc_pd)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_alloc_pd)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_pd, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_pd, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_alloc_pd)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_alloc_pd)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_pd, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_pd, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsAllocPDResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_alloc_pd_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_alloc_pd_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_pd_resp, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_pd_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_alloc_pd_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_alloc_pd_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_pd_resp, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_pd_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsDeallocPD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_dealloc_pd)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_dealloc_pd)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_dealloc_pd, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_dealloc_pd)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_dealloc_pd)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_dealloc_pd, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsOpenXRCD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_open_xrcd)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_open_xrcd)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_xrcd, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_xrcd, fd)", uint64(unsafe.Offsetof(v.FD))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_xrcd, oflags)", uint64(unsafe.Offsetof(v.Oflags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_xrcd, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_open_xrcd)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_open_xrcd)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_xrcd, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_xrcd, fd)",
+			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_xrcd, oflags)",
+			Value: uint64(unsafe.Offsetof(v.Oflags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_xrcd, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsOpenXRCDResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_open_xrcd_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_open_xrcd_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_xrcd_resp, xrcd_handle)", uint64(unsafe.Offsetof(v.XRCDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_xrcd_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_open_xrcd_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_open_xrcd_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_xrcd_resp, xrcd_handle)",
+			Value: uint64(unsafe.Offsetof(v.XRCDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_xrcd_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsCloseXRCD
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_close_xrcd)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_close_xrcd)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_close_xrcd, xrcd_handle)", uint64(unsafe.Offsetof(v.XRCDHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_close_xrcd)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_close_xrcd)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_close_xrcd, xrcd_handle)",
+			Value: uint64(unsafe.Offsetof(v.XRCDHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsRegMR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_reg_mr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_reg_mr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, start)", uint64(unsafe.Offsetof(v.Start))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, hca_va)", uint64(unsafe.Offsetof(v.HcaVa))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, access_flags)", uint64(unsafe.Offsetof(v.AccessFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_reg_mr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_reg_mr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, start)",
+			Value: uint64(unsafe.Offsetof(v.Start)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, hca_va)",
+			Value: uint64(unsafe.Offsetof(v.HcaVa)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, access_flags)",
+			Value: uint64(unsafe.Offsetof(v.AccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsRegMRResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_reg_mr_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_reg_mr_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr_resp, mr_handle)", uint64(unsafe.Offsetof(v.MRHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr_resp, lkey)", uint64(unsafe.Offsetof(v.Lkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr_resp, rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_reg_mr_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_reg_mr_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_reg_mr_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, mr_handle)",
+			Value: uint64(unsafe.Offsetof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, lkey)",
+			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsReregMR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_rereg_mr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_rereg_mr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, mr_handle)", uint64(unsafe.Offsetof(v.MRHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, start)", uint64(unsafe.Offsetof(v.Start))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, hca_va)", uint64(unsafe.Offsetof(v.HcaVa))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, access_flags)", uint64(unsafe.Offsetof(v.AccessFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_rereg_mr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_rereg_mr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, mr_handle)",
+			Value: uint64(unsafe.Offsetof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, start)",
+			Value: uint64(unsafe.Offsetof(v.Start)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, hca_va)",
+			Value: uint64(unsafe.Offsetof(v.HcaVa)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, access_flags)",
+			Value: uint64(unsafe.Offsetof(v.AccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsReregMRResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_rereg_mr_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_rereg_mr_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr_resp, lkey)", uint64(unsafe.Offsetof(v.Lkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr_resp, rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_rereg_mr_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_rereg_mr_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_rereg_mr_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, lkey)",
+			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsDeregMR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_dereg_mr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_dereg_mr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_dereg_mr, mr_handle)", uint64(unsafe.Offsetof(v.MRHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_dereg_mr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_dereg_mr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_dereg_mr, mr_handle)",
+			Value: uint64(unsafe.Offsetof(v.MRHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsAllocMW
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_alloc_mw)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_alloc_mw)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw, mw_type)", uint64(unsafe.Offsetof(v.MWType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_alloc_mw)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_alloc_mw)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw, mw_type)",
+			Value: uint64(unsafe.Offsetof(v.MWType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsAllocMWResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_alloc_mw_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_alloc_mw_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw_resp, mw_handle)", uint64(unsafe.Offsetof(v.MWHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw_resp, rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_alloc_mw_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_alloc_mw_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_alloc_mw_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, mw_handle)",
+			Value: uint64(unsafe.Offsetof(v.MWHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsDeallocMW
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_dealloc_mw)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_dealloc_mw)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_dealloc_mw, mw_handle)", uint64(unsafe.Offsetof(v.MWHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_dealloc_mw)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_dealloc_mw)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_dealloc_mw, mw_handle)",
+			Value: uint64(unsafe.Offsetof(v.MWHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateCompChannel
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_comp_channel)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_comp_channel)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_comp_channel, response)", uint64(unsafe.Offsetof(v.Response))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_comp_channel)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_comp_channel)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_comp_channel, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateCompChannelResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_comp_channel_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_comp_channel_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_comp_channel_resp, fd)", uint64(unsafe.Offsetof(v.FD))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_comp_channel_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_comp_channel_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_comp_channel_resp, fd)",
+			Value: uint64(unsafe.Offsetof(v.FD)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, comp_vector)", uint64(unsafe.Offsetof(v.CompVector))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, comp_channel)", uint64(unsafe.Offsetof(v.CompChannel))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, comp_vector)",
+			Value: uint64(unsafe.Offsetof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, comp_channel)",
+			Value: uint64(unsafe.Offsetof(v.CompChannel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, comp_vector)", uint64(unsafe.Offsetof(v.CompVector))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, comp_channel)", uint64(unsafe.Offsetof(v.CompChannel))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, comp_vector)",
+			Value: uint64(unsafe.Offsetof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, comp_channel)",
+			Value: uint64(unsafe.Offsetof(v.CompChannel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateCQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_cq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_cq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq_resp, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq_resp, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_cq_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_cq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_cq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq_resp, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq_resp, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_cq_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateCQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_cq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_cq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq_resp, base)", uint64(unsafe.Offsetof(v.Base))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_cq_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_cq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_cq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq_resp, base)",
+			Value: uint64(unsafe.Offsetof(v.Base)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_cq_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		})
 	}
 	{
 		var v verbs.UverbsResizeCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_resize_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_resize_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_resize_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_resize_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsResizeCQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_resize_cq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_resize_cq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq_resp, cqe)", uint64(unsafe.Offsetof(v.CQE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_resize_cq_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_resize_cq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_resize_cq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq_resp, cqe)",
+			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_resize_cq_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsPollCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_poll_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_poll_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_poll_cq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_poll_cq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_poll_cq, ne)", uint64(unsafe.Offsetof(v.Ne))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_poll_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_poll_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_poll_cq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_poll_cq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_poll_cq, ne)",
+			Value: uint64(unsafe.Offsetof(v.Ne)),
+		})
 	}
 	{
 		var v verbs.UverbsWC
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_wc)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_wc)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, status)", uint64(unsafe.Offsetof(v.Status))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, opcode)", uint64(unsafe.Offsetof(v.Opcode))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, vendor_err)", uint64(unsafe.Offsetof(v.VendorErr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, byte_len)", uint64(unsafe.Offsetof(v.ByteLen))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, ex)", uint64(unsafe.Offsetof(v.Ex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, qp_num)", uint64(unsafe.Offsetof(v.QPNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, src_qp)", uint64(unsafe.Offsetof(v.SrcQP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, wc_flags)", uint64(unsafe.Offsetof(v.WCFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, pkey_index)", uint64(unsafe.Offsetof(v.PkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, slid)", uint64(unsafe.Offsetof(v.SLID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, dlid_path_bits)", uint64(unsafe.Offsetof(v.DLIDPathBits))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_wc, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_wc)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_wc)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, status)",
+			Value: uint64(unsafe.Offsetof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, opcode)",
+			Value: uint64(unsafe.Offsetof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, vendor_err)",
+			Value: uint64(unsafe.Offsetof(v.VendorErr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, byte_len)",
+			Value: uint64(unsafe.Offsetof(v.ByteLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, ex)",
+			Value: uint64(unsafe.Offsetof(v.Ex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, qp_num)",
+			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, src_qp)",
+			Value: uint64(unsafe.Offsetof(v.SrcQP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, wc_flags)",
+			Value: uint64(unsafe.Offsetof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, slid)",
+			Value: uint64(unsafe.Offsetof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, dlid_path_bits)",
+			Value: uint64(unsafe.Offsetof(v.DLIDPathBits)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_wc, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsPollCQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_poll_cq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_poll_cq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_poll_cq_resp, count)", uint64(unsafe.Offsetof(v.Count))}, layoutcheck.Row{"offsetof(struct ib_uverbs_poll_cq_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_poll_cq_resp, wc)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.WC(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_poll_cq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_poll_cq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_poll_cq_resp, count)",
+			Value: uint64(unsafe.Offsetof(v.Count)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_poll_cq_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_poll_cq_resp, wc)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.WC(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsReqNotifyCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_req_notify_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_req_notify_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_req_notify_cq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_req_notify_cq, solicited_only)", uint64(unsafe.Offsetof(v.SolicitedOnly))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_req_notify_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_req_notify_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_req_notify_cq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_req_notify_cq, solicited_only)",
+			Value: uint64(unsafe.Offsetof(v.SolicitedOnly)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroyCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_cq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_cq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_cq, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_cq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_cq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_cq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroyCQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_cq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_cq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_cq_resp, comp_events_reported)", uint64(unsafe.Offsetof(v.CompEventsReported))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_cq_resp, async_events_reported)", uint64(unsafe.Offsetof(v.AsyncEventsReported))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_cq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_cq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_cq_resp, comp_events_reported)",
+			Value: uint64(unsafe.Offsetof(v.CompEventsReported)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_cq_resp, async_events_reported)",
+			Value: uint64(unsafe.Offsetof(v.AsyncEventsReported)),
+		})
 	}
 	{
 		var v verbs.UverbsGlobalRoute
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_global_route)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_global_route)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_global_route, dgid)", uint64(unsafe.Offsetof(v.DGID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_global_route, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ib_uverbs_global_route, sgid_index)", uint64(unsafe.Offsetof(v.SGIDIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_global_route, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_global_route, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))}, layoutcheck.Row{"offsetof(struct ib_uverbs_global_route, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_global_route)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_global_route)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_global_route, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_global_route, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_global_route, sgid_index)",
+			Value: uint64(unsafe.Offsetof(v.SGIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_global_route, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_global_route, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_global_route, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsAHAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ah_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ah_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, grh)", uint64(unsafe.Offsetof(v.GRH))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, dlid)", uint64(unsafe.Offsetof(v.DLID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, src_path_bits)", uint64(unsafe.Offsetof(v.SrcPathBits))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, static_rate)", uint64(unsafe.Offsetof(v.StaticRate))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, is_global)", uint64(unsafe.Offsetof(v.IsGlobal))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ah_attr, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ah_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ah_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, grh)",
+			Value: uint64(unsafe.Offsetof(v.GRH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, dlid)",
+			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, src_path_bits)",
+			Value: uint64(unsafe.Offsetof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, static_rate)",
+			Value: uint64(unsafe.Offsetof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, is_global)",
+			Value: uint64(unsafe.Offsetof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ah_attr, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsQPAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_qp_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_qp_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, qp_attr_mask)", uint64(unsafe.Offsetof(v.QPAttrMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, qp_state)", uint64(unsafe.Offsetof(v.QPState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, cur_qp_state)", uint64(unsafe.Offsetof(v.CurQPState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, path_mtu)", uint64(unsafe.Offsetof(v.PathMTU))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, path_mig_state)", uint64(unsafe.Offsetof(v.PathMigState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, qkey)", uint64(unsafe.Offsetof(v.Qkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, rq_psn)", uint64(unsafe.Offsetof(v.RQPSN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, sq_psn)", uint64(unsafe.Offsetof(v.SQPSN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, dest_qp_num)", uint64(unsafe.Offsetof(v.DestQPNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, qp_access_flags)", uint64(unsafe.Offsetof(v.QPAccessFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, ah_attr)", uint64(unsafe.Offsetof(v.AHAttr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, alt_ah_attr)", uint64(unsafe.Offsetof(v.AltAHAttr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, pkey_index)", uint64(unsafe.Offsetof(v.PkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, alt_pkey_index)", uint64(unsafe.Offsetof(v.AltPkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, en_sqd_async_notify)", uint64(unsafe.Offsetof(v.EnSqdAsyncNotify))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, sq_draining)", uint64(unsafe.Offsetof(v.SQDraining))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_rd_atomic)", uint64(unsafe.Offsetof(v.MaxRDAtomic))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, max_dest_rd_atomic)", uint64(unsafe.Offsetof(v.MaxDestRDAtomic))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, min_rnr_timer)", uint64(unsafe.Offsetof(v.MinRNRTimer))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, timeout)", uint64(unsafe.Offsetof(v.Timeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, retry_cnt)", uint64(unsafe.Offsetof(v.RetryCnt))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, rnr_retry)", uint64(unsafe.Offsetof(v.RNRRetry))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, alt_port_num)", uint64(unsafe.Offsetof(v.AltPortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, alt_timeout)", uint64(unsafe.Offsetof(v.AltTimeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_attr, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_qp_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_qp_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, qp_attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.QPAttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, qp_state)",
+			Value: uint64(unsafe.Offsetof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, cur_qp_state)",
+			Value: uint64(unsafe.Offsetof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, path_mtu)",
+			Value: uint64(unsafe.Offsetof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, path_mig_state)",
+			Value: uint64(unsafe.Offsetof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, qkey)",
+			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, rq_psn)",
+			Value: uint64(unsafe.Offsetof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, sq_psn)",
+			Value: uint64(unsafe.Offsetof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, dest_qp_num)",
+			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, qp_access_flags)",
+			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, ah_attr)",
+			Value: uint64(unsafe.Offsetof(v.AHAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_ah_attr)",
+			Value: uint64(unsafe.Offsetof(v.AltAHAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, en_sqd_async_notify)",
+			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, sq_draining)",
+			Value: uint64(unsafe.Offsetof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, min_rnr_timer)",
+			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, timeout)",
+			Value: uint64(unsafe.Offsetof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, retry_cnt)",
+			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, rnr_retry)",
+			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_port_num)",
+			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_timeout)",
+			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_attr, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, send_cq_handle)", uint64(unsafe.Offsetof(v.SendCQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, recv_cq_handle)", uint64(unsafe.Offsetof(v.RecvCQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, sq_sig_all)", uint64(unsafe.Offsetof(v.SQSigAll))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, is_srq)", uint64(unsafe.Offsetof(v.IsSRQ))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, send_cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SendCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, recv_cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, sq_sig_all)",
+			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, is_srq)",
+			Value: uint64(unsafe.Offsetof(v.IsSRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, send_cq_handle)", uint64(unsafe.Offsetof(v.SendCQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, recv_cq_handle)", uint64(unsafe.Offsetof(v.RecvCQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, sq_sig_all)", uint64(unsafe.Offsetof(v.SQSigAll))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, is_srq)", uint64(unsafe.Offsetof(v.IsSRQ))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, create_flags)", uint64(unsafe.Offsetof(v.CreateFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, rwq_ind_tbl_handle)", uint64(unsafe.Offsetof(v.RWQIndTblHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp, source_qpn)", uint64(unsafe.Offsetof(v.SourceQPN))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, send_cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SendCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, recv_cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, sq_sig_all)",
+			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, is_srq)",
+			Value: uint64(unsafe.Offsetof(v.IsSRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, create_flags)",
+			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, rwq_ind_tbl_handle)",
+			Value: uint64(unsafe.Offsetof(v.RWQIndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp, source_qpn)",
+			Value: uint64(unsafe.Offsetof(v.SourceQPN)),
+		})
 	}
 	{
 		var v verbs.UverbsOpenQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_open_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_open_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, qpn)", uint64(unsafe.Offsetof(v.QPN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, qp_type)", uint64(unsafe.Offsetof(v.QPType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_open_qp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_open_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_open_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, qpn)",
+			Value: uint64(unsafe.Offsetof(v.QPN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_open_qp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsCreateQPResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_qp_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_qp_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, qpn)", uint64(unsafe.Offsetof(v.QPN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_qp_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_qp_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_qp_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, qpn)",
+			Value: uint64(unsafe.Offsetof(v.QPN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_qp_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateQPResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_qp_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_qp_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp_resp, base)", uint64(unsafe.Offsetof(v.Base))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_qp_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_qp_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_qp_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp_resp, base)",
+			Value: uint64(unsafe.Offsetof(v.Base)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_qp_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		})
 	}
 	{
 		var v verbs.UverbsQPDest
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_qp_dest)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_qp_dest)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, dgid)", uint64(unsafe.Offsetof(v.DGID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, dlid)", uint64(unsafe.Offsetof(v.DLID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, sgid_index)", uint64(unsafe.Offsetof(v.SGIDIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, sl)", uint64(unsafe.Offsetof(v.SL))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, src_path_bits)", uint64(unsafe.Offsetof(v.SrcPathBits))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, static_rate)", uint64(unsafe.Offsetof(v.StaticRate))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, is_global)", uint64(unsafe.Offsetof(v.IsGlobal))}, layoutcheck.Row{"offsetof(struct ib_uverbs_qp_dest, port_num)", uint64(unsafe.Offsetof(v.PortNum))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_qp_dest)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_qp_dest)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, dlid)",
+			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, sgid_index)",
+			Value: uint64(unsafe.Offsetof(v.SGIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, sl)",
+			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, src_path_bits)",
+			Value: uint64(unsafe.Offsetof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, static_rate)",
+			Value: uint64(unsafe.Offsetof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, is_global)",
+			Value: uint64(unsafe.Offsetof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_qp_dest, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		})
 	}
 	{
 		var v verbs.UverbsQueryQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsQueryQPResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_qp_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_qp_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, dest)", uint64(unsafe.Offsetof(v.Dest))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, alt_dest)", uint64(unsafe.Offsetof(v.AltDest))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_send_wr)", uint64(unsafe.Offsetof(v.MaxSendWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_recv_wr)", uint64(unsafe.Offsetof(v.MaxRecvWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_send_sge)", uint64(unsafe.Offsetof(v.MaxSendSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_recv_sge)", uint64(unsafe.Offsetof(v.MaxRecvSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_inline_data)", uint64(unsafe.Offsetof(v.MaxInlineData))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, qkey)", uint64(unsafe.Offsetof(v.Qkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, rq_psn)", uint64(unsafe.Offsetof(v.RQPSN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, sq_psn)", uint64(unsafe.Offsetof(v.SQPSN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, dest_qp_num)", uint64(unsafe.Offsetof(v.DestQPNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, qp_access_flags)", uint64(unsafe.Offsetof(v.QPAccessFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, pkey_index)", uint64(unsafe.Offsetof(v.PkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, alt_pkey_index)", uint64(unsafe.Offsetof(v.AltPkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, qp_state)", uint64(unsafe.Offsetof(v.QPState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, cur_qp_state)", uint64(unsafe.Offsetof(v.CurQPState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, path_mtu)", uint64(unsafe.Offsetof(v.PathMTU))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, path_mig_state)", uint64(unsafe.Offsetof(v.PathMigState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, sq_draining)", uint64(unsafe.Offsetof(v.SQDraining))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_rd_atomic)", uint64(unsafe.Offsetof(v.MaxRDAtomic))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, max_dest_rd_atomic)", uint64(unsafe.Offsetof(v.MaxDestRDAtomic))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, min_rnr_timer)", uint64(unsafe.Offsetof(v.MinRNRTimer))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, timeout)", uint64(unsafe.Offsetof(v.Timeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, retry_cnt)", uint64(unsafe.Offsetof(v.RetryCnt))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, rnr_retry)", uint64(unsafe.Offsetof(v.RNRRetry))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, alt_port_num)", uint64(unsafe.Offsetof(v.AltPortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, alt_timeout)", uint64(unsafe.Offsetof(v.AltTimeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, sq_sig_all)", uint64(unsafe.Offsetof(v.SQSigAll))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_qp_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_qp_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_qp_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, dest)",
+			Value: uint64(unsafe.Offsetof(v.Dest)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_dest)",
+			Value: uint64(unsafe.Offsetof(v.AltDest)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_send_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_recv_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_send_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_recv_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_inline_data)",
+			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qkey)",
+			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, rq_psn)",
+			Value: uint64(unsafe.Offsetof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, sq_psn)",
+			Value: uint64(unsafe.Offsetof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, dest_qp_num)",
+			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qp_access_flags)",
+			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qp_state)",
+			Value: uint64(unsafe.Offsetof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, cur_qp_state)",
+			Value: uint64(unsafe.Offsetof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, path_mtu)",
+			Value: uint64(unsafe.Offsetof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, path_mig_state)",
+			Value: uint64(unsafe.Offsetof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, sq_draining)",
+			Value: uint64(unsafe.Offsetof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, min_rnr_timer)",
+			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, timeout)",
+			Value: uint64(unsafe.Offsetof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, retry_cnt)",
+			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, rnr_retry)",
+			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_port_num)",
+			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_timeout)",
+			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, sq_sig_all)",
+			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_qp_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsModifyQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_modify_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_modify_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, dest)", uint64(unsafe.Offsetof(v.Dest))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, alt_dest)", uint64(unsafe.Offsetof(v.AltDest))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, qkey)", uint64(unsafe.Offsetof(v.Qkey))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, rq_psn)", uint64(unsafe.Offsetof(v.RQPSN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, sq_psn)", uint64(unsafe.Offsetof(v.SQPSN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, dest_qp_num)", uint64(unsafe.Offsetof(v.DestQPNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, qp_access_flags)", uint64(unsafe.Offsetof(v.QPAccessFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, pkey_index)", uint64(unsafe.Offsetof(v.PkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, alt_pkey_index)", uint64(unsafe.Offsetof(v.AltPkeyIndex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, qp_state)", uint64(unsafe.Offsetof(v.QPState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, cur_qp_state)", uint64(unsafe.Offsetof(v.CurQPState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, path_mtu)", uint64(unsafe.Offsetof(v.PathMTU))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, path_mig_state)", uint64(unsafe.Offsetof(v.PathMigState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, en_sqd_async_notify)", uint64(unsafe.Offsetof(v.EnSqdAsyncNotify))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, max_rd_atomic)", uint64(unsafe.Offsetof(v.MaxRDAtomic))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, max_dest_rd_atomic)", uint64(unsafe.Offsetof(v.MaxDestRDAtomic))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, min_rnr_timer)", uint64(unsafe.Offsetof(v.MinRNRTimer))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, timeout)", uint64(unsafe.Offsetof(v.Timeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, retry_cnt)", uint64(unsafe.Offsetof(v.RetryCnt))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, rnr_retry)", uint64(unsafe.Offsetof(v.RNRRetry))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, alt_port_num)", uint64(unsafe.Offsetof(v.AltPortNum))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, alt_timeout)", uint64(unsafe.Offsetof(v.AltTimeout))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_qp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_modify_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_modify_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, dest)",
+			Value: uint64(unsafe.Offsetof(v.Dest)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_dest)",
+			Value: uint64(unsafe.Offsetof(v.AltDest)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, qkey)",
+			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, rq_psn)",
+			Value: uint64(unsafe.Offsetof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, sq_psn)",
+			Value: uint64(unsafe.Offsetof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, dest_qp_num)",
+			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_access_flags)",
+			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_pkey_index)",
+			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_state)",
+			Value: uint64(unsafe.Offsetof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, cur_qp_state)",
+			Value: uint64(unsafe.Offsetof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, path_mtu)",
+			Value: uint64(unsafe.Offsetof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, path_mig_state)",
+			Value: uint64(unsafe.Offsetof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, en_sqd_async_notify)",
+			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, max_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, min_rnr_timer)",
+			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, timeout)",
+			Value: uint64(unsafe.Offsetof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, retry_cnt)",
+			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, rnr_retry)",
+			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_port_num)",
+			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_timeout)",
+			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_qp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsExModifyQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_modify_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_modify_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_qp, base)", uint64(unsafe.Offsetof(v.Base))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_qp, rate_limit)", uint64(unsafe.Offsetof(v.RateLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_qp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_modify_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_modify_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_qp, base)",
+			Value: uint64(unsafe.Offsetof(v.Base)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_qp, rate_limit)",
+			Value: uint64(unsafe.Offsetof(v.RateLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_qp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsExModifyQPResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_modify_qp_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_modify_qp_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_qp_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_qp_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_modify_qp_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_modify_qp_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_qp_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_qp_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroyQP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_qp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_qp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_qp, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_qp, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_qp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_qp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_qp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_qp, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_qp, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_qp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroyQPResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_qp_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_qp_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_qp_resp, events_reported)", uint64(unsafe.Offsetof(v.EventsReported))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_qp_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_qp_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_qp_resp, events_reported)",
+			Value: uint64(unsafe.Offsetof(v.EventsReported)),
+		})
 	}
 	{
 		var v verbs.UverbsSGE
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_sge)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_sge)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_sge, addr)", uint64(unsafe.Offsetof(v.Addr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_sge, length)", uint64(unsafe.Offsetof(v.Length))}, layoutcheck.Row{"offsetof(struct ib_uverbs_sge, lkey)", uint64(unsafe.Offsetof(v.Lkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_sge)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_sge)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_sge, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_sge, length)",
+			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_sge, lkey)",
+			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		})
 	}
 	{
 		var v verbs.UverbsSendWR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_send_wr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_send_wr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_send_wr, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_send_wr, num_sge)", uint64(unsafe.Offsetof(v.NumSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_send_wr, opcode)", uint64(unsafe.Offsetof(v.Opcode))}, layoutcheck.Row{"offsetof(struct ib_uverbs_send_wr, send_flags)", uint64(unsafe.Offsetof(v.SendFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_send_wr, ex)", uint64(unsafe.Offsetof(v.Ex))}, layoutcheck.Row{"offsetof(struct ib_uverbs_send_wr, wr)", uint64(unsafe.Offsetof(v.WR))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_send_wr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_send_wr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_send_wr, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_send_wr, num_sge)",
+			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_send_wr, opcode)",
+			Value: uint64(unsafe.Offsetof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_send_wr, send_flags)",
+			Value: uint64(unsafe.Offsetof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_send_wr, ex)",
+			Value: uint64(unsafe.Offsetof(v.Ex)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_send_wr, wr)",
+			Value: uint64(unsafe.Offsetof(v.WR)),
+		})
 	}
 	{
 		var v verbs.UverbsPostSend
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_post_send)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_post_send)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send, wr_count)", uint64(unsafe.Offsetof(v.WRCount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send, sge_count)", uint64(unsafe.Offsetof(v.SGECount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send, wqe_size)", uint64(unsafe.Offsetof(v.WQESize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send, send_wr)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.SendWR(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_post_send)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_post_send)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send, wr_count)",
+			Value: uint64(unsafe.Offsetof(v.WRCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send, sge_count)",
+			Value: uint64(unsafe.Offsetof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send, wqe_size)",
+			Value: uint64(unsafe.Offsetof(v.WQESize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send, send_wr)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.SendWR(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsPostSendResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_post_send_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_post_send_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_send_resp, bad_wr)", uint64(unsafe.Offsetof(v.BadWR))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_post_send_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_post_send_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_send_resp, bad_wr)",
+			Value: uint64(unsafe.Offsetof(v.BadWR)),
+		})
 	}
 	{
 		var v verbs.UverbsRecvWR
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_recv_wr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_recv_wr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_recv_wr, wr_id)", uint64(unsafe.Offsetof(v.WRID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_recv_wr, num_sge)", uint64(unsafe.Offsetof(v.NumSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_recv_wr, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_recv_wr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_recv_wr, wr_id)",
+			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_recv_wr, num_sge)",
+			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_recv_wr, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsPostRecv
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_post_recv)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_post_recv)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv, wr_count)", uint64(unsafe.Offsetof(v.WRCount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv, sge_count)", uint64(unsafe.Offsetof(v.SGECount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv, wqe_size)", uint64(unsafe.Offsetof(v.WQESize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv, recv_wr)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.RecvWR(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_post_recv)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_post_recv)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv, wr_count)",
+			Value: uint64(unsafe.Offsetof(v.WRCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv, sge_count)",
+			Value: uint64(unsafe.Offsetof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv, wqe_size)",
+			Value: uint64(unsafe.Offsetof(v.WQESize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv, recv_wr)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.RecvWR(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsPostRecvResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_post_recv_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_post_recv_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_recv_resp, bad_wr)", uint64(unsafe.Offsetof(v.BadWR))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_post_recv_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_post_recv_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_recv_resp, bad_wr)",
+			Value: uint64(unsafe.Offsetof(v.BadWR)),
+		})
 	}
 	{
 		var v verbs.UverbsPostSRQRecv
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_post_srq_recv)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_post_srq_recv)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv, wr_count)", uint64(unsafe.Offsetof(v.WRCount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv, sge_count)", uint64(unsafe.Offsetof(v.SGECount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv, wqe_size)", uint64(unsafe.Offsetof(v.WQESize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv, recv)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.Recv(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_post_srq_recv)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_post_srq_recv)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv, wr_count)",
+			Value: uint64(unsafe.Offsetof(v.WRCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv, sge_count)",
+			Value: uint64(unsafe.Offsetof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv, wqe_size)",
+			Value: uint64(unsafe.Offsetof(v.WQESize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv, recv)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.Recv(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsPostSRQRecvResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_post_srq_recv_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_post_srq_recv_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_post_srq_recv_resp, bad_wr)", uint64(unsafe.Offsetof(v.BadWR))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_post_srq_recv_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_post_srq_recv_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_post_srq_recv_resp, bad_wr)",
+			Value: uint64(unsafe.Offsetof(v.BadWR)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateAH
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_ah)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_ah)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah, attr)", uint64(unsafe.Offsetof(v.Attr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_ah)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_ah)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah, attr)",
+			Value: uint64(unsafe.Offsetof(v.Attr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsCreateAHResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_ah_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_ah_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah_resp, ah_handle)", uint64(unsafe.Offsetof(v.AHHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_ah_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_ah_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_ah_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah_resp, ah_handle)",
+			Value: uint64(unsafe.Offsetof(v.AHHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_ah_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsDestroyAH
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_ah)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_ah)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_ah, ah_handle)", uint64(unsafe.Offsetof(v.AHHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_ah)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_ah)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_ah, ah_handle)",
+			Value: uint64(unsafe.Offsetof(v.AHHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsAttachMcast
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_attach_mcast)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_attach_mcast)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_attach_mcast, gid)", uint64(unsafe.Offsetof(v.GID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_attach_mcast, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_attach_mcast, mlid)", uint64(unsafe.Offsetof(v.Mlid))}, layoutcheck.Row{"offsetof(struct ib_uverbs_attach_mcast, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_attach_mcast, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_attach_mcast)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_attach_mcast)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_attach_mcast, gid)",
+			Value: uint64(unsafe.Offsetof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_attach_mcast, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_attach_mcast, mlid)",
+			Value: uint64(unsafe.Offsetof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_attach_mcast, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_attach_mcast, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsDetachMcast
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_detach_mcast)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_detach_mcast)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_detach_mcast, gid)", uint64(unsafe.Offsetof(v.GID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_detach_mcast, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_detach_mcast, mlid)", uint64(unsafe.Offsetof(v.Mlid))}, layoutcheck.Row{"offsetof(struct ib_uverbs_detach_mcast, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_detach_mcast, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_detach_mcast)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_detach_mcast)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_detach_mcast, gid)",
+			Value: uint64(unsafe.Offsetof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_detach_mcast, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_detach_mcast, mlid)",
+			Value: uint64(unsafe.Offsetof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_detach_mcast, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_detach_mcast, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecHdr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_hdr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_hdr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_hdr, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_hdr, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_hdr, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_hdr, flow_spec_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.FlowSpecData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_hdr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_hdr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, flow_spec_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.FlowSpecData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsFlowEthFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_eth_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_eth_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_eth_filter, dst_mac)", uint64(unsafe.Offsetof(v.DstMAC))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_eth_filter, src_mac)", uint64(unsafe.Offsetof(v.SrcMAC))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_eth_filter, ether_type)", uint64(unsafe.Offsetof(v.EtherType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_eth_filter, vlan_tag)", uint64(unsafe.Offsetof(v.VLANTag))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_eth_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_eth_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, dst_mac)",
+			Value: uint64(unsafe.Offsetof(v.DstMAC)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, src_mac)",
+			Value: uint64(unsafe.Offsetof(v.SrcMAC)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, ether_type)",
+			Value: uint64(unsafe.Offsetof(v.EtherType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, vlan_tag)",
+			Value: uint64(unsafe.Offsetof(v.VLANTag)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecEth
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_eth)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_eth)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_eth, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_eth, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_eth, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_eth, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_eth, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_eth, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_eth)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_eth)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowIPv4Filter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_ipv4_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_ipv4_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv4_filter, src_ip)", uint64(unsafe.Offsetof(v.SrcIP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv4_filter, dst_ip)", uint64(unsafe.Offsetof(v.DstIP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv4_filter, proto)", uint64(unsafe.Offsetof(v.Proto))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv4_filter, tos)", uint64(unsafe.Offsetof(v.Tos))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv4_filter, ttl)", uint64(unsafe.Offsetof(v.Ttl))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv4_filter, flags)", uint64(unsafe.Offsetof(v.Flags))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_ipv4_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_ipv4_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, src_ip)",
+			Value: uint64(unsafe.Offsetof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, dst_ip)",
+			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, proto)",
+			Value: uint64(unsafe.Offsetof(v.Proto)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, tos)",
+			Value: uint64(unsafe.Offsetof(v.Tos)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, ttl)",
+			Value: uint64(unsafe.Offsetof(v.Ttl)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecIPv4
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_ipv4)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_ipv4)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv4, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv4, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv4, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv4, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv4, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv4, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_ipv4)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_ipv4)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowTCPUDPFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_tcp_udp_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_tcp_udp_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_tcp_udp_filter, dst_port)", uint64(unsafe.Offsetof(v.DstPort))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_tcp_udp_filter, src_port)", uint64(unsafe.Offsetof(v.SrcPort))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_tcp_udp_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_tcp_udp_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_tcp_udp_filter, dst_port)",
+			Value: uint64(unsafe.Offsetof(v.DstPort)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_tcp_udp_filter, src_port)",
+			Value: uint64(unsafe.Offsetof(v.SrcPort)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecTCPUDP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_tcp_udp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_tcp_udp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tcp_udp, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tcp_udp, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tcp_udp, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tcp_udp, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tcp_udp, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tcp_udp, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_tcp_udp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_tcp_udp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowIPv6Filter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_ipv6_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_ipv6_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, src_ip)", uint64(unsafe.Offsetof(v.SrcIP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, dst_ip)", uint64(unsafe.Offsetof(v.DstIP))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, flow_label)", uint64(unsafe.Offsetof(v.FlowLabel))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, next_hdr)", uint64(unsafe.Offsetof(v.NextHdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, traffic_class)", uint64(unsafe.Offsetof(v.TrafficClass))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, hop_limit)", uint64(unsafe.Offsetof(v.HopLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_ipv6_filter, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_ipv6_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_ipv6_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, src_ip)",
+			Value: uint64(unsafe.Offsetof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, dst_ip)",
+			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, flow_label)",
+			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, next_hdr)",
+			Value: uint64(unsafe.Offsetof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, traffic_class)",
+			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, hop_limit)",
+			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecIPv6
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_ipv6)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_ipv6)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv6, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv6, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv6, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv6, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv6, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_ipv6, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_ipv6)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_ipv6)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecActionTag
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_action_tag)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_action_tag)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_tag, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_tag, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_tag, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_tag, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_tag, tag_id)", uint64(unsafe.Offsetof(v.TagID))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_tag, reserved1)", uint64(unsafe.Offsetof(v.Reserved1))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_action_tag)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_action_tag)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, tag_id)",
+			Value: uint64(unsafe.Offsetof(v.TagID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, reserved1)",
+			Value: uint64(unsafe.Offsetof(v.Reserved1)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecActionDrop
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_action_drop)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_action_drop)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_drop, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_drop, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_drop, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_drop, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_action_drop)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_action_drop)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecActionHandle
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_action_handle)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_action_handle)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_handle, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_handle, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_handle, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_handle, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_handle, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_handle, reserved1)", uint64(unsafe.Offsetof(v.Reserved1))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_action_handle)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_action_handle)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, reserved1)",
+			Value: uint64(unsafe.Offsetof(v.Reserved1)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecActionCount
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_action_count)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_action_count)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_count, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_count, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_count, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_count, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_count, handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_action_count, reserved1)", uint64(unsafe.Offsetof(v.Reserved1))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_action_count)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_action_count)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, reserved1)",
+			Value: uint64(unsafe.Offsetof(v.Reserved1)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowTunnelFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_tunnel_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_tunnel_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_tunnel_filter, tunnel_id)", uint64(unsafe.Offsetof(v.TunnelID))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_tunnel_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_tunnel_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_tunnel_filter, tunnel_id)",
+			Value: uint64(unsafe.Offsetof(v.TunnelID)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecTunnel
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_tunnel)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_tunnel)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tunnel, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tunnel, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tunnel, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tunnel, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tunnel, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_tunnel, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_tunnel)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_tunnel)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecESPFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_esp_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_esp_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp_filter, spi)", uint64(unsafe.Offsetof(v.Spi))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp_filter, seq)", uint64(unsafe.Offsetof(v.Seq))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_esp_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_esp_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp_filter, spi)",
+			Value: uint64(unsafe.Offsetof(v.Spi)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp_filter, seq)",
+			Value: uint64(unsafe.Offsetof(v.Seq)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecESP
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_esp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_esp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_esp, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_esp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_esp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowGREFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_gre_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_gre_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_gre_filter, c_ks_res0_ver)", uint64(unsafe.Offsetof(v.CKsRes0Ver))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_gre_filter, protocol)", uint64(unsafe.Offsetof(v.Protocol))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_gre_filter, key)", uint64(unsafe.Offsetof(v.Key))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_gre_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_gre_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_gre_filter, c_ks_res0_ver)",
+			Value: uint64(unsafe.Offsetof(v.CKsRes0Ver)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_gre_filter, protocol)",
+			Value: uint64(unsafe.Offsetof(v.Protocol)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_gre_filter, key)",
+			Value: uint64(unsafe.Offsetof(v.Key)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecGRE
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_gre)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_gre)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_gre, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_gre, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_gre, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_gre, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_gre, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_gre, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_gre)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_gre)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowMPLSFilter
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_mpls_filter)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_mpls_filter)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_mpls_filter, label)", uint64(unsafe.Offsetof(v.Label))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_mpls_filter)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_mpls_filter)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_mpls_filter, label)",
+			Value: uint64(unsafe.Offsetof(v.Label)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowSpecMPLS
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_spec_mpls)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_spec_mpls)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_mpls, hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_mpls, type)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_mpls, size)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_mpls, reserved)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved()))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_mpls, val)", uint64(unsafe.Offsetof(v.Val))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_spec_mpls, mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_spec_mpls)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_spec_mpls)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, type)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, size)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, reserved)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, val)",
+			Value: uint64(unsafe.Offsetof(v.Val)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.UverbsFlowAttr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_flow_attr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_flow_attr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, size)", uint64(unsafe.Offsetof(v.Size))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, priority)", uint64(unsafe.Offsetof(v.Priority))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, num_of_specs)", uint64(unsafe.Offsetof(v.NumOfSpecs))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, port)", uint64(unsafe.Offsetof(v.Port))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_flow_attr, flow_specs)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.FlowSpecs(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_flow_attr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_flow_attr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, priority)",
+			Value: uint64(unsafe.Offsetof(v.Priority)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, num_of_specs)",
+			Value: uint64(unsafe.Offsetof(v.NumOfSpecs)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, port)",
+			Value: uint64(unsafe.Offsetof(v.Port)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_flow_attr, flow_specs)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.FlowSpecs(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsCreateFlow
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_flow)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_flow)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_flow, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_flow, qp_handle)", uint64(unsafe.Offsetof(v.QPHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_flow, flow_attr)", uint64(unsafe.Offsetof(v.FlowAttr))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_flow)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_flow)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_flow, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_flow, qp_handle)",
+			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_flow, flow_attr)",
+			Value: uint64(unsafe.Offsetof(v.FlowAttr)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateFlowResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_flow_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_flow_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_flow_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_flow_resp, flow_handle)", uint64(unsafe.Offsetof(v.FlowHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_flow_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_flow_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_flow_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_flow_resp, flow_handle)",
+			Value: uint64(unsafe.Offsetof(v.FlowHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroyFlow
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_flow)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_flow)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_flow, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_flow, flow_handle)", uint64(unsafe.Offsetof(v.FlowHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_flow)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_flow)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_flow, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_flow, flow_handle)",
+			Value: uint64(unsafe.Offsetof(v.FlowHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsCreateSRQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_srq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_srq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, srq_limit)", uint64(unsafe.Offsetof(v.SRQLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_srq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_srq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, srq_limit)",
+			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsCreateXsrq
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_xsrq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_xsrq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, srq_type)", uint64(unsafe.Offsetof(v.SRQType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, srq_limit)", uint64(unsafe.Offsetof(v.SRQLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, max_num_tags)", uint64(unsafe.Offsetof(v.MaxNumTags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, xrcd_handle)", uint64(unsafe.Offsetof(v.XRCDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_xsrq, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_xsrq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_xsrq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, srq_type)",
+			Value: uint64(unsafe.Offsetof(v.SRQType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, srq_limit)",
+			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, max_num_tags)",
+			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, xrcd_handle)",
+			Value: uint64(unsafe.Offsetof(v.XRCDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_xsrq, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsCreateSRQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_create_srq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_create_srq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq_resp, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq_resp, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq_resp, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq_resp, srqn)", uint64(unsafe.Offsetof(v.SRQN))}, layoutcheck.Row{"offsetof(struct ib_uverbs_create_srq_resp, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_create_srq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_create_srq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq_resp, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq_resp, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq_resp, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq_resp, srqn)",
+			Value: uint64(unsafe.Offsetof(v.SRQN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_create_srq_resp, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsModifySRQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_modify_srq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_modify_srq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_srq, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_srq, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_srq, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_srq, srq_limit)", uint64(unsafe.Offsetof(v.SRQLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_modify_srq, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_modify_srq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_modify_srq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_srq, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_srq, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_srq, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_srq, srq_limit)",
+			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_modify_srq, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsQuerySRQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_srq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_srq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq, reserved)", uint64(unsafe.Offsetof(v.Reserved))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq, driver_data)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_srq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_srq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq, driver_data)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsQuerySRQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_query_srq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_query_srq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq_resp, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq_resp, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq_resp, srq_limit)", uint64(unsafe.Offsetof(v.SRQLimit))}, layoutcheck.Row{"offsetof(struct ib_uverbs_query_srq_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_query_srq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_query_srq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq_resp, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq_resp, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq_resp, srq_limit)",
+			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_query_srq_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroySRQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_srq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_srq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_srq, response)", uint64(unsafe.Offsetof(v.Response))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_srq, srq_handle)", uint64(unsafe.Offsetof(v.SRQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_srq, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_srq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_srq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_srq, response)",
+			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_srq, srq_handle)",
+			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_srq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsDestroySRQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_destroy_srq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_destroy_srq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_destroy_srq_resp, events_reported)", uint64(unsafe.Offsetof(v.EventsReported))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_destroy_srq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_destroy_srq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_destroy_srq_resp, events_reported)",
+			Value: uint64(unsafe.Offsetof(v.EventsReported)),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateWQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_wq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_wq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, wq_type)", uint64(unsafe.Offsetof(v.WQType))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, user_handle)", uint64(unsafe.Offsetof(v.UserHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, pd_handle)", uint64(unsafe.Offsetof(v.PDHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, create_flags)", uint64(unsafe.Offsetof(v.CreateFlags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_wq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_wq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, wq_type)",
+			Value: uint64(unsafe.Offsetof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, user_handle)",
+			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, pd_handle)",
+			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, create_flags)",
+			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateWQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_wq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_wq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq_resp, wq_handle)", uint64(unsafe.Offsetof(v.WQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq_resp, max_wr)", uint64(unsafe.Offsetof(v.MaxWR))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq_resp, max_sge)", uint64(unsafe.Offsetof(v.MaxSGE))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_wq_resp, wqn)", uint64(unsafe.Offsetof(v.WQN))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_wq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_wq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, wq_handle)",
+			Value: uint64(unsafe.Offsetof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, max_wr)",
+			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, max_sge)",
+			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, wqn)",
+			Value: uint64(unsafe.Offsetof(v.WQN)),
+		})
 	}
 	{
 		var v verbs.UverbsExDestroyWQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_destroy_wq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_destroy_wq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_wq, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_wq, wq_handle)", uint64(unsafe.Offsetof(v.WQHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_destroy_wq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_destroy_wq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq, wq_handle)",
+			Value: uint64(unsafe.Offsetof(v.WQHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsExDestroyWQResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_destroy_wq_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_destroy_wq_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_wq_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_wq_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_wq_resp, events_reported)", uint64(unsafe.Offsetof(v.EventsReported))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_wq_resp, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_destroy_wq_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_destroy_wq_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, events_reported)",
+			Value: uint64(unsafe.Offsetof(v.EventsReported)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsExModifyWQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_modify_wq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_modify_wq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_wq, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_wq, wq_handle)", uint64(unsafe.Offsetof(v.WQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_wq, wq_state)", uint64(unsafe.Offsetof(v.WQState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_wq, curr_wq_state)", uint64(unsafe.Offsetof(v.CurrWQState))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_wq, flags)", uint64(unsafe.Offsetof(v.Flags))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_wq, flags_mask)", uint64(unsafe.Offsetof(v.FlagsMask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_modify_wq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_modify_wq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, wq_handle)",
+			Value: uint64(unsafe.Offsetof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, wq_state)",
+			Value: uint64(unsafe.Offsetof(v.WQState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, curr_wq_state)",
+			Value: uint64(unsafe.Offsetof(v.CurrWQState)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, flags)",
+			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, flags_mask)",
+			Value: uint64(unsafe.Offsetof(v.FlagsMask)),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateRWQIndTable
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_rwq_ind_table)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_rwq_ind_table)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size)", uint64(unsafe.Offsetof(v.LogIndTblSize))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table, wq_handles)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.WQHandles(0))))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_rwq_ind_table)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_rwq_ind_table)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size)",
+			Value: uint64(unsafe.Offsetof(v.LogIndTblSize)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table, wq_handles)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.WQHandles(0)))),
+		})
 	}
 	{
 		var v verbs.UverbsExCreateRWQIndTableResp
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_create_rwq_ind_table_resp)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_create_rwq_ind_table_resp)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, response_length)", uint64(unsafe.Offsetof(v.ResponseLength))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle)", uint64(unsafe.Offsetof(v.IndTblHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num)", uint64(unsafe.Offsetof(v.IndTblNum))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_create_rwq_ind_table_resp)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_create_rwq_ind_table_resp)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, response_length)",
+			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle)",
+			Value: uint64(unsafe.Offsetof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num)",
+			Value: uint64(unsafe.Offsetof(v.IndTblNum)),
+		})
 	}
 	{
 		var v verbs.UverbsExDestroyRWQIndTable
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_destroy_rwq_ind_table)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_destroy_rwq_ind_table)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_rwq_ind_table, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle)", uint64(unsafe.Offsetof(v.IndTblHandle))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_destroy_rwq_ind_table)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_destroy_rwq_ind_table)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_rwq_ind_table, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle)",
+			Value: uint64(unsafe.Offsetof(v.IndTblHandle)),
+		})
 	}
 	{
 		var v verbs.UverbsCQModeration
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_cq_moderation)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_cq_moderation)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cq_moderation, cq_count)", uint64(unsafe.Offsetof(v.CQCount))}, layoutcheck.Row{"offsetof(struct ib_uverbs_cq_moderation, cq_period)", uint64(unsafe.Offsetof(v.CQPeriod))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_cq_moderation)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_cq_moderation)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cq_moderation, cq_count)",
+			Value: uint64(unsafe.Offsetof(v.CQCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_cq_moderation, cq_period)",
+			Value: uint64(unsafe.Offsetof(v.CQPeriod)),
+		})
 	}
 	{
 		var v verbs.UverbsExModifyCQ
-		rows = append(rows, layoutcheck.Row{"sizeof(struct ib_uverbs_ex_modify_cq)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct ib_uverbs_ex_modify_cq)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_cq, cq_handle)", uint64(unsafe.Offsetof(v.CQHandle))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_cq, attr_mask)", uint64(unsafe.Offsetof(v.AttrMask))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_cq, attr)", uint64(unsafe.Offsetof(v.Attr))}, layoutcheck.Row{"offsetof(struct ib_uverbs_ex_modify_cq, reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct ib_uverbs_ex_modify_cq)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct ib_uverbs_ex_modify_cq)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, cq_handle)",
+			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, attr_mask)",
+			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, attr)",
+			Value: uint64(unsafe.Offsetof(v.Attr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v rdmacm.IBAddr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_ib_addr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_ib_addr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_ib_addr, sgid)", uint64(unsafe.Offsetof(v.SGID))}, layoutcheck.Row{"offsetof(struct rdma_ib_addr, dgid)", uint64(unsafe.Offsetof(v.DGID))}, layoutcheck.Row{"offsetof(struct rdma_ib_addr, pkey)", uint64(unsafe.Offsetof(v.Pkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_ib_addr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_ib_addr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ib_addr, sgid)",
+			Value: uint64(unsafe.Offsetof(v.SGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ib_addr, dgid)",
+			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ib_addr, pkey)",
+			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		})
 	}
 	{
 		var v rdmacm.Addr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_addr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_addr)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_addr, src_storage)", uint64(unsafe.Offsetof(v.SrcStorage))}, layoutcheck.Row{"offsetof(struct rdma_addr, src_addr)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcAddr()))}, layoutcheck.Row{"offsetof(struct rdma_addr, src_sin)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcSin()))}, layoutcheck.Row{"offsetof(struct rdma_addr, src_sin6)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcSin6()))}, layoutcheck.Row{"offsetof(struct rdma_addr, dst_storage)", uint64(unsafe.Offsetof(v.DstStorage))}, layoutcheck.Row{"offsetof(struct rdma_addr, dst_addr)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstAddr()))}, layoutcheck.Row{"offsetof(struct rdma_addr, dst_sin)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstSin()))}, layoutcheck.Row{"offsetof(struct rdma_addr, dst_sin6)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstSin6()))}, layoutcheck.Row{"offsetof(struct rdma_addr, addr)", uint64(unsafe.Offsetof(v.Addr))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_addr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_addr)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, src_storage)",
+			Value: uint64(unsafe.Offsetof(v.SrcStorage)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, src_addr)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcAddr())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, src_sin)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcSin())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, src_sin6)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcSin6())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, dst_storage)",
+			Value: uint64(unsafe.Offsetof(v.DstStorage)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, dst_addr)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstAddr())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, dst_sin)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstSin())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, dst_sin6)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstSin6())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addr, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		})
 	}
 	{
 		var v rdmacm.Route
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_route)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_route)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_route, addr)", uint64(unsafe.Offsetof(v.Addr))}, layoutcheck.Row{"offsetof(struct rdma_route, path_rec)", uint64(unsafe.Offsetof(v.PathRec))}, layoutcheck.Row{"offsetof(struct rdma_route, num_paths)", uint64(unsafe.Offsetof(v.NumPaths))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_route)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_route)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_route, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_route, path_rec)",
+			Value: uint64(unsafe.Offsetof(v.PathRec)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_route, num_paths)",
+			Value: uint64(unsafe.Offsetof(v.NumPaths)),
+		})
 	}
 	{
 		var v rdmacm.EventChannel
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_event_channel)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_event_channel)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_event_channel, fd)", uint64(unsafe.Offsetof(v.FD))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_event_channel)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_event_channel)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_event_channel, fd)",
+			Value: uint64(unsafe.Offsetof(v.FD)),
+		})
 	}
 	{
 		var v rdmacm.CMID
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_cm_id)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_cm_id)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, verbs)", uint64(unsafe.Offsetof(v.Verbs))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, channel)", uint64(unsafe.Offsetof(v.Channel))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, context)", uint64(unsafe.Offsetof(v.Context))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, qp)", uint64(unsafe.Offsetof(v.QP))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, route)", uint64(unsafe.Offsetof(v.Route))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, ps)", uint64(unsafe.Offsetof(v.Ps))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, port_num)", uint64(unsafe.Offsetof(v.PortNum))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, event)", uint64(unsafe.Offsetof(v.Event))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, send_cq_channel)", uint64(unsafe.Offsetof(v.SendCQChannel))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, send_cq)", uint64(unsafe.Offsetof(v.SendCQ))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, recv_cq_channel)", uint64(unsafe.Offsetof(v.RecvCQChannel))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, recv_cq)", uint64(unsafe.Offsetof(v.RecvCQ))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, srq)", uint64(unsafe.Offsetof(v.SRQ))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, pd)", uint64(unsafe.Offsetof(v.PD))}, layoutcheck.Row{"offsetof(struct rdma_cm_id, qp_type)", uint64(unsafe.Offsetof(v.QPType))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_cm_id)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_cm_id)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, verbs)",
+			Value: uint64(unsafe.Offsetof(v.Verbs)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, channel)",
+			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, context)",
+			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, qp)",
+			Value: uint64(unsafe.Offsetof(v.QP)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, route)",
+			Value: uint64(unsafe.Offsetof(v.Route)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, ps)",
+			Value: uint64(unsafe.Offsetof(v.Ps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, port_num)",
+			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, event)",
+			Value: uint64(unsafe.Offsetof(v.Event)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, send_cq_channel)",
+			Value: uint64(unsafe.Offsetof(v.SendCQChannel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, send_cq)",
+			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, recv_cq_channel)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQChannel)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, recv_cq)",
+			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, srq)",
+			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, pd)",
+			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_id, qp_type)",
+			Value: uint64(unsafe.Offsetof(v.QPType)),
+		})
 	}
 	{
 		var v rdmacm.CMEvent
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_cm_event)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_cm_event)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_cm_event, id)", uint64(unsafe.Offsetof(v.ID))}, layoutcheck.Row{"offsetof(struct rdma_cm_event, listen_id)", uint64(unsafe.Offsetof(v.ListenID))}, layoutcheck.Row{"offsetof(struct rdma_cm_event, event)", uint64(unsafe.Offsetof(v.Event))}, layoutcheck.Row{"offsetof(struct rdma_cm_event, status)", uint64(unsafe.Offsetof(v.Status))}, layoutcheck.Row{"offsetof(struct rdma_cm_event, param)", uint64(unsafe.Offsetof(v.Param))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_cm_event)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_cm_event)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_event, id)",
+			Value: uint64(unsafe.Offsetof(v.ID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_event, listen_id)",
+			Value: uint64(unsafe.Offsetof(v.ListenID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_event, event)",
+			Value: uint64(unsafe.Offsetof(v.Event)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_event, status)",
+			Value: uint64(unsafe.Offsetof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_event, param)",
+			Value: uint64(unsafe.Offsetof(v.Param)),
+		})
 	}
 	{
 		var v rdmacm.ConnParam
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_conn_param)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_conn_param)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, private_data)", uint64(unsafe.Offsetof(v.PrivateData))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, private_data_len)", uint64(unsafe.Offsetof(v.PrivateDataLen))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, responder_resources)", uint64(unsafe.Offsetof(v.ResponderResources))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, initiator_depth)", uint64(unsafe.Offsetof(v.InitiatorDepth))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, flow_control)", uint64(unsafe.Offsetof(v.FlowControl))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, retry_count)", uint64(unsafe.Offsetof(v.RetryCount))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, rnr_retry_count)", uint64(unsafe.Offsetof(v.RNRRetryCount))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, srq)", uint64(unsafe.Offsetof(v.SRQ))}, layoutcheck.Row{"offsetof(struct rdma_conn_param, qp_num)", uint64(unsafe.Offsetof(v.QPNum))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_conn_param)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_conn_param)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, private_data)",
+			Value: uint64(unsafe.Offsetof(v.PrivateData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, private_data_len)",
+			Value: uint64(unsafe.Offsetof(v.PrivateDataLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, responder_resources)",
+			Value: uint64(unsafe.Offsetof(v.ResponderResources)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, initiator_depth)",
+			Value: uint64(unsafe.Offsetof(v.InitiatorDepth)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, flow_control)",
+			Value: uint64(unsafe.Offsetof(v.FlowControl)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, retry_count)",
+			Value: uint64(unsafe.Offsetof(v.RetryCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, rnr_retry_count)",
+			Value: uint64(unsafe.Offsetof(v.RNRRetryCount)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, srq)",
+			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_conn_param, qp_num)",
+			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		})
 	}
 	{
 		var v rdmacm.UDParam
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_ud_param)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_ud_param)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_ud_param, private_data)", uint64(unsafe.Offsetof(v.PrivateData))}, layoutcheck.Row{"offsetof(struct rdma_ud_param, private_data_len)", uint64(unsafe.Offsetof(v.PrivateDataLen))}, layoutcheck.Row{"offsetof(struct rdma_ud_param, ah_attr)", uint64(unsafe.Offsetof(v.AHAttr))}, layoutcheck.Row{"offsetof(struct rdma_ud_param, qp_num)", uint64(unsafe.Offsetof(v.QPNum))}, layoutcheck.Row{"offsetof(struct rdma_ud_param, qkey)", uint64(unsafe.Offsetof(v.Qkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_ud_param)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_ud_param)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ud_param, private_data)",
+			Value: uint64(unsafe.Offsetof(v.PrivateData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ud_param, private_data_len)",
+			Value: uint64(unsafe.Offsetof(v.PrivateDataLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ud_param, ah_attr)",
+			Value: uint64(unsafe.Offsetof(v.AHAttr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ud_param, qp_num)",
+			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_ud_param, qkey)",
+			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		})
 	}
 	{
 		var v rdmacm.Addrinfo
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_addrinfo)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_addrinfo)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_flags)", uint64(unsafe.Offsetof(v.AiFlags))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_family)", uint64(unsafe.Offsetof(v.AiFamily))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_qp_type)", uint64(unsafe.Offsetof(v.AiQPType))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_port_space)", uint64(unsafe.Offsetof(v.AiPortSpace))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_src_len)", uint64(unsafe.Offsetof(v.AiSrcLen))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_dst_len)", uint64(unsafe.Offsetof(v.AiDstLen))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_src_addr)", uint64(unsafe.Offsetof(v.AiSrcAddr))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_dst_addr)", uint64(unsafe.Offsetof(v.AiDstAddr))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_src_canonname)", uint64(unsafe.Offsetof(v.AiSrcCanonname))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_dst_canonname)", uint64(unsafe.Offsetof(v.AiDstCanonname))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_route_len)", uint64(unsafe.Offsetof(v.AiRouteLen))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_route)", uint64(unsafe.Offsetof(v.AiRoute))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_connect_len)", uint64(unsafe.Offsetof(v.AiConnectLen))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_connect)", uint64(unsafe.Offsetof(v.AiConnect))}, layoutcheck.Row{"offsetof(struct rdma_addrinfo, ai_next)", uint64(unsafe.Offsetof(v.AiNext))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_addrinfo)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_addrinfo)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_flags)",
+			Value: uint64(unsafe.Offsetof(v.AiFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_family)",
+			Value: uint64(unsafe.Offsetof(v.AiFamily)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_qp_type)",
+			Value: uint64(unsafe.Offsetof(v.AiQPType)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_port_space)",
+			Value: uint64(unsafe.Offsetof(v.AiPortSpace)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_src_len)",
+			Value: uint64(unsafe.Offsetof(v.AiSrcLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_dst_len)",
+			Value: uint64(unsafe.Offsetof(v.AiDstLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_src_addr)",
+			Value: uint64(unsafe.Offsetof(v.AiSrcAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_dst_addr)",
+			Value: uint64(unsafe.Offsetof(v.AiDstAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_src_canonname)",
+			Value: uint64(unsafe.Offsetof(v.AiSrcCanonname)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_dst_canonname)",
+			Value: uint64(unsafe.Offsetof(v.AiDstCanonname)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_route_len)",
+			Value: uint64(unsafe.Offsetof(v.AiRouteLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_route)",
+			Value: uint64(unsafe.Offsetof(v.AiRoute)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_connect_len)",
+			Value: uint64(unsafe.Offsetof(v.AiConnectLen)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_connect)",
+			Value: uint64(unsafe.Offsetof(v.AiConnect)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_addrinfo, ai_next)",
+			Value: uint64(unsafe.Offsetof(v.AiNext)),
+		})
 	}
 	{
 		var v rdmacm.CMJoinMcAttrEx
-		rows = append(rows, layoutcheck.Row{"sizeof(struct rdma_cm_join_mc_attr_ex)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct rdma_cm_join_mc_attr_ex)", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(struct rdma_cm_join_mc_attr_ex, comp_mask)", uint64(unsafe.Offsetof(v.CompMask))}, layoutcheck.Row{"offsetof(struct rdma_cm_join_mc_attr_ex, join_flags)", uint64(unsafe.Offsetof(v.JoinFlags))}, layoutcheck.Row{"offsetof(struct rdma_cm_join_mc_attr_ex, addr)", uint64(unsafe.Offsetof(v.Addr))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct rdma_cm_join_mc_attr_ex)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct rdma_cm_join_mc_attr_ex)",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, join_flags)",
+			Value: uint64(unsafe.Offsetof(v.JoinFlags)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, addr)",
+			Value: uint64(unsafe.Offsetof(v.Addr)),
+		})
 	}
 	{
 		var v rdmacm.SockaddrIn
-		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr_in)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr_in)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct sockaddr_in)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct sockaddr_in)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v rdmacm.SockaddrIn6
-		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr_in6)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr_in6)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct sockaddr_in6)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct sockaddr_in6)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v verbs.PthreadMutexT
-		rows = append(rows, layoutcheck.Row{"sizeof(pthread_mutex_t)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(pthread_mutex_t)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(pthread_mutex_t)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(pthread_mutex_t)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v verbs.PthreadCondT
-		rows = append(rows, layoutcheck.Row{"sizeof(pthread_cond_t)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(pthread_cond_t)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(pthread_cond_t)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(pthread_cond_t)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v rdmacm.Sockaddr
-		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct sockaddr)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct sockaddr)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v rdmacm.SockaddrStorage
-		rows = append(rows, layoutcheck.Row{"sizeof(struct sockaddr_storage)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct sockaddr_storage)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct sockaddr_storage)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct sockaddr_storage)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v verbs.Timespec
-		rows = append(rows, layoutcheck.Row{"sizeof(struct timespec)", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(struct timespec)", uint64(unsafe.Alignof(v))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(struct timespec)",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(struct timespec)",
+			Value: uint64(unsafe.Alignof(v)),
+		})
 	}
 	{
 		var v verbs.GIDGlobal
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((union ibv_gid *)0)->global))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((union ibv_gid *)0)->global))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((union ibv_gid *)0)->global), subnet_prefix)", uint64(unsafe.Offsetof(v.SubnetPrefix))}, layoutcheck.Row{"offsetof(__typeof__(((union ibv_gid *)0)->global), interface_id)", uint64(unsafe.Offsetof(v.InterfaceID))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((union ibv_gid *)0)->global))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((union ibv_gid *)0)->global))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((union ibv_gid *)0)->global), subnet_prefix)",
+			Value: uint64(unsafe.Offsetof(v.SubnetPrefix)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((union ibv_gid *)0)->global), interface_id)",
+			Value: uint64(unsafe.Offsetof(v.InterfaceID)),
+		})
 	}
 	{
 		var v verbs.ODPCapsPerTransportCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)", uint64(unsafe.Offsetof(v.RCODPCaps))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)", uint64(unsafe.Offsetof(v.UCODPCaps))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)", uint64(unsafe.Offsetof(v.UDODPCaps))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.RCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.UCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.UDODPCaps)),
+		})
 	}
 	{
 		var v verbs.AsyncEventElement
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_async_event *)0)->element))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_async_event *)0)->element))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_async_event *)0)->element), cq)", uint64(unsafe.Offsetof(v.CQ))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_async_event *)0)->element), qp)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.QP()))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_async_event *)0)->element), srq)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SRQ()))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_async_event *)0)->element), wq)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.WQ()))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_async_event *)0)->element), port_num)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.PortNum()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_async_event *)0)->element))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_async_event *)0)->element))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), cq)",
+			Value: uint64(unsafe.Offsetof(v.CQ)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), qp)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.QP())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), srq)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SRQ())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), wq)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.WQ())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), port_num)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.PortNum())),
+		})
 	}
 	{
 		var v verbs.SendWRQPTypeXRC
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc), remote_srqn)", uint64(unsafe.Offsetof(v.RemoteSRQN))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc), remote_srqn)",
+			Value: uint64(unsafe.Offsetof(v.RemoteSRQN)),
+		})
 	}
 	{
 		var v verbs.SendWRWRAtomic
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), remote_addr)", uint64(unsafe.Offsetof(v.RemoteAddr))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), compare_add)", uint64(unsafe.Offsetof(v.CompareAdd))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), swap)", uint64(unsafe.Offsetof(v.Swap))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)", uint64(unsafe.Offsetof(v.Rkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
+			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), compare_add)",
+			Value: uint64(unsafe.Offsetof(v.CompareAdd)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), swap)",
+			Value: uint64(unsafe.Offsetof(v.Swap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		})
 	}
 	{
 		var v verbs.SendWRWRRDMA
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), remote_addr)", uint64(unsafe.Offsetof(v.RemoteAddr))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)", uint64(unsafe.Offsetof(v.Rkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
+			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		})
 	}
 	{
 		var v verbs.SendWRWRUD
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), ah)", uint64(unsafe.Offsetof(v.AH))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qpn)", uint64(unsafe.Offsetof(v.RemoteQPN))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)", uint64(unsafe.Offsetof(v.RemoteQkey))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), ah)",
+			Value: uint64(unsafe.Offsetof(v.AH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
+			Value: uint64(unsafe.Offsetof(v.RemoteQPN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
+			Value: uint64(unsafe.Offsetof(v.RemoteQkey)),
+		})
 	}
 	{
 		var v verbs.SendWRBindMW
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_send_wr *)0)->bind_mw))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_send_wr *)0)->bind_mw))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), mw)", uint64(unsafe.Offsetof(v.MW))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), bind_info)", uint64(unsafe.Offsetof(v.BindInfo))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_send_wr *)0)->bind_mw))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_send_wr *)0)->bind_mw))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), mw)",
+			Value: uint64(unsafe.Offsetof(v.MW)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), bind_info)",
+			Value: uint64(unsafe.Offsetof(v.BindInfo)),
+		})
 	}
 	{
 		var v verbs.SendWRQPType
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_send_wr *)0)->qp_type))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_send_wr *)0)->qp_type))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->qp_type), xrc)", uint64(unsafe.Offsetof(v.XRC))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_send_wr *)0)->qp_type))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_send_wr *)0)->qp_type))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->qp_type), xrc)",
+			Value: uint64(unsafe.Offsetof(v.XRC)),
+		})
 	}
 	{
 		var v verbs.SendWRTSO
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_send_wr *)0)->tso))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_send_wr *)0)->tso))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), hdr)", uint64(unsafe.Offsetof(v.Hdr))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), hdr_sz)", uint64(unsafe.Offsetof(v.HdrSz))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), mss)", uint64(unsafe.Offsetof(v.Mss))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_send_wr *)0)->tso))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_send_wr *)0)->tso))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), hdr)",
+			Value: uint64(unsafe.Offsetof(v.Hdr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), hdr_sz)",
+			Value: uint64(unsafe.Offsetof(v.HdrSz)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), mss)",
+			Value: uint64(unsafe.Offsetof(v.Mss)),
+		})
 	}
 	{
 		var v verbs.SendWRWR
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_send_wr *)0)->wr))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_send_wr *)0)->wr))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), atomic)", uint64(unsafe.Offsetof(v.Atomic))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), rdma)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.RDMA()))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), ud)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.UD()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_send_wr *)0)->wr))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_send_wr *)0)->wr))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), atomic)",
+			Value: uint64(unsafe.Offsetof(v.Atomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), rdma)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.RDMA())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), ud)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.UD())),
+		})
 	}
 	{
 		var v verbs.OpsWRTMAdd
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), recv_wr_id)", uint64(unsafe.Offsetof(v.RecvWRID))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), sg_list)", uint64(unsafe.Offsetof(v.SGList))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), num_sge)", uint64(unsafe.Offsetof(v.NumSGE))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), tag)", uint64(unsafe.Offsetof(v.Tag))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), mask)", uint64(unsafe.Offsetof(v.Mask))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), recv_wr_id)",
+			Value: uint64(unsafe.Offsetof(v.RecvWRID)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), sg_list)",
+			Value: uint64(unsafe.Offsetof(v.SGList)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), num_sge)",
+			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), tag)",
+			Value: uint64(unsafe.Offsetof(v.Tag)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), mask)",
+			Value: uint64(unsafe.Offsetof(v.Mask)),
+		})
 	}
 	{
 		var v verbs.OpsWRTM
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_ops_wr *)0)->tm))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_ops_wr *)0)->tm))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), unexpected_cnt)", uint64(unsafe.Offsetof(v.UnexpectedCnt))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), handle)", uint64(unsafe.Offsetof(v.Handle))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), add)", uint64(unsafe.Offsetof(v.Add))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_ops_wr *)0)->tm))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_ops_wr *)0)->tm))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), unexpected_cnt)",
+			Value: uint64(unsafe.Offsetof(v.UnexpectedCnt)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), handle)",
+			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), add)",
+			Value: uint64(unsafe.Offsetof(v.Add)),
+		})
 	}
 	{
 		var v verbs.FlowSpecHdr
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ibv_flow_spec *)0)->hdr))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ibv_flow_spec *)0)->hdr))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_flow_spec *)0)->hdr), type)", uint64(unsafe.Offsetof(v.Type))}, layoutcheck.Row{"offsetof(__typeof__(((struct ibv_flow_spec *)0)->hdr), size)", uint64(unsafe.Offsetof(v.Size))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ibv_flow_spec *)0)->hdr))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ibv_flow_spec *)0)->hdr))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_flow_spec *)0)->hdr), type)",
+			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ibv_flow_spec *)0)->hdr), size)",
+			Value: uint64(unsafe.Offsetof(v.Size)),
+		})
 	}
 	{
 		var v verbs.UverbsODPCapsPerTransportCaps
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), rc_odp_caps)", uint64(unsafe.Offsetof(v.RCODPCaps))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), uc_odp_caps)", uint64(unsafe.Offsetof(v.UCODPCaps))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), ud_odp_caps)", uint64(unsafe.Offsetof(v.UDODPCaps))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.RCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.UCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Value: uint64(unsafe.Offsetof(v.UDODPCaps)),
+		})
 	}
 	{
 		var v verbs.UverbsWCEx
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ib_uverbs_wc *)0)->ex))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ib_uverbs_wc *)0)->ex))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), imm_data)", uint64(unsafe.Offsetof(v.ImmData))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ib_uverbs_wc *)0)->ex))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ib_uverbs_wc *)0)->ex))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), imm_data)",
+			Value: uint64(unsafe.Offsetof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+		})
 	}
 	{
 		var v verbs.UverbsSendWRWRAtomic
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), remote_addr)", uint64(unsafe.Offsetof(v.RemoteAddr))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), compare_add)", uint64(unsafe.Offsetof(v.CompareAdd))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), swap)", uint64(unsafe.Offsetof(v.Swap))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
+			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), compare_add)",
+			Value: uint64(unsafe.Offsetof(v.CompareAdd)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), swap)",
+			Value: uint64(unsafe.Offsetof(v.Swap)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsSendWRWRRDMA
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), remote_addr)", uint64(unsafe.Offsetof(v.RemoteAddr))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)", uint64(unsafe.Offsetof(v.Rkey))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
+			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
+			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsSendWRWRUD
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), ah)", uint64(unsafe.Offsetof(v.AH))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qpn)", uint64(unsafe.Offsetof(v.RemoteQPN))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)", uint64(unsafe.Offsetof(v.RemoteQkey))}, layoutcheck.Row{"offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), reserved)", uint64(unsafe.Offsetof(v.Reserved))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), ah)",
+			Value: uint64(unsafe.Offsetof(v.AH)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
+			Value: uint64(unsafe.Offsetof(v.RemoteQPN)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
+			Value: uint64(unsafe.Offsetof(v.RemoteQkey)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), reserved)",
+			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		})
 	}
 	{
 		var v verbs.UverbsSendWREx
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), imm_data)", uint64(unsafe.Offsetof(v.ImmData))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), imm_data)",
+			Value: uint64(unsafe.Offsetof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+		})
 	}
 	{
 		var v verbs.UverbsSendWRWR
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), atomic)", uint64(unsafe.Offsetof(v.Atomic))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), rdma)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.RDMA()))}, layoutcheck.Row{"offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), ud)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.UD()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), atomic)",
+			Value: uint64(unsafe.Offsetof(v.Atomic)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), rdma)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.RDMA())),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), ud)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.UD())),
+		})
 	}
 	{
 		var v rdmacm.AddrAddr
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct rdma_addr *)0)->addr))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct rdma_addr *)0)->addr))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct rdma_addr *)0)->addr), ibaddr)", uint64(unsafe.Offsetof(v.Ibaddr))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct rdma_addr *)0)->addr))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct rdma_addr *)0)->addr))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct rdma_addr *)0)->addr), ibaddr)",
+			Value: uint64(unsafe.Offsetof(v.Ibaddr)),
+		})
 	}
 	{
 		var v rdmacm.CMEventParam
-		rows = append(rows, layoutcheck.Row{"sizeof(__typeof__(((struct rdma_cm_event *)0)->param))", uint64(unsafe.Sizeof(v))}, layoutcheck.Row{"_Alignof(__typeof__(((struct rdma_cm_event *)0)->param))", uint64(unsafe.Alignof(v))}, layoutcheck.Row{"offsetof(__typeof__(((struct rdma_cm_event *)0)->param), ud)", uint64(unsafe.Offsetof(v.UD))}, layoutcheck.Row{"offsetof(__typeof__(((struct rdma_cm_event *)0)->param), conn)", layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Conn()))})
+		rows = append(rows, layoutcheck.Row{
+			Key:   "sizeof(__typeof__(((struct rdma_cm_event *)0)->param))",
+			Value: uint64(unsafe.Sizeof(v)),
+		}, layoutcheck.Row{
+			Key:   "_Alignof(__typeof__(((struct rdma_cm_event *)0)->param))",
+			Value: uint64(unsafe.Alignof(v)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), ud)",
+			Value: uint64(unsafe.Offsetof(v.UD)),
+		}, layoutcheck.Row{
+			Key:   "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), conn)",
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Conn())),
+		})
 	}
-	rows = append(rows, layoutcheck.Row{"enum IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS", layoutcheck.Int(verbs.UverbsCoreSupportOptionalMRAccess)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_LOCAL_WRITE", layoutcheck.Int(verbs.UverbsAccessLocalWrite)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_REMOTE_WRITE", layoutcheck.Int(verbs.UverbsAccessRemoteWrite)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_REMOTE_READ", layoutcheck.Int(verbs.UverbsAccessRemoteRead)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_REMOTE_ATOMIC", layoutcheck.Int(verbs.UverbsAccessRemoteAtomic)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_MW_BIND", layoutcheck.Int(verbs.UverbsAccessMWBind)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_ZERO_BASED", layoutcheck.Int(verbs.UverbsAccessZeroBased)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_ON_DEMAND", layoutcheck.Int(verbs.UverbsAccessOnDemand)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_HUGETLB", layoutcheck.Int(verbs.UverbsAccessHugetlb)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_RELAXED_ORDERING", layoutcheck.Int(verbs.UverbsAccessRelaxedOrdering)}, layoutcheck.Row{"enum IB_UVERBS_ACCESS_OPTIONAL_RANGE", layoutcheck.Int(verbs.UverbsAccessOptionalRange)}, layoutcheck.Row{"enum IB_UVERBS_SRQT_BASIC", layoutcheck.Int(verbs.UverbsSrqtBasic)}, layoutcheck.Row{"enum IB_UVERBS_SRQT_XRC", layoutcheck.Int(verbs.UverbsSrqtXRC)}, layoutcheck.Row{"enum IB_UVERBS_SRQT_TM", layoutcheck.Int(verbs.UverbsSrqtTM)}, layoutcheck.Row{"enum IB_UVERBS_WQT_RQ", layoutcheck.Int(verbs.UverbsWqtRQ)}, layoutcheck.Row{"enum IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING", layoutcheck.Int(verbs.UverbsWQFlagsCvlanStripping)}, layoutcheck.Row{"enum IB_UVERBS_WQ_FLAGS_SCATTER_FCS", layoutcheck.Int(verbs.UverbsWQFlagsScatterFcs)}, layoutcheck.Row{"enum IB_UVERBS_WQ_FLAGS_DELAY_DROP", layoutcheck.Int(verbs.UverbsWQFlagsDelayDrop)}, layoutcheck.Row{"enum IB_UVERBS_WQ_FLAGS_PCI_WRITE_END_PADDING", layoutcheck.Int(verbs.UverbsWQFlagsPCIWriteEndPadding)}, layoutcheck.Row{"enum IB_UVERBS_QPT_RC", layoutcheck.Int(verbs.UverbsQPTRC)}, layoutcheck.Row{"enum IB_UVERBS_QPT_UC", layoutcheck.Int(verbs.UverbsQPTUC)}, layoutcheck.Row{"enum IB_UVERBS_QPT_UD", layoutcheck.Int(verbs.UverbsQPTUD)}, layoutcheck.Row{"enum IB_UVERBS_QPT_RAW_PACKET", layoutcheck.Int(verbs.UverbsQPTRawPacket)}, layoutcheck.Row{"enum IB_UVERBS_QPT_XRC_INI", layoutcheck.Int(verbs.UverbsQPTXRCIni)}, layoutcheck.Row{"enum IB_UVERBS_QPT_XRC_TGT", layoutcheck.Int(verbs.UverbsQPTXRCTgt)}, layoutcheck.Row{"enum IB_UVERBS_QPT_DRIVER", layoutcheck.Int(verbs.UverbsQPTDriver)}, layoutcheck.Row{"enum IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK", layoutcheck.Int(verbs.UverbsQPCreateBlockMulticastLoopback)}, layoutcheck.Row{"enum IB_UVERBS_QP_CREATE_SCATTER_FCS", layoutcheck.Int(verbs.UverbsQPCreateScatterFcs)}, layoutcheck.Row{"enum IB_UVERBS_QP_CREATE_CVLAN_STRIPPING", layoutcheck.Int(verbs.UverbsQPCreateCvlanStripping)}, layoutcheck.Row{"enum IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING", layoutcheck.Int(verbs.UverbsQPCreatePCIWriteEndPadding)}, layoutcheck.Row{"enum IB_UVERBS_QP_CREATE_SQ_SIG_ALL", layoutcheck.Int(verbs.UverbsQPCreateSQSigAll)}, layoutcheck.Row{"enum IB_UVERBS_PCF_SM", layoutcheck.Int(verbs.UverbsPcfSM)}, layoutcheck.Row{"enum IB_UVERBS_PCF_NOTICE_SUP", layoutcheck.Int(verbs.UverbsPcfNoticeSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_TRAP_SUP", layoutcheck.Int(verbs.UverbsPcfTrapSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_OPT_IPD_SUP", layoutcheck.Int(verbs.UverbsPcfOptIpdSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_AUTO_MIGR_SUP", layoutcheck.Int(verbs.UverbsPcfAutoMigrSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_SL_MAP_SUP", layoutcheck.Int(verbs.UverbsPcfSLMapSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_MKEY_NVRAM", layoutcheck.Int(verbs.UverbsPcfMkeyNvram)}, layoutcheck.Row{"enum IB_UVERBS_PCF_PKEY_NVRAM", layoutcheck.Int(verbs.UverbsPcfPkeyNvram)}, layoutcheck.Row{"enum IB_UVERBS_PCF_LED_INFO_SUP", layoutcheck.Int(verbs.UverbsPcfLedInfoSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_SM_DISABLED", layoutcheck.Int(verbs.UverbsPcfSMDisabled)}, layoutcheck.Row{"enum IB_UVERBS_PCF_SYS_IMAGE_GUID_SUP", layoutcheck.Int(verbs.UverbsPcfSysImageGUIDSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP", layoutcheck.Int(verbs.UverbsPcfPkeySWExtPortTrapSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP", layoutcheck.Int(verbs.UverbsPcfExtendedSpeedsSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_CM_SUP", layoutcheck.Int(verbs.UverbsPcfCMSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_SNMP_TUNNEL_SUP", layoutcheck.Int(verbs.UverbsPcfSnmpTunnelSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_REINIT_SUP", layoutcheck.Int(verbs.UverbsPcfReinitSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_DEVICE_MGMT_SUP", layoutcheck.Int(verbs.UverbsPcfDeviceMgmtSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_VENDOR_CLASS_SUP", layoutcheck.Int(verbs.UverbsPcfVendorClassSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_DR_NOTICE_SUP", layoutcheck.Int(verbs.UverbsPcfDrNoticeSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_CAP_MASK_NOTICE_SUP", layoutcheck.Int(verbs.UverbsPcfCapMaskNoticeSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_BOOT_MGMT_SUP", layoutcheck.Int(verbs.UverbsPcfBootMgmtSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_LINK_LATENCY_SUP", layoutcheck.Int(verbs.UverbsPcfLinkLatencySup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_CLIENT_REG_SUP", layoutcheck.Int(verbs.UverbsPcfClientRegSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_LINK_SPEED_WIDTH_TABLE_SUP", layoutcheck.Int(verbs.UverbsPcfLinkSpeedWidthTableSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_VENDOR_SPECIFIC_MADS_TABLE_SUP", layoutcheck.Int(verbs.UverbsPcfVendorSpecificMadsTableSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP", layoutcheck.Int(verbs.UverbsPcfMcastPkeyTrapSuppressionSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_MCAST_FDB_TOP_SUP", layoutcheck.Int(verbs.UverbsPcfMcastFdbTopSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_HIERARCHY_INFO_SUP", layoutcheck.Int(verbs.UverbsPcfHierarchyInfoSup)}, layoutcheck.Row{"enum IB_UVERBS_PCF_IP_BASED_GIDS", layoutcheck.Int(verbs.UverbsPcfIPBasedGids)}, layoutcheck.Row{"enum IB_UVERBS_QPF_GRH_REQUIRED", layoutcheck.Int(verbs.UverbsQpfGRHRequired)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM", layoutcheck.Int(verbs.UverbsESPKeymatAesGcm)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ", layoutcheck.Int(verbs.UverbsFlowActionIvAlgoSeq)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_REPLAY_NONE", layoutcheck.Int(verbs.UverbsESPReplayNone)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP", layoutcheck.Int(verbs.UverbsESPReplayBmp)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsInlineCrypto)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsFullOffload)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TUNNEL", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsTunnel)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TRANSPORT", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsTransport)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_DECRYPT", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsDecrypt)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ENCRYPT", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsEncrypt)}, layoutcheck.Row{"enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW", layoutcheck.Int(verbs.UverbsFlowActionESPFlagsEsnNewWindow)}, layoutcheck.Row{"enum IB_UVERBS_READ_COUNTERS_PREFER_CACHED", layoutcheck.Int(verbs.UverbsReadCountersPreferCached)}, layoutcheck.Row{"enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH", layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetch)}, layoutcheck.Row{"enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE", layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetchWrite)}, layoutcheck.Row{"enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT", layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetchNoFault)}, layoutcheck.Row{"enum IB_UVERBS_ADVISE_MR_FLAG_FLUSH", layoutcheck.Int(verbs.UverbsAdviseMRFlagFlush)}, layoutcheck.Row{"enum RDMA_DRIVER_UNKNOWN", layoutcheck.Int(verbs.RDMADriverUnknown)}, layoutcheck.Row{"enum RDMA_DRIVER_MLX5", layoutcheck.Int(verbs.RDMADriverMlx5)}, layoutcheck.Row{"enum RDMA_DRIVER_MLX4", layoutcheck.Int(verbs.RDMADriverMlx4)}, layoutcheck.Row{"enum RDMA_DRIVER_CXGB3", layoutcheck.Int(verbs.RDMADriverCxgb3)}, layoutcheck.Row{"enum RDMA_DRIVER_CXGB4", layoutcheck.Int(verbs.RDMADriverCxgb4)}, layoutcheck.Row{"enum RDMA_DRIVER_MTHCA", layoutcheck.Int(verbs.RDMADriverMthca)}, layoutcheck.Row{"enum RDMA_DRIVER_BNXT_RE", layoutcheck.Int(verbs.RDMADriverBnxtRe)}, layoutcheck.Row{"enum RDMA_DRIVER_OCRDMA", layoutcheck.Int(verbs.RDMADriverOcrdma)}, layoutcheck.Row{"enum RDMA_DRIVER_NES", layoutcheck.Int(verbs.RDMADriverNes)}, layoutcheck.Row{"enum RDMA_DRIVER_I40IW", layoutcheck.Int(verbs.RDMADriverI40iw)}, layoutcheck.Row{"enum RDMA_DRIVER_IRDMA", layoutcheck.Int(verbs.RDMADriverIrdma)}, layoutcheck.Row{"enum RDMA_DRIVER_VMW_PVRDMA", layoutcheck.Int(verbs.RDMADriverVmwPvrdma)}, layoutcheck.Row{"enum RDMA_DRIVER_QEDR", layoutcheck.Int(verbs.RDMADriverQedr)}, layoutcheck.Row{"enum RDMA_DRIVER_HNS", layoutcheck.Int(verbs.RDMADriverHns)}, layoutcheck.Row{"enum RDMA_DRIVER_USNIC", layoutcheck.Int(verbs.RDMADriverUsnic)}, layoutcheck.Row{"enum RDMA_DRIVER_RXE", layoutcheck.Int(verbs.RDMADriverRxe)}, layoutcheck.Row{"enum RDMA_DRIVER_HFI1", layoutcheck.Int(verbs.RDMADriverHfi1)}, layoutcheck.Row{"enum RDMA_DRIVER_QIB", layoutcheck.Int(verbs.RDMADriverQib)}, layoutcheck.Row{"enum RDMA_DRIVER_EFA", layoutcheck.Int(verbs.RDMADriverEfa)}, layoutcheck.Row{"enum RDMA_DRIVER_SIW", layoutcheck.Int(verbs.RDMADriverSiw)}, layoutcheck.Row{"enum RDMA_DRIVER_ERDMA", layoutcheck.Int(verbs.RDMADriverErdma)}, layoutcheck.Row{"enum RDMA_DRIVER_MANA", layoutcheck.Int(verbs.RDMADriverMana)}, layoutcheck.Row{"enum IB_UVERBS_GID_TYPE_IB", layoutcheck.Int(verbs.UverbsGIDTypeIB)}, layoutcheck.Row{"enum IB_UVERBS_GID_TYPE_ROCE_V1", layoutcheck.Int(verbs.UverbsGIDTypeRoCEV1)}, layoutcheck.Row{"enum IB_UVERBS_GID_TYPE_ROCE_V2", layoutcheck.Int(verbs.UverbsGIDTypeRoCEV2)}, layoutcheck.Row{"enum IBV_GID_TYPE_IB", layoutcheck.Int(verbs.GIDTypeIB)}, layoutcheck.Row{"enum IBV_GID_TYPE_ROCE_V1", layoutcheck.Int(verbs.GIDTypeRoCEV1)}, layoutcheck.Row{"enum IBV_GID_TYPE_ROCE_V2", layoutcheck.Int(verbs.GIDTypeRoCEV2)}, layoutcheck.Row{"enum IBV_NODE_UNKNOWN", layoutcheck.Int(verbs.NodeUnknown)}, layoutcheck.Row{"enum IBV_NODE_CA", layoutcheck.Int(verbs.NodeCa)}, layoutcheck.Row{"enum IBV_NODE_SWITCH", layoutcheck.Int(verbs.NodeSwitch)}, layoutcheck.Row{"enum IBV_NODE_ROUTER", layoutcheck.Int(verbs.NodeRouter)}, layoutcheck.Row{"enum IBV_NODE_RNIC", layoutcheck.Int(verbs.NodeRnic)}, layoutcheck.Row{"enum IBV_NODE_USNIC", layoutcheck.Int(verbs.NodeUsnic)}, layoutcheck.Row{"enum IBV_NODE_USNIC_UDP", layoutcheck.Int(verbs.NodeUsnicUDP)}, layoutcheck.Row{"enum IBV_NODE_UNSPECIFIED", layoutcheck.Int(verbs.NodeUnspecified)}, layoutcheck.Row{"enum IBV_TRANSPORT_UNKNOWN", layoutcheck.Int(verbs.TransportUnknown)}, layoutcheck.Row{"enum IBV_TRANSPORT_IB", layoutcheck.Int(verbs.TransportIB)}, layoutcheck.Row{"enum IBV_TRANSPORT_IWARP", layoutcheck.Int(verbs.TransportIwarp)}, layoutcheck.Row{"enum IBV_TRANSPORT_USNIC", layoutcheck.Int(verbs.TransportUsnic)}, layoutcheck.Row{"enum IBV_TRANSPORT_USNIC_UDP", layoutcheck.Int(verbs.TransportUsnicUDP)}, layoutcheck.Row{"enum IBV_TRANSPORT_UNSPECIFIED", layoutcheck.Int(verbs.TransportUnspecified)}, layoutcheck.Row{"enum IBV_DEVICE_RESIZE_MAX_WR", layoutcheck.Int(verbs.DeviceResizeMaxWR)}, layoutcheck.Row{"enum IBV_DEVICE_BAD_PKEY_CNTR", layoutcheck.Int(verbs.DeviceBadPkeyCntr)}, layoutcheck.Row{"enum IBV_DEVICE_BAD_QKEY_CNTR", layoutcheck.Int(verbs.DeviceBadQkeyCntr)}, layoutcheck.Row{"enum IBV_DEVICE_RAW_MULTI", layoutcheck.Int(verbs.DeviceRawMulti)}, layoutcheck.Row{"enum IBV_DEVICE_AUTO_PATH_MIG", layoutcheck.Int(verbs.DeviceAutoPathMig)}, layoutcheck.Row{"enum IBV_DEVICE_CHANGE_PHY_PORT", layoutcheck.Int(verbs.DeviceChangePhyPort)}, layoutcheck.Row{"enum IBV_DEVICE_UD_AV_PORT_ENFORCE", layoutcheck.Int(verbs.DeviceUDAvPortEnforce)}, layoutcheck.Row{"enum IBV_DEVICE_CURR_QP_STATE_MOD", layoutcheck.Int(verbs.DeviceCurrQPStateMod)}, layoutcheck.Row{"enum IBV_DEVICE_SHUTDOWN_PORT", layoutcheck.Int(verbs.DeviceShutdownPort)}, layoutcheck.Row{"enum IBV_DEVICE_INIT_TYPE", layoutcheck.Int(verbs.DeviceInitType)}, layoutcheck.Row{"enum IBV_DEVICE_PORT_ACTIVE_EVENT", layoutcheck.Int(verbs.DevicePortActiveEvent)}, layoutcheck.Row{"enum IBV_DEVICE_SYS_IMAGE_GUID", layoutcheck.Int(verbs.DeviceSysImageGUID)}, layoutcheck.Row{"enum IBV_DEVICE_RC_RNR_NAK_GEN", layoutcheck.Int(verbs.DeviceRCRNRNAKGen)}, layoutcheck.Row{"enum IBV_DEVICE_SRQ_RESIZE", layoutcheck.Int(verbs.DeviceSRQResize)}, layoutcheck.Row{"enum IBV_DEVICE_N_NOTIFY_CQ", layoutcheck.Int(verbs.DeviceNNotifyCQ)}, layoutcheck.Row{"enum IBV_DEVICE_MEM_WINDOW", layoutcheck.Int(verbs.DeviceMemWindow)}, layoutcheck.Row{"enum IBV_DEVICE_UD_IP_CSUM", layoutcheck.Int(verbs.DeviceUDIPCSUM)}, layoutcheck.Row{"enum IBV_DEVICE_XRC", layoutcheck.Int(verbs.DeviceXRC)}, layoutcheck.Row{"enum IBV_DEVICE_MEM_MGT_EXTENSIONS", layoutcheck.Int(verbs.DeviceMemMgtExtensions)}, layoutcheck.Row{"enum IBV_DEVICE_MEM_WINDOW_TYPE_2A", layoutcheck.Int(verbs.DeviceMemWindowType2a)}, layoutcheck.Row{"enum IBV_DEVICE_MEM_WINDOW_TYPE_2B", layoutcheck.Int(verbs.DeviceMemWindowType2b)}, layoutcheck.Row{"enum IBV_DEVICE_RC_IP_CSUM", layoutcheck.Int(verbs.DeviceRCIPCSUM)}, layoutcheck.Row{"enum IBV_DEVICE_RAW_IP_CSUM", layoutcheck.Int(verbs.DeviceRawIPCSUM)}, layoutcheck.Row{"enum IBV_DEVICE_MANAGED_FLOW_STEERING", layoutcheck.Int(verbs.DeviceManagedFlowSteering)}, layoutcheck.Row{"enum IBV_FORK_DISABLED", layoutcheck.Int(verbs.ForkDisabled)}, layoutcheck.Row{"enum IBV_FORK_ENABLED", layoutcheck.Int(verbs.ForkEnabled)}, layoutcheck.Row{"enum IBV_FORK_UNNEEDED", layoutcheck.Int(verbs.ForkUnneeded)}, layoutcheck.Row{"enum IBV_ATOMIC_NONE", layoutcheck.Int(verbs.AtomicNone)}, layoutcheck.Row{"enum IBV_ATOMIC_HCA", layoutcheck.Int(verbs.AtomicHca)}, layoutcheck.Row{"enum IBV_ATOMIC_GLOB", layoutcheck.Int(verbs.AtomicGlob)}, layoutcheck.Row{"enum IBV_DM_MASK_HANDLE", layoutcheck.Int(verbs.DMMaskHandle)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_SEND", layoutcheck.Int(verbs.ODPSupportSend)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_RECV", layoutcheck.Int(verbs.ODPSupportRecv)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_WRITE", layoutcheck.Int(verbs.ODPSupportWrite)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_READ", layoutcheck.Int(verbs.ODPSupportRead)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_ATOMIC", layoutcheck.Int(verbs.ODPSupportAtomic)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_SRQ_RECV", layoutcheck.Int(verbs.ODPSupportSRQRecv)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT", layoutcheck.Int(verbs.ODPSupport)}, layoutcheck.Row{"enum IBV_ODP_SUPPORT_IMPLICIT", layoutcheck.Int(verbs.ODPSupportImplicit)}, layoutcheck.Row{"enum IBV_RX_HASH_FUNC_TOEPLITZ", layoutcheck.Int(verbs.RXHashFuncToeplitz)}, layoutcheck.Row{"enum IBV_RX_HASH_SRC_IPV4", layoutcheck.Int(verbs.RXHashSrcIPv4)}, layoutcheck.Row{"enum IBV_RX_HASH_DST_IPV4", layoutcheck.Int(verbs.RXHashDstIPv4)}, layoutcheck.Row{"enum IBV_RX_HASH_SRC_IPV6", layoutcheck.Int(verbs.RXHashSrcIPv6)}, layoutcheck.Row{"enum IBV_RX_HASH_DST_IPV6", layoutcheck.Int(verbs.RXHashDstIPv6)}, layoutcheck.Row{"enum IBV_RX_HASH_SRC_PORT_TCP", layoutcheck.Int(verbs.RXHashSrcPortTCP)}, layoutcheck.Row{"enum IBV_RX_HASH_DST_PORT_TCP", layoutcheck.Int(verbs.RXHashDstPortTCP)}, layoutcheck.Row{"enum IBV_RX_HASH_SRC_PORT_UDP", layoutcheck.Int(verbs.RXHashSrcPortUDP)}, layoutcheck.Row{"enum IBV_RX_HASH_DST_PORT_UDP", layoutcheck.Int(verbs.RXHashDstPortUDP)}, layoutcheck.Row{"enum IBV_RX_HASH_IPSEC_SPI", layoutcheck.Int(verbs.RXHashIpsecSpi)}, layoutcheck.Row{"enum IBV_RX_HASH_INNER", layoutcheck.Int(verbs.RXHashInner)}, layoutcheck.Row{"enum IBV_RAW_PACKET_CAP_CVLAN_STRIPPING", layoutcheck.Int(verbs.RawPacketCapCvlanStripping)}, layoutcheck.Row{"enum IBV_RAW_PACKET_CAP_SCATTER_FCS", layoutcheck.Int(verbs.RawPacketCapScatterFcs)}, layoutcheck.Row{"enum IBV_RAW_PACKET_CAP_IP_CSUM", layoutcheck.Int(verbs.RawPacketCapIPCSUM)}, layoutcheck.Row{"enum IBV_RAW_PACKET_CAP_DELAY_DROP", layoutcheck.Int(verbs.RawPacketCapDelayDrop)}, layoutcheck.Row{"enum IBV_TM_CAP_RC", layoutcheck.Int(verbs.TMCapRC)}, layoutcheck.Row{"enum IBV_PCI_ATOMIC_OPERATION_4_BYTE_SIZE_SUP", layoutcheck.Int(verbs.PCIAtomicOperation4ByteSizeSup)}, layoutcheck.Row{"enum IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP", layoutcheck.Int(verbs.PCIAtomicOperation8ByteSizeSup)}, layoutcheck.Row{"enum IBV_PCI_ATOMIC_OPERATION_16_BYTE_SIZE_SUP", layoutcheck.Int(verbs.PCIAtomicOperation16ByteSizeSup)}, layoutcheck.Row{"enum IBV_MTU_256", layoutcheck.Int(verbs.MTU256)}, layoutcheck.Row{"enum IBV_MTU_512", layoutcheck.Int(verbs.MTU512)}, layoutcheck.Row{"enum IBV_MTU_1024", layoutcheck.Int(verbs.MTU1024)}, layoutcheck.Row{"enum IBV_MTU_2048", layoutcheck.Int(verbs.MTU2048)}, layoutcheck.Row{"enum IBV_MTU_4096", layoutcheck.Int(verbs.MTU4096)}, layoutcheck.Row{"enum IBV_PORT_NOP", layoutcheck.Int(verbs.PortNop)}, layoutcheck.Row{"enum IBV_PORT_DOWN", layoutcheck.Int(verbs.PortDown)}, layoutcheck.Row{"enum IBV_PORT_INIT", layoutcheck.Int(verbs.PortInit)}, layoutcheck.Row{"enum IBV_PORT_ARMED", layoutcheck.Int(verbs.PortArmed)}, layoutcheck.Row{"enum IBV_PORT_ACTIVE", layoutcheck.Int(verbs.PortActive)}, layoutcheck.Row{"enum IBV_PORT_ACTIVE_DEFER", layoutcheck.Int(verbs.PortActiveDefer)}, layoutcheck.Row{"enum IBV_LINK_LAYER_UNSPECIFIED", layoutcheck.Int(verbs.LinkLayerUnspecified)}, layoutcheck.Row{"enum IBV_LINK_LAYER_INFINIBAND", layoutcheck.Int(verbs.LinkLayerInfiniband)}, layoutcheck.Row{"enum IBV_LINK_LAYER_ETHERNET", layoutcheck.Int(verbs.LinkLayerEthernet)}, layoutcheck.Row{"enum IBV_PORT_SM", layoutcheck.Int(verbs.PortSM)}, layoutcheck.Row{"enum IBV_PORT_NOTICE_SUP", layoutcheck.Int(verbs.PortNoticeSup)}, layoutcheck.Row{"enum IBV_PORT_TRAP_SUP", layoutcheck.Int(verbs.PortTrapSup)}, layoutcheck.Row{"enum IBV_PORT_OPT_IPD_SUP", layoutcheck.Int(verbs.PortOptIpdSup)}, layoutcheck.Row{"enum IBV_PORT_AUTO_MIGR_SUP", layoutcheck.Int(verbs.PortAutoMigrSup)}, layoutcheck.Row{"enum IBV_PORT_SL_MAP_SUP", layoutcheck.Int(verbs.PortSLMapSup)}, layoutcheck.Row{"enum IBV_PORT_MKEY_NVRAM", layoutcheck.Int(verbs.PortMkeyNvram)}, layoutcheck.Row{"enum IBV_PORT_PKEY_NVRAM", layoutcheck.Int(verbs.PortPkeyNvram)}, layoutcheck.Row{"enum IBV_PORT_LED_INFO_SUP", layoutcheck.Int(verbs.PortLedInfoSup)}, layoutcheck.Row{"enum IBV_PORT_SYS_IMAGE_GUID_SUP", layoutcheck.Int(verbs.PortSysImageGUIDSup)}, layoutcheck.Row{"enum IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP", layoutcheck.Int(verbs.PortPkeySWExtPortTrapSup)}, layoutcheck.Row{"enum IBV_PORT_EXTENDED_SPEEDS_SUP", layoutcheck.Int(verbs.PortExtendedSpeedsSup)}, layoutcheck.Row{"enum IBV_PORT_CAP_MASK2_SUP", layoutcheck.Int(verbs.PortCapMask2Sup)}, layoutcheck.Row{"enum IBV_PORT_CM_SUP", layoutcheck.Int(verbs.PortCMSup)}, layoutcheck.Row{"enum IBV_PORT_SNMP_TUNNEL_SUP", layoutcheck.Int(verbs.PortSnmpTunnelSup)}, layoutcheck.Row{"enum IBV_PORT_REINIT_SUP", layoutcheck.Int(verbs.PortReinitSup)}, layoutcheck.Row{"enum IBV_PORT_DEVICE_MGMT_SUP", layoutcheck.Int(verbs.PortDeviceMgmtSup)}, layoutcheck.Row{"enum IBV_PORT_VENDOR_CLASS_SUP", layoutcheck.Int(verbs.PortVendorClassSup)}, layoutcheck.Row{"enum IBV_PORT_DR_NOTICE_SUP", layoutcheck.Int(verbs.PortDrNoticeSup)}, layoutcheck.Row{"enum IBV_PORT_CAP_MASK_NOTICE_SUP", layoutcheck.Int(verbs.PortCapMaskNoticeSup)}, layoutcheck.Row{"enum IBV_PORT_BOOT_MGMT_SUP", layoutcheck.Int(verbs.PortBootMgmtSup)}, layoutcheck.Row{"enum IBV_PORT_LINK_LATENCY_SUP", layoutcheck.Int(verbs.PortLinkLatencySup)}, layoutcheck.Row{"enum IBV_PORT_CLIENT_REG_SUP", layoutcheck.Int(verbs.PortClientRegSup)}, layoutcheck.Row{"enum IBV_PORT_IP_BASED_GIDS", layoutcheck.Int(verbs.PortIPBasedGids)}, layoutcheck.Row{"enum IBV_PORT_SET_NODE_DESC_SUP", layoutcheck.Int(verbs.PortSetNodeDescSup)}, layoutcheck.Row{"enum IBV_PORT_INFO_EXT_SUP", layoutcheck.Int(verbs.PortInfoExtSup)}, layoutcheck.Row{"enum IBV_PORT_VIRT_SUP", layoutcheck.Int(verbs.PortVirtSup)}, layoutcheck.Row{"enum IBV_PORT_SWITCH_PORT_STATE_TABLE_SUP", layoutcheck.Int(verbs.PortSwitchPortStateTableSup)}, layoutcheck.Row{"enum IBV_PORT_LINK_WIDTH_2X_SUP", layoutcheck.Int(verbs.PortLinkWidth2xSup)}, layoutcheck.Row{"enum IBV_PORT_LINK_SPEED_HDR_SUP", layoutcheck.Int(verbs.PortLinkSpeedHdrSup)}, layoutcheck.Row{"enum IBV_PORT_LINK_SPEED_NDR_SUP", layoutcheck.Int(verbs.PortLinkSpeedNdrSup)}, layoutcheck.Row{"enum IBV_EVENT_CQ_ERR", layoutcheck.Int(verbs.EventCQErr)}, layoutcheck.Row{"enum IBV_EVENT_QP_FATAL", layoutcheck.Int(verbs.EventQPFatal)}, layoutcheck.Row{"enum IBV_EVENT_QP_REQ_ERR", layoutcheck.Int(verbs.EventQPReqErr)}, layoutcheck.Row{"enum IBV_EVENT_QP_ACCESS_ERR", layoutcheck.Int(verbs.EventQPAccessErr)}, layoutcheck.Row{"enum IBV_EVENT_COMM_EST", layoutcheck.Int(verbs.EventCommEst)}, layoutcheck.Row{"enum IBV_EVENT_SQ_DRAINED", layoutcheck.Int(verbs.EventSQDrained)}, layoutcheck.Row{"enum IBV_EVENT_PATH_MIG", layoutcheck.Int(verbs.EventPathMig)}, layoutcheck.Row{"enum IBV_EVENT_PATH_MIG_ERR", layoutcheck.Int(verbs.EventPathMigErr)}, layoutcheck.Row{"enum IBV_EVENT_DEVICE_FATAL", layoutcheck.Int(verbs.EventDeviceFatal)}, layoutcheck.Row{"enum IBV_EVENT_PORT_ACTIVE", layoutcheck.Int(verbs.EventPortActive)}, layoutcheck.Row{"enum IBV_EVENT_PORT_ERR", layoutcheck.Int(verbs.EventPortErr)}, layoutcheck.Row{"enum IBV_EVENT_LID_CHANGE", layoutcheck.Int(verbs.EventLIDChange)}, layoutcheck.Row{"enum IBV_EVENT_PKEY_CHANGE", layoutcheck.Int(verbs.EventPkeyChange)}, layoutcheck.Row{"enum IBV_EVENT_SM_CHANGE", layoutcheck.Int(verbs.EventSMChange)}, layoutcheck.Row{"enum IBV_EVENT_SRQ_ERR", layoutcheck.Int(verbs.EventSRQErr)}, layoutcheck.Row{"enum IBV_EVENT_SRQ_LIMIT_REACHED", layoutcheck.Int(verbs.EventSRQLimitReached)}, layoutcheck.Row{"enum IBV_EVENT_QP_LAST_WQE_REACHED", layoutcheck.Int(verbs.EventQPLastWQEReached)}, layoutcheck.Row{"enum IBV_EVENT_CLIENT_REREGISTER", layoutcheck.Int(verbs.EventClientReregister)}, layoutcheck.Row{"enum IBV_EVENT_GID_CHANGE", layoutcheck.Int(verbs.EventGIDChange)}, layoutcheck.Row{"enum IBV_EVENT_WQ_FATAL", layoutcheck.Int(verbs.EventWQFatal)}, layoutcheck.Row{"enum IBV_WC_SUCCESS", layoutcheck.Int(verbs.WCSuccess)}, layoutcheck.Row{"enum IBV_WC_LOC_LEN_ERR", layoutcheck.Int(verbs.WCLocLenErr)}, layoutcheck.Row{"enum IBV_WC_LOC_QP_OP_ERR", layoutcheck.Int(verbs.WCLocQPOpErr)}, layoutcheck.Row{"enum IBV_WC_LOC_EEC_OP_ERR", layoutcheck.Int(verbs.WCLocEecOpErr)}, layoutcheck.Row{"enum IBV_WC_LOC_PROT_ERR", layoutcheck.Int(verbs.WCLocProtErr)}, layoutcheck.Row{"enum IBV_WC_WR_FLUSH_ERR", layoutcheck.Int(verbs.WCWRFlushErr)}, layoutcheck.Row{"enum IBV_WC_MW_BIND_ERR", layoutcheck.Int(verbs.WCMWBindErr)}, layoutcheck.Row{"enum IBV_WC_BAD_RESP_ERR", layoutcheck.Int(verbs.WCBadRespErr)}, layoutcheck.Row{"enum IBV_WC_LOC_ACCESS_ERR", layoutcheck.Int(verbs.WCLocAccessErr)}, layoutcheck.Row{"enum IBV_WC_REM_INV_REQ_ERR", layoutcheck.Int(verbs.WCRemInvReqErr)}, layoutcheck.Row{"enum IBV_WC_REM_ACCESS_ERR", layoutcheck.Int(verbs.WCRemAccessErr)}, layoutcheck.Row{"enum IBV_WC_REM_OP_ERR", layoutcheck.Int(verbs.WCRemOpErr)}, layoutcheck.Row{"enum IBV_WC_RETRY_EXC_ERR", layoutcheck.Int(verbs.WCRetryExcErr)}, layoutcheck.Row{"enum IBV_WC_RNR_RETRY_EXC_ERR", layoutcheck.Int(verbs.WCRNRRetryExcErr)}, layoutcheck.Row{"enum IBV_WC_LOC_RDD_VIOL_ERR", layoutcheck.Int(verbs.WCLocRddViolErr)}, layoutcheck.Row{"enum IBV_WC_REM_INV_RD_REQ_ERR", layoutcheck.Int(verbs.WCRemInvRDReqErr)}, layoutcheck.Row{"enum IBV_WC_REM_ABORT_ERR", layoutcheck.Int(verbs.WCRemAbortErr)}, layoutcheck.Row{"enum IBV_WC_INV_EECN_ERR", layoutcheck.Int(verbs.WCInvEecnErr)}, layoutcheck.Row{"enum IBV_WC_INV_EEC_STATE_ERR", layoutcheck.Int(verbs.WCInvEecStateErr)}, layoutcheck.Row{"enum IBV_WC_FATAL_ERR", layoutcheck.Int(verbs.WCFatalErr)}, layoutcheck.Row{"enum IBV_WC_RESP_TIMEOUT_ERR", layoutcheck.Int(verbs.WCRespTimeoutErr)}, layoutcheck.Row{"enum IBV_WC_GENERAL_ERR", layoutcheck.Int(verbs.WCGeneralErr)}, layoutcheck.Row{"enum IBV_WC_TM_ERR", layoutcheck.Int(verbs.WCTMErr)}, layoutcheck.Row{"enum IBV_WC_TM_RNDV_INCOMPLETE", layoutcheck.Int(verbs.WCTMRndvIncomplete)}, layoutcheck.Row{"enum IBV_WC_SEND", layoutcheck.Int(verbs.WCSend)}, layoutcheck.Row{"enum IBV_WC_RDMA_WRITE", layoutcheck.Int(verbs.WCRDMAWrite)}, layoutcheck.Row{"enum IBV_WC_RDMA_READ", layoutcheck.Int(verbs.WCRDMARead)}, layoutcheck.Row{"enum IBV_WC_COMP_SWAP", layoutcheck.Int(verbs.WCCompSwap)}, layoutcheck.Row{"enum IBV_WC_FETCH_ADD", layoutcheck.Int(verbs.WCFetchAdd)}, layoutcheck.Row{"enum IBV_WC_BIND_MW", layoutcheck.Int(verbs.WCBindMW)}, layoutcheck.Row{"enum IBV_WC_LOCAL_INV", layoutcheck.Int(verbs.WCLocalInv)}, layoutcheck.Row{"enum IBV_WC_TSO", layoutcheck.Int(verbs.WCTSO)}, layoutcheck.Row{"enum IBV_WC_ATOMIC_WRITE", layoutcheck.Int(verbs.WCAtomicWrite)}, layoutcheck.Row{"enum IBV_WC_RECV", layoutcheck.Int(verbs.WCRecv)}, layoutcheck.Row{"enum IBV_WC_RECV_RDMA_WITH_IMM", layoutcheck.Int(verbs.WCRecvRDMAWithImm)}, layoutcheck.Row{"enum IBV_WC_TM_ADD", layoutcheck.Int(verbs.WCTMAdd)}, layoutcheck.Row{"enum IBV_WC_TM_DEL", layoutcheck.Int(verbs.WCTMDel)}, layoutcheck.Row{"enum IBV_WC_TM_SYNC", layoutcheck.Int(verbs.WCTMSync)}, layoutcheck.Row{"enum IBV_WC_TM_RECV", layoutcheck.Int(verbs.WCTMRecv)}, layoutcheck.Row{"enum IBV_WC_TM_NO_TAG", layoutcheck.Int(verbs.WCTMNoTag)}, layoutcheck.Row{"enum IBV_WC_DRIVER1", layoutcheck.Int(verbs.WCDriver1)}, layoutcheck.Row{"enum IBV_WC_DRIVER2", layoutcheck.Int(verbs.WCDriver2)}, layoutcheck.Row{"enum IBV_WC_DRIVER3", layoutcheck.Int(verbs.WCDriver3)}, layoutcheck.Row{"enum IBV_WC_IP_CSUM_OK_SHIFT", layoutcheck.Int(verbs.WCIPCSUMOkShift)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_BYTE_LEN", layoutcheck.Int(verbs.WCExWithByteLen)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_IMM", layoutcheck.Int(verbs.WCExWithImm)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_QP_NUM", layoutcheck.Int(verbs.WCExWithQPNum)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_SRC_QP", layoutcheck.Int(verbs.WCExWithSrcQP)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_SLID", layoutcheck.Int(verbs.WCExWithSLID)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_SL", layoutcheck.Int(verbs.WCExWithSL)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_DLID_PATH_BITS", layoutcheck.Int(verbs.WCExWithDLIDPathBits)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_COMPLETION_TIMESTAMP", layoutcheck.Int(verbs.WCExWithCompletionTimestamp)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_CVLAN", layoutcheck.Int(verbs.WCExWithCvlan)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_FLOW_TAG", layoutcheck.Int(verbs.WCExWithFlowTag)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_TM_INFO", layoutcheck.Int(verbs.WCExWithTMInfo)}, layoutcheck.Row{"enum IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK", layoutcheck.Int(verbs.WCExWithCompletionTimestampWallclock)}, layoutcheck.Row{"enum IBV_WC_STANDARD_FLAGS", layoutcheck.Int(verbs.WCStandardFlags)}, layoutcheck.Row{"enum IBV_CREATE_CQ_SUP_WC_FLAGS", layoutcheck.Int(verbs.CreateCQSupWCFlags)}, layoutcheck.Row{"enum IBV_WC_GRH", layoutcheck.Int(verbs.WCGRH)}, layoutcheck.Row{"enum IBV_WC_WITH_IMM", layoutcheck.Int(verbs.WCWithImm)}, layoutcheck.Row{"enum IBV_WC_IP_CSUM_OK", layoutcheck.Int(verbs.WCIPCSUMOk)}, layoutcheck.Row{"enum IBV_WC_WITH_INV", layoutcheck.Int(verbs.WCWithInv)}, layoutcheck.Row{"enum IBV_WC_TM_SYNC_REQ", layoutcheck.Int(verbs.WCTMSyncReq)}, layoutcheck.Row{"enum IBV_WC_TM_MATCH", layoutcheck.Int(verbs.WCTMMatch)}, layoutcheck.Row{"enum IBV_WC_TM_DATA_VALID", layoutcheck.Int(verbs.WCTMDataValid)}, layoutcheck.Row{"enum IBV_ACCESS_LOCAL_WRITE", layoutcheck.Int(verbs.AccessLocalWrite)}, layoutcheck.Row{"enum IBV_ACCESS_REMOTE_WRITE", layoutcheck.Int(verbs.AccessRemoteWrite)}, layoutcheck.Row{"enum IBV_ACCESS_REMOTE_READ", layoutcheck.Int(verbs.AccessRemoteRead)}, layoutcheck.Row{"enum IBV_ACCESS_REMOTE_ATOMIC", layoutcheck.Int(verbs.AccessRemoteAtomic)}, layoutcheck.Row{"enum IBV_ACCESS_MW_BIND", layoutcheck.Int(verbs.AccessMWBind)}, layoutcheck.Row{"enum IBV_ACCESS_ZERO_BASED", layoutcheck.Int(verbs.AccessZeroBased)}, layoutcheck.Row{"enum IBV_ACCESS_ON_DEMAND", layoutcheck.Int(verbs.AccessOnDemand)}, layoutcheck.Row{"enum IBV_ACCESS_HUGETLB", layoutcheck.Int(verbs.AccessHugetlb)}, layoutcheck.Row{"enum IBV_ACCESS_RELAXED_ORDERING", layoutcheck.Int(verbs.AccessRelaxedOrdering)}, layoutcheck.Row{"enum IBV_XRCD_INIT_ATTR_FD", layoutcheck.Int(verbs.XRCDInitAttrFD)}, layoutcheck.Row{"enum IBV_XRCD_INIT_ATTR_OFLAGS", layoutcheck.Int(verbs.XRCDInitAttrOflags)}, layoutcheck.Row{"enum IBV_XRCD_INIT_ATTR_RESERVED", layoutcheck.Int(verbs.XRCDInitAttrReserved)}, layoutcheck.Row{"enum IBV_REREG_MR_CHANGE_TRANSLATION", layoutcheck.Int(verbs.ReregMRChangeTranslation)}, layoutcheck.Row{"enum IBV_REREG_MR_CHANGE_PD", layoutcheck.Int(verbs.ReregMRChangePD)}, layoutcheck.Row{"enum IBV_REREG_MR_CHANGE_ACCESS", layoutcheck.Int(verbs.ReregMRChangeAccess)}, layoutcheck.Row{"enum IBV_REREG_MR_FLAGS_SUPPORTED", layoutcheck.Int(verbs.ReregMRFlagsSupported)}, layoutcheck.Row{"enum IBV_MW_TYPE_1", layoutcheck.Int(verbs.MWType1)}, layoutcheck.Row{"enum IBV_MW_TYPE_2", layoutcheck.Int(verbs.MWType2)}, layoutcheck.Row{"enum IBV_RATE_MAX", layoutcheck.Int(verbs.RateMax)}, layoutcheck.Row{"enum IBV_RATE_2_5_GBPS", layoutcheck.Int(verbs.Rate2_5Gbps)}, layoutcheck.Row{"enum IBV_RATE_5_GBPS", layoutcheck.Int(verbs.Rate5Gbps)}, layoutcheck.Row{"enum IBV_RATE_10_GBPS", layoutcheck.Int(verbs.Rate10Gbps)}, layoutcheck.Row{"enum IBV_RATE_20_GBPS", layoutcheck.Int(verbs.Rate20Gbps)}, layoutcheck.Row{"enum IBV_RATE_30_GBPS", layoutcheck.Int(verbs.Rate30Gbps)}, layoutcheck.Row{"enum IBV_RATE_40_GBPS", layoutcheck.Int(verbs.Rate40Gbps)}, layoutcheck.Row{"enum IBV_RATE_60_GBPS", layoutcheck.Int(verbs.Rate60Gbps)}, layoutcheck.Row{"enum IBV_RATE_80_GBPS", layoutcheck.Int(verbs.Rate80Gbps)}, layoutcheck.Row{"enum IBV_RATE_120_GBPS", layoutcheck.Int(verbs.Rate120Gbps)}, layoutcheck.Row{"enum IBV_RATE_14_GBPS", layoutcheck.Int(verbs.Rate14Gbps)}, layoutcheck.Row{"enum IBV_RATE_56_GBPS", layoutcheck.Int(verbs.Rate56Gbps)}, layoutcheck.Row{"enum IBV_RATE_112_GBPS", layoutcheck.Int(verbs.Rate112Gbps)}, layoutcheck.Row{"enum IBV_RATE_168_GBPS", layoutcheck.Int(verbs.Rate168Gbps)}, layoutcheck.Row{"enum IBV_RATE_25_GBPS", layoutcheck.Int(verbs.Rate25Gbps)}, layoutcheck.Row{"enum IBV_RATE_100_GBPS", layoutcheck.Int(verbs.Rate100Gbps)}, layoutcheck.Row{"enum IBV_RATE_200_GBPS", layoutcheck.Int(verbs.Rate200Gbps)}, layoutcheck.Row{"enum IBV_RATE_300_GBPS", layoutcheck.Int(verbs.Rate300Gbps)}, layoutcheck.Row{"enum IBV_RATE_28_GBPS", layoutcheck.Int(verbs.Rate28Gbps)}, layoutcheck.Row{"enum IBV_RATE_50_GBPS", layoutcheck.Int(verbs.Rate50Gbps)}, layoutcheck.Row{"enum IBV_RATE_400_GBPS", layoutcheck.Int(verbs.Rate400Gbps)}, layoutcheck.Row{"enum IBV_RATE_600_GBPS", layoutcheck.Int(verbs.Rate600Gbps)}, layoutcheck.Row{"enum IBV_RATE_800_GBPS", layoutcheck.Int(verbs.Rate800Gbps)}, layoutcheck.Row{"enum IBV_RATE_1200_GBPS", layoutcheck.Int(verbs.Rate1200Gbps)}, layoutcheck.Row{"enum IBV_SRQ_MAX_WR", layoutcheck.Int(verbs.SRQMaxWR)}, layoutcheck.Row{"enum IBV_SRQ_LIMIT", layoutcheck.Int(verbs.SRQLimit)}, layoutcheck.Row{"enum IBV_SRQT_BASIC", layoutcheck.Int(verbs.SrqtBasic)}, layoutcheck.Row{"enum IBV_SRQT_XRC", layoutcheck.Int(verbs.SrqtXRC)}, layoutcheck.Row{"enum IBV_SRQT_TM", layoutcheck.Int(verbs.SrqtTM)}, layoutcheck.Row{"enum IBV_SRQ_INIT_ATTR_TYPE", layoutcheck.Int(verbs.SRQInitAttrType)}, layoutcheck.Row{"enum IBV_SRQ_INIT_ATTR_PD", layoutcheck.Int(verbs.SRQInitAttrPD)}, layoutcheck.Row{"enum IBV_SRQ_INIT_ATTR_XRCD", layoutcheck.Int(verbs.SRQInitAttrXRCD)}, layoutcheck.Row{"enum IBV_SRQ_INIT_ATTR_CQ", layoutcheck.Int(verbs.SRQInitAttrCQ)}, layoutcheck.Row{"enum IBV_SRQ_INIT_ATTR_TM", layoutcheck.Int(verbs.SRQInitAttrTM)}, layoutcheck.Row{"enum IBV_SRQ_INIT_ATTR_RESERVED", layoutcheck.Int(verbs.SRQInitAttrReserved)}, layoutcheck.Row{"enum IBV_WQT_RQ", layoutcheck.Int(verbs.WqtRQ)}, layoutcheck.Row{"enum IBV_WQ_INIT_ATTR_FLAGS", layoutcheck.Int(verbs.WQInitAttrFlags)}, layoutcheck.Row{"enum IBV_WQ_INIT_ATTR_RESERVED", layoutcheck.Int(verbs.WQInitAttrReserved)}, layoutcheck.Row{"enum IBV_WQ_FLAGS_CVLAN_STRIPPING", layoutcheck.Int(verbs.WQFlagsCvlanStripping)}, layoutcheck.Row{"enum IBV_WQ_FLAGS_SCATTER_FCS", layoutcheck.Int(verbs.WQFlagsScatterFcs)}, layoutcheck.Row{"enum IBV_WQ_FLAGS_DELAY_DROP", layoutcheck.Int(verbs.WQFlagsDelayDrop)}, layoutcheck.Row{"enum IBV_WQ_FLAGS_PCI_WRITE_END_PADDING", layoutcheck.Int(verbs.WQFlagsPCIWriteEndPadding)}, layoutcheck.Row{"enum IBV_WQ_FLAGS_RESERVED", layoutcheck.Int(verbs.WQFlagsReserved)}, layoutcheck.Row{"enum IBV_WQS_RESET", layoutcheck.Int(verbs.WqsReset)}, layoutcheck.Row{"enum IBV_WQS_RDY", layoutcheck.Int(verbs.WqsRdy)}, layoutcheck.Row{"enum IBV_WQS_ERR", layoutcheck.Int(verbs.WqsErr)}, layoutcheck.Row{"enum IBV_WQS_UNKNOWN", layoutcheck.Int(verbs.WqsUnknown)}, layoutcheck.Row{"enum IBV_WQ_ATTR_STATE", layoutcheck.Int(verbs.WQAttrState)}, layoutcheck.Row{"enum IBV_WQ_ATTR_CURR_STATE", layoutcheck.Int(verbs.WQAttrCurrState)}, layoutcheck.Row{"enum IBV_WQ_ATTR_FLAGS", layoutcheck.Int(verbs.WQAttrFlags)}, layoutcheck.Row{"enum IBV_WQ_ATTR_RESERVED", layoutcheck.Int(verbs.WQAttrReserved)}, layoutcheck.Row{"enum IBV_CREATE_IND_TABLE_RESERVED", layoutcheck.Int(verbs.CreateIndTableReserved)}, layoutcheck.Row{"enum IBV_QPT_RC", layoutcheck.Int(verbs.QPTRC)}, layoutcheck.Row{"enum IBV_QPT_UC", layoutcheck.Int(verbs.QPTUC)}, layoutcheck.Row{"enum IBV_QPT_UD", layoutcheck.Int(verbs.QPTUD)}, layoutcheck.Row{"enum IBV_QPT_RAW_PACKET", layoutcheck.Int(verbs.QPTRawPacket)}, layoutcheck.Row{"enum IBV_QPT_XRC_SEND", layoutcheck.Int(verbs.QPTXRCSend)}, layoutcheck.Row{"enum IBV_QPT_XRC_RECV", layoutcheck.Int(verbs.QPTXRCRecv)}, layoutcheck.Row{"enum IBV_QPT_DRIVER", layoutcheck.Int(verbs.QPTDriver)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_PD", layoutcheck.Int(verbs.QPInitAttrPD)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_XRCD", layoutcheck.Int(verbs.QPInitAttrXRCD)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_CREATE_FLAGS", layoutcheck.Int(verbs.QPInitAttrCreateFlags)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_MAX_TSO_HEADER", layoutcheck.Int(verbs.QPInitAttrMaxTSOHeader)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_IND_TABLE", layoutcheck.Int(verbs.QPInitAttrIndTable)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_RX_HASH", layoutcheck.Int(verbs.QPInitAttrRXHash)}, layoutcheck.Row{"enum IBV_QP_INIT_ATTR_SEND_OPS_FLAGS", layoutcheck.Int(verbs.QPInitAttrSendOpsFlags)}, layoutcheck.Row{"enum IBV_QP_CREATE_BLOCK_SELF_MCAST_LB", layoutcheck.Int(verbs.QPCreateBlockSelfMcastLb)}, layoutcheck.Row{"enum IBV_QP_CREATE_SCATTER_FCS", layoutcheck.Int(verbs.QPCreateScatterFcs)}, layoutcheck.Row{"enum IBV_QP_CREATE_CVLAN_STRIPPING", layoutcheck.Int(verbs.QPCreateCvlanStripping)}, layoutcheck.Row{"enum IBV_QP_CREATE_SOURCE_QPN", layoutcheck.Int(verbs.QPCreateSourceQPN)}, layoutcheck.Row{"enum IBV_QP_CREATE_PCI_WRITE_END_PADDING", layoutcheck.Int(verbs.QPCreatePCIWriteEndPadding)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_RDMA_WRITE", layoutcheck.Int(verbs.QPExWithRDMAWrite)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM", layoutcheck.Int(verbs.QPExWithRDMAWriteWithImm)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_SEND", layoutcheck.Int(verbs.QPExWithSend)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_SEND_WITH_IMM", layoutcheck.Int(verbs.QPExWithSendWithImm)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_RDMA_READ", layoutcheck.Int(verbs.QPExWithRDMARead)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP", layoutcheck.Int(verbs.QPExWithAtomicCmpAndSwp)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD", layoutcheck.Int(verbs.QPExWithAtomicFetchAndAdd)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_LOCAL_INV", layoutcheck.Int(verbs.QPExWithLocalInv)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_BIND_MW", layoutcheck.Int(verbs.QPExWithBindMW)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_SEND_WITH_INV", layoutcheck.Int(verbs.QPExWithSendWithInv)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_TSO", layoutcheck.Int(verbs.QPExWithTSO)}, layoutcheck.Row{"enum IBV_QP_EX_WITH_ATOMIC_WRITE", layoutcheck.Int(verbs.QPExWithAtomicWrite)}, layoutcheck.Row{"enum IBV_QP_OPEN_ATTR_NUM", layoutcheck.Int(verbs.QPOpenAttrNum)}, layoutcheck.Row{"enum IBV_QP_OPEN_ATTR_XRCD", layoutcheck.Int(verbs.QPOpenAttrXRCD)}, layoutcheck.Row{"enum IBV_QP_OPEN_ATTR_CONTEXT", layoutcheck.Int(verbs.QPOpenAttrContext)}, layoutcheck.Row{"enum IBV_QP_OPEN_ATTR_TYPE", layoutcheck.Int(verbs.QPOpenAttrType)}, layoutcheck.Row{"enum IBV_QP_OPEN_ATTR_RESERVED", layoutcheck.Int(verbs.QPOpenAttrReserved)}, layoutcheck.Row{"enum IBV_QP_STATE", layoutcheck.Int(verbs.QPAttrState)}, layoutcheck.Row{"enum IBV_QP_CUR_STATE", layoutcheck.Int(verbs.QPAttrCurState)}, layoutcheck.Row{"enum IBV_QP_EN_SQD_ASYNC_NOTIFY", layoutcheck.Int(verbs.QPAttrEnSqdAsyncNotify)}, layoutcheck.Row{"enum IBV_QP_ACCESS_FLAGS", layoutcheck.Int(verbs.QPAttrAccessFlags)}, layoutcheck.Row{"enum IBV_QP_PKEY_INDEX", layoutcheck.Int(verbs.QPAttrPkeyIndex)}, layoutcheck.Row{"enum IBV_QP_PORT", layoutcheck.Int(verbs.QPAttrPort)}, layoutcheck.Row{"enum IBV_QP_QKEY", layoutcheck.Int(verbs.QPAttrQkey)}, layoutcheck.Row{"enum IBV_QP_AV", layoutcheck.Int(verbs.QPAttrAv)}, layoutcheck.Row{"enum IBV_QP_PATH_MTU", layoutcheck.Int(verbs.QPAttrPathMTU)}, layoutcheck.Row{"enum IBV_QP_TIMEOUT", layoutcheck.Int(verbs.QPAttrTimeout)}, layoutcheck.Row{"enum IBV_QP_RETRY_CNT", layoutcheck.Int(verbs.QPAttrRetryCnt)}, layoutcheck.Row{"enum IBV_QP_RNR_RETRY", layoutcheck.Int(verbs.QPAttrRNRRetry)}, layoutcheck.Row{"enum IBV_QP_RQ_PSN", layoutcheck.Int(verbs.QPAttrRQPSN)}, layoutcheck.Row{"enum IBV_QP_MAX_QP_RD_ATOMIC", layoutcheck.Int(verbs.QPAttrMaxQPRDAtomic)}, layoutcheck.Row{"enum IBV_QP_ALT_PATH", layoutcheck.Int(verbs.QPAttrAltPath)}, layoutcheck.Row{"enum IBV_QP_MIN_RNR_TIMER", layoutcheck.Int(verbs.QPAttrMinRNRTimer)}, layoutcheck.Row{"enum IBV_QP_SQ_PSN", layoutcheck.Int(verbs.QPAttrSQPSN)}, layoutcheck.Row{"enum IBV_QP_MAX_DEST_RD_ATOMIC", layoutcheck.Int(verbs.QPAttrMaxDestRDAtomic)}, layoutcheck.Row{"enum IBV_QP_PATH_MIG_STATE", layoutcheck.Int(verbs.QPAttrPathMigState)}, layoutcheck.Row{"enum IBV_QP_CAP", layoutcheck.Int(verbs.QPAttrCap)}, layoutcheck.Row{"enum IBV_QP_DEST_QPN", layoutcheck.Int(verbs.QPAttrDestQPN)}, layoutcheck.Row{"enum IBV_QP_RATE_LIMIT", layoutcheck.Int(verbs.QPAttrRateLimit)}, layoutcheck.Row{"enum IBV_QPS_RESET", layoutcheck.Int(verbs.QPSReset)}, layoutcheck.Row{"enum IBV_QPS_INIT", layoutcheck.Int(verbs.QPSInit)}, layoutcheck.Row{"enum IBV_QPS_RTR", layoutcheck.Int(verbs.QPSRtr)}, layoutcheck.Row{"enum IBV_QPS_RTS", layoutcheck.Int(verbs.QPSRts)}, layoutcheck.Row{"enum IBV_QPS_SQD", layoutcheck.Int(verbs.QPSSqd)}, layoutcheck.Row{"enum IBV_QPS_SQE", layoutcheck.Int(verbs.QPSSqe)}, layoutcheck.Row{"enum IBV_QPS_ERR", layoutcheck.Int(verbs.QPSErr)}, layoutcheck.Row{"enum IBV_QPS_UNKNOWN", layoutcheck.Int(verbs.QPSUnknown)}, layoutcheck.Row{"enum IBV_MIG_MIGRATED", layoutcheck.Int(verbs.MigMigrated)}, layoutcheck.Row{"enum IBV_MIG_REARM", layoutcheck.Int(verbs.MigRearm)}, layoutcheck.Row{"enum IBV_MIG_ARMED", layoutcheck.Int(verbs.MigArmed)}, layoutcheck.Row{"enum IBV_WR_RDMA_WRITE", layoutcheck.Int(verbs.WROpRDMAWrite)}, layoutcheck.Row{"enum IBV_WR_RDMA_WRITE_WITH_IMM", layoutcheck.Int(verbs.WROpRDMAWriteWithImm)}, layoutcheck.Row{"enum IBV_WR_SEND", layoutcheck.Int(verbs.WROpSend)}, layoutcheck.Row{"enum IBV_WR_SEND_WITH_IMM", layoutcheck.Int(verbs.WROpSendWithImm)}, layoutcheck.Row{"enum IBV_WR_RDMA_READ", layoutcheck.Int(verbs.WROpRDMARead)}, layoutcheck.Row{"enum IBV_WR_ATOMIC_CMP_AND_SWP", layoutcheck.Int(verbs.WROpAtomicCmpAndSwp)}, layoutcheck.Row{"enum IBV_WR_ATOMIC_FETCH_AND_ADD", layoutcheck.Int(verbs.WROpAtomicFetchAndAdd)}, layoutcheck.Row{"enum IBV_WR_LOCAL_INV", layoutcheck.Int(verbs.WROpLocalInv)}, layoutcheck.Row{"enum IBV_WR_BIND_MW", layoutcheck.Int(verbs.WROpBindMW)}, layoutcheck.Row{"enum IBV_WR_SEND_WITH_INV", layoutcheck.Int(verbs.WROpSendWithInv)}, layoutcheck.Row{"enum IBV_WR_TSO", layoutcheck.Int(verbs.WROpTSO)}, layoutcheck.Row{"enum IBV_WR_DRIVER1", layoutcheck.Int(verbs.WROpDriver1)}, layoutcheck.Row{"enum IBV_WR_ATOMIC_WRITE", layoutcheck.Int(verbs.WROpAtomicWrite)}, layoutcheck.Row{"enum IBV_SEND_FENCE", layoutcheck.Int(verbs.SendFence)}, layoutcheck.Row{"enum IBV_SEND_SIGNALED", layoutcheck.Int(verbs.SendSignaled)}, layoutcheck.Row{"enum IBV_SEND_SOLICITED", layoutcheck.Int(verbs.SendSolicited)}, layoutcheck.Row{"enum IBV_SEND_INLINE", layoutcheck.Int(verbs.SendInline)}, layoutcheck.Row{"enum IBV_SEND_IP_CSUM", layoutcheck.Int(verbs.SendIPCSUM)}, layoutcheck.Row{"enum IBV_WR_TAG_ADD", layoutcheck.Int(verbs.WRTagAdd)}, layoutcheck.Row{"enum IBV_WR_TAG_DEL", layoutcheck.Int(verbs.WRTagDel)}, layoutcheck.Row{"enum IBV_WR_TAG_SYNC", layoutcheck.Int(verbs.WRTagSync)}, layoutcheck.Row{"enum IBV_OPS_SIGNALED", layoutcheck.Int(verbs.OpsSignaled)}, layoutcheck.Row{"enum IBV_OPS_TM_SYNC", layoutcheck.Int(verbs.OpsTMSync)}, layoutcheck.Row{"enum IBV_CQ_ATTR_MODERATE", layoutcheck.Int(verbs.CQAttrModerate)}, layoutcheck.Row{"enum IBV_CQ_ATTR_RESERVED", layoutcheck.Int(verbs.CQAttrReserved)}, layoutcheck.Row{"enum IBV_FLOW_ATTR_FLAGS_DONT_TRAP", layoutcheck.Int(verbs.FlowAttrFlagsDontTrap)}, layoutcheck.Row{"enum IBV_FLOW_ATTR_FLAGS_EGRESS", layoutcheck.Int(verbs.FlowAttrFlagsEgress)}, layoutcheck.Row{"enum IBV_FLOW_ATTR_NORMAL", layoutcheck.Int(verbs.FlowAttrNormal)}, layoutcheck.Row{"enum IBV_FLOW_ATTR_ALL_DEFAULT", layoutcheck.Int(verbs.FlowAttrAllDefault)}, layoutcheck.Row{"enum IBV_FLOW_ATTR_MC_DEFAULT", layoutcheck.Int(verbs.FlowAttrMcDefault)}, layoutcheck.Row{"enum IBV_FLOW_ATTR_SNIFFER", layoutcheck.Int(verbs.FlowAttrSniffer)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_ETH", layoutcheck.Int(verbs.FlowSpecTypeEth)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_IPV4", layoutcheck.Int(verbs.FlowSpecTypeIPv4)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_IPV6", layoutcheck.Int(verbs.FlowSpecTypeIPv6)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_IPV4_EXT", layoutcheck.Int(verbs.FlowSpecTypeIPv4Ext)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_ESP", layoutcheck.Int(verbs.FlowSpecTypeESP)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_TCP", layoutcheck.Int(verbs.FlowSpecTypeTCP)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_UDP", layoutcheck.Int(verbs.FlowSpecTypeUDP)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_VXLAN_TUNNEL", layoutcheck.Int(verbs.FlowSpecTypeVXLANTunnel)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_GRE", layoutcheck.Int(verbs.FlowSpecTypeGRE)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_MPLS", layoutcheck.Int(verbs.FlowSpecTypeMPLS)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_INNER", layoutcheck.Int(verbs.FlowSpecTypeInner)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_ACTION_TAG", layoutcheck.Int(verbs.FlowSpecTypeActionTag)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_ACTION_DROP", layoutcheck.Int(verbs.FlowSpecTypeActionDrop)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_ACTION_HANDLE", layoutcheck.Int(verbs.FlowSpecTypeActionHandle)}, layoutcheck.Row{"enum IBV_FLOW_SPEC_ACTION_COUNT", layoutcheck.Int(verbs.FlowSpecTypeActionCount)}, layoutcheck.Row{"enum IBV_FLOW_ACTION_ESP_MASK_ESN", layoutcheck.Int(verbs.FlowActionESPMaskEsn)}, layoutcheck.Row{"enum IBV_SYSFS_NAME_MAX", layoutcheck.Int(verbs.SysfsNameMax)}, layoutcheck.Row{"enum IBV_SYSFS_PATH_MAX", layoutcheck.Int(verbs.SysfsPathMax)}, layoutcheck.Row{"enum IBV_CQ_INIT_ATTR_MASK_FLAGS", layoutcheck.Int(verbs.CQInitAttrMaskFlags)}, layoutcheck.Row{"enum IBV_CQ_INIT_ATTR_MASK_PD", layoutcheck.Int(verbs.CQInitAttrMaskPD)}, layoutcheck.Row{"enum IBV_CREATE_CQ_ATTR_SINGLE_THREADED", layoutcheck.Int(verbs.CreateCQAttrSingleThreaded)}, layoutcheck.Row{"enum IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN", layoutcheck.Int(verbs.CreateCQAttrIgnoreOverrun)}, layoutcheck.Row{"enum IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS", layoutcheck.Int(verbs.ParentDomainInitAttrAllocators)}, layoutcheck.Row{"enum IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT", layoutcheck.Int(verbs.ParentDomainInitAttrPDContext)}, layoutcheck.Row{"enum IBV_COUNTER_PACKETS", layoutcheck.Int(verbs.CounterPackets)}, layoutcheck.Row{"enum IBV_COUNTER_BYTES", layoutcheck.Int(verbs.CounterBytes)}, layoutcheck.Row{"enum IBV_READ_COUNTERS_ATTR_PREFER_CACHED", layoutcheck.Int(verbs.ReadCountersAttrPreferCached)}, layoutcheck.Row{"enum IBV_VALUES_MASK_RAW_CLOCK", layoutcheck.Int(verbs.ValuesMaskRawClock)}, layoutcheck.Row{"enum IBV_VALUES_MASK_RESERVED", layoutcheck.Int(verbs.ValuesMaskReserved)}, layoutcheck.Row{"enum IBV_REREG_MR_ERR_INPUT", layoutcheck.Int(verbs.ReregMRErrInput)}, layoutcheck.Row{"enum IBV_REREG_MR_ERR_DONT_FORK_NEW", layoutcheck.Int(verbs.ReregMRErrDontForkNew)}, layoutcheck.Row{"enum IBV_REREG_MR_ERR_DO_FORK_OLD", layoutcheck.Int(verbs.ReregMRErrDoForkOld)}, layoutcheck.Row{"enum IBV_REREG_MR_ERR_CMD", layoutcheck.Int(verbs.ReregMRErrCmd)}, layoutcheck.Row{"enum IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW", layoutcheck.Int(verbs.ReregMRErrCmdAndDoForkNew)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_GET_CONTEXT", layoutcheck.Int(verbs.UserVerbsCmdGetContext)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_QUERY_DEVICE", layoutcheck.Int(verbs.UserVerbsCmdQueryDevice)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_QUERY_PORT", layoutcheck.Int(verbs.UserVerbsCmdQueryPort)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_ALLOC_PD", layoutcheck.Int(verbs.UserVerbsCmdAllocPD)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DEALLOC_PD", layoutcheck.Int(verbs.UserVerbsCmdDeallocPD)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CREATE_AH", layoutcheck.Int(verbs.UserVerbsCmdCreateAH)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_MODIFY_AH", layoutcheck.Int(verbs.UserVerbsCmdModifyAH)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_QUERY_AH", layoutcheck.Int(verbs.UserVerbsCmdQueryAH)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DESTROY_AH", layoutcheck.Int(verbs.UserVerbsCmdDestroyAH)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_REG_MR", layoutcheck.Int(verbs.UserVerbsCmdRegMR)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_REG_SMR", layoutcheck.Int(verbs.UserVerbsCmdRegSmr)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_REREG_MR", layoutcheck.Int(verbs.UserVerbsCmdReregMR)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_QUERY_MR", layoutcheck.Int(verbs.UserVerbsCmdQueryMR)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DEREG_MR", layoutcheck.Int(verbs.UserVerbsCmdDeregMR)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_ALLOC_MW", layoutcheck.Int(verbs.UserVerbsCmdAllocMW)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_BIND_MW", layoutcheck.Int(verbs.UserVerbsCmdBindMW)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DEALLOC_MW", layoutcheck.Int(verbs.UserVerbsCmdDeallocMW)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL", layoutcheck.Int(verbs.UserVerbsCmdCreateCompChannel)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CREATE_CQ", layoutcheck.Int(verbs.UserVerbsCmdCreateCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_RESIZE_CQ", layoutcheck.Int(verbs.UserVerbsCmdResizeCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DESTROY_CQ", layoutcheck.Int(verbs.UserVerbsCmdDestroyCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_POLL_CQ", layoutcheck.Int(verbs.UserVerbsCmdPollCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_PEEK_CQ", layoutcheck.Int(verbs.UserVerbsCmdPeekCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_REQ_NOTIFY_CQ", layoutcheck.Int(verbs.UserVerbsCmdReqNotifyCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CREATE_QP", layoutcheck.Int(verbs.UserVerbsCmdCreateQP)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_QUERY_QP", layoutcheck.Int(verbs.UserVerbsCmdQueryQP)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_MODIFY_QP", layoutcheck.Int(verbs.UserVerbsCmdModifyQP)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DESTROY_QP", layoutcheck.Int(verbs.UserVerbsCmdDestroyQP)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_POST_SEND", layoutcheck.Int(verbs.UserVerbsCmdPostSend)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_POST_RECV", layoutcheck.Int(verbs.UserVerbsCmdPostRecv)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_ATTACH_MCAST", layoutcheck.Int(verbs.UserVerbsCmdAttachMcast)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DETACH_MCAST", layoutcheck.Int(verbs.UserVerbsCmdDetachMcast)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CREATE_SRQ", layoutcheck.Int(verbs.UserVerbsCmdCreateSRQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_MODIFY_SRQ", layoutcheck.Int(verbs.UserVerbsCmdModifySRQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_QUERY_SRQ", layoutcheck.Int(verbs.UserVerbsCmdQuerySRQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_DESTROY_SRQ", layoutcheck.Int(verbs.UserVerbsCmdDestroySRQ)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_POST_SRQ_RECV", layoutcheck.Int(verbs.UserVerbsCmdPostSRQRecv)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_OPEN_XRCD", layoutcheck.Int(verbs.UserVerbsCmdOpenXRCD)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CLOSE_XRCD", layoutcheck.Int(verbs.UserVerbsCmdCloseXRCD)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_CREATE_XSRQ", layoutcheck.Int(verbs.UserVerbsCmdCreateXsrq)}, layoutcheck.Row{"enum IB_USER_VERBS_CMD_OPEN_QP", layoutcheck.Int(verbs.UserVerbsCmdOpenQP)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_QUERY_DEVICE", layoutcheck.Int(verbs.UserVerbsExCmdQueryDevice)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_CREATE_CQ", layoutcheck.Int(verbs.UserVerbsExCmdCreateCQ)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_CREATE_QP", layoutcheck.Int(verbs.UserVerbsExCmdCreateQP)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_MODIFY_QP", layoutcheck.Int(verbs.UserVerbsExCmdModifyQP)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_CREATE_FLOW", layoutcheck.Int(verbs.UserVerbsExCmdCreateFlow)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_DESTROY_FLOW", layoutcheck.Int(verbs.UserVerbsExCmdDestroyFlow)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_CREATE_WQ", layoutcheck.Int(verbs.UserVerbsExCmdCreateWQ)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_MODIFY_WQ", layoutcheck.Int(verbs.UserVerbsExCmdModifyWQ)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_DESTROY_WQ", layoutcheck.Int(verbs.UserVerbsExCmdDestroyWQ)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_CREATE_RWQ_IND_TBL", layoutcheck.Int(verbs.UserVerbsExCmdCreateRWQIndTbl)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL", layoutcheck.Int(verbs.UserVerbsExCmdDestroyRWQIndTbl)}, layoutcheck.Row{"enum IB_USER_VERBS_EX_CMD_MODIFY_CQ", layoutcheck.Int(verbs.UserVerbsExCmdModifyCQ)}, layoutcheck.Row{"enum IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION", layoutcheck.Int(verbs.UverbsCQFlagsTimestampCompletion)}, layoutcheck.Row{"enum IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN", layoutcheck.Int(verbs.UverbsCQFlagsIgnoreOverrun)}, layoutcheck.Row{"enum IB_UVERBS_WC_SEND", layoutcheck.Int(verbs.UverbsWCSend)}, layoutcheck.Row{"enum IB_UVERBS_WC_RDMA_WRITE", layoutcheck.Int(verbs.UverbsWCRDMAWrite)}, layoutcheck.Row{"enum IB_UVERBS_WC_RDMA_READ", layoutcheck.Int(verbs.UverbsWCRDMARead)}, layoutcheck.Row{"enum IB_UVERBS_WC_COMP_SWAP", layoutcheck.Int(verbs.UverbsWCCompSwap)}, layoutcheck.Row{"enum IB_UVERBS_WC_FETCH_ADD", layoutcheck.Int(verbs.UverbsWCFetchAdd)}, layoutcheck.Row{"enum IB_UVERBS_WC_BIND_MW", layoutcheck.Int(verbs.UverbsWCBindMW)}, layoutcheck.Row{"enum IB_UVERBS_WC_LOCAL_INV", layoutcheck.Int(verbs.UverbsWCLocalInv)}, layoutcheck.Row{"enum IB_UVERBS_WC_TSO", layoutcheck.Int(verbs.UverbsWCTSO)}, layoutcheck.Row{"enum IB_UVERBS_CREATE_QP_MASK_IND_TABLE", layoutcheck.Int(verbs.UverbsCreateQPMaskIndTable)}, layoutcheck.Row{"enum IB_UVERBS_CREATE_QP_SUP_COMP_MASK", layoutcheck.Int(verbs.UverbsCreateQPSupCompMask)}, layoutcheck.Row{"enum IB_UVERBS_WR_RDMA_WRITE", layoutcheck.Int(verbs.UverbsWRRDMAWrite)}, layoutcheck.Row{"enum IB_UVERBS_WR_RDMA_WRITE_WITH_IMM", layoutcheck.Int(verbs.UverbsWRRDMAWriteWithImm)}, layoutcheck.Row{"enum IB_UVERBS_WR_SEND", layoutcheck.Int(verbs.UverbsWRSend)}, layoutcheck.Row{"enum IB_UVERBS_WR_SEND_WITH_IMM", layoutcheck.Int(verbs.UverbsWRSendWithImm)}, layoutcheck.Row{"enum IB_UVERBS_WR_RDMA_READ", layoutcheck.Int(verbs.UverbsWRRDMARead)}, layoutcheck.Row{"enum IB_UVERBS_WR_ATOMIC_CMP_AND_SWP", layoutcheck.Int(verbs.UverbsWRAtomicCmpAndSwp)}, layoutcheck.Row{"enum IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD", layoutcheck.Int(verbs.UverbsWRAtomicFetchAndAdd)}, layoutcheck.Row{"enum IB_UVERBS_WR_LOCAL_INV", layoutcheck.Int(verbs.UverbsWRLocalInv)}, layoutcheck.Row{"enum IB_UVERBS_WR_BIND_MW", layoutcheck.Int(verbs.UverbsWRBindMW)}, layoutcheck.Row{"enum IB_UVERBS_WR_SEND_WITH_INV", layoutcheck.Int(verbs.UverbsWRSendWithInv)}, layoutcheck.Row{"enum IB_UVERBS_WR_TSO", layoutcheck.Int(verbs.UverbsWRTSO)}, layoutcheck.Row{"enum IB_UVERBS_WR_RDMA_READ_WITH_INV", layoutcheck.Int(verbs.UverbsWRRDMAReadWithInv)}, layoutcheck.Row{"enum IB_UVERBS_WR_MASKED_ATOMIC_CMP_AND_SWP", layoutcheck.Int(verbs.UverbsWRMaskedAtomicCmpAndSwp)}, layoutcheck.Row{"enum IB_UVERBS_WR_MASKED_ATOMIC_FETCH_AND_ADD", layoutcheck.Int(verbs.UverbsWRMaskedAtomicFetchAndAdd)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_RESIZE_MAX_WR", layoutcheck.Int(verbs.UverbsDeviceResizeMaxWR)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_BAD_PKEY_CNTR", layoutcheck.Int(verbs.UverbsDeviceBadPkeyCntr)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_BAD_QKEY_CNTR", layoutcheck.Int(verbs.UverbsDeviceBadQkeyCntr)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_RAW_MULTI", layoutcheck.Int(verbs.UverbsDeviceRawMulti)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_AUTO_PATH_MIG", layoutcheck.Int(verbs.UverbsDeviceAutoPathMig)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_CHANGE_PHY_PORT", layoutcheck.Int(verbs.UverbsDeviceChangePhyPort)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE", layoutcheck.Int(verbs.UverbsDeviceUDAvPortEnforce)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_CURR_QP_STATE_MOD", layoutcheck.Int(verbs.UverbsDeviceCurrQPStateMod)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_SHUTDOWN_PORT", layoutcheck.Int(verbs.UverbsDeviceShutdownPort)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT", layoutcheck.Int(verbs.UverbsDevicePortActiveEvent)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_SYS_IMAGE_GUID", layoutcheck.Int(verbs.UverbsDeviceSysImageGUID)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_RC_RNR_NAK_GEN", layoutcheck.Int(verbs.UverbsDeviceRCRNRNAKGen)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_SRQ_RESIZE", layoutcheck.Int(verbs.UverbsDeviceSRQResize)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_N_NOTIFY_CQ", layoutcheck.Int(verbs.UverbsDeviceNNotifyCQ)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_MEM_WINDOW", layoutcheck.Int(verbs.UverbsDeviceMemWindow)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_UD_IP_CSUM", layoutcheck.Int(verbs.UverbsDeviceUDIPCSUM)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_XRC", layoutcheck.Int(verbs.UverbsDeviceXRC)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS", layoutcheck.Int(verbs.UverbsDeviceMemMgtExtensions)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A", layoutcheck.Int(verbs.UverbsDeviceMemWindowType2a)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B", layoutcheck.Int(verbs.UverbsDeviceMemWindowType2b)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_RC_IP_CSUM", layoutcheck.Int(verbs.UverbsDeviceRCIPCSUM)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_RAW_IP_CSUM", layoutcheck.Int(verbs.UverbsDeviceRawIPCSUM)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING", layoutcheck.Int(verbs.UverbsDeviceManagedFlowSteering)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_RAW_SCATTER_FCS", layoutcheck.Int(verbs.UverbsDeviceRawScatterFcs)}, layoutcheck.Row{"enum IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING", layoutcheck.Int(verbs.UverbsDevicePCIWriteEndPadding)}, layoutcheck.Row{"enum IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING", layoutcheck.Int(verbs.UverbsRawPacketCapCvlanStripping)}, layoutcheck.Row{"enum IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS", layoutcheck.Int(verbs.UverbsRawPacketCapScatterFcs)}, layoutcheck.Row{"enum IB_UVERBS_RAW_PACKET_CAP_IP_CSUM", layoutcheck.Int(verbs.UverbsRawPacketCapIPCSUM)}, layoutcheck.Row{"enum IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP", layoutcheck.Int(verbs.UverbsRawPacketCapDelayDrop)}, layoutcheck.Row{"enum RDMA_CM_EVENT_ADDR_RESOLVED", layoutcheck.Int(rdmacm.CMEventAddrResolved)}, layoutcheck.Row{"enum RDMA_CM_EVENT_ADDR_ERROR", layoutcheck.Int(rdmacm.CMEventAddrError)}, layoutcheck.Row{"enum RDMA_CM_EVENT_ROUTE_RESOLVED", layoutcheck.Int(rdmacm.CMEventRouteResolved)}, layoutcheck.Row{"enum RDMA_CM_EVENT_ROUTE_ERROR", layoutcheck.Int(rdmacm.CMEventRouteError)}, layoutcheck.Row{"enum RDMA_CM_EVENT_CONNECT_REQUEST", layoutcheck.Int(rdmacm.CMEventConnectRequest)}, layoutcheck.Row{"enum RDMA_CM_EVENT_CONNECT_RESPONSE", layoutcheck.Int(rdmacm.CMEventConnectResponse)}, layoutcheck.Row{"enum RDMA_CM_EVENT_CONNECT_ERROR", layoutcheck.Int(rdmacm.CMEventConnectError)}, layoutcheck.Row{"enum RDMA_CM_EVENT_UNREACHABLE", layoutcheck.Int(rdmacm.CMEventUnreachable)}, layoutcheck.Row{"enum RDMA_CM_EVENT_REJECTED", layoutcheck.Int(rdmacm.CMEventRejected)}, layoutcheck.Row{"enum RDMA_CM_EVENT_ESTABLISHED", layoutcheck.Int(rdmacm.CMEventEstablished)}, layoutcheck.Row{"enum RDMA_CM_EVENT_DISCONNECTED", layoutcheck.Int(rdmacm.CMEventDisconnected)}, layoutcheck.Row{"enum RDMA_CM_EVENT_DEVICE_REMOVAL", layoutcheck.Int(rdmacm.CMEventDeviceRemoval)}, layoutcheck.Row{"enum RDMA_CM_EVENT_MULTICAST_JOIN", layoutcheck.Int(rdmacm.CMEventMulticastJoin)}, layoutcheck.Row{"enum RDMA_CM_EVENT_MULTICAST_ERROR", layoutcheck.Int(rdmacm.CMEventMulticastError)}, layoutcheck.Row{"enum RDMA_CM_EVENT_ADDR_CHANGE", layoutcheck.Int(rdmacm.CMEventAddrChange)}, layoutcheck.Row{"enum RDMA_CM_EVENT_TIMEWAIT_EXIT", layoutcheck.Int(rdmacm.CMEventTimewaitExit)}, layoutcheck.Row{"enum RDMA_PS_IPOIB", layoutcheck.Int(rdmacm.PsIPOIB)}, layoutcheck.Row{"enum RDMA_PS_TCP", layoutcheck.Int(rdmacm.PsTCP)}, layoutcheck.Row{"enum RDMA_PS_UDP", layoutcheck.Int(rdmacm.PsUDP)}, layoutcheck.Row{"enum RDMA_PS_IB", layoutcheck.Int(rdmacm.PsIB)}, layoutcheck.Row{"enum RDMA_MAX_RESP_RES", layoutcheck.Int(rdmacm.MaxRespRes)}, layoutcheck.Row{"enum RDMA_MAX_INIT_DEPTH", layoutcheck.Int(rdmacm.MaxInitDepth)}, layoutcheck.Row{"enum RDMA_CM_JOIN_MC_ATTR_ADDRESS", layoutcheck.Int(rdmacm.CMJoinMcAttrAddress)}, layoutcheck.Row{"enum RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS", layoutcheck.Int(rdmacm.CMJoinMcAttrJoinFlags)}, layoutcheck.Row{"enum RDMA_CM_JOIN_MC_ATTR_RESERVED", layoutcheck.Int(rdmacm.CMJoinMcAttrReserved)}, layoutcheck.Row{"enum RDMA_MC_JOIN_FLAG_FULLMEMBER", layoutcheck.Int(rdmacm.McJoinFlagFullmember)}, layoutcheck.Row{"enum RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER", layoutcheck.Int(rdmacm.McJoinFlagSendonlyFullmember)}, layoutcheck.Row{"enum RDMA_MC_JOIN_FLAG_RESERVED", layoutcheck.Int(rdmacm.McJoinFlagReserved)}, layoutcheck.Row{"enum RDMA_OPTION_ID", layoutcheck.Int(rdmacm.OptionID)}, layoutcheck.Row{"enum RDMA_OPTION_IB", layoutcheck.Int(rdmacm.OptionIB)}, layoutcheck.Row{"enum RDMA_OPTION_ID_TOS", layoutcheck.Int(rdmacm.OptionIDTos)}, layoutcheck.Row{"enum RDMA_OPTION_ID_REUSEADDR", layoutcheck.Int(rdmacm.OptionIDReuseaddr)}, layoutcheck.Row{"enum RDMA_OPTION_ID_AFONLY", layoutcheck.Int(rdmacm.OptionIDAfonly)}, layoutcheck.Row{"enum RDMA_OPTION_ID_ACK_TIMEOUT", layoutcheck.Int(rdmacm.OptionIDACKTimeout)}, layoutcheck.Row{"enum RDMA_OPTION_IB_PATH", layoutcheck.Int(rdmacm.OptionIBPath)}, layoutcheck.Row{"macro IB_UVERBS_ACCESS_OPTIONAL_FIRST", layoutcheck.Int(verbs.UverbsAccessOptionalFirst)}, layoutcheck.Row{"macro IB_UVERBS_ACCESS_OPTIONAL_LAST", layoutcheck.Int(verbs.UverbsAccessOptionalLast)}, layoutcheck.Row{"macro IBV_PATH_RECORD_REVERSIBLE", layoutcheck.Int(rdmacm.PathRecordReversible)}, layoutcheck.Row{"macro IBV_PATH_FLAG_GMP", layoutcheck.Int(rdmacm.PathFlagGmp)}, layoutcheck.Row{"macro IBV_PATH_FLAG_PRIMARY", layoutcheck.Int(rdmacm.PathFlagPrimary)}, layoutcheck.Row{"macro IBV_PATH_FLAG_ALTERNATE", layoutcheck.Int(rdmacm.PathFlagAlternate)}, layoutcheck.Row{"macro IBV_PATH_FLAG_OUTBOUND", layoutcheck.Int(rdmacm.PathFlagOutbound)}, layoutcheck.Row{"macro IBV_PATH_FLAG_INBOUND", layoutcheck.Int(rdmacm.PathFlagInbound)}, layoutcheck.Row{"macro IBV_PATH_FLAG_INBOUND_REVERSE", layoutcheck.Int(rdmacm.PathFlagInboundReverse)}, layoutcheck.Row{"macro IBV_PATH_FLAG_BIDIRECTIONAL", layoutcheck.Int(rdmacm.PathFlagBidirectional)}, layoutcheck.Row{"macro __VERBS_ABI_IS_EXTENDED", layoutcheck.Int(verbs.XXVerbsABIIsExtended)}, layoutcheck.Row{"macro IBV_DEVICE_RAW_SCATTER_FCS", layoutcheck.Int(verbs.DeviceRawScatterFcs)}, layoutcheck.Row{"macro IBV_DEVICE_PCI_WRITE_END_PADDING", layoutcheck.Int(verbs.DevicePCIWriteEndPadding)}, layoutcheck.Row{"macro IBV_ALLOCATOR_USE_DEFAULT", layoutcheck.Int(verbs.AllocatorUseDefault)}, layoutcheck.Row{"macro ETHERNET_LL_SIZE", layoutcheck.Int(verbs.EthernetLlSize)}, layoutcheck.Row{"macro IB_ROCE_UDP_ENCAP_VALID_PORT_MIN", layoutcheck.Int(verbs.IBRoCEUDPEncapValidPortMin)}, layoutcheck.Row{"macro IB_ROCE_UDP_ENCAP_VALID_PORT_MAX", layoutcheck.Int(verbs.IBRoCEUDPEncapValidPortMax)}, layoutcheck.Row{"macro IB_GRH_FLOWLABEL_MASK", layoutcheck.Int(verbs.IBGRHFlowlabelMask)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM", layoutcheck.Int(verbs.ESPKeymatAesGcm)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_IV_ALGO_SEQ", layoutcheck.Int(verbs.FlowActionIvAlgoSeq)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_REPLAY_NONE", layoutcheck.Int(verbs.FlowActionESPReplayNone)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_REPLAY_BMP", layoutcheck.Int(verbs.ESPReplayBmp)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO", layoutcheck.Int(verbs.FlowActionESPFlagsInlineCrypto)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD", layoutcheck.Int(verbs.FlowActionESPFlagsFullOffload)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL", layoutcheck.Int(verbs.FlowActionESPFlagsTunnel)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT", layoutcheck.Int(verbs.FlowActionESPFlagsTransport)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT", layoutcheck.Int(verbs.FlowActionESPFlagsDecrypt)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT", layoutcheck.Int(verbs.FlowActionESPFlagsEncrypt)}, layoutcheck.Row{"macro IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW", layoutcheck.Int(verbs.FlowActionESPFlagsEsnNewWindow)}, layoutcheck.Row{"macro IBV_ADVISE_MR_ADVICE_PREFETCH", layoutcheck.Int(verbs.AdviseMRAdvicePrefetch)}, layoutcheck.Row{"macro IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE", layoutcheck.Int(verbs.AdviseMRAdvicePrefetchWrite)}, layoutcheck.Row{"macro IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT", layoutcheck.Int(verbs.AdviseMRAdvicePrefetchNoFault)}, layoutcheck.Row{"macro IBV_ADVISE_MR_FLAG_FLUSH", layoutcheck.Int(verbs.AdviseMRFlagFlush)}, layoutcheck.Row{"macro IBV_QPF_GRH_REQUIRED", layoutcheck.Int(verbs.QpfGRHRequired)}, layoutcheck.Row{"macro IBV_ACCESS_OPTIONAL_RANGE", layoutcheck.Int(verbs.AccessOptionalRange)}, layoutcheck.Row{"macro IBV_ACCESS_OPTIONAL_FIRST", layoutcheck.Int(verbs.AccessOptionalFirst)}, layoutcheck.Row{"macro IB_USER_VERBS_ABI_VERSION", layoutcheck.Int(verbs.UserVerbsABIVersion)}, layoutcheck.Row{"macro IB_USER_VERBS_CMD_THRESHOLD", layoutcheck.Int(verbs.UserVerbsCmdThreshold)}, layoutcheck.Row{"macro IB_USER_VERBS_CMD_COMMAND_MASK", layoutcheck.Int(verbs.UserVerbsCmdCommandMask)}, layoutcheck.Row{"macro IB_USER_VERBS_CMD_FLAG_EXTENDED", layoutcheck.Int(verbs.UserVerbsCmdFlagExtended)}, layoutcheck.Row{"macro IB_USER_VERBS_MAX_LOG_IND_TBL_SIZE", layoutcheck.Int(verbs.UserVerbsMaxLogIndTblSize)}, layoutcheck.Row{"macro IB_DEVICE_NAME_MAX", layoutcheck.Int(verbs.IBDeviceNameMax)}, layoutcheck.Row{"macro RDMA_IB_IP_PS_MASK", layoutcheck.Int(rdmacm.IBIPPsMask)}, layoutcheck.Row{"macro RDMA_IB_IP_PORT_MASK", layoutcheck.Int(rdmacm.IBIPPortMask)}, layoutcheck.Row{"macro RDMA_IB_IP_PS_TCP", layoutcheck.Int(rdmacm.IBIPPsTCP)}, layoutcheck.Row{"macro RDMA_IB_IP_PS_UDP", layoutcheck.Int(rdmacm.IBIPPsUDP)}, layoutcheck.Row{"macro RDMA_IB_PS_IB", layoutcheck.Int(rdmacm.IBPsIB)}, layoutcheck.Row{"macro RDMA_UDP_QKEY", layoutcheck.Int(rdmacm.UDPQkey)}, layoutcheck.Row{"macro RAI_PASSIVE", layoutcheck.Int(rdmacm.RaiPassive)}, layoutcheck.Row{"macro RAI_NUMERICHOST", layoutcheck.Int(rdmacm.RaiNumerichost)}, layoutcheck.Row{"macro RAI_NOROUTE", layoutcheck.Int(rdmacm.RaiNoroute)}, layoutcheck.Row{"macro RAI_FAMILY", layoutcheck.Int(rdmacm.RaiFamily)})
+	rows = append(rows, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS",
+		Value: layoutcheck.Int(verbs.UverbsCoreSupportOptionalMRAccess),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_LOCAL_WRITE",
+		Value: layoutcheck.Int(verbs.UverbsAccessLocalWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_REMOTE_WRITE",
+		Value: layoutcheck.Int(verbs.UverbsAccessRemoteWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_REMOTE_READ",
+		Value: layoutcheck.Int(verbs.UverbsAccessRemoteRead),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_REMOTE_ATOMIC",
+		Value: layoutcheck.Int(verbs.UverbsAccessRemoteAtomic),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_MW_BIND",
+		Value: layoutcheck.Int(verbs.UverbsAccessMWBind),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_ZERO_BASED",
+		Value: layoutcheck.Int(verbs.UverbsAccessZeroBased),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_ON_DEMAND",
+		Value: layoutcheck.Int(verbs.UverbsAccessOnDemand),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_HUGETLB",
+		Value: layoutcheck.Int(verbs.UverbsAccessHugetlb),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_RELAXED_ORDERING",
+		Value: layoutcheck.Int(verbs.UverbsAccessRelaxedOrdering),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ACCESS_OPTIONAL_RANGE",
+		Value: layoutcheck.Int(verbs.UverbsAccessOptionalRange),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_SRQT_BASIC",
+		Value: layoutcheck.Int(verbs.UverbsSrqtBasic),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_SRQT_XRC",
+		Value: layoutcheck.Int(verbs.UverbsSrqtXRC),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_SRQT_TM",
+		Value: layoutcheck.Int(verbs.UverbsSrqtTM),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WQT_RQ",
+		Value: layoutcheck.Int(verbs.UverbsWqtRQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING",
+		Value: layoutcheck.Int(verbs.UverbsWQFlagsCvlanStripping),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WQ_FLAGS_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.UverbsWQFlagsScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WQ_FLAGS_DELAY_DROP",
+		Value: layoutcheck.Int(verbs.UverbsWQFlagsDelayDrop),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WQ_FLAGS_PCI_WRITE_END_PADDING",
+		Value: layoutcheck.Int(verbs.UverbsWQFlagsPCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_RC",
+		Value: layoutcheck.Int(verbs.UverbsQPTRC),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_UC",
+		Value: layoutcheck.Int(verbs.UverbsQPTUC),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_UD",
+		Value: layoutcheck.Int(verbs.UverbsQPTUD),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_RAW_PACKET",
+		Value: layoutcheck.Int(verbs.UverbsQPTRawPacket),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_XRC_INI",
+		Value: layoutcheck.Int(verbs.UverbsQPTXRCIni),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_XRC_TGT",
+		Value: layoutcheck.Int(verbs.UverbsQPTXRCTgt),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPT_DRIVER",
+		Value: layoutcheck.Int(verbs.UverbsQPTDriver),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK",
+		Value: layoutcheck.Int(verbs.UverbsQPCreateBlockMulticastLoopback),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QP_CREATE_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.UverbsQPCreateScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QP_CREATE_CVLAN_STRIPPING",
+		Value: layoutcheck.Int(verbs.UverbsQPCreateCvlanStripping),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING",
+		Value: layoutcheck.Int(verbs.UverbsQPCreatePCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QP_CREATE_SQ_SIG_ALL",
+		Value: layoutcheck.Int(verbs.UverbsQPCreateSQSigAll),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_SM",
+		Value: layoutcheck.Int(verbs.UverbsPcfSM),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_NOTICE_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfNoticeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_TRAP_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfTrapSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_OPT_IPD_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfOptIpdSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_AUTO_MIGR_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfAutoMigrSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_SL_MAP_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfSLMapSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_MKEY_NVRAM",
+		Value: layoutcheck.Int(verbs.UverbsPcfMkeyNvram),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_PKEY_NVRAM",
+		Value: layoutcheck.Int(verbs.UverbsPcfPkeyNvram),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_LED_INFO_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfLedInfoSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_SM_DISABLED",
+		Value: layoutcheck.Int(verbs.UverbsPcfSMDisabled),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_SYS_IMAGE_GUID_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfSysImageGUIDSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfPkeySWExtPortTrapSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfExtendedSpeedsSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_CM_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfCMSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_SNMP_TUNNEL_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfSnmpTunnelSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_REINIT_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfReinitSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_DEVICE_MGMT_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfDeviceMgmtSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_VENDOR_CLASS_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfVendorClassSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_DR_NOTICE_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfDrNoticeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_CAP_MASK_NOTICE_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfCapMaskNoticeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_BOOT_MGMT_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfBootMgmtSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_LINK_LATENCY_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfLinkLatencySup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_CLIENT_REG_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfClientRegSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_LINK_SPEED_WIDTH_TABLE_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfLinkSpeedWidthTableSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_VENDOR_SPECIFIC_MADS_TABLE_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfVendorSpecificMadsTableSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfMcastPkeyTrapSuppressionSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_MCAST_FDB_TOP_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfMcastFdbTopSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_HIERARCHY_INFO_SUP",
+		Value: layoutcheck.Int(verbs.UverbsPcfHierarchyInfoSup),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_PCF_IP_BASED_GIDS",
+		Value: layoutcheck.Int(verbs.UverbsPcfIPBasedGids),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_QPF_GRH_REQUIRED",
+		Value: layoutcheck.Int(verbs.UverbsQpfGRHRequired),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM",
+		Value: layoutcheck.Int(verbs.UverbsESPKeymatAesGcm),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionIvAlgoSeq),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_REPLAY_NONE",
+		Value: layoutcheck.Int(verbs.UverbsESPReplayNone),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP",
+		Value: layoutcheck.Int(verbs.UverbsESPReplayBmp),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsInlineCrypto),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsFullOffload),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TUNNEL",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsTunnel),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TRANSPORT",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsTransport),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_DECRYPT",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsDecrypt),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ENCRYPT",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsEncrypt),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW",
+		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsEsnNewWindow),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_READ_COUNTERS_PREFER_CACHED",
+		Value: layoutcheck.Int(verbs.UverbsReadCountersPreferCached),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH",
+		Value: layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetch),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE",
+		Value: layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetchWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT",
+		Value: layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetchNoFault),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_ADVISE_MR_FLAG_FLUSH",
+		Value: layoutcheck.Int(verbs.UverbsAdviseMRFlagFlush),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_UNKNOWN",
+		Value: layoutcheck.Int(verbs.RDMADriverUnknown),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_MLX5",
+		Value: layoutcheck.Int(verbs.RDMADriverMlx5),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_MLX4",
+		Value: layoutcheck.Int(verbs.RDMADriverMlx4),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_CXGB3",
+		Value: layoutcheck.Int(verbs.RDMADriverCxgb3),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_CXGB4",
+		Value: layoutcheck.Int(verbs.RDMADriverCxgb4),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_MTHCA",
+		Value: layoutcheck.Int(verbs.RDMADriverMthca),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_BNXT_RE",
+		Value: layoutcheck.Int(verbs.RDMADriverBnxtRe),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_OCRDMA",
+		Value: layoutcheck.Int(verbs.RDMADriverOcrdma),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_NES",
+		Value: layoutcheck.Int(verbs.RDMADriverNes),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_I40IW",
+		Value: layoutcheck.Int(verbs.RDMADriverI40iw),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_IRDMA",
+		Value: layoutcheck.Int(verbs.RDMADriverIrdma),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_VMW_PVRDMA",
+		Value: layoutcheck.Int(verbs.RDMADriverVmwPvrdma),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_QEDR",
+		Value: layoutcheck.Int(verbs.RDMADriverQedr),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_HNS",
+		Value: layoutcheck.Int(verbs.RDMADriverHns),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_USNIC",
+		Value: layoutcheck.Int(verbs.RDMADriverUsnic),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_RXE",
+		Value: layoutcheck.Int(verbs.RDMADriverRxe),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_HFI1",
+		Value: layoutcheck.Int(verbs.RDMADriverHfi1),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_QIB",
+		Value: layoutcheck.Int(verbs.RDMADriverQib),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_EFA",
+		Value: layoutcheck.Int(verbs.RDMADriverEfa),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_SIW",
+		Value: layoutcheck.Int(verbs.RDMADriverSiw),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_ERDMA",
+		Value: layoutcheck.Int(verbs.RDMADriverErdma),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_DRIVER_MANA",
+		Value: layoutcheck.Int(verbs.RDMADriverMana),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_GID_TYPE_IB",
+		Value: layoutcheck.Int(verbs.UverbsGIDTypeIB),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_GID_TYPE_ROCE_V1",
+		Value: layoutcheck.Int(verbs.UverbsGIDTypeRoCEV1),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_GID_TYPE_ROCE_V2",
+		Value: layoutcheck.Int(verbs.UverbsGIDTypeRoCEV2),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_GID_TYPE_IB",
+		Value: layoutcheck.Int(verbs.GIDTypeIB),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_GID_TYPE_ROCE_V1",
+		Value: layoutcheck.Int(verbs.GIDTypeRoCEV1),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_GID_TYPE_ROCE_V2",
+		Value: layoutcheck.Int(verbs.GIDTypeRoCEV2),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_UNKNOWN",
+		Value: layoutcheck.Int(verbs.NodeUnknown),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_CA",
+		Value: layoutcheck.Int(verbs.NodeCa),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_SWITCH",
+		Value: layoutcheck.Int(verbs.NodeSwitch),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_ROUTER",
+		Value: layoutcheck.Int(verbs.NodeRouter),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_RNIC",
+		Value: layoutcheck.Int(verbs.NodeRnic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_USNIC",
+		Value: layoutcheck.Int(verbs.NodeUsnic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_USNIC_UDP",
+		Value: layoutcheck.Int(verbs.NodeUsnicUDP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_NODE_UNSPECIFIED",
+		Value: layoutcheck.Int(verbs.NodeUnspecified),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TRANSPORT_UNKNOWN",
+		Value: layoutcheck.Int(verbs.TransportUnknown),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TRANSPORT_IB",
+		Value: layoutcheck.Int(verbs.TransportIB),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TRANSPORT_IWARP",
+		Value: layoutcheck.Int(verbs.TransportIwarp),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TRANSPORT_USNIC",
+		Value: layoutcheck.Int(verbs.TransportUsnic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TRANSPORT_USNIC_UDP",
+		Value: layoutcheck.Int(verbs.TransportUsnicUDP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TRANSPORT_UNSPECIFIED",
+		Value: layoutcheck.Int(verbs.TransportUnspecified),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_RESIZE_MAX_WR",
+		Value: layoutcheck.Int(verbs.DeviceResizeMaxWR),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_BAD_PKEY_CNTR",
+		Value: layoutcheck.Int(verbs.DeviceBadPkeyCntr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_BAD_QKEY_CNTR",
+		Value: layoutcheck.Int(verbs.DeviceBadQkeyCntr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_RAW_MULTI",
+		Value: layoutcheck.Int(verbs.DeviceRawMulti),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_AUTO_PATH_MIG",
+		Value: layoutcheck.Int(verbs.DeviceAutoPathMig),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_CHANGE_PHY_PORT",
+		Value: layoutcheck.Int(verbs.DeviceChangePhyPort),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_UD_AV_PORT_ENFORCE",
+		Value: layoutcheck.Int(verbs.DeviceUDAvPortEnforce),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_CURR_QP_STATE_MOD",
+		Value: layoutcheck.Int(verbs.DeviceCurrQPStateMod),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_SHUTDOWN_PORT",
+		Value: layoutcheck.Int(verbs.DeviceShutdownPort),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_INIT_TYPE",
+		Value: layoutcheck.Int(verbs.DeviceInitType),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_PORT_ACTIVE_EVENT",
+		Value: layoutcheck.Int(verbs.DevicePortActiveEvent),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_SYS_IMAGE_GUID",
+		Value: layoutcheck.Int(verbs.DeviceSysImageGUID),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_RC_RNR_NAK_GEN",
+		Value: layoutcheck.Int(verbs.DeviceRCRNRNAKGen),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_SRQ_RESIZE",
+		Value: layoutcheck.Int(verbs.DeviceSRQResize),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_N_NOTIFY_CQ",
+		Value: layoutcheck.Int(verbs.DeviceNNotifyCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_MEM_WINDOW",
+		Value: layoutcheck.Int(verbs.DeviceMemWindow),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_UD_IP_CSUM",
+		Value: layoutcheck.Int(verbs.DeviceUDIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_XRC",
+		Value: layoutcheck.Int(verbs.DeviceXRC),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_MEM_MGT_EXTENSIONS",
+		Value: layoutcheck.Int(verbs.DeviceMemMgtExtensions),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_MEM_WINDOW_TYPE_2A",
+		Value: layoutcheck.Int(verbs.DeviceMemWindowType2a),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_MEM_WINDOW_TYPE_2B",
+		Value: layoutcheck.Int(verbs.DeviceMemWindowType2b),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_RC_IP_CSUM",
+		Value: layoutcheck.Int(verbs.DeviceRCIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_RAW_IP_CSUM",
+		Value: layoutcheck.Int(verbs.DeviceRawIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DEVICE_MANAGED_FLOW_STEERING",
+		Value: layoutcheck.Int(verbs.DeviceManagedFlowSteering),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FORK_DISABLED",
+		Value: layoutcheck.Int(verbs.ForkDisabled),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FORK_ENABLED",
+		Value: layoutcheck.Int(verbs.ForkEnabled),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FORK_UNNEEDED",
+		Value: layoutcheck.Int(verbs.ForkUnneeded),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ATOMIC_NONE",
+		Value: layoutcheck.Int(verbs.AtomicNone),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ATOMIC_HCA",
+		Value: layoutcheck.Int(verbs.AtomicHca),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ATOMIC_GLOB",
+		Value: layoutcheck.Int(verbs.AtomicGlob),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_DM_MASK_HANDLE",
+		Value: layoutcheck.Int(verbs.DMMaskHandle),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_SEND",
+		Value: layoutcheck.Int(verbs.ODPSupportSend),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_RECV",
+		Value: layoutcheck.Int(verbs.ODPSupportRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_WRITE",
+		Value: layoutcheck.Int(verbs.ODPSupportWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_READ",
+		Value: layoutcheck.Int(verbs.ODPSupportRead),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_ATOMIC",
+		Value: layoutcheck.Int(verbs.ODPSupportAtomic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_SRQ_RECV",
+		Value: layoutcheck.Int(verbs.ODPSupportSRQRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT",
+		Value: layoutcheck.Int(verbs.ODPSupport),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ODP_SUPPORT_IMPLICIT",
+		Value: layoutcheck.Int(verbs.ODPSupportImplicit),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_FUNC_TOEPLITZ",
+		Value: layoutcheck.Int(verbs.RXHashFuncToeplitz),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_SRC_IPV4",
+		Value: layoutcheck.Int(verbs.RXHashSrcIPv4),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_DST_IPV4",
+		Value: layoutcheck.Int(verbs.RXHashDstIPv4),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_SRC_IPV6",
+		Value: layoutcheck.Int(verbs.RXHashSrcIPv6),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_DST_IPV6",
+		Value: layoutcheck.Int(verbs.RXHashDstIPv6),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_SRC_PORT_TCP",
+		Value: layoutcheck.Int(verbs.RXHashSrcPortTCP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_DST_PORT_TCP",
+		Value: layoutcheck.Int(verbs.RXHashDstPortTCP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_SRC_PORT_UDP",
+		Value: layoutcheck.Int(verbs.RXHashSrcPortUDP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_DST_PORT_UDP",
+		Value: layoutcheck.Int(verbs.RXHashDstPortUDP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_IPSEC_SPI",
+		Value: layoutcheck.Int(verbs.RXHashIpsecSpi),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RX_HASH_INNER",
+		Value: layoutcheck.Int(verbs.RXHashInner),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RAW_PACKET_CAP_CVLAN_STRIPPING",
+		Value: layoutcheck.Int(verbs.RawPacketCapCvlanStripping),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RAW_PACKET_CAP_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.RawPacketCapScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RAW_PACKET_CAP_IP_CSUM",
+		Value: layoutcheck.Int(verbs.RawPacketCapIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RAW_PACKET_CAP_DELAY_DROP",
+		Value: layoutcheck.Int(verbs.RawPacketCapDelayDrop),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_TM_CAP_RC",
+		Value: layoutcheck.Int(verbs.TMCapRC),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PCI_ATOMIC_OPERATION_4_BYTE_SIZE_SUP",
+		Value: layoutcheck.Int(verbs.PCIAtomicOperation4ByteSizeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP",
+		Value: layoutcheck.Int(verbs.PCIAtomicOperation8ByteSizeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PCI_ATOMIC_OPERATION_16_BYTE_SIZE_SUP",
+		Value: layoutcheck.Int(verbs.PCIAtomicOperation16ByteSizeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MTU_256",
+		Value: layoutcheck.Int(verbs.MTU256),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MTU_512",
+		Value: layoutcheck.Int(verbs.MTU512),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MTU_1024",
+		Value: layoutcheck.Int(verbs.MTU1024),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MTU_2048",
+		Value: layoutcheck.Int(verbs.MTU2048),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MTU_4096",
+		Value: layoutcheck.Int(verbs.MTU4096),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_NOP",
+		Value: layoutcheck.Int(verbs.PortNop),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_DOWN",
+		Value: layoutcheck.Int(verbs.PortDown),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_INIT",
+		Value: layoutcheck.Int(verbs.PortInit),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_ARMED",
+		Value: layoutcheck.Int(verbs.PortArmed),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_ACTIVE",
+		Value: layoutcheck.Int(verbs.PortActive),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_ACTIVE_DEFER",
+		Value: layoutcheck.Int(verbs.PortActiveDefer),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_LINK_LAYER_UNSPECIFIED",
+		Value: layoutcheck.Int(verbs.LinkLayerUnspecified),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_LINK_LAYER_INFINIBAND",
+		Value: layoutcheck.Int(verbs.LinkLayerInfiniband),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_LINK_LAYER_ETHERNET",
+		Value: layoutcheck.Int(verbs.LinkLayerEthernet),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_SM",
+		Value: layoutcheck.Int(verbs.PortSM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_NOTICE_SUP",
+		Value: layoutcheck.Int(verbs.PortNoticeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_TRAP_SUP",
+		Value: layoutcheck.Int(verbs.PortTrapSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_OPT_IPD_SUP",
+		Value: layoutcheck.Int(verbs.PortOptIpdSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_AUTO_MIGR_SUP",
+		Value: layoutcheck.Int(verbs.PortAutoMigrSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_SL_MAP_SUP",
+		Value: layoutcheck.Int(verbs.PortSLMapSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_MKEY_NVRAM",
+		Value: layoutcheck.Int(verbs.PortMkeyNvram),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_PKEY_NVRAM",
+		Value: layoutcheck.Int(verbs.PortPkeyNvram),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_LED_INFO_SUP",
+		Value: layoutcheck.Int(verbs.PortLedInfoSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_SYS_IMAGE_GUID_SUP",
+		Value: layoutcheck.Int(verbs.PortSysImageGUIDSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP",
+		Value: layoutcheck.Int(verbs.PortPkeySWExtPortTrapSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_EXTENDED_SPEEDS_SUP",
+		Value: layoutcheck.Int(verbs.PortExtendedSpeedsSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_CAP_MASK2_SUP",
+		Value: layoutcheck.Int(verbs.PortCapMask2Sup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_CM_SUP",
+		Value: layoutcheck.Int(verbs.PortCMSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_SNMP_TUNNEL_SUP",
+		Value: layoutcheck.Int(verbs.PortSnmpTunnelSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_REINIT_SUP",
+		Value: layoutcheck.Int(verbs.PortReinitSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_DEVICE_MGMT_SUP",
+		Value: layoutcheck.Int(verbs.PortDeviceMgmtSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_VENDOR_CLASS_SUP",
+		Value: layoutcheck.Int(verbs.PortVendorClassSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_DR_NOTICE_SUP",
+		Value: layoutcheck.Int(verbs.PortDrNoticeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_CAP_MASK_NOTICE_SUP",
+		Value: layoutcheck.Int(verbs.PortCapMaskNoticeSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_BOOT_MGMT_SUP",
+		Value: layoutcheck.Int(verbs.PortBootMgmtSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_LINK_LATENCY_SUP",
+		Value: layoutcheck.Int(verbs.PortLinkLatencySup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_CLIENT_REG_SUP",
+		Value: layoutcheck.Int(verbs.PortClientRegSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_IP_BASED_GIDS",
+		Value: layoutcheck.Int(verbs.PortIPBasedGids),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_SET_NODE_DESC_SUP",
+		Value: layoutcheck.Int(verbs.PortSetNodeDescSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_INFO_EXT_SUP",
+		Value: layoutcheck.Int(verbs.PortInfoExtSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_VIRT_SUP",
+		Value: layoutcheck.Int(verbs.PortVirtSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_SWITCH_PORT_STATE_TABLE_SUP",
+		Value: layoutcheck.Int(verbs.PortSwitchPortStateTableSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_LINK_WIDTH_2X_SUP",
+		Value: layoutcheck.Int(verbs.PortLinkWidth2xSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_LINK_SPEED_HDR_SUP",
+		Value: layoutcheck.Int(verbs.PortLinkSpeedHdrSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PORT_LINK_SPEED_NDR_SUP",
+		Value: layoutcheck.Int(verbs.PortLinkSpeedNdrSup),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_CQ_ERR",
+		Value: layoutcheck.Int(verbs.EventCQErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_QP_FATAL",
+		Value: layoutcheck.Int(verbs.EventQPFatal),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_QP_REQ_ERR",
+		Value: layoutcheck.Int(verbs.EventQPReqErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_QP_ACCESS_ERR",
+		Value: layoutcheck.Int(verbs.EventQPAccessErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_COMM_EST",
+		Value: layoutcheck.Int(verbs.EventCommEst),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_SQ_DRAINED",
+		Value: layoutcheck.Int(verbs.EventSQDrained),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_PATH_MIG",
+		Value: layoutcheck.Int(verbs.EventPathMig),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_PATH_MIG_ERR",
+		Value: layoutcheck.Int(verbs.EventPathMigErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_DEVICE_FATAL",
+		Value: layoutcheck.Int(verbs.EventDeviceFatal),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_PORT_ACTIVE",
+		Value: layoutcheck.Int(verbs.EventPortActive),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_PORT_ERR",
+		Value: layoutcheck.Int(verbs.EventPortErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_LID_CHANGE",
+		Value: layoutcheck.Int(verbs.EventLIDChange),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_PKEY_CHANGE",
+		Value: layoutcheck.Int(verbs.EventPkeyChange),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_SM_CHANGE",
+		Value: layoutcheck.Int(verbs.EventSMChange),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_SRQ_ERR",
+		Value: layoutcheck.Int(verbs.EventSRQErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_SRQ_LIMIT_REACHED",
+		Value: layoutcheck.Int(verbs.EventSRQLimitReached),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_QP_LAST_WQE_REACHED",
+		Value: layoutcheck.Int(verbs.EventQPLastWQEReached),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_CLIENT_REREGISTER",
+		Value: layoutcheck.Int(verbs.EventClientReregister),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_GID_CHANGE",
+		Value: layoutcheck.Int(verbs.EventGIDChange),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_EVENT_WQ_FATAL",
+		Value: layoutcheck.Int(verbs.EventWQFatal),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_SUCCESS",
+		Value: layoutcheck.Int(verbs.WCSuccess),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOC_LEN_ERR",
+		Value: layoutcheck.Int(verbs.WCLocLenErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOC_QP_OP_ERR",
+		Value: layoutcheck.Int(verbs.WCLocQPOpErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOC_EEC_OP_ERR",
+		Value: layoutcheck.Int(verbs.WCLocEecOpErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOC_PROT_ERR",
+		Value: layoutcheck.Int(verbs.WCLocProtErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_WR_FLUSH_ERR",
+		Value: layoutcheck.Int(verbs.WCWRFlushErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_MW_BIND_ERR",
+		Value: layoutcheck.Int(verbs.WCMWBindErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_BAD_RESP_ERR",
+		Value: layoutcheck.Int(verbs.WCBadRespErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOC_ACCESS_ERR",
+		Value: layoutcheck.Int(verbs.WCLocAccessErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_REM_INV_REQ_ERR",
+		Value: layoutcheck.Int(verbs.WCRemInvReqErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_REM_ACCESS_ERR",
+		Value: layoutcheck.Int(verbs.WCRemAccessErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_REM_OP_ERR",
+		Value: layoutcheck.Int(verbs.WCRemOpErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RETRY_EXC_ERR",
+		Value: layoutcheck.Int(verbs.WCRetryExcErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RNR_RETRY_EXC_ERR",
+		Value: layoutcheck.Int(verbs.WCRNRRetryExcErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOC_RDD_VIOL_ERR",
+		Value: layoutcheck.Int(verbs.WCLocRddViolErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_REM_INV_RD_REQ_ERR",
+		Value: layoutcheck.Int(verbs.WCRemInvRDReqErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_REM_ABORT_ERR",
+		Value: layoutcheck.Int(verbs.WCRemAbortErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_INV_EECN_ERR",
+		Value: layoutcheck.Int(verbs.WCInvEecnErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_INV_EEC_STATE_ERR",
+		Value: layoutcheck.Int(verbs.WCInvEecStateErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_FATAL_ERR",
+		Value: layoutcheck.Int(verbs.WCFatalErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RESP_TIMEOUT_ERR",
+		Value: layoutcheck.Int(verbs.WCRespTimeoutErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_GENERAL_ERR",
+		Value: layoutcheck.Int(verbs.WCGeneralErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_ERR",
+		Value: layoutcheck.Int(verbs.WCTMErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_RNDV_INCOMPLETE",
+		Value: layoutcheck.Int(verbs.WCTMRndvIncomplete),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_SEND",
+		Value: layoutcheck.Int(verbs.WCSend),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RDMA_WRITE",
+		Value: layoutcheck.Int(verbs.WCRDMAWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RDMA_READ",
+		Value: layoutcheck.Int(verbs.WCRDMARead),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_COMP_SWAP",
+		Value: layoutcheck.Int(verbs.WCCompSwap),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_FETCH_ADD",
+		Value: layoutcheck.Int(verbs.WCFetchAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_BIND_MW",
+		Value: layoutcheck.Int(verbs.WCBindMW),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_LOCAL_INV",
+		Value: layoutcheck.Int(verbs.WCLocalInv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TSO",
+		Value: layoutcheck.Int(verbs.WCTSO),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_ATOMIC_WRITE",
+		Value: layoutcheck.Int(verbs.WCAtomicWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RECV",
+		Value: layoutcheck.Int(verbs.WCRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_RECV_RDMA_WITH_IMM",
+		Value: layoutcheck.Int(verbs.WCRecvRDMAWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_ADD",
+		Value: layoutcheck.Int(verbs.WCTMAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_DEL",
+		Value: layoutcheck.Int(verbs.WCTMDel),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_SYNC",
+		Value: layoutcheck.Int(verbs.WCTMSync),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_RECV",
+		Value: layoutcheck.Int(verbs.WCTMRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_NO_TAG",
+		Value: layoutcheck.Int(verbs.WCTMNoTag),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_DRIVER1",
+		Value: layoutcheck.Int(verbs.WCDriver1),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_DRIVER2",
+		Value: layoutcheck.Int(verbs.WCDriver2),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_DRIVER3",
+		Value: layoutcheck.Int(verbs.WCDriver3),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_IP_CSUM_OK_SHIFT",
+		Value: layoutcheck.Int(verbs.WCIPCSUMOkShift),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_BYTE_LEN",
+		Value: layoutcheck.Int(verbs.WCExWithByteLen),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_IMM",
+		Value: layoutcheck.Int(verbs.WCExWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_QP_NUM",
+		Value: layoutcheck.Int(verbs.WCExWithQPNum),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_SRC_QP",
+		Value: layoutcheck.Int(verbs.WCExWithSrcQP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_SLID",
+		Value: layoutcheck.Int(verbs.WCExWithSLID),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_SL",
+		Value: layoutcheck.Int(verbs.WCExWithSL),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_DLID_PATH_BITS",
+		Value: layoutcheck.Int(verbs.WCExWithDLIDPathBits),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_COMPLETION_TIMESTAMP",
+		Value: layoutcheck.Int(verbs.WCExWithCompletionTimestamp),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_CVLAN",
+		Value: layoutcheck.Int(verbs.WCExWithCvlan),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_FLOW_TAG",
+		Value: layoutcheck.Int(verbs.WCExWithFlowTag),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_TM_INFO",
+		Value: layoutcheck.Int(verbs.WCExWithTMInfo),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK",
+		Value: layoutcheck.Int(verbs.WCExWithCompletionTimestampWallclock),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_STANDARD_FLAGS",
+		Value: layoutcheck.Int(verbs.WCStandardFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CREATE_CQ_SUP_WC_FLAGS",
+		Value: layoutcheck.Int(verbs.CreateCQSupWCFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_GRH",
+		Value: layoutcheck.Int(verbs.WCGRH),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_WITH_IMM",
+		Value: layoutcheck.Int(verbs.WCWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_IP_CSUM_OK",
+		Value: layoutcheck.Int(verbs.WCIPCSUMOk),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_WITH_INV",
+		Value: layoutcheck.Int(verbs.WCWithInv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_SYNC_REQ",
+		Value: layoutcheck.Int(verbs.WCTMSyncReq),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_MATCH",
+		Value: layoutcheck.Int(verbs.WCTMMatch),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WC_TM_DATA_VALID",
+		Value: layoutcheck.Int(verbs.WCTMDataValid),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_LOCAL_WRITE",
+		Value: layoutcheck.Int(verbs.AccessLocalWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_REMOTE_WRITE",
+		Value: layoutcheck.Int(verbs.AccessRemoteWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_REMOTE_READ",
+		Value: layoutcheck.Int(verbs.AccessRemoteRead),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_REMOTE_ATOMIC",
+		Value: layoutcheck.Int(verbs.AccessRemoteAtomic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_MW_BIND",
+		Value: layoutcheck.Int(verbs.AccessMWBind),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_ZERO_BASED",
+		Value: layoutcheck.Int(verbs.AccessZeroBased),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_ON_DEMAND",
+		Value: layoutcheck.Int(verbs.AccessOnDemand),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_HUGETLB",
+		Value: layoutcheck.Int(verbs.AccessHugetlb),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_ACCESS_RELAXED_ORDERING",
+		Value: layoutcheck.Int(verbs.AccessRelaxedOrdering),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_XRCD_INIT_ATTR_FD",
+		Value: layoutcheck.Int(verbs.XRCDInitAttrFD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_XRCD_INIT_ATTR_OFLAGS",
+		Value: layoutcheck.Int(verbs.XRCDInitAttrOflags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_XRCD_INIT_ATTR_RESERVED",
+		Value: layoutcheck.Int(verbs.XRCDInitAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_CHANGE_TRANSLATION",
+		Value: layoutcheck.Int(verbs.ReregMRChangeTranslation),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_CHANGE_PD",
+		Value: layoutcheck.Int(verbs.ReregMRChangePD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_CHANGE_ACCESS",
+		Value: layoutcheck.Int(verbs.ReregMRChangeAccess),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_FLAGS_SUPPORTED",
+		Value: layoutcheck.Int(verbs.ReregMRFlagsSupported),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MW_TYPE_1",
+		Value: layoutcheck.Int(verbs.MWType1),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MW_TYPE_2",
+		Value: layoutcheck.Int(verbs.MWType2),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_MAX",
+		Value: layoutcheck.Int(verbs.RateMax),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_2_5_GBPS",
+		Value: layoutcheck.Int(verbs.Rate2_5Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_5_GBPS",
+		Value: layoutcheck.Int(verbs.Rate5Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_10_GBPS",
+		Value: layoutcheck.Int(verbs.Rate10Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_20_GBPS",
+		Value: layoutcheck.Int(verbs.Rate20Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_30_GBPS",
+		Value: layoutcheck.Int(verbs.Rate30Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_40_GBPS",
+		Value: layoutcheck.Int(verbs.Rate40Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_60_GBPS",
+		Value: layoutcheck.Int(verbs.Rate60Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_80_GBPS",
+		Value: layoutcheck.Int(verbs.Rate80Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_120_GBPS",
+		Value: layoutcheck.Int(verbs.Rate120Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_14_GBPS",
+		Value: layoutcheck.Int(verbs.Rate14Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_56_GBPS",
+		Value: layoutcheck.Int(verbs.Rate56Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_112_GBPS",
+		Value: layoutcheck.Int(verbs.Rate112Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_168_GBPS",
+		Value: layoutcheck.Int(verbs.Rate168Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_25_GBPS",
+		Value: layoutcheck.Int(verbs.Rate25Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_100_GBPS",
+		Value: layoutcheck.Int(verbs.Rate100Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_200_GBPS",
+		Value: layoutcheck.Int(verbs.Rate200Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_300_GBPS",
+		Value: layoutcheck.Int(verbs.Rate300Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_28_GBPS",
+		Value: layoutcheck.Int(verbs.Rate28Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_50_GBPS",
+		Value: layoutcheck.Int(verbs.Rate50Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_400_GBPS",
+		Value: layoutcheck.Int(verbs.Rate400Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_600_GBPS",
+		Value: layoutcheck.Int(verbs.Rate600Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_800_GBPS",
+		Value: layoutcheck.Int(verbs.Rate800Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_RATE_1200_GBPS",
+		Value: layoutcheck.Int(verbs.Rate1200Gbps),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_MAX_WR",
+		Value: layoutcheck.Int(verbs.SRQMaxWR),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_LIMIT",
+		Value: layoutcheck.Int(verbs.SRQLimit),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQT_BASIC",
+		Value: layoutcheck.Int(verbs.SrqtBasic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQT_XRC",
+		Value: layoutcheck.Int(verbs.SrqtXRC),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQT_TM",
+		Value: layoutcheck.Int(verbs.SrqtTM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_INIT_ATTR_TYPE",
+		Value: layoutcheck.Int(verbs.SRQInitAttrType),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_INIT_ATTR_PD",
+		Value: layoutcheck.Int(verbs.SRQInitAttrPD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_INIT_ATTR_XRCD",
+		Value: layoutcheck.Int(verbs.SRQInitAttrXRCD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_INIT_ATTR_CQ",
+		Value: layoutcheck.Int(verbs.SRQInitAttrCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_INIT_ATTR_TM",
+		Value: layoutcheck.Int(verbs.SRQInitAttrTM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SRQ_INIT_ATTR_RESERVED",
+		Value: layoutcheck.Int(verbs.SRQInitAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQT_RQ",
+		Value: layoutcheck.Int(verbs.WqtRQ),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_INIT_ATTR_FLAGS",
+		Value: layoutcheck.Int(verbs.WQInitAttrFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_INIT_ATTR_RESERVED",
+		Value: layoutcheck.Int(verbs.WQInitAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_FLAGS_CVLAN_STRIPPING",
+		Value: layoutcheck.Int(verbs.WQFlagsCvlanStripping),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_FLAGS_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.WQFlagsScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_FLAGS_DELAY_DROP",
+		Value: layoutcheck.Int(verbs.WQFlagsDelayDrop),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_FLAGS_PCI_WRITE_END_PADDING",
+		Value: layoutcheck.Int(verbs.WQFlagsPCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_FLAGS_RESERVED",
+		Value: layoutcheck.Int(verbs.WQFlagsReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQS_RESET",
+		Value: layoutcheck.Int(verbs.WqsReset),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQS_RDY",
+		Value: layoutcheck.Int(verbs.WqsRdy),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQS_ERR",
+		Value: layoutcheck.Int(verbs.WqsErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQS_UNKNOWN",
+		Value: layoutcheck.Int(verbs.WqsUnknown),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_ATTR_STATE",
+		Value: layoutcheck.Int(verbs.WQAttrState),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_ATTR_CURR_STATE",
+		Value: layoutcheck.Int(verbs.WQAttrCurrState),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_ATTR_FLAGS",
+		Value: layoutcheck.Int(verbs.WQAttrFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WQ_ATTR_RESERVED",
+		Value: layoutcheck.Int(verbs.WQAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CREATE_IND_TABLE_RESERVED",
+		Value: layoutcheck.Int(verbs.CreateIndTableReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_RC",
+		Value: layoutcheck.Int(verbs.QPTRC),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_UC",
+		Value: layoutcheck.Int(verbs.QPTUC),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_UD",
+		Value: layoutcheck.Int(verbs.QPTUD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_RAW_PACKET",
+		Value: layoutcheck.Int(verbs.QPTRawPacket),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_XRC_SEND",
+		Value: layoutcheck.Int(verbs.QPTXRCSend),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_XRC_RECV",
+		Value: layoutcheck.Int(verbs.QPTXRCRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPT_DRIVER",
+		Value: layoutcheck.Int(verbs.QPTDriver),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_PD",
+		Value: layoutcheck.Int(verbs.QPInitAttrPD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_XRCD",
+		Value: layoutcheck.Int(verbs.QPInitAttrXRCD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_CREATE_FLAGS",
+		Value: layoutcheck.Int(verbs.QPInitAttrCreateFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_MAX_TSO_HEADER",
+		Value: layoutcheck.Int(verbs.QPInitAttrMaxTSOHeader),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_IND_TABLE",
+		Value: layoutcheck.Int(verbs.QPInitAttrIndTable),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_RX_HASH",
+		Value: layoutcheck.Int(verbs.QPInitAttrRXHash),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
+		Value: layoutcheck.Int(verbs.QPInitAttrSendOpsFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CREATE_BLOCK_SELF_MCAST_LB",
+		Value: layoutcheck.Int(verbs.QPCreateBlockSelfMcastLb),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CREATE_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.QPCreateScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CREATE_CVLAN_STRIPPING",
+		Value: layoutcheck.Int(verbs.QPCreateCvlanStripping),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CREATE_SOURCE_QPN",
+		Value: layoutcheck.Int(verbs.QPCreateSourceQPN),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CREATE_PCI_WRITE_END_PADDING",
+		Value: layoutcheck.Int(verbs.QPCreatePCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_RDMA_WRITE",
+		Value: layoutcheck.Int(verbs.QPExWithRDMAWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM",
+		Value: layoutcheck.Int(verbs.QPExWithRDMAWriteWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_SEND",
+		Value: layoutcheck.Int(verbs.QPExWithSend),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_SEND_WITH_IMM",
+		Value: layoutcheck.Int(verbs.QPExWithSendWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_RDMA_READ",
+		Value: layoutcheck.Int(verbs.QPExWithRDMARead),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP",
+		Value: layoutcheck.Int(verbs.QPExWithAtomicCmpAndSwp),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD",
+		Value: layoutcheck.Int(verbs.QPExWithAtomicFetchAndAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_LOCAL_INV",
+		Value: layoutcheck.Int(verbs.QPExWithLocalInv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_BIND_MW",
+		Value: layoutcheck.Int(verbs.QPExWithBindMW),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_SEND_WITH_INV",
+		Value: layoutcheck.Int(verbs.QPExWithSendWithInv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_TSO",
+		Value: layoutcheck.Int(verbs.QPExWithTSO),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EX_WITH_ATOMIC_WRITE",
+		Value: layoutcheck.Int(verbs.QPExWithAtomicWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_OPEN_ATTR_NUM",
+		Value: layoutcheck.Int(verbs.QPOpenAttrNum),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_OPEN_ATTR_XRCD",
+		Value: layoutcheck.Int(verbs.QPOpenAttrXRCD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_OPEN_ATTR_CONTEXT",
+		Value: layoutcheck.Int(verbs.QPOpenAttrContext),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_OPEN_ATTR_TYPE",
+		Value: layoutcheck.Int(verbs.QPOpenAttrType),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_OPEN_ATTR_RESERVED",
+		Value: layoutcheck.Int(verbs.QPOpenAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_STATE",
+		Value: layoutcheck.Int(verbs.QPAttrState),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CUR_STATE",
+		Value: layoutcheck.Int(verbs.QPAttrCurState),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_EN_SQD_ASYNC_NOTIFY",
+		Value: layoutcheck.Int(verbs.QPAttrEnSqdAsyncNotify),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_ACCESS_FLAGS",
+		Value: layoutcheck.Int(verbs.QPAttrAccessFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_PKEY_INDEX",
+		Value: layoutcheck.Int(verbs.QPAttrPkeyIndex),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_PORT",
+		Value: layoutcheck.Int(verbs.QPAttrPort),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_QKEY",
+		Value: layoutcheck.Int(verbs.QPAttrQkey),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_AV",
+		Value: layoutcheck.Int(verbs.QPAttrAv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_PATH_MTU",
+		Value: layoutcheck.Int(verbs.QPAttrPathMTU),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_TIMEOUT",
+		Value: layoutcheck.Int(verbs.QPAttrTimeout),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_RETRY_CNT",
+		Value: layoutcheck.Int(verbs.QPAttrRetryCnt),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_RNR_RETRY",
+		Value: layoutcheck.Int(verbs.QPAttrRNRRetry),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_RQ_PSN",
+		Value: layoutcheck.Int(verbs.QPAttrRQPSN),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_MAX_QP_RD_ATOMIC",
+		Value: layoutcheck.Int(verbs.QPAttrMaxQPRDAtomic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_ALT_PATH",
+		Value: layoutcheck.Int(verbs.QPAttrAltPath),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_MIN_RNR_TIMER",
+		Value: layoutcheck.Int(verbs.QPAttrMinRNRTimer),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_SQ_PSN",
+		Value: layoutcheck.Int(verbs.QPAttrSQPSN),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_MAX_DEST_RD_ATOMIC",
+		Value: layoutcheck.Int(verbs.QPAttrMaxDestRDAtomic),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_PATH_MIG_STATE",
+		Value: layoutcheck.Int(verbs.QPAttrPathMigState),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_CAP",
+		Value: layoutcheck.Int(verbs.QPAttrCap),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_DEST_QPN",
+		Value: layoutcheck.Int(verbs.QPAttrDestQPN),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QP_RATE_LIMIT",
+		Value: layoutcheck.Int(verbs.QPAttrRateLimit),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_RESET",
+		Value: layoutcheck.Int(verbs.QPSReset),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_INIT",
+		Value: layoutcheck.Int(verbs.QPSInit),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_RTR",
+		Value: layoutcheck.Int(verbs.QPSRtr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_RTS",
+		Value: layoutcheck.Int(verbs.QPSRts),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_SQD",
+		Value: layoutcheck.Int(verbs.QPSSqd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_SQE",
+		Value: layoutcheck.Int(verbs.QPSSqe),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_ERR",
+		Value: layoutcheck.Int(verbs.QPSErr),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_QPS_UNKNOWN",
+		Value: layoutcheck.Int(verbs.QPSUnknown),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MIG_MIGRATED",
+		Value: layoutcheck.Int(verbs.MigMigrated),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MIG_REARM",
+		Value: layoutcheck.Int(verbs.MigRearm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_MIG_ARMED",
+		Value: layoutcheck.Int(verbs.MigArmed),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_RDMA_WRITE",
+		Value: layoutcheck.Int(verbs.WROpRDMAWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_RDMA_WRITE_WITH_IMM",
+		Value: layoutcheck.Int(verbs.WROpRDMAWriteWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_SEND",
+		Value: layoutcheck.Int(verbs.WROpSend),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_SEND_WITH_IMM",
+		Value: layoutcheck.Int(verbs.WROpSendWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_RDMA_READ",
+		Value: layoutcheck.Int(verbs.WROpRDMARead),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_ATOMIC_CMP_AND_SWP",
+		Value: layoutcheck.Int(verbs.WROpAtomicCmpAndSwp),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_ATOMIC_FETCH_AND_ADD",
+		Value: layoutcheck.Int(verbs.WROpAtomicFetchAndAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_LOCAL_INV",
+		Value: layoutcheck.Int(verbs.WROpLocalInv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_BIND_MW",
+		Value: layoutcheck.Int(verbs.WROpBindMW),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_SEND_WITH_INV",
+		Value: layoutcheck.Int(verbs.WROpSendWithInv),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_TSO",
+		Value: layoutcheck.Int(verbs.WROpTSO),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_DRIVER1",
+		Value: layoutcheck.Int(verbs.WROpDriver1),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_ATOMIC_WRITE",
+		Value: layoutcheck.Int(verbs.WROpAtomicWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SEND_FENCE",
+		Value: layoutcheck.Int(verbs.SendFence),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SEND_SIGNALED",
+		Value: layoutcheck.Int(verbs.SendSignaled),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SEND_SOLICITED",
+		Value: layoutcheck.Int(verbs.SendSolicited),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SEND_INLINE",
+		Value: layoutcheck.Int(verbs.SendInline),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SEND_IP_CSUM",
+		Value: layoutcheck.Int(verbs.SendIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_TAG_ADD",
+		Value: layoutcheck.Int(verbs.WRTagAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_TAG_DEL",
+		Value: layoutcheck.Int(verbs.WRTagDel),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_WR_TAG_SYNC",
+		Value: layoutcheck.Int(verbs.WRTagSync),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_OPS_SIGNALED",
+		Value: layoutcheck.Int(verbs.OpsSignaled),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_OPS_TM_SYNC",
+		Value: layoutcheck.Int(verbs.OpsTMSync),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CQ_ATTR_MODERATE",
+		Value: layoutcheck.Int(verbs.CQAttrModerate),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CQ_ATTR_RESERVED",
+		Value: layoutcheck.Int(verbs.CQAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ATTR_FLAGS_DONT_TRAP",
+		Value: layoutcheck.Int(verbs.FlowAttrFlagsDontTrap),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ATTR_FLAGS_EGRESS",
+		Value: layoutcheck.Int(verbs.FlowAttrFlagsEgress),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ATTR_NORMAL",
+		Value: layoutcheck.Int(verbs.FlowAttrNormal),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ATTR_ALL_DEFAULT",
+		Value: layoutcheck.Int(verbs.FlowAttrAllDefault),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ATTR_MC_DEFAULT",
+		Value: layoutcheck.Int(verbs.FlowAttrMcDefault),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ATTR_SNIFFER",
+		Value: layoutcheck.Int(verbs.FlowAttrSniffer),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_ETH",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeEth),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_IPV4",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeIPv4),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_IPV6",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeIPv6),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_IPV4_EXT",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeIPv4Ext),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_ESP",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeESP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_TCP",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeTCP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_UDP",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeUDP),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_VXLAN_TUNNEL",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeVXLANTunnel),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_GRE",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeGRE),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_MPLS",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeMPLS),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_INNER",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeInner),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_ACTION_TAG",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeActionTag),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_ACTION_DROP",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeActionDrop),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_ACTION_HANDLE",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeActionHandle),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_SPEC_ACTION_COUNT",
+		Value: layoutcheck.Int(verbs.FlowSpecTypeActionCount),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_FLOW_ACTION_ESP_MASK_ESN",
+		Value: layoutcheck.Int(verbs.FlowActionESPMaskEsn),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SYSFS_NAME_MAX",
+		Value: layoutcheck.Int(verbs.SysfsNameMax),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_SYSFS_PATH_MAX",
+		Value: layoutcheck.Int(verbs.SysfsPathMax),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CQ_INIT_ATTR_MASK_FLAGS",
+		Value: layoutcheck.Int(verbs.CQInitAttrMaskFlags),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CQ_INIT_ATTR_MASK_PD",
+		Value: layoutcheck.Int(verbs.CQInitAttrMaskPD),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CREATE_CQ_ATTR_SINGLE_THREADED",
+		Value: layoutcheck.Int(verbs.CreateCQAttrSingleThreaded),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN",
+		Value: layoutcheck.Int(verbs.CreateCQAttrIgnoreOverrun),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS",
+		Value: layoutcheck.Int(verbs.ParentDomainInitAttrAllocators),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT",
+		Value: layoutcheck.Int(verbs.ParentDomainInitAttrPDContext),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_COUNTER_PACKETS",
+		Value: layoutcheck.Int(verbs.CounterPackets),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_COUNTER_BYTES",
+		Value: layoutcheck.Int(verbs.CounterBytes),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_READ_COUNTERS_ATTR_PREFER_CACHED",
+		Value: layoutcheck.Int(verbs.ReadCountersAttrPreferCached),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_VALUES_MASK_RAW_CLOCK",
+		Value: layoutcheck.Int(verbs.ValuesMaskRawClock),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_VALUES_MASK_RESERVED",
+		Value: layoutcheck.Int(verbs.ValuesMaskReserved),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_ERR_INPUT",
+		Value: layoutcheck.Int(verbs.ReregMRErrInput),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_ERR_DONT_FORK_NEW",
+		Value: layoutcheck.Int(verbs.ReregMRErrDontForkNew),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_ERR_DO_FORK_OLD",
+		Value: layoutcheck.Int(verbs.ReregMRErrDoForkOld),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_ERR_CMD",
+		Value: layoutcheck.Int(verbs.ReregMRErrCmd),
+	}, layoutcheck.Row{
+		Key:   "enum IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW",
+		Value: layoutcheck.Int(verbs.ReregMRErrCmdAndDoForkNew),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_GET_CONTEXT",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdGetContext),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_QUERY_DEVICE",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdQueryDevice),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_QUERY_PORT",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdQueryPort),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_ALLOC_PD",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdAllocPD),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DEALLOC_PD",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDeallocPD),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CREATE_AH",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCreateAH),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_MODIFY_AH",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdModifyAH),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_QUERY_AH",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdQueryAH),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DESTROY_AH",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDestroyAH),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_REG_MR",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdRegMR),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_REG_SMR",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdRegSmr),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_REREG_MR",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdReregMR),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_QUERY_MR",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdQueryMR),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DEREG_MR",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDeregMR),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_ALLOC_MW",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdAllocMW),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_BIND_MW",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdBindMW),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DEALLOC_MW",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDeallocMW),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCreateCompChannel),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CREATE_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCreateCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_RESIZE_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdResizeCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DESTROY_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDestroyCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_POLL_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdPollCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_PEEK_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdPeekCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_REQ_NOTIFY_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdReqNotifyCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CREATE_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCreateQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_QUERY_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdQueryQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_MODIFY_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdModifyQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DESTROY_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDestroyQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_POST_SEND",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdPostSend),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_POST_RECV",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdPostRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_ATTACH_MCAST",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdAttachMcast),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DETACH_MCAST",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDetachMcast),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CREATE_SRQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCreateSRQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_MODIFY_SRQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdModifySRQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_QUERY_SRQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdQuerySRQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_DESTROY_SRQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdDestroySRQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_POST_SRQ_RECV",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdPostSRQRecv),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_OPEN_XRCD",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdOpenXRCD),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CLOSE_XRCD",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCloseXRCD),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_CREATE_XSRQ",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCreateXsrq),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_CMD_OPEN_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdOpenQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_QUERY_DEVICE",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdQueryDevice),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_CREATE_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdCreateCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_CREATE_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdCreateQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_MODIFY_QP",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdModifyQP),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_CREATE_FLOW",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdCreateFlow),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_DESTROY_FLOW",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdDestroyFlow),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_CREATE_WQ",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdCreateWQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_MODIFY_WQ",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdModifyWQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_DESTROY_WQ",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdDestroyWQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_CREATE_RWQ_IND_TBL",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdCreateRWQIndTbl),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdDestroyRWQIndTbl),
+	}, layoutcheck.Row{
+		Key:   "enum IB_USER_VERBS_EX_CMD_MODIFY_CQ",
+		Value: layoutcheck.Int(verbs.UserVerbsExCmdModifyCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION",
+		Value: layoutcheck.Int(verbs.UverbsCQFlagsTimestampCompletion),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN",
+		Value: layoutcheck.Int(verbs.UverbsCQFlagsIgnoreOverrun),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_SEND",
+		Value: layoutcheck.Int(verbs.UverbsWCSend),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_RDMA_WRITE",
+		Value: layoutcheck.Int(verbs.UverbsWCRDMAWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_RDMA_READ",
+		Value: layoutcheck.Int(verbs.UverbsWCRDMARead),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_COMP_SWAP",
+		Value: layoutcheck.Int(verbs.UverbsWCCompSwap),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_FETCH_ADD",
+		Value: layoutcheck.Int(verbs.UverbsWCFetchAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_BIND_MW",
+		Value: layoutcheck.Int(verbs.UverbsWCBindMW),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_LOCAL_INV",
+		Value: layoutcheck.Int(verbs.UverbsWCLocalInv),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WC_TSO",
+		Value: layoutcheck.Int(verbs.UverbsWCTSO),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_CREATE_QP_MASK_IND_TABLE",
+		Value: layoutcheck.Int(verbs.UverbsCreateQPMaskIndTable),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_CREATE_QP_SUP_COMP_MASK",
+		Value: layoutcheck.Int(verbs.UverbsCreateQPSupCompMask),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_RDMA_WRITE",
+		Value: layoutcheck.Int(verbs.UverbsWRRDMAWrite),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_RDMA_WRITE_WITH_IMM",
+		Value: layoutcheck.Int(verbs.UverbsWRRDMAWriteWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_SEND",
+		Value: layoutcheck.Int(verbs.UverbsWRSend),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_SEND_WITH_IMM",
+		Value: layoutcheck.Int(verbs.UverbsWRSendWithImm),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_RDMA_READ",
+		Value: layoutcheck.Int(verbs.UverbsWRRDMARead),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_ATOMIC_CMP_AND_SWP",
+		Value: layoutcheck.Int(verbs.UverbsWRAtomicCmpAndSwp),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD",
+		Value: layoutcheck.Int(verbs.UverbsWRAtomicFetchAndAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_LOCAL_INV",
+		Value: layoutcheck.Int(verbs.UverbsWRLocalInv),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_BIND_MW",
+		Value: layoutcheck.Int(verbs.UverbsWRBindMW),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_SEND_WITH_INV",
+		Value: layoutcheck.Int(verbs.UverbsWRSendWithInv),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_TSO",
+		Value: layoutcheck.Int(verbs.UverbsWRTSO),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_RDMA_READ_WITH_INV",
+		Value: layoutcheck.Int(verbs.UverbsWRRDMAReadWithInv),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_MASKED_ATOMIC_CMP_AND_SWP",
+		Value: layoutcheck.Int(verbs.UverbsWRMaskedAtomicCmpAndSwp),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_WR_MASKED_ATOMIC_FETCH_AND_ADD",
+		Value: layoutcheck.Int(verbs.UverbsWRMaskedAtomicFetchAndAdd),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_RESIZE_MAX_WR",
+		Value: layoutcheck.Int(verbs.UverbsDeviceResizeMaxWR),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_BAD_PKEY_CNTR",
+		Value: layoutcheck.Int(verbs.UverbsDeviceBadPkeyCntr),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_BAD_QKEY_CNTR",
+		Value: layoutcheck.Int(verbs.UverbsDeviceBadQkeyCntr),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_RAW_MULTI",
+		Value: layoutcheck.Int(verbs.UverbsDeviceRawMulti),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_AUTO_PATH_MIG",
+		Value: layoutcheck.Int(verbs.UverbsDeviceAutoPathMig),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_CHANGE_PHY_PORT",
+		Value: layoutcheck.Int(verbs.UverbsDeviceChangePhyPort),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE",
+		Value: layoutcheck.Int(verbs.UverbsDeviceUDAvPortEnforce),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_CURR_QP_STATE_MOD",
+		Value: layoutcheck.Int(verbs.UverbsDeviceCurrQPStateMod),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_SHUTDOWN_PORT",
+		Value: layoutcheck.Int(verbs.UverbsDeviceShutdownPort),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT",
+		Value: layoutcheck.Int(verbs.UverbsDevicePortActiveEvent),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_SYS_IMAGE_GUID",
+		Value: layoutcheck.Int(verbs.UverbsDeviceSysImageGUID),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_RC_RNR_NAK_GEN",
+		Value: layoutcheck.Int(verbs.UverbsDeviceRCRNRNAKGen),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_SRQ_RESIZE",
+		Value: layoutcheck.Int(verbs.UverbsDeviceSRQResize),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_N_NOTIFY_CQ",
+		Value: layoutcheck.Int(verbs.UverbsDeviceNNotifyCQ),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_MEM_WINDOW",
+		Value: layoutcheck.Int(verbs.UverbsDeviceMemWindow),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_UD_IP_CSUM",
+		Value: layoutcheck.Int(verbs.UverbsDeviceUDIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_XRC",
+		Value: layoutcheck.Int(verbs.UverbsDeviceXRC),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS",
+		Value: layoutcheck.Int(verbs.UverbsDeviceMemMgtExtensions),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A",
+		Value: layoutcheck.Int(verbs.UverbsDeviceMemWindowType2a),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B",
+		Value: layoutcheck.Int(verbs.UverbsDeviceMemWindowType2b),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_RC_IP_CSUM",
+		Value: layoutcheck.Int(verbs.UverbsDeviceRCIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_RAW_IP_CSUM",
+		Value: layoutcheck.Int(verbs.UverbsDeviceRawIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING",
+		Value: layoutcheck.Int(verbs.UverbsDeviceManagedFlowSteering),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_RAW_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.UverbsDeviceRawScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING",
+		Value: layoutcheck.Int(verbs.UverbsDevicePCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING",
+		Value: layoutcheck.Int(verbs.UverbsRawPacketCapCvlanStripping),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.UverbsRawPacketCapScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_RAW_PACKET_CAP_IP_CSUM",
+		Value: layoutcheck.Int(verbs.UverbsRawPacketCapIPCSUM),
+	}, layoutcheck.Row{
+		Key:   "enum IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP",
+		Value: layoutcheck.Int(verbs.UverbsRawPacketCapDelayDrop),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_ADDR_RESOLVED",
+		Value: layoutcheck.Int(rdmacm.CMEventAddrResolved),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_ADDR_ERROR",
+		Value: layoutcheck.Int(rdmacm.CMEventAddrError),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_ROUTE_RESOLVED",
+		Value: layoutcheck.Int(rdmacm.CMEventRouteResolved),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_ROUTE_ERROR",
+		Value: layoutcheck.Int(rdmacm.CMEventRouteError),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_CONNECT_REQUEST",
+		Value: layoutcheck.Int(rdmacm.CMEventConnectRequest),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_CONNECT_RESPONSE",
+		Value: layoutcheck.Int(rdmacm.CMEventConnectResponse),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_CONNECT_ERROR",
+		Value: layoutcheck.Int(rdmacm.CMEventConnectError),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_UNREACHABLE",
+		Value: layoutcheck.Int(rdmacm.CMEventUnreachable),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_REJECTED",
+		Value: layoutcheck.Int(rdmacm.CMEventRejected),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_ESTABLISHED",
+		Value: layoutcheck.Int(rdmacm.CMEventEstablished),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_DISCONNECTED",
+		Value: layoutcheck.Int(rdmacm.CMEventDisconnected),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_DEVICE_REMOVAL",
+		Value: layoutcheck.Int(rdmacm.CMEventDeviceRemoval),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_MULTICAST_JOIN",
+		Value: layoutcheck.Int(rdmacm.CMEventMulticastJoin),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_MULTICAST_ERROR",
+		Value: layoutcheck.Int(rdmacm.CMEventMulticastError),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_ADDR_CHANGE",
+		Value: layoutcheck.Int(rdmacm.CMEventAddrChange),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_EVENT_TIMEWAIT_EXIT",
+		Value: layoutcheck.Int(rdmacm.CMEventTimewaitExit),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_PS_IPOIB",
+		Value: layoutcheck.Int(rdmacm.PsIPOIB),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_PS_TCP",
+		Value: layoutcheck.Int(rdmacm.PsTCP),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_PS_UDP",
+		Value: layoutcheck.Int(rdmacm.PsUDP),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_PS_IB",
+		Value: layoutcheck.Int(rdmacm.PsIB),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_MAX_RESP_RES",
+		Value: layoutcheck.Int(rdmacm.MaxRespRes),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_MAX_INIT_DEPTH",
+		Value: layoutcheck.Int(rdmacm.MaxInitDepth),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_JOIN_MC_ATTR_ADDRESS",
+		Value: layoutcheck.Int(rdmacm.CMJoinMcAttrAddress),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS",
+		Value: layoutcheck.Int(rdmacm.CMJoinMcAttrJoinFlags),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_CM_JOIN_MC_ATTR_RESERVED",
+		Value: layoutcheck.Int(rdmacm.CMJoinMcAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_MC_JOIN_FLAG_FULLMEMBER",
+		Value: layoutcheck.Int(rdmacm.McJoinFlagFullmember),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER",
+		Value: layoutcheck.Int(rdmacm.McJoinFlagSendonlyFullmember),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_MC_JOIN_FLAG_RESERVED",
+		Value: layoutcheck.Int(rdmacm.McJoinFlagReserved),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_ID",
+		Value: layoutcheck.Int(rdmacm.OptionID),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_IB",
+		Value: layoutcheck.Int(rdmacm.OptionIB),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_ID_TOS",
+		Value: layoutcheck.Int(rdmacm.OptionIDTos),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_ID_REUSEADDR",
+		Value: layoutcheck.Int(rdmacm.OptionIDReuseaddr),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_ID_AFONLY",
+		Value: layoutcheck.Int(rdmacm.OptionIDAfonly),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_ID_ACK_TIMEOUT",
+		Value: layoutcheck.Int(rdmacm.OptionIDACKTimeout),
+	}, layoutcheck.Row{
+		Key:   "enum RDMA_OPTION_IB_PATH",
+		Value: layoutcheck.Int(rdmacm.OptionIBPath),
+	}, layoutcheck.Row{
+		Key:   "macro IB_UVERBS_ACCESS_OPTIONAL_FIRST",
+		Value: layoutcheck.Int(verbs.UverbsAccessOptionalFirst),
+	}, layoutcheck.Row{
+		Key:   "macro IB_UVERBS_ACCESS_OPTIONAL_LAST",
+		Value: layoutcheck.Int(verbs.UverbsAccessOptionalLast),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_RECORD_REVERSIBLE",
+		Value: layoutcheck.Int(rdmacm.PathRecordReversible),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_GMP",
+		Value: layoutcheck.Int(rdmacm.PathFlagGmp),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_PRIMARY",
+		Value: layoutcheck.Int(rdmacm.PathFlagPrimary),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_ALTERNATE",
+		Value: layoutcheck.Int(rdmacm.PathFlagAlternate),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_OUTBOUND",
+		Value: layoutcheck.Int(rdmacm.PathFlagOutbound),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_INBOUND",
+		Value: layoutcheck.Int(rdmacm.PathFlagInbound),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_INBOUND_REVERSE",
+		Value: layoutcheck.Int(rdmacm.PathFlagInboundReverse),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_PATH_FLAG_BIDIRECTIONAL",
+		Value: layoutcheck.Int(rdmacm.PathFlagBidirectional),
+	}, layoutcheck.Row{
+		Key:   "macro __VERBS_ABI_IS_EXTENDED",
+		Value: layoutcheck.Int(verbs.XXVerbsABIIsExtended),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_DEVICE_RAW_SCATTER_FCS",
+		Value: layoutcheck.Int(verbs.DeviceRawScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_DEVICE_PCI_WRITE_END_PADDING",
+		Value: layoutcheck.Int(verbs.DevicePCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ALLOCATOR_USE_DEFAULT",
+		Value: layoutcheck.Int(verbs.AllocatorUseDefault),
+	}, layoutcheck.Row{
+		Key:   "macro ETHERNET_LL_SIZE",
+		Value: layoutcheck.Int(verbs.EthernetLlSize),
+	}, layoutcheck.Row{
+		Key:   "macro IB_ROCE_UDP_ENCAP_VALID_PORT_MIN",
+		Value: layoutcheck.Int(verbs.IBRoCEUDPEncapValidPortMin),
+	}, layoutcheck.Row{
+		Key:   "macro IB_ROCE_UDP_ENCAP_VALID_PORT_MAX",
+		Value: layoutcheck.Int(verbs.IBRoCEUDPEncapValidPortMax),
+	}, layoutcheck.Row{
+		Key:   "macro IB_GRH_FLOWLABEL_MASK",
+		Value: layoutcheck.Int(verbs.IBGRHFlowlabelMask),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM",
+		Value: layoutcheck.Int(verbs.ESPKeymatAesGcm),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_IV_ALGO_SEQ",
+		Value: layoutcheck.Int(verbs.FlowActionIvAlgoSeq),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_REPLAY_NONE",
+		Value: layoutcheck.Int(verbs.FlowActionESPReplayNone),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_REPLAY_BMP",
+		Value: layoutcheck.Int(verbs.ESPReplayBmp),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsInlineCrypto),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsFullOffload),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsTunnel),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsTransport),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsDecrypt),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsEncrypt),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW",
+		Value: layoutcheck.Int(verbs.FlowActionESPFlagsEsnNewWindow),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ADVISE_MR_ADVICE_PREFETCH",
+		Value: layoutcheck.Int(verbs.AdviseMRAdvicePrefetch),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE",
+		Value: layoutcheck.Int(verbs.AdviseMRAdvicePrefetchWrite),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT",
+		Value: layoutcheck.Int(verbs.AdviseMRAdvicePrefetchNoFault),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ADVISE_MR_FLAG_FLUSH",
+		Value: layoutcheck.Int(verbs.AdviseMRFlagFlush),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_QPF_GRH_REQUIRED",
+		Value: layoutcheck.Int(verbs.QpfGRHRequired),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ACCESS_OPTIONAL_RANGE",
+		Value: layoutcheck.Int(verbs.AccessOptionalRange),
+	}, layoutcheck.Row{
+		Key:   "macro IBV_ACCESS_OPTIONAL_FIRST",
+		Value: layoutcheck.Int(verbs.AccessOptionalFirst),
+	}, layoutcheck.Row{
+		Key:   "macro IB_USER_VERBS_ABI_VERSION",
+		Value: layoutcheck.Int(verbs.UserVerbsABIVersion),
+	}, layoutcheck.Row{
+		Key:   "macro IB_USER_VERBS_CMD_THRESHOLD",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdThreshold),
+	}, layoutcheck.Row{
+		Key:   "macro IB_USER_VERBS_CMD_COMMAND_MASK",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdCommandMask),
+	}, layoutcheck.Row{
+		Key:   "macro IB_USER_VERBS_CMD_FLAG_EXTENDED",
+		Value: layoutcheck.Int(verbs.UserVerbsCmdFlagExtended),
+	}, layoutcheck.Row{
+		Key:   "macro IB_USER_VERBS_MAX_LOG_IND_TBL_SIZE",
+		Value: layoutcheck.Int(verbs.UserVerbsMaxLogIndTblSize),
+	}, layoutcheck.Row{
+		Key:   "macro IB_DEVICE_NAME_MAX",
+		Value: layoutcheck.Int(verbs.IBDeviceNameMax),
+	}, layoutcheck.Row{
+		Key:   "macro RDMA_IB_IP_PS_MASK",
+		Value: layoutcheck.Int(rdmacm.IBIPPsMask),
+	}, layoutcheck.Row{
+		Key:   "macro RDMA_IB_IP_PORT_MASK",
+		Value: layoutcheck.Int(rdmacm.IBIPPortMask),
+	}, layoutcheck.Row{
+		Key:   "macro RDMA_IB_IP_PS_TCP",
+		Value: layoutcheck.Int(rdmacm.IBIPPsTCP),
+	}, layoutcheck.Row{
+		Key:   "macro RDMA_IB_IP_PS_UDP",
+		Value: layoutcheck.Int(rdmacm.IBIPPsUDP),
+	}, layoutcheck.Row{
+		Key:   "macro RDMA_IB_PS_IB",
+		Value: layoutcheck.Int(rdmacm.IBPsIB),
+	}, layoutcheck.Row{
+		Key:   "macro RDMA_UDP_QKEY",
+		Value: layoutcheck.Int(rdmacm.UDPQkey),
+	}, layoutcheck.Row{
+		Key:   "macro RAI_PASSIVE",
+		Value: layoutcheck.Int(rdmacm.RaiPassive),
+	}, layoutcheck.Row{
+		Key:   "macro RAI_NUMERICHOST",
+		Value: layoutcheck.Int(rdmacm.RaiNumerichost),
+	}, layoutcheck.Row{
+		Key:   "macro RAI_NOROUTE",
+		Value: layoutcheck.Int(rdmacm.RaiNoroute),
+	}, layoutcheck.Row{
+		Key:   "macro RAI_FAMILY",
+		Value: layoutcheck.Int(rdmacm.RaiFamily),
+	})
 	return rows
 }

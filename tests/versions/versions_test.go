@@ -34,19 +34,40 @@ func requireHeaders(t *testing.T, dirs ...string) {
 	}
 }
 
+// tempModule makes an empty module that requires this repository through a
+// replace directive, as a downstream user's module would.
+func tempModule(t *testing.T, module string) string {
+	t.Helper()
+	root, err := filepath.Abs(repo)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	gomod := "module " + module + "\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	return dir
+}
+
+// goIn runs the go command in dir with extra environment.
+func goIn(dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // TestLayout56 generates layout-only packages from the 56.1 headers into a
 // temporary module and runs their generated layout test there, compiled
 // against the 56.1 headers (nothing is linked: the layout-only packages have
 // no cgo stubs).
 func TestLayout56(t *testing.T) {
 	requireHeaders(t, headers56)
-	root, err := filepath.Abs(repo)
-	require.NoError(t, err)
 	inc, err := filepath.Abs(headers56)
 	require.NoError(t, err)
-
-	tmp := t.TempDir()
 	const module = "example.com/goverbs56"
+	tmp := tempModule(t, module)
 	res, err := gen.Run(gen.Config{
 		Headers:    inc,
 		Out:        filepath.Join(tmp, "generated"),
@@ -60,21 +81,12 @@ func TestLayout56(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "56.1", res.IR.Version)
 
-	gomod := "module " + module + "\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(gomod), 0o644))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(tmp, "go.sum"), sum, 0o644))
-
-	cmd := exec.Command("go", "test", "-count=1", "-v", "./tests/layout/")
-	cmd.Dir = tmp
 	// The oracle sees the 56.1 headers first; the system's 44.0 copies come after.
-	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-I"+inc, "GOFLAGS=-mod=mod")
-	out, err := cmd.CombinedOutput()
+	out, err := goIn(tmp, []string{"CGO_CFLAGS=-I" + inc}, "test", "-count=1", "-v", "./tests/layout/")
 	t.Logf("go test (56.1 layouts against gcc with the 56.1 headers):\n%s", out)
 	require.NoError(t, err, "the 56.1 layout test failed")
-	require.Contains(t, string(out), "layout rdma-core 56.1: compared")
-	require.Contains(t, string(out), "; 0 differ")
+	require.Contains(t, out, "layout rdma-core 56.1: compared")
+	require.Contains(t, out, "; 0 differ")
 }
 
 // TestVersionDiff reports what changed between 44.0 and 56.1, and checks the
@@ -135,23 +147,11 @@ func TestMismatchedBuildFails(t *testing.T) {
 // 44.0 exactly and differ from 56.1 in precisely the members rdma-core added.
 func TestVerify(t *testing.T) {
 	requireHeaders(t, headers44, headers56)
-	root, err := filepath.Abs(repo)
-	require.NoError(t, err)
-	user := t.TempDir()
-	gomod := "module example.com/user\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(user, "go.mod"), []byte(gomod), 0o644))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(user, "go.sum"), sum, 0o644))
-
+	user := tempModule(t, "example.com/user")
 	verify := func(headers string) (string, error) {
 		abs, err := filepath.Abs(headers)
 		require.NoError(t, err)
-		cmd := exec.Command("go", "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs)
-		cmd.Dir = user
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+		return goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs)
 	}
 	out, err := verify(headers44)
 	t.Logf("verify against 44.0:\n%s", out)
@@ -170,4 +170,34 @@ func TestVerify(t *testing.T) {
 	} {
 		require.Contains(t, out, want)
 	}
+}
+
+// TestRegenerate56 follows the downstream workflow for a newer rdma-core:
+// generate a full package set (stubs included) from the 56.1 headers into
+// the user's module and build it against those headers: the layout
+// assertions pass. Run against this machine's 44.0 library, the program
+// stops at load time naming the function 56.1 added, instead of crashing
+// when it is called.
+func TestRegenerate56(t *testing.T) {
+	requireHeaders(t, headers56)
+	inc, err := filepath.Abs(headers56)
+	require.NoError(t, err)
+	user := tempModule(t, "example.com/user")
+	out, err := goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "-headers", inc,
+		"-out", "generated", "-import", "example.com/user/generated",
+		"-layout", "tests/layout", "-layout-import", "example.com/user/tests/layout")
+	t.Logf("generate from 56.1: %s", out)
+	require.NoError(t, err)
+
+	cflags := []string{"CGO_CFLAGS=-I" + inc}
+	out, err = goIn(user, cflags, "vet", "./...")
+	require.NoError(t, err, "the 56.1 package set must build against the 56.1 headers:\n%s", out)
+	src, err := os.ReadFile(filepath.Join(user, "generated", "verbs", "zverbs_funcs.go"))
+	require.NoError(t, err)
+	require.Contains(t, string(src), "from rdma-core 56.1. DO NOT EDIT.")
+
+	out, err = goIn(user, cflags, "test", "-count=1", "./tests/layout/")
+	t.Logf("running it against the installed library:\n%s", out)
+	require.Error(t, err)
+	require.Contains(t, out, "goverbs: the linked library (libibverbs) lacks ibv_wr_opcode_str, which package verbs needs: it was generated from rdma-core 56.1")
 }

@@ -1,0 +1,80 @@
+package gen_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/goverbs/goverbs/gen"
+)
+
+// FuzzLoad feeds arbitrary text as infiniband/verbs.h through every stage
+// but Write: errors are expected, a panic escaping any stage is a bug (cc/v4
+// panics on some malformed input; the generator must turn that into an
+// error naming the header). CI runs it for a bounded time:
+//
+//	go test ./gen -run '^$' -fuzz FuzzLoad -fuzztime 20s
+//
+// Without -fuzz, go test runs just the seeds below and testdata/fuzz/FuzzLoad.
+func FuzzLoad(f *testing.F) {
+	for _, name := range goldenCases {
+		data, err := os.ReadFile(filepath.Join("testdata", name, "include", "infiniband", "verbs.h"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	for _, s := range []string{
+		"",
+		"struct ibv_a { int x; };",
+		"struct ibv_a { int x }", // syntax error
+		"struct ibv_b { unsigned a : 3; unsigned b : 5; };", // bit-field
+		"struct ibv_p { char c; int i; } __attribute__((packed));",
+		"union ibv_u { struct { int a; }; long b; char c[3]; };",
+		"struct ibv_f { short n; long long d[]; };",
+		"enum ibv_e { IBV_E_A = -1, IBV_E_B = 1ULL << 40 };",
+		"#define IBV_M (1ULL << 34)\n#define IBV_P ((void *)-1)\n#define IBV_S \"s\"\n",
+		"int ibv_f(int a);\n#define ibv_g(a) ibv_f(a)\n#define ibv_h(t, m) offsetof(t, m)\n",
+		"static inline int ibv_i(int *p) { return *p; }",
+		"#include <pthread.h>\nstruct ibv_l { pthread_mutex_t m; };",
+		"#if\n",
+		"#define ibv_x ibv_x\nstruct ibv_x;",
+		"struct ibv_r { struct ibv_r r; };",
+		"typedef struct { int a; } ibv_t; void ibv_v(ibv_t t);",
+	} {
+		f.Add(s)
+	}
+	specs := []gen.PackageSpec{{
+		Name:     "verbs",
+		Headers:  []string{"infiniband/verbs.h"},
+		Includes: []string{"infiniband/verbs.h"},
+		Prefixes: []gen.Prefix{{C: "ibv_", Go: ""}, {C: "IBV_", Go: ""}},
+	}}
+	f.Fuzz(func(t *testing.T, header string) {
+		if d := os.Getenv("FUZZ_DUMP"); d != "" {
+			os.WriteFile(fmt.Sprintf("%s-%d", d, os.Getpid()), []byte(header), 0o644)
+		}
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "infiniband"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "infiniband", "verbs.h"), []byte(header), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := gen.Load(dir, []string{"infiniband/verbs.h"})
+		if err != nil {
+			return
+		}
+		ir, err := gen.Model(l)
+		if err != nil {
+			return
+		}
+		if err := gen.Names(ir, specs); err != nil {
+			return
+		}
+		_, _ = gen.Emit(ir, specs, gen.EmitOptions{
+			Command: "fuzz", ImportRoot: "example.com/fuzz", LayoutPkg: "example.com/fuzz/layout",
+		})
+	})
+}
