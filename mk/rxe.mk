@@ -44,7 +44,7 @@ rxe-test:
 	done < "$$dir/pkgs"; \
 	echo 'exit $$st' >> "$$dir/run.sh"; \
 	if [ $$n -eq 0 ]; then echo "rxe-test: no test binaries in $(RXE_TEST_PKGS)" >&2; exit 1; fi; \
-	echo "rxe-test: running $$n test binaries in one VM boot"; \
+	printf 'rxe-test: test binaries to run in one VM boot: %d\n' $$n; \
 	start=$$(date +%s%N); \
 	{ "$$dir/rxevm" $(RXEVM_FLAGS) -- sh "$$dir/run.sh" || echo $$? > "$$dir/rc"; } 2>&1 | tee "$$dir/log"; \
 	end=$$(date +%s%N); \

@@ -90,7 +90,7 @@ type guestPlan struct {
 	Net     network  // links and rxe devices
 	Env     []string // KEY=VALUE, the command's whole environment
 	Command []string // argv
-	Nonce   string   // makes the markers unforgeable by the command's output
+	Nonce   string   // keeps the command's own output from passing for a marker
 }
 
 func (p guestPlan) readyMarker() string { return "rxevm-ready-" + p.Nonce }

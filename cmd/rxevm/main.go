@@ -187,20 +187,16 @@ func boot(ctx context.Context, h *host, k kernel, o options, stdout io.Writer) (
 		Command: o.command,
 		Nonce:   newNonce(),
 	}
-	init, err := initScript(plan)
+	initSh, err := initScript(plan)
 	if err != nil {
 		return exitFailure, err
 	}
 
-	tmp, err := os.MkdirTemp("", "rxevm-")
+	initrd, err := writeInitrd(paths, initSh)
 	if err != nil {
 		return exitFailure, err
 	}
-	defer os.RemoveAll(tmp)
-	initrd := filepath.Join(tmp, "initrd.cpio")
-	if err := writeInitrd(initrd, paths, init); err != nil {
-		return exitFailure, err
-	}
+	defer os.Remove(initrd)
 
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -215,67 +211,24 @@ func boot(ctx context.Context, h *host, k kernel, o options, stdout io.Writer) (
 	return v.run(ctx, o.timeout, plan, stdout, h)
 }
 
-func writeInitrd(name string, modules []string, init string) error {
+// writeInitrd writes the guest's initramfs, with the host's busybox, to a
+// temporary file and returns its name.
+func writeInitrd(modules []string, initSh string) (string, error) {
 	const busybox = "/bin/busybox"
 	if err := checkStatic(busybox); err != nil {
-		return err
+		return "", err
 	}
-	f, err := os.Create(name)
+	f, err := os.CreateTemp("", "rxevm-*.initrd")
 	if err != nil {
-		return err
+		return "", err
 	}
-	if err := writeInitramfs(f, busybox, modules, init); err != nil {
-		f.Close()
-		return err
+	err = writeInitramfs(f, busybox, modules, initSh)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
-}
-
-// run boots the guest, copies its console to stdout and returns the
-// command's exit status, killing qemu when timeout expires.
-func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdout io.Writer, h *host) (int, error) {
-	what := shellJoin(plan.Command)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, v.qemu, v.args()...)
-	cmd.Stderr = h.log
-	cmd.WaitDelay = 5 * time.Second // the console pipe must not outlive a killed qemu for long
-	pipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return exitFailure, err
+		os.Remove(f.Name())
+		return "", err
 	}
-	start := time.Now()
-	var ready time.Time
-	con := &console{
-		out:         stdout,
-		readyMarker: plan.readyMarker(),
-		exitMarker:  plan.exitMarker(),
-		onReady:     func() { ready = time.Now() },
-		verbose:     h.verbose,
-	}
-	if err := cmd.Start(); err != nil {
-		return exitFailure, err
-	}
-	copyErr := con.copyFrom(pipe)
-	waitErr := cmd.Wait()
-	end := time.Now()
-
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return exitTimeout, fmt.Errorf("timed out after %v running %s; qemu killed (raise -timeout if it was just slow)", timeout, what)
-	case ctx.Err() != nil:
-		return exitFailure, fmt.Errorf("interrupted while running %s; qemu killed", what)
-	case copyErr != nil:
-		return exitFailure, fmt.Errorf("reading the guest console: %w", copyErr)
-	case waitErr != nil:
-		return exitFailure, fmt.Errorf("qemu: %w", waitErr)
-	case !con.exited:
-		return exitFailure, fmt.Errorf("the guest stopped without reporting the exit status of %s: it crashed, hung up or failed to set up (see its output above)", what)
-	}
-	if ready.IsZero() {
-		ready = start // no ready marker: count it all as the command's time
-	}
-	h.logf("boot %.1fs, command %.1fs, exit status %d (%s)",
-		ready.Sub(start).Seconds(), end.Sub(ready).Seconds(), con.status, what)
-	return con.status, nil
+	return f.Name(), nil
 }

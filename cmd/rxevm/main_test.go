@@ -36,6 +36,20 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+func TestAbbreviate(t *testing.T) {
+	long := strings.Repeat("x", 99) + "é" + "tail"
+	for in, want := range map[string]string{
+		"go test -v":             "go test -v",
+		"sh -c 'a\nb'":           "sh -c 'a...",
+		long:                     strings.Repeat("x", 99) + "...",
+		strings.Repeat("y", 100): strings.Repeat("y", 100),
+	} {
+		if got := abbreviate(in); got != want {
+			t.Errorf("abbreviate(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestBoot boots a real guest: about 10-20 s under TCG, more on a loaded
 // machine, plus a one-time download of the kernel package.
 func TestBoot(t *testing.T) {

@@ -144,19 +144,28 @@ type kernel struct {
 	modulesDir string // ROOT/lib/modules/VERSION, with modules.dep
 }
 
+// kernelVersion returns the one kernel version under root/lib/modules.
+func kernelVersion(root string) (string, error) {
+	versions, err := os.ReadDir(filepath.Join(root, "lib/modules"))
+	if err != nil {
+		return "", err
+	}
+	if len(versions) != 1 {
+		return "", fmt.Errorf("%s: want one kernel version in lib/modules, found %d", root, len(versions))
+	}
+	return versions[0].Name(), nil
+}
+
 // openKernel finds the kernel image and modules under an unpacked package.
 func openKernel(dir string) (kernel, error) {
-	versions, err := os.ReadDir(filepath.Join(dir, "root/lib/modules"))
+	root := filepath.Join(dir, "root")
+	v, err := kernelVersion(root)
 	if err != nil {
 		return kernel{}, err
 	}
-	if len(versions) != 1 {
-		return kernel{}, fmt.Errorf("%s: want one kernel version in root/lib/modules, found %d", dir, len(versions))
-	}
-	v := versions[0].Name()
 	k := kernel{
-		vmlinuz:    filepath.Join(dir, "root/boot", "vmlinuz-"+v),
-		modulesDir: filepath.Join(dir, "root/lib/modules", v),
+		vmlinuz:    filepath.Join(root, "boot", "vmlinuz-"+v),
+		modulesDir: filepath.Join(root, "lib/modules", v),
 	}
 	for _, f := range []string{k.vmlinuz, filepath.Join(k.modulesDir, "modules.dep")} {
 		if _, err := os.Stat(f); err != nil {
@@ -186,6 +195,12 @@ func (h *host) ensureKernel(ctx context.Context, cacheDir, pkg string) (kernel, 
 	if k, err := openKernel(dir); err == nil {
 		return k, nil // another run prepared it while we waited
 	}
+	// What an earlier run left half-done when it was killed is garbage now
+	// that we hold the lock.
+	stale, _ := filepath.Glob(filepath.Join(cacheDir, pkg+".partial-*"))
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
 	tmp, err := os.MkdirTemp(cacheDir, pkg+".partial-")
 	if err != nil {
 		return kernel{}, err
@@ -204,11 +219,14 @@ func (h *host) ensureKernel(ctx context.Context, cacheDir, pkg string) (kernel, 
 	if err := h.run(ctx, "", "dpkg", "-x", debs[0], root); err != nil {
 		return kernel{}, err
 	}
-	versions, err := os.ReadDir(filepath.Join(root, "lib/modules"))
-	if err != nil || len(versions) != 1 {
-		return kernel{}, fmt.Errorf("%s: want one kernel version in lib/modules (%v)", debs[0], err)
+	version, err := kernelVersion(root)
+	if err != nil {
+		return kernel{}, err
 	}
-	if err := h.run(ctx, "", "depmod", "-b", root, versions[0].Name()); err != nil {
+	if err := h.run(ctx, "", "depmod", "-b", root, version); err != nil {
+		return kernel{}, err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp made it private
 		return kernel{}, err
 	}
 	if err := os.Rename(tmp, dir); err != nil {

@@ -2,11 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 )
 
 // vm is one qemu guest: Debian's kernel, our initramfs, the host's root
@@ -55,16 +61,18 @@ func (v vm) cmdline() string {
 	return "console=ttyS0 panic=-1"
 }
 
-// firmwareNoise matches console lines from the BIOS and option ROMs, which
-// say nothing about the command.
-var firmwareNoise = regexp.MustCompile(`^(SeaBIOS \(version|iPXE|Booting from ROM|Booting from Hard Disk|Press Ctrl-B)`)
+// consoleNoise matches console lines that say nothing about the command:
+// the BIOS's and option ROMs', and a kernel complaint that TCG's timer
+// emulation provokes now and then, harmless and not a bug of ours.
+var consoleNoise = regexp.MustCompile(`^(SeaBIOS \(version|iPXE|Booting from ROM|Booting from Hard Disk|Press Ctrl-B)` +
+	`|^\[ *[0-9.]+\] \.\.MP-BIOS bug: 8254 timer not connected to IO-APIC$`)
 
 // ansiEscape matches the terminal control sequences the firmware writes
 // (clear screen, cursor moves) before the kernel takes the console over.
 var ansiEscape = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
 // console turns the guest's serial output into the command's output: it
-// strips carriage returns and firmware noise and takes out the markers that
+// strips carriage returns and noise and takes out the markers that
 // init prints before and after the command.
 type console struct {
 	out         io.Writer
@@ -81,7 +89,7 @@ type console struct {
 func (c *console) line(s string) error {
 	s = strings.ReplaceAll(s, "\r", "")
 	s = ansiEscape.ReplaceAllString(s, "")
-	if firmwareNoise.MatchString(s) || c.exited && !c.verbose {
+	if consoleNoise.MatchString(s) || c.exited && !c.verbose {
 		return nil
 	}
 	// A marker is printed on a line of its own but may follow output that
@@ -143,4 +151,79 @@ func parseExitMarker(line, marker string) (before string, status int, ok bool) {
 		return "", 0, false
 	}
 	return before, n, true
+}
+
+// run boots the guest, copies its console to stdout and returns the
+// command's exit status, killing qemu when timeout expires.
+func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdout io.Writer, h *host) (int, error) {
+	what := shellJoin(plan.Command)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, v.qemu, v.args()...)
+	cmd.Stderr = h.log
+	cmd.WaitDelay = 5 * time.Second // the console pipe must not outlive a killed qemu for long
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return exitFailure, err
+	}
+	start := time.Now()
+	var ready time.Time
+	con := &console{
+		out:         stdout,
+		readyMarker: plan.readyMarker(),
+		exitMarker:  plan.exitMarker(),
+		onReady: func() {
+			ready = time.Now()
+			// qemu read the initrd before the guest started: remove it now,
+			// so that not even a SIGKILL of rxevm leaves it behind.
+			os.Remove(v.initrd)
+		},
+		verbose: h.verbose,
+	}
+	if err := cmd.Start(); err != nil {
+		return exitFailure, err
+	}
+	copyErr := con.copyFrom(pipe)
+	if copyErr != nil {
+		cmd.Process.Kill() // nobody reads its console any more
+	}
+	waitErr := cmd.Wait()
+	end := time.Now()
+
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return exitTimeout, fmt.Errorf("timed out after %v running %s; qemu killed (raise -timeout if it was just slow)", timeout, what)
+	case ctx.Err() != nil:
+		return exitFailure, fmt.Errorf("interrupted while running %s; qemu killed", what)
+	case copyErr != nil:
+		return exitFailure, fmt.Errorf("reading the guest console: %w", copyErr)
+	case waitErr != nil:
+		return exitFailure, fmt.Errorf("qemu: %w", waitErr)
+	case !con.exited:
+		return exitFailure, fmt.Errorf("the guest stopped without reporting the exit status of %s: it crashed, hung up or failed to set up (see its output above)", what)
+	}
+	if ready.IsZero() {
+		ready = start // no ready marker: count it all as the command's time
+	}
+	h.logf("boot %.1fs, command %.1fs, exit status %d (%s)",
+		ready.Sub(start).Seconds(), end.Sub(ready).Seconds(), con.status, abbreviate(what))
+	return con.status, nil
+}
+
+// abbreviate shortens a command line to its first line and 100 bytes, for
+// a one-line summary.
+func abbreviate(s string) string {
+	const limit = 100
+	first, _, multiline := strings.Cut(s, "\n")
+	if len(first) > limit {
+		n := limit
+		for !utf8.RuneStart(first[n]) {
+			n--
+		}
+		first, multiline = first[:n], true
+	}
+	if multiline {
+		return first + "..."
+	}
+	return first
 }

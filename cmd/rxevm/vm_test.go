@@ -39,6 +39,7 @@ func TestParseExitMarker(t *testing.T) {
 func TestConsole(t *testing.T) {
 	in := "\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2-debian-1.16.2-1)\r\n" +
 		"Booting from ROM..\r\n" +
+		"[    0.032000] ..MP-BIOS bug: 8254 timer not connected to IO-APIC\r\n" +
 		"rxevm-ready-n1\r\n" +
 		"hello\r\n" +
 		"SeaBIOS is mentioned by the command\r\n" +

@@ -1,0 +1,242 @@
+package rxe
+
+import (
+	"bytes"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// An RC pair connected in one call per side over a (simulated) side
+// channel moves data byte for byte, both ways.
+func TestControlRCConnect(t *testing.T) {
+	r := newRig(t)
+	a, b := r.pair(t, hand.RC)
+	for _, q := range []*hand.QP{a, b} {
+		s, err := q.State()
+		require.NoError(t, err)
+		require.Equal(t, verbs.QPSRts, s)
+	}
+	exchangeData(t, r, a, b)
+	exchangeData(t, r, b, a)
+}
+
+func TestControlUCConnect(t *testing.T) {
+	r := newRig(t)
+	a, b := r.pair(t, hand.UC)
+	exchangeData(t, r, a, b)
+}
+
+// exchangeData sends 1000 bytes from the first half of the rig's MR
+// through from to the second half through to, and checks them.
+func exchangeData(t *testing.T, r *rig, from, to *hand.QP) {
+	t.Helper()
+	buf := r.mr.Bytes()
+	for i := range 1000 {
+		buf[i] = byte(i*7 + int(from.Num()))
+	}
+	clear(buf[32768 : 32768+1000])
+	postRecv(t, to, r.mr, 100, 1, 32768, 4096)
+	postSend(t, from, r.mr, 200, 0, 1000)
+	wcs := reap(t, r.cq, 2)
+	byID := map[uint64]verbs.WC{}
+	for _, wc := range wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status, "wr %d", wc.WRID)
+		byID[wc.WRID] = wc
+	}
+	require.Equal(t, verbs.WCRecv, byID[100].Opcode)
+	require.Equal(t, uint32(1000), byID[100].ByteLen)
+	require.Equal(t, to.Num(), byID[100].QPNum)
+	require.Equal(t, verbs.WCSend, byID[200].Opcode)
+	require.True(t, bytes.Equal(buf[:1000], buf[32768:32768+1000]), "received bytes differ from sent")
+}
+
+func TestControlQPQuery(t *testing.T) {
+	r := newRig(t)
+	a, b := r.pair(t, hand.RC)
+	attr, init, err := a.Query()
+	require.NoError(t, err)
+	require.Equal(t, verbs.QPSRts, attr.QPState)
+	require.Equal(t, b.Num(), attr.DestQPNum)
+	require.Equal(t, uint8(1), attr.AHAttr.IsGlobal, "RoCE uses a GRH")
+	require.Equal(t, uint8(r.gidIndex), attr.AHAttr.GRH.SGIDIndex)
+	require.Equal(t, r.gid.Raw(), attr.AHAttr.GRH.DGID)
+	pa, err := r.ctx.QueryPort(1)
+	require.NoError(t, err)
+	require.Equal(t, pa.ActiveMTU, attr.PathMTU, "MTU 0 means the port's active MTU")
+	require.Equal(t, uint8(14), attr.Timeout)
+	require.Equal(t, uint8(7), attr.RetryCnt)
+	require.Equal(t, r.cq.Raw(), init.SendCQ)
+	require.GreaterOrEqual(t, a.Caps().MaxSendWR, 64)
+	require.GreaterOrEqual(t, a.Caps().MaxRecvWR, 1024)
+	require.Equal(t, hand.RC, a.Type())
+}
+
+// Transitions refuse what would fail (or silently misroute) with an error
+// that names the attribute; what the kernel refuses comes back as the verb,
+// the step and the errno.
+func TestControlQPTransitionErrors(t *testing.T) {
+	r := newRig(t)
+	q := r.qp(t, hand.RC)
+	peer := r.qp(t, hand.RC)
+	var ae *hand.AttrError
+
+	err := q.ToRTR(hand.RTRAttr{DestQPN: peer.Num()})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "state", ae.Field)
+	require.ErrorContains(t, err, "RESET, not INIT")
+
+	require.NoError(t, q.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite}))
+	err = q.ToInit(hand.InitAttr{})
+	require.ErrorAs(t, err, &ae)
+
+	// RoCE routes by GID: a LID-only path is refused.
+	err = q.ToRTR(hand.RTRAttr{Path: hand.Path{DLID: 1}, DestQPN: peer.Num()})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "Path.DGID", ae.Field)
+	require.ErrorIs(t, err, syscall.EINVAL)
+	t.Log(err)
+
+	gidPath := hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex}
+	for _, c := range []struct {
+		field string
+		attr  hand.RTRAttr
+	}{
+		{"DestQPN", hand.RTRAttr{Path: gidPath}},
+		{"RQPSN", hand.RTRAttr{Path: gidPath, DestQPN: peer.Num(), RQPSN: 1 << 24}},
+		{"MTU", hand.RTRAttr{Path: gidPath, DestQPN: peer.Num(), MTU: verbs.MTU4096 + 1}},
+		{"Path.SGIDIndex", hand.RTRAttr{Path: hand.Path{DGID: r.gid, SGIDIndex: 10000}, DestQPN: peer.Num()}},
+		{"Path.Port", hand.RTRAttr{Path: hand.Path{Port: 2, DGID: r.gid}, DestQPN: peer.Num()}},
+	} {
+		err := q.ToRTR(c.attr)
+		require.ErrorAs(t, err, &ae, c.field)
+		require.Equal(t, c.field, ae.Field)
+	}
+
+	// Past the validation, the kernel: INIT -> RTR with only the state
+	// attribute is missing the required ones.
+	err = q.Modify(&verbs.QPAttr{QPState: verbs.QPSRtr}, verbs.QPAttrState)
+	require.ErrorIs(t, err, syscall.EINVAL)
+	require.EqualError(t, err, "ibv_modify_qp(RTR): invalid argument")
+	var ve *hand.VerbError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "ibv_modify_qp(RTR)", ve.Op)
+
+	// The QP is still in INIT, and a valid RTR goes through.
+	require.NoError(t, q.ToRTR(hand.RTRAttr{Path: gidPath, DestQPN: peer.Num()}))
+	err = q.ToRTS(hand.RTSAttr{RetryCount: 8})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "RetryCount", ae.Field)
+	require.NoError(t, q.ToRTS(hand.RTSAttr{RetryCount: hand.NoRetry}))
+	attr, _, err := q.Query()
+	require.NoError(t, err)
+	require.Equal(t, uint8(0), attr.RetryCnt)
+
+	ud := r.qp(t, hand.UD)
+	require.ErrorAs(t, ud.Connect(hand.ConnectAttr{}), &ae)
+	require.ErrorAs(t, q.ReadyUD(1, 0, 0), &ae)
+}
+
+// Moving a QP with posted receives to ERR flushes every one of them exactly
+// once; RESET then makes the QP reusable.
+func TestControlQPErrorAndReset(t *testing.T) {
+	r := newRig(t)
+	a, b := r.pair(t, hand.RC)
+	const n = 500
+	postRecv(t, a, r.mr, 0, n, 0, 64)
+	require.NoError(t, a.ToError())
+	s, err := a.State()
+	require.NoError(t, err)
+	require.Equal(t, verbs.QPSErr, s)
+	seen := make([]int, n)
+	for _, wc := range reap(t, r.cq, n) {
+		require.Equal(t, verbs.WCWRFlushErr, wc.Status)
+		require.Less(t, wc.WRID, uint64(n))
+		seen[wc.WRID]++
+	}
+	for id, c := range seen {
+		require.Equal(t, 1, c, "wr %d flushed %d times", id, c)
+	}
+	k, err := r.cq.Poll(make([]verbs.WC, 4))
+	require.NoError(t, err)
+	require.Zero(t, k, "nothing after the flush")
+
+	require.NoError(t, a.ToReset())
+	s, err = a.State()
+	require.NoError(t, err)
+	require.Equal(t, verbs.QPSReset, s)
+
+	// Reconnect both sides from scratch and talk again.
+	require.NoError(t, b.ToReset())
+	pa, pb := hand.RandomPSN(), hand.RandomPSN()
+	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pa, Remote: r.endpoint(b, pb)}))
+	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pb, Remote: r.endpoint(a, pa)}))
+	exchangeData(t, r, a, b)
+}
+
+// UD: an address handle from the peer's GID; the payload lands GRHSize
+// bytes into the receive buffer.
+func TestControlUD(t *testing.T) {
+	r := newRig(t)
+	const qkey = 0x11111111
+	a, b := r.qp(t, hand.UD), r.qp(t, hand.UD)
+	require.NoError(t, a.ReadyUD(1, qkey, hand.RandomPSN()))
+	require.NoError(t, b.ReadyUD(1, qkey, hand.RandomPSN()))
+	ah, err := r.pd.NewAH(hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex})
+	require.NoError(t, err)
+	closeLater(t, ah)
+
+	buf := r.mr.Bytes()
+	copy(buf, "datagram payload")
+	postRecv(t, b, r.mr, 1, 1, 4096, 1024+hand.GRHSize)
+	c, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	defer c.Free()
+	require.True(t, c.AddUD(2, verbs.SendSignaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey))
+	require.NoError(t, c.PostSend(a.Raw()))
+	for _, wc := range reap(t, r.cq, 2) {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+		if wc.WRID == 1 {
+			require.Equal(t, uint32(16+hand.GRHSize), wc.ByteLen)
+			require.Equal(t, a.Num(), wc.SrcQP)
+		}
+	}
+	require.Equal(t, "datagram payload", string(buf[4096+hand.GRHSize:4096+hand.GRHSize+16]))
+
+	_, err = r.pd.NewAH(hand.Path{})
+	var ae *hand.AttrError
+	require.ErrorAs(t, err, &ae, "RoCE AH without a GID")
+}
+
+// Closing a CQ or PD that a QP uses names the QP; after Close the QP's
+// methods return ErrClosed.
+func TestControlQPLifetime(t *testing.T) {
+	r := newRig(t)
+	q, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.NoError(t, err)
+	name := fmt.Sprintf("RC QP %d", q.Num())
+	var busy *hand.BusyError
+	require.ErrorAs(t, r.cq.Close(), &busy)
+	require.Equal(t, []string{name}, busy.Children)
+	err = r.pd.Close()
+	require.ErrorAs(t, err, &busy)
+	require.Contains(t, busy.Children, name)
+	require.Contains(t, err.Error(), name)
+
+	require.NoError(t, q.Close())
+	require.NoError(t, q.Close())
+	require.ErrorIs(t, q.ToError(), hand.ErrClosed)
+	require.ErrorIs(t, q.ToInit(hand.InitAttr{}), hand.ErrClosed)
+	_, err = q.State()
+	require.ErrorIs(t, err, hand.ErrClosed)
+	_, _, err = q.Query()
+	require.ErrorIs(t, err, hand.ErrClosed)
+
+	_, err = r.pd.NewQP(hand.QPConfig{Type: hand.RC})
+	require.ErrorIs(t, err, syscall.EINVAL, "no CQ")
+}
