@@ -10,7 +10,6 @@ import (
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
-	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 )
 
 // got is a completion copied out of a poller's buffer.
@@ -129,17 +128,18 @@ func TestSRQChain(t *testing.T) {
 	require.Equal(t, uint64(next), r.fsrq.Stats().Posted)
 }
 
-// failCase is one post entry point driven through its fake failure knob.
+// failCase is one post entry point with its fake failure knob.
 type failCase struct {
 	name string
+	// arm makes the post of WR k (of a chain of n) fail with errno e.
 	arm  func(r *rig, k int, e syscall.Errno)
 	add  func(i int) bool
 	post func() error
 	len  func() int
-	skip func()
 }
 
 func failCases(t *testing.T, r *rig) []failCase {
+	t.Helper()
 	rc, err := hand.NewRecvChain(64, 1)
 	require.NoError(t, err)
 	t.Cleanup(rc.Free)
@@ -149,95 +149,81 @@ func failCases(t *testing.T, r *rig) []failCase {
 	id := r.cmID(t, false)
 	idSRQ := r.cmID(t, true)
 	recvAdd := func(i int) bool { return rc.Add(uint64(i), sge(i)) }
+	sendAdd := func(i int) bool { return sc.AddSend(uint64(i), verbs.SendSignaled, sge(i)) }
 	writeAdd := func(i int) bool {
 		return sc.AddWrite(uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
 	}
+	readAdd := func(i int) bool {
+		return sc.AddRead(uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
+	}
+	qpRecv := func(r *rig, k int, e syscall.Errno) { r.fqp.FailRecv(k, e) }
+	qpSend := func(r *rig, k int, e syscall.Errno) { r.fqp.FailSend(k, e) }
+	srqRecv := func(r *rig, k int, e syscall.Errno) { r.fsrq.FailRecv(k, e) }
+	// rdma_post_*v make one post call per WR: WR k is call k, at its index 0.
+	qpRecvCall := func(r *rig, k int, e syscall.Errno) { r.fqp.FailRecvCall(k, 0, e) }
+	qpSendCall := func(r *rig, k int, e syscall.Errno) { r.fqp.FailSendCall(k, 0, e) }
+	srqRecvCall := func(r *rig, k int, e syscall.Errno) { r.fsrq.FailRecvCall(k, 0, e) }
 	return []failCase{
-		{"ibv_post_recv", func(r *rig, k int, e syscall.Errno) { r.fqp.FailRecv(k, e) },
-			recvAdd, func() error { return rc.PostRecv(r.qp) }, rc.Len, rc.Skip},
-		{"ibv_post_srq_recv", func(r *rig, k int, e syscall.Errno) { r.fsrq.FailRecv(k, e) },
-			recvAdd, func() error { return rc.PostSRQRecv(r.srq) }, rc.Len, rc.Skip},
-		{"ibv_post_send", func(r *rig, k int, e syscall.Errno) { r.fqp.FailSend(k, e) },
-			writeAdd, func() error { return sc.PostSend(r.qp) }, sc.Len, sc.Skip},
-		// rdma_post_*v post one WR per call: the k-th call fails at its WR 0.
-		{"rdma_post_recvv", func(r *rig, k int, e syscall.Errno) { r.fqp.FailRecv(0, e) },
-			recvAdd, func() error { return rc.PostRecvv(id) }, rc.Len, rc.Skip},
-		{"rdma_post_recvv", func(r *rig, k int, e syscall.Errno) { r.fsrq.FailRecv(0, e) },
-			recvAdd, func() error { return rc.PostRecvv(idSRQ) }, rc.Len, rc.Skip},
-		{"rdma_post_writev", func(r *rig, k int, e syscall.Errno) { r.fqp.FailSend(0, e) },
-			writeAdd, func() error { return sc.PostWritev(id) }, sc.Len, sc.Skip},
+		{"ibv_post_recv", qpRecv, recvAdd, func() error { return rc.PostRecv(r.qp) }, rc.Len},
+		{"ibv_post_srq_recv", srqRecv, recvAdd, func() error { return rc.PostSRQRecv(r.srq) }, rc.Len},
+		{"ibv_post_send", qpSend, writeAdd, func() error { return sc.PostSend(r.qp) }, sc.Len},
+		{"rdma_post_recvv", qpRecvCall, recvAdd, func() error { return rc.PostRecvv(id) }, rc.Len},
+		{"rdma_post_recvv", srqRecvCall, recvAdd, func() error { return rc.PostRecvv(idSRQ) }, rc.Len},
+		{"rdma_post_sendv", qpSendCall, sendAdd, func() error { return sc.PostSendv(id) }, sc.Len},
+		{"rdma_post_readv", qpSendCall, readAdd, func() error { return sc.PostReadv(id) }, sc.Len},
+		{"rdma_post_writev", qpSendCall, writeAdd, func() error { return sc.PostWritev(id) }, sc.Len},
 	}
 }
 
 func TestMidChainFailureKeepsTheRest(t *testing.T) {
-	const n, k = 8, 3
-	for _, fc := range failCases(t, newRig(t, rigOpts{})) {
-		t.Run(fc.name, func(t *testing.T) {
+	const n = 8
+	cases := len(failCases(t, newRig(t, rigOpts{})))
+	for ci := 0; ci < cases; ci++ {
+		for _, k := range []int{0, 3, n - 1} {
 			r := newRig(t, rigOpts{})
-			fc = failCases(t, r)[indexOf(t, fc.name, fc)]
-			for i := 0; i < n; i++ {
-				require.True(t, fc.add(i))
-			}
-			if fc.name == "rdma_post_recvv" || fc.name == "rdma_post_writev" {
-				// one call per WR: post k of them, then arm the next call
-				require.NoError(t, postFirst(fc, r, k, n))
-			} else {
+			fc := failCases(t, r)[ci]
+			t.Run(fc.name, func(t *testing.T) {
+				for i := 0; i < n; i++ {
+					require.True(t, fc.add(i))
+				}
 				fc.arm(r, k, syscall.EAGAIN)
-			}
-			err := fc.post()
-			var pe *hand.PostError
-			require.ErrorAs(t, err, &pe)
-			require.Equal(t, fc.name, pe.Op)
-			require.Equal(t, k, pe.Index)
-			require.Equal(t, syscall.EAGAIN, pe.Errno)
-			require.ErrorIs(t, err, syscall.EAGAIN)
-			require.Equal(t, n-k, fc.len(), "the failed WR and the rest stay in the chain")
-			require.Contains(t, err.Error(), "WR 3 failed")
+				err := fc.post()
+				var pe *hand.PostError
+				require.ErrorAs(t, err, &pe)
+				require.Equal(t, fc.name, pe.Op)
+				require.Equal(t, k, pe.Index)
+				require.Equal(t, k, pe.Posted)
+				require.Equal(t, syscall.EAGAIN, pe.Errno)
+				require.ErrorIs(t, err, syscall.EAGAIN)
+				require.Equal(t, n-k, fc.len(), "the failed WR and the rest stay in the chain")
+				require.Contains(t, err.Error(), fc.name)
 
-			require.NoError(t, fc.post(), "the rest posts again")
-			require.Zero(t, fc.len())
-			requireIDs(t, drain(t, r, n), 0, n)
-		})
-	}
-}
-
-func indexOf(t *testing.T, name string, fc failCase) int {
-	t.Helper()
-	seen := map[string]int{}
-	for i, c := range failCases(t, newRig(t, rigOpts{})) {
-		seen[c.name]++
-		if c.name == name && seen[name] == countBefore(name, fc) {
-			return i
+				require.NoError(t, fc.post(), "the rest posts again")
+				require.Zero(t, fc.len())
+				requireIDs(t, drain(t, r, n), 0, n)
+			})
 		}
 	}
-	t.Fatalf("no case %s", name)
-	return 0
 }
 
-// countBefore tells the two rdma_post_recvv cases apart by their arm function
-// (QP or SRQ): the fake records which queue failed.
-func countBefore(name string, fc failCase) int {
-	if name != "rdma_post_recvv" {
-		return 1
+func TestSecondFailureCountsFromTheChainStart(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	c, err := hand.NewRecvChain(8, 1)
+	require.NoError(t, err)
+	defer c.Free()
+	for i := 0; i < 8; i++ {
+		require.True(t, c.Add(uint64(i), sge(i)))
 	}
-	r := newRigNoT()
-	fc.arm(r, 0, syscall.EAGAIN)
-	if r.fsrq.Stats().Failed == 0 && srqArmed(r) {
-		return 2
-	}
-	return 1
+	r.fqp.FailRecv(2, syscall.EAGAIN)
+	require.Error(t, c.PostRecv(r.qp))
+	r.fqp.FailRecv(3, syscall.EAGAIN) // index 3 of the call: WR 5 of the chain
+	var pe *hand.PostError
+	require.ErrorAs(t, c.PostRecv(r.qp), &pe)
+	require.Equal(t, 5, pe.Index)
+	require.Equal(t, 3, pe.Posted)
+	require.NoError(t, c.PostRecv(r.qp))
+	requireIDs(t, drain(t, r, 8), 0, 8)
 }
-
-// postFirst arms the rdma_post_*v failure after k successful calls by
-// posting k-WR prefixes is not possible through one chain: instead it lets
-// the fake fail the (k+1)-th call by arming it only once k WRs are on the
-// queue, which the post itself cannot do. So rdma cases use a queue that is
-// full after k WRs instead.
-func postFirst(fc failCase, r *rig, k, n int) error { return nil }
-
-func srqArmed(r *rig) bool { return false }
-
-func newRigNoT() *rig { return nil }
 
 func TestWQFullIsPartialPost(t *testing.T) {
 	r := newRig(t, rigOpts{depth: 16})
@@ -304,5 +290,3 @@ func TestEmptyPostIsNoOp(t *testing.T) {
 	require.NoError(t, sc.PostSend(r.qp))
 	require.Zero(t, r.fqp.RecvStats().Doorbells+r.fqp.SendStats().Doorbells)
 }
-
-var _ = fakeprov.Sink

@@ -7,7 +7,8 @@
 #              into its cache (once; rxe-test does it too when needed)
 #   rxe-test   build the test binaries of RXE_TEST_PKGS on the host, run them
 #              all with -test.v in one VM boot, then print how many tests ran
-#              and the VM's wall time; fails if any binary fails
+#              and the VM's wall time; fails if any binary fails, if no test
+#              ran, or if any test skipped (inside the VM nothing may skip)
 
 GO ?= go
 # Packages whose tests run in the VM.
@@ -57,4 +58,5 @@ rxe-test:
 	printf 'rxe-test: %d tests ran in the VM (%d passed, %d failed, %d skipped); VM wall time %d.%ds (boot included)\n' \
 		"$$ran" "$$passed" "$$failed" "$$skipped" $$((ms / 1000)) $$((ms % 1000 / 100)); \
 	if [ "$$rc" -eq 0 ] && [ "$$ran" -eq 0 ]; then echo "rxe-test: no tests ran" >&2; rc=1; fi; \
+	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-test: $$skipped tests skipped inside the VM, where nothing may skip" >&2; rc=1; fi; \
 	exit $$rc
