@@ -1,7 +1,6 @@
 package gen_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,6 +41,12 @@ func FuzzLoad(f *testing.F) {
 		"#define ibv_x ibv_x\nstruct ibv_x;",
 		"struct ibv_r { struct ibv_r r; };",
 		"typedef struct { int a; } ibv_t; void ibv_v(ibv_t t);",
+		// Found by this fuzzer: cc/v4 looped forever, allocating, on input
+		// ending inside a pointer declarator; a nameless int member made
+		// Emit dereference nil.
+		"int *;",
+		"struct ibv_b { unsigned a : 3; unsigned b : 5; }^",
+		"struct A0{;A};",
 	} {
 		f.Add(s)
 	}
@@ -52,9 +57,6 @@ func FuzzLoad(f *testing.F) {
 		Prefixes: []gen.Prefix{{C: "ibv_", Go: ""}, {C: "IBV_", Go: ""}},
 	}}
 	f.Fuzz(func(t *testing.T, header string) {
-		if d := os.Getenv("FUZZ_DUMP"); d != "" {
-			os.WriteFile(fmt.Sprintf("%s-%d", d, os.Getpid()), []byte(header), 0o644)
-		}
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, "infiniband"), 0o755); err != nil {
 			t.Fatal(err)

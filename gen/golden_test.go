@@ -270,10 +270,7 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 		}
 		return string(out)
 	}
-	// -composites=false: the generated layout table spells layoutcheck.Row
-	// literals without keys, which vet's composites check reports (it does
-	// the same on the committed tests/layout).
-	run(env, "vet", "-composites=false", "./...")
+	run(env, "vet", "./...")
 	out := run(env, "test", "-count=1", "-v", "./...")
 	want := []string{"--- PASS: TestLayout"}
 	if len(support) > 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 
 	"modernc.org/cc/v4"
@@ -35,6 +36,9 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 		return nil, fmt.Errorf("headers directory %s: %w", headers, errors.Unwrap(err))
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("headers directory %s: not a directory", headers)
+	}
+	if len(roots) == 0 {
+		return nil, errors.New("no root headers to read")
 	}
 	var src strings.Builder
 	for _, r := range roots {
@@ -66,9 +70,21 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 		{Name: "<predefined>", Value: cfg.Predefined},
 		{Name: "<builtin>", Value: cc.Builtin},
 		{Name: "<verbsgen>", Value: src.String()},
+		// cc/v4 (v4.31.0) loops forever, allocating until the process runs
+		// out of memory, when the input ends inside a pointer declarator
+		// ("int *;" as the last line of a header): a complete declaration
+		// after the headers lets it stop.
+		{Name: endSource, Value: "typedef int __verbsgen_end_of_input;\n"},
 	})
 	if err != nil {
-		return nil, errors.New(firstLine(err.Error()))
+		msg := firstLine(err.Error())
+		if strings.HasPrefix(msg, "-:") || strings.HasPrefix(msg, endSource+":") {
+			// The headers ended inside a declaration; cc/v4 gives no
+			// position, or the sentinel's: name the end of the last root.
+			last := filepath.Join(abs, roots[len(roots)-1])
+			msg = fmt.Sprintf("%s:%d: unexpected end of input: the last declaration is incomplete", last, lastLine(last))
+		}
+		return nil, errors.New(msg)
 	}
 	l = &Loaded{AST: ast, Headers: abs, Roots: roots}
 	if err := l.checkHermetic(); err != nil {
@@ -77,19 +93,55 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 	return l, nil
 }
 
+// endSource names the sentinel source Load appends after the headers.
+const endSource = "<verbsgen-end>"
+
+// lastLine is the number of the last line of file, 1 if unreadable.
+func lastLine(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 1
+	}
+	n := strings.Count(string(b), "\n")
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
 // checkHermetic fails if a target header was found outside the include
-// directory: the set is incomplete and the system's copy would leak in.
+// directory: the set is incomplete and the system's copy would leak in. It
+// names the first such declaration by position, so the error is the same
+// on every run (Scope.Nodes is a map).
 func (l *Loaded) checkHermetic() error {
+	type decl struct {
+		file, name string
+		line       int
+	}
+	var bad []decl
 	for name, nodes := range l.AST.Scope.Nodes {
 		for _, n := range nodes {
-			file := n.Position().Filename
-			if _, ok := l.rel(file); ok || !isTargetPath(file) || kernelUAPI[uapiPath(file)] {
+			p := n.Position()
+			if _, ok := l.rel(p.Filename); ok || !isTargetPath(p.Filename) || kernelUAPI[uapiPath(p.Filename)] {
 				continue
 			}
-			return fmt.Errorf("%s: declares %s but lies outside %s: the header set is incomplete", file, name, l.Headers)
+			bad = append(bad, decl{p.Filename, name, p.Line})
 		}
 	}
-	return nil
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Slice(bad, func(i, j int) bool {
+		a, b := bad[i], bad[j]
+		if a.file != b.file {
+			return a.file < b.file
+		}
+		if a.line != b.line {
+			return a.line < b.line
+		}
+		return a.name < b.name
+	})
+	return fmt.Errorf("%s:%d: declares %s but lies outside %s: the header set is incomplete", bad[0].file, bad[0].line, bad[0].name, l.Headers)
 }
 
 // rel returns file relative to the include directory, and whether it is inside.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode"
 
 	"modernc.org/cc/v4"
 	"modernc.org/token"
@@ -248,7 +249,7 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 		r.System = true // opaque storage: only size and alignment matter
 		return r, nil
 	}
-	if attr := t.Attributes(); attr != nil && attr.IsAttrSet("__packed__") {
+	if attr := t.Attributes(); attr != nil && (attr.IsAttrSet("__packed__") || attr.IsAttrSet("packed")) {
 		return nil, fmt.Errorf("%s: %s: __attribute__((packed)) is not supported (cc/v4 lays it out wrong)", r.Pos, r.Describe())
 	}
 	n := numFields(t)
@@ -259,6 +260,10 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 			return nil, fmt.Errorf("%s: %s member %s: bit-fields are not supported", r.Pos, r.Describe(), f.Name())
 		}
 		mt := f.Type()
+		if f.Name() == "" && mt.Kind() != cc.Struct && mt.Kind() != cc.Union {
+			// "int;" declares nothing: gcc ignores it, cc/v4 gives it storage.
+			return nil, fmt.Errorf("%s: %s: a member of type %s declares no name (not supported: gcc ignores it, cc/v4 lays it out)", r.Pos, r.Describe(), mt)
+		}
 		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
 		path := mem.Name
 		if mt.Kind() == cc.Array {
@@ -598,7 +603,7 @@ func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, e
 	if why := typeGeneric(mac); why != "" {
 		return nil, why, nil
 	}
-	if len(toks) < 3 || toks[1].SrcStr() != "(" || toks[len(toks)-1].SrcStr() != ")" {
+	if !isSingleCall(toks) {
 		return nil, "does not expand to a single function call: " + tokensString(toks), nil
 	}
 	if mac.VarArg >= 0 {
@@ -641,6 +646,32 @@ func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, e
 		f.Params = append(f.Params, &Param{Name: pn, Type: full.Params[idx].Type})
 	}
 	return f, "", nil
+}
+
+// isSingleCall reports whether toks read NAME ( ... ) with the parenthesis
+// after NAME closed by the last token: not "(x) * 2", not "f(x) + g(x)".
+func isSingleCall(toks []cc.Token) bool {
+	if len(toks) < 3 || toks[1].SrcStr() != "(" || toks[len(toks)-1].SrcStr() != ")" {
+		return false
+	}
+	for i, c := range toks[0].SrcStr() {
+		if !(c == '_' || unicode.IsLetter(c) || i > 0 && unicode.IsDigit(c)) {
+			return false
+		}
+	}
+	depth := 0
+	for i, t := range toks[1:] {
+		switch t.SrcStr() {
+		case "(":
+			depth++
+		case ")":
+			depth--
+			if depth == 0 && i != len(toks)-2 {
+				return false
+			}
+		}
+	}
+	return depth == 0
 }
 
 // typeGeneric explains why a function-like macro has no Go signature when one

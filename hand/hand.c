@@ -11,8 +11,10 @@ static inline int64_t cm_failed(int i)
 	return (int64_t)i << 32 | (uint32_t)e;
 }
 
-int64_t goverbs_cm_post_recvv(struct rdma_cm_id *id, struct ibv_recv_wr *wr, int n)
+int64_t goverbs_cm_post_recvv(uintptr_t idp, uintptr_t wrp, int n)
 {
+	struct rdma_cm_id *id = (struct rdma_cm_id *)idp;
+	struct ibv_recv_wr *wr = (struct ibv_recv_wr *)wrp;
 	int i;
 
 	for (i = 0; i < n; i++) {
@@ -23,8 +25,10 @@ int64_t goverbs_cm_post_recvv(struct rdma_cm_id *id, struct ibv_recv_wr *wr, int
 	return 0;
 }
 
-int64_t goverbs_cm_post_send(struct rdma_cm_id *id, int kind, struct ibv_send_wr *wr, int n)
+int64_t goverbs_cm_post_send(uintptr_t idp, int kind, uintptr_t wrp, int n)
 {
+	struct rdma_cm_id *id = (struct rdma_cm_id *)idp;
+	struct ibv_send_wr *wr = (struct ibv_send_wr *)wrp;
 	int i, ret;
 
 	for (i = 0; i < n; i++) {
@@ -88,8 +92,11 @@ static inline void read_one(struct ibv_cq_ex *cq, struct ibv_wc *w, uint64_t *ts
 		*ts = ibv_wc_read_completion_ts(cq);
 }
 
-int goverbs_poll_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc, uint64_t *ts, int n, uint64_t wc_flags)
+int goverbs_poll_ex(uintptr_t cqp, uintptr_t wcp, uintptr_t tsp, int n, uint64_t wc_flags)
 {
+	struct ibv_cq_ex *cq = (struct ibv_cq_ex *)cqp;
+	struct ibv_wc *wc = (struct ibv_wc *)wcp;
+	uint64_t *ts = (uint64_t *)tsp;
 	struct ibv_poll_cq_attr attr = {0};
 	int i = 0, ret;
 

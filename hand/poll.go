@@ -245,9 +245,8 @@ func (p *ExPoller) Poll() ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
-	r := C.goverbs_poll_ex((*C.struct_ibv_cq_ex)(unsafe.Pointer(p.cq)),
-		(*C.struct_ibv_wc)(unsafe.Pointer(&p.wc[0])), (*C.uint64_t)(unsafe.Pointer(&p.ts[0])),
-		C.int(len(p.wc)), C.uint64_t(p.flags))
+	r := C.goverbs_poll_ex(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
+		cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags))
 	if r < 0 {
 		p.err = PollError{Op: "ibv_start_poll", Ret: int(-r)}
 		return nil, &p.err

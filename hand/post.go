@@ -65,6 +65,10 @@ func cmalloc(n uintptr) (unsafe.Pointer, error) {
 
 func cfree(p unsafe.Pointer) { C.free(p) }
 
+// cptr passes a pointer to C memory to hand.c without cgo's Go-pointer check
+// (see hand.h). Only ever for C memory: C may keep nothing alive that Go owns.
+func cptr(p unsafe.Pointer) C.uintptr_t { return C.uintptr_t(uintptr(p)) }
+
 // split decodes goverbs_cm_post_*'s result: 0, or index << 32 | errno.
 func split(r C.int64_t) (int, syscall.Errno) {
 	return int(r >> 32), syscall.Errno(uint32(r))

@@ -60,7 +60,7 @@ func TestRecvChainEveryLength(t *testing.T) {
 	next := 0
 	for n := 1; n <= 1024; n++ {
 		for i := 0; i < n; i++ {
-			require.True(t, c.Add(uint64(next+i), sge(i)))
+			c.Reserve(1).Set(0, uint64(next+i), sge(i))
 		}
 		require.Equal(t, n, c.Len())
 		require.NoError(t, c.PostRecv(r.qp))
@@ -84,10 +84,12 @@ func TestRecvChainWQEContents(t *testing.T) {
 	c, err := hand.NewRecvChain(4, 3)
 	require.NoError(t, err)
 	defer c.Free()
-	require.True(t, c.Add(7, sge(0)))
-	require.True(t, c.AppendSGE(sge(1)))
-	require.True(t, c.AppendSGE(sge(2)))
-	require.False(t, c.AppendSGE(sge(3)), "maxSGE is 3")
+	v := c.Reserve(2)
+	require.Equal(t, 2, v.Len())
+	v.SetSGL(0, 7, []verbs.SGE{sge(0), sge(1), sge(2)})
+	require.Panics(t, func() { v.SetSGL(1, 8, []verbs.SGE{sge(0), sge(1), sge(2), sge(3)}) }, "maxSGE is 3")
+	v.Set(1, 8, sge(3))
+	require.Equal(t, uint64(8), v.WR(1).WRID)
 	require.NoError(t, c.PostRecv(r.qp))
 	wqe := r.fqp.RecvWQE(0)
 	for k := 0; k < 3; k++ {
@@ -96,19 +98,23 @@ func TestRecvChainWQEContents(t *testing.T) {
 		require.Equal(t, s.Lkey, binary.BigEndian.Uint32(wqe[16*k+4:]))
 		require.Equal(t, s.Addr, binary.BigEndian.Uint64(wqe[16*k+8:]))
 	}
-	cs := drain(t, r, 1)
+	cs := drain(t, r, 2)
 	require.Equal(t, uint32(3*64), cs[0].byteLen)
+	require.Equal(t, uint32(64), cs[1].byteLen)
 }
 
 func TestRecvChainFull(t *testing.T) {
 	c, err := hand.NewRecvChain(2, 1)
 	require.NoError(t, err)
 	defer c.Free()
-	require.True(t, c.Add(1, sge(0)))
-	require.True(t, c.Add(2, sge(1)))
-	require.False(t, c.Add(3, sge(2)))
+	c.Reserve(1).Set(0, 1, sge(0))
+	require.Equal(t, 1, c.Room())
+	require.Panics(t, func() { c.Reserve(2) }, "one WR left")
+	c.Reserve(1).Set(0, 2, sge(1))
+	require.Panics(t, func() { c.Reserve(1) }, "the chain is full")
 	require.Equal(t, 2, c.Len())
-	require.False(t, (&hand.RecvChain{}).AppendSGE(sge(0)), "no WR to append to")
+	require.Equal(t, 0, c.Room())
+	require.Panics(t, func() { c.Reserve(1).Set(1, 0, sge(0)) }, "outside the view")
 }
 
 func TestSRQChain(t *testing.T) {
@@ -119,7 +125,7 @@ func TestSRQChain(t *testing.T) {
 	next := 0
 	for _, n := range []int{1, 2, 7, 64, 1000, 1024} {
 		for i := 0; i < n; i++ {
-			require.True(t, c.Add(uint64(next+i), sge(i)))
+			c.Reserve(1).Set(0, uint64(next+i), sge(i))
 		}
 		require.NoError(t, c.PostSRQRecv(r.srq))
 		requireIDs(t, drain(t, r, n), next, n)
@@ -133,7 +139,7 @@ type failCase struct {
 	name string
 	// arm makes the post of WR k (of a chain of n) fail with errno e.
 	arm  func(r *rig, k int, e syscall.Errno)
-	add  func(i int) bool
+	add  func(i int)
 	post func() error
 	len  func() int
 }
@@ -148,13 +154,13 @@ func failCases(t *testing.T, r *rig) []failCase {
 	t.Cleanup(sc.Free)
 	id := r.cmID(t, false)
 	idSRQ := r.cmID(t, true)
-	recvAdd := func(i int) bool { return rc.Add(uint64(i), sge(i)) }
-	sendAdd := func(i int) bool { return sc.AddSend(uint64(i), verbs.SendSignaled, sge(i)) }
-	writeAdd := func(i int) bool {
-		return sc.AddWrite(uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
+	recvAdd := func(i int) { rc.Reserve(1).Set(0, uint64(i), sge(i)) }
+	sendAdd := func(i int) { sc.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, sge(i)) }
+	writeAdd := func(i int) {
+		sc.Reserve(1).SetWrite(0, uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
 	}
-	readAdd := func(i int) bool {
-		return sc.AddRead(uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
+	readAdd := func(i int) {
+		sc.Reserve(1).SetRead(0, uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
 	}
 	qpRecv := func(r *rig, k int, e syscall.Errno) { r.fqp.FailRecv(k, e) }
 	qpSend := func(r *rig, k int, e syscall.Errno) { r.fqp.FailSend(k, e) }
@@ -184,7 +190,7 @@ func TestMidChainFailureKeepsTheRest(t *testing.T) {
 			fc := failCases(t, r)[ci]
 			t.Run(fc.name, func(t *testing.T) {
 				for i := 0; i < n; i++ {
-					require.True(t, fc.add(i))
+					fc.add(i)
 				}
 				fc.arm(r, k, syscall.EAGAIN)
 				err := fc.post()
@@ -212,7 +218,7 @@ func TestSecondFailureCountsFromTheChainStart(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	for i := 0; i < 8; i++ {
-		require.True(t, c.Add(uint64(i), sge(i)))
+		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
 	r.fqp.FailRecv(2, syscall.EAGAIN)
 	require.Error(t, c.PostRecv(r.qp))
@@ -231,7 +237,7 @@ func TestWQFullIsPartialPost(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	for i := 0; i < 32; i++ {
-		require.True(t, c.Add(uint64(i), sge(i)))
+		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
 	err = c.PostRecv(r.qp)
 	var pe *hand.PostError
@@ -250,7 +256,7 @@ func TestSkipDropsTheFailedWR(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	for i := 0; i < 8; i++ {
-		require.True(t, c.Add(uint64(i), sge(i)))
+		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
 	r.fqp.FailRecv(2, syscall.EINVAL)
 	require.Error(t, c.PostRecv(r.qp))
@@ -270,7 +276,7 @@ func TestPostErrorIsReused(t *testing.T) {
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
 	defer c.Free()
-	c.Add(0, sge(0))
+	c.Reserve(1).Set(0, 0, sge(0))
 	r.fqp.FailRecv(0, syscall.EBUSY)
 	e1 := c.PostRecv(r.qp)
 	r.fqp.FailRecv(0, syscall.EIO)

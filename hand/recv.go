@@ -15,18 +15,17 @@ import (
 // ibv_recv_wr) and their scatter lists in C memory, posted with one cgo call
 // by PostRecv, PostSRQRecv or PostRecvv.
 //
-// Add fills the next WR; a post call posts every pending WR and, when all of
-// them went through, empties the chain for the next round. The WRs are
-// prelinked once: the chain cuts the list after the last pending WR for the
-// duration of the call.
+// Reserve hands out the next WRs to fill; a post call posts every pending WR
+// and, when all of them went through, empties the chain for the next round.
+// The WRs are prelinked once (next and sg_list): the chain cuts the list
+// after the last pending WR for the duration of a call.
 type RecvChain struct {
 	wr     []verbs.RecvWR // C memory
-	sge    []verbs.SGE    // C memory: maxSGE per WR
 	bad    **verbs.RecvWR // C memory: the bad_wr slot
 	mem    unsafe.Pointer
 	maxSGE int
 	head   int // first pending WR
-	n      int // WRs added
+	n      int // WRs reserved
 	err    PostError
 }
 
@@ -44,21 +43,22 @@ func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 	}
 	c := &RecvChain{
 		wr:     unsafe.Slice((*verbs.RecvWR)(mem), capacity),
-		sge:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, wrSize)), capacity*maxSGE),
 		bad:    (**verbs.RecvWR)(unsafe.Add(mem, wrSize+sgeSize)),
 		mem:    mem,
 		maxSGE: maxSGE,
 	}
+	sge := unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, wrSize)), capacity*maxSGE)
 	for i := range c.wr {
 		if i+1 < capacity {
 			c.wr[i].Next = &c.wr[i+1]
 		}
-		c.wr[i].SGList = &c.sge[i*maxSGE]
+		c.wr[i].SGList = &sge[i*maxSGE]
 	}
 	return c, nil
 }
 
-// Free releases the chain's C memory. The chain must not be used afterwards.
+// Free releases the chain's C memory. Neither the chain nor a view Reserve
+// returned may be used afterwards.
 func (c *RecvChain) Free() {
 	if c.mem != nil {
 		cfree(c.mem)
@@ -69,10 +69,14 @@ func (c *RecvChain) Free() {
 // Cap is the number of WRs the chain holds.
 func (c *RecvChain) Cap() int { return len(c.wr) }
 
-// Len is the number of pending WRs: added and not yet posted.
+// Len is the number of pending WRs: reserved and not yet posted.
 func (c *RecvChain) Len() int { return c.n - c.head }
 
-// Reset drops every pending WR; the next Add fills WR 0.
+// Room is the number of WRs Reserve can still hand out before a post
+// empties the chain.
+func (c *RecvChain) Room() int { return len(c.wr) - c.n }
+
+// Reset drops every pending WR; the next Reserve starts at WR 0.
 func (c *RecvChain) Reset() { c.head, c.n = 0, 0 }
 
 // Skip drops the first pending WR (after a PostError, the one that failed),
@@ -86,42 +90,53 @@ func (c *RecvChain) Skip() {
 	}
 }
 
-// Add fills the next WR with wrID and one scatter entry. It reports false,
-// and changes nothing, when the chain is full. It does not allocate.
-func (c *RecvChain) Add(wrID uint64, sge verbs.SGE) bool {
-	i := c.n
-	if uint(i) >= uint(len(c.wr)) {
-		return false
-	}
-	w := &c.wr[i]
+// Reserve appends k WRs to the pending ones and returns them for filling:
+// every one of them must be filled (Set or SetSGL) before the next post,
+// which posts them whatever they hold. It panics when fewer than k WRs are
+// free, so no WR is ever dropped unnoticed. It does not allocate.
+func (c *RecvChain) Reserve(k int) RecvWRs {
+	v := RecvWRs{wr: c.wr[c.n : c.n+k : c.n+k], maxSGE: c.maxSGE}
+	c.n += k
+	return v
+}
+
+// WR returns WR i of the chain. Its Next and SGList belong to the chain: do
+// not change them.
+func (c *RecvChain) WR(i int) *verbs.RecvWR { return &c.wr[i] }
+
+// RecvWRs is a view of WRs a RecvChain reserved, to fill in place. It is a
+// small value meant to live in registers: filling through it costs what the
+// same stores cost in C. It is valid until the chain's next post or Reset.
+type RecvWRs struct {
+	wr     []verbs.RecvWR
+	maxSGE int
+}
+
+// Len is the number of WRs in the view.
+func (v RecvWRs) Len() int { return len(v.wr) }
+
+// Set fills WR i of the view with wrID and one scatter entry. It is inlined
+// and does not allocate.
+func (v RecvWRs) Set(i int, wrID uint64, sge verbs.SGE) {
+	w := &v.wr[i]
 	w.WRID = wrID
 	w.NumSGE = 1
 	*w.SGList = sge
-	c.n = i + 1
-	return true
 }
 
-// AppendSGE adds a scatter entry to the last WR added. It reports false when
-// there is none or it already has the chain's maxSGE entries. It does not
-// allocate.
-func (c *RecvChain) AppendSGE(sge verbs.SGE) bool {
-	i := c.n - 1
-	if i < c.head {
-		return false
-	}
-	w := &c.wr[i]
-	k := int(w.NumSGE)
-	if k >= c.maxSGE {
-		return false
-	}
-	c.sge[i*c.maxSGE+k] = sge
-	w.NumSGE = int32(k + 1)
-	return true
+// SetSGL fills WR i of the view with wrID and the scatter list sgl, copied
+// into the chain. It panics when sgl is longer than the chain's maxSGE. It
+// does not allocate.
+func (v RecvWRs) SetSGL(i int, wrID uint64, sgl []verbs.SGE) {
+	w := &v.wr[i]
+	copy(unsafe.Slice(w.SGList, v.maxSGE)[:len(sgl)], sgl)
+	w.WRID = wrID
+	w.NumSGE = int32(len(sgl))
 }
 
-// WR returns WR i of the chain, for fields Add does not set. Its Next and
-// SGList belong to the chain: do not change them.
-func (c *RecvChain) WR(i int) *verbs.RecvWR { return &c.wr[i] }
+// WR returns WR i of the view, for direct use of the generated layout. Its
+// Next and SGList belong to the chain: do not change them.
+func (v RecvWRs) WR(i int) *verbs.RecvWR { return &v.wr[i] }
 
 // PostRecv posts the pending WRs to qp with one ibv_post_recv call. On
 // success the chain is empty. On failure it returns a *PostError (see
@@ -187,8 +202,8 @@ func (c *RecvChain) PostRecvv(id *rdmacm.CMID) error {
 	if c.head == c.n {
 		return nil
 	}
-	r := C.goverbs_cm_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)),
-		(*C.struct_ibv_recv_wr)(unsafe.Pointer(&c.wr[c.head])), C.int(c.n-c.head))
+	r := C.goverbs_cm_post_recvv(cptr(unsafe.Pointer(id)), cptr(unsafe.Pointer(&c.wr[c.head])),
+		C.int(c.n-c.head))
 	if r == 0 {
 		c.head, c.n = 0, 0
 		return nil

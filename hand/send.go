@@ -15,18 +15,19 @@ import (
 // their scatter lists and an inline-data staging area in C memory, posted
 // with one cgo call by PostSend (or PostSendv, PostReadv, PostWritev).
 //
-// The Add methods fill the next WR for one opcode each; a post call posts
-// every pending WR and, when all of them went through, empties the chain. A
-// WR's fields that its opcode does not use may hold values from an earlier
-// round: providers ignore them.
+// Reserve hands out the next WRs to fill, one Set method per opcode; a post
+// call posts every pending WR and, when all of them went through, empties the
+// chain for the next round. The WRs are prelinked once (next and sg_list):
+// the chain cuts the list after the last pending WR for the duration of a
+// call.
 type SendChain struct {
 	wr     []verbs.SendWR // C memory
-	sge    []verbs.SGE    // C memory: maxSGE per WR
 	bad    **verbs.SendWR // C memory: the bad_wr slot
 	inl    []byte         // C memory: inlineCap bytes per WR
 	mem    unsafe.Pointer
 	maxSGE int
 	inlCap int
+	inlOff uint64 // offset of the inline staging in mem
 	head   int
 	n      int
 	err    PostError
@@ -34,7 +35,7 @@ type SendChain struct {
 
 // NewSendChain allocates a chain of up to capacity WRs of up to maxSGE
 // scatter entries each, with inlineCap bytes of inline staging per WR (0 when
-// AddInline is not used), in C memory. Free releases it.
+// SetInline is not used), in C memory. Free releases it.
 func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 	if capacity <= 0 || maxSGE <= 0 || inlineCap < 0 {
 		return nil, syscall.EINVAL
@@ -48,23 +49,25 @@ func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 	}
 	c := &SendChain{
 		wr:     unsafe.Slice((*verbs.SendWR)(mem), capacity),
-		sge:    unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, wrSize)), capacity*maxSGE),
 		bad:    (**verbs.SendWR)(unsafe.Add(mem, wrSize+sgeSize)),
 		inl:    unsafe.Slice((*byte)(unsafe.Add(mem, wrSize+sgeSize+badSize)), capacity*inlineCap),
 		mem:    mem,
 		maxSGE: maxSGE,
 		inlCap: inlineCap,
+		inlOff: uint64(wrSize + sgeSize + badSize),
 	}
+	sge := unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, wrSize)), capacity*maxSGE)
 	for i := range c.wr {
 		if i+1 < capacity {
 			c.wr[i].Next = &c.wr[i+1]
 		}
-		c.wr[i].SGList = &c.sge[i*maxSGE]
+		c.wr[i].SGList = &sge[i*maxSGE]
 	}
 	return c, nil
 }
 
-// Free releases the chain's C memory. The chain must not be used afterwards.
+// Free releases the chain's C memory. Neither the chain nor a view Reserve
+// returned may be used afterwards.
 func (c *SendChain) Free() {
 	if c.mem != nil {
 		cfree(c.mem)
@@ -75,10 +78,14 @@ func (c *SendChain) Free() {
 // Cap is the number of WRs the chain holds.
 func (c *SendChain) Cap() int { return len(c.wr) }
 
-// Len is the number of pending WRs: added and not yet posted.
+// Len is the number of pending WRs: reserved and not yet posted.
 func (c *SendChain) Len() int { return c.n - c.head }
 
-// Reset drops every pending WR; the next Add fills WR 0.
+// Room is the number of WRs Reserve can still hand out before a post
+// empties the chain.
+func (c *SendChain) Room() int { return len(c.wr) - c.n }
+
+// Reset drops every pending WR; the next Reserve starts at WR 0.
 func (c *SendChain) Reset() { c.head, c.n = 0, 0 }
 
 // Skip drops the first pending WR (after a PostError, the one that failed),
@@ -92,175 +99,143 @@ func (c *SendChain) Skip() {
 	}
 }
 
-// WR returns WR i of the chain, for fields the Add methods do not set. Its
-// Next and SGList belong to the chain: do not change them.
+// Reserve appends k WRs to the pending ones and returns them for filling:
+// every one of them must be filled (one of the Set methods) before the next
+// post, which posts them whatever they hold. It panics when fewer than k WRs
+// are free, so no WR is ever dropped unnoticed. It does not allocate.
+func (c *SendChain) Reserve(k int) SendWRs {
+	v := SendWRs{wr: c.wr[c.n : c.n+k : c.n+k], c: c}
+	c.n += k
+	return v
+}
+
+// WR returns WR i of the chain. Its Next and SGList belong to the chain: do
+// not change them.
 func (c *SendChain) WR(i int) *verbs.SendWR { return &c.wr[i] }
 
-// add fills the common part of the next WR, or returns nil when the chain is full.
-func (c *SendChain) add(wrID uint64, op verbs.WROpcode, flags verbs.SendFlags, sge verbs.SGE) *verbs.SendWR {
-	i := c.n
-	if uint(i) >= uint(len(c.wr)) {
-		return nil
-	}
-	w := &c.wr[i]
+// SendWRs is a view of WRs a SendChain reserved, to fill in place. It is a
+// small value meant to live in registers: filling through it costs what the
+// same stores cost in C. It is valid until the chain's next post or Reset.
+//
+// Each Set method fills WR i of the view for one opcode with one scatter
+// entry (SetSGL replaces it with a longer list), is inlined (but SetInline)
+// and does not allocate. flags are IBV_SEND_* flags; SendSignaled asks for a
+// completion. Immediate data is given in host order and goes out in network
+// order; imm_data of the opcodes without one is zeroed. Fields the opcode does
+// not use may keep values from an earlier round: providers ignore them.
+type SendWRs struct {
+	wr []verbs.SendWR
+	c  *SendChain
+}
+
+// Len is the number of WRs in the view.
+func (v SendWRs) Len() int { return len(v.wr) }
+
+// WR returns WR i of the view, for direct use of the generated layout. Its
+// Next and SGList belong to the chain: do not change them.
+func (v SendWRs) WR(i int) *verbs.SendWR { return &v.wr[i] }
+
+// fill sets what every opcode sets.
+func fill(w *verbs.SendWR, wrID uint64, op verbs.WROpcode, flags verbs.SendFlags, imm verbs.Be32, sge verbs.SGE) *verbs.SendWR {
 	w.WRID = wrID
 	w.NumSGE = 1
 	w.Opcode = op
 	w.SendFlags = uint32(flags)
+	w.ImmData = imm
 	*w.SGList = sge
-	c.n = i + 1
 	return w
 }
 
-// Every Add method fills the next WR, reports false (changing nothing) when
-// the chain is full, and does not allocate. flags are IBV_SEND_* flags;
-// Signaled asks for a completion. Immediate data is given in host order.
-
-// AddSend adds a send (IBV_WR_SEND).
-func (c *SendChain) AddSend(wrID uint64, flags verbs.SendFlags, sge verbs.SGE) bool {
-	return c.add(wrID, verbs.WROpSend, flags, sge) != nil
+// SetSend makes WR i a send (IBV_WR_SEND).
+func (v SendWRs) SetSend(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE) {
+	fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge)
 }
 
-// AddSendImm adds a send with immediate data (IBV_WR_SEND_WITH_IMM).
-func (c *SendChain) AddSendImm(wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE) bool {
-	w := c.add(wrID, verbs.WROpSendWithImm, flags, sge)
-	if w == nil {
-		return false
-	}
-	w.ImmData = verbs.ToBe32(imm)
-	return true
+// SetSendImm makes WR i a send with immediate data (IBV_WR_SEND_WITH_IMM).
+func (v SendWRs) SetSendImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE) {
+	fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge)
 }
 
-// AddWrite adds an RDMA write of sge to remoteAddr under rkey (IBV_WR_RDMA_WRITE).
-func (c *SendChain) AddWrite(wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) bool {
-	w := c.add(wrID, verbs.WROpRDMAWrite, flags, sge)
-	if w == nil {
-		return false
-	}
-	r := w.WR.RDMA()
+// SetWrite makes WR i an RDMA write of sge to remoteAddr under rkey (IBV_WR_RDMA_WRITE).
+func (v SendWRs) SetWrite(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
+	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWrite, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
 	r.Rkey = rkey
-	return true
 }
 
-// AddWriteImm adds an RDMA write with immediate data (IBV_WR_RDMA_WRITE_WITH_IMM).
-func (c *SendChain) AddWriteImm(wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, remoteAddr uint64, rkey uint32) bool {
-	w := c.add(wrID, verbs.WROpRDMAWriteWithImm, flags, sge)
-	if w == nil {
-		return false
-	}
-	w.ImmData = verbs.ToBe32(imm)
-	r := w.WR.RDMA()
+// SetWriteImm makes WR i an RDMA write with immediate data (IBV_WR_RDMA_WRITE_WITH_IMM).
+func (v SendWRs) SetWriteImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
+	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWriteWithImm, flags, be32(imm), sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
 	r.Rkey = rkey
-	return true
 }
 
-// AddRead adds an RDMA read from remoteAddr under rkey into sge (IBV_WR_RDMA_READ).
-func (c *SendChain) AddRead(wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) bool {
-	w := c.add(wrID, verbs.WROpRDMARead, flags, sge)
-	if w == nil {
-		return false
-	}
-	r := w.WR.RDMA()
+// SetRead makes WR i an RDMA read from remoteAddr under rkey into sge (IBV_WR_RDMA_READ).
+func (v SendWRs) SetRead(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
+	r := fill(&v.wr[i], wrID, verbs.WROpRDMARead, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
 	r.Rkey = rkey
-	return true
 }
 
-// AddCompareSwap adds an 8-byte atomic compare-and-swap at remoteAddr
+// SetCompareSwap makes WR i an 8-byte atomic compare-and-swap at remoteAddr
 // (IBV_WR_ATOMIC_CMP_AND_SWP); the old value lands in sge (length 8).
-func (c *SendChain) AddCompareSwap(wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, compare, swap uint64) bool {
-	w := c.add(wrID, verbs.WROpAtomicCmpAndSwp, flags, sge)
-	if w == nil {
-		return false
-	}
-	a := &w.WR.Atomic
+func (v SendWRs) SetCompareSwap(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, compare, swap uint64) {
+	a := &fill(&v.wr[i], wrID, verbs.WROpAtomicCmpAndSwp, flags, 0, sge).WR.Atomic
 	a.RemoteAddr = remoteAddr
 	a.Rkey = rkey
 	a.CompareAdd = compare
 	a.Swap = swap
-	return true
 }
 
-// AddFetchAdd adds an 8-byte atomic fetch-and-add of add at remoteAddr
+// SetFetchAdd makes WR i an 8-byte atomic fetch-and-add of add at remoteAddr
 // (IBV_WR_ATOMIC_FETCH_AND_ADD); the old value lands in sge (length 8).
-func (c *SendChain) AddFetchAdd(wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, add uint64) bool {
-	w := c.add(wrID, verbs.WROpAtomicFetchAndAdd, flags, sge)
-	if w == nil {
-		return false
-	}
-	a := &w.WR.Atomic
+func (v SendWRs) SetFetchAdd(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, add uint64) {
+	a := &fill(&v.wr[i], wrID, verbs.WROpAtomicFetchAndAdd, flags, 0, sge).WR.Atomic
 	a.RemoteAddr = remoteAddr
 	a.Rkey = rkey
 	a.CompareAdd = add
-	return true
 }
 
-// AddInline adds a send whose payload is copied now into the chain's inline
-// staging (IBV_WR_SEND with IBV_SEND_INLINE): data may be Go memory and may be
-// reused as soon as AddInline returns. It reports false when the chain is full
-// or data is longer than the chain's inlineCap (the QP's max_inline_data
-// limits it too: the provider rejects longer data at post time).
-func (c *SendChain) AddInline(wrID uint64, flags verbs.SendFlags, data []byte) bool {
-	i := c.n
-	if len(data) > c.inlCap || uint(i) >= uint(len(c.wr)) {
-		return false
-	}
-	buf := c.inl[i*c.inlCap : i*c.inlCap+len(data)]
-	copy(buf, data)
-	var addr uintptr
-	if len(buf) > 0 {
-		addr = uintptr(unsafe.Pointer(&buf[0]))
-	}
-	c.add(wrID, verbs.WROpSend, flags|verbs.SendInline, verbs.SGE{Addr: uint64(addr), Length: uint32(len(data))})
-	return true
+// SetInline makes WR i a send whose payload is copied now into the chain's
+// inline staging (IBV_WR_SEND with IBV_SEND_INLINE): data may be Go memory
+// and may be reused as soon as SetInline returns. It panics when data is
+// longer than the chain's inlineCap; the QP's max_inline_data limits it too
+// (the provider rejects longer data at post time). It is not inlined: the
+// copy dominates.
+func (v SendWRs) SetInline(i int, wrID uint64, flags verbs.SendFlags, data []byte) {
+	w := &v.wr[i]
+	c := v.c
+	k := int((uintptr(unsafe.Pointer(w)) - uintptr(c.mem)) / unsafe.Sizeof(*w))
+	off := k * c.inlCap
+	copy(c.inl[off : off+c.inlCap : off+c.inlCap][:len(data)], data)
+	fill(w, wrID, verbs.WROpSend, flags|verbs.SendInline, 0,
+		verbs.SGE{Addr: uint64(uintptr(c.mem)) + c.inlOff + uint64(off), Length: uint32(len(data))})
 }
 
-// AddUD adds a send on a UD QP to remoteQPN through ah with qkey. ah must be C
-// memory (from ibv_create_ah) and outlive the post.
-func (c *SendChain) AddUD(wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) bool {
-	w := c.add(wrID, verbs.WROpSend, flags, sge)
-	if w == nil {
-		return false
-	}
-	u := w.WR.UD()
+// SetUD makes WR i a send on a UD QP to remoteQPN through ah with qkey. ah
+// must be C memory (from ibv_create_ah) and outlive the post.
+func (v SendWRs) SetUD(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+	u := fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN
 	u.RemoteQkey = qkey
-	return true
 }
 
-// AddUDImm is AddUD with immediate data (IBV_WR_SEND_WITH_IMM).
-func (c *SendChain) AddUDImm(wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) bool {
-	w := c.add(wrID, verbs.WROpSendWithImm, flags, sge)
-	if w == nil {
-		return false
-	}
-	w.ImmData = verbs.ToBe32(imm)
-	u := w.WR.UD()
+// SetUDImm is SetUD with immediate data (IBV_WR_SEND_WITH_IMM).
+func (v SendWRs) SetUDImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+	u := fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN
 	u.RemoteQkey = qkey
-	return true
 }
 
-// AppendSGE adds a scatter/gather entry to the last WR added. It reports
-// false when there is none or it already has the chain's maxSGE entries. It
-// does not allocate.
-func (c *SendChain) AppendSGE(sge verbs.SGE) bool {
-	i := c.n - 1
-	if i < c.head {
-		return false
-	}
-	w := &c.wr[i]
-	k := int(w.NumSGE)
-	if k >= c.maxSGE {
-		return false
-	}
-	c.sge[i*c.maxSGE+k] = sge
-	w.NumSGE = int32(k + 1)
-	return true
+// SetSGL replaces the scatter/gather list of WR i, filled by a Set method,
+// with sgl, copied into the chain. It panics when sgl is longer than the
+// chain's maxSGE. It does not allocate.
+func (v SendWRs) SetSGL(i int, sgl []verbs.SGE) {
+	w := &v.wr[i]
+	copy(unsafe.Slice(w.SGList, v.c.maxSGE)[:len(sgl)], sgl)
+	w.NumSGE = int32(len(sgl))
 }
 
 // PostSend posts the pending WRs to qp with one ibv_post_send call. On
@@ -303,13 +278,13 @@ func (c *SendChain) PostSendv(id *rdmacm.CMID) error {
 }
 
 // PostReadv is PostSendv with rdma_post_readv: each WR reads from its
-// remote address and rkey (as AddRead sets them) into its scatter list.
+// remote address and rkey (as SetRead sets them) into its scatter list.
 func (c *SendChain) PostReadv(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_READV, "rdma_post_readv")
 }
 
 // PostWritev is PostSendv with rdma_post_writev: each WR writes its scatter
-// list to its remote address and rkey (as AddWrite sets them).
+// list to its remote address and rkey (as SetWrite sets them).
 func (c *SendChain) PostWritev(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_WRITEV, "rdma_post_writev")
 }
@@ -318,8 +293,8 @@ func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, op string) error {
 	if c.head == c.n {
 		return nil
 	}
-	r := C.goverbs_cm_post_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), kind,
-		(*C.struct_ibv_send_wr)(unsafe.Pointer(&c.wr[c.head])), C.int(c.n-c.head))
+	r := C.goverbs_cm_post_send(cptr(unsafe.Pointer(id)), kind, cptr(unsafe.Pointer(&c.wr[c.head])),
+		C.int(c.n-c.head))
 	if r == 0 {
 		c.head, c.n = 0, 0
 		return nil

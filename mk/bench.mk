@@ -13,8 +13,8 @@
 GO ?= go
 BENCH_PKG ?= ./hand/
 BENCH_RUN ?= .
-BENCH_COUNT ?= 1
-BENCH_TIME ?= 1s
+BENCH_COUNT ?= 6
+BENCH_TIME ?= 100ms
 BENCH_CHECK ?=
 # cgocheck2 rebuilds the runtime; its own cache keeps the default one warm.
 CGOCHECK2_GOCACHE ?= $(or $(shell $(GO) env GOCACHE),$(HOME)/.cache/go-build)-cgocheck2

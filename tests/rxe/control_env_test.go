@@ -121,7 +121,7 @@ func postRecv(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, offset, s
 	require.NoError(t, err)
 	defer c.Free()
 	for i := range n {
-		require.True(t, c.Add(first+uint64(i), mr.SGE(offset, size)))
+		c.Add(first+uint64(i), mr.SGE(offset, size))
 	}
 	require.NoError(t, c.PostRecv(qp.Raw()))
 }
@@ -132,7 +132,7 @@ func postSend(t *testing.T, qp *hand.QP, mr *hand.MR, wrID uint64, offset, size 
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	require.True(t, c.AddSend(wrID, verbs.SendSignaled, mr.SGE(offset, size)))
+	c.AddSend(wrID, verbs.SendSignaled, mr.SGE(offset, size))
 	require.NoError(t, c.PostSend(qp.Raw()))
 }
 

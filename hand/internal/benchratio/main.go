@@ -7,7 +7,12 @@
 //
 // one ratio line per case, in the order the cases first appear. It pairs
 // BenchmarkFast/<entry>/<n>/go with BenchmarkFast/<entry>/<n>/c and reads the
-// empty call from BenchmarkCgoEmpty; with -count above 1 it takes the median.
+// empty call from BenchmarkCgoEmpty. It reads cpu-ns/op (the process CPU
+// time per op, which time the scheduler gives to other processes does not
+// inflate) where a line has it, ns/op otherwise. With -count above 1 it takes, for each
+// benchmark, the fastest run: other load on the machine only ever adds time,
+// so the minimum is the figure it disturbed least. allocs/op is the largest
+// seen.
 //
 // With -check it also tells on stderr which cases miss the issue's target
 // (Go minus C at most 1.25 empty cgo calls plus 0.5 ns per WR or completion,
@@ -22,14 +27,17 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// A benchmark line: name (with its -GOMAXPROCS suffix), iterations, ns/op,
-// then optional B/op and allocs/op.
-var lineRE = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([0-9.e+]+) ns/op(?:.*?\s([0-9]+) allocs/op)?`)
+// A benchmark line: name (with its -GOMAXPROCS suffix), iterations, then
+// value-unit pairs (ns/op, cpu-ns/op, B/op, allocs/op, ...).
+var (
+	lineRE   = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+((?:\s+[0-9.e+-]+ \S+)+)\s*$`)
+	metricRE = regexp.MustCompile(`([0-9.e+-]+) (\S+)`)
+)
 
 type sample struct {
 	ns     []float64
@@ -89,9 +97,20 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 		if m == nil {
 			continue
 		}
-		ns, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			return result{}, failed, fmt.Errorf("%q: %v", line, err)
+		metrics := map[string]float64{}
+		for _, mm := range metricRE.FindAllStringSubmatch(m[2], -1) {
+			v, err := strconv.ParseFloat(mm[1], 64)
+			if err != nil {
+				return result{}, failed, fmt.Errorf("%q: %v", line, err)
+			}
+			metrics[mm[2]] = v
+		}
+		ns, ok := metrics["cpu-ns/op"]
+		if !ok {
+			ns, ok = metrics["ns/op"]
+		}
+		if !ok {
+			continue
 		}
 		s := samples[m[1]]
 		if s == nil {
@@ -100,8 +119,7 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 			order = append(order, m[1])
 		}
 		s.ns = append(s.ns, ns)
-		if m[3] != "" {
-			a, _ := strconv.ParseFloat(m[3], 64)
+		if a, ok := metrics["allocs/op"]; ok {
 			s.allocs = append(s.allocs, a)
 		}
 	}
@@ -110,7 +128,7 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 	}
 	var res result
 	if s := samples["CgoEmpty"]; s != nil {
-		res.cgo = median(s.ns)
+		res.cgo = minOf(s.ns)
 	}
 	for _, name := range order {
 		rest, ok := strings.CutPrefix(name, "Fast/")
@@ -130,8 +148,8 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 		if i := strings.LastIndexByte(c, '/'); i >= 0 {
 			n, _ = strconv.Atoi(c[i+1:])
 		}
-		res.cases = append(res.cases, caseRatio{name: c, n: n, goNS: median(gs.ns), cNS: median(cs.ns),
-			allocs: median(gs.allocs)})
+		res.cases = append(res.cases, caseRatio{name: c, n: n, goNS: minOf(gs.ns), cNS: minOf(cs.ns),
+			allocs: maxOf(gs.allocs)})
 	}
 	if len(res.cases) == 0 && !failed {
 		return res, failed, fmt.Errorf("no Fast/<case>/go and /c benchmark pairs in the input")
@@ -165,14 +183,16 @@ func misses(res result) []string {
 	return out
 }
 
-func median(v []float64) float64 {
+func minOf(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	return slices.Min(v)
+}
+
+func maxOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return slices.Max(v)
 }

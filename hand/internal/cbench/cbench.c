@@ -13,6 +13,13 @@ void cb_empty(void)
 {
 }
 
+void cb_empty3(void *a, void *b, void *c)
+{
+	(void)a;
+	(void)b;
+	(void)c;
+}
+
 /* A prelinked chain like hand's: cap WRs, cap SGEs (one per WR), the bad_wr slot. */
 struct recv_chain {
 	struct ibv_recv_wr *wr;
@@ -143,6 +150,7 @@ static inline void send_fill(struct send_chain *c, int n, int kind, struct ibv_a
 		w->wr_id = (*id)++;
 		w->num_sge = 1;
 		w->send_flags = IBV_SEND_SIGNALED;
+		w->imm_data = 0; /* as hand's SendChain: zero unless the opcode carries one */
 		s->addr = CB_ADDR + (uint64_t)i * CB_LEN;
 		s->length = CB_LEN;
 		s->lkey = CB_LKEY;

@@ -8,6 +8,8 @@
 package cbench
 
 /*
+#cgo noescape cb_empty3
+#cgo nocallback cb_empty3
 #include "cbench.h"
 */
 import "C"
@@ -61,6 +63,11 @@ const (
 
 // Empty is an empty cgo call: the cost of one crossing.
 func Empty() { C.cb_empty() }
+
+// EmptyPtr3 is an empty cgo call taking three pointers (to C memory): the
+// crossing plus cgo's check of each pointer argument for Go pointers, which
+// every generated stub with pointer parameters pays (ibv_post_recv has three).
+func EmptyPtr3(a, b, c unsafe.Pointer) { C.cb_empty3(a, b, c) }
 
 func errnoErr(r C.int) error {
 	if r == 0 {

@@ -95,6 +95,7 @@ static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_nu
 #define ibv_field_avail(type, fld, sz) (offsetof(type, fld) < (sz))
 #define ibv_get_op(qp, op) ((qp)->ops.op)
 #define ibv_twice(x) ((x) * 2)
+#define ibv_two_calls(qp) ibv_qp_num(qp) + ibv_qp_num(qp)
 #define ibv_undeclared(x) ibv_nowhere(x)
 #define IBV_DECLARE_PTR(type, name) union { type name; uint64_t name##_u64; }
 

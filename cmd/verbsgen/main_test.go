@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary stand in for verbsgen (see runBinary), so
+// the exit status and stderr are tested without building the command.
+func TestMain(m *testing.M) {
+	if os.Getenv("VERBSGEN_TEST_AS_MAIN") == "1" {
+		os.Args = append([]string{"verbsgen"}, strings.Fields(os.Getenv("VERBSGEN_TEST_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// goodRoots are valid stand-ins for the three root headers.
+var goodRoots = map[string]string{
+	"infiniband/verbs.h": "#include <stdint.h>\nstruct ibv_thing {\n\tuint32_t a;\n\tuint64_t b;\n};\nint ibv_do(struct ibv_thing *t);\n",
+	"rdma/rdma_cma.h":    "#include <infiniband/verbs.h>\nstruct rdma_cm_thing {\n\tstruct ibv_thing t;\n};\n",
+	"rdma/rdma_verbs.h":  "#include <rdma/rdma_cma.h>\nstatic inline int rdma_do(struct rdma_cm_thing *c) { return ibv_do(&c->t); }\n",
+}
+
+// headerSet makes an include directory with the good roots, replaced or
+// completed by files (a file whose content is "-" is left out).
+func headerSet(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	all := map[string]string{}
+	for p, c := range goodRoots {
+		all[p] = c
+	}
+	for p, c := range files {
+		all[p] = c
+		if c == "-" {
+			delete(all, p)
+		}
+	}
+	for p, c := range all {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// fakeOutput makes output directories as a previous run would have left
+// them (stale content, old modification times) and returns the root, the
+// -out and -layout directories.
+func fakeOutput(t *testing.T) (root, out, layout string) {
+	t.Helper()
+	root = t.TempDir()
+	out, layout = filepath.Join(root, "generated"), filepath.Join(root, "tests", "layout")
+	for p, c := range map[string]string{
+		"generated/doc.go":                  "// Package generated is hand-written.\npackage generated\n",
+		"generated/verbs/zverbs_types.go":   "// old types\npackage verbs\n",
+		"generated/verbs/zverbs_funcs.go":   "// old stubs\npackage verbs\n",
+		"generated/rdmacm/zrdmacm_types.go": "// old types\npackage rdmacm\n",
+		"generated/rdmacm/zrdmacm_funcs.go": "// old stubs\npackage rdmacm\n",
+		"tests/layout/zlayout_c.go":         "// old oracle\npackage layout\n",
+		"tests/layout/zlayout_go.go":        "// old table\npackage layout\n",
+		"tests/layout/zlayout_test.go":      "// old test\npackage layout\n",
+		"tests/layout/mutation_test.go":     "// hand-written\npackage layout\n",
+	} {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, past, past)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, out, layout
+}
+
+type entry struct {
+	data  []byte
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+func snapshot(t *testing.T, root string) map[string]entry {
+	t.Helper()
+	s := map[string]entry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e := entry{mode: fi.Mode(), mtime: fi.ModTime()}
+		if !d.IsDir() {
+			if e.data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		}
+		s[p] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// unchanged fails unless root holds exactly what the snapshot recorded:
+// same files, same bytes, same modes, same modification times, nothing new
+// (no temporary files left behind).
+func unchanged(t *testing.T, root string, before map[string]entry) {
+	t.Helper()
+	after := snapshot(t, root)
+	for p, b := range before {
+		a, ok := after[p]
+		switch {
+		case !ok:
+			t.Errorf("%s was removed", p)
+		case !bytes.Equal(a.data, b.data):
+			t.Errorf("%s was rewritten", p)
+		case a.mode != b.mode:
+			t.Errorf("%s changed mode", p)
+		case !a.mtime.Equal(b.mtime):
+			t.Errorf("%s changed modification time (%v -> %v)", p, b.mtime, a.mtime)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s appeared", p)
+		}
+	}
+}
+
+// TestBadInput: each bad header set makes run fail with one line naming the
+// place, and leaves the output directories byte for byte and mtime for
+// mtime as they were.
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		files  map[string]string // nil: the -headers directory does not exist
+		report bool              // -report instead of writing
+		want   string            // regexp; DIR is the -headers directory
+	}{
+		{name: "missing directory", want: `^headers directory DIR: no such file or directory$`},
+		{name: "missing directory, report", report: true, want: `^headers directory DIR: no such file or directory$`},
+		{name: "missing root header", files: map[string]string{"rdma/rdma_verbs.h": "-"},
+			want: `^rdma/rdma_verbs\.h: header not found in DIR$`},
+		{name: "syntax error", files: map[string]string{"infiniband/verbs.h": "struct ibv_a {\n\tint x = 1;\n};\n"},
+			want: `^DIR/infiniband/verbs\.h:2:\d+: .+`},
+		{name: "syntax error, report", report: true, files: map[string]string{"infiniband/verbs.h": "struct ibv_a {\n\tint x = 1;\n};\n"},
+			want: `^DIR/infiniband/verbs\.h:2:\d+: .+`},
+		{name: "syntax error in an included header", files: map[string]string{"rdma/rdma_cma.h": "#include <infiniband/verbs.h>\nint a;\nint b c;\n"},
+			want: `^DIR/rdma/rdma_cma\.h:3:\d+: .+`},
+		{name: "bit-field", files: map[string]string{"infiniband/verbs.h": "\n\nstruct ibv_bits {\n\tunsigned int a : 4;\n\tunsigned int b : 4;\n};\n"},
+			want: `^infiniband/verbs\.h:3: struct ibv_bits member a: bit-fields are not supported$`},
+		{name: "packed", files: map[string]string{"infiniband/verbs.h": "\nstruct ibv_packed {\n\tchar c;\n\tlong l;\n} __attribute__((packed));\n"},
+			want: `^infiniband/verbs\.h:2: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
+		{name: "packed, report", report: true, files: map[string]string{"infiniband/verbs.h": "\nstruct ibv_packed {\n\tchar c;\n\tlong l;\n} __attribute__((__packed__));\n"},
+			want: `^infiniband/verbs\.h:2: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
+		{name: "name collision", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "struct ibv_twin { int a; };\n#define IBV_TWIN 1\n"},
+			want: `^infiniband/verbs\.h:8: macro IBV_TWIN and struct ibv_twin \(infiniband/verbs\.h:7\) both become verbs\.Twin`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			headers := filepath.Join(t.TempDir(), "no-such-headers")
+			if tc.files != nil {
+				headers = headerSet(t, tc.files)
+			}
+			root, out, layout := fakeOutput(t)
+			before := snapshot(t, root)
+			args := []string{"-headers", headers, "-out", out, "-layout", layout}
+			if tc.report {
+				args = append(args, "-report")
+			}
+			var stdout, stderr bytes.Buffer
+			err := run(args, &stdout, &stderr)
+			if err == nil {
+				t.Fatalf("run succeeded; stdout:\n%s", stdout.String())
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is not one line:\n%s", msg)
+			}
+			want := strings.ReplaceAll(tc.want, "DIR", regexp.QuoteMeta(headers))
+			if !regexp.MustCompile(want).MatchString(msg) {
+				t.Errorf("error\n\t%s\ndoes not match\n\t%s", msg, want)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("stdout is not empty:\n%s", stdout.String())
+			}
+			unchanged(t, root, before)
+		})
+	}
+}
+
+// TestHermetic: a header set missing one of rdma-core's headers is refused
+// rather than completed from /usr/include; the kernel's rdma/ib_user_verbs.h
+// is the one exception (no rdma-core package ships it).
+func TestHermetic(t *testing.T) {
+	for _, h := range []string{"rdma/ib_user_verbs.h", "rdma/ib_user_sa.h"} {
+		if _, err := os.Stat(filepath.Join("/usr/include", h)); err != nil {
+			t.Skipf("/usr/include/%s is missing (install linux-libc-dev): cannot test a header leaking in from the system", h)
+		}
+	}
+	leaky := headerSet(t, map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "#include <rdma/ib_user_sa.h>\n"})
+	root, out, layout := fakeOutput(t)
+	before := snapshot(t, root)
+	err := run([]string{"-headers", leaky, "-out", out, "-layout", layout}, &bytes.Buffer{}, &bytes.Buffer{})
+	want := `^/usr/include/rdma/ib_user_sa\.h:\d+: declares \w+ but lies outside ` + regexp.QuoteMeta(leaky) + `: the header set is incomplete$`
+	if err == nil || !regexp.MustCompile(want).MatchString(err.Error()) {
+		t.Errorf("error\n\t%v\ndoes not match\n\t%s", err, want)
+	}
+	unchanged(t, root, before)
+
+	allowed := headerSet(t, map[string]string{"infiniband/verbs.h": "#include <rdma/ib_user_verbs.h>\n" + goodRoots["infiniband/verbs.h"]})
+	var stdout bytes.Buffer
+	if err := run([]string{"-headers", allowed, "-report"}, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatalf("the kernel's rdma/ib_user_verbs.h was refused: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "\nrdma/ib_user_verbs.h: ") {
+		t.Errorf("the report has no line for rdma/ib_user_verbs.h:\n%s", stdout.String())
+	}
+}
+
+// TestGoodInput: a valid header set is generated, reported, and a second
+// run changes nothing.
+func TestGoodInput(t *testing.T) {
+	headers := headerSet(t, nil)
+	root, out, layout := fakeOutput(t)
+	args := []string{"-headers", headers, "-out", out, "-layout", layout, "-version", "0.0-test"}
+	var stdout bytes.Buffer
+	if err := run(args, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stdout.String(), "verbsgen: rdma-core 0.0-test: 7 files, 7 changed\n"; got != want {
+		t.Errorf("first run printed %q, want %q", got, want)
+	}
+	before := snapshot(t, root)
+	if b := before[filepath.Join(out, "doc.go")]; !bytes.Contains(b.data, []byte("hand-written")) {
+		t.Error("the hand-written doc.go was touched")
+	}
+	stdout.Reset()
+	if err := run(args, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stdout.String(), "verbsgen: rdma-core 0.0-test: 7 files, 0 changed\n"; got != want {
+		t.Errorf("second run printed %q, want %q", got, want)
+	}
+	unchanged(t, root, before)
+
+	stdout.Reset()
+	if err := run([]string{"-headers", headers, "-report"}, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"infiniband/verbs.h: 1 structs/unions", "rdma/rdma_verbs.h: ", "skipped: 0\n"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("report lacks %q:\n%s", w, stdout.String())
+		}
+	}
+}
+
+// TestExitStatus runs the command itself: a bad header set exits with
+// status 1 and one line on stderr.
+func TestExitStatus(t *testing.T) {
+	headers := headerSet(t, map[string]string{"infiniband/verbs.h": "int a;\nint b c;\n"})
+	root, out, layout := fakeOutput(t)
+	before := snapshot(t, root)
+	stdout, stderr, code := runBinary(t, "-headers", headers, "-out", out, "-layout", layout)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if stdout != "" {
+		t.Errorf("stdout: %q", stdout)
+	}
+	want := `^verbsgen: ` + regexp.QuoteMeta(headers) + `/infiniband/verbs\.h:2:\d+: [^\n]+\n$`
+	if !regexp.MustCompile(want).MatchString(stderr) {
+		t.Errorf("stderr\n\t%q\ndoes not match\n\t%s", stderr, want)
+	}
+	unchanged(t, root, before)
+
+	if _, stderr, code := runBinary(t, "-headers", headerSet(t, nil), "-report"); code != 0 {
+		t.Errorf("a good header set: exit status %d, stderr %q", code, stderr)
+	}
+}
+
+// runBinary runs this test binary as verbsgen with args (no spaces in them).
+func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	for _, a := range args {
+		if strings.ContainsAny(a, " \t\n") {
+			t.Fatalf("argument %q has white space", a)
+		}
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "VERBSGEN_TEST_AS_MAIN=1", "VERBSGEN_TEST_ARGS="+strings.Join(args, " "))
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}

@@ -1,0 +1,150 @@
+package gen_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/gen"
+)
+
+// includeDir makes an include directory holding files (path -> content).
+func includeDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// loadModel runs Load and Model, returning the first error.
+func loadModel(dir string, roots []string) error {
+	l, err := gen.Load(dir, roots)
+	if err != nil {
+		return err
+	}
+	_, err = gen.Model(l)
+	return err
+}
+
+// TestLoadErrors: every way a header set can be wrong gives one line naming
+// the place (file:line, or the directory or header that is missing).
+func TestLoadErrors(t *testing.T) {
+	roots := []string{"infiniband/verbs.h"}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string // nil: the include directory does not exist
+		want  string            // regexp; DIR is the include directory
+	}{
+		{"missing directory", nil, `^headers directory DIR: no such file or directory$`},
+		{"missing root", map[string]string{"rdma/rdma_cma.h": ""}, `^infiniband/verbs\.h: header not found in DIR$`},
+		{"syntax error", map[string]string{"infiniband/verbs.h": "int a;\nstruct ibv_x { int y = 1; };\n"},
+			`^DIR/infiniband/verbs\.h:2:\d+: `},
+		{"missing semicolon", map[string]string{"infiniband/verbs.h": "int a\nint b;\n"},
+			`^DIR/infiniband/verbs\.h:2:\d+: `},
+		// cc/v4 loops forever on this without Load's end-of-input sentinel.
+		{"dangling pointer", map[string]string{"infiniband/verbs.h": "struct ibv_x { int a; };\nint *;\n"},
+			`^DIR/infiniband/verbs\.h:2:\d+: `},
+		{"truncated", map[string]string{"infiniband/verbs.h": "struct ibv_x { int a; };\nstruct ibv_y {\n\tint *b\n"},
+			`^DIR/infiniband/verbs\.h:3: unexpected end of input`},
+		{"truncated, no position from cc", map[string]string{"infiniband/verbs.h": "int a;\nstruct ibv_x { int x }"},
+			`^DIR/infiniband/verbs\.h:\d+(:\d+)?: `},
+		{"unterminated #if", map[string]string{"infiniband/verbs.h": "int a;\n#if 1\nint b;\n"},
+			`^DIR/infiniband/verbs\.h:\d+:\d+: .*#endif`},
+		{"missing include", map[string]string{"infiniband/verbs.h": "#include <infiniband/no_such_header.h>\n"},
+			`^DIR/infiniband/verbs\.h:1:\d+: .*no_such_header\.h`},
+		{"bit-field", map[string]string{"infiniband/verbs.h": "int a;\n\nstruct ibv_bits {\n\tunsigned a : 3;\n\tunsigned b : 5;\n};\n"},
+			`^infiniband/verbs\.h:3: struct ibv_bits member a: bit-fields are not supported$`},
+		{"packed", map[string]string{"infiniband/verbs.h": "struct ibv_packed {\n\tchar c;\n\tint i;\n} __attribute__((packed));\n"},
+			`^infiniband/verbs\.h:1: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
+		{"__packed__ before the tag", map[string]string{"infiniband/verbs.h": "int a;\nstruct __attribute__((__packed__)) ibv_packed {\n\tchar c;\n\tlong l;\n};\n"},
+			`^infiniband/verbs\.h:2: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
+		{"nameless member", map[string]string{"infiniband/verbs.h": "\nstruct ibv_a {\n\tint;\n\tint x;\n};\n"},
+			`^infiniband/verbs\.h:2: struct ibv_a: a member of type int declares no name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dir string
+			if tc.files == nil {
+				dir = filepath.Join(t.TempDir(), "no-such-dir")
+			} else {
+				dir = includeDir(t, tc.files)
+			}
+			err := loadModel(dir, roots)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is not one line:\n%s", msg)
+			}
+			abs, _ := filepath.Abs(dir)
+			want := strings.ReplaceAll(tc.want, "DIR", regexp.QuoteMeta(abs))
+			if tc.files == nil || tc.name == "missing root" {
+				want = strings.ReplaceAll(tc.want, "DIR", regexp.QuoteMeta(dir))
+			}
+			if !regexp.MustCompile(want).MatchString(msg) {
+				t.Errorf("error\n\t%s\ndoes not match\n\t%s", msg, want)
+			}
+		})
+	}
+}
+
+// TestLoadHermetic: a header set missing one of its own headers must not
+// silently use the system's copy, except rdma/ib_user_verbs.h, which comes
+// from the kernel's UAPI headers (linux-libc-dev) and no rdma-core package.
+func TestLoadHermetic(t *testing.T) {
+	for _, h := range []string{"rdma/ib_user_verbs.h", "rdma/ib_user_sa.h"} {
+		if _, err := os.Stat(filepath.Join("/usr/include", h)); err != nil {
+			t.Skipf("/usr/include/%s is missing (install linux-libc-dev): cannot test a header that leaks in from the system", h)
+		}
+	}
+	allowed := includeDir(t, map[string]string{
+		"infiniband/verbs.h": "#include <rdma/ib_user_verbs.h>\nstruct ibv_x { struct ib_uverbs_sge sge; };\n",
+	})
+	l, err := gen.Load(allowed, []string{"infiniband/verbs.h"})
+	if err != nil {
+		t.Fatalf("the kernel's rdma/ib_user_verbs.h was refused: %v", err)
+	}
+	ir, err := gen.Model(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range ir.Records {
+		if r.CName == "ib_uverbs_sge" && r.Pos.File == "rdma/ib_user_verbs.h" && !r.System {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("struct ib_uverbs_sge from the kernel's rdma/ib_user_verbs.h is not modelled as a target record")
+	}
+
+	leaky := includeDir(t, map[string]string{
+		"infiniband/verbs.h": "#include <rdma/ib_user_sa.h>\nstruct ibv_x { int a; };\n",
+	})
+	var first string
+	for i := 0; i < 3; i++ { // the message must not depend on map order
+		_, err = gen.Load(leaky, []string{"infiniband/verbs.h"})
+		if err == nil {
+			t.Fatal("a target header from /usr/include was accepted")
+		}
+		if i == 0 {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Errorf("the error changes between runs:\n\t%s\n\t%s", first, err)
+		}
+	}
+	want := `^/usr/include/rdma/ib_user_sa\.h:\d+: declares \w+ but lies outside ` + regexp.QuoteMeta(leaky) + `: the header set is incomplete$`
+	if !regexp.MustCompile(want).MatchString(first) {
+		t.Errorf("error\n\t%s\ndoes not match\n\t%s", first, want)
+	}
+}

@@ -1,0 +1,43 @@
+package hand
+
+import (
+	"fmt"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// AH is an address handle (struct ibv_ah): the destination of UD sends
+// (SendChain.AddUD(..., ah.Raw(), remoteQPN, qkey)).
+type AH struct {
+	object
+	pd  *PD
+	raw *verbs.AH
+}
+
+// NewAH creates an address handle for path, validated like QP.ToRTR's: on
+// RoCE it needs the peer's GID and the local GID index.
+func (pd *PD) NewAH(path Path) (*AH, error) {
+	if err := pd.use(); err != nil {
+		return nil, err
+	}
+	defer pd.done()
+	if _, err := path.check(pd.ctx, "PD.NewAH"); err != nil {
+		return nil, err
+	}
+	attr := path.ahAttr()
+	raw, err := ibvCreateAH(pd.raw, &attr)
+	if err != nil {
+		return nil, err
+	}
+	ah := &AH{pd: pd, raw: raw}
+	ah.init(fmt.Sprintf("AH %#x", raw.Handle), &pd.object)
+	return ah, nil
+}
+
+// Raw returns the struct ibv_ah, valid until Close.
+func (ah *AH) Raw() *verbs.AH { return ah.raw }
+
+// Close destroys the address handle.
+func (ah *AH) Close() error {
+	return ah.close(func() error { return rcErr("ibv_destroy_ah", verbs.DestroyAH(ah.raw)) }, nil, nil)
+}

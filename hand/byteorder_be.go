@@ -1,0 +1,8 @@
+//go:build !(386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64 || wasm)
+
+package hand
+
+import "github.com/goverbs/goverbs/generated/verbs"
+
+// be32 is x in network byte order: on a big-endian host, x itself.
+func be32(x uint32) verbs.Be32 { return verbs.Be32(x) }

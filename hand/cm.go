@@ -1,0 +1,803 @@
+package hand
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+)
+
+// rdma_cm: connection setup over IP addresses (librdmacm), with the event
+// channel on the netpoller.
+//
+// The server listens (Listen), takes connection requests (Listener.Accept),
+// and accepts (ConnRequest.Accept) or rejects them; the client dials (Dial).
+// Both sides get a Conn: an RC QP in RTS that librdmacm connected, with the
+// PD and CQ it uses. Each Conn has its own event channel, so one
+// connection's events never wait behind another's.
+//
+// A PD, CQ or MR for a Conn must come from librdmacm's own device context
+// (rdma_cm refuses a PD of another ibv_context, even for the same device):
+// CMContext, Listener.Context or ConnRequest.Context. Without one, the Conn
+// makes its own PD and CQ (Conn.PD, Conn.CQ), which it closes.
+
+// CMContext returns the device context librdmacm uses for the device called
+// name ("" for the first): PDs, CQs and MRs made from it can back rdma_cm
+// connections on that device. librdmacm keeps the device open; Close only
+// releases this handle.
+func CMContext(name string) (*Context, error) {
+	ctxs, err := rdmaGetDevices()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, raw := range ctxs {
+		n := cString(raw.Device.Name[:])
+		if name == "" || n == name {
+			return newContext(raw, n, true), nil
+		}
+		names = append(names, n)
+	}
+	return nil, fmt.Errorf("%w named %q for rdma_cm (found: %v)", ErrNoDevice, name, names)
+}
+
+// ConnConfig describes the QP and the connection parameters of a Dial or a
+// ConnRequest.Accept.
+type ConnConfig struct {
+	// PD, SendCQ and RecvCQ, when set, must come from the route's device
+	// context (see CMContext). A nil PD makes the Conn allocate its own; a
+	// nil SendCQ makes it create one CQ, with a completion channel, for
+	// both directions (RecvCQ nil means SendCQ).
+	PD             *PD
+	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ
+	Caps           QPCaps // 0 means 16 WRs and 1 SGE each way
+	SignalAll      bool
+
+	// PrivateData goes to the peer with the request (at most 56 bytes) or
+	// the accept (at most 196 bytes). The transport pads it with zeros.
+	PrivateData []byte
+	// RDMA reads and atomics the peer may have outstanding at this side
+	// (ResponderResources) and this side at the peer (InitiatorDepth);
+	// 0 means 16, or the device maximum if lower.
+	ResponderResources, InitiatorDepth int
+	// Transport and RNR retries; 0 means 7, NoRetry none.
+	RetryCount, RNRRetryCount int
+	// StepTimeout bounds address and route resolution each; 0 means 2 s
+	// (or less, when the context's deadline is nearer).
+	StepTimeout time.Duration
+}
+
+const (
+	maxConnectData = 56  // REQ private data after rdma_cm's header
+	maxAcceptData  = 196 // REP private data
+	maxRejectData  = 148 // REJ private data
+)
+
+// CMEventError is a connection attempt that ended with an rdma_cm event
+// other than the one expected: a reject, an unreachable peer, an address or
+// route that did not resolve. It matches ECONNREFUSED (rejected: no
+// listener, or the listener said no), ETIMEDOUT or EHOSTUNREACH
+// (unreachable), or the errno the event's status carries.
+type CMEventError struct {
+	Op          string // what was being done: "rdma_connect", "rdma_resolve_addr"...
+	Event       rdmacm.CMEventType
+	Status      int32  // the event's status: a negative errno, or an IB CM reject reason
+	PrivateData []byte // a reject's private data, padded to the transport's size
+}
+
+// IB CM reject reasons (IBTA 12.6.7.2) seen in a REJECTED event's status.
+const (
+	rejInvalidServiceID = 8  // nobody listens on that port
+	rejConsumer         = 28 // the listener called rdma_reject
+)
+
+func (e *CMEventError) Error() string {
+	s := e.Op + ": " + cmEventName(e.Event)
+	switch {
+	case e.Event == rdmacm.CMEventRejected && e.Status == rejInvalidServiceID:
+		s += " (no listener at that address and port)"
+	case e.Event == rdmacm.CMEventRejected && e.Status == rejConsumer:
+		s += " (rejected by the listener)"
+	case e.Status < 0:
+		s += " (" + syscall.Errno(-e.Status).Error() + ")"
+	default:
+		s += " (status " + strconv.Itoa(int(e.Status)) + ")"
+	}
+	return s
+}
+
+// Unwrap returns the errno the event stands for.
+func (e *CMEventError) Unwrap() error {
+	switch {
+	case e.Event == rdmacm.CMEventRejected:
+		return syscall.ECONNREFUSED
+	case e.Status < 0:
+		return syscall.Errno(-e.Status)
+	case e.Event == rdmacm.CMEventUnreachable:
+		return syscall.EHOSTUNREACH
+	}
+	return syscall.ECONNABORTED
+}
+
+func cmEventName(t rdmacm.CMEventType) string { return goString(rdmacm.EventStr(t)) }
+
+// cmEvent is a copy of an acknowledged struct rdma_cm_event.
+type cmEvent struct {
+	typ      rdmacm.CMEventType
+	status   int32
+	id       *rdmacm.CMID // the request's new id, for a CONNECT_REQUEST
+	data     []byte
+	listenID *rdmacm.CMID
+}
+
+// cmChannel is an rdma_cm event channel on the netpoller.
+type cmChannel struct {
+	raw *rdmacm.EventChannel
+	fd  *pollFD
+}
+
+func newCMChannel() (*cmChannel, error) {
+	raw, err := rdmaCreateEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := newPollFD(*(*int32)(unsafe.Pointer(raw)), "rdma_event_channel")
+	if err != nil {
+		rdmacm.DestroyEventChannel(raw)
+		return nil, err
+	}
+	return &cmChannel{raw: raw, fd: fd}, nil
+}
+
+func (ch *cmChannel) close() {
+	ch.fd.close()
+	rdmacm.DestroyEventChannel(ch.raw)
+}
+
+// next returns the next event, acknowledged.
+func (ch *cmChannel) next(ctx context.Context) (cmEvent, error) {
+	var ev cmEvent
+	var failed error
+	err := ch.fd.wait(ctx, func() bool {
+		raw, errno := rdmaGetCMEvent(ch.raw)
+		switch errno {
+		case 0:
+		case syscall.EAGAIN:
+			return false
+		default:
+			failed = verbErr("rdma_get_cm_event", errno)
+			return true
+		}
+		ev = cmEvent{typ: raw.Event, status: raw.Status, id: raw.ID, listenID: raw.ListenID}
+		if p := raw.Param.Conn(); p.PrivateData != nil && p.PrivateDataLen > 0 &&
+			(raw.ID.Ps == rdmacm.PsTCP || raw.ID.Ps == rdmacm.PsIB) {
+			ev.data = append([]byte(nil), unsafe.Slice((*byte)(p.PrivateData), p.PrivateDataLen)...)
+		}
+		rdmacm.ACKCMEvent(raw)
+		return true
+	})
+	if err == nil {
+		err = failed
+	}
+	return ev, err
+}
+
+// expect waits for the event want; any other event is a *CMEventError.
+func (ch *cmChannel) expect(ctx context.Context, op string, want rdmacm.CMEventType) (cmEvent, error) {
+	ev, err := ch.next(ctx)
+	if err != nil {
+		return ev, err
+	}
+	if ev.typ != want {
+		return ev, &CMEventError{Op: op, Event: ev.typ, Status: ev.status, PrivateData: ev.data}
+	}
+	return ev, nil
+}
+
+// Listener waits for rdma_cm connection requests on an address.
+type Listener struct {
+	object
+	ch   *cmChannel
+	id   *rdmacm.CMID
+	addr netip.AddrPort
+}
+
+// Listen binds an rdma_cm listener to addr ("192.0.2.1:7471"; a port of 0
+// picks one, see Addr) with a backlog of 128 requests. The context bounds
+// name resolution only.
+func Listen(ctx context.Context, addr string) (*Listener, error) {
+	ap, err := resolveAddrPort(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := newCMChannel()
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{ch: ch}
+	fail := func(err error) (*Listener, error) {
+		if l.id != nil {
+			rdmaDestroyID(l.id)
+		}
+		ch.close()
+		return nil, fmt.Errorf("hand: listen on %s: %w", ap, err)
+	}
+	if l.id, err = rdmaCreateID(ch.raw, rdmacm.PsTCP); err != nil {
+		return fail(err)
+	}
+	sa := sockaddrOf(ap)
+	if err := rdmaBindAddr(l.id, &sa); err != nil {
+		return fail(err)
+	}
+	if err := rdmaListen(l.id, 128); err != nil {
+		return fail(err)
+	}
+	l.addr = srcAddr(l.id)
+	l.init("Listener " + l.addr.String())
+	return l, nil
+}
+
+// Addr returns the address the listener is bound to, with the port it got.
+func (l *Listener) Addr() netip.AddrPort { return l.addr }
+
+// Raw returns the listening struct rdma_cm_id, valid until Close.
+func (l *Listener) Raw() *rdmacm.CMID { return l.id }
+
+// Context returns librdmacm's device context for the listener's address
+// (see CMContext), or nil when it listens on a wildcard address; use
+// ConnRequest.Context then.
+func (l *Listener) Context() *Context {
+	if l.id.Verbs == nil {
+		return nil
+	}
+	return newContext(l.id.Verbs, cString(l.id.Verbs.Device.Name[:]), true)
+}
+
+// Close stops listening and wakes an Accept with ErrClosed. Accepted
+// connections and pending ConnRequests are unaffected.
+func (l *Listener) Close() error {
+	return l.close(func() error {
+		err := rdmaDestroyID(l.id)
+		l.ch.close()
+		return err
+	}, l.ch.fd.interrupt, l.ch.fd.undo)
+}
+
+// ConnRequest is a connection request a Listener received. Accept or Reject
+// it; until then the client waits.
+type ConnRequest struct {
+	id   *rdmacm.CMID
+	ch   *cmChannel
+	data []byte
+	done bool
+}
+
+// Accept waits for the next connection request. It returns ctx.Err() when
+// ctx ends first and ErrClosed when the Listener is closed.
+func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
+	if err := l.use(); err != nil {
+		return nil, err
+	}
+	defer l.done()
+	for {
+		ev, err := l.ch.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ev.typ != rdmacm.CMEventConnectRequest {
+			continue // DEVICE_REMOVAL and events of requests not yet moved to their own channel
+		}
+		// Give the request its own channel: the events of its connection
+		// must not wait behind other requests on the listener's.
+		ch, err := newCMChannel()
+		if err == nil {
+			if err = rdmaMigrateID(ev.id, ch.raw); err != nil {
+				ch.close()
+			}
+		}
+		if err != nil {
+			rdmaReject(ev.id, nil)
+			rdmaDestroyID(ev.id)
+			return nil, err
+		}
+		return &ConnRequest{id: ev.id, ch: ch, data: ev.data}, nil
+	}
+}
+
+// PrivateData returns what the client sent with the request, padded with
+// zeros to the transport's size (56 bytes).
+func (r *ConnRequest) PrivateData() []byte { return r.data }
+
+// RemoteAddr returns the client's address.
+func (r *ConnRequest) RemoteAddr() netip.AddrPort { return dstAddr(r.id) }
+
+// Context returns librdmacm's device context the request came in on: make
+// the PD, CQs and MRs for its ConnConfig from it.
+func (r *ConnRequest) Context() *Context {
+	return newContext(r.id.Verbs, cString(r.id.Verbs.Device.Name[:]), true)
+}
+
+// Reject refuses the request, sending data (at most 148 bytes) to the
+// client, whose Dial fails with a *CMEventError carrying it.
+func (r *ConnRequest) Reject(data []byte) error {
+	if r.done {
+		return ErrClosed
+	}
+	if len(data) > maxRejectData {
+		return &AttrError{Op: "ConnRequest.Reject", Field: "data", Reason: fmt.Sprintf("%d bytes: at most %d", len(data), maxRejectData)}
+	}
+	r.done = true
+	err := rdmaReject(r.id, data)
+	rdmaDestroyID(r.id)
+	r.ch.close()
+	return err
+}
+
+// Accept creates the QP cfg describes, accepts the request with
+// cfg.PrivateData and waits until the connection is established.
+func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error) {
+	if r.done {
+		return nil, ErrClosed
+	}
+	if len(cfg.PrivateData) > maxAcceptData {
+		return nil, &AttrError{Op: "ConnRequest.Accept", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
+	}
+	r.done = true
+	c := &Conn{id: r.id, ch: r.ch, peerData: r.data}
+	if err := c.setup(cfg, "ConnRequest.Accept"); err != nil {
+		rdmaReject(r.id, nil)
+		return nil, c.fail("accept", err)
+	}
+	var pin runtime.Pinner
+	param := c.param(cfg, &pin)
+	err := rdmaAccept(c.id, &param)
+	pin.Unpin()
+	if err != nil {
+		return nil, c.fail("accept", err)
+	}
+	if _, err := c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished); err != nil {
+		return nil, c.fail("accept", err)
+	}
+	c.established()
+	return c, nil
+}
+
+// Conn is an established rdma_cm connection: an RC QP in RTS, its PD and
+// CQs, and the struct rdma_cm_id (Raw) that the rdma_post_*v fast paths
+// take.
+type Conn struct {
+	object
+	id       *rdmacm.CMID
+	ch       *cmChannel
+	ctx      *Context
+	pd       *PD
+	sendCQ   *CQ
+	recvCQ   *CQ
+	qp       *QP
+	cqCh     *CompChannel // made with an own CQ
+	ownPD    bool
+	ownCQ    bool
+	peerData []byte
+	local    netip.AddrPort
+	remote   netip.AddrPort
+
+	disconnecting atomic.Bool // rdma_disconnect was called
+	disconnected  atomic.Bool // the DISCONNECTED event came
+}
+
+// Dial connects to an rdma_cm listener at addr ("192.0.2.1:7471"):
+// resolves the address and the route, creates the QP cfg describes on the
+// device the route goes through, sends the request with cfg.PrivateData
+// and waits until the connection is established. Every step honours ctx.
+// A listener that rejects, or no listener at all, gives a *CMEventError
+// matching syscall.ECONNREFUSED.
+func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
+	if len(cfg.PrivateData) > maxConnectData {
+		return nil, &AttrError{Op: "Dial", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxConnectData)}
+	}
+	ap, err := resolveAddrPort(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := newCMChannel()
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{ch: ch}
+	wrap := func(step string, err error) (*Conn, error) {
+		return nil, c.fail("dial "+ap.String()+": "+step, err)
+	}
+	if c.id, err = rdmaCreateID(ch.raw, rdmacm.PsTCP); err != nil {
+		return wrap("creating the id", err)
+	}
+	dst := sockaddrOf(ap)
+	if err := rdmaResolveAddr(c.id, nil, &dst, stepTimeout(ctx, cfg.StepTimeout)); err != nil {
+		return wrap("resolving the address", err)
+	}
+	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
+		return wrap("resolving the address", err)
+	}
+	if err := rdmaResolveRoute(c.id, stepTimeout(ctx, cfg.StepTimeout)); err != nil {
+		return wrap("resolving the route", err)
+	}
+	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
+		return wrap("resolving the route", err)
+	}
+	if err := c.setup(cfg, "Dial"); err != nil {
+		return wrap("creating the QP", err)
+	}
+	var pin runtime.Pinner
+	param := c.param(cfg, &pin)
+	err = rdmaConnect(c.id, &param)
+	pin.Unpin()
+	if err != nil {
+		return wrap("connecting", err)
+	}
+	ev, err := ch.expect(ctx, "rdma_connect", rdmacm.CMEventEstablished)
+	if err != nil {
+		return wrap("connecting", err)
+	}
+	c.peerData = ev.data
+	c.established()
+	return c, nil
+}
+
+// stepTimeout is the timeout in ms for one resolution step.
+func stepTimeout(ctx context.Context, d time.Duration) int {
+	if d <= 0 {
+		d = 2 * time.Second
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	return max(int(d/time.Millisecond), 1)
+}
+
+// setup makes the Conn's context wrapper, its PD and CQs when cfg has none,
+// and the QP (rdma_create_qp).
+func (c *Conn) setup(cfg ConnConfig, op string) error {
+	raw := c.id.Verbs
+	c.ctx = newContext(raw, cString(raw.Device.Name[:]), true)
+	for _, o := range []struct {
+		field string
+		ctx   *Context
+	}{{"PD", pdCtx(cfg.PD)}, {"SendCQ", cqCtx(cfg.SendCQ)}, {"RecvCQ", cqCtx(cfg.RecvCQ)}} {
+		if o.ctx != nil && o.ctx.raw != raw {
+			return &AttrError{Op: op, Field: o.field, Reason: fmt.Sprintf("is not from librdmacm's context for %s, where the route goes: make it from hand.CMContext(%q) or the request's Context()", c.ctx.name, c.ctx.name)}
+		}
+	}
+	var err error
+	c.pd = cfg.PD
+	if c.pd == nil {
+		if c.pd, err = c.ctx.AllocPD(); err != nil {
+			return err
+		}
+		c.ownPD = true
+	}
+	caps := cfg.Caps
+	if caps.MaxSendWR == 0 && caps.MaxRecvWR == 0 {
+		caps.MaxSendWR, caps.MaxRecvWR = 16, 16
+	}
+	c.sendCQ, c.recvCQ = cfg.SendCQ, cfg.RecvCQ
+	if c.sendCQ == nil {
+		if c.cqCh, err = c.ctx.NewCompChannel(); err != nil {
+			return err
+		}
+		if c.sendCQ, err = c.ctx.NewCQ(max(caps.MaxSendWR+caps.MaxRecvWR, 1), CQOptions{Channel: c.cqCh}); err != nil {
+			return err
+		}
+		c.ownCQ = true
+	}
+	if c.recvCQ == nil {
+		c.recvCQ = c.sendCQ
+	}
+	qcfg := QPConfig{Type: RC, SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: cfg.SRQ, Caps: caps, SignalAll: cfg.SignalAll}
+	attr, objs, err := qcfg.initAttr(c.pd, op)
+	if err != nil {
+		return err
+	}
+	release, err := useAll(objs...)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := rdmaCreateQP(c.id, c.pd.raw, &attr); err != nil {
+		return err
+	}
+	c.qp = newQP(c.pd, c.id.QP, RC, &attr, c.id, objs)
+	return nil
+}
+
+func pdCtx(pd *PD) *Context {
+	if pd == nil {
+		return nil
+	}
+	return pd.ctx
+}
+
+func cqCtx(cq *CQ) *Context {
+	if cq == nil {
+		return nil
+	}
+	return cq.ctx
+}
+
+// param is the struct rdma_conn_param of cfg. Its private data points at Go
+// memory, which librdmacm copies during the call: pin holds it there (a Go
+// pointer inside memory passed to C must be pinned) until the caller unpins.
+func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) rdmacm.ConnParam {
+	da, _ := c.ctx.QueryDevice()
+	rd := func(v, devMax int) uint8 {
+		if v == 0 {
+			v = min(16, devMax)
+		}
+		return uint8(min(v, 255))
+	}
+	retry := func(v int) uint8 {
+		switch {
+		case v == NoRetry:
+			return 0
+		case v <= 0 || v > 7:
+			return 7
+		}
+		return uint8(v)
+	}
+	p := rdmacm.ConnParam{
+		ResponderResources: rd(cfg.ResponderResources, int(da.MaxQPRDAtom)),
+		InitiatorDepth:     rd(cfg.InitiatorDepth, int(da.MaxQPInitRDAtom)),
+		RetryCount:         retry(cfg.RetryCount),
+		RNRRetryCount:      retry(cfg.RNRRetryCount),
+	}
+	if len(cfg.PrivateData) > 0 {
+		pin.Pin(&cfg.PrivateData[0])
+		p.PrivateData = unsafe.Pointer(&cfg.PrivateData[0])
+		p.PrivateDataLen = uint8(len(cfg.PrivateData))
+	}
+	return p
+}
+
+func (c *Conn) established() {
+	c.local, c.remote = srcAddr(c.id), dstAddr(c.id)
+	c.init("Conn " + c.local.String() + "->" + c.remote.String())
+}
+
+// fail undoes a half-made Conn and wraps err.
+func (c *Conn) fail(what string, err error) error {
+	c.release()
+	return fmt.Errorf("hand: %s: %w", what, err)
+}
+
+// release destroys what the Conn made, in reverse order. Live user objects
+// on an own PD or CQ (checked by Close beforehand) would make those fail;
+// their errors are returned.
+func (c *Conn) release() error {
+	var errs []error
+	if c.qp != nil {
+		errs = append(errs, c.qp.Close())
+	}
+	if c.id != nil {
+		errs = append(errs, rdmaDestroyID(c.id))
+	}
+	c.ch.close()
+	if c.ownCQ {
+		errs = append(errs, c.sendCQ.Close())
+	}
+	if c.cqCh != nil {
+		errs = append(errs, c.cqCh.Close())
+	}
+	if c.ownPD {
+		errs = append(errs, c.pd.Close())
+	}
+	if c.ctx != nil {
+		errs = append(errs, c.ctx.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Raw returns the struct rdma_cm_id, valid until Close: the fast paths'
+// rdma_post_recvv, rdma_post_sendv and friends take it.
+func (c *Conn) Raw() *rdmacm.CMID { return c.id }
+
+// QP returns the connection's QP.
+func (c *Conn) QP() *QP { return c.qp }
+
+// PD returns the connection's protection domain (cfg.PD, or its own).
+func (c *Conn) PD() *PD { return c.pd }
+
+// SendCQ returns the CQ of the QP's send queue.
+func (c *Conn) SendCQ() *CQ { return c.sendCQ }
+
+// RecvCQ returns the CQ of the QP's receive queue.
+func (c *Conn) RecvCQ() *CQ { return c.recvCQ }
+
+// Context returns librdmacm's device context the connection runs on.
+func (c *Conn) Context() *Context { return c.ctx }
+
+// PeerPrivateData returns the private data the peer sent: the client's
+// request on the server side, the server's accept on the client side,
+// padded with zeros to the transport's size.
+func (c *Conn) PeerPrivateData() []byte { return c.peerData }
+
+// LocalAddr and RemoteAddr return the connection's IP endpoints.
+func (c *Conn) LocalAddr() netip.AddrPort  { return c.local }
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
+// Disconnect tears the connection down (rdma_disconnect: the QP goes to
+// ERR, flushing its outstanding WRs) and waits for the DISCONNECTED event,
+// which comes when the peer answers: from its WaitDisconnect or Close, or,
+// if it does neither, when the request times out.
+func (c *Conn) Disconnect(ctx context.Context) error {
+	if err := c.use(); err != nil {
+		return err
+	}
+	defer c.done()
+	if !c.disconnecting.Swap(true) {
+		if err := rdmaDisconnect(c.id); err != nil {
+			return err
+		}
+	}
+	return c.waitDisconnected(ctx)
+}
+
+// WaitDisconnect waits until the connection is torn down, by the peer or by
+// Disconnect. When the peer disconnects, it answers (rdma_disconnect), so
+// the peer's Disconnect returns.
+func (c *Conn) WaitDisconnect(ctx context.Context) error {
+	if err := c.use(); err != nil {
+		return err
+	}
+	defer c.done()
+	return c.waitDisconnected(ctx)
+}
+
+func (c *Conn) waitDisconnected(ctx context.Context) error {
+	for !c.disconnected.Load() {
+		ev, err := c.ch.next(ctx)
+		if err != nil {
+			return err
+		}
+		if ev.typ == rdmacm.CMEventDisconnected || ev.typ == rdmacm.CMEventDeviceRemoval {
+			if !c.disconnecting.Swap(true) {
+				// The peer disconnected: answer its request (the DREP),
+				// or its Disconnect waits until the request times out.
+				rdmaDisconnect(c.id)
+			}
+			c.disconnected.Store(true)
+		}
+	}
+	return nil
+}
+
+// Close disconnects (without waiting), destroys the QP and the rdma_cm id,
+// and closes the PD and CQ the Conn made itself. It fails with a *BusyError,
+// closing nothing, while MRs or other objects made on the Conn's own PD or
+// CQ are open.
+func (c *Conn) Close() error {
+	return c.close(func() error {
+		if err := c.busyOwn(); err != nil {
+			return err
+		}
+		if !c.disconnecting.Swap(true) {
+			rdmaDisconnect(c.id)
+		}
+		return c.release()
+	}, c.ch.fd.interrupt, c.ch.fd.undo)
+}
+
+// busyOwn reports user objects on the PD and CQ the Conn made.
+func (c *Conn) busyOwn() error {
+	var own []*object
+	if c.ownPD {
+		own = append(own, &c.pd.object)
+	}
+	if c.ownCQ {
+		own = append(own, &c.sendCQ.object)
+	}
+	var children []string
+	for _, o := range own {
+		o.childMu.Lock()
+		for _, ch := range o.children {
+			if ch != &c.qp.object {
+				children = append(children, ch.label)
+			}
+		}
+		o.childMu.Unlock()
+	}
+	if len(children) > 0 {
+		return &BusyError{Object: c.label, Children: children}
+	}
+	return nil
+}
+
+// sockaddrBuf is a struct sockaddr_storage in Go memory (no pointers, so it
+// may be passed to C).
+type sockaddrBuf struct{ b [16]uint64 }
+
+const (
+	afInet  = 2
+	afInet6 = 10
+)
+
+func sockaddrOf(ap netip.AddrPort) sockaddrBuf {
+	var sa sockaddrBuf
+	b := (*[128]byte)(unsafe.Pointer(&sa))
+	a := ap.Addr()
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	if a.Is4() {
+		binary.NativeEndian.PutUint16(b[0:], afInet)
+		v4 := a.As4()
+		copy(b[4:8], v4[:])
+	} else {
+		binary.NativeEndian.PutUint16(b[0:], afInet6)
+		v6 := a.As16()
+		copy(b[8:24], v6[:])
+	}
+	return sa
+}
+
+func addrFrom(p unsafe.Pointer) netip.AddrPort {
+	b := (*[128]byte)(p)
+	port := binary.BigEndian.Uint16(b[2:])
+	switch binary.NativeEndian.Uint16(b[0:]) {
+	case afInet:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port)
+	case afInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port)
+	}
+	return netip.AddrPort{}
+}
+
+func srcAddr(id *rdmacm.CMID) netip.AddrPort {
+	return addrFrom(unsafe.Pointer(&id.Route.Addr.SrcStorage))
+}
+
+func dstAddr(id *rdmacm.CMID) netip.AddrPort {
+	return addrFrom(unsafe.Pointer(&id.Route.Addr.DstStorage))
+}
+
+// resolveAddrPort parses "host:port", looking the host up when it is not an
+// IP address.
+func resolveAddrPort(ctx context.Context, addr string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return ap, nil
+	}
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("hand: address %q: %w", addr, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("hand: address %q: bad port: %w", addr, err)
+	}
+	if host == "" {
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)), nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("hand: address %q: %w", addr, err)
+	}
+	return netip.AddrPortFrom(ips[0].Unmap(), uint16(port)), nil
+}
+
+// goString copies a NUL-terminated C string.
+func goString(p *int8) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice((*byte)(unsafe.Pointer(p)), n))
+}

@@ -1,0 +1,138 @@
+package hand
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// pollFD parks a goroutine on Go's netpoller until an event file descriptor
+// owned by a C library (a completion channel, a device's async fd, an
+// rdma_cm event channel) is readable, without holding an OS thread.
+//
+// The library keeps its fd and closes it itself; pollFD sets it
+// non-blocking (so the library's read returns EAGAIN instead of blocking)
+// and registers a close-on-exec duplicate with the netpoller through
+// os.NewFile. Both share one open file description, so readiness of one is
+// readiness of the other. The read itself is the library's (ibv_get_cq_event
+// and friends), called from a syscall.RawConn.Read callback.
+//
+// A file has one read deadline, which is how a context cancels the wait,
+// so waiters take turns.
+type pollFD struct {
+	f   *os.File
+	rc  syscall.RawConn
+	sem chan struct{} // one waiter at a time
+
+	mu      sync.Mutex // guards closing, gen and every deadline change
+	closing bool
+	gen     uint64 // which wait the current deadline belongs to
+}
+
+var longAgo = time.Unix(1, 0)
+
+func newPollFD(fd int32, name string) (*pollFD, error) {
+	if err := syscall.SetNonblock(int(fd), true); err != nil {
+		return nil, &VerbError{Op: "fcntl(" + name + ", O_NONBLOCK)", Errno: err.(syscall.Errno)}
+	}
+	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return nil, &VerbError{Op: "fcntl(" + name + ", F_DUPFD_CLOEXEC)", Errno: e}
+	}
+	f := os.NewFile(dup, name)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &pollFD{f: f, rc: rc, sem: make(chan struct{}, 1)}, nil
+}
+
+// wait calls try until it reports done, parking on the netpoller whenever
+// try reports that the fd had nothing (EAGAIN). It returns ctx.Err() when
+// ctx ends first and ErrClosed when interrupt closes the fd.
+func (p *pollFD) wait(ctx context.Context, try func() (done bool)) error {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.sem }()
+
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.gen++
+	gen := p.gen
+	p.f.SetReadDeadline(time.Time{})
+	p.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		if p.gen == gen && !p.closing {
+			p.f.SetReadDeadline(longAgo)
+		}
+		p.mu.Unlock()
+	})
+	defer stop()
+
+	for {
+		err := p.rc.Read(func(uintptr) bool { return try() })
+		if err == nil {
+			return nil
+		}
+		p.mu.Lock()
+		closing := p.closing
+		p.mu.Unlock()
+		switch {
+		case closing:
+			return ErrClosed
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// A kick, or an interrupt that was undone: try again.
+			p.mu.Lock()
+			p.f.SetReadDeadline(time.Time{})
+			p.mu.Unlock()
+		default:
+			return err
+		}
+	}
+}
+
+// interrupt wakes the waiter (it returns ErrClosed) and refuses new ones.
+func (p *pollFD) interrupt() {
+	p.mu.Lock()
+	p.closing = true
+	p.f.SetReadDeadline(longAgo)
+	p.mu.Unlock()
+}
+
+// kick wakes the waiter without closing: it calls try again, which may
+// then report that what it waits for is gone.
+func (p *pollFD) kick() {
+	p.mu.Lock()
+	if !p.closing {
+		p.f.SetReadDeadline(longAgo)
+	}
+	p.mu.Unlock()
+}
+
+// undo reverts interrupt, when the Close that called it failed.
+func (p *pollFD) undo() {
+	p.mu.Lock()
+	p.closing = false
+	p.f.SetReadDeadline(time.Time{})
+	p.mu.Unlock()
+}
+
+// close closes the duplicate; the library closes its own fd.
+func (p *pollFD) close() {
+	p.interrupt()
+	p.f.Close()
+}

@@ -1,0 +1,245 @@
+package hand
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// Unit tests of the control path that need no device: errors, lifetimes,
+// the netpoller wait, addresses and encodings. The soft-RoCE tests in
+// tests/rxe (control_*_test.go) cover the verbs themselves.
+
+func TestVerbErrorMessageAndIs(t *testing.T) {
+	err := rcErr("ibv_modify_qp(RTR)", int32(syscall.EINVAL))
+	require.EqualError(t, err, "ibv_modify_qp(RTR): invalid argument")
+	require.ErrorIs(t, err, syscall.EINVAL)
+	require.NotErrorIs(t, err, ErrNotSupported)
+	require.EqualError(t, rcErr("ibv_destroy_qp", -int32(syscall.EBUSY)), "ibv_destroy_qp: device or resource busy")
+	require.NoError(t, rcErr("x", 0))
+
+	for _, e := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENOSYS} {
+		err := verbErr("ibv_alloc_mw", e)
+		require.ErrorIs(t, err, ErrNotSupported, "%v", e)
+		require.ErrorIs(t, err, e)
+	}
+	err = &VerbError{Op: "ibv_reg_mr", Errno: syscall.ENOMEM, Hint: "raise it"}
+	require.EqualError(t, err, "ibv_reg_mr: cannot allocate memory (raise it)")
+
+	// A verb that returned NULL without setting errno still fails.
+	require.ErrorIs(t, nullErr("ibv_create_cq", nil), syscall.EIO)
+}
+
+func TestAttrAndBusyErrors(t *testing.T) {
+	err := error(&AttrError{Op: "QP.ToRTR", Field: "MTU", Reason: "too big"})
+	require.EqualError(t, err, "hand: QP.ToRTR: MTU: too big")
+	require.ErrorIs(t, err, syscall.EINVAL)
+	err = &BusyError{Object: "PD 0x1", Children: []string{"MR lkey 0x5 (4096 bytes)", "RC QP 17"}}
+	require.EqualError(t, err, "hand: cannot close PD 0x1: still used by MR lkey 0x5 (4096 bytes), RC QP 17; close them first")
+	require.ErrorIs(t, err, syscall.EBUSY)
+}
+
+func TestMemlockAdvice(t *testing.T) {
+	const inf = ^uint64(0)
+	require.Empty(t, memlockAdvice(1<<20, inf, inf, false), "an unlimited limit is not the cause")
+	s := memlockAdvice(1<<20, 64<<10, 8<<20, false)
+	require.Contains(t, s, "RLIMIT_MEMLOCK allows 64 KiB in all (hard limit 8192 KiB)")
+	require.Contains(t, s, "hand.RaiseMemlockLimit()")
+	require.Contains(t, s, "ulimit -l 8192")
+	require.Contains(t, s, "/etc/security/limits.conf")
+	s = memlockAdvice(1<<20, 64<<10, 64<<10, true)
+	require.NotContains(t, s, "RaiseMemlockLimit", "nothing to raise to")
+	require.Contains(t, s, "ulimit -l unlimited", "root may raise its hard limit")
+	require.Contains(t, memlockAdvice(1, 0, inf, false), "ulimit -l unlimited")
+
+	soft, hard, err := MemlockLimit()
+	require.NoError(t, err)
+	require.LessOrEqual(t, soft, hard)
+}
+
+func TestLifetimeRules(t *testing.T) {
+	var parent, child, other object
+	parent.init("PD 0x1")
+	child.init("MR lkey 0x2 (10 bytes)", &parent, &parent) // a parent named twice counts once
+	other.init("RC QP 3", &parent, nil)
+
+	destroyed := 0
+	destroy := func() error { destroyed++; return nil }
+	err := parent.close(destroy, nil, nil)
+	var busy *BusyError
+	require.ErrorAs(t, err, &busy)
+	require.Equal(t, []string{"MR lkey 0x2 (10 bytes)", "RC QP 3"}, busy.Children)
+	require.Zero(t, destroyed)
+	require.NoError(t, parent.use(), "a failed Close leaves the object usable")
+	parent.done()
+
+	require.NoError(t, child.close(destroy, nil, nil))
+	require.NoError(t, child.close(destroy, nil, nil), "second Close")
+	require.Equal(t, 1, destroyed, "destroyed once")
+	require.ErrorIs(t, child.use(), ErrClosed)
+
+	// A destroy that fails leaves the object open, to retry.
+	require.ErrorIs(t, other.close(func() error { return syscall.EIO }, nil, nil), syscall.EIO)
+	require.NoError(t, other.use())
+	other.done()
+	require.NoError(t, other.close(destroy, nil, nil))
+	require.NoError(t, parent.close(destroy, nil, nil))
+	require.Equal(t, 3, destroyed)
+
+	_, err = useAll(&parent)
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// Uses racing Close either finish first or see ErrClosed; run with -race.
+func TestLifetimeConcurrentUseAndClose(t *testing.T) {
+	for range 50 {
+		var o object
+		o.init("X")
+		var freed bool
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if err := o.use(); err != nil {
+						return
+					}
+					if freed {
+						t.Error("used after destroy")
+					}
+					o.done()
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		require.NoError(t, o.close(func() error { freed = true; return nil }, nil, nil))
+		wg.Wait()
+	}
+}
+
+// pollFD parks on the netpoller: a pipe stands in for a completion channel.
+func TestPollFDWaitCancelInterrupt(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	p, err := newPollFD(int32(r.Fd()), "pipe")
+	require.NoError(t, err)
+	defer p.close()
+
+	read := func() bool {
+		var b [1]byte
+		_, err := syscall.Read(int(r.Fd()), b[:])
+		return err != syscall.EAGAIN
+	}
+	go func() { time.Sleep(20 * time.Millisecond); w.Write([]byte{1}) }()
+	require.NoError(t, p.wait(context.Background(), read))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.wait(ctx, read), context.DeadlineExceeded)
+
+	// A kick makes the waiter try again; it keeps waiting when nothing changed.
+	tries := 0
+	go func() { time.Sleep(20 * time.Millisecond); p.kick(); time.Sleep(20 * time.Millisecond); w.Write([]byte{2}) }()
+	require.NoError(t, p.wait(context.Background(), func() bool { tries++; return read() }))
+	require.GreaterOrEqual(t, tries, 3, "first try, after the kick, after the write")
+
+	errc := make(chan error)
+	go func() { errc <- p.wait(context.Background(), read) }()
+	time.Sleep(20 * time.Millisecond)
+	p.interrupt()
+	require.ErrorIs(t, <-errc, ErrClosed)
+	require.ErrorIs(t, p.wait(context.Background(), read), ErrClosed)
+	p.undo()
+	w.Write([]byte{3})
+	require.NoError(t, p.wait(context.Background(), read), "undo revives the fd")
+}
+
+func TestEndpointEncoding(t *testing.T) {
+	e := Endpoint{QPN: 0x123456, PSN: 0xabcdef, GID: GIDFromAddr(netip.MustParseAddr("192.0.2.1")), LID: 7}
+	b, err := e.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, EndpointSize)
+	var got Endpoint
+	require.NoError(t, got.UnmarshalBinary(b))
+	require.Equal(t, e, got)
+	require.Error(t, got.UnmarshalBinary(b[:10]))
+	for range 100 {
+		require.LessOrEqual(t, RandomPSN(), uint32(psnMask))
+	}
+}
+
+func TestGID(t *testing.T) {
+	g := GIDFromAddr(netip.MustParseAddr("192.0.2.1"))
+	require.Equal(t, "::ffff:192.0.2.1", g.String())
+	require.Equal(t, netip.MustParseAddr("192.0.2.1"), g.Addr())
+	require.False(t, g.IsZero())
+	require.True(t, GID{}.IsZero())
+	raw := g.Raw()
+	require.Equal(t, [16]byte(g), *raw.Raw())
+	v6 := GIDFromAddr(netip.MustParseAddr("fe80::1"))
+	require.True(t, v6.Addr().Is6())
+	require.Equal(t, "RoCE v2", GIDTypeRoCEv2.String())
+}
+
+func TestPathAttr(t *testing.T) {
+	a := Path{DGID: GIDFromAddr(netip.MustParseAddr("192.0.2.2")), SGIDIndex: 1}.ahAttr()
+	require.Equal(t, uint8(1), a.IsGlobal)
+	require.Equal(t, uint8(1), a.PortNum, "port 0 means 1")
+	require.Equal(t, uint8(64), a.GRH.HopLimit)
+	require.Equal(t, uint8(1), a.GRH.SGIDIndex)
+	a = Path{DLID: 5, SL: 2, Port: 2}.ahAttr()
+	require.Zero(t, a.IsGlobal)
+	require.Equal(t, uint16(5), a.DLID)
+	require.Equal(t, uint8(2), a.PortNum)
+	require.Equal(t, "RTR", stateName(verbs.QPSRtr))
+	require.Equal(t, "1024", mtuName(verbs.MTU1024))
+}
+
+func TestSockaddr(t *testing.T) {
+	for _, s := range []string{"192.0.2.1:7471", "[fe80::1]:18515", "0.0.0.0:0"} {
+		ap := netip.MustParseAddrPort(s)
+		sa := sockaddrOf(ap)
+		require.Equal(t, ap, addrFrom(unsafe.Pointer(&sa)), s)
+	}
+	ap, err := resolveAddrPort(context.Background(), ":7471")
+	require.NoError(t, err)
+	require.Equal(t, netip.MustParseAddrPort("0.0.0.0:7471"), ap)
+	ap, err = resolveAddrPort(context.Background(), "localhost:1")
+	require.NoError(t, err)
+	require.True(t, ap.Addr().IsLoopback())
+	_, err = resolveAddrPort(context.Background(), "192.0.2.1")
+	require.Error(t, err, "no port")
+}
+
+func TestCMEventError(t *testing.T) {
+	err := error(&CMEventError{Op: "rdma_connect", Event: 8 /* REJECTED */, Status: rejInvalidServiceID})
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.Contains(t, err.Error(), "no listener at that address and port")
+	err = &CMEventError{Op: "rdma_resolve_addr", Event: 1 /* ADDR_ERROR */, Status: -int32(syscall.ETIMEDOUT)}
+	require.ErrorIs(t, err, syscall.ETIMEDOUT)
+	require.Equal(t, "rdma_resolve_addr: RDMA_CM_EVENT_ADDR_ERROR (connection timed out)", err.Error())
+	require.True(t, errors.Is(&CMEventError{Event: 7 /* UNREACHABLE */, Status: 5}, syscall.EHOSTUNREACH))
+}
+
+// Without a device (the host, CI outside the VM) opening fails cleanly.
+func TestOpenWithoutDevice(t *testing.T) {
+	if _, err := os.Stat("/sys/class/infiniband"); err == nil {
+		t.Skip("this host has RDMA devices: the soft-RoCE tests (make rxe-test) cover Open")
+	}
+	_, err := Open("")
+	require.Error(t, err)
+	t.Log(err)
+}

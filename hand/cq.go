@@ -1,0 +1,310 @@
+package hand
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// CompChannel is a completion event channel (struct ibv_comp_channel): the
+// file descriptor a CQ signals after RequestNotify. One channel may serve
+// several CQs.
+type CompChannel struct {
+	object
+	ctx *Context
+	raw *verbs.CompChannel
+	fd  *pollFD
+
+	mu      sync.Mutex
+	cqs     map[*verbs.CQ]*CQ
+	pending map[*CQ]int // events read by a CQ.Wait for another CQ
+}
+
+// NewCompChannel creates a completion channel whose Wait parks on Go's
+// netpoller.
+func (c *Context) NewCompChannel() (*CompChannel, error) {
+	if err := c.use(); err != nil {
+		return nil, err
+	}
+	defer c.done()
+	raw, err := ibvCreateCompChannel(c.raw)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := newPollFD(raw.FD, "ibv_comp_channel")
+	if err != nil {
+		verbs.DestroyCompChannel(raw)
+		return nil, err
+	}
+	ch := &CompChannel{ctx: c, raw: raw, fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}}
+	ch.init(fmt.Sprintf("CompChannel fd %d", raw.FD), &c.object)
+	return ch, nil
+}
+
+// Raw returns the struct ibv_comp_channel, valid until Close. Its fd is
+// non-blocking.
+func (ch *CompChannel) Raw() *verbs.CompChannel { return ch.raw }
+
+// Close destroys the channel, waking a Wait with ErrClosed. It fails with a
+// *BusyError while CQs use it.
+func (ch *CompChannel) Close() error {
+	return ch.close(func() error {
+		ch.fd.close()
+		return rcErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw))
+	}, ch.fd.interrupt, ch.fd.undo)
+}
+
+// Wait blocks until a CQ on this channel has a completion event, and
+// returns that CQ; the event is acknowledged (ibv_ack_cq_events). The CQ
+// must have been armed with RequestNotify, and is disarmed by the event:
+// arm it again before the next Wait. The waiting goroutine is parked on the
+// netpoller and holds no OS thread. Wait returns ctx.Err() when ctx ends
+// first and ErrClosed when the channel is closed.
+func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	return ch.wait(ctx, nil)
+}
+
+// wait returns the next event's CQ, or, when only is set, waits for an
+// event of only and counts the others as pending for their own Wait.
+func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
+	if err := ch.use(); err != nil {
+		return nil, err
+	}
+	defer ch.done()
+	if cq := ch.takePending(only); cq != nil {
+		return cq, nil
+	}
+	var got *CQ
+	var failed error
+	err := ch.fd.wait(ctx, func() bool {
+		for {
+			if only != nil && only.isClosed() {
+				failed = ErrClosed // CQ.Close kicked the channel
+				return true
+			}
+			raw, errno := ibvGetCQEvent(ch.raw)
+			switch errno {
+			case 0:
+			case syscall.EAGAIN:
+				return false
+			default:
+				failed = verbErr("ibv_get_cq_event", errno)
+				return true
+			}
+			verbs.ACKCQEvents(raw, 1)
+			ch.mu.Lock()
+			cq := ch.cqs[raw]
+			if only != nil && cq != only {
+				if cq != nil {
+					ch.pending[cq]++
+				}
+				ch.mu.Unlock()
+				continue
+			}
+			ch.mu.Unlock()
+			got = cq
+			return true
+		}
+	})
+	if err == nil {
+		err = failed
+	}
+	return got, err
+}
+
+func (ch *CompChannel) takePending(only *CQ) *CQ {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for cq, n := range ch.pending {
+		if only != nil && cq != only {
+			continue
+		}
+		if n <= 1 {
+			delete(ch.pending, cq)
+		} else {
+			ch.pending[cq] = n - 1
+		}
+		return cq
+	}
+	return nil
+}
+
+// CQ is a completion queue (struct ibv_cq), or an extended one (struct
+// ibv_cq_ex) when made with CQOptions.Extended. Reap its completions with a
+// Poller (NewPoller(cq.Raw(), n)) or, for an extended CQ, an ExPoller
+// (NewExPoller(cq.RawEx(), n, flags)).
+type CQ struct {
+	object
+	ctx   *Context
+	raw   *verbs.CQ
+	rawEx *verbs.CQEx
+	ch    *CompChannel
+	size  int
+}
+
+// CQOptions configures NewCQ.
+type CQOptions struct {
+	// Channel, if set, is where the CQ signals completion events after
+	// RequestNotify; Wait needs one.
+	Channel *CompChannel
+	// Vector is the completion vector (interrupt) to use, below the
+	// device's num_comp_vectors.
+	Vector int
+	// Extended creates the CQ with ibv_create_cq_ex, for ExPoller and the
+	// extended completion fields; WCFlags selects them
+	// (verbs.WCExWithByteLen and friends).
+	Extended bool
+	WCFlags  verbs.CreateCQWCFlags
+}
+
+// NewCQ creates a completion queue of at least entries entries.
+func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
+	if entries <= 0 {
+		return nil, &AttrError{Op: "Context.NewCQ", Field: "entries", Reason: fmt.Sprintf("%d: must be positive", entries)}
+	}
+	var chObj *object
+	if o.Channel != nil {
+		if o.Channel.ctx.raw != c.raw {
+			return nil, &AttrError{Op: "Context.NewCQ", Field: "Channel", Reason: "belongs to another device context"}
+		}
+		chObj = &o.Channel.object
+	}
+	release, err := useAll(&c.object, chObj)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var chRaw *verbs.CompChannel
+	if o.Channel != nil {
+		chRaw = o.Channel.raw
+	}
+	cq := &CQ{ctx: c, ch: o.Channel}
+	if o.Extended {
+		attr := verbs.CQInitAttrEx{CQE: uint32(entries), Channel: chRaw, CompVector: uint32(o.Vector), WCFlags: uint64(o.WCFlags)}
+		ex, err := ibvCreateCQEx(c.raw, &attr)
+		if err != nil {
+			return nil, err
+		}
+		cq.rawEx, cq.raw = ex, verbs.CQExToCQ(ex)
+	} else {
+		raw, err := ibvCreateCQ(c.raw, entries, chRaw, o.Vector)
+		if err != nil {
+			return nil, err
+		}
+		cq.raw = raw
+	}
+	cq.size = int(cq.raw.CQE)
+	cq.init(fmt.Sprintf("CQ %#x", cq.raw.Handle), &c.object, chObj)
+	if o.Channel != nil {
+		o.Channel.mu.Lock()
+		o.Channel.cqs[cq.raw] = cq
+		o.Channel.mu.Unlock()
+	}
+	c.register(unsafe.Pointer(cq.raw), cq)
+	return cq, nil
+}
+
+// Raw returns the struct ibv_cq (for an extended CQ, the ibv_cq inside it),
+// valid until Close.
+func (cq *CQ) Raw() *verbs.CQ { return cq.raw }
+
+// RawEx returns the struct ibv_cq_ex of an extended CQ, or nil.
+func (cq *CQ) RawEx() *verbs.CQEx { return cq.rawEx }
+
+// Size returns the number of entries the CQ holds (at least what was asked).
+func (cq *CQ) Size() int { return cq.size }
+
+// Channel returns the completion channel the CQ signals, or nil.
+func (cq *CQ) Channel() *CompChannel { return cq.ch }
+
+// RequestNotify arms the CQ: the next completion (with solicitedOnly, the
+// next solicited one) raises one event on its channel. Poll the CQ empty
+// after arming and before Wait, or a completion that arrived before the
+// arm is never signalled.
+func (cq *CQ) RequestNotify(solicitedOnly bool) error {
+	if err := cq.use(); err != nil {
+		return err
+	}
+	defer cq.done()
+	if cq.ch == nil {
+		return &AttrError{Op: "CQ.RequestNotify", Field: "Channel", Reason: "the CQ was made without a completion channel"}
+	}
+	so := int32(0)
+	if solicitedOnly {
+		so = 1
+	}
+	return rcErr("ibv_req_notify_cq", verbs.ReqNotifyCQ(cq.raw, so))
+}
+
+// Wait blocks until this CQ's channel delivers an event for this CQ (events
+// for other CQs sharing the channel are kept for their own Wait or for
+// CompChannel.Wait). See CompChannel.Wait.
+func (cq *CQ) Wait(ctx context.Context) error {
+	if err := cq.use(); err != nil {
+		return err
+	}
+	ch := cq.ch
+	cq.done() // not held while parked: Close must not wait for the waiter
+	if ch == nil {
+		return &AttrError{Op: "CQ.Wait", Field: "Channel", Reason: "the CQ was made without a completion channel"}
+	}
+	_, err := ch.wait(ctx, cq)
+	return err
+}
+
+// Poll reaps up to len(wc) completions into wc (ibv_poll_cq) and returns
+// how many. It is the simple path for control code and tests; the data
+// path uses a Poller, which polls into C memory without allocating.
+func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
+	if err := cq.use(); err != nil {
+		return 0, err
+	}
+	defer cq.done()
+	if len(wc) == 0 {
+		return 0, nil
+	}
+	n := verbs.PollCQ(cq.raw, int32(len(wc)), &wc[0])
+	if n < 0 {
+		return 0, rcErr("ibv_poll_cq", n)
+	}
+	return int(n), nil
+}
+
+// Resize changes the number of entries (ibv_resize_cq).
+func (cq *CQ) Resize(entries int) error {
+	if err := cq.use(); err != nil {
+		return err
+	}
+	defer cq.done()
+	if err := rcErr("ibv_resize_cq", verbs.ResizeCQ(cq.raw, int32(entries))); err != nil {
+		return err
+	}
+	cq.size = int(cq.raw.CQE)
+	return nil
+}
+
+// Close destroys the CQ, waking a CQ.Wait with ErrClosed. It fails with a
+// *BusyError while QPs or SRQs use it.
+func (cq *CQ) Close() error {
+	err := cq.close(func() error {
+		if err := rcErr("ibv_destroy_cq", verbs.DestroyCQ(cq.raw)); err != nil {
+			return err
+		}
+		if cq.ch != nil {
+			cq.ch.mu.Lock()
+			delete(cq.ch.cqs, cq.raw)
+			delete(cq.ch.pending, cq)
+			cq.ch.mu.Unlock()
+		}
+		cq.ctx.unregister(unsafe.Pointer(cq.raw))
+		return nil
+	}, nil, nil)
+	if err == nil && cq.ch != nil {
+		cq.ch.fd.kick() // a CQ.Wait parked for this CQ sees it closed
+	}
+	return err
+}

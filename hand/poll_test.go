@@ -1,0 +1,249 @@
+package hand_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/hand/internal/fakeprov"
+)
+
+// pollers returns both pollers over the rig's CQ, so each test runs on both.
+func pollers(t *testing.T, r *rig, n int, flags verbs.CreateCQWCFlags) map[string]func() ([]hand.WC, error) {
+	t.Helper()
+	p, err := hand.NewPoller(r.vcq, n)
+	require.NoError(t, err)
+	t.Cleanup(p.Free)
+	x, err := hand.NewExPoller(r.vcqEx, n, flags)
+	require.NoError(t, err)
+	t.Cleanup(x.Free)
+	return map[string]func() ([]hand.WC, error){"poll_cq": p.Poll, "poll_cq_ex": x.Poll}
+}
+
+const allFlags = verbs.WCExWithByteLen | verbs.WCExWithImm | verbs.WCExWithQPNum | verbs.WCExWithSrcQP |
+	verbs.WCExWithSLID | verbs.WCExWithSL | verbs.WCExWithDLIDPathBits | verbs.WCExWithCompletionTimestamp
+
+func postRecvs(t *testing.T, r *rig, first, n int) {
+	t.Helper()
+	c, err := hand.NewRecvChain(n, 1)
+	require.NoError(t, err)
+	defer c.Free()
+	for i := 0; i < n; i++ {
+		c.Reserve(1).Set(0, uint64(first+i), sge(i))
+	}
+	require.NoError(t, c.PostRecv(r.qp))
+}
+
+func TestEmptyCQ(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for name, poll := range pollers(t, r, 16, allFlags) {
+		wcs, err := poll()
+		require.NoError(t, err, name)
+		require.Empty(t, wcs, name)
+	}
+}
+
+func TestPollReturnsAtMostN(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for name, poll := range pollers(t, r, 16, allFlags) {
+		postRecvs(t, r, 100, 40)
+		var ids []uint64
+		for _, want := range []int{16, 16, 8, 0} {
+			wcs, err := poll()
+			require.NoError(t, err, name)
+			require.Len(t, wcs, want, name)
+			for i := range wcs {
+				ids = append(ids, wcs[i].WRID())
+				require.True(t, wcs[i].OK())
+				require.NoError(t, wcs[i].Err())
+				require.True(t, wcs[i].IsRecv())
+				require.Equal(t, verbs.WCRecv, wcs[i].Opcode())
+				require.Equal(t, uint32(64), wcs[i].ByteLen())
+				require.Equal(t, r.fqp.Num(), wcs[i].QPNum())
+			}
+		}
+		for i, id := range ids {
+			require.Equal(t, uint64(100+i), id, name)
+		}
+	}
+}
+
+func TestEveryErrorStatus(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{WCFlags: uint32(verbs.WCWithImm), Imm: 1})
+	for name, poll := range pollers(t, r, 4, allFlags) {
+		for s := verbs.WCLocLenErr; s <= verbs.WCTMRndvIncomplete; s++ {
+			r.cq.InjectStatus(1, int(s), 0x100+uint32(s))
+			postRecvs(t, r, int(s), 2)
+			wcs, err := poll()
+			require.NoError(t, err)
+			require.Len(t, wcs, 2, "%s status %d", name, s)
+
+			w := &wcs[0]
+			require.Equal(t, uint64(s), w.WRID(), "wr_id is trusted")
+			require.Equal(t, s, w.Status())
+			require.Equal(t, 0x100+uint32(s), w.VendorErr(), "vendor_err is trusted")
+			require.Equal(t, r.fqp.Num(), w.QPNum(), "qp_num is trusted")
+			require.False(t, w.OK())
+			var se hand.StatusError
+			require.True(t, errors.As(w.Err(), &se))
+			require.Equal(t, s, verbs.WCStatus(se))
+			require.NotEmpty(t, w.StatusString())
+			require.NotContains(t, w.StatusString(), "unknown", "ibv_wc_status_str knows status %d", s)
+			// the fake writes junk where a device leaves values unspecified
+			require.Equal(t, hand.OpcodeUnknown, w.Opcode())
+			require.Zero(t, w.ByteLen())
+			require.Zero(t, w.Flags())
+			require.Zero(t, w.SrcQP())
+			require.False(t, w.IsRecv())
+			require.False(t, w.HasGRH())
+			_, ok := w.Imm()
+			require.False(t, ok)
+
+			ok2 := &wcs[1]
+			require.True(t, ok2.OK(), "injection covers one completion")
+			imm, ok := ok2.Imm()
+			require.True(t, ok)
+			require.Equal(t, uint32(1), imm)
+		}
+	}
+	require.Equal(t, "completion: "+(&hand.WC{}).StatusString(), hand.StatusError(0).Error())
+	require.Equal(t, "Work Request Flushed Error", hand.StatusError(verbs.WCWRFlushErr).Error()[len("completion: "):])
+}
+
+func TestImmGRHAndSrcQP(t *testing.T) {
+	r := newRig(t, rigOpts{typ: fakeprov.UD})
+	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{
+		WCFlags: uint32(verbs.WCWithImm), Imm: 0xA1B2C3D4, SrcQP: 0x77, ByteLen: 40 + 5,
+	})
+	for name, poll := range pollers(t, r, 4, allFlags) {
+		postRecvs(t, r, 1, 1)
+		wcs, err := poll()
+		require.NoError(t, err)
+		require.Len(t, wcs, 1)
+		w := &wcs[0]
+		imm, ok := w.Imm()
+		require.True(t, ok, name)
+		require.Equal(t, uint32(0xA1B2C3D4), imm, "%s: host order", name)
+		require.True(t, w.HasImm())
+		require.True(t, w.HasGRH(), "UD receives carry a GRH")
+		require.Equal(t, uint32(0x77), w.SrcQP())
+		require.Equal(t, verbs.WCGRH|verbs.WCWithImm, w.Flags())
+
+		buf := make([]byte, 64)
+		buf[7] = 9 // hop_limit
+		copy(buf[40:], "hello")
+		grh, payload, err := hand.SplitUD(buf, w)
+		require.NoError(t, err)
+		require.Equal(t, "hello", string(payload))
+		require.NotNil(t, grh)
+		require.Equal(t, uint8(9), grh.HopLimit)
+		_, _, err = hand.SplitUD(buf[:44], w)
+		require.ErrorIs(t, err, hand.ErrUDShort)
+	}
+	require.Equal(t, verbs.SGE{Addr: 5, Length: 140, Lkey: 6}, hand.UDRecvSGE(5, 100, 6))
+}
+
+func TestSplitUDWithoutGRHAndFailed(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{ByteLen: 41})
+	p, err := hand.NewPoller(r.vcq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	postRecvs(t, r, 0, 1)
+	r.cq.InjectStatus(1, int(verbs.WCLocLenErr), 0)
+	postRecvs(t, r, 1, 1)
+	wcs, err := p.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 2)
+	grh, payload, err := hand.SplitUD(make([]byte, 64), &wcs[0])
+	require.NoError(t, err)
+	require.Nil(t, grh, "RC receives have no GRH")
+	require.Len(t, payload, 1)
+	_, _, err = hand.SplitUD(make([]byte, 64), &wcs[1])
+	require.ErrorIs(t, err, hand.ErrUDFailed)
+}
+
+func TestCQFillUp(t *testing.T) {
+	for _, name := range []string{"poll_cq", "poll_cq_ex"} {
+		r := newRig(t, rigOpts{cqe: 16})
+		poll := pollers(t, r, 64, allFlags)[name]
+		postRecvs(t, r, 0, 16)
+		require.Equal(t, 16, r.cq.Pending())
+		require.False(t, r.cq.Overrun(), "a full CQ is not an overrun")
+		wcs, err := poll()
+		require.NoError(t, err)
+		require.Len(t, wcs, 16, name)
+
+		postRecvs(t, r, 16, 20)
+		require.True(t, r.cq.Overrun(), "the 17th completion overruns the CQ")
+		require.Equal(t, uint64(4), r.cq.Stats().Dropped)
+		wcs, err = poll()
+		require.NoError(t, err)
+		require.Len(t, wcs, 16)
+		for i := range wcs {
+			require.Equal(t, uint64(16+i), wcs[i].WRID(), "the completions that fit survive")
+		}
+		wcs, err = poll()
+		require.NoError(t, err)
+		require.Empty(t, wcs)
+	}
+}
+
+func TestExPollerSelectsFields(t *testing.T) {
+	r := newRig(t, rigOpts{typ: fakeprov.UD})
+	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{WCFlags: uint32(verbs.WCWithImm), Imm: 3, SrcQP: 0x55})
+	x, err := hand.NewExPoller(r.vcqEx, 8, 0)
+	require.NoError(t, err)
+	defer x.Free()
+	postRecvs(t, r, 0, 2)
+	wcs, err := x.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 2)
+	require.Zero(t, wcs[0].ByteLen(), "not selected")
+	require.Zero(t, wcs[0].QPNum(), "not selected")
+	require.Zero(t, wcs[0].SrcQP(), "not selected")
+	imm, ok := wcs[0].Imm()
+	require.True(t, ok, "IBV_WC_WITH_IMM is in wc_flags, which are always read")
+	require.Zero(t, imm, "but the immediate data was not selected")
+	require.Equal(t, verbs.WCRecv, wcs[0].Opcode(), "the opcode is always read")
+	require.Zero(t, x.Timestamp(0))
+
+	ts, err := hand.NewExPoller(r.vcqEx, 8, verbs.WCExWithCompletionTimestamp)
+	require.NoError(t, err)
+	defer ts.Free()
+	postRecvs(t, r, 0, 3)
+	wcs, err = ts.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 3)
+	require.NotZero(t, ts.Timestamp(0))
+	require.Greater(t, ts.Timestamp(2), ts.Timestamp(1))
+}
+
+func TestUseAfterFree(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	p, err := hand.NewPoller(r.vcq, 1)
+	require.NoError(t, err)
+	p.Free()
+	_, err = p.Poll()
+	require.ErrorIs(t, err, hand.ErrFree)
+	x, err := hand.NewExPoller(r.vcqEx, 1, 0)
+	require.NoError(t, err)
+	x.Free()
+	_, err = x.Poll()
+	require.ErrorIs(t, err, hand.ErrFree)
+}
+
+func TestConstructorsRejectBadSizes(t *testing.T) {
+	_, err := hand.NewRecvChain(0, 1)
+	require.Error(t, err)
+	_, err = hand.NewSendChain(1, 0, 0)
+	require.Error(t, err)
+	_, err = hand.NewPoller(nil, 1)
+	require.Error(t, err)
+	_, err = hand.NewExPoller(nil, 1, 0)
+	require.Error(t, err)
+}

@@ -1,0 +1,242 @@
+package hand_test
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/hand/internal/fakeprov"
+)
+
+// The fake's send WQE: a 16-byte control segment (counter << 8 | WR opcode,
+// QPN << 8 | segments, flags at byte 11, imm at 12), then the UD, remote
+// address and atomic segments the opcode needs, then data segments.
+type wqe [fakeprov.WQEBytes]byte
+
+func (w wqe) opcode() verbs.WROpcode { return verbs.WROpcode(binary.BigEndian.Uint32(w[0:]) & 0xff) }
+func (w wqe) imm() uint32            { return binary.BigEndian.Uint32(w[12:]) }
+func (w wqe) u32(off int) uint32     { return binary.BigEndian.Uint32(w[off:]) }
+func (w wqe) u64(off int) uint64     { return binary.BigEndian.Uint64(w[off:]) }
+
+func TestSendChainOpcodes(t *testing.T) {
+	const raddr, rkey = 0x200000, 0x5678
+	sig := verbs.SendSignaled
+	cases := []struct {
+		name   string
+		add    func(c *hand.SendChain, r *rig, i int)
+		op     verbs.WROpcode
+		wc     verbs.WCOpcode
+		check  func(t *testing.T, w wqe, i int)
+		qpType int
+	}{
+		{"send", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetSend(0, uint64(i), sig, sge(i)) },
+			verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+				require.Equal(t, sge(i).Addr, w.u64(16+8), "data segment")
+			}, 0},
+		{"send_imm", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetSendImm(0, uint64(i), sig, 0x01020300+uint32(i), sge(i))
+		}, verbs.WROpSendWithImm, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, 0x01020300+uint32(i), w.imm(), "imm_data goes out big-endian")
+		}, 0},
+		{"write", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetWrite(0, uint64(i), sig, sge(i), raddr+uint64(i), rkey)
+		}, verbs.WROpRDMAWrite, verbs.WCRDMAWrite, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint64(raddr+i), w.u64(16))
+			require.Equal(t, uint32(rkey), w.u32(24))
+		}, 0},
+		{"write_imm", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetWriteImm(0, uint64(i), sig, 7, sge(i), raddr+uint64(i), rkey)
+		}, verbs.WROpRDMAWriteWithImm, verbs.WCRDMAWrite, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(7), w.imm())
+			require.Equal(t, uint64(raddr+i), w.u64(16))
+		}, 0},
+		{"read", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetRead(0, uint64(i), sig, sge(i), raddr+uint64(i), rkey)
+		}, verbs.WROpRDMARead, verbs.WCRDMARead, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint64(raddr+i), w.u64(16))
+		}, 0},
+		{"cas", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetCompareSwap(0, uint64(i), sig, sge(i), raddr, rkey, uint64(i), uint64(i)+100)
+		}, verbs.WROpAtomicCmpAndSwp, verbs.WCCompSwap, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint64(i)+100, w.u64(32), "swap")
+			require.Equal(t, uint64(i), w.u64(40), "compare")
+		}, 0},
+		{"faa", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetFetchAdd(0, uint64(i), sig, sge(i), raddr, rkey, 5)
+		}, verbs.WROpAtomicFetchAndAdd, verbs.WCFetchAdd, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint64(5), w.u64(32), "add")
+		}, 0},
+		{"inline", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetInline(0, uint64(i), sig, []byte("hello, inline"))
+		}, verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(13)|0x80000000, w.u32(16))
+			require.Equal(t, "hello, inline", string(w[20:33]))
+		}, 0},
+		{"ud", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.ah, 0x42, 0x11111111)
+		}, verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(0x42)|1<<31, w.u32(24))
+			require.Equal(t, uint32(0x11111111), w.u32(28))
+		}, fakeprov.UD},
+		{"ud_imm", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetUDImm(0, uint64(i), sig, 9, sge(i), r.ah, 0x42, 0x11111111)
+		}, verbs.WROpSendWithImm, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(9), w.imm())
+		}, fakeprov.UD},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOpts{typ: tc.qpType})
+			c, err := hand.NewSendChain(64, 2, 16)
+			require.NoError(t, err)
+			defer c.Free()
+			for _, n := range []int{1, 8, 64} {
+				head := r.fqp.SendStats().Head
+				for i := 0; i < n; i++ {
+					tc.add(c, r, i)
+				}
+				require.NoError(t, c.PostSend(r.qp))
+				for i := 0; i < n; i++ {
+					w := wqe(r.fqp.SendWQE(head + uint32(i)))
+					require.Equal(t, tc.op, w.opcode(), "WR %d", i)
+					tc.check(t, w, i)
+				}
+				cs := drain(t, r, n)
+				requireIDs(t, cs, 0, n)
+				for _, g := range cs {
+					require.Equal(t, tc.wc, g.opcode)
+				}
+			}
+		})
+	}
+}
+
+func TestUnsignaledSendsCompleteSilently(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	c, err := hand.NewSendChain(8, 1, 0)
+	require.NoError(t, err)
+	defer c.Free()
+	for i := 0; i < 7; i++ {
+		c.Reserve(1).SetWrite(0, uint64(i), 0, sge(i), 0x200000, 1)
+	}
+	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, sge(7), 0x200000, 1)
+	require.NoError(t, c.PostSend(r.qp))
+	cs := drain(t, r, 1)
+	require.Equal(t, uint64(7), cs[0].wrID)
+	st := r.fqp.SendStats()
+	require.Equal(t, st.Head, st.Tail, "the signaled completion releases the unsignaled WRs before it")
+}
+
+func TestInlineLimits(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	c, err := hand.NewSendChain(2, 1, 8)
+	require.NoError(t, err)
+	defer c.Free()
+	require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, 9)) }, "longer than the chain's staging")
+	c.Reserve(1).SetInline(0, 1, verbs.SendSignaled, nil)
+	require.NoError(t, c.PostSend(r.qp))
+	drain(t, r, 1)
+
+	big, err := hand.NewSendChain(1, 1, 128)
+	require.NoError(t, err)
+	defer big.Free()
+	big.Reserve(1).SetInline(0, 1, 0, make([]byte, 100))
+	var pe *hand.PostError
+	require.ErrorAs(t, big.PostSend(r.qp), &pe, "over the QP's max_inline_data (64)")
+	require.Equal(t, 0, pe.Index)
+}
+
+func TestSendChainSetSGL(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	c, err := hand.NewSendChain(2, 2, 0)
+	require.NoError(t, err)
+	defer c.Free()
+	v := c.Reserve(1)
+	v.SetSend(0, 1, verbs.SendSignaled, sge(0))
+	v.SetSGL(0, []verbs.SGE{sge(0), sge(1)})
+	require.Panics(t, func() { v.SetSGL(0, []verbs.SGE{sge(0), sge(1), sge(2)}) }, "maxSGE is 2")
+	require.Equal(t, int32(2), c.WR(0).NumSGE)
+	require.Equal(t, int32(2), v.WR(0).NumSGE)
+	require.NoError(t, c.PostSend(r.qp))
+	cs := drain(t, r, 1)
+	require.Equal(t, uint32(128), cs[0].byteLen)
+}
+
+func TestRDMAPostvContextRoundTrip(t *testing.T) {
+	for _, withSRQ := range []bool{false, true} {
+		r := newRig(t, rigOpts{})
+		id := r.cmID(t, withSRQ)
+		rc, err := hand.NewRecvChain(16, 1)
+		require.NoError(t, err)
+		defer rc.Free()
+		for i := 0; i < 16; i++ {
+			rc.Reserve(1).Set(0, 0xC0DE0000+uint64(i), sge(i))
+		}
+		require.NoError(t, rc.PostRecvv(id))
+		cs := drain(t, r, 16)
+		for i, g := range cs {
+			require.Equal(t, 0xC0DE0000+uint64(i), g.wrID, "the context comes back as wr_id")
+			require.Equal(t, verbs.WCRecv, g.opcode)
+		}
+		if withSRQ {
+			require.Equal(t, uint64(16), r.fsrq.Stats().Posted)
+		} else {
+			require.Equal(t, uint64(16), r.fqp.RecvStats().Posted)
+		}
+	}
+
+	r := newRig(t, rigOpts{})
+	id := r.cmID(t, false)
+	sc, err := hand.NewSendChain(16, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	for _, post := range []struct {
+		do func() error
+		op verbs.WROpcode
+		wc verbs.WCOpcode
+	}{
+		{func() error { return sc.PostSendv(id) }, verbs.WROpSend, verbs.WCSend},
+		{func() error { return sc.PostReadv(id) }, verbs.WROpRDMARead, verbs.WCRDMARead},
+		{func() error { return sc.PostWritev(id) }, verbs.WROpRDMAWrite, verbs.WCRDMAWrite},
+	} {
+		head := r.fqp.SendStats().Head
+		for i := 0; i < 4; i++ {
+			sc.Reserve(1).SetRead(0, 0xFEED00+uint64(i), verbs.SendSignaled, sge(i), 0x300000+uint64(i), 0x99)
+		}
+		require.NoError(t, post.do())
+		for i := 0; i < 4; i++ {
+			w := wqe(r.fqp.SendWQE(head + uint32(i)))
+			require.Equal(t, post.op, w.opcode())
+			if post.op != verbs.WROpSend {
+				require.Equal(t, 0x300000+uint64(i), w.u64(16), "remote address from the WR")
+				require.Equal(t, uint32(0x99), w.u32(24))
+			}
+		}
+		cs := drain(t, r, 4)
+		for i, g := range cs {
+			require.Equal(t, 0xFEED00+uint64(i), g.wrID)
+			require.Equal(t, post.wc, g.opcode)
+		}
+	}
+}
+
+func TestSendChainEveryLength(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	c, err := hand.NewSendChain(1024, 1, 0)
+	require.NoError(t, err)
+	defer c.Free()
+	next := 0
+	for n := 1; n <= 1024; n++ {
+		for i := 0; i < n; i++ {
+			c.Reserve(1).SetWrite(0, uint64(next+i), verbs.SendSignaled, sge(i), 0x200000, 1)
+		}
+		require.NoError(t, c.PostSend(r.qp))
+		cs := drain(t, r, n)
+		requireIDs(t, cs, next, n)
+		next += n
+	}
+	require.Equal(t, uint64(1024), r.fqp.SendStats().Doorbells, "one doorbell per post call")
+}

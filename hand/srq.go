@@ -1,0 +1,85 @@
+package hand
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// SRQ is a shared receive queue (struct ibv_srq): receive buffers that any
+// QP created with QPConfig.SRQ consumes. Post to it with
+// RecvChain.PostSRQRecv(srq.Raw()).
+type SRQ struct {
+	object
+	pd  *PD
+	raw *verbs.SRQ
+}
+
+// SRQConfig sizes an SRQ.
+type SRQConfig struct {
+	MaxWR  int
+	MaxSGE int // 0 means 1
+	// Limit, if set, arms the SRQ: when fewer than Limit receives remain,
+	// the device raises EventSRQLimitReached (see Context.NextEvent) and
+	// disarms it. Arm again with SRQ.Arm.
+	Limit int
+}
+
+// NewSRQ creates a shared receive queue.
+func (pd *PD) NewSRQ(cfg SRQConfig) (*SRQ, error) {
+	if cfg.MaxWR <= 0 {
+		return nil, &AttrError{Op: "PD.NewSRQ", Field: "MaxWR", Reason: fmt.Sprintf("%d: must be positive", cfg.MaxWR)}
+	}
+	if cfg.Limit < 0 || cfg.Limit > cfg.MaxWR {
+		return nil, &AttrError{Op: "PD.NewSRQ", Field: "Limit", Reason: fmt.Sprintf("%d: between 0 and MaxWR", cfg.Limit)}
+	}
+	if err := pd.use(); err != nil {
+		return nil, err
+	}
+	defer pd.done()
+	attr := verbs.SRQInitAttr{Attr: verbs.SRQAttr{MaxWR: uint32(cfg.MaxWR), MaxSGE: uint32(max(cfg.MaxSGE, 1)), SRQLimit: uint32(cfg.Limit)}}
+	raw, err := ibvCreateSRQ(pd.raw, &attr)
+	if err != nil {
+		return nil, err
+	}
+	s := &SRQ{pd: pd, raw: raw}
+	s.init(fmt.Sprintf("SRQ %#x", raw.Handle), &pd.object)
+	pd.ctx.register(unsafe.Pointer(raw), s)
+	return s, nil
+}
+
+// Raw returns the struct ibv_srq, valid until Close.
+func (s *SRQ) Raw() *verbs.SRQ { return s.raw }
+
+// Arm sets the SRQ limit (ibv_modify_srq with IBV_SRQ_LIMIT): when fewer
+// than limit receives remain, the device raises EventSRQLimitReached once.
+func (s *SRQ) Arm(limit int) error {
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.done()
+	attr := verbs.SRQAttr{SRQLimit: uint32(limit)}
+	return rcErr("ibv_modify_srq(LIMIT)", verbs.ModifySRQ(s.raw, &attr, int32(verbs.SRQLimit)))
+}
+
+// Query returns the SRQ's attributes (ibv_query_srq): its size and limit.
+func (s *SRQ) Query() (verbs.SRQAttr, error) {
+	var a verbs.SRQAttr
+	if err := s.use(); err != nil {
+		return a, err
+	}
+	defer s.done()
+	return a, rcErr("ibv_query_srq", verbs.QuerySRQ(s.raw, &a))
+}
+
+// Close destroys the SRQ. It fails with a *BusyError while QPs use it.
+func (s *SRQ) Close() error {
+	return s.close(func() error {
+		if err := rcErr("ibv_destroy_srq", verbs.DestroySRQ(s.raw)); err != nil {
+			return err
+		}
+		s.pd.ctx.unregister(unsafe.Pointer(s.raw))
+		return nil
+	}, nil, nil)
+}

@@ -1,0 +1,258 @@
+package rxe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+func listen(t *testing.T) *hand.Listener {
+	t.Helper()
+	RequireDevice(t)
+	l, err := hand.Listen(testContext(t, 10*time.Second), netip.AddrPortFrom(deviceAddr(t), 0).String())
+	require.NoError(t, err)
+	require.NotZero(t, l.Addr().Port(), "port 0 picks one")
+	closeLater(t, l)
+	return l
+}
+
+// serve accepts one connection with cfg and hands it (or the error) back.
+func serve(t *testing.T, l *hand.Listener, cfg func(*hand.ConnRequest) hand.ConnConfig) <-chan *hand.Conn {
+	t.Helper()
+	out := make(chan *hand.Conn, 1)
+	go func() {
+		defer close(out)
+		ctx := testContext(t, 20*time.Second)
+		req, err := l.Accept(ctx)
+		if err != nil {
+			t.Errorf("Accept: %v", err)
+			return
+		}
+		c, err := req.Accept(ctx, cfg(req))
+		if err != nil {
+			t.Errorf("ConnRequest.Accept: %v", err)
+			return
+		}
+		out <- c
+	}()
+	return out
+}
+
+// Listen, Accept and Dial with private data both ways; data over the
+// connection; Disconnect seen by the peer; Close refuses while an MR on the
+// Conn's own PD lives.
+func TestControlCMConnect(t *testing.T) {
+	l := listen(t)
+	var reqData []byte
+	var reqFrom netip.AddrPort
+	srvc := serve(t, l, func(r *hand.ConnRequest) hand.ConnConfig {
+		reqData, reqFrom = r.PrivateData(), r.RemoteAddr()
+		return hand.ConnConfig{PrivateData: []byte("welcome")}
+	})
+	ctx := testContext(t, 20*time.Second)
+	cli, err := hand.Dial(ctx, l.Addr().String(), hand.ConnConfig{PrivateData: []byte("hello")})
+	require.NoError(t, err)
+	srv := <-srvc
+	require.NotNil(t, srv)
+
+	require.True(t, bytes.HasPrefix(reqData, []byte("hello")), "request data %q", reqData)
+	require.True(t, bytes.HasPrefix(cli.PeerPrivateData(), []byte("welcome")), "accept data %q", cli.PeerPrivateData())
+	require.True(t, bytes.HasPrefix(srv.PeerPrivateData(), []byte("hello")))
+	require.Equal(t, l.Addr(), cli.RemoteAddr())
+	require.Equal(t, cli.LocalAddr(), srv.RemoteAddr())
+	require.Equal(t, cli.LocalAddr(), reqFrom)
+	t.Logf("client %s -> server %s on %s, QPs %d and %d", cli.LocalAddr(), srv.LocalAddr(), cli.Context().Name(), cli.QP().Num(), srv.QP().Num())
+	for _, c := range []*hand.Conn{cli, srv} {
+		s, err := c.QP().State()
+		require.NoError(t, err)
+		require.Equal(t, verbs.QPSRts, s)
+		require.Equal(t, c.QP().Raw(), c.Raw().QP)
+	}
+
+	// Data: buffers registered on each Conn's own PD.
+	smr, err := srv.PD().Alloc(4096, hand.AccessLocalWrite)
+	require.NoError(t, err)
+	cmr, err := cli.PD().Alloc(4096, hand.AccessLocalWrite)
+	require.NoError(t, err)
+	copy(cmr.Bytes(), "over rdma_cm")
+	postRecv(t, srv.QP(), smr, 1, 1, 0, 4096)
+	postSend(t, cli.QP(), cmr, 2, 0, 12)
+	require.Equal(t, verbs.WCSuccess, reap(t, cli.SendCQ(), 1)[0].Status)
+	wc := reap(t, srv.RecvCQ(), 1)[0]
+	require.Equal(t, verbs.WCSuccess, wc.Status)
+	require.Equal(t, "over rdma_cm", string(smr.Bytes()[:wc.ByteLen]))
+
+	// The MR on the Conn's own PD keeps the Conn open.
+	var busy *hand.BusyError
+	require.ErrorAs(t, srv.Close(), &busy)
+	require.Len(t, busy.Children, 1)
+	require.Contains(t, busy.Children[0], "MR lkey")
+
+	waited := make(chan error, 1)
+	go func() { waited <- srv.WaitDisconnect(testContext(t, 20*time.Second)) }()
+	start := time.Now()
+	require.NoError(t, cli.Disconnect(ctx))
+	require.NoError(t, <-waited)
+	t.Logf("disconnected in %v", time.Since(start))
+	s, err := srv.QP().State()
+	require.NoError(t, err)
+	require.Equal(t, verbs.QPSErr, s, "disconnect moves the QP to ERR")
+
+	require.NoError(t, smr.Close())
+	require.NoError(t, cmr.Close())
+	require.NoError(t, srv.Close())
+	require.NoError(t, cli.Close())
+	require.NoError(t, cli.Close(), "second Close")
+	require.ErrorIs(t, cli.Disconnect(ctx), hand.ErrClosed)
+	require.ErrorIs(t, srv.WaitDisconnect(ctx), hand.ErrClosed)
+}
+
+// PD, CQ and MR made up front on librdmacm's context serve any number of
+// connections; a PD from an ibv_open_device context is refused with advice.
+func TestControlCMSharedResources(t *testing.T) {
+	name, _ := RequireDevice(t)
+	cmctx, err := hand.CMContext(name)
+	require.NoError(t, err)
+	closeLater(t, cmctx)
+	pd, err := cmctx.AllocPD()
+	require.NoError(t, err)
+	closeLater(t, pd)
+	cq, err := cmctx.NewCQ(64, hand.CQOptions{})
+	require.NoError(t, err)
+	closeLater(t, cq)
+	mr, err := pd.Alloc(8192, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
+	require.NoError(t, err)
+	closeLater(t, mr)
+
+	l := listen(t)
+	require.NotNil(t, l.Context(), "a listener on a device address knows its device")
+	require.Equal(t, name, l.Context().Name())
+	cfg := hand.ConnConfig{PD: pd, SendCQ: cq}
+	srvc := serve(t, l, func(*hand.ConnRequest) hand.ConnConfig { return cfg })
+	ctx := testContext(t, 20*time.Second)
+	cli, err := hand.Dial(ctx, l.Addr().String(), cfg)
+	require.NoError(t, err)
+	srv := <-srvc
+	require.NotNil(t, srv)
+	require.Same(t, pd, cli.PD())
+	require.Same(t, cq, srv.RecvCQ())
+
+	// RDMA write from the client's half of the MR into the server's half.
+	copy(mr.Bytes(), "written remotely")
+	c, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	defer c.Free()
+	c.AddWrite(7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
+	require.NoError(t, c.PostSend(cli.QP().Raw()))
+	require.Equal(t, verbs.WCSuccess, reap(t, cq, 1)[0].Status)
+	require.Equal(t, "written remotely", string(mr.Bytes()[4096:4096+16]))
+
+	var busy *hand.BusyError
+	require.ErrorAs(t, pd.Close(), &busy, "the Conns' QPs use the PD")
+	require.Len(t, busy.Children, 3, "two QPs and the MR")
+	require.NoError(t, cli.Close())
+	require.NoError(t, srv.Close())
+
+	// A PD from ibv_open_device is another ibv_context: refused.
+	other, _ := device(t)
+	opd, err := other.AllocPD()
+	require.NoError(t, err)
+	closeLater(t, opd)
+	_, err = hand.Dial(ctx, l.Addr().String(), hand.ConnConfig{PD: opd})
+	var ae *hand.AttrError
+	require.ErrorAs(t, err, &ae)
+	require.ErrorContains(t, err, "hand.CMContext")
+	t.Log(err)
+}
+
+func TestControlCMReject(t *testing.T) {
+	l := listen(t)
+	go func() {
+		req, err := l.Accept(testContext(t, 20*time.Second))
+		if err != nil {
+			t.Errorf("Accept: %v", err)
+			return
+		}
+		if err := req.Reject([]byte("go away")); err != nil {
+			t.Errorf("Reject: %v", err)
+		}
+		if err := req.Reject(nil); !errors.Is(err, hand.ErrClosed) {
+			t.Errorf("second Reject: %v, want ErrClosed", err)
+		}
+	}()
+	_, err := hand.Dial(testContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	var ce *hand.CMEventError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, rdmacm.CMEventRejected, ce.Event)
+	require.True(t, bytes.HasPrefix(ce.PrivateData, []byte("go away")), "reject data %q", ce.PrivateData)
+	require.ErrorContains(t, err, "rejected by the listener")
+	t.Log(err)
+}
+
+// Dialling a port nobody listens on fails fast and says so; dialling an
+// address nobody answers for fails when the context's deadline passes, or
+// when the resolution step times out, naming the step.
+func TestControlCMDialFailures(t *testing.T) {
+	l := listen(t)
+	port := l.Addr()
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "second Close")
+
+	start := time.Now()
+	_, err := hand.Dial(testContext(t, 20*time.Second), port.String(), hand.ConnConfig{})
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.ErrorContains(t, err, "no listener at that address and port")
+	t.Logf("%v (after %v)", err, time.Since(start))
+
+	nobody := "192.0.2.99:7471"
+	start = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = hand.Dial(ctx, nobody, hand.ConnConfig{StepTimeout: 10 * time.Second})
+	took := time.Since(start)
+	t.Logf("%v (after %v)", err, took)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "dial "+nobody+": resolving the address")
+	require.Less(t, took, 5*time.Second)
+
+	start = time.Now()
+	_, err = hand.Dial(context.Background(), nobody, hand.ConnConfig{StepTimeout: 300 * time.Millisecond})
+	t.Logf("%v (after %v)", err, time.Since(start))
+	require.Error(t, err)
+	require.ErrorContains(t, err, "dial "+nobody+": resolving the address")
+	require.True(t, errors.Is(err, syscall.ETIMEDOUT) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENODATA),
+		"resolution timeout errno: %v", err)
+}
+
+func TestControlCMAcceptCancelledAndClosed(t *testing.T) {
+	l := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := l.Accept(ctx); errc <- err }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+
+	go func() { _, err := l.Accept(context.Background()); errc <- err }()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, l.Close())
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, hand.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Listener.Close did not wake Accept")
+	}
+	_, err := l.Accept(context.Background())
+	require.ErrorIs(t, err, hand.ErrClosed)
+}

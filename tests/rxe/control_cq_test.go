@@ -1,0 +1,209 @@
+package rxe
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// A goroutine blocked in Wait wakes when a completion arrives.
+func TestControlWaitWakesOnCompletion(t *testing.T) {
+	r := newRig(t)
+	a, b := r.pair(t, hand.RC)
+	require.NoError(t, r.cq.RequestNotify(false))
+
+	woke := make(chan error, 1)
+	go func() { woke <- r.cq.Wait(testContext(t, 20*time.Second)) }()
+	select {
+	case err := <-woke:
+		t.Fatalf("Wait returned before any completion: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	postRecv(t, b, r.mr, 1, 1, 4096, 64)
+	postSend(t, a, r.mr, 2, 0, 64)
+	require.NoError(t, <-woke)
+	reap(t, r.cq, 2)
+
+	// The same through the channel, which names the CQ.
+	require.NoError(t, r.cq.RequestNotify(false))
+	postRecv(t, b, r.mr, 3, 1, 4096, 64)
+	postSend(t, a, r.mr, 4, 0, 64)
+	cq, err := r.ch.Wait(testContext(t, 20*time.Second))
+	require.NoError(t, err)
+	require.Same(t, r.cq, cq)
+	reap(t, r.cq, 2)
+}
+
+// Two CQs on one channel: each CQ.Wait gets its own event, whichever
+// arrives first.
+func TestControlSharedChannel(t *testing.T) {
+	r := newRig(t)
+	cq2, err := r.ctx.NewCQ(16, hand.CQOptions{Channel: r.ch})
+	require.NoError(t, err)
+	closeLater(t, cq2)
+	a, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: cq2, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.NoError(t, err)
+	closeLater(t, a)
+	b := r.qp(t, hand.RC)
+	pa, pb := hand.RandomPSN(), hand.RandomPSN()
+	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pa, Remote: r.endpoint(b, pb)}))
+	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pb, Remote: r.endpoint(a, pa)}))
+
+	// b sends to a: a's receive completes on cq2, b's send on r.cq.
+	require.NoError(t, r.cq.RequestNotify(false))
+	require.NoError(t, cq2.RequestNotify(false))
+	postRecv(t, a, r.mr, 1, 1, 4096, 64)
+	postSend(t, b, r.mr, 2, 0, 64)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, cq2.Wait(ctx))
+	require.NoError(t, r.cq.Wait(ctx))
+	reap(t, cq2, 1)
+	reap(t, r.cq, 1)
+}
+
+// A cancelled or expired context ends Wait promptly with the context's
+// error.
+func TestControlWaitCancelled(t *testing.T) {
+	r := newRig(t)
+	require.NoError(t, r.cq.RequestNotify(false))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.cq.Wait(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.Canceled)
+		require.Less(t, time.Since(start), time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return 5 s after its context was cancelled")
+	}
+
+	dctx, dcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer dcancel()
+	_, err := r.ch.Wait(dctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// An already-cancelled context returns at once, and the channel still
+	// works afterwards.
+	_, err = r.ch.Wait(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	a, b := r.pair(t, hand.RC)
+	postRecv(t, b, r.mr, 1, 1, 4096, 64)
+	postSend(t, a, r.mr, 2, 0, 64)
+	require.NoError(t, r.cq.Wait(testContext(t, 20*time.Second)))
+}
+
+// Close wakes a parked Wait with ErrClosed, for a CQ and for a channel.
+func TestControlWaitClosed(t *testing.T) {
+	ctx, _ := device(t)
+	ch, err := ctx.NewCompChannel()
+	require.NoError(t, err)
+	cq, err := ctx.NewCQ(16, hand.CQOptions{Channel: ch})
+	require.NoError(t, err)
+	require.NoError(t, cq.RequestNotify(false))
+
+	var busy *hand.BusyError
+	require.ErrorAs(t, ch.Close(), &busy, "channel with a CQ")
+
+	errc := make(chan error, 1)
+	go func() { errc <- cq.Wait(context.Background()) }()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, cq.Close())
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, hand.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("CQ.Close did not wake CQ.Wait")
+	}
+	require.ErrorIs(t, cq.RequestNotify(false), hand.ErrClosed)
+	require.ErrorIs(t, cq.Wait(context.Background()), hand.ErrClosed)
+	_, err = cq.Poll(make([]verbs.WC, 1))
+	require.ErrorIs(t, err, hand.ErrClosed)
+
+	go func() { _, err := ch.Wait(context.Background()); errc <- err }()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, ch.Close())
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, hand.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("CompChannel.Close did not wake Wait")
+	}
+	require.NoError(t, ch.Close())
+}
+
+// Waiters park on the netpoller: fifty of them do not take fifty threads.
+func TestControlWaitHoldsNoThread(t *testing.T) {
+	ctx, _ := device(t)
+	before := threads(t)
+	const n = 50
+	var wg sync.WaitGroup
+	wctx, cancel := context.WithCancel(context.Background())
+	for range n {
+		ch, err := ctx.NewCompChannel()
+		require.NoError(t, err)
+		cq, err := ctx.NewCQ(4, hand.CQOptions{Channel: ch})
+		require.NoError(t, err)
+		require.NoError(t, cq.RequestNotify(false))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cq.Wait(wctx)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Wait: %v", err)
+			}
+			require.NoError(t, cq.Close())
+			require.NoError(t, ch.Close())
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	during := threads(t)
+	cancel()
+	wg.Wait()
+	t.Logf("OS threads: %d before, %d with %d waiters parked", before, during, n)
+	require.Less(t, during-before, 10, "waiters hold OS threads")
+}
+
+func threads(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+func TestControlExtendedCQ(t *testing.T) {
+	ctx, _ := device(t)
+	cq, err := ctx.NewCQ(64, hand.CQOptions{Extended: true, WCFlags: verbs.WCExWithByteLen | verbs.WCExWithQPNum})
+	require.NoError(t, err)
+	require.NotNil(t, cq.RawEx())
+	require.GreaterOrEqual(t, cq.Size(), 64)
+	p, err := hand.NewExPoller(cq.RawEx(), 8, verbs.WCExWithByteLen|verbs.WCExWithQPNum)
+	require.NoError(t, err)
+	wcs, err := p.Poll()
+	require.NoError(t, err)
+	require.Empty(t, wcs)
+	p.Free()
+	require.NoError(t, cq.Resize(256))
+	require.GreaterOrEqual(t, cq.Size(), 256)
+	require.NoError(t, cq.Close())
+}

@@ -1,0 +1,104 @@
+package rxe
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// A goroutine blocked in ibv_get_cq_event (a read(2) on the completion
+// channel, seen in /proc while it waits) wakes when a message arrives on
+// the armed CQ, and returns that CQ; the completion is then there to poll.
+func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
+	e := openVerbs(t)
+	p := e.rcPair(t, 4, 1)
+	src, dst := e.mr(t, 4096), e.mr(t, 4096)
+	fill(src.buf, 12)
+
+	rc := recvChain(t, 1, 1)
+	rc.Reserve(1).Set(0, 90, dst.sge(0, 4096))
+	if err := rc.PostRecv(p.b); err != nil {
+		t.Fatalf("post recv: %v", err)
+	}
+	if r := verbs.ReqNotifyCQ(p.bcq.cq, 0); r != 0 {
+		t.Fatalf("ibv_req_notify_cq: %d", r)
+	}
+	p.bcq.expectEmpty(t) // nothing arrived before the arm
+
+	type event struct {
+		rc int32
+		cq *verbs.CQ
+		at time.Time
+	}
+	woke := make(chan event, 1)
+	go func() {
+		var cq *verbs.CQ
+		var ctx unsafe.Pointer
+		r := verbs.GetCQEvent(p.bcq.ch, &cq, &ctx)
+		woke <- event{r, cq, time.Now()}
+	}()
+	blocked := waitBlockedInRead(t, p.bcq.ch.FD)
+	select {
+	case ev := <-woke:
+		t.Fatalf("ibv_get_cq_event returned (%d) before anything was sent", ev.rc)
+	default:
+	}
+	t.Logf("waiter blocked in read(2) on completion channel fd %d (thread %s)", p.bcq.ch.FD, blocked)
+
+	sent := time.Now()
+	sc := sendChain(t, 1, 1)
+	sc.Reserve(1).SetSend(0, 91, verbs.SendSignaled, src.sge(0, 1234))
+	if err := sc.PostSend(p.a); err != nil {
+		t.Fatalf("post send: %v", err)
+	}
+	var ev event
+	select {
+	case ev = <-woke:
+	case <-time.After(vTimeout):
+		t.Fatalf("the waiter in ibv_get_cq_event did not wake within %v of a completion", vTimeout)
+	}
+	if ev.rc != 0 || ev.cq != p.bcq.cq {
+		t.Fatalf("ibv_get_cq_event: rc %d cq %p, want 0 and %p", ev.rc, ev.cq, p.bcq.cq)
+	}
+	verbs.ACKCQEvents(ev.cq, 1)
+	t.Logf("waiter woke %v after the post", ev.at.Sub(sent))
+
+	w, err := p.bcq.poller.Poll()
+	if err != nil || len(w) != 1 || !w[0].OK() || w[0].WRID() != 90 || w[0].ByteLen() != 1234 {
+		t.Fatalf("after the event, poll: %s, %v; want wr_id 90, 1234 bytes", describeWCs(w), err)
+	}
+	sameBytes(t, "received", dst.buf[:1234], src.buf[:1234])
+	mustOK(t, p.acq.reap(t, 1))
+}
+
+// waitBlockedInRead waits until a thread of this process sits in read(2)
+// on fd, and returns its id.
+func waitBlockedInRead(t *testing.T, fd int32) string {
+	t.Helper()
+	want := fmt.Sprintf("0x%x", fd)
+	deadline := time.Now().Add(vTimeout)
+	for time.Now().Before(deadline) {
+		tasks, err := filepath.Glob("/proc/self/task/*/syscall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range tasks {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue // the thread exited
+			}
+			// "0 0x7 0x7ffd... 0x8 ...": read(2) is syscall 0 on amd64.
+			if f := strings.Fields(string(b)); len(f) > 1 && f[0] == "0" && f[1] == want {
+				return filepath.Base(filepath.Dir(path))
+			}
+		}
+	}
+	t.Fatalf("no thread blocked in read(2) on fd %d after %v", fd, vTimeout)
+	return ""
+}
