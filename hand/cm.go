@@ -33,8 +33,10 @@ import (
 
 // CMContext returns the device context librdmacm uses for the device called
 // name ("" for the first): PDs, CQs and MRs made from it can back rdma_cm
-// connections on that device. librdmacm keeps the device open; Close only
-// releases this handle.
+// connections on that device. librdmacm keeps the device open: Close only
+// marks this handle closed (after its PDs and CQs), and a handle may as
+// well be dropped without it. Listener.Context, ConnRequest.Context and
+// Conn.Context return such handles too.
 func CMContext(name string) (*Context, error) {
 	ctxs, err := rdmaGetDevices()
 	if err != nil {
@@ -360,8 +362,10 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 		return nil, c.fail("accept", err)
 	}
 	var pin runtime.Pinner
-	param := c.param(cfg, &pin)
-	err := rdmaAccept(c.id, &param)
+	param, err := c.param(cfg, &pin)
+	if err == nil {
+		err = rdmaAccept(c.id, &param)
+	}
 	pin.Unpin()
 	if err != nil {
 		return nil, c.fail("accept", err)
@@ -438,8 +442,10 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		return wrap("creating the QP", err)
 	}
 	var pin runtime.Pinner
-	param := c.param(cfg, &pin)
-	err = rdmaConnect(c.id, &param)
+	param, err := c.param(cfg, &pin)
+	if err == nil {
+		err = rdmaConnect(c.id, &param)
+	}
 	pin.Unpin()
 	if err != nil {
 		return wrap("connecting", err)
@@ -536,8 +542,11 @@ func cqCtx(cq *CQ) *Context {
 // param is the struct rdma_conn_param of cfg. Its private data points at Go
 // memory, which librdmacm copies during the call: pin holds it there (a Go
 // pointer inside memory passed to C must be pinned) until the caller unpins.
-func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) rdmacm.ConnParam {
-	da, _ := c.ctx.QueryDevice()
+func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) (rdmacm.ConnParam, error) {
+	da, err := c.ctx.QueryDevice()
+	if err != nil {
+		return rdmacm.ConnParam{}, err
+	}
 	rd := func(v, devMax int) uint8 {
 		if v == 0 {
 			v = min(16, devMax)
@@ -564,7 +573,7 @@ func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) rdmacm.ConnParam {
 		p.PrivateData = unsafe.Pointer(&cfg.PrivateData[0])
 		p.PrivateDataLen = uint8(len(cfg.PrivateData))
 	}
-	return p
+	return p, nil
 }
 
 func (c *Conn) established() {

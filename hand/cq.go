@@ -53,8 +53,11 @@ func (ch *CompChannel) Raw() *verbs.CompChannel { return ch.raw }
 // *BusyError while CQs use it.
 func (ch *CompChannel) Close() error {
 	return ch.close(func() error {
+		if err := rcErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw)); err != nil {
+			return err
+		}
 		ch.fd.close()
-		return rcErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw))
+		return nil
 	}, ch.fd.interrupt, ch.fd.undo)
 }
 

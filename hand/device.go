@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -25,7 +26,7 @@ type DeviceInfo struct {
 
 // Devices lists the RDMA devices on this host.
 func Devices() ([]DeviceInfo, error) {
-	devs, free, err := ibvGetDeviceList()
+	devs, free, err := deviceList()
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ type Context struct {
 // Open opens the device called name, or the first device when name is "".
 // Close closes it.
 func Open(name string) (*Context, error) {
-	devs, free, err := ibvGetDeviceList()
+	devs, free, err := deviceList()
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +85,15 @@ func Open(name string) (*Context, error) {
 	return nil, fmt.Errorf("%w named %q (found: %s)", ErrNoDevice, name, strings.Join(names, ", "))
 }
 
+// deviceList is ibvGetDeviceList with the commonest failure explained.
+func deviceList() ([]*verbs.Device, func(), error) {
+	devs, free, err := ibvGetDeviceList()
+	if errors.Is(err, syscall.ENOSYS) {
+		return nil, nil, fmt.Errorf("%w: this kernel has no RDMA support (no /sys/class/infiniband; load ib_uverbs and a driver): %w", ErrNoDevice, err)
+	}
+	return devs, free, err
+}
+
 func newContext(raw *verbs.Context, name string, borrowed bool) *Context {
 	c := &Context{raw: raw, name: name, borrowed: borrowed, reg: map[unsafe.Pointer]any{}}
 	c.init("Context " + c.name)
@@ -102,13 +112,15 @@ func (c *Context) Name() string { return c.name }
 // closed: librdmacm keeps the device open.
 func (c *Context) Close() error {
 	return c.close(func() error {
+		if !c.borrowed {
+			if err := rcErr("ibv_close_device", verbs.CloseDevice(c.raw)); err != nil {
+				return err
+			}
+		}
 		if c.ev != nil {
 			c.ev.close()
 		}
-		if c.borrowed {
-			return nil
-		}
-		return rcErr("ibv_close_device", verbs.CloseDevice(c.raw))
+		return nil
 	}, c.interruptEvents, c.undoInterruptEvents)
 }
 
@@ -238,11 +250,11 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	max := int(pa.GIDTblLen) * max(int(da.PhysPortCnt), 1)
-	entries := make([]verbs.GIDEntry, max)
+	size := int(pa.GIDTblLen) * max(int(da.PhysPortCnt), 1)
+	entries := make([]verbs.GIDEntry, size)
 	var n int64
-	if max > 0 {
-		n = verbs.QueryGIDTable(c.raw, &entries[0], uint64(max), 0)
+	if size > 0 {
+		n = verbs.QueryGIDTable(c.raw, &entries[0], uint64(size), 0)
 	}
 	if n < 0 {
 		return nil, rcErr("ibv_query_gid_table", int32(n))

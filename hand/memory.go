@@ -168,9 +168,15 @@ func (mr *MR) Raw() *verbs.MR { return mr.raw }
 // PD returns the protection domain the MR was registered in.
 func (mr *MR) PD() *PD { return mr.pd }
 
-// Bytes returns the registered memory (nil for a dma-buf MR). It is valid
-// until Close; after an Alloc MR's Close, touching it faults.
-func (mr *MR) Bytes() []byte { return mr.buf }
+// Bytes returns the registered memory (nil for a dma-buf MR, and after
+// Close). It is valid until Close: an Alloc MR's Close unmaps it, and
+// touching a slice kept from before then faults.
+func (mr *MR) Bytes() []byte {
+	if mr.isClosed() {
+		return nil
+	}
+	return mr.buf
+}
 
 // Addr returns the address of the first byte, as work requests and peers
 // (for RDMA read and write) use it.

@@ -3,7 +3,6 @@ package hand
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -629,6 +628,3 @@ func mtuName(m verbs.MTU) string {
 	}
 	return fmt.Sprintf("MTU(%d)", uint32(m))
 }
-
-// errNotConnected is used by Conn methods before Connect/Accept finish.
-var errNotConnected = errors.New("hand: not connected")

@@ -16,23 +16,23 @@ import (
 	"github.com/goverbs/goverbs/hand"
 )
 
-func listen(t *testing.T) *hand.Listener {
+func ctlListen(t *testing.T) *hand.Listener {
 	t.Helper()
 	RequireDevice(t)
-	l, err := hand.Listen(testContext(t, 10*time.Second), netip.AddrPortFrom(deviceAddr(t), 0).String())
+	l, err := hand.Listen(ctlContext(t, 10*time.Second), netip.AddrPortFrom(ctlAddr(t), 0).String())
 	require.NoError(t, err)
 	require.NotZero(t, l.Addr().Port(), "port 0 picks one")
-	closeLater(t, l)
+	ctlCloseLater(t, l)
 	return l
 }
 
-// serve accepts one connection with cfg and hands it (or the error) back.
-func serve(t *testing.T, l *hand.Listener, cfg func(*hand.ConnRequest) hand.ConnConfig) <-chan *hand.Conn {
+// ctlServe accepts one connection with cfg and hands it (or the error) back.
+func ctlServe(t *testing.T, l *hand.Listener, cfg func(*hand.ConnRequest) hand.ConnConfig) <-chan *hand.Conn {
 	t.Helper()
 	out := make(chan *hand.Conn, 1)
 	go func() {
 		defer close(out)
-		ctx := testContext(t, 20*time.Second)
+		ctx := ctlContext(t, 20*time.Second)
 		req, err := l.Accept(ctx)
 		if err != nil {
 			t.Errorf("Accept: %v", err)
@@ -52,14 +52,14 @@ func serve(t *testing.T, l *hand.Listener, cfg func(*hand.ConnRequest) hand.Conn
 // connection; Disconnect seen by the peer; Close refuses while an MR on the
 // Conn's own PD lives.
 func TestControlCMConnect(t *testing.T) {
-	l := listen(t)
+	l := ctlListen(t)
 	var reqData []byte
 	var reqFrom netip.AddrPort
-	srvc := serve(t, l, func(r *hand.ConnRequest) hand.ConnConfig {
+	srvc := ctlServe(t, l, func(r *hand.ConnRequest) hand.ConnConfig {
 		reqData, reqFrom = r.PrivateData(), r.RemoteAddr()
 		return hand.ConnConfig{PrivateData: []byte("welcome")}
 	})
-	ctx := testContext(t, 20*time.Second)
+	ctx := ctlContext(t, 20*time.Second)
 	cli, err := hand.Dial(ctx, l.Addr().String(), hand.ConnConfig{PrivateData: []byte("hello")})
 	require.NoError(t, err)
 	srv := <-srvc
@@ -85,10 +85,10 @@ func TestControlCMConnect(t *testing.T) {
 	cmr, err := cli.PD().Alloc(4096, hand.AccessLocalWrite)
 	require.NoError(t, err)
 	copy(cmr.Bytes(), "over rdma_cm")
-	postRecv(t, srv.QP(), smr, 1, 1, 0, 4096)
-	postSend(t, cli.QP(), cmr, 2, 0, 12)
-	require.Equal(t, verbs.WCSuccess, reap(t, cli.SendCQ(), 1)[0].Status)
-	wc := reap(t, srv.RecvCQ(), 1)[0]
+	ctlPostRecv(t, srv.QP(), smr, 1, 1, 0, 4096)
+	ctlPostSend(t, cli.QP(), cmr, 2, 0, 12)
+	require.Equal(t, verbs.WCSuccess, ctlReap(t, cli.SendCQ(), 1)[0].Status)
+	wc := ctlReap(t, srv.RecvCQ(), 1)[0]
 	require.Equal(t, verbs.WCSuccess, wc.Status)
 	require.Equal(t, "over rdma_cm", string(smr.Bytes()[:wc.ByteLen]))
 
@@ -99,7 +99,7 @@ func TestControlCMConnect(t *testing.T) {
 	require.Contains(t, busy.Children[0], "MR lkey")
 
 	waited := make(chan error, 1)
-	go func() { waited <- srv.WaitDisconnect(testContext(t, 20*time.Second)) }()
+	go func() { waited <- srv.WaitDisconnect(ctlContext(t, 20*time.Second)) }()
 	start := time.Now()
 	require.NoError(t, cli.Disconnect(ctx))
 	require.NoError(t, <-waited)
@@ -123,23 +123,23 @@ func TestControlCMSharedResources(t *testing.T) {
 	name, _ := RequireDevice(t)
 	cmctx, err := hand.CMContext(name)
 	require.NoError(t, err)
-	closeLater(t, cmctx)
+	ctlCloseLater(t, cmctx)
 	pd, err := cmctx.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, pd)
+	ctlCloseLater(t, pd)
 	cq, err := cmctx.NewCQ(64, hand.CQOptions{})
 	require.NoError(t, err)
-	closeLater(t, cq)
+	ctlCloseLater(t, cq)
 	mr, err := pd.Alloc(8192, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
 	require.NoError(t, err)
-	closeLater(t, mr)
+	ctlCloseLater(t, mr)
 
-	l := listen(t)
+	l := ctlListen(t)
 	require.NotNil(t, l.Context(), "a listener on a device address knows its device")
 	require.Equal(t, name, l.Context().Name())
 	cfg := hand.ConnConfig{PD: pd, SendCQ: cq}
-	srvc := serve(t, l, func(*hand.ConnRequest) hand.ConnConfig { return cfg })
-	ctx := testContext(t, 20*time.Second)
+	srvc := ctlServe(t, l, func(*hand.ConnRequest) hand.ConnConfig { return cfg })
+	ctx := ctlContext(t, 20*time.Second)
 	cli, err := hand.Dial(ctx, l.Addr().String(), cfg)
 	require.NoError(t, err)
 	srv := <-srvc
@@ -152,9 +152,9 @@ func TestControlCMSharedResources(t *testing.T) {
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.AddWrite(7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
+	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
 	require.NoError(t, c.PostSend(cli.QP().Raw()))
-	require.Equal(t, verbs.WCSuccess, reap(t, cq, 1)[0].Status)
+	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)
 	require.Equal(t, "written remotely", string(mr.Bytes()[4096:4096+16]))
 
 	var busy *hand.BusyError
@@ -164,10 +164,10 @@ func TestControlCMSharedResources(t *testing.T) {
 	require.NoError(t, srv.Close())
 
 	// A PD from ibv_open_device is another ibv_context: refused.
-	other, _ := device(t)
+	other, _ := ctlDevice(t)
 	opd, err := other.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, opd)
+	ctlCloseLater(t, opd)
 	_, err = hand.Dial(ctx, l.Addr().String(), hand.ConnConfig{PD: opd})
 	var ae *hand.AttrError
 	require.ErrorAs(t, err, &ae)
@@ -176,9 +176,9 @@ func TestControlCMSharedResources(t *testing.T) {
 }
 
 func TestControlCMReject(t *testing.T) {
-	l := listen(t)
+	l := ctlListen(t)
 	go func() {
-		req, err := l.Accept(testContext(t, 20*time.Second))
+		req, err := l.Accept(ctlContext(t, 20*time.Second))
 		if err != nil {
 			t.Errorf("Accept: %v", err)
 			return
@@ -190,7 +190,7 @@ func TestControlCMReject(t *testing.T) {
 			t.Errorf("second Reject: %v, want ErrClosed", err)
 		}
 	}()
-	_, err := hand.Dial(testContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+	_, err := hand.Dial(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	var ce *hand.CMEventError
 	require.ErrorAs(t, err, &ce)
@@ -204,13 +204,13 @@ func TestControlCMReject(t *testing.T) {
 // address nobody answers for fails when the context's deadline passes, or
 // when the resolution step times out, naming the step.
 func TestControlCMDialFailures(t *testing.T) {
-	l := listen(t)
+	l := ctlListen(t)
 	port := l.Addr()
 	require.NoError(t, l.Close())
 	require.NoError(t, l.Close(), "second Close")
 
 	start := time.Now()
-	_, err := hand.Dial(testContext(t, 20*time.Second), port.String(), hand.ConnConfig{})
+	_, err := hand.Dial(ctlContext(t, 20*time.Second), port.String(), hand.ConnConfig{})
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	require.ErrorContains(t, err, "no listener at that address and port")
 	t.Logf("%v (after %v)", err, time.Since(start))
@@ -236,7 +236,7 @@ func TestControlCMDialFailures(t *testing.T) {
 }
 
 func TestControlCMAcceptCancelledAndClosed(t *testing.T) {
-	l := listen(t)
+	l := ctlListen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := l.Accept(ctx); errc <- err }()

@@ -18,42 +18,42 @@ import (
 
 // A goroutine blocked in Wait wakes when a completion arrives.
 func TestControlWaitWakesOnCompletion(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	require.NoError(t, r.cq.RequestNotify(false))
 
 	woke := make(chan error, 1)
-	go func() { woke <- r.cq.Wait(testContext(t, 20*time.Second)) }()
+	go func() { woke <- r.cq.Wait(ctlContext(t, 20*time.Second)) }()
 	select {
 	case err := <-woke:
 		t.Fatalf("Wait returned before any completion: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	postRecv(t, b, r.mr, 1, 1, 4096, 64)
-	postSend(t, a, r.mr, 2, 0, 64)
+	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
+	ctlPostSend(t, a, r.mr, 2, 0, 64)
 	require.NoError(t, <-woke)
-	reap(t, r.cq, 2)
+	ctlReap(t, r.cq, 2)
 
 	// The same through the channel, which names the CQ.
 	require.NoError(t, r.cq.RequestNotify(false))
-	postRecv(t, b, r.mr, 3, 1, 4096, 64)
-	postSend(t, a, r.mr, 4, 0, 64)
-	cq, err := r.ch.Wait(testContext(t, 20*time.Second))
+	ctlPostRecv(t, b, r.mr, 3, 1, 4096, 64)
+	ctlPostSend(t, a, r.mr, 4, 0, 64)
+	cq, err := r.ch.Wait(ctlContext(t, 20*time.Second))
 	require.NoError(t, err)
 	require.Same(t, r.cq, cq)
-	reap(t, r.cq, 2)
+	ctlReap(t, r.cq, 2)
 }
 
 // Two CQs on one channel: each CQ.Wait gets its own event, whichever
 // arrives first.
 func TestControlSharedChannel(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	cq2, err := r.ctx.NewCQ(16, hand.CQOptions{Channel: r.ch})
 	require.NoError(t, err)
-	closeLater(t, cq2)
+	ctlCloseLater(t, cq2)
 	a, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: cq2, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
 	require.NoError(t, err)
-	closeLater(t, a)
+	ctlCloseLater(t, a)
 	b := r.qp(t, hand.RC)
 	pa, pb := hand.RandomPSN(), hand.RandomPSN()
 	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pa, Remote: r.endpoint(b, pb)}))
@@ -62,19 +62,19 @@ func TestControlSharedChannel(t *testing.T) {
 	// b sends to a: a's receive completes on cq2, b's send on r.cq.
 	require.NoError(t, r.cq.RequestNotify(false))
 	require.NoError(t, cq2.RequestNotify(false))
-	postRecv(t, a, r.mr, 1, 1, 4096, 64)
-	postSend(t, b, r.mr, 2, 0, 64)
-	ctx := testContext(t, 20*time.Second)
+	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
+	ctlPostSend(t, b, r.mr, 2, 0, 64)
+	ctx := ctlContext(t, 20*time.Second)
 	require.NoError(t, cq2.Wait(ctx))
 	require.NoError(t, r.cq.Wait(ctx))
-	reap(t, cq2, 1)
-	reap(t, r.cq, 1)
+	ctlReap(t, cq2, 1)
+	ctlReap(t, r.cq, 1)
 }
 
 // A cancelled or expired context ends Wait promptly with the context's
 // error.
 func TestControlWaitCancelled(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	require.NoError(t, r.cq.RequestNotify(false))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -101,14 +101,14 @@ func TestControlWaitCancelled(t *testing.T) {
 	_, err = r.ch.Wait(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	a, b := r.pair(t, hand.RC)
-	postRecv(t, b, r.mr, 1, 1, 4096, 64)
-	postSend(t, a, r.mr, 2, 0, 64)
-	require.NoError(t, r.cq.Wait(testContext(t, 20*time.Second)))
+	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
+	ctlPostSend(t, a, r.mr, 2, 0, 64)
+	require.NoError(t, r.cq.Wait(ctlContext(t, 20*time.Second)))
 }
 
 // Close wakes a parked Wait with ErrClosed, for a CQ and for a channel.
 func TestControlWaitClosed(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	ch, err := ctx.NewCompChannel()
 	require.NoError(t, err)
 	cq, err := ctx.NewCQ(16, hand.CQOptions{Channel: ch})
@@ -147,8 +147,8 @@ func TestControlWaitClosed(t *testing.T) {
 
 // Waiters park on the netpoller: fifty of them do not take fifty threads.
 func TestControlWaitHoldsNoThread(t *testing.T) {
-	ctx, _ := device(t)
-	before := threads(t)
+	ctx, _ := ctlDevice(t)
+	before := ctlThreads(t)
 	const n = 50
 	var wg sync.WaitGroup
 	wctx, cancel := context.WithCancel(context.Background())
@@ -170,14 +170,14 @@ func TestControlWaitHoldsNoThread(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	during := threads(t)
+	during := ctlThreads(t)
 	cancel()
 	wg.Wait()
 	t.Logf("OS threads: %d before, %d with %d waiters parked", before, during, n)
 	require.Less(t, during-before, 10, "waiters hold OS threads")
 }
 
-func threads(t *testing.T) int {
+func ctlThreads(t *testing.T) int {
 	b, err := os.ReadFile("/proc/self/status")
 	require.NoError(t, err)
 	for line := range strings.Lines(string(b)) {
@@ -192,7 +192,7 @@ func threads(t *testing.T) int {
 }
 
 func TestControlExtendedCQ(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	cq, err := ctx.NewCQ(64, hand.CQOptions{Extended: true, WCFlags: verbs.WCExWithByteLen | verbs.WCExWithQPNum})
 	require.NoError(t, err)
 	require.NotNil(t, cq.RawEx())

@@ -38,7 +38,7 @@ func TestControlDevices(t *testing.T) {
 }
 
 func TestControlQueryDeviceAndPort(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	da, err := ctx.QueryDevice()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, da.PhysPortCnt, uint8(1))
@@ -64,8 +64,8 @@ func TestControlQueryDeviceAndPort(t *testing.T) {
 }
 
 func TestControlGIDTable(t *testing.T) {
-	ctx, gidIndex := device(t)
-	addr := deviceAddr(t)
+	ctx, gidIndex := ctlDevice(t)
+	addr := ctlAddr(t)
 	table, err := ctx.GIDTable(1)
 	require.NoError(t, err)
 	require.NotEmpty(t, table)

@@ -16,9 +16,9 @@ import (
 // Helpers of the control-path tests (control_*_test.go): they drive the
 // hand/ control path on the VM's rxe device.
 
-// device opens the VM's device and returns it with its RoCE v2 IPv4 GID
+// ctlDevice opens the VM's device and returns it with its RoCE v2 IPv4 GID
 // index; both are closed (and must close cleanly) when the test ends.
-func device(t *testing.T) (*hand.Context, int) {
+func ctlDevice(t *testing.T) (*hand.Context, int) {
 	t.Helper()
 	name, gidIndex := RequireDevice(t)
 	ctx, err := hand.Open(name)
@@ -27,23 +27,23 @@ func device(t *testing.T) (*hand.Context, int) {
 	return ctx, gidIndex
 }
 
-// deviceAddr is the IPv4 address the VM gave the device's interface.
-func deviceAddr(t *testing.T) netip.Addr {
+// ctlAddr is the IPv4 address the VM gave the device's interface.
+func ctlAddr(t *testing.T) netip.Addr {
 	t.Helper()
 	a, err := netip.ParseAddr(os.Getenv("RXE_ADDR"))
 	require.NoError(t, err, "RXE_ADDR=%q: run under cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
 	return a
 }
 
-// closeLater closes c when the test ends, in reverse order of registration
+// ctlCloseLater closes c when the test ends, in reverse order of registration
 // (children registered after parents close first), and fails on error.
-func closeLater(t *testing.T, c interface{ Close() error }) {
+func ctlCloseLater(t *testing.T, c interface{ Close() error }) {
 	t.Helper()
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 }
 
-// rig is a PD, a CQ (with a completion channel) and an MR on the device.
-type rig struct {
+// ctlRig is a PD, a CQ (with a completion channel) and an MR on the device.
+type ctlRig struct {
 	ctx      *hand.Context
 	gidIndex int
 	gid      hand.GID
@@ -53,43 +53,43 @@ type rig struct {
 	mr       *hand.MR
 }
 
-func newRig(t *testing.T) *rig {
+func newCtlRig(t *testing.T) *ctlRig {
 	t.Helper()
-	ctx, gidIndex := device(t)
-	r := &rig{ctx: ctx, gidIndex: gidIndex}
+	ctx, gidIndex := ctlDevice(t)
+	r := &ctlRig{ctx: ctx, gidIndex: gidIndex}
 	e, err := ctx.RoCEv2IPv4GID(1)
 	require.NoError(t, err)
 	r.gid = e.GID
 	r.pd, err = ctx.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, r.pd)
+	ctlCloseLater(t, r.pd)
 	r.ch, err = ctx.NewCompChannel()
 	require.NoError(t, err)
-	closeLater(t, r.ch)
+	ctlCloseLater(t, r.ch)
 	r.cq, err = ctx.NewCQ(256, hand.CQOptions{Channel: r.ch})
 	require.NoError(t, err)
-	closeLater(t, r.cq)
+	ctlCloseLater(t, r.cq)
 	r.mr, err = r.pd.Alloc(1<<16, hand.AccessLocalWrite|hand.AccessRemoteWrite|hand.AccessRemoteRead|hand.AccessMWBind)
 	require.NoError(t, err)
-	closeLater(t, r.mr)
+	ctlCloseLater(t, r.mr)
 	return r
 }
 
-func (r *rig) qp(t *testing.T, typ hand.QPType) *hand.QP {
+func (r *ctlRig) qp(t *testing.T, typ hand.QPType) *hand.QP {
 	t.Helper()
 	qp, err := r.pd.NewQP(hand.QPConfig{Type: typ, SendCQ: r.cq, Caps: hand.QPCaps{MaxSendWR: 64, MaxRecvWR: 1024, MaxInlineData: 64}})
 	require.NoError(t, err)
-	closeLater(t, qp)
+	ctlCloseLater(t, qp)
 	return qp
 }
 
-func (r *rig) endpoint(qp *hand.QP, psn uint32) hand.Endpoint {
+func (r *ctlRig) endpoint(qp *hand.QP, psn uint32) hand.Endpoint {
 	return hand.Endpoint{QPN: qp.Num(), PSN: psn, GID: r.gid}
 }
 
 // pair makes two QPs of typ on the rig and connects them to each other the
 // way two hosts would: each side's Endpoint, marshalled, goes to the other.
-func (r *rig) pair(t *testing.T, typ hand.QPType) (a, b *hand.QP) {
+func (r *ctlRig) pair(t *testing.T, typ hand.QPType) (a, b *hand.QP) {
 	t.Helper()
 	a, b = r.qp(t, typ), r.qp(t, typ)
 	pa, pb := hand.RandomPSN(), hand.RandomPSN()
@@ -104,7 +104,7 @@ func (r *rig) pair(t *testing.T, typ hand.QPType) (a, b *hand.QP) {
 }
 
 // exchange is the side channel: marshal and unmarshal.
-func (r *rig) exchange(t *testing.T, e hand.Endpoint) hand.Endpoint {
+func (r *ctlRig) exchange(t *testing.T, e hand.Endpoint) hand.Endpoint {
 	t.Helper()
 	b, err := e.MarshalBinary()
 	require.NoError(t, err)
@@ -114,30 +114,31 @@ func (r *rig) exchange(t *testing.T, e hand.Endpoint) hand.Endpoint {
 	return got
 }
 
-// postRecv posts receives of size bytes at offset (wrIDs first, first+1...).
-func postRecv(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, offset, size int) {
+// ctlPostRecv posts receives of size bytes at offset (wrIDs first, first+1...).
+func ctlPostRecv(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, offset, size int) {
 	t.Helper()
 	c, err := hand.NewRecvChain(n, 1)
 	require.NoError(t, err)
 	defer c.Free()
+	w := c.Reserve(n)
 	for i := range n {
-		c.Add(first+uint64(i), mr.SGE(offset, size))
+		w.Set(i, first+uint64(i), mr.SGE(offset, size))
 	}
 	require.NoError(t, c.PostRecv(qp.Raw()))
 }
 
-// postSend posts one signaled send of size bytes at offset.
-func postSend(t *testing.T, qp *hand.QP, mr *hand.MR, wrID uint64, offset, size int) {
+// ctlPostSend posts one signaled send of size bytes at offset.
+func ctlPostSend(t *testing.T, qp *hand.QP, mr *hand.MR, wrID uint64, offset, size int) {
 	t.Helper()
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.AddSend(wrID, verbs.SendSignaled, mr.SGE(offset, size))
+	c.Reserve(1).SetSend(0, wrID, verbs.SendSignaled, mr.SGE(offset, size))
 	require.NoError(t, c.PostSend(qp.Raw()))
 }
 
-// reap polls cq until it has n completions or the deadline passes.
-func reap(t *testing.T, cq *hand.CQ, n int) []verbs.WC {
+// ctlReap polls cq until it has n completions or the deadline passes.
+func ctlReap(t *testing.T, cq *hand.CQ, n int) []verbs.WC {
 	t.Helper()
 	var out []verbs.WC
 	wc := make([]verbs.WC, 16)
@@ -154,8 +155,8 @@ func reap(t *testing.T, cq *hand.CQ, n int) []verbs.WC {
 	return out
 }
 
-// testContext is a context that ends with the test or after d.
-func testContext(t *testing.T, d time.Duration) context.Context {
+// ctlContext is a context that ends with the test or after d.
+func ctlContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

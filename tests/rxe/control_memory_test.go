@@ -15,10 +15,10 @@ import (
 )
 
 func TestControlMRAlloc(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, pd)
+	ctlCloseLater(t, pd)
 
 	const size = 1 << 20
 	mr, err := pd.Alloc(size, hand.AccessLocalWrite|hand.AccessRemoteWrite|hand.AccessRemoteRead)
@@ -42,10 +42,10 @@ func TestControlMRAlloc(t *testing.T) {
 }
 
 func TestControlMRRegisterCallerMemory(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, pd)
+	ctlCloseLater(t, pd)
 
 	mem, err := syscall.Mmap(-1, 0, 3*4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestControlMRRegisterCallerMemory(t *testing.T) {
 // Closing a PD with a live MR is an error that names the MR; nothing is
 // closed, and after the MR goes the PD closes.
 func TestControlPDWithLiveMR(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
 	mr, err := pd.Alloc(8192, hand.AccessLocalWrite)
@@ -100,10 +100,10 @@ func TestControlPDWithLiveMR(t *testing.T) {
 // rxe has no on-demand paging (nor dma-buf import): the registration says
 // so with ErrNotSupported.
 func TestControlODPAndDmabuf(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, pd)
+	ctlCloseLater(t, pd)
 	dx, err := ctx.QueryDeviceEx()
 	require.NoError(t, err)
 
@@ -116,14 +116,14 @@ func TestControlODPAndDmabuf(t *testing.T) {
 		require.ErrorContains(t, err, "on-demand paging")
 	}
 
-	fd, err := memfd(t)
+	fd, err := ctlMemfd(t)
 	require.NoError(t, err)
 	_, err = pd.RegisterDmabuf(fd, 0, 4096, 0, hand.AccessLocalWrite)
 	require.Error(t, err, "a memfd is no dma-buf")
 	t.Log(err)
 }
 
-func memfd(t *testing.T) (int, error) {
+func ctlMemfd(t *testing.T) (int, error) {
 	name := []byte("goverbs\x00")
 	fd, _, e := syscall.Syscall(319 /* memfd_create */, uintptr(unsafe.Pointer(&name[0])), 0, 0)
 	if e != 0 {
@@ -139,10 +139,10 @@ func memfd(t *testing.T) (int, error) {
 // overrides the limit, so the registering thread drops that capability
 // (capabilities are per thread) and the process lowers its limit.
 func TestControlMemlockLimit(t *testing.T) {
-	ctx, _ := device(t)
+	ctx, _ := ctlDevice(t)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
-	closeLater(t, pd)
+	ctlCloseLater(t, pd)
 
 	soft, hard, err := hand.MemlockLimit()
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestControlMemlockLimit(t *testing.T) {
 		// The thread dies with this goroutine (never unlocked), so its
 		// dropped capability goes with it.
 		runtime.LockOSThread()
-		if err := dropIPCLock(); err != nil {
+		if err := ctlDropIPCLock(); err != nil {
 			done <- err
 			return
 		}
@@ -174,8 +174,8 @@ func TestControlMemlockLimit(t *testing.T) {
 	t.Log(err)
 }
 
-// dropIPCLock clears CAP_IPC_LOCK from the calling thread's effective set.
-func dropIPCLock() error {
+// ctlDropIPCLock clears CAP_IPC_LOCK from the calling thread's effective set.
+func ctlDropIPCLock() error {
 	type header struct {
 		version uint32
 		pid     int32

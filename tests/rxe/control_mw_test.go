@@ -12,17 +12,17 @@ import (
 // A type 1 window over part of an MR lets a peer read that part with the
 // window's rkey, and nothing outside it.
 func TestControlMemoryWindow(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	mw, err := r.pd.NewMW(verbs.MWType1)
 	require.NoError(t, err)
-	closeLater(t, mw)
+	ctlCloseLater(t, mw)
 	before := mw.RKey()
 
 	copy(r.mr.Bytes()[4096:], "inside the window")
 	rkey, err := mw.Bind(a, r.mr, 4096, 4096, hand.AccessRemoteRead, 42)
 	require.NoError(t, err)
-	wc := reap(t, r.cq, 1)[0]
+	wc := ctlReap(t, r.cq, 1)[0]
 	require.Equal(t, verbs.WCSuccess, wc.Status, "bind completion")
 	require.Equal(t, uint64(42), wc.WRID)
 	require.NotEqual(t, before, rkey, "each bind makes a new rkey")
@@ -32,9 +32,9 @@ func TestControlMemoryWindow(t *testing.T) {
 		c, err := hand.NewSendChain(1, 1, 0)
 		require.NoError(t, err)
 		defer c.Free()
-		c.AddRead(wrID, verbs.SendSignaled, r.mr.SGE(32768, 17), addr, rkey)
+		c.Reserve(1).SetRead(0, wrID, verbs.SendSignaled, r.mr.SGE(32768, 17), addr, rkey)
 		require.NoError(t, c.PostSend(b.Raw()))
-		return reap(t, r.cq, 1)[0]
+		return ctlReap(t, r.cq, 1)[0]
 	}
 	wc = read(r.mr.Addr()+4096, 1)
 	require.Equal(t, verbs.WCSuccess, wc.Status)
@@ -46,7 +46,7 @@ func TestControlMemoryWindow(t *testing.T) {
 	old := rkey
 	rkey, err = mw.Bind(a, r.mr, 0, 0, 0, 43)
 	require.NoError(t, err)
-	require.Equal(t, verbs.WCSuccess, reap(t, r.cq, 1)[0].Status, "unbind completion")
+	require.Equal(t, verbs.WCSuccess, ctlReap(t, r.cq, 1)[0].Status, "unbind completion")
 	require.NotEqual(t, old, rkey)
 	rkey = old
 	wc = read(r.mr.Addr()+4096, 2)

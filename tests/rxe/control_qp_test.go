@@ -15,35 +15,35 @@ import (
 // An RC pair connected in one call per side over a (simulated) side
 // channel moves data byte for byte, both ways.
 func TestControlRCConnect(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	for _, q := range []*hand.QP{a, b} {
 		s, err := q.State()
 		require.NoError(t, err)
 		require.Equal(t, verbs.QPSRts, s)
 	}
-	exchangeData(t, r, a, b)
-	exchangeData(t, r, b, a)
+	ctlExchangeData(t, r, a, b)
+	ctlExchangeData(t, r, b, a)
 }
 
 func TestControlUCConnect(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	a, b := r.pair(t, hand.UC)
-	exchangeData(t, r, a, b)
+	ctlExchangeData(t, r, a, b)
 }
 
-// exchangeData sends 1000 bytes from the first half of the rig's MR
+// ctlExchangeData sends 1000 bytes from the first half of the rig's MR
 // through from to the second half through to, and checks them.
-func exchangeData(t *testing.T, r *rig, from, to *hand.QP) {
+func ctlExchangeData(t *testing.T, r *ctlRig, from, to *hand.QP) {
 	t.Helper()
 	buf := r.mr.Bytes()
 	for i := range 1000 {
 		buf[i] = byte(i*7 + int(from.Num()))
 	}
 	clear(buf[32768 : 32768+1000])
-	postRecv(t, to, r.mr, 100, 1, 32768, 4096)
-	postSend(t, from, r.mr, 200, 0, 1000)
-	wcs := reap(t, r.cq, 2)
+	ctlPostRecv(t, to, r.mr, 100, 1, 32768, 4096)
+	ctlPostSend(t, from, r.mr, 200, 0, 1000)
+	wcs := ctlReap(t, r.cq, 2)
 	byID := map[uint64]verbs.WC{}
 	for _, wc := range wcs {
 		require.Equal(t, verbs.WCSuccess, wc.Status, "wr %d", wc.WRID)
@@ -57,7 +57,7 @@ func exchangeData(t *testing.T, r *rig, from, to *hand.QP) {
 }
 
 func TestControlQPQuery(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	attr, init, err := a.Query()
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestControlQPQuery(t *testing.T) {
 // that names the attribute; what the kernel refuses comes back as the verb,
 // the step and the errno.
 func TestControlQPTransitionErrors(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	q := r.qp(t, hand.RC)
 	peer := r.qp(t, hand.RC)
 	var ae *hand.AttrError
@@ -145,16 +145,16 @@ func TestControlQPTransitionErrors(t *testing.T) {
 // Moving a QP with posted receives to ERR flushes every one of them exactly
 // once; RESET then makes the QP reusable.
 func TestControlQPErrorAndReset(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	const n = 500
-	postRecv(t, a, r.mr, 0, n, 0, 64)
+	ctlPostRecv(t, a, r.mr, 0, n, 0, 64)
 	require.NoError(t, a.ToError())
 	s, err := a.State()
 	require.NoError(t, err)
 	require.Equal(t, verbs.QPSErr, s)
 	seen := make([]int, n)
-	for _, wc := range reap(t, r.cq, n) {
+	for _, wc := range ctlReap(t, r.cq, n) {
 		require.Equal(t, verbs.WCWRFlushErr, wc.Status)
 		require.Less(t, wc.WRID, uint64(n))
 		seen[wc.WRID]++
@@ -176,30 +176,30 @@ func TestControlQPErrorAndReset(t *testing.T) {
 	pa, pb := hand.RandomPSN(), hand.RandomPSN()
 	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pa, Remote: r.endpoint(b, pb)}))
 	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pb, Remote: r.endpoint(a, pa)}))
-	exchangeData(t, r, a, b)
+	ctlExchangeData(t, r, a, b)
 }
 
 // UD: an address handle from the peer's GID; the payload lands GRHSize
 // bytes into the receive buffer.
 func TestControlUD(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	const qkey = 0x11111111
 	a, b := r.qp(t, hand.UD), r.qp(t, hand.UD)
 	require.NoError(t, a.ReadyUD(1, qkey, hand.RandomPSN()))
 	require.NoError(t, b.ReadyUD(1, qkey, hand.RandomPSN()))
 	ah, err := r.pd.NewAH(hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex})
 	require.NoError(t, err)
-	closeLater(t, ah)
+	ctlCloseLater(t, ah)
 
 	buf := r.mr.Bytes()
 	copy(buf, "datagram payload")
-	postRecv(t, b, r.mr, 1, 1, 4096, 1024+hand.GRHSize)
+	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 1024+hand.GRHSize)
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.AddUD(2, verbs.SendSignaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey)
+	c.Reserve(1).SetUD(0, 2, verbs.SendSignaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey)
 	require.NoError(t, c.PostSend(a.Raw()))
-	for _, wc := range reap(t, r.cq, 2) {
+	for _, wc := range ctlReap(t, r.cq, 2) {
 		require.Equal(t, verbs.WCSuccess, wc.Status)
 		if wc.WRID == 1 {
 			require.Equal(t, uint32(16+hand.GRHSize), wc.ByteLen)
@@ -216,7 +216,7 @@ func TestControlUD(t *testing.T) {
 // Closing a CQ or PD that a QP uses names the QP; after Close the QP's
 // methods return ErrClosed.
 func TestControlQPLifetime(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	q, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
 	require.NoError(t, err)
 	name := fmt.Sprintf("RC QP %d", q.Num())

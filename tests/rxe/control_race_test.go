@@ -16,17 +16,17 @@ import (
 
 // A poster and a poller on different goroutines (and a third asking the
 // control path questions meanwhile): every message arrives, in order, with
-// its bytes, and the race detector (make rxe-test runs this package with
-// -race too) sees nothing.
+// its bytes. Run it under the race detector too (go test -race -c, then the
+// binary in the VM with -test.run Concurrent).
 func TestControlConcurrentPollerAndPoster(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	recvCQ, err := r.ctx.NewCQ(512, hand.CQOptions{Channel: r.ch})
 	require.NoError(t, err)
-	closeLater(t, recvCQ)
+	ctlCloseLater(t, recvCQ)
 	a := r.qp(t, hand.RC)
 	b, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: recvCQ, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 256}})
 	require.NoError(t, err)
-	closeLater(t, b)
+	ctlCloseLater(t, b)
 	pa, pb := hand.RandomPSN(), hand.RandomPSN()
 	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pa, Remote: r.endpoint(b, pb)}))
 	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pb, Remote: r.endpoint(a, pa)}))
@@ -39,8 +39,9 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 	rc, err := hand.NewRecvChain(slots, 1)
 	require.NoError(t, err)
 	defer rc.Free()
+	w := rc.Reserve(slots)
 	for i := range slots {
-		rc.Add(uint64(i), r.mr.SGE(recvBase+i*size, size))
+		w.Set(i, uint64(i), r.mr.SGE(recvBase+i*size, size))
 	}
 	require.NoError(t, rc.PostRecv(b.Raw()))
 
@@ -77,12 +78,12 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 				slot := int(w.WRID % slots)
 				got := buf[recvBase+slot*size]
 				if w.Status != verbs.WCSuccess || w.ByteLen != size || got != byte(next) {
-					fail(&mismatch{next, w, got})
+					fail(&ctlMismatch{next, w, got})
 					return
 				}
 				next++
 				received.Store(int64(next))
-				rc.Add(w.WRID+slots, r.mr.SGE(recvBase+slot*size, size))
+				rc.Reserve(1).Set(0, w.WRID+slots, r.mr.SGE(recvBase+slot*size, size))
 			}
 			if err := rc.PostRecv(b.Raw()); err != nil {
 				fail(err)
@@ -104,7 +105,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 			for j := range size {
 				buf[slot*size+j] = byte(i)
 			}
-			sc.AddSend(uint64(i), verbs.SendSignaled, r.mr.SGE(slot*size, size))
+			sc.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, r.mr.SGE(slot*size, size))
 			if err := sc.PostSend(a.Raw()); err != nil {
 				fail(err)
 				return
@@ -117,7 +118,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 				}
 				if k == 1 {
 					if wc[0].Status != verbs.WCSuccess {
-						fail(&mismatch{i, wc[0], 0})
+						fail(&ctlMismatch{i, wc[0], 0})
 						return
 					}
 					break
@@ -150,12 +151,12 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 	require.EqualValues(t, n, received.Load())
 }
 
-type mismatch struct {
+type ctlMismatch struct {
 	i   int
 	wc  verbs.WC
 	got byte
 }
 
-func (m *mismatch) Error() string {
+func (m *ctlMismatch) Error() string {
 	return fmt.Sprintf("message %d: status %d, byte_len %d, first byte %d", m.i, m.wc.Status, m.wc.ByteLen, m.got)
 }

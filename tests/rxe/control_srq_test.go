@@ -14,16 +14,16 @@ import (
 // Two receiving QPs share one SRQ; the SRQ's limit raises an async event,
 // delivered through the netpoller and naming the SRQ.
 func TestControlSRQAndLimitEvent(t *testing.T) {
-	r := newRig(t)
+	r := newCtlRig(t)
 	srq, err := r.pd.NewSRQ(hand.SRQConfig{MaxWR: 64})
 	require.NoError(t, err)
-	closeLater(t, srq)
+	ctlCloseLater(t, srq)
 
 	var recv, send [2]*hand.QP
 	for i := range recv {
 		recv[i], err = r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, SRQ: srq, Caps: hand.QPCaps{MaxSendWR: 4}})
 		require.NoError(t, err)
-		closeLater(t, recv[i])
+		ctlCloseLater(t, recv[i])
 		send[i] = r.qp(t, hand.RC)
 		ps, pr := hand.RandomPSN(), hand.RandomPSN()
 		require.NoError(t, send[i].Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: ps, Remote: r.endpoint(recv[i], pr)}))
@@ -36,8 +36,9 @@ func TestControlSRQAndLimitEvent(t *testing.T) {
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
 	defer c.Free()
+	w := c.Reserve(8)
 	for i := range 8 {
-		c.Add(uint64(100+i), r.mr.SGE(8192+i*256, 256))
+		w.Set(i, uint64(100+i), r.mr.SGE(8192+i*256, 256))
 	}
 	require.NoError(t, c.PostSRQRecv(srq.Raw()))
 	require.NoError(t, srq.Arm(7))
@@ -46,13 +47,13 @@ func TestControlSRQAndLimitEvent(t *testing.T) {
 	require.Equal(t, uint32(7), a.SRQLimit)
 	require.GreaterOrEqual(t, a.MaxWR, uint32(64))
 
-	events := r.ctx.Events(testContext(t, 20*time.Second))
+	events := r.ctx.Events(ctlContext(t, 20*time.Second))
 	for i := range send {
 		copy(r.mr.Bytes()[i*64:], []byte{byte('A' + i)})
-		postSend(t, send[i], r.mr, uint64(i), i*64, 1)
+		ctlPostSend(t, send[i], r.mr, uint64(i), i*64, 1)
 	}
 	got := map[uint32]byte{}
-	for _, wc := range reap(t, r.cq, 4) {
+	for _, wc := range ctlReap(t, r.cq, 4) {
 		require.Equal(t, verbs.WCSuccess, wc.Status)
 		if wc.Opcode == verbs.WCRecv {
 			got[wc.QPNum] = r.mr.Bytes()[8192+int(wc.WRID-100)*256]

@@ -351,8 +351,6 @@ type vQPConfig struct {
 	sendWR     int
 	recvWR     int // ignored with an SRQ
 	sge        int
-	inline     int
-	signalAll  bool
 }
 
 // qp creates a QP (ibv_create_qp), destroyed when the test ends.
@@ -364,17 +362,13 @@ func (e *vEnv) qp(t testing.TB, cfg vQPConfig) *verbs.QP {
 		SRQ:    cfg.srq,
 		QPType: cfg.typ,
 		Cap: verbs.QPCap{
-			MaxSendWR:     uint32(cfg.sendWR),
-			MaxSendSGE:    uint32(max(cfg.sge, 1)),
-			MaxInlineData: uint32(cfg.inline),
+			MaxSendWR:  uint32(cfg.sendWR),
+			MaxSendSGE: uint32(max(cfg.sge, 1)),
 		},
 	}
 	if cfg.srq == nil {
 		attr.Cap.MaxRecvWR = uint32(cfg.recvWR)
 		attr.Cap.MaxRecvSGE = uint32(max(cfg.sge, 1))
-	}
-	if cfg.signalAll {
-		attr.SQSigAll = 1
 	}
 	var qp *verbs.QP
 	errno := errnoOf(func() bool { qp = verbs.CreateQP(e.pd, &attr); return qp != nil })
