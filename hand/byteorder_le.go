@@ -9,5 +9,5 @@ import (
 )
 
 // be32 is x in network byte order. verbs.ToBe32 says the same portably, but
-// costs the Add methods their inlining.
+// costs the Set methods their inlining.
 func be32(x uint32) verbs.Be32 { return verbs.Be32(bits.ReverseBytes32(x)) }

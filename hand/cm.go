@@ -420,6 +420,11 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	}
 	c := &Conn{ch: ch}
 	wrap := func(step string, err error) (*Conn, error) {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			// A step timeout capped at the context's deadline can report
+			// first: the context is the cause.
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
 		return nil, c.fail("dial "+ap.String()+": "+step, err)
 	}
 	if c.id, err = rdmaCreateID(ch.raw, rdmacm.PsTCP); err != nil {

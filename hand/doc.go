@@ -13,6 +13,19 @@
 // one crossing per step (rdma_post_*v over a chain, extended-CQ polling) run
 // in C (hand.c) and return once.
 //
+// Filling and posting a chain:
+//
+//	c, err := hand.NewRecvChain(64, 1) // once
+//	...
+//	v := c.Reserve(n) // n WRs, filled in place
+//	for i := range n {
+//		v.Set(i, wrID(i), mr.SGE(i*size, size))
+//	}
+//	if err := c.PostRecv(qp); err != nil {
+//		var pe *hand.PostError // pe.Index failed; c still holds it and the rest
+//		...
+//	}
+//
 // A partial post is never silent: the post methods return a *PostError
 // naming the failing WR's index in the chain and its errno; the WRs before it
 // are posted, it and the rest stay in the chain, ready to post again.

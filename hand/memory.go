@@ -91,7 +91,7 @@ func (pd *PD) Alloc(length int, access Access) (*MR, error) {
 	}
 	buf, err := syscall.Mmap(-1, 0, length, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, &VerbError{Op: fmt.Sprintf("mmap(%d bytes)", length), Errno: err.(syscall.Errno)}
+		return nil, fmt.Errorf("hand: mmap(%d bytes): %w", length, err)
 	}
 	mr, err := pd.register(buf, access, true)
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 // the chain's next post call.
 type PostError struct {
 	Op     string        // the C entry point, e.g. "ibv_post_recv"
-	Index  int           // index of the failed WR in the chain (0 is the first WR added)
+	Index  int           // index of the failed WR in the chain (0 is the first WR reserved)
 	Posted int           // WRs this call posted before it
 	Errno  syscall.Errno // the error the provider returned
 }
