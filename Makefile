@@ -30,8 +30,10 @@ check-generated: generate
 	fi
 	@echo "check-generated: generated/ and tests/layout match the generator's output"
 
+# go vet and staticcheck (a tool dependency in go.mod: go tool staticcheck).
 vet:
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 # Unit, golden and layout tests (44.0) on the host.
 test-go:

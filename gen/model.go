@@ -373,7 +373,7 @@ func (m *modeler) typeOf(t cc.Type, parent *Record, path string) (*Type, error) 
 	case cc.Function:
 		ty.Kind = KFuncPtr // a function parameter of function type decays to a pointer
 	default:
-		return nil, fmt.Errorf("C type %s (%s) has no Go equivalent", t, k)
+		return nil, fmt.Errorf("the C type %s (%s) has no Go equivalent", t, k)
 	}
 	return ty, nil
 }

@@ -47,8 +47,7 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, er
 	accessors := map[string]map[string]int64{} // "pkg.Type" -> method -> offset
 	std := importer.ForCompiler(fset, "source", nil)
 	var imp types.ImporterFrom
-	var load func(pkg string) (*types.Package, error)
-	load = func(pkg string) (*types.Package, error) {
+	load := func(pkg string) (*types.Package, error) {
 		if p := pkgs[pkg]; p != nil {
 			return p, nil
 		}

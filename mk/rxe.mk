@@ -13,6 +13,10 @@
 GO ?= go
 # Packages whose tests run in the VM.
 RXE_TEST_PKGS ?= ./tests/rxe/...
+# Tests that also run built with the race detector (a poller and a poster on
+# different goroutines, the netpoller waits, rdma_cm's event loop).
+RXE_RACE_PKGS ?= ./tests/rxe/
+RXE_RACE_RUN ?= Concurrent|Wait|CM
 # Extra rxevm flags, for example -timeout 30m or -v.
 RXEVM_FLAGS ?=
 # Where the binaries are built. The guest sees the host's filesystem but
@@ -43,6 +47,13 @@ rxe-test:
 			n=$$((n + 1)); \
 		fi; \
 	done < "$$dir/pkgs"; \
+	for pkg in $$($(GO) list $(RXE_RACE_PKGS)); do \
+		pkgdir=$$($(GO) list -f '{{.Dir}}' "$$pkg"); \
+		bin="$$dir/$$(echo "$$pkg" | tr / _).race.test"; \
+		$(GO) test -race -c -o "$$bin" "$$pkg"; \
+		printf '(cd "%s" && "%s" -test.v -test.run '"'"'%s'"'"') || st=1\n' "$$pkgdir" "$$bin" '$(RXE_RACE_RUN)' >> "$$dir/run.sh"; \
+		n=$$((n + 1)); \
+	done; \
 	echo 'exit $$st' >> "$$dir/run.sh"; \
 	if [ $$n -eq 0 ]; then echo "rxe-test: no test binaries in $(RXE_TEST_PKGS)" >&2; exit 1; fi; \
 	printf 'rxe-test: test binaries to run in one VM boot: %d\n' $$n; \
