@@ -48,6 +48,9 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 		fmt.Fprintf(&src, "#include <%s>\n", r)
 	}
 
+	if err := screenMacros(abs); err != nil {
+		return nil, err
+	}
 	cfg, err := cc.NewConfig(runtime.GOOS, runtime.GOARCH)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the C front end: %w", err)
@@ -178,4 +181,108 @@ func uapiPath(file string) string {
 		}
 	}
 	return f
+}
+
+// screenMacros rejects a #define with unbalanced parentheses in the target
+// headers of dir before cc/v4 sees it: with EvalAllMacros, cc/v4 v4.31.0
+// spins forever evaluating one such as "#define X ((void *".
+func screenMacros(dir string) error {
+	for _, sub := range []string{"infiniband", "rdma"} {
+		files, _ := filepath.Glob(filepath.Join(dir, sub, "*.h"))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if line, name := unbalancedDefine(stripComments(string(data))); line > 0 {
+				return fmt.Errorf("%s:%d: macro %s has unbalanced parentheses", f, line, name)
+			}
+		}
+	}
+	return nil
+}
+
+// unbalancedDefine returns the line and name of the first #define whose
+// replacement list (continuation lines joined, comments and literals
+// ignored) has unbalanced parentheses.
+func unbalancedDefine(src string) (int, string) {
+	lines := strings.Split(src, "\n")
+	for i := 0; i < len(lines); i++ {
+		start := i
+		text := lines[i]
+		for strings.HasSuffix(strings.TrimRight(text, " \t\r"), "\\") && i+1 < len(lines) {
+			text = strings.TrimSuffix(strings.TrimRight(text, " \t\r"), "\\") + " " + lines[i+1]
+			i++
+		}
+		t := strings.TrimSpace(text)
+		if !strings.HasPrefix(t, "#") {
+			continue
+		}
+		t = strings.TrimSpace(t[1:])
+		if !strings.HasPrefix(t, "define") {
+			continue
+		}
+		t = strings.TrimSpace(t[len("define"):])
+		name := t
+		if j := strings.IndexAny(t, "( \t"); j >= 0 {
+			name = t[:j]
+		}
+		if parenDepth(t) != 0 {
+			return start + 1, name
+		}
+	}
+	return 0, ""
+}
+
+// stripComments blanks out C comments, keeping newlines so that line
+// numbers stay right, and leaves string and character literals alone.
+func stripComments(s string) string {
+	b := []byte(s)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"' || c == '\'':
+			for i++; i < len(b) && b[i] != c && b[i] != '\n'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case c == '/' && i+1 < len(b) && b[i+1] == '*':
+			j := i
+			for ; j < len(b) && !(b[j] == '*' && j+1 < len(b) && b[j+1] == '/' && j > i+1); j++ {
+				if b[j] != '\n' {
+					b[j] = ' '
+				}
+			}
+			for k := j; k < len(b) && k < j+2; k++ {
+				b[k] = ' '
+			}
+			i = j + 1
+		case c == '/' && i+1 < len(b) && b[i+1] == '/':
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				b[i] = ' '
+			}
+		}
+	}
+	return string(b)
+}
+
+// parenDepth is the parenthesis balance of C text (comments already
+// removed), skipping string and character literals.
+func parenDepth(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\'':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		}
+	}
+	return depth
 }
