@@ -16,16 +16,17 @@ import (
 	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 )
 
-// The benchmarks pair each Go fast path (BenchmarkFast/<case>/<n>/go) with a
-// C loop doing the same work over the same fake provider in the same run
-// (BenchmarkFast/<case>/<n>/c, from hand/internal/cbench); `make bench` turns
-// the pairs into ratio lines. Posts go to queues in Sink mode (WQEs written,
+// BenchmarkFast/<case>/<n> measures a Go fast path and a C loop doing the
+// same work (hand/internal/cbench) over the same fake provider, alternating
+// between them in slices of about 0.2 ms so that whatever slows the machine
+// down slows both alike; it reports go-ns/op and c-ns/op, and `make bench`
+// turns them into ratio lines. Posts go to queues in Sink mode (WQEs written,
 // doorbell rung, no completion), polls to a CQ that cycles through 64
 // completions without running dry.
 //
-// Besides ns/op every benchmark reports cpu-ns/op, the process CPU time per
-// op: on a machine shared with other work, time the scheduler hands to other
-// processes inflates ns/op but not cpu-ns/op, which is what the ratio lines use.
+// Times are process CPU time (cpu-ns/op for the other benchmarks): on a
+// machine shared with other work, time the scheduler hands to other processes
+// inflates wall time (ns/op) but not CPU time.
 
 // cpuClock is the CPU time the process has used (CLOCK_PROCESS_CPUTIME_ID).
 func cpuClock() time.Duration {
@@ -68,15 +69,46 @@ func BenchmarkCgoEmptyPtr3(b *testing.B) {
 	reportCPU(b, t0)
 }
 
-// pair runs the Go and the C side of one case.
-func pair(b *testing.B, name string, n int, goSide func(b *testing.B), cSide func(iters int) error) {
-	b.Run(fmt.Sprintf("%s/%d/go", name, n), goSide)
-	b.Run(fmt.Sprintf("%s/%d/c", name, n), func(b *testing.B) {
-		t0 := cpuClock()
-		if err := cSide(b.N); err != nil {
-			b.Fatal(err)
+// side runs iters iterations of one side of a case.
+type side func(iters int) error
+
+// pair measures one case: the Go side (made by mkGo, which returns it and
+// its cleanup), the C side and as many empty cgo calls alternate, each slice
+// growing until the three take about 0.4 ms of CPU. The empty calls give the
+// case its own cgo-ns/op, taken under the same conditions as the two sides.
+func pair(b *testing.B, name string, n int, mkGo func(b *testing.B) (side, func()), cSide side) {
+	b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+		goSide, done := mkGo(b)
+		defer done()
+		var goT, cT, cgoT time.Duration
+		chunk := 16
+		b.ResetTimer()
+		for left := b.N; left > 0; {
+			k := min(chunk, left)
+			t0 := cpuClock()
+			if err := goSide(k); err != nil {
+				b.Fatal(err)
+			}
+			t1 := cpuClock()
+			if err := cSide(k); err != nil {
+				b.Fatal(err)
+			}
+			t2 := cpuClock()
+			for range k {
+				cbench.Empty()
+			}
+			t3 := cpuClock()
+			goT += t1 - t0
+			cT += t2 - t1
+			cgoT += t3 - t2
+			left -= k
+			if t3-t0 < 400*time.Microsecond {
+				chunk *= 2
+			}
 		}
-		reportCPU(b, t0)
+		b.ReportMetric(float64(goT)/float64(b.N), "go-ns/op")
+		b.ReportMetric(float64(cT)/float64(b.N), "c-ns/op")
+		b.ReportMetric(float64(cgoT)/float64(b.N), "cgo-ns/op")
 	})
 }
 
@@ -147,25 +179,24 @@ const benchExFlags = verbs.CreateCQWCFlags(verbs.WCStandardFlags)
 // Not inlined: the closure of an inlined copy loses the inlining of its callees.
 //
 //go:noinline
-func benchRecv(n int, post func(c *hand.RecvChain) error) func(b *testing.B) {
-	return func(b *testing.B) {
+func benchRecv(n int, post func(c *hand.RecvChain) error) func(b *testing.B) (side, func()) {
+	return func(b *testing.B) (side, func()) {
 		c, err := hand.NewRecvChain(n, 1)
 		require.NoError(b, err)
-		defer c.Free()
 		var id uint64
-		b.ResetTimer()
-		t0 := cpuClock()
-		for range b.N {
-			v := c.Reserve(n)
-			for i := 0; i < n; i++ {
-				v.Set(i, id, benchSGE(i))
-				id++
+		return func(iters int) error {
+			for range iters {
+				v := c.Reserve(n)
+				for i := 0; i < n; i++ {
+					v.Set(i, id, benchSGE(i))
+					id++
+				}
+				if err := post(c); err != nil {
+					return err
+				}
 			}
-			if err := post(c); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportCPU(b, t0)
+			return nil
+		}, c.Free
 	}
 }
 
@@ -182,53 +213,108 @@ var sendKinds = []struct {
 var inlineData = []byte(cbench.InlineData)
 
 // benchSend fills n WRs of one kind per iteration, as cbench's send_fill
-// does (the same switch inside the loop), and posts them.
+// does, and posts them. Each kind has a loop of its own, as an application's
+// code has (gcc unswitches send_fill's switch out of the C loop likewise).
 //
 //go:noinline
-func benchSend(n int, r *rig, kind cbench.SendKind, post func(c *hand.SendChain) error) func(b *testing.B) {
-	return func(b *testing.B) {
+func benchSend(n int, r *rig, kind cbench.SendKind, post func(c *hand.SendChain) error) func(b *testing.B) (side, func()) {
+	return func(b *testing.B) (side, func()) {
 		c, err := hand.NewSendChain(n, 1, cbench.InlineLen)
 		require.NoError(b, err)
-		defer c.Free()
-		ah := r.ah
+		fill := sendFill(kind, r.ah)
 		var id uint64
-		b.ResetTimer()
-		t0 := cpuClock()
-		for range b.N {
-			v := c.Reserve(n)
-			for i := 0; i < n; i++ {
-				s := benchSGE(i)
-				raddr := cbench.RAddr + uint64(i)*cbench.Len
-				switch kind {
-				case cbench.Send:
-					v.SetSend(i, id, verbs.SendSignaled, s)
-				case cbench.SendImm:
-					v.SetSendImm(i, id, verbs.SendSignaled, uint32(i), s)
-				case cbench.Write:
-					v.SetWrite(i, id, verbs.SendSignaled, s, raddr, cbench.RKey)
-				case cbench.WriteImm:
-					v.SetWriteImm(i, id, verbs.SendSignaled, uint32(i), s, raddr, cbench.RKey)
-				case cbench.Read:
-					v.SetRead(i, id, verbs.SendSignaled, s, raddr, cbench.RKey)
-				case cbench.CAS:
-					s.Length = 8
-					v.SetCompareSwap(i, id, verbs.SendSignaled, s, raddr, cbench.RKey, uint64(i), uint64(i)+1)
-				case cbench.FAA:
-					s.Length = 8
-					v.SetFetchAdd(i, id, verbs.SendSignaled, s, raddr, cbench.RKey, 1)
-				case cbench.Inline:
-					v.SetInline(i, id, verbs.SendSignaled, inlineData)
-				case cbench.UD:
-					v.SetUD(i, id, verbs.SendSignaled, s, ah, cbench.RemoteQPN, cbench.QKey)
+		return func(iters int) error {
+			for range iters {
+				id = fill(c.Reserve(n), id)
+				if err := post(c); err != nil {
+					return err
 				}
-				id++
 			}
-			if err := post(c); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportCPU(b, t0)
+			return nil
+		}, c.Free
 	}
+}
+
+const sig = verbs.SendSignaled
+
+// raddr is the remote address of WR i, as cbench's send_fill sets it.
+func raddr(i int) uint64 { return cbench.RAddr + uint64(i)*cbench.Len }
+
+// atomicSGE is benchSGE(i) for an 8-byte atomic.
+func atomicSGE(i int) verbs.SGE {
+	s := benchSGE(i)
+	s.Length = 8
+	return s
+}
+
+// sendFill returns the loop filling every WR of v with one kind, wr_ids from id on.
+func sendFill(kind cbench.SendKind, ah *verbs.AH) func(v hand.SendWRs, id uint64) uint64 {
+	switch kind {
+	case cbench.Send:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetSend(i, id+uint64(i), sig, benchSGE(i))
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.SendImm:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetSendImm(i, id+uint64(i), sig, uint32(i), benchSGE(i))
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.Write:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetWrite(i, id+uint64(i), sig, benchSGE(i), raddr(i), cbench.RKey)
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.WriteImm:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetWriteImm(i, id+uint64(i), sig, uint32(i), benchSGE(i), raddr(i), cbench.RKey)
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.Read:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetRead(i, id+uint64(i), sig, benchSGE(i), raddr(i), cbench.RKey)
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.CAS:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetCompareSwap(i, id+uint64(i), sig, atomicSGE(i), raddr(i), cbench.RKey, uint64(i), uint64(i)+1)
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.FAA:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetFetchAdd(i, id+uint64(i), sig, atomicSGE(i), raddr(i), cbench.RKey, 1)
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.Inline:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetInline(i, id+uint64(i), sig, inlineData)
+			}
+			return id + uint64(v.Len())
+		}
+	case cbench.UD:
+		return func(v hand.SendWRs, id uint64) uint64 {
+			for i := range v.Len() {
+				v.SetUD(i, id+uint64(i), sig, benchSGE(i), ah, cbench.RemoteQPN, cbench.QKey)
+			}
+			return id + uint64(v.Len())
+		}
+	}
+	panic("unknown send kind")
 }
 
 // pollRig has 64 completions on its CQ that polling cycles through forever.
@@ -249,24 +335,26 @@ func pollRig(b *testing.B) *rig {
 // Not inlined: the closure of an inlined copy loses the inlining of its callees.
 //
 //go:noinline
-func benchPoll(n int, mk func() (func() ([]hand.WC, error), func())) func(b *testing.B) {
-	return func(b *testing.B) {
+func benchPoll(n int, mk func() (func() ([]hand.WC, error), func())) func(b *testing.B) (side, func()) {
+	return func(b *testing.B) (side, func()) {
 		poll, free := mk()
-		defer free()
-		var sum uint64
-		b.ResetTimer()
-		t0 := cpuClock()
-		for range b.N {
-			wcs, err := poll()
-			if err != nil || len(wcs) != n {
-				b.Fatalf("poll: %d completions, %v", len(wcs), err)
+		return func(iters int) error {
+			var sum uint64
+			for range iters {
+				wcs, err := poll()
+				if err != nil {
+					return err
+				}
+				if len(wcs) != n {
+					return fmt.Errorf("poll: %d completions, want %d", len(wcs), n)
+				}
+				for i := range wcs {
+					sum += wcs[i].WRID() + uint64(wcs[i].Status())
+				}
 			}
-			for i := range wcs {
-				sum += wcs[i].WRID() + uint64(wcs[i].Status())
-			}
-		}
-		reportCPU(b, t0)
-		sink = sum
+			sink = sum
+			return nil
+		}, free
 	}
 }
 

@@ -5,7 +5,10 @@
 #   make bench       Go fast paths against C loops on the fake provider: the
 #                    standard benchmark lines (for benchstat), then
 #                    `cgo <ns>` and one `ratio <case> <go> <c> <go/c> <allocs>`
-#                    line per case. BENCH_CHECK=1 also fails on a missed target.
+#                    line per case (process CPU time, Go and C measured
+#                    alternately, best of BENCH_COUNT runs; see
+#                    hand/BENCHMARKS.md). BENCH_CHECK=1 also fails on a
+#                    missed target.
 #   make test-hand   go test ./hand/..., then again built with
 #                    GOEXPERIMENT=cgocheck2, which catches a Go pointer stored
 #                    into C memory.
@@ -13,7 +16,7 @@
 GO ?= go
 BENCH_PKG ?= ./hand/
 BENCH_RUN ?= .
-BENCH_COUNT ?= 6
+BENCH_COUNT ?= 5
 BENCH_TIME ?= 100ms
 BENCH_CHECK ?=
 # cgocheck2 rebuilds the runtime; its own cache keeps the default one warm.

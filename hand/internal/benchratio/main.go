@@ -5,19 +5,20 @@
 //	cgo <ns per empty cgo call>
 //	ratio <case> <go ns/op> <c ns/op> <go/c> <allocs/op>
 //
-// one ratio line per case, in the order the cases first appear. It pairs
-// BenchmarkFast/<entry>/<n>/go with BenchmarkFast/<entry>/<n>/c and reads the
-// empty call from BenchmarkCgoEmpty. It reads cpu-ns/op (the process CPU
-// time per op, which time the scheduler gives to other processes does not
-// inflate) where a line has it, ns/op otherwise. With -count above 1 it takes, for each
-// benchmark, the fastest run: other load on the machine only ever adds time,
-// so the minimum is the figure it disturbed least. allocs/op is the largest
-// seen.
+// one ratio line per case, in the order the cases first appear. A case is a
+// BenchmarkFast/<entry>/<n> line carrying go-ns/op and c-ns/op (the Go fast
+// path and the C loop, measured alternately) and optionally cgo-ns/op (empty
+// cgo calls measured alongside); the cgo line comes from BenchmarkCgoEmpty
+// (cpu-ns/op where the line has it, ns/op otherwise). With -count above 1 it
+// takes, for every figure, the run with the smallest go-ns/op (for a case)
+// or the fastest run (for cgo): other load on the machine only ever adds
+// time. allocs/op is the largest seen.
 //
 // With -check it also tells on stderr which cases miss the issue's target
 // (Go minus C at most 1.25 empty cgo calls plus 0.5 ns per WR or completion,
-// and 0 allocs/op) and exits 1 if any does. It exits 1 when the input shows a
-// failed test or holds no pair at all.
+// the cgo cost being the case's own cgo-ns/op when present; and 0 allocs/op)
+// and exits 1 if any does. It exits 1 when the input shows a failed test or
+// holds no case at all.
 package main
 
 import (
@@ -27,22 +28,16 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
 
 // A benchmark line: name (with its -GOMAXPROCS suffix), iterations, then
-// value-unit pairs (ns/op, cpu-ns/op, B/op, allocs/op, ...).
+// value-unit pairs (ns/op, go-ns/op, B/op, allocs/op, ...).
 var (
 	lineRE   = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+((?:\s+[0-9.e+-]+ \S+)+)\s*$`)
 	metricRE = regexp.MustCompile(`([0-9.e+-]+) (\S+)`)
 )
-
-type sample struct {
-	ns     []float64
-	allocs []float64
-}
 
 type result struct {
 	cgo   float64
@@ -54,6 +49,7 @@ type caseRatio struct {
 	n      int
 	goNS   float64
 	cNS    float64
+	cgoNS  float64 // 0 when the line has none
 	allocs float64
 }
 
@@ -80,10 +76,10 @@ func main() {
 	os.Exit(code)
 }
 
-// parse copies in to echo and collects the samples.
+// parse copies in to echo and collects the figures.
 func parse(in io.Reader, echo io.Writer) (result, bool, error) {
-	samples := map[string]*sample{}
-	var order []string
+	var res result
+	byName := map[string]int{} // case name -> index in res.cases
 	failed := false
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -105,54 +101,48 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 			}
 			metrics[mm[2]] = v
 		}
-		ns, ok := metrics["cpu-ns/op"]
-		if !ok {
-			ns, ok = metrics["ns/op"]
+		name := m[1]
+		if name == "CgoEmpty" {
+			ns, ok := metrics["cpu-ns/op"]
+			if !ok {
+				ns = metrics["ns/op"]
+			}
+			if res.cgo == 0 || ns < res.cgo {
+				res.cgo = ns
+			}
+			continue
 		}
+		c, ok := strings.CutPrefix(name, "Fast/")
 		if !ok {
 			continue
 		}
-		s := samples[m[1]]
-		if s == nil {
-			s = &sample{}
-			samples[m[1]] = s
-			order = append(order, m[1])
+		goNS, okGo := metrics["go-ns/op"]
+		cNS, okC := metrics["c-ns/op"]
+		if !okGo || !okC {
+			continue
 		}
-		s.ns = append(s.ns, ns)
-		if a, ok := metrics["allocs/op"]; ok {
-			s.allocs = append(s.allocs, a)
+		cr := caseRatio{name: c, goNS: goNS, cNS: cNS, cgoNS: metrics["cgo-ns/op"], allocs: metrics["allocs/op"]}
+		if i := strings.LastIndexByte(c, '/'); i >= 0 {
+			cr.n, _ = strconv.Atoi(c[i+1:])
 		}
+		i, seen := byName[c]
+		if !seen {
+			byName[c] = len(res.cases)
+			res.cases = append(res.cases, cr)
+			continue
+		}
+		prev := &res.cases[i]
+		allocs := max(prev.allocs, cr.allocs)
+		if cr.goNS < prev.goNS {
+			*prev = cr
+		}
+		prev.allocs = allocs
 	}
 	if err := sc.Err(); err != nil {
 		return result{}, failed, err
 	}
-	var res result
-	if s := samples["CgoEmpty"]; s != nil {
-		res.cgo = minOf(s.ns)
-	}
-	for _, name := range order {
-		rest, ok := strings.CutPrefix(name, "Fast/")
-		if !ok {
-			continue
-		}
-		c, ok := strings.CutSuffix(rest, "/go")
-		if !ok {
-			continue
-		}
-		cs := samples["Fast/"+c+"/c"]
-		if cs == nil {
-			continue
-		}
-		gs := samples[name]
-		n := 0
-		if i := strings.LastIndexByte(c, '/'); i >= 0 {
-			n, _ = strconv.Atoi(c[i+1:])
-		}
-		res.cases = append(res.cases, caseRatio{name: c, n: n, goNS: minOf(gs.ns), cNS: minOf(cs.ns),
-			allocs: maxOf(gs.allocs)})
-	}
 	if len(res.cases) == 0 && !failed {
-		return res, failed, fmt.Errorf("no Fast/<case>/go and /c benchmark pairs in the input")
+		return res, failed, fmt.Errorf("no BenchmarkFast/<case> lines with go-ns/op and c-ns/op in the input")
 	}
 	return res, failed, nil
 }
@@ -172,27 +162,18 @@ func write(w io.Writer, res result) {
 func misses(res result) []string {
 	var out []string
 	for _, c := range res.cases {
-		budget := 1.25*res.cgo + 0.5*float64(c.n)
+		cgo := c.cgoNS
+		if cgo == 0 {
+			cgo = res.cgo
+		}
+		budget := 1.25*cgo + 0.5*float64(c.n)
 		if d := c.goNS - c.cNS; d > budget {
-			out = append(out, fmt.Sprintf("%s: go-c %.1f ns > %.1f ns (1.25 cgo + 0.5 x %d)", c.name, d, budget, c.n))
+			out = append(out, fmt.Sprintf("%s: go-c %.1f ns > %.1f ns (1.25 x %.1f cgo + 0.5 x %d)",
+				c.name, d, budget, cgo, c.n))
 		}
 		if c.allocs != 0 {
 			out = append(out, fmt.Sprintf("%s: %.0f allocs/op", c.name, c.allocs))
 		}
 	}
 	return out
-}
-
-func minOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	return slices.Min(v)
-}
-
-func maxOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	return slices.Max(v)
 }
