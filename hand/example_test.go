@@ -92,7 +92,7 @@ func ExampleQP_Connect() {
 	if err := cq.RequestNotify(false); err != nil {
 		log.Fatal(err)
 	}
-	send.Reserve(1).SetSend(0, 1, verbs.SendSignaled, mr.SGE(0, 13))
+	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 13))
 	if err := send.PostSend(qp.Raw()); err != nil {
 		log.Fatal(err)
 	}
