@@ -7,11 +7,14 @@
 // work requests (prelinked through next), their scatter lists, the bad_wr slot,
 // inline-data staging and completion arrays. Go fills them through the
 // generated layouts (verbs.RecvWR, verbs.SendWR, verbs.SGE, verbs.WC), so no Go
-// pointer ever crosses into C and cgocheck has nothing to check. The posts go
-// through the generated stubs of the static inlines (verbs.PostRecv,
-// verbs.PostSRQRecv, verbs.PostSend, verbs.PollCQ); the loops that would take
-// one crossing per step (rdma_post_*v over a chain, extended-CQ polling) run
-// in C (hand.c) and return once.
+// pointer ever crosses into C. The posts and polls call hand.c's own entry
+// points, which take every pointer as a uintptr_t and call the static inlines
+// of verbs.h (ibv_post_recv, ibv_post_srq_recv, ibv_post_send, ibv_poll_cq):
+// through a typed pointer cgo would check each argument for Go pointers at run
+// time, as much again as the crossing. So the QPs, SRQs and CQs passed in must
+// be C memory too (as libibverbs returns them). The loops that would take one
+// crossing per step (rdma_post_*v over a chain, extended-CQ polling) run in C
+// likewise and return once.
 //
 // Filling and posting a chain:
 //

@@ -157,6 +157,8 @@ type Poller struct {
 }
 
 // NewPoller makes a poller that reaps up to n completions from cq per Poll.
+// cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
+// address, so that cgo does not check it for Go pointers at every call.
 // Free releases it.
 func NewPoller(cq *verbs.CQ, n int) (*Poller, error) {
 	if cq == nil || n <= 0 {
@@ -185,7 +187,7 @@ func (p *Poller) Poll() ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
-	r := verbs.PollCQ(p.cq, int32(len(p.wc)), &p.wc[0].wc)
+	r := int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)), cptr(unsafe.Pointer(&p.wc[0]))))
 	if r < 0 {
 		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
 		return nil, &p.err
@@ -209,7 +211,8 @@ type ExPoller struct {
 // Poll, reading the fields wcFlags selects: pass the wc_flags the CQ was
 // created with (ibv_create_cq_ex), since a provider may not implement the
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
-// error, vendor_err are always read. Free releases it.
+// error, vendor_err are always read. cq must be C memory, as for NewPoller.
+// Free releases it.
 func NewExPoller(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
 	if cq == nil || n <= 0 {
 		return nil, syscall.EINVAL

@@ -141,16 +141,16 @@ func (v RecvWRs) WR(i int) *verbs.RecvWR { return &v.wr[i] }
 // PostRecv posts the pending WRs to qp with one ibv_post_recv call. On
 // success the chain is empty. On failure it returns a *PostError (see
 // PostError for what was posted and what is left). It does not allocate.
+//
+// qp must be C memory (from ibv_create_qp or rdma_cm), like the chain: the
+// call passes both to C as plain addresses, so that cgo does not check each
+// pointer for Go pointers, which would cost as much as the crossing.
 func (c *RecvChain) PostRecv(qp *verbs.QP) error {
 	if c.head == c.n {
 		return nil
 	}
-	last := &c.wr[c.n-1]
-	next := last.Next
-	last.Next = nil
-	*c.bad = nil
-	rc := verbs.PostRecv(qp, &c.wr[c.head], c.bad)
-	last.Next = next
+	rc := int32(C.goverbs_post_recv(cptr(unsafe.Pointer(qp)), cptr(unsafe.Pointer(&c.wr[c.head])),
+		cptr(unsafe.Pointer(&c.wr[c.n-1])), cptr(unsafe.Pointer(c.bad))))
 	if rc == 0 {
 		c.head, c.n = 0, 0
 		return nil
@@ -158,17 +158,14 @@ func (c *RecvChain) PostRecv(qp *verbs.QP) error {
 	return c.failed("ibv_post_recv", errnoOf(rc))
 }
 
-// PostSRQRecv is PostRecv for a shared receive queue (ibv_post_srq_recv).
+// PostSRQRecv is PostRecv for a shared receive queue (ibv_post_srq_recv);
+// srq must be C memory (from ibv_create_srq), as qp for PostRecv.
 func (c *RecvChain) PostSRQRecv(srq *verbs.SRQ) error {
 	if c.head == c.n {
 		return nil
 	}
-	last := &c.wr[c.n-1]
-	next := last.Next
-	last.Next = nil
-	*c.bad = nil
-	rc := verbs.PostSRQRecv(srq, &c.wr[c.head], c.bad)
-	last.Next = next
+	rc := int32(C.goverbs_post_srq_recv(cptr(unsafe.Pointer(srq)), cptr(unsafe.Pointer(&c.wr[c.head])),
+		cptr(unsafe.Pointer(&c.wr[c.n-1])), cptr(unsafe.Pointer(c.bad))))
 	if rc == 0 {
 		c.head, c.n = 0, 0
 		return nil

@@ -241,16 +241,17 @@ func (v SendWRs) SetSGL(i int, sgl []verbs.SGE) {
 // PostSend posts the pending WRs to qp with one ibv_post_send call. On
 // success the chain is empty. On failure it returns a *PostError (see
 // PostError for what was posted and what is left). It does not allocate.
+//
+// qp must be C memory (from ibv_create_qp or rdma_cm), like the chain and
+// the AHs in it: the call passes qp and the chain to C as plain addresses,
+// so that cgo does not check each pointer for Go pointers, which would cost
+// as much as the crossing.
 func (c *SendChain) PostSend(qp *verbs.QP) error {
 	if c.head == c.n {
 		return nil
 	}
-	last := &c.wr[c.n-1]
-	next := last.Next
-	last.Next = nil
-	*c.bad = nil
-	rc := verbs.PostSend(qp, &c.wr[c.head], c.bad)
-	last.Next = next
+	rc := int32(C.goverbs_post_send(cptr(unsafe.Pointer(qp)), cptr(unsafe.Pointer(&c.wr[c.head])),
+		cptr(unsafe.Pointer(&c.wr[c.n-1])), cptr(unsafe.Pointer(c.bad))))
 	if rc == 0 {
 		c.head, c.n = 0, 0
 		return nil

@@ -359,24 +359,32 @@ static inline void read_ex(struct ibv_cq_ex *cq, struct ibv_wc *w, uint64_t wc_f
 		*ts = ibv_wc_read_completion_ts(cq);
 }
 
+/*
+ * Like hand's ExPoller, each poll fills an array of n ibv_wc (and their
+ * timestamps) that the caller then reads, rather than one struct on the stack
+ * whose unread fields the compiler could drop.
+ */
 int cb_poll_ex(struct ibv_cq_ex *cq, int n, int64_t iters, uint64_t wc_flags)
 {
 	struct ibv_poll_cq_attr attr = {0};
+	struct ibv_wc *wc = calloc((size_t)n, sizeof(*wc));
+	uint64_t *ts = calloc((size_t)n, sizeof(*ts));
 	uint64_t sum = 0;
 	int64_t it;
 	int ret = 0, i;
 
+	if (!wc || !ts) {
+		free(wc);
+		free(ts);
+		return ENOMEM;
+	}
 	for (it = 0; it < iters && !ret; it++) {
-		struct ibv_wc w;
-		uint64_t ts = 0;
-
 		if (ibv_start_poll(cq, &attr)) {
 			ret = -1;
 			break;
 		}
 		for (i = 0;;) {
-			read_ex(cq, &w, wc_flags, &ts);
-			sum += w.wr_id + w.status + ts;
+			read_ex(cq, &wc[i], wc_flags, &ts[i]);
 			if (++i == n)
 				break;
 			if (ibv_next_poll(cq)) {
@@ -385,7 +393,11 @@ int cb_poll_ex(struct ibv_cq_ex *cq, int n, int64_t iters, uint64_t wc_flags)
 			}
 		}
 		ibv_end_poll(cq);
+		for (i = 0; i < n; i++)
+			sum += wc[i].wr_id + wc[i].status;
 	}
 	cb_sink = sum;
+	free(wc);
+	free(ts);
 	return ret;
 }

@@ -60,7 +60,8 @@ int cb_rdma_post(struct rdma_cm_id *id, int kind, int n, int64_t iters);
 /* Polls n completions per iteration; returns 0 or -1 when a poll came back short. */
 int cb_poll(struct ibv_cq *cq, int n, int64_t iters);
 /* Extended polling: start_poll, next_poll n-1 times, end_poll; reads the fields
- * selected by wc_flags (enum ibv_create_cq_wc_flags) of each completion. */
+ * selected by wc_flags (enum ibv_create_cq_wc_flags) of each completion into
+ * an array of n ibv_wc, as hand's ExPoller does. */
 int cb_poll_ex(struct ibv_cq_ex *cq, int n, int64_t iters, uint64_t wc_flags);
 
 #endif

@@ -15,12 +15,10 @@ import (
 // call the real static inlines of verbs.h and rdma_verbs.h.
 
 type rig struct {
-	p      *fakeprov.Provider
-	cq     *fakeprov.CQ
-	qp     *fakeprov.QP
-	srq    *fakeprov.SRQ
-	ah     any
-	closed bool
+	p   *fakeprov.Provider
+	cq  *fakeprov.CQ
+	qp  *fakeprov.QP
+	srq *fakeprov.SRQ
 }
 
 func newRig(t *testing.T, typ, depth, cqe int) *rig {
