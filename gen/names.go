@@ -228,7 +228,7 @@ func Names(ir *IR, specs []PackageSpec) error {
 	}
 	scopes := map[string]map[string]decl{}
 	var collisions []string
-	declare := func(pkg, goName, what string, pos Pos) error {
+	declare := func(pkg, goName, what string, pos Pos) {
 		s := scopes[pkg]
 		if s == nil {
 			s = map[string]decl{}
@@ -237,10 +237,9 @@ func Names(ir *IR, specs []PackageSpec) error {
 		if old, ok := s[goName]; ok {
 			collisions = append(collisions, fmt.Sprintf("%s: %s and %s (%s) both become %s.%s: add a rename to the package's Renames table",
 				pos, what, old.what, old.pos, pkg, goName))
-			return nil
+			return
 		}
 		s[goName] = decl{what, pos}
-		return nil
 	}
 	unowned := func(what string, pos Pos) error {
 		return fmt.Errorf("%s: %s: no package owns header %s", pos, what, pos.File)
@@ -259,9 +258,7 @@ func Names(ir *IR, specs []PackageSpec) error {
 			return unowned(r.Describe(), r.Pos)
 		}
 		r.Package, r.GoName = spec.Name, name(spec, r.CName)
-		if err := declare(r.Package, r.GoName, r.Describe(), r.Pos); err != nil {
-			return err
-		}
+		declare(r.Package, r.GoName, r.Describe(), r.Pos)
 	}
 	var nested func(r *Record) string
 	nested = func(r *Record) string { // a nested record is named after its parent
@@ -276,9 +273,7 @@ func Names(ir *IR, specs []PackageSpec) error {
 			continue
 		}
 		nested(r)
-		if err := declare(r.Package, r.GoName, r.Describe(), r.Pos); err != nil {
-			return err
-		}
+		declare(r.Package, r.GoName, r.Describe(), r.Pos)
 	}
 	for _, e := range ir.Enums {
 		spec := pkgOf(e.Pos.File)
@@ -288,9 +283,7 @@ func Names(ir *IR, specs []PackageSpec) error {
 		e.Package = spec.Name
 		if e.CName != "" {
 			e.GoName = name(spec, e.CName)
-			if err := declare(e.Package, e.GoName, "enum "+e.CName, e.Pos); err != nil {
-				return err
-			}
+			declare(e.Package, e.GoName, "enum "+e.CName, e.Pos)
 		}
 		rule, hasRule := spec.EnumPrefixes[e.CName]
 		if hasRule {
@@ -302,38 +295,32 @@ func Names(ir *IR, specs []PackageSpec) error {
 			} else {
 				en.GoName = name(spec, en.Name)
 			}
-			if err := declare(e.Package, en.GoName, en.Name, en.Pos); err != nil {
-				return err
-			}
+			declare(e.Package, en.GoName, en.Name, en.Pos)
 		}
 	}
-	for _, m := range ir.Macros {
-		spec := pkgOf(m.Pos.File)
+	// assign gives a file-scope macro or function its package and Go name.
+	assign := func(what, cName string, pos Pos) (pkg, goName string, err error) {
+		spec := pkgOf(pos.File)
 		if spec == nil {
-			return unowned("macro "+m.Name, m.Pos)
+			return "", "", unowned(what+" "+cName, pos)
 		}
-		m.Package, m.GoName = spec.Name, name(spec, m.Name)
-		if err := declare(m.Package, m.GoName, "macro "+m.Name, m.Pos); err != nil {
+		goName = name(spec, cName)
+		declare(spec.Name, goName, what+" "+cName, pos)
+		return spec.Name, goName, nil
+	}
+	var err error
+	for _, m := range ir.Macros {
+		if m.Package, m.GoName, err = assign("macro", m.Name, m.Pos); err != nil {
 			return err
 		}
 	}
 	for _, a := range ir.Aliases {
-		spec := pkgOf(a.Pos.File)
-		if spec == nil {
-			return unowned("macro "+a.Name, a.Pos)
-		}
-		a.Package, a.GoName = spec.Name, name(spec, a.Name)
-		if err := declare(a.Package, a.GoName, "macro "+a.Name, a.Pos); err != nil {
+		if a.Package, a.GoName, err = assign("macro", a.Name, a.Pos); err != nil {
 			return err
 		}
 	}
 	for _, f := range ir.Funcs {
-		spec := pkgOf(f.Pos.File)
-		if spec == nil {
-			return unowned("function "+f.Name, f.Pos)
-		}
-		f.Package, f.GoName = spec.Name, name(spec, f.Name)
-		if err := declare(f.Package, f.GoName, "function "+f.Name, f.Pos); err != nil {
+		if f.Package, f.GoName, err = assign("function", f.Name, f.Pos); err != nil {
 			return err
 		}
 		seen := map[string]bool{}
