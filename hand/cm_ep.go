@@ -1,0 +1,541 @@
+package hand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// The rdma_create_ep path: librdmacm's "simple" API, where rdma_getaddrinfo
+// describes the endpoint and rdma_create_ep makes the rdma_cm id and its QP
+// in one call (client), or binds and keeps the QP attributes so that
+// rdma_get_request makes each accepted connection's QP (server). Dial,
+// Listen and Accept in cm.go are the other path (rdma_create_id,
+// rdma_resolve_*, rdma_create_qp); both give the same Conn.
+//
+// What blocks. librdmacm's simple API is synchronous; this package drives
+// it off the netpoller wherever librdmacm lets it:
+//
+//   - rdma_getaddrinfo is called with RAI_NUMERICHOST after the host name
+//     was resolved in Go (honouring ctx), so it does no DNS lookup.
+//   - rdma_create_ep on the client resolves the address and the route
+//     itself, with librdmacm's fixed 2 s timeout each, blocking one OS
+//     thread for up to about 4 s. DialEP runs it on a goroutine of its own
+//     and returns ctx.Err() as soon as ctx ends; the abandoned call finishes
+//     in the background and undoes what it made. Until it does, the PD and
+//     CQs of the EPConfig stay in use (their Close waits).
+//   - Right after rdma_create_ep (client) or rdma_get_request (server), the
+//     id is moved to an event channel of its own on the netpoller
+//     (rdma_migrate_id), so rdma_connect, rdma_accept and everything later
+//     return at once and their events are awaited with ctx.
+//   - The listening id stays synchronous (rdma_get_request refuses any
+//     other); its channel is made non-blocking and parked on the netpoller,
+//     so EPListener.Accept holds no thread while it waits and honours ctx.
+
+// EPConfig describes the QP and connection parameters of DialEP and
+// ListenEP. The fields mean what they mean in ConnConfig.
+type EPConfig struct {
+	// PD, SendCQ and RecvCQ, when set, must come from librdmacm's context
+	// (CMContext) of the device that serves the address. A nil PD makes
+	// the Conn (DialEP) or the EPListener (ListenEP) allocate its own; a
+	// nil SendCQ makes it create one CQ, with a completion channel, for
+	// both directions.
+	PD             *PD
+	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ
+	Caps           QPCaps // 0 means 16 WRs and 1 SGE each way
+	SignalAll      bool
+
+	// PrivateData goes with the request (DialEP, at most 56 bytes) or with
+	// every accept (ListenEP, at most 196 bytes).
+	PrivateData                        []byte
+	ResponderResources, InitiatorDepth int
+	RetryCount, RNRRetryCount          int
+}
+
+func (cfg EPConfig) conn() ConnConfig {
+	return ConnConfig{
+		PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ, SRQ: cfg.SRQ, Caps: cfg.Caps, SignalAll: cfg.SignalAll,
+		PrivateData: cfg.PrivateData, ResponderResources: cfg.ResponderResources, InitiatorDepth: cfg.InitiatorDepth,
+		RetryCount: cfg.RetryCount, RNRRetryCount: cfg.RNRRetryCount,
+	}
+}
+
+// epResources are the PD and CQs a Conn's or an EPListener's QPs use: the
+// EPConfig's, or made on librdmacm's context for the device.
+type epResources struct {
+	ctx            *Context // a borrowed wrapper of librdmacm's context
+	pd             *PD
+	sendCQ, recvCQ *CQ
+	cqCh           *CompChannel
+	ownPD, ownCQ   bool
+	attr           verbs.QPInitAttr
+	objs           []*object // what the QPs depend on
+}
+
+// newEPResources makes what cfg leaves out on raw, with an own CQ of
+// cqFactor times the queues' depth, and the QP attributes.
+func newEPResources(raw *verbs.Context, cfg EPConfig, cqFactor int, op string) (*epResources, error) {
+	r := &epResources{ctx: newContext(raw, cString(raw.Device.Name[:]), true)}
+	for _, o := range []struct {
+		field string
+		ctx   *Context
+	}{{"PD", pdCtx(cfg.PD)}, {"SendCQ", cqCtx(cfg.SendCQ)}, {"RecvCQ", cqCtx(cfg.RecvCQ)}} {
+		if o.ctx != nil && o.ctx.raw != raw {
+			name := r.ctx.name
+			r.close()
+			return nil, &AttrError{Op: op, Field: o.field, Reason: fmt.Sprintf("is not from librdmacm's context for %s, which serves the address: make it from hand.CMContext(%q)", name, name)}
+		}
+	}
+	caps := cfg.Caps
+	if caps.MaxSendWR == 0 && caps.MaxRecvWR == 0 {
+		caps.MaxSendWR, caps.MaxRecvWR = 16, 16
+	}
+	var err error
+	r.pd = cfg.PD
+	if r.pd == nil {
+		if r.pd, err = r.ctx.AllocPD(); err != nil {
+			return nil, errors.Join(err, r.close())
+		}
+		r.ownPD = true
+	}
+	r.sendCQ, r.recvCQ = cfg.SendCQ, cfg.RecvCQ
+	if r.sendCQ == nil {
+		if r.cqCh, err = r.ctx.NewCompChannel(); err != nil {
+			return nil, errors.Join(err, r.close())
+		}
+		if r.sendCQ, err = r.ctx.NewCQ(max(caps.MaxSendWR+caps.MaxRecvWR, 1)*cqFactor, CQOptions{Channel: r.cqCh}); err != nil {
+			return nil, errors.Join(err, r.close())
+		}
+		r.ownCQ = true
+	}
+	if r.recvCQ == nil {
+		r.recvCQ = r.sendCQ
+	}
+	qcfg := QPConfig{Type: RC, SendCQ: r.sendCQ, RecvCQ: r.recvCQ, SRQ: cfg.SRQ, Caps: caps, SignalAll: cfg.SignalAll}
+	if r.attr, r.objs, err = qcfg.initAttr(r.pd, op); err != nil {
+		return nil, errors.Join(err, r.close())
+	}
+	return r, nil
+}
+
+// close closes what newEPResources made, in reverse order.
+func (r *epResources) close() error {
+	var errs []error
+	if r.ownCQ && r.sendCQ != nil {
+		errs = append(errs, r.sendCQ.Close())
+	}
+	if r.cqCh != nil {
+		errs = append(errs, r.cqCh.Close())
+	}
+	if r.ownPD && r.pd != nil {
+		errs = append(errs, r.pd.Close())
+	}
+	errs = append(errs, r.ctx.Close())
+	return errors.Join(errs...)
+}
+
+// busy reports user objects (beyond the QPs of Conns) still on the PD and
+// CQ the resources own, and those Conns' QPs.
+func (r *epResources) busy(label string) error {
+	var own []*object
+	if r.ownPD {
+		own = append(own, &r.pd.object)
+	}
+	if r.ownCQ {
+		own = append(own, &r.sendCQ.object)
+	}
+	var children []string
+	for _, o := range own {
+		o.childMu.Lock()
+		for _, c := range o.children {
+			if !slices.Contains(children, c.label) {
+				children = append(children, c.label)
+			}
+		}
+		o.childMu.Unlock()
+	}
+	if len(children) > 0 {
+		return &BusyError{Object: label, Children: children}
+	}
+	return nil
+}
+
+// cmDeviceFor returns librdmacm's context of the device that has the IP
+// address a: the one an rdma_cm id bound to a uses.
+func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
+	ch, err := rdmaCreateEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	defer rdmacm.DestroyEventChannel(ch)
+	id, err := rdmaCreateID(ch, rdmacm.PsTCP)
+	if err != nil {
+		return nil, err
+	}
+	defer rdmaDestroyID(id)
+	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
+	if err := rdmaBindAddr(id, &sa); err != nil {
+		return nil, fmt.Errorf("%w has the address %s: %w", ErrNoDevice, a, err)
+	}
+	if id.Verbs == nil {
+		return nil, fmt.Errorf("%w has the address %s (rdma_bind_addr found none)", ErrNoDevice, a)
+	}
+	return id.Verbs, nil
+}
+
+// sourceFor returns the local address the kernel's routing picks for dst
+// (a connected UDP socket sends nothing).
+func sourceFor(dst netip.AddrPort) (netip.Addr, error) {
+	if dst.Port() == 0 {
+		dst = netip.AddrPortFrom(dst.Addr(), 9)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("no route to %s: %w", dst.Addr(), err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// DialEP connects to an rdma_cm listener at addr ("192.0.2.1:7471") the
+// rdma_create_ep way: rdma_getaddrinfo, rdma_create_ep (id, address and
+// route resolution and the QP in one call), then rdma_connect with
+// cfg.PrivateData, waiting until the connection is established. The Conn
+// is the same as Dial's: its QP, PD and CQs work with the fast paths, and
+// its Close undoes everything.
+//
+// The device is the one that has the source address the kernel's routing
+// picks for addr; cfg's PD and CQs, if given, must be from its CMContext.
+// ctx bounds the whole call, but see "What blocks" above: a cancelled
+// DialEP may leave rdma_create_ep finishing in the background for up to
+// about 4 s. No listener at addr gives a *CMEventError matching
+// syscall.ECONNREFUSED.
+func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
+	if len(cfg.PrivateData) > maxConnectData {
+		return nil, &AttrError{Op: "DialEP", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxConnectData)}
+	}
+	ap, err := resolveAddrPort(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	what := "dial " + ap.String() + " (rdma_create_ep path)"
+	wrap := func(step string, err error) error {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		return fmt.Errorf("hand: %s: %s: %w", what, step, err)
+	}
+	src, err := sourceFor(ap)
+	if err != nil {
+		return nil, wrap("finding the source address", err)
+	}
+	raw, err := cmDeviceFor(src)
+	if err != nil {
+		return nil, wrap("finding the device", err)
+	}
+	res, err := newEPResources(raw, cfg, 1, "DialEP")
+	if err != nil {
+		return nil, wrap("making the PD and CQ", err)
+	}
+	srcSA := sockaddrOf(netip.AddrPortFrom(src, 0))
+	ai, err := rdmaGetaddrinfo(ap.Addr().String(), strconv.Itoa(int(ap.Port())), rdmacm.RaiNumerichost, &srcSA, src)
+	if err != nil {
+		return nil, wrap("rdma_getaddrinfo", errors.Join(err, res.close()))
+	}
+	ch, err := newCMChannel()
+	if err != nil {
+		rdmaFreeaddrinfo(ai)
+		return nil, wrap("creating the event channel", errors.Join(err, res.close()))
+	}
+	release, err := useAll(res.objs...)
+	if err != nil {
+		rdmaFreeaddrinfo(ai)
+		ch.close()
+		return nil, wrap("creating the endpoint", errors.Join(err, res.close()))
+	}
+
+	// rdma_create_ep blocks: run it where an ended ctx need not wait.
+	type result struct {
+		id  *rdmacm.CMID
+		err error
+	}
+	done := make(chan result, 1)
+	attr := res.attr
+	go func() {
+		id, err := rdmaCreateEP(ai, res.pd.raw, &attr)
+		rdmaFreeaddrinfo(ai)
+		done <- result{id, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				rdmaDestroyEP(r.id)
+			}
+			release()
+			ch.close()
+			res.close()
+		}()
+		return nil, wrap("creating the endpoint (rdma_create_ep)", ctx.Err())
+	}
+	if r.err != nil {
+		release()
+		ch.close()
+		return nil, wrap("creating the endpoint", errors.Join(r.err, res.close()))
+	}
+	c := &Conn{id: r.id, ch: ch, ctx: res.ctx, pd: res.pd, sendCQ: res.sendCQ, recvCQ: res.recvCQ, cqCh: res.cqCh, ownPD: res.ownPD, ownCQ: res.ownCQ}
+	c.qp = newQP(res.pd, r.id.QP, RC, &attr, r.id, res.objs)
+	release()
+
+	// From here on the id is asynchronous, its events on the netpoller.
+	if err := rdmaMigrateID(c.id, ch.raw); err != nil {
+		return nil, wrap("moving the id to an event channel", errors.Join(err, c.release()))
+	}
+	var pin runtime.Pinner
+	param, err := c.param(cfg.conn(), &pin)
+	if err == nil {
+		err = rdmaConnect(c.id, &param)
+	}
+	pin.Unpin()
+	if err != nil {
+		return nil, wrap("connecting", errors.Join(err, c.release()))
+	}
+	ev, err := c.ch.expect(ctx, "rdma_connect", rdmacm.CMEventEstablished)
+	if err != nil {
+		return nil, wrap("connecting", errors.Join(err, c.release()))
+	}
+	c.peerData = ev.data
+	c.established()
+	return c, nil
+}
+
+// EPListener is an rdma_cm listener made with rdma_create_ep: the QP of each
+// connection it accepts is made by rdma_get_request, on the listener's PD
+// and CQs (EPConfig's, or its own). Accepted Conns therefore share the
+// listener's CQs; an own CQ has room for 8 connections' queues, so give
+// bigger CQs in EPConfig for more.
+type EPListener struct {
+	object
+	res  *epResources
+	cfg  EPConfig
+	id   *rdmacm.CMID
+	fd   *pollFD
+	addr netip.AddrPort
+}
+
+// ListenEP binds an rdma_cm listener to addr ("192.0.2.1:7471"; port 0
+// picks one) the rdma_create_ep way: rdma_getaddrinfo with RAI_PASSIVE,
+// rdma_create_ep (which binds, and keeps the PD and QP attributes), then
+// rdma_listen with a backlog of 128. ctx bounds name resolution only.
+//
+// A wildcard address (":7471", "0.0.0.0:7471") needs cfg.PD (and CQs) from
+// the CMContext of the device requests will come in on: the device is not
+// known before they do.
+func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, error) {
+	if len(cfg.PrivateData) > maxAcceptData {
+		return nil, &AttrError{Op: "ListenEP", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
+	}
+	ap, err := resolveAddrPort(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	wrap := func(err error) error { return fmt.Errorf("hand: listen on %s (rdma_create_ep path): %w", ap, err) }
+	var raw *verbs.Context
+	switch {
+	case !ap.Addr().IsUnspecified():
+		if raw, err = cmDeviceFor(ap.Addr()); err != nil {
+			return nil, wrap(err)
+		}
+	case cfg.PD != nil:
+		raw = cfg.PD.ctx.raw
+	default:
+		return nil, &AttrError{Op: "ListenEP", Field: "PD", Reason: "required on a wildcard address (" + ap.String() + "): the device is not known before a request comes; make it from hand.CMContext"}
+	}
+	res, err := newEPResources(raw, cfg, 8, "ListenEP")
+	if err != nil {
+		return nil, wrap(err)
+	}
+	ai, err := rdmaGetaddrinfo(ap.Addr().String(), strconv.Itoa(int(ap.Port())), rdmacm.RaiPassive|rdmacm.RaiNumerichost, nil, netip.Addr{})
+	if err != nil {
+		return nil, wrap(errors.Join(err, res.close()))
+	}
+	defer rdmaFreeaddrinfo(ai)
+	release, err := useAll(res.objs...)
+	if err != nil {
+		return nil, wrap(errors.Join(err, res.close()))
+	}
+	defer release()
+	l := &EPListener{res: res, cfg: cfg}
+	attr := res.attr
+	if l.id, err = rdmaCreateEP(ai, res.pd.raw, &attr); err != nil { // passive: binds, does not block
+		return nil, wrap(errors.Join(err, res.close()))
+	}
+	if err = rdmaListen(l.id, 128); err == nil {
+		l.fd, err = newPollFD(l.id.Channel.FD, "rdma_event_channel")
+	}
+	if err != nil {
+		rdmaDestroyEP(l.id)
+		return nil, wrap(errors.Join(err, res.close()))
+	}
+	l.addr = srcAddr(l.id)
+	// The listener keeps raw pointers to the PD and CQs for rdma_get_request:
+	// the caller's cannot close while it lives.
+	var parents []*object
+	for _, o := range res.objs {
+		if !(res.ownPD && o == &res.pd.object) && !(res.ownCQ && o == &res.sendCQ.object) {
+			parents = append(parents, o)
+		}
+	}
+	l.init("EPListener "+l.addr.String(), parents...)
+	return l, nil
+}
+
+// Addr returns the address the listener is bound to, with the port it got.
+func (l *EPListener) Addr() netip.AddrPort { return l.addr }
+
+// Raw returns the listening struct rdma_cm_id, valid until Close.
+func (l *EPListener) Raw() *rdmacm.CMID { return l.id }
+
+// PD returns the PD the accepted connections' QPs are made on.
+func (l *EPListener) PD() *PD { return l.res.pd }
+
+// SendCQ and RecvCQ return the CQs the accepted connections share.
+func (l *EPListener) SendCQ() *CQ { return l.res.sendCQ }
+func (l *EPListener) RecvCQ() *CQ { return l.res.recvCQ }
+
+// Accept waits for the next connection request (rdma_get_request, which
+// makes its QP), accepts it with the EPConfig's PrivateData and waits until
+// the connection is established. The request's private data is the Conn's
+// PeerPrivateData. It returns ctx.Err() when ctx ends first and ErrClosed
+// when the listener is closed while it waits for a request.
+func (l *EPListener) Accept(ctx context.Context) (*Conn, error) {
+	c, err := l.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pin runtime.Pinner
+	param, err := c.param(l.cfg.conn(), &pin)
+	if err == nil {
+		err = rdmaAccept(c.id, &param)
+	}
+	pin.Unpin()
+	if err == nil {
+		_, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished)
+	}
+	if err != nil {
+		rdmaReject(c.id, nil)
+		return nil, c.fail("accept on "+l.addr.String(), err)
+	}
+	c.established()
+	return c, nil
+}
+
+// take gets the next request and makes its Conn, with the id moved to an
+// event channel of its own. It holds the listener until the Conn's QP is
+// registered on the PD and CQs, so that Close sees it.
+func (l *EPListener) take(ctx context.Context) (*Conn, error) {
+	if err := l.use(); err != nil {
+		return nil, err
+	}
+	defer l.done()
+	id, data, err := l.getRequest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := newCMChannel()
+	if err == nil {
+		if err = rdmaMigrateID(id, ch.raw); err != nil {
+			ch.close()
+		}
+	}
+	if err != nil {
+		rdmaReject(id, nil)
+		rdmaDestroyEP(id)
+		return nil, fmt.Errorf("hand: accept on %s: %w", l.addr, err)
+	}
+	res := l.res
+	c := &Conn{id: id, ch: ch, peerData: data, pd: res.pd, sendCQ: res.sendCQ, recvCQ: res.recvCQ,
+		ctx: newContext(id.Verbs, cString(id.Verbs.Device.Name[:]), true)}
+	attr := res.attr
+	c.qp = newQP(res.pd, id.QP, RC, &attr, id, res.objs)
+	return c, nil
+}
+
+// getRequest waits for a connection request and returns its new id (with
+// its QP) and private data. The caller holds l.
+func (l *EPListener) getRequest(ctx context.Context) (*rdmacm.CMID, []byte, error) {
+	var id *rdmacm.CMID
+	var failed error
+	err := l.fd.wait(ctx, func() bool {
+		for {
+			nid, errno := rdmaGetRequest(l.id)
+			switch {
+			case errno == 0:
+				id = nid
+				return true
+			case errno == syscall.EAGAIN:
+				return false
+			}
+			// librdmacm keeps the event it could not use in l.id.Event.
+			ev := l.id.Event
+			if ev == nil {
+				failed = verbErr("rdma_get_request", errno)
+				return true
+			}
+			l.id.Event = nil
+			typ, reqID := ev.Event, ev.ID
+			rdmacm.ACKCMEvent(ev)
+			if typ == rdmacm.CMEventConnectRequest && reqID != nil {
+				// A request whose QP could not be made: refuse it.
+				rdmaReject(reqID, nil)
+				rdmaDestroyEP(reqID)
+				failed = verbErr("rdma_get_request", errno)
+				return true
+			}
+			// Not a request (DEVICE_REMOVAL...): next event.
+		}
+	})
+	if err == nil {
+		err = failed
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var data []byte
+	if ev := id.Event; ev != nil {
+		if p := ev.Param.Conn(); p.PrivateData != nil && p.PrivateDataLen > 0 {
+			data = append([]byte(nil), unsafe.Slice((*byte)(p.PrivateData), p.PrivateDataLen)...)
+		}
+	}
+	return id, data, nil
+}
+
+// Close stops listening and wakes an Accept waiting for a request with
+// ErrClosed. It fails with a *BusyError, closing nothing, while accepted
+// Conns or other objects use the PD or CQ the listener made itself.
+func (l *EPListener) Close() error {
+	return l.close(func() error {
+		if err := l.res.busy(l.label); err != nil {
+			return err
+		}
+		if l.id != nil {
+			rdmaDestroyEP(l.id)
+			l.fd.close()
+			l.id = nil // a Close retried after res.close failed must not destroy it again
+		}
+		return l.res.close()
+	}, l.fd.interrupt, l.fd.undo)
+}
