@@ -6,8 +6,8 @@
 
 /*
  * The chain is cut after last for the call and relinked after it, and the
- * bad_wr slot cleared, here rather than in Go: three stores fewer on the Go
- * side, each behind a write-barrier check.
+ * bad_wr slot cleared, here rather than in Go, where each of those pointer
+ * stores would sit behind a write-barrier check.
  */
 int goverbs_post_recv(uintptr_t qp, uintptr_t first, uintptr_t last, uintptr_t bad)
 {

@@ -39,7 +39,8 @@ enum goverbs_cm_kind {
 /*
  * goverbs_cm_post_recvv calls rdma_post_recvv on id (a struct rdma_cm_id *)
  * once for each of the n WRs from wr (a struct ibv_recv_wr *) on (context =
- * wr_id, the WR's scatter list), stopping at the first failure. It returns 0, or (index << 32 | errno) of the WR that failed.
+ * wr_id, the WR's scatter list), stopping at the first failure. It returns
+ * 0, or (index << 32 | errno) of the WR that failed.
  */
 int64_t goverbs_cm_post_recvv(uintptr_t id, uintptr_t wr, int n);
 

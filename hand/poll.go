@@ -187,7 +187,8 @@ func (p *Poller) Poll() ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
-	r := int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)), cptr(unsafe.Pointer(&p.wc[0]))))
+	r := int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
+		cptr(unsafe.Pointer(&p.wc[0]))))
 	if r < 0 {
 		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
 		return nil, &p.err

@@ -7,7 +7,7 @@
 #                    `cgo <ns>` and one `ratio <case> <go> <c> <go/c> <allocs>`
 #                    line per case (process CPU time, Go and C measured
 #                    alternately, best of BENCH_COUNT runs; see
-#                    hand/BENCHMARKS.md). BENCH_CHECK=1 also fails on a
+#                    BENCHMARKS.md). BENCH_CHECK=1 also fails on a
 #                    missed target.
 #   make test-hand   go test ./hand/..., then again built with
 #                    GOEXPERIMENT=cgocheck2, which catches a Go pointer stored

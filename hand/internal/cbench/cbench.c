@@ -20,6 +20,14 @@ void cb_empty3(void *a, void *b, void *c)
 	(void)c;
 }
 
+void cb_empty4u(uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d)
+{
+	(void)a;
+	(void)b;
+	(void)c;
+	(void)d;
+}
+
 /* A prelinked chain like hand's: cap WRs, cap SGEs (one per WR), the bad_wr slot. */
 struct recv_chain {
 	struct ibv_recv_wr *wr;

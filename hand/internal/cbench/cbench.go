@@ -10,6 +10,8 @@ package cbench
 /*
 #cgo noescape cb_empty3
 #cgo nocallback cb_empty3
+#cgo noescape cb_empty4u
+#cgo nocallback cb_empty4u
 #include "cbench.h"
 */
 import "C"
@@ -68,6 +70,12 @@ func Empty() { C.cb_empty() }
 // crossing plus cgo's check of each pointer argument for Go pointers, which
 // every generated stub with pointer parameters pays (ibv_post_recv has three).
 func EmptyPtr3(a, b, c unsafe.Pointer) { C.cb_empty3(a, b, c) }
+
+// EmptyUintptr4 is an empty cgo call taking four addresses as uintptr_t, as
+// hand's posts do: the crossing plus the arguments, with nothing to check.
+func EmptyUintptr4(a, b, c, d uintptr) {
+	C.cb_empty4u(C.uintptr_t(a), C.uintptr_t(b), C.uintptr_t(c), C.uintptr_t(d))
+}
 
 func errnoErr(r C.int) error {
 	if r == 0 {

@@ -50,6 +50,8 @@ enum cb_rdma_kind {
 void cb_empty(void);
 /* An empty call taking three pointers: what cgo's pointer checks add. */
 void cb_empty3(void *a, void *b, void *c);
+/* The same with four uintptr_t, as hand's posts take them: no check. */
+void cb_empty4u(uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d);
 
 /* All return 0, or the errno of the first failure. */
 int cb_post_recv(struct ibv_qp *qp, int n, int64_t iters);

@@ -21,7 +21,7 @@ type rig struct {
 	srq *fakeprov.SRQ
 }
 
-func newRig(t *testing.T, typ, depth, cqe int) *rig {
+func newRig(t testing.TB, typ, depth, cqe int) *rig {
 	t.Helper()
 	p, err := fakeprov.New()
 	require.NoError(t, err)
@@ -156,4 +156,29 @@ func TestOverrunAndInjection(t *testing.T) {
 
 func TestEmptyCall(t *testing.T) {
 	cbench.Empty()
+}
+
+// The cost of a crossing by its arguments (go test -bench Cgo ./hand/internal/cbench):
+// none, three pointers (which cgo checks for Go pointers one by one) and
+// four uintptr_t (which it does not).
+func BenchmarkCgoEmpty(b *testing.B) {
+	for range b.N {
+		cbench.Empty()
+	}
+}
+
+func BenchmarkCgoPtr3(b *testing.B) {
+	r := newRig(b, fakeprov.RC, 16, 16)
+	p := r.qp.Ptr()
+	for range b.N {
+		cbench.EmptyPtr3(p, p, p)
+	}
+}
+
+func BenchmarkCgoUintptr4(b *testing.B) {
+	r := newRig(b, fakeprov.RC, 16, 16)
+	p := uintptr(r.qp.Ptr())
+	for range b.N {
+		cbench.EmptyUintptr4(p, p, p, p)
+	}
 }
