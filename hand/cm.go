@@ -202,7 +202,13 @@ func (ch *cmChannel) expect(ctx context.Context, op string, want rdmacm.CMEventT
 		return ev, err
 	}
 	if ev.typ != want {
-		return ev, &CMEventError{Op: op, Event: ev.typ, Status: ev.status, PrivateData: ev.data}
+		cmErr := &CMEventError{Op: op, Event: ev.typ, Status: ev.status, PrivateData: ev.data}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The context ended while the event was on its way: report
+			// both, so that errors.Is(err, context.DeadlineExceeded) holds.
+			return ev, fmt.Errorf("%w (%w)", ctxErr, cmErr)
+		}
+		return ev, cmErr
 	}
 	return ev, nil
 }
