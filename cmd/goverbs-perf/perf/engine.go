@@ -1,0 +1,218 @@
+package perf
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// engine is the data path. Everything is allocated by newEngine; the
+// loops do not allocate until they fail.
+type engine struct {
+	cfg    Config
+	qp     *verbs.QP
+	sge    verbs.SGE
+	send   *hand.SendChain
+	recv   *hand.RecvChain
+	poller *hand.Poller
+	raddr  uint64
+	rkey   uint32
+	posted int // receives outstanding
+	lat    []time.Duration
+	peak   float64 // bytes a second between two signaled completions, at best
+}
+
+func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
+	e := &engine{cfg: cfg, qp: qp.Raw(), sge: mr.SGE(0, cfg.Size)}
+	var err error
+	if e.send, err = hand.NewSendChain(cfg.PostList, 1, 0); err != nil {
+		return nil, err
+	}
+	if e.recv, err = hand.NewRecvChain(cfg.RxDepth, 1); err != nil {
+		e.free()
+		return nil, err
+	}
+	if e.poller, err = hand.NewPoller(cq.Raw(), 16); err != nil {
+		e.free()
+		return nil, err
+	}
+	if cfg.Mode == SendLat {
+		e.lat = make([]time.Duration, cfg.Iters)
+	}
+	return e, nil
+}
+
+func (e *engine) free() {
+	if e.send != nil {
+		e.send.Free()
+	}
+	if e.recv != nil {
+		e.recv.Free()
+	}
+	if e.poller != nil {
+		e.poller.Free()
+	}
+}
+
+// fillRecv tops the receive queue up to RxDepth with one post.
+func (e *engine) fillRecv() error {
+	k := e.cfg.RxDepth - e.posted
+	if k <= 0 {
+		return nil
+	}
+	v := e.recv.Reserve(k)
+	for i := range k {
+		v.Set(i, 0, e.sge)
+	}
+	if err := e.recv.PostRecv(e.qp); err != nil {
+		e.recv.Reset()
+		return fmt.Errorf("post receive: %w", err)
+	}
+	e.posted += k
+	return nil
+}
+
+// bwClient posts Iters WRs of the mode, PostList at a time, one in CQMod
+// signaled, keeping at most TxDepth outstanding, and returns the time from
+// the first post to the last completion.
+func (e *engine) bwClient() (time.Duration, error) {
+	cfg := e.cfg
+	var posted, done int
+	start := time.Now()
+	last, lastDone := start, 0
+	for done < cfg.Iters {
+		for posted < cfg.Iters && posted-done+cfg.PostList <= cfg.TxDepth {
+			n := min(cfg.PostList, cfg.Iters-posted)
+			v := e.send.Reserve(n)
+			for i := range n {
+				seq := posted + i
+				var flags verbs.SendFlags
+				if (seq+1)%cfg.CQMod == 0 || seq+1 == cfg.Iters {
+					flags = verbs.SendSignaled
+				}
+				switch cfg.Mode {
+				case SendBW:
+					v.SetSend(i, uint64(seq), flags, e.sge)
+				case WriteBW:
+					v.SetWrite(i, uint64(seq), flags, e.sge, e.raddr, e.rkey)
+				case ReadBW:
+					v.SetRead(i, uint64(seq), flags, e.sge, e.raddr, e.rkey)
+				}
+			}
+			if err := e.send.PostSend(e.qp); err != nil {
+				e.send.Reset()
+				return 0, fmt.Errorf("post send: %w", err)
+			}
+			posted += n
+		}
+		wcs, err := e.poller.Poll()
+		if err != nil {
+			return 0, err
+		}
+		for i := range wcs {
+			if err := wcs[i].Err(); err != nil {
+				return 0, fmt.Errorf("completion of WR %d: %w", wcs[i].WRID(), err)
+			}
+			done = int(wcs[i].WRID()) + 1
+		}
+		if len(wcs) > 0 {
+			now := time.Now()
+			if dt := now.Sub(last).Seconds(); dt > 0 {
+				e.peak = max(e.peak, float64((done-lastDone)*cfg.Size)/dt)
+			}
+			last, lastDone = now, done
+		}
+	}
+	return time.Since(start), nil
+}
+
+// bwServer receives Iters sends, topping the receive queue up when half of
+// it is used, and returns the time from the first receive to the last.
+func (e *engine) bwServer() (time.Duration, error) {
+	var got int
+	var start time.Time
+	for got < e.cfg.Iters {
+		wcs, err := e.poller.Poll()
+		if err != nil {
+			return 0, err
+		}
+		for i := range wcs {
+			if err := wcs[i].Err(); err != nil {
+				return 0, fmt.Errorf("receive %d: %w", got, err)
+			}
+		}
+		if len(wcs) > 0 && got == 0 {
+			start = time.Now()
+		}
+		got += len(wcs)
+		e.posted -= len(wcs)
+		if e.posted <= e.cfg.RxDepth/2 {
+			if err := e.fillRecv(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start), nil
+}
+
+// latency runs Iters send ping-pongs: the client sends and waits for the
+// answer, timing each round trip; the server answers each message.
+func (e *engine) latency(client bool) error {
+	for i := range e.cfg.Iters {
+		t0 := time.Now()
+		if client {
+			if err := e.sendOne(i); err != nil {
+				return err
+			}
+		}
+		if err := e.waitRecv(); err != nil {
+			return fmt.Errorf("iteration %d: %w", i, err)
+		}
+		if !client {
+			if err := e.sendOne(i); err != nil {
+				return err
+			}
+		}
+		e.lat[i] = time.Since(t0)
+	}
+	return nil
+}
+
+// sendOne posts one signaled send; its completion is reaped by waitRecv.
+func (e *engine) sendOne(i int) error {
+	e.send.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, e.sge)
+	if err := e.send.PostSend(e.qp); err != nil {
+		e.send.Reset()
+		return fmt.Errorf("post send: %w", err)
+	}
+	return nil
+}
+
+// waitRecv busy-polls until a receive completes, reaping send completions
+// on the way, and keeps the receive queue topped up.
+func (e *engine) waitRecv() error {
+	for {
+		wcs, err := e.poller.Poll()
+		if err != nil {
+			return err
+		}
+		got := false
+		for i := range wcs {
+			if err := wcs[i].Err(); err != nil {
+				return err
+			}
+			if wcs[i].IsRecv() {
+				got = true
+				e.posted--
+			}
+		}
+		if got {
+			if e.posted <= e.cfg.RxDepth/2 {
+				return e.fillRecv()
+			}
+			return nil
+		}
+	}
+}

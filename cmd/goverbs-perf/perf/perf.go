@@ -1,0 +1,336 @@
+// Package perf is goverbs-perf: RC bandwidth (send, RDMA write, RDMA read)
+// and send latency over goverbs' fast paths, reported as perftest reports
+// them.
+//
+// Flags, as perftest's where they exist: -t mode (send_bw, write_bw,
+// read_bw, send_lat), -d device, -i port, -x GID index, -s size (default
+// 65536 for bandwidth, 2 for latency), -n iterations (5000 and 1000), -p TCP
+// port (18515), -l post list (WRs per ibv_post_send; default 1), -Q CQ
+// moderation (one signaled WR in Q; default 100), -tx-depth and -rx-depth
+// (perftest's -t and -r: 128 and 512; -t is the mode here). A host argument
+// makes the client, which drives the test and reports it; the server
+// reports too for send_bw and send_lat.
+//
+// The two sides exchange QP number, PSN, GID, buffer address and rkey over
+// TCP, connect, and synchronise with one byte each way before the timed
+// part and after it. The data path (posting, polling) does not allocate.
+// Sends are never inline, as perftest's default on rxe.
+package perf
+
+import (
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// Mode is what is measured.
+type Mode string
+
+const (
+	SendBW  Mode = "send_bw"
+	WriteBW Mode = "write_bw"
+	ReadBW  Mode = "read_bw"
+	SendLat Mode = "send_lat"
+)
+
+// Config is the command line.
+type Config struct {
+	Mode     Mode
+	Server   string // host to connect to; "" for the server
+	Port     int
+	Device   string
+	IBPort   int
+	GIDIndex int
+	Size     int
+	Iters    int
+	PostList int
+	CQMod    int
+	TxDepth  int
+	RxDepth  int
+}
+
+// ParseArgs parses the command line.
+func ParseArgs(args []string) (Config, error) {
+	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: 100, TxDepth: 128, RxDepth: 512}
+	fs := flag.NewFlagSet("goverbs-perf", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var mode string
+	fs.StringVar(&mode, "t", string(SendBW), "send_bw, write_bw, read_bw or send_lat")
+	fs.StringVar(&cfg.Device, "d", "", "device")
+	fs.IntVar(&cfg.IBPort, "i", cfg.IBPort, "port of the device")
+	fs.IntVar(&cfg.GIDIndex, "x", cfg.GIDIndex, "GID index")
+	fs.IntVar(&cfg.Size, "s", 0, "message size")
+	fs.IntVar(&cfg.Iters, "n", 0, "iterations")
+	fs.IntVar(&cfg.Port, "p", cfg.Port, "TCP port")
+	fs.IntVar(&cfg.PostList, "l", cfg.PostList, "post list")
+	fs.IntVar(&cfg.CQMod, "Q", cfg.CQMod, "CQ moderation")
+	fs.IntVar(&cfg.TxDepth, "tx-depth", cfg.TxDepth, "send queue depth")
+	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
+	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
+	var hosts []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return cfg, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		hosts = append(hosts, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	cfg.Mode = Mode(mode)
+	lat := cfg.Mode == SendLat
+	if cfg.Size == 0 {
+		cfg.Size = map[bool]int{false: 65536, true: 2}[lat]
+	}
+	if cfg.Iters == 0 {
+		cfg.Iters = map[bool]int{false: 5000, true: 1000}[lat]
+	}
+	switch {
+	case !slices.Contains([]Mode{SendBW, WriteBW, ReadBW, SendLat}, cfg.Mode):
+		return cfg, fmt.Errorf("-t %q: one of send_bw, write_bw, read_bw, send_lat", mode)
+	case len(hosts) > 1:
+		return cfg, fmt.Errorf("one host at most, got %q", hosts)
+	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2:
+		return cfg, errors.New("-s, -n, -l, -Q and the depths must be positive")
+	}
+	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
+	cfg.PostList = min(cfg.PostList, cfg.TxDepth)
+	if len(hosts) == 1 {
+		cfg.Server = hosts[0]
+	}
+	return cfg, nil
+}
+
+// Main runs the command and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cfg, err := ParseArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "goverbs-perf: %v\n", err)
+		return 1
+	}
+	if err := Run(cfg, stdout); err != nil {
+		fmt.Fprintf(stderr, "goverbs-perf: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+const rule = "---------------------------------------------------------------------------------------"
+
+// peer is what the sides exchange: the QP's endpoint and the buffer.
+type peer struct {
+	hand.Endpoint
+	Addr uint64
+	RKey uint32
+}
+
+const peerSize = hand.EndpointSize + 12
+
+func (p peer) marshal() []byte {
+	b, _ := p.Endpoint.MarshalBinary()
+	b = binary.BigEndian.AppendUint64(b, p.Addr)
+	return binary.BigEndian.AppendUint32(b, p.RKey)
+}
+
+func (p *peer) unmarshal(b []byte) error {
+	if err := p.Endpoint.UnmarshalBinary(b[:hand.EndpointSize]); err != nil {
+		return err
+	}
+	p.Addr = binary.BigEndian.Uint64(b[hand.EndpointSize:])
+	p.RKey = binary.BigEndian.Uint32(b[hand.EndpointSize+8:])
+	return nil
+}
+
+// Run runs one side of one test.
+func Run(cfg Config, out io.Writer) (err error) {
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+	}()
+	dev, err := hand.Open(cfg.Device)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, dev.Close)
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	closers = append(closers, pd.Close)
+	mr, err := pd.Alloc(cfg.Size, hand.AccessLocalWrite|hand.AccessRemoteWrite|hand.AccessRemoteRead)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, mr.Close)
+	cq, err := dev.NewCQ(cfg.TxDepth+cfg.RxDepth, hand.CQOptions{})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, cq.Close)
+	qp, err := pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: cq,
+		Caps: hand.QPCaps{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, qp.Close)
+	e, err := newEngine(cfg, qp, cq, mr)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, func() error { e.free(); return nil })
+
+	var local peer
+	local.QPN, local.PSN, local.Addr, local.RKey = qp.Num(), hand.RandomPSN(), mr.Addr(), mr.RKey()
+	pa, err := dev.QueryPort(cfg.IBPort)
+	if err != nil {
+		return err
+	}
+	local.LID = pa.LID
+	if cfg.GIDIndex >= 0 {
+		var g verbs.GID
+		if rc := verbs.QueryGID(dev.Raw(), uint8(cfg.IBPort), int32(cfg.GIDIndex), &g); rc != 0 {
+			return fmt.Errorf("can't read sgid of index %d", cfg.GIDIndex)
+		}
+		local.GID = hand.GID(*g.Raw())
+	}
+	if err := qp.ToInit(hand.InitAttr{Port: cfg.IBPort, Access: hand.AccessLocalWrite | hand.AccessRemoteWrite | hand.AccessRemoteRead}); err != nil {
+		return err
+	}
+	// Receives go up before the peer can send.
+	if cfg.Mode == SendBW && cfg.Server == "" || cfg.Mode == SendLat {
+		if err := e.fillRecv(); err != nil {
+			return err
+		}
+	}
+	conn, err := sideChannel(cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.Write(local.marshal()); err != nil {
+		return err
+	}
+	buf := make([]byte, peerSize)
+	if _, err := io.ReadFull(conn, buf); err != nil {
+		return fmt.Errorf("reading the peer's address: %w", err)
+	}
+	var remote peer
+	if err := remote.unmarshal(buf); err != nil {
+		return err
+	}
+	path := hand.Path{Port: cfg.IBPort, DLID: remote.LID}
+	if !remote.GID.IsZero() {
+		path.DGID, path.SGIDIndex = remote.GID, cfg.GIDIndex
+	}
+	if err := qp.ToRTR(hand.RTRAttr{Path: path, DestQPN: remote.QPN, RQPSN: remote.PSN}); err != nil {
+		return err
+	}
+	if err := qp.ToRTS(hand.RTSAttr{SQPSN: local.PSN}); err != nil {
+		return err
+	}
+	e.raddr, e.rkey = remote.Addr, remote.RKey
+	if err := sync(conn); err != nil {
+		return err
+	}
+
+	var elapsed time.Duration
+	switch {
+	case cfg.Mode == SendLat:
+		if err := e.latency(cfg.Server != ""); err != nil {
+			return err
+		}
+	case cfg.Server != "":
+		if elapsed, err = e.bwClient(); err != nil {
+			return err
+		}
+	case cfg.Mode == SendBW:
+		if elapsed, err = e.bwServer(); err != nil {
+			return err
+		}
+	}
+	if err := sync(conn); err != nil {
+		return err
+	}
+	switch {
+	case cfg.Mode == SendLat:
+		reportLat(out, cfg, e.lat)
+	case cfg.Server != "" || cfg.Mode == SendBW:
+		reportBW(out, cfg, elapsed, e.peak)
+	default:
+		fmt.Fprintln(out, rule)
+		fmt.Fprintf(out, " %s server: the client reports\n", cfg.Mode)
+		fmt.Fprintln(out, rule)
+	}
+	return nil
+}
+
+func sideChannel(cfg Config) (net.Conn, error) {
+	if cfg.Server != "" {
+		return net.Dial("tcp", net.JoinHostPort(cfg.Server, strconv.Itoa(cfg.Port)))
+	}
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.Port))
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	return ln.Accept()
+}
+
+// sync exchanges one byte each way.
+func sync(c net.Conn) error {
+	if _, err := c.Write([]byte{1}); err != nil {
+		return err
+	}
+	var b [1]byte
+	_, err := io.ReadFull(c, b[:])
+	return err
+}
+
+// reportBW prints perftest's bandwidth table: MB is 2^20 bytes, the
+// message rate in millions a second.
+func reportBW(out io.Writer, cfg Config, d time.Duration, peak float64) {
+	sec := d.Seconds()
+	avg := float64(cfg.Size) * float64(cfg.Iters) / sec / (1 << 20)
+	fmt.Fprintln(out, rule)
+	fmt.Fprintln(out, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+	fmt.Fprintf(out, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n",
+		cfg.Size, cfg.Iters, peak/(1<<20), avg, float64(cfg.Iters)/sec/1e6)
+	fmt.Fprintln(out, rule)
+}
+
+// reportLat prints perftest's latency table from one-way latencies
+// (half of each round trip).
+func reportLat(out io.Writer, cfg Config, lat []time.Duration) {
+	us := make([]float64, len(lat))
+	for i, d := range lat {
+		us[i] = float64(d.Nanoseconds()) / 2e3
+	}
+	slices.Sort(us)
+	var sum, sq float64
+	for _, v := range us {
+		sum += v
+	}
+	avg := sum / float64(len(us))
+	for _, v := range us {
+		sq += (v - avg) * (v - avg)
+	}
+	pct := func(p float64) float64 { return us[min(len(us)-1, int(math.Ceil(p*float64(len(us))))-1)] }
+	fmt.Fprintln(out, rule)
+	fmt.Fprintln(out, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
+	fmt.Fprintf(out, " %-7d %-10d   %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+		cfg.Size, cfg.Iters, us[0], us[len(us)-1], us[len(us)/2], avg, math.Sqrt(sq/float64(len(us))), pct(0.99), pct(0.999))
+	fmt.Fprintln(out, rule)
+}

@@ -1,0 +1,67 @@
+package perf
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/hand"
+)
+
+func TestParseArgs(t *testing.T) {
+	cfg, err := ParseArgs([]string{"-t", "read_bw", "-d", "rxe0", "-x", "1", "-F", "192.0.2.1", "-l", "8"})
+	want := Config{Mode: ReadBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
+		Size: 65536, Iters: 5000, PostList: 8, CQMod: 100, TxDepth: 128, RxDepth: 512}
+	if err != nil || cfg != want {
+		t.Errorf("ParseArgs = %+v, %v; want %+v", cfg, err, want)
+	}
+	cfg, err = ParseArgs([]string{"-t", "send_lat"})
+	if err != nil || cfg.Size != 2 || cfg.Iters != 1000 {
+		t.Errorf("send_lat defaults: %+v, %v", cfg, err)
+	}
+	cfg, err = ParseArgs([]string{"-Q", "1000", "-tx-depth", "64"})
+	if err != nil || cfg.CQMod != 64 {
+		t.Errorf("CQ moderation is not capped at the send queue depth: %+v, %v", cfg, err)
+	}
+	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}} {
+		if _, err := ParseArgs(args); err == nil {
+			t.Errorf("ParseArgs(%q): want an error", args)
+		}
+	}
+}
+
+func TestPeerWire(t *testing.T) {
+	p := peer{Endpoint: hand.Endpoint{QPN: 0x11, PSN: 0xabcdef, GID: hand.GIDFromAddr(netip.MustParseAddr("192.0.2.1"))},
+		Addr: 0x7f0000001000, RKey: 0x1234}
+	b := p.marshal()
+	if len(b) != peerSize {
+		t.Fatalf("marshal: %d bytes, want %d", len(b), peerSize)
+	}
+	var q peer
+	if err := q.unmarshal(b); err != nil || q != p {
+		t.Errorf("unmarshal = %+v, %v; want %+v", q, err, p)
+	}
+}
+
+// The tables use perftest's column names.
+func TestReports(t *testing.T) {
+	var b bytes.Buffer
+	cfg := Config{Size: 4096, Iters: 1000}
+	reportBW(&b, cfg, time.Second, 8<<20)
+	if !strings.Contains(b.String(), "BW average[MB/sec]   MsgRate[Mpps]") ||
+		!strings.Contains(b.String(), " 4096       1000             8.00               3.91") {
+		t.Errorf("bandwidth report:\n%s", b.String())
+	}
+	b.Reset()
+	lat := make([]time.Duration, 100)
+	for i := range lat {
+		lat[i] = time.Duration(2*(i+1)) * time.Microsecond // one-way 1..100 us
+	}
+	reportLat(&b, Config{Size: 64, Iters: 100}, lat)
+	f := strings.Fields(strings.Split(b.String(), "\n")[2])
+	if len(f) != 9 || f[2] != "1.00" || f[3] != "100.00" || f[4] != "51.00" || f[5] != "50.50" || f[7] != "99.00" {
+		t.Errorf("latency report row %q", f)
+	}
+}

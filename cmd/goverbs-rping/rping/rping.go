@@ -1,0 +1,464 @@
+// Package rping is goverbs-rping, rdma-core's rping (librdmacm/examples/
+// rping.c) over goverbs' rdma_cm and fast paths.
+//
+// The protocol, one ping: the client sends the address, rkey and length of
+// its ping buffer (16 bytes: be64 addr, be32 rkey, be32 size); the server
+// RDMA-reads it and answers with a 16-byte "go ahead" send; the client
+// sends its sink buffer's address the same way; the server RDMA-writes the
+// ping text (up to its NUL) there and says "go ahead" again. The ping text
+// is "rdma-ping-N: " followed by letters rotating from 'A' to 'z', NUL
+// terminated. The client stops after -C pings (0: forever) and
+// disconnects; the server serves one client until it disconnects.
+//
+// Flags as rping's: -s|-c, -a addr, -p port (7174), -C count, -S size (26
+// to 65535, default 64), -v (print the ping data: "ping data: ..." on the
+// client, "server ping data: ..." on the server), -V (the client compares
+// what came back with what it sent), -d (debug lines). Not implemented:
+// -P (persistent server), -q (self-made QP), -I (client source address).
+package rping
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// Config is the command line.
+type Config struct {
+	Server   bool   // -s; else -c
+	Addr     string // -a
+	Port     int    // -p
+	Count    int    // -C: pings; 0 forever
+	Size     int    // -S
+	Verbose  bool   // -v
+	Validate bool   // -V
+	Debug    bool   // -d
+}
+
+const (
+	infoSize = 16 // struct rping_rdma_info
+	minSize  = len("2147483647") + 1 + len("rdma-ping-%d: ") + 1
+	maxSize  = 64*1024 - 1
+	sqDepth  = 16
+)
+
+// ParseArgs parses rping's flags.
+func ParseArgs(args []string) (Config, error) {
+	cfg := Config{Port: 7174, Size: 64}
+	fs := flag.NewFlagSet("goverbs-rping", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var server, client bool
+	fs.BoolVar(&server, "s", false, "server side")
+	fs.BoolVar(&client, "c", false, "client side")
+	fs.StringVar(&cfg.Addr, "a", "", "address")
+	fs.IntVar(&cfg.Port, "p", cfg.Port, "port")
+	fs.IntVar(&cfg.Count, "C", 0, "ping count")
+	fs.IntVar(&cfg.Size, "S", cfg.Size, "ping data size")
+	fs.BoolVar(&cfg.Verbose, "v", false, "display ping data")
+	fs.BoolVar(&cfg.Validate, "V", false, "validate ping data")
+	fs.BoolVar(&cfg.Debug, "d", false, "debug printfs")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case server == client:
+		return cfg, errors.New("give one of -s and -c")
+	case client && cfg.Addr == "":
+		return cfg, errors.New("-c needs -a addr")
+	case cfg.Size < minSize || cfg.Size > maxSize:
+		return cfg, fmt.Errorf("invalid size %d (valid range is %d to %d)", cfg.Size, minSize, maxSize)
+	case cfg.Count < 0:
+		return cfg, fmt.Errorf("invalid count %d", cfg.Count)
+	case cfg.Port < 0 || cfg.Port > 65535:
+		return cfg, fmt.Errorf("invalid port %d", cfg.Port)
+	}
+	cfg.Server = server
+	if cfg.Addr == "" {
+		cfg.Addr = "0.0.0.0"
+	}
+	return cfg, nil
+}
+
+const usage = `goverbs-rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]
+goverbs-rping -c [-vVd] [-S size] [-C count] -a addr [-p port]
+	-c		client side
+	-s		server side
+	-v		display ping data to stdout
+	-V		validate ping data
+	-d		debug printfs
+	-S size 	ping data size
+	-C count	ping count times
+	-a addr		address
+	-p port		port
+`
+
+// Main runs the command and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cfg, err := ParseArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "goverbs-rping: %v\n%s", err, usage)
+		return 1
+	}
+	if err := Run(context.Background(), cfg, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "goverbs-rping: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Run runs one client or server session.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	addr := net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port))
+	ccfg := hand.ConnConfig{
+		Caps:               hand.QPCaps{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1},
+		ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7,
+	}
+	if !cfg.Server {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		conn, err := hand.Dial(dctx, addr, ccfg)
+		cancel()
+		if err != nil {
+			return err
+		}
+		return runClient(ctx, cfg, conn, stdout, stderr)
+	}
+	l, err := hand.Listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if cfg.Debug {
+		fmt.Fprintf(stdout, "listening on %s\n", l.Addr())
+	}
+	req, err := l.Accept(ctx)
+	if err != nil {
+		return err
+	}
+	// rping's server posts its receive before rdma_accept; hand makes the
+	// QP inside Accept, so a fast client's first send may meet an RNR NAK
+	// and be retried (rping's rnr_retry_count is 7: forever).
+	conn, err := req.Accept(ctx, ccfg)
+	if err != nil {
+		return err
+	}
+	return runServer(ctx, cfg, conn, stdout, stderr)
+}
+
+// Work request IDs.
+const (
+	wrRecv = iota + 1
+	wrSend
+	wrRDMA
+)
+
+// session is one connection's buffers and fast-path objects.
+type session struct {
+	conn   *hand.Conn
+	qp     *verbs.QP
+	cq     *hand.CQ
+	ctl    *hand.MR // [0,16) receives the peer's info, [16,32) is what we send
+	buf    *hand.MR // rping's rdma_buf: the RDMA sink
+	start  *hand.MR // the client's ping buffer (rping's start_buf)
+	recv   *hand.RecvChain
+	send   *hand.SendChain
+	poller *hand.Poller
+}
+
+func newSession(conn *hand.Conn, size int, client bool) (s *session, err error) {
+	s = &session{conn: conn, qp: conn.QP().Raw(), cq: conn.SendCQ()}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.close())
+		}
+	}()
+	remote := hand.AccessLocalWrite | hand.AccessRemoteRead | hand.AccessRemoteWrite
+	pd := conn.PD()
+	if s.ctl, err = pd.Alloc(2*infoSize, hand.AccessLocalWrite); err != nil {
+		return s, err
+	}
+	if s.buf, err = pd.Alloc(size, remote); err != nil {
+		return s, err
+	}
+	if client {
+		if s.start, err = pd.Alloc(size, remote); err != nil {
+			return s, err
+		}
+	}
+	if s.recv, err = hand.NewRecvChain(1, 1); err != nil {
+		return s, err
+	}
+	if s.send, err = hand.NewSendChain(1, 1, 0); err != nil {
+		return s, err
+	}
+	if s.poller, err = hand.NewPoller(s.cq.Raw(), 1); err != nil {
+		return s, err
+	}
+	return s, s.postRecv()
+}
+
+// close frees the session and closes the connection (after the MRs, which
+// live on its PD).
+func (s *session) close() error {
+	var errs []error
+	for _, mr := range []*hand.MR{s.start, s.buf, s.ctl} {
+		if mr != nil {
+			errs = append(errs, mr.Close())
+		}
+	}
+	if s.recv != nil {
+		s.recv.Free()
+	}
+	if s.send != nil {
+		s.send.Free()
+	}
+	if s.poller != nil {
+		s.poller.Free()
+	}
+	errs = append(errs, s.conn.Close())
+	return errors.Join(errs...)
+}
+
+func (s *session) postRecv() error {
+	s.recv.Reserve(1).Set(0, wrRecv, s.ctl.SGE(0, infoSize))
+	if err := s.recv.PostRecv(s.qp); err != nil {
+		s.recv.Reset()
+		return err
+	}
+	return nil
+}
+
+// sendInfo sends the 16 bytes at ctl[16:32] after writing addr, rkey and
+// size there (a server's "go ahead" leaves them zero, as rping's does).
+func (s *session) sendInfo(mr *hand.MR, size int) error {
+	b := s.ctl.Bytes()[infoSize : 2*infoSize]
+	if mr != nil {
+		binary.BigEndian.PutUint64(b[0:], mr.Addr())
+		binary.BigEndian.PutUint32(b[8:], mr.RKey())
+		binary.BigEndian.PutUint32(b[12:], uint32(size))
+	}
+	s.send.Reserve(1).SetSend(0, wrSend, verbs.SendSignaled, s.ctl.SGE(infoSize, infoSize))
+	return s.post()
+}
+
+func (s *session) post() error {
+	if err := s.send.PostSend(s.qp); err != nil {
+		s.send.Reset()
+		return err
+	}
+	return nil
+}
+
+// errFlushed is a receive flushed by the disconnect.
+var errFlushed = errors.New("work request flushed")
+
+// waitFor waits for the next completion of opcode want, skipping send
+// completions, and returns its byte count. A received message is checked
+// to be rping's 16 bytes and the receive is posted again.
+func (s *session) waitFor(ctx context.Context, want verbs.WCOpcode) (uint32, error) {
+	for {
+		wcs, err := s.poller.Poll()
+		if err != nil {
+			return 0, err
+		}
+		if len(wcs) == 0 {
+			if err := s.cq.RequestNotify(false); err != nil {
+				return 0, err
+			}
+			if wcs, err = s.poller.Poll(); err != nil {
+				return 0, err
+			}
+			if len(wcs) == 0 {
+				if err := s.cq.Wait(ctx); err != nil {
+					return 0, err
+				}
+				continue
+			}
+		}
+		w := &wcs[0]
+		if w.Status() == verbs.WCWRFlushErr {
+			return 0, errFlushed
+		}
+		if !w.OK() {
+			return 0, fmt.Errorf("cq completion failed status %d (%s)", w.Status(), w.StatusString())
+		}
+		op := w.Opcode()
+		if op == verbs.WCSend && want != verbs.WCSend {
+			continue
+		}
+		if op != want {
+			return 0, fmt.Errorf("completion opcode %d, want %d", op, want)
+		}
+		n := w.ByteLen()
+		if op == verbs.WCRecv {
+			if n != infoSize {
+				return n, fmt.Errorf("received bogus data, size %d", n)
+			}
+			if err := s.postRecv(); err != nil {
+				return n, fmt.Errorf("post recv error: %w", err)
+			}
+		}
+		return n, nil
+	}
+}
+
+// fillPing writes ping's text into b: "rdma-ping-N: ", then letters from
+// first, 'A' after 'z', and a NUL in the last byte. It returns the first
+// letter of the next ping. It does not allocate.
+func fillPing(b []byte, ping int, first byte) byte {
+	n := copy(b, "rdma-ping-")
+	n += len(strconv.AppendInt(b[n:n], int64(ping), 10))
+	n += copy(b[n:], ": ")
+	c := first
+	for i := n; i < len(b); i++ {
+		b[i] = c
+		if c++; c > 'z' {
+			c = 'A'
+		}
+	}
+	b[len(b)-1] = 0
+	if first++; first > 'z' {
+		first = 'A'
+	}
+	return first
+}
+
+// cstr is b up to its first NUL.
+func cstr(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+func runClient(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr io.Writer) (err error) {
+	s, err := newSession(conn, cfg.Size, true)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.close()) }()
+	start, sink := s.start.Bytes(), s.buf.Bytes()
+	letter := byte('A')
+	for ping := 0; cfg.Count == 0 || ping < cfg.Count; ping++ {
+		letter = fillPing(start, ping, letter)
+
+		if err := s.sendInfo(s.start, cfg.Size); err != nil {
+			return fmt.Errorf("post send error: %w", err)
+		}
+		if _, err := s.waitFor(ctx, verbs.WCRecv); err != nil {
+			return fmt.Errorf("ping %d: waiting for the server's read: %w", ping, err)
+		}
+		if err := s.sendInfo(s.buf, cfg.Size); err != nil {
+			return fmt.Errorf("post send error: %w", err)
+		}
+		if _, err := s.waitFor(ctx, verbs.WCRecv); err != nil {
+			return fmt.Errorf("ping %d: waiting for the server's write: %w", ping, err)
+		}
+		if cfg.Validate && string(start) != string(sink) {
+			return fmt.Errorf("data mismatch! ping %d", ping)
+		}
+		if cfg.Verbose {
+			fmt.Fprintf(stdout, "ping data: %s\n", cstr(sink))
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := conn.Disconnect(dctx); err != nil {
+		return fmt.Errorf("disconnect: %w", err)
+	}
+	fmt.Fprintln(stderr, "client DISCONNECT EVENT...")
+	return nil
+}
+
+func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr io.Writer) (err error) {
+	s, err := newSession(conn, cfg.Size, false)
+	if err != nil {
+		return err // newSession closed conn
+	}
+	// The client ends the session by disconnecting: watch for it, and
+	// stop waiting for completions when it comes.
+	wctx, cancel := context.WithCancel(ctx)
+	disc := make(chan error, 1)
+	go func() {
+		disc <- conn.WaitDisconnect(wctx)
+		cancel()
+	}()
+	defer func() {
+		cancel()
+		<-disc
+		err = errors.Join(err, s.close())
+	}()
+	// ended tells a wait that failed because the client disconnected (a
+	// flushed receive or the watcher's cancel) from a real failure.
+	ended := func(err error) bool {
+		if errors.Is(err, errFlushed) || errors.Is(err, context.Canceled) {
+			select {
+			case derr := <-disc:
+				disc <- derr
+				return derr == nil
+			case <-time.After(5 * time.Second):
+			}
+		}
+		return false
+	}
+	sink := s.buf.Bytes()
+	ctl := s.ctl.Bytes()
+	for {
+		if _, err := s.waitFor(wctx, verbs.WCRecv); err != nil {
+			if ended(err) {
+				fmt.Fprintln(stderr, "server DISCONNECT EVENT...")
+				return nil
+			}
+			return fmt.Errorf("wait for RDMA_READ_ADV: %w", err)
+		}
+		addr, rkey, n := binary.BigEndian.Uint64(ctl), binary.BigEndian.Uint32(ctl[8:]), binary.BigEndian.Uint32(ctl[12:])
+		if cfg.Debug {
+			fmt.Fprintf(stdout, "Received rkey %x addr %x len %d from peer\n", rkey, addr, n)
+		}
+		if int(n) > len(sink) {
+			return fmt.Errorf("the client's buffer is %d bytes, more than -S %d", n, len(sink))
+		}
+		s.send.Reserve(1).SetRead(0, wrRDMA, verbs.SendSignaled, s.buf.SGE(0, int(n)), addr, rkey)
+		if err := s.post(); err != nil {
+			return fmt.Errorf("post send error: %w", err)
+		}
+		if _, err := s.waitFor(wctx, verbs.WCRDMARead); err != nil {
+			return fmt.Errorf("wait for RDMA_READ_COMPLETE: %w", err)
+		}
+		if cfg.Verbose {
+			fmt.Fprintf(stdout, "server ping data: %s\n", cstr(sink))
+		}
+		clear(ctl[infoSize : 2*infoSize])
+		if err := s.sendInfo(nil, 0); err != nil {
+			return fmt.Errorf("post send error: %w", err)
+		}
+		if _, err := s.waitFor(wctx, verbs.WCRecv); err != nil {
+			return fmt.Errorf("wait for RDMA_WRITE_ADV: %w", err)
+		}
+		addr, rkey = binary.BigEndian.Uint64(ctl), binary.BigEndian.Uint32(ctl[8:])
+		// Echo the text and its NUL, as rping does.
+		wlen := min(len(cstr(sink))+1, len(sink))
+		s.send.Reserve(1).SetWrite(0, wrRDMA, verbs.SendSignaled, s.buf.SGE(0, wlen), addr, rkey)
+		if err := s.post(); err != nil {
+			return fmt.Errorf("post send error: %w", err)
+		}
+		if _, err := s.waitFor(wctx, verbs.WCRDMAWrite); err != nil {
+			return fmt.Errorf("wait for RDMA_WRITE_COMPLETE: %w", err)
+		}
+		if err := s.sendInfo(nil, 0); err != nil {
+			return fmt.Errorf("post send error: %w", err)
+		}
+	}
+}
