@@ -6,6 +6,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 include mk/headers.mk
 include mk/bench.mk
 include mk/rxe.mk
+include mk/demo.mk
 
 FUZZTIME ?= 20s
 
