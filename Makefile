@@ -45,7 +45,8 @@ test-go:
 test-versions: headers
 	$(GO) test -count=1 -v -run '.' ./tests/versions/
 
-# A bounded run of the loader fuzzer: no panic may escape cc/v4.
+# A bounded run of the loader fuzzer: no panic may escape cc/v4, and no
+# input may keep the generator busy for 10 s.
 fuzz: headers
 	$(GO) test ./gen -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/gen"
 )
@@ -71,20 +72,29 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "infiniband", "verbs.h"), []byte(header), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l, err := gen.Load(dir, []string{"infiniband/verbs.h"})
-		if err != nil {
-			return
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l, err := gen.Load(dir, []string{"infiniband/verbs.h"})
+			if err != nil {
+				return
+			}
+			ir, err := gen.Model(l)
+			if err != nil {
+				return
+			}
+			if err := gen.Names(ir, specs); err != nil {
+				return
+			}
+			_, _ = gen.Emit(ir, specs, gen.EmitOptions{
+				Command: "fuzz", ImportRoot: "example.com/fuzz", LayoutPkg: "example.com/fuzz/layout",
+			})
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the generator did not return within 10 s on this header:\n%s", header)
 		}
-		ir, err := gen.Model(l)
-		if err != nil {
-			return
-		}
-		if err := gen.Names(ir, specs); err != nil {
-			return
-		}
-		_, _ = gen.Emit(ir, specs, gen.EmitOptions{
-			Command: "fuzz", ImportRoot: "example.com/fuzz", LayoutPkg: "example.com/fuzz/layout",
-		})
 	})
 }
 

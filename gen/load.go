@@ -8,9 +8,16 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"modernc.org/cc/v4"
 )
+
+// hostConfig asks the host C compiler for its predefined macros and include
+// paths once per process: cc.NewConfig runs the compiler each time.
+var hostConfig = sync.OnceValues(func() (*cc.Config, error) {
+	return cc.NewConfig(runtime.GOOS, runtime.GOARCH)
+})
 
 // Loaded is a type-checked translation unit and where its headers came from.
 type Loaded struct {
@@ -51,24 +58,25 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 	if err := screenMacros(abs); err != nil {
 		return nil, err
 	}
-	cfg, err := cc.NewConfig(runtime.GOOS, runtime.GOARCH)
+	host, err := hostConfig()
 	if err != nil {
 		return nil, fmt.Errorf("configuring the C front end: %w", err)
 	}
+	cfg := *host // a copy: each Load sets its own include paths and options
 	// gcc makes an enum with no negative value unsigned; cc/v4 only does so
 	// when asked (85 enums differ otherwise).
 	cfg.UnsignedEnums = true
 	// Object-like macros get a value only when evaluated eagerly.
 	cfg.EvalAllMacros = true
-	cfg.IncludePaths = append([]string{abs}, cfg.IncludePaths...)
-	cfg.SysIncludePaths = append([]string{abs}, cfg.SysIncludePaths...)
+	cfg.IncludePaths = append([]string{abs}, host.IncludePaths...)
+	cfg.SysIncludePaths = append([]string{abs}, host.SysIncludePaths...)
 
 	defer func() {
 		if e := recover(); e != nil {
 			l, err = nil, fmt.Errorf("%s:1: C front end crashed while reading this header set: %v", roots[0], firstLine(fmt.Sprint(e)))
 		}
 	}()
-	ast, err := cc.Translate(cfg, []cc.Source{
+	ast, err := cc.Translate(&cfg, []cc.Source{
 		// Without these two the front end panics inside glibc headers.
 		{Name: "<predefined>", Value: cfg.Predefined},
 		{Name: "<builtin>", Value: cc.Builtin},
