@@ -75,8 +75,8 @@ type ConnConfig struct {
 	ResponderResources, InitiatorDepth int
 	// Transport and RNR retries; 0 means 7, NoRetry none.
 	RetryCount, RNRRetryCount int
-	// StepTimeout bounds address and route resolution each; 0 means 2 s
-	// (or less, when the context's deadline is nearer).
+	// StepTimeout bounds address and route resolution each; 0 means 2 s.
+	// The context's deadline, if nearer, ends the dial on its own.
 	StepTimeout time.Duration
 }
 
@@ -437,13 +437,13 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		return wrap("creating the id", err)
 	}
 	dst := sockaddrOf(ap)
-	if err := rdmaResolveAddr(c.id, nil, &dst, stepTimeout(ctx, cfg.StepTimeout)); err != nil {
+	if err := rdmaResolveAddr(c.id, nil, &dst, stepTimeout(cfg.StepTimeout)); err != nil {
 		return wrap("resolving the address", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
 		return wrap("resolving the address", err)
 	}
-	if err := rdmaResolveRoute(c.id, stepTimeout(ctx, cfg.StepTimeout)); err != nil {
+	if err := rdmaResolveRoute(c.id, stepTimeout(cfg.StepTimeout)); err != nil {
 		return wrap("resolving the route", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
@@ -471,12 +471,14 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 }
 
 // stepTimeout is the timeout in ms for one resolution step.
-func stepTimeout(ctx context.Context, d time.Duration) int {
+//
+// It is not cut to the context's deadline: the kernel's timer would then
+// race the context's own, and a resolution ended by the deadline would be
+// reported as a resolution error. The context ends the wait instead, and
+// destroying the id cancels the resolution.
+func stepTimeout(d time.Duration) int {
 	if d <= 0 {
 		d = 2 * time.Second
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
 	}
 	return max(int(d/time.Millisecond), 1)
 }
