@@ -20,13 +20,7 @@ import (
 // The WRs are prelinked once (next and sg_list): the chain cuts the list
 // after the last pending WR for the duration of a call.
 type RecvChain struct {
-	wr     []verbs.RecvWR // C memory
-	bad    **verbs.RecvWR // C memory: the bad_wr slot
-	mem    unsafe.Pointer
-	maxSGE int
-	head   int // first pending WR
-	n      int // WRs reserved
-	err    PostError
+	chain[verbs.RecvWR]
 }
 
 // NewRecvChain allocates a chain of up to capacity WRs of up to maxSGE
@@ -41,12 +35,12 @@ func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &RecvChain{
+	c := &RecvChain{chain[verbs.RecvWR]{
 		wr:     unsafe.Slice((*verbs.RecvWR)(mem), capacity),
 		bad:    (**verbs.RecvWR)(unsafe.Add(mem, wrSize+sgeSize)),
 		mem:    mem,
 		maxSGE: maxSGE,
-	}
+	}}
 	sge := unsafe.Slice((*verbs.SGE)(unsafe.Add(mem, wrSize)), capacity*maxSGE)
 	for i := range c.wr {
 		if i+1 < capacity {
@@ -60,34 +54,8 @@ func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 // Free releases the chain's C memory. Neither the chain nor a view Reserve
 // returned may be used afterwards.
 func (c *RecvChain) Free() {
-	if c.mem != nil {
-		cfree(c.mem)
-	}
+	c.free()
 	*c = RecvChain{}
-}
-
-// Cap is the number of WRs the chain holds.
-func (c *RecvChain) Cap() int { return len(c.wr) }
-
-// Len is the number of pending WRs: reserved and not yet posted.
-func (c *RecvChain) Len() int { return c.n - c.head }
-
-// Room is the number of WRs Reserve can still hand out before a post
-// empties the chain.
-func (c *RecvChain) Room() int { return len(c.wr) - c.n }
-
-// Reset drops every pending WR; the next Reserve starts at WR 0.
-func (c *RecvChain) Reset() { c.head, c.n = 0, 0 }
-
-// Skip drops the first pending WR (after a PostError, the one that failed),
-// leaving the rest pending. It does nothing on an empty chain.
-func (c *RecvChain) Skip() {
-	if c.head < c.n {
-		c.head++
-	}
-	if c.head == c.n {
-		c.Reset()
-	}
 }
 
 // Reserve appends k WRs to the pending ones and returns them for filling:
@@ -173,23 +141,6 @@ func (c *RecvChain) PostSRQRecv(srq *verbs.SRQ) error {
 	return c.failed("ibv_post_srq_recv", errnoOf(rc))
 }
 
-// failed records a partial post from the bad_wr slot. A provider that fails
-// without setting bad_wr is taken to have posted nothing: the whole pending
-// chain stays, and no WR is lost.
-func (c *RecvChain) failed(op string, errno syscall.Errno) error {
-	idx := c.head
-	if bad := *c.bad; bad != nil {
-		off := uintptr(unsafe.Pointer(bad)) - uintptr(unsafe.Pointer(&c.wr[0]))
-		size := unsafe.Sizeof(c.wr[0])
-		if k := int(off / size); off%size == 0 && k >= c.head && k < c.n {
-			idx = k
-		}
-	}
-	c.err = PostError{Op: op, Index: idx, Posted: idx - c.head, Errno: errno}
-	c.head = idx
-	return &c.err
-}
-
 // PostRecvv posts each pending WR with rdma_post_recvv on id (to its SRQ
 // when it has one, as rdma_post_recvv does): the WR's wr_id is the context
 // that comes back as the completion's wr_id, its scatter list the sgl. It is
@@ -205,8 +156,5 @@ func (c *RecvChain) PostRecvv(id *rdmacm.CMID) error {
 		c.head, c.n = 0, 0
 		return nil
 	}
-	k, errno := split(r)
-	c.err = PostError{Op: "rdma_post_recvv", Index: c.head + k, Posted: k, Errno: errno}
-	c.head += k
-	return &c.err
+	return c.stopped("rdma_post_recvv", r)
 }

@@ -21,16 +21,10 @@ import (
 // the chain cuts the list after the last pending WR for the duration of a
 // call.
 type SendChain struct {
-	wr     []verbs.SendWR // C memory
-	bad    **verbs.SendWR // C memory: the bad_wr slot
-	inl    []byte         // C memory: inlineCap bytes per WR
-	mem    unsafe.Pointer
-	maxSGE int
+	chain[verbs.SendWR]
+	inl    []byte // C memory: inlineCap bytes per WR
 	inlCap int
 	inlOff uint64 // offset of the inline staging in mem
-	head   int
-	n      int
-	err    PostError
 }
 
 // NewSendChain allocates a chain of up to capacity WRs of up to maxSGE
@@ -48,11 +42,13 @@ func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 		return nil, err
 	}
 	c := &SendChain{
-		wr:     unsafe.Slice((*verbs.SendWR)(mem), capacity),
-		bad:    (**verbs.SendWR)(unsafe.Add(mem, wrSize+sgeSize)),
+		chain: chain[verbs.SendWR]{
+			wr:     unsafe.Slice((*verbs.SendWR)(mem), capacity),
+			bad:    (**verbs.SendWR)(unsafe.Add(mem, wrSize+sgeSize)),
+			mem:    mem,
+			maxSGE: maxSGE,
+		},
 		inl:    unsafe.Slice((*byte)(unsafe.Add(mem, wrSize+sgeSize+badSize)), capacity*inlineCap),
-		mem:    mem,
-		maxSGE: maxSGE,
 		inlCap: inlineCap,
 		inlOff: uint64(wrSize + sgeSize + badSize),
 	}
@@ -69,34 +65,8 @@ func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 // Free releases the chain's C memory. Neither the chain nor a view Reserve
 // returned may be used afterwards.
 func (c *SendChain) Free() {
-	if c.mem != nil {
-		cfree(c.mem)
-	}
+	c.free()
 	*c = SendChain{}
-}
-
-// Cap is the number of WRs the chain holds.
-func (c *SendChain) Cap() int { return len(c.wr) }
-
-// Len is the number of pending WRs: reserved and not yet posted.
-func (c *SendChain) Len() int { return c.n - c.head }
-
-// Room is the number of WRs Reserve can still hand out before a post
-// empties the chain.
-func (c *SendChain) Room() int { return len(c.wr) - c.n }
-
-// Reset drops every pending WR; the next Reserve starts at WR 0.
-func (c *SendChain) Reset() { c.head, c.n = 0, 0 }
-
-// Skip drops the first pending WR (after a PostError, the one that failed),
-// leaving the rest pending. It does nothing on an empty chain.
-func (c *SendChain) Skip() {
-	if c.head < c.n {
-		c.head++
-	}
-	if c.head == c.n {
-		c.Reset()
-	}
 }
 
 // Reserve appends k WRs to the pending ones and returns them for filling:
@@ -256,17 +226,7 @@ func (c *SendChain) PostSend(qp *verbs.QP) error {
 		c.head, c.n = 0, 0
 		return nil
 	}
-	idx := c.head
-	if bad := *c.bad; bad != nil {
-		off := uintptr(unsafe.Pointer(bad)) - uintptr(unsafe.Pointer(&c.wr[0]))
-		size := unsafe.Sizeof(c.wr[0])
-		if k := int(off / size); off%size == 0 && k >= c.head && k < c.n {
-			idx = k
-		}
-	}
-	c.err = PostError{Op: "ibv_post_send", Index: idx, Posted: idx - c.head, Errno: errnoOf(rc)}
-	c.head = idx
-	return &c.err
+	return c.failed("ibv_post_send", errnoOf(rc))
 }
 
 // PostSendv posts each pending WR with rdma_post_sendv on id: wr_id is the
@@ -300,8 +260,5 @@ func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, op string) error {
 		c.head, c.n = 0, 0
 		return nil
 	}
-	k, errno := split(r)
-	c.err = PostError{Op: op, Index: c.head + k, Posted: k, Errno: errno}
-	c.head += k
-	return &c.err
+	return c.stopped(op, r)
 }

@@ -1,0 +1,80 @@
+package hand
+
+// #include "hand.h"
+import "C"
+
+import (
+	"syscall"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// chain is what RecvChain and SendChain share: their work requests in C
+// memory, prelinked once, and the window [head, n) of them that is pending.
+type chain[W verbs.RecvWR | verbs.SendWR] struct {
+	wr     []W // C memory
+	bad    **W // C memory: the bad_wr slot
+	mem    unsafe.Pointer
+	maxSGE int
+	head   int // first pending WR
+	n      int // WRs reserved
+	err    PostError
+}
+
+// Cap is the number of WRs the chain holds.
+func (c *chain[W]) Cap() int { return len(c.wr) }
+
+// Len is the number of pending WRs: reserved and not yet posted.
+func (c *chain[W]) Len() int { return c.n - c.head }
+
+// Room is the number of WRs Reserve can still hand out before a post
+// empties the chain.
+func (c *chain[W]) Room() int { return len(c.wr) - c.n }
+
+// Reset drops every pending WR; the next Reserve starts at WR 0.
+func (c *chain[W]) Reset() { c.head, c.n = 0, 0 }
+
+// Skip drops the first pending WR (after a PostError, the one that failed),
+// leaving the rest pending. It does nothing on an empty chain.
+func (c *chain[W]) Skip() {
+	if c.head < c.n {
+		c.head++
+	}
+	if c.head == c.n {
+		c.Reset()
+	}
+}
+
+// free releases the C memory; the owner then clears itself.
+func (c *chain[W]) free() {
+	if c.mem != nil {
+		cfree(c.mem)
+	}
+}
+
+// failed records a partial post from the bad_wr slot. A provider that fails
+// without setting bad_wr is taken to have posted nothing: the whole pending
+// chain stays, and no WR is lost.
+func (c *chain[W]) failed(op string, errno syscall.Errno) error {
+	idx := c.head
+	if bad := *c.bad; bad != nil {
+		off := uintptr(unsafe.Pointer(bad)) - uintptr(unsafe.Pointer(&c.wr[0]))
+		size := unsafe.Sizeof(c.wr[0])
+		if k := int(off / size); off%size == 0 && k >= c.head && k < c.n {
+			idx = k
+		}
+	}
+	c.err = PostError{Op: op, Index: idx, Posted: idx - c.head, Errno: errno}
+	c.head = idx
+	return &c.err
+}
+
+// stopped records a partial post from a C loop over rdma_post_*v, which
+// reports how many WRs went through and the errno of the one that did not.
+func (c *chain[W]) stopped(op string, r C.int64_t) error {
+	k, errno := split(r)
+	c.err = PostError{Op: op, Index: c.head + k, Posted: k, Errno: errno}
+	c.head += k
+	return &c.err
+}
