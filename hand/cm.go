@@ -202,15 +202,19 @@ func (ch *cmChannel) expect(ctx context.Context, op string, want rdmacm.CMEventT
 		return ev, err
 	}
 	if ev.typ != want {
-		cmErr := &CMEventError{Op: op, Event: ev.typ, Status: ev.status, PrivateData: ev.data}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// The context ended while the event was on its way: report
-			// both, so that errors.Is(err, context.DeadlineExceeded) holds.
-			return ev, fmt.Errorf("%w (%w)", ctxErr, cmErr)
-		}
-		return ev, cmErr
+		return ev, withCause(ctx, &CMEventError{Op: op, Event: ev.typ, Status: ev.status, PrivateData: ev.data})
 	}
 	return ev, nil
+}
+
+// withCause adds the context's error to err when the context has ended: a
+// step can fail just as its context ends, and the context is then the cause
+// (errors.Is(err, context.DeadlineExceeded) holds).
+func withCause(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	return err
 }
 
 // Listener waits for rdma_cm connection requests on an address.
@@ -426,12 +430,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	}
 	c := &Conn{ch: ch}
 	wrap := func(step string, err error) (*Conn, error) {
-		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			// A step timeout capped at the context's deadline can report
-			// first: the context is the cause.
-			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-		}
-		return nil, c.fail("dial "+ap.String()+": "+step, err)
+		return nil, c.fail("dial "+ap.String()+": "+step, withCause(ctx, err))
 	}
 	if c.id, err = rdmaCreateID(ch.raw, rdmacm.PsTCP); err != nil {
 		return wrap("creating the id", err)

@@ -231,10 +231,7 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	}
 	what := "dial " + ap.String() + " (rdma_create_ep path)"
 	wrap := func(step string, err error) error {
-		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-		}
-		return fmt.Errorf("hand: %s: %s: %w", what, step, err)
+		return fmt.Errorf("hand: %s: %s: %w", what, step, withCause(ctx, err))
 	}
 	src, err := sourceFor(ap)
 	if err != nil {
