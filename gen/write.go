@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Write puts files under root (files keyed "layout/NAME" go to layoutDir)
@@ -25,7 +26,7 @@ func Write(root, layoutDir string, files []File) (changed []string, err error) {
 	}()
 	for _, f := range files {
 		dest := filepath.Join(root, filepath.FromSlash(f.Path))
-		if rest, ok := cutPrefix(f.Path, "layout/"); ok {
+		if rest, ok := strings.CutPrefix(f.Path, "layout/"); ok {
 			if layoutDir == "" {
 				return nil, fmt.Errorf("%s: no layout directory given", f.Path)
 			}
@@ -66,11 +67,4 @@ func Write(root, layoutDir string, files []File) (changed []string, err error) {
 	}
 	todo = nil
 	return changed, nil
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return s, false
 }
