@@ -12,8 +12,8 @@ import (
 // that give the guest its NICs (none for a single host), the commands that
 // create the links and rxe devices (run in the chroot of the host
 // filesystem), the rxe devices to wait for, and what the command is told
-// through its environment. A two-host mode is another network value: a
-// virtio NIC on a qemu UDP socket netdev and one rxe device on it.
+// through its environment. vethNetwork is the single host's, pairNetwork
+// each of two hosts'.
 type network struct {
 	qemuArgs []string
 	setup    [][]string
@@ -39,7 +39,43 @@ func vethNetwork() network {
 			{rdma, "link", "add", "rxe1", "type", "rxe", "netdev", "veth1"},
 		},
 		devices: []string{"rxe0", "rxe1"},
-		env:     []string{"RXE_DEVICE=rxe0", "RXE_GID_INDEX=1", "RXE_ADDR=192.0.2.1"},
+		env:     []string{"RXE_DEVICE=rxe0", "RXE_GID_INDEX=1", "RXE_ADDR=192.0.2.1", "RXE_NETDEV=veth0"},
+	}
+}
+
+// Two-host mode: host a and host b, each a guest with one virtio NIC on a
+// qemu UDP socket netdev on the host's loopback, the two sockets pointed at
+// each other, so each guest's frames go straight to the other. (UDP, not the
+// TCP form of -netdev socket, which adds about 40 ms to every small round
+// trip; and not network namespaces on one kernel, where rxe's UDP socket
+// stays in the initial namespace and QPs never complete.)
+var pairHosts = [2]struct {
+	name, role, addr, mac string
+}{
+	{"a", "server", "192.0.2.1", "52:54:00:00:00:01"},
+	{"b", "client", "192.0.2.2", "52:54:00:00:00:02"},
+}
+
+// pairNIC is the guest's only NIC: the kernel names it, no udev renames it.
+const pairNIC = "eth0"
+
+// pairNetwork is host i's side (0 for a, 1 for b) of a two-host link whose
+// qemu sockets listen on 127.0.0.1 at ports[0] (a) and ports[1] (b): rxe0
+// on eth0, with the host's address. GID index 1 is the RoCE v2 GID of it.
+func pairNetwork(i int, ports [2]int) network {
+	const ip, rdma = "/usr/sbin/ip", "/usr/bin/rdma"
+	self, peer := pairHosts[i], pairHosts[1-i]
+	netdev := fmt.Sprintf("socket,id=n0,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", ports[1-i], ports[i])
+	return network{
+		qemuArgs: []string{"-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=" + self.mac + ",romfile="},
+		setup: [][]string{
+			{ip, "addr", "add", self.addr + "/24", "dev", pairNIC},
+			{ip, "link", "set", pairNIC, "up"},
+			{rdma, "link", "add", "rxe0", "type", "rxe", "netdev", pairNIC},
+		},
+		devices: []string{"rxe0"},
+		env: []string{"RXE_DEVICE=rxe0", "RXE_GID_INDEX=1", "RXE_NETDEV=" + pairNIC,
+			"RXE_HOST=" + self.name, "RXE_ROLE=" + self.role, "RXE_ADDR=" + self.addr, "RXE_PEER_ADDR=" + peer.addr},
 	}
 }
 
@@ -95,6 +131,10 @@ type guestPlan struct {
 
 func (p guestPlan) readyMarker() string { return "rxevm-ready-" + p.Nonce }
 func (p guestPlan) exitMarker() string  { return "rxevm-exit-" + p.Nonce + "=" }
+
+// killPeerMarker is the line by which a two-host command asks rxevm to cut
+// the other host's power; the command finds it in RXEVM_KILL_PEER.
+func (p guestPlan) killPeerMarker() string { return "rxevm-kill-peer-" + p.Nonce }
 
 // commandScript is what the host's /bin/sh runs inside the chroot: raise the
 // locked-memory limit (memory registration pins pages), enter the working

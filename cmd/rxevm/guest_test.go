@@ -100,7 +100,7 @@ func TestInitScript(t *testing.T) {
 		"step chroot /host /usr/bin/rdma link add rxe1 type rxe netdev veth1\n",
 		"for dev in rxe0 rxe1; do",
 		"echo rxevm-ready-0123456789abcdef\n",
-		" 'GOVERBS_IN_VM=1' 'RXE_DEVICE=rxe0' 'RXE_GID_INDEX=1' 'RXE_ADDR=192.0.2.1' 'EXTRA=it'\\''s' /bin/sh -c ",
+		" 'GOVERBS_IN_VM=1' 'RXE_DEVICE=rxe0' 'RXE_GID_INDEX=1' 'RXE_ADDR=192.0.2.1' 'RXE_NETDEV=veth0' 'EXTRA=it'\\''s' /bin/sh -c ",
 		`/bin/sh -c 'ulimit -l unlimited && cd '\''/work/my dir'\'' && exec go test -run '\''X|Y'\''' </dev/null`,
 		"echo 'rxevm-exit-0123456789abcdef='$?\npoweroff -f\n",
 	} {

@@ -20,6 +20,26 @@
 // downloads the kernel package into the -cache directory; -setup-only does
 // just that. Times under TCG are for correctness, never for performance.
 //
+// With -hosts 2, rxevm boots two guests, host a and host b, each with its
+// own kernel and rxe0 on a virtio NIC (eth0), linked by qemu UDP sockets on
+// the host's loopback:
+//
+//	go run ./cmd/rxevm -hosts 2 [flags] -- CMD_A ARGS... [-- CMD_B ARGS...]
+//
+// runs CMD_A on host a and CMD_B (CMD_A again when not given) on host b at
+// the same time, both in the current directory, and streams both consoles,
+// each line prefixed with "a| " or "b| ". Each command is told who it is:
+//
+//	host a: RXE_HOST=a RXE_ROLE=server RXE_ADDR=192.0.2.1 RXE_PEER_ADDR=192.0.2.2
+//	host b: RXE_HOST=b RXE_ROLE=client RXE_ADDR=192.0.2.2 RXE_PEER_ADDR=192.0.2.1
+//
+// with RXE_DEVICE=rxe0 RXE_GID_INDEX=1 RXE_NETDEV=eth0 on both, and
+// RXEVM_KILL_PEER, a line that a command prints on its own to have rxevm
+// kill the other host's qemu at once, as a crash or a power cut would (for
+// fault tests; that host then counts as having succeeded). rxevm exits
+// non-zero if either command fails, if either guest dies or outlives
+// -timeout, or if one is still running -peer-grace after the other ended.
+//
 // rxevm needs no RDMA hardware and no kernel support on the host; it does
 // need a Debian 12 (amd64) host and root, or sudo for apt-get.
 package main
@@ -36,6 +56,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -58,6 +79,11 @@ type options struct {
 	env       []string // extra KEY=VALUE for the command
 	workdir   string
 	command   []string
+
+	// Two-host mode.
+	hosts       int
+	peerCommand []string // host b's; the same as command when not given
+	peerGrace   time.Duration
 }
 
 // envFlag collects repeated -env KEY=VALUE flags.
@@ -78,14 +104,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("rxevm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: rxevm [flags] -- CMD ARGS...\n       rxevm -setup-only [flags]\n\n"+
+		fmt.Fprintf(stderr, "usage: rxevm [flags] -- CMD ARGS...\n"+
+			"       rxevm -hosts 2 [flags] -- CMD_A ARGS... [-- CMD_B ARGS...]\n"+
+			"       rxevm -setup-only [flags]\n\n"+
 			"Runs CMD in a throwaway soft-RoCE VM (device rxe0) in the current directory\n"+
-			"and exits with its status.\n\nflags:\n")
+			"and exits with its status; with -hosts 2, CMD_A and CMD_B in two linked VMs.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "kill the VM after this long (boot included)")
 	fs.StringVar(&o.mem, "mem", "2G", "guest memory, as qemu -m takes it")
-	fs.IntVar(&o.smp, "smp", 2, "guest CPUs")
+	fs.IntVar(&o.smp, "smp", 2, "guest CPUs (each guest's; 1 by default with -hosts 2)")
+	fs.IntVar(&o.hosts, "hosts", 1, "1, or 2 for two linked guests (host a and host b)")
+	fs.DurationVar(&o.peerGrace, "peer-grace", 2*time.Minute, "with -hosts 2: how long one host may outlive the other")
 	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")
 	fs.StringVar(&o.kernelPkg, "kernel-pkg", "linux-image-6.1.0-56-amd64", "Debian kernel package to boot")
 	fs.BoolVar(&o.setupOnly, "setup-only", false, "install host packages and prepare the cache; do not boot")
@@ -95,7 +125,27 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	o.command = fs.Args()
+	smpSet := false
+	fs.Visit(func(f *flag.Flag) { smpSet = smpSet || f.Name == "smp" })
+	if o.hosts == 2 {
+		// Two TCG guests share the machine's cores: one CPU each unless asked.
+		if !smpSet {
+			o.smp = 1
+		}
+		if i := slices.Index(o.command, "--"); i >= 0 {
+			o.command, o.peerCommand = o.command[:i], o.command[i+1:]
+		} else {
+			o.peerCommand = o.command
+		}
+	}
 	switch {
+	case o.hosts != 1 && o.hosts != 2:
+		return o, fmt.Errorf("-hosts %d: want 1 or 2", o.hosts)
+	case o.hosts == 2 && !o.setupOnly && (len(o.command) == 0 || len(o.peerCommand) == 0):
+		fs.Usage()
+		return o, errors.New("-hosts 2: a command for each host, or one for both")
+	case o.peerGrace <= 0:
+		return o, errors.New("-peer-grace must be positive")
 	case o.setupOnly && len(o.command) > 0:
 		return o, errors.New("-setup-only takes no command")
 	case !o.setupOnly && len(o.command) == 0:
@@ -162,53 +212,88 @@ func newNonce() string {
 	return hex.EncodeToString(b)
 }
 
-// boot runs the command in a fresh guest of kernel k.
+// boot runs the command in a fresh guest of kernel k, or the two commands
+// in two linked guests with -hosts 2.
 func boot(ctx context.Context, h *host, k kernel, o options, stdout io.Writer) (int, error) {
-	deps, err := loadModuleDeps(k.modulesDir)
+	modules, err := moduleFiles(k)
 	if err != nil {
 		return exitFailure, err
+	}
+	if o.verbose {
+		h.logf("modules: %s", strings.Join(modules, " "))
+	}
+	if o.hosts == 2 {
+		return bootPair(ctx, h, modules, k, o, stdout)
+	}
+	g, err := newGuest(modules, k, o, vethNetwork(), o.command, newNonce(), nil)
+	if err != nil {
+		return exitFailure, err
+	}
+	defer g.cleanup()
+	if o.verbose {
+		h.logf("$ %s %s", g.vm.qemu, shellJoin(g.vm.args()))
+	}
+	return g.vm.run(ctx, o.timeout, g.plan, stdout, h)
+}
+
+// moduleFiles returns the paths of the modules the guest loads, in load
+// order.
+func moduleFiles(k kernel) ([]string, error) {
+	deps, err := loadModuleDeps(k.modulesDir)
+	if err != nil {
+		return nil, err
 	}
 	files, err := deps.loadOrder(guestModules)
 	if err != nil {
-		return exitFailure, err
+		return nil, err
 	}
-	modules := make([]string, len(files))
 	paths := make([]string, len(files))
 	for i, f := range files {
-		modules[i] = filepath.Base(f)
 		paths[i] = filepath.Join(k.modulesDir, f)
 	}
-	net := vethNetwork()
+	return paths, nil
+}
+
+// guest is one prepared guest: its plan, its qemu and the initramfs file
+// that cleanup removes.
+type guest struct {
+	plan guestPlan
+	vm   vm
+}
+
+func (g guest) cleanup() { os.Remove(g.vm.initrd) }
+
+// newGuest renders the init script of a guest wired by net that runs
+// command, with extraEnv before -env's and markers made of nonce, and
+// writes its initramfs.
+func newGuest(modules []string, k kernel, o options, net network, command []string, nonce string, extraEnv []string) (guest, error) {
+	names := make([]string, len(modules))
+	for i, m := range modules {
+		names[i] = filepath.Base(m)
+	}
 	plan := guestPlan{
-		Modules: modules,
+		Modules: names,
 		Workdir: o.workdir,
 		Net:     net,
-		Env:     guestEnv(net, o.env),
-		Command: o.command,
-		Nonce:   newNonce(),
+		Command: command,
+		Nonce:   nonce,
 	}
+	plan.Env = guestEnv(net, append(extraEnv, o.env...))
 	initSh, err := initScript(plan)
 	if err != nil {
-		return exitFailure, err
+		return guest{}, err
 	}
-
-	initrd, err := writeInitrd(paths, initSh)
+	initrd, err := writeInitrd(modules, initSh)
 	if err != nil {
-		return exitFailure, err
+		return guest{}, err
 	}
-	defer os.Remove(initrd)
-
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
-		return exitFailure, err
+		os.Remove(initrd)
+		return guest{}, err
 	}
-	v := vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, workdir: o.workdir,
-		mem: o.mem, smp: o.smp, netArgs: net.qemuArgs, quiet: !o.verbose}
-	if o.verbose {
-		h.logf("modules: %s", strings.Join(modules, " "))
-		h.logf("$ %s %s", v.qemu, shellJoin(v.args()))
-	}
-	return v.run(ctx, o.timeout, plan, stdout, h)
+	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, workdir: o.workdir,
+		mem: o.mem, smp: o.smp, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
 }
 
 // writeInitrd writes the guest's initramfs, with the host's busybox, to a

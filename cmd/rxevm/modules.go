@@ -14,7 +14,8 @@ import (
 // dependencies are added from modules.dep. crc32_generic is not a dependency
 // of anything here, but without it `rdma link add ... type rxe` fails with
 // ENOENT (rxe asks for the crc32 shash by name). virtio_net is for a guest
-// with a NIC (two-host mode).
+// with a NIC (two-host mode), sch_netem for tests that make a link lossy
+// (tc qdisc ... netem loss).
 var guestModules = []string{
 	"crc32_generic",
 	"virtio_pci",
@@ -24,6 +25,7 @@ var guestModules = []string{
 	"rdma_ucm",
 	"veth",
 	"virtio_net",
+	"sch_netem",
 }
 
 // moduleDeps is what depmod wrote for one kernel: each loadable module's file

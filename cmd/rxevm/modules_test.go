@@ -32,6 +32,7 @@ kernel/drivers/net/veth.ko:
 kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
 kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
 kernel/net/core/failover.ko:
+kernel/net/sched/sch_netem.ko:
 `
 
 func parseDep(t *testing.T, dep, builtin string) *moduleDeps {
@@ -67,6 +68,7 @@ func TestLoadOrderGuestModules(t *testing.T) {
 		"iw_cm", "ib_cm", "configfs", "rdma_cm", "rdma_ucm",
 		"veth",
 		"failover", "net_failover", "virtio_net",
+		"sch_netem",
 	}
 	if got := names(files); !slices.Equal(got, want) {
 		t.Errorf("load order:\n got %q\nwant %q", got, want)

@@ -26,7 +26,21 @@ type vm struct {
 	smp     int
 	netArgs []string // the network's NICs; "-nic none" for a single host
 	quiet   bool     // keep the kernel's boot messages off the console
+
+	// onKillPeer, when set, is called when the command prints the plan's
+	// killPeerMarker on a line (two-host mode).
+	onKillPeer func()
 }
+
+// Causes of a guest's end that are not its own doing, for run's context.
+var (
+	// errPowerCut: the other host's command asked for this host to die,
+	// as a peer that crashes or loses power does (fault tests).
+	errPowerCut = errors.New("power cut at the other host's request")
+	// errPeerEnded: the other host ended and this one outlived it by more
+	// than the grace period.
+	errPeerEnded = errors.New("the other host ended long ago")
+)
 
 // qemuOptValue escapes a value for a qemu -opt key=value list, where a comma
 // ends the value unless doubled.
@@ -80,6 +94,8 @@ type console struct {
 	exitMarker  string
 	onReady     func() // called when the command starts, may be nil
 	verbose     bool   // keep the guest's power-off messages after the exit marker
+	killMarker  string // a line with it calls onKill; "" for none
+	onKill      func()
 
 	status int
 	exited bool // an exit marker was seen: status is the command's
@@ -99,6 +115,10 @@ func (c *console) line(s string) error {
 			c.onReady()
 		}
 		return c.print(before)
+	}
+	if c.killMarker != "" && strings.Contains(s, c.killMarker) {
+		c.onKill()
+		return nil
 	}
 	if before, status, ok := parseExitMarker(s, c.exitMarker); ok {
 		c.status, c.exited = status, true
@@ -180,6 +200,9 @@ func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdo
 		},
 		verbose: h.verbose,
 	}
+	if v.onKillPeer != nil {
+		con.killMarker, con.onKill = plan.killPeerMarker(), v.onKillPeer
+	}
 	if err := cmd.Start(); err != nil {
 		return exitFailure, err
 	}
@@ -190,7 +213,12 @@ func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdo
 	waitErr := cmd.Wait()
 	end := time.Now()
 
-	switch {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errPowerCut):
+		h.logf("%s after %.1fs; qemu killed (%s)", errPowerCut, end.Sub(start).Seconds(), abbreviate(what))
+		return 0, nil
+	case errors.Is(cause, errPeerEnded):
+		return exitTimeout, fmt.Errorf("still running %s well after the other host ended; qemu killed", what)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return exitTimeout, fmt.Errorf("timed out after %v running %s; qemu killed (raise -timeout if it was just slow)", timeout, what)
 	case ctx.Err() != nil:
