@@ -73,8 +73,16 @@ type ConnConfig struct {
 	// (ResponderResources) and this side at the peer (InitiatorDepth);
 	// 0 means 16, or the device maximum if lower.
 	ResponderResources, InitiatorDepth int
-	// Transport and RNR retries; 0 means 7, NoRetry none.
+	// Transport and RNR retries; 0 means 6 and 7 (see RTSAttr), NoRetry
+	// none.
 	RetryCount, RNRRetryCount int
+	// AckTimeout is the QP's local ACK timeout, 4.096 us * 2^AckTimeout
+	// (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT): with RetryCount it
+	// bounds how long a send to a dead peer takes to fail with
+	// IBV_WC_RETRY_EXC_ERR, about (RetryCount+1) timeouts. 0 leaves
+	// rdma_cm's choice, from the path's packet lifetime (on RoCE 2^17,
+	// about 0.5 s); at most 31.
+	AckTimeout uint8
 	// StepTimeout bounds address and route resolution each; 0 means 2 s.
 	// The context's deadline, if nearer, ends the dial on its own.
 	StepTimeout time.Duration
@@ -111,6 +119,8 @@ func (e *CMEventError) Error() string {
 		s += " (no listener at that address and port)"
 	case e.Event == rdmacm.CMEventRejected && e.Status == rejConsumer:
 		s += " (rejected by the listener)"
+	case e.Event == rdmacm.CMEventDisconnected && e.Status == -int32(syscall.ETIMEDOUT):
+		s += " (the peer never answered the disconnect request: it is gone or unreachable)"
 	case e.Status < 0:
 		s += " (" + syscall.Errno(-e.Status).Error() + ")"
 	default:
@@ -408,6 +418,7 @@ type Conn struct {
 
 	disconnecting atomic.Bool // rdma_disconnect was called
 	disconnected  atomic.Bool // the DISCONNECTED event came
+	disconnectErr error       // how it came, when not from the peer; set before disconnected
 }
 
 // Dial connects to an rdma_cm listener at addr ("192.0.2.1:7471"):
@@ -520,6 +531,16 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 	if c.recvCQ == nil {
 		c.recvCQ = c.sendCQ
 	}
+	if cfg.AckTimeout > 31 {
+		return &AttrError{Op: op, Field: "AckTimeout", Reason: fmt.Sprintf("%d: at most 31 (a 5-bit exponent)", cfg.AckTimeout)}
+	}
+	if cfg.AckTimeout != 0 {
+		// Before the QP reaches RTS, where rdma_cm applies it: in
+		// rdma_accept on the server, on the REP's arrival on the client.
+		if err := rdmaSetAckTimeout(c.id, cfg.AckTimeout); err != nil {
+			return err
+		}
+	}
 	qcfg := QPConfig{Type: RC, SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: cfg.SRQ, Caps: caps, SignalAll: cfg.SignalAll}
 	attr, objs, err := qcfg.initAttr(c.pd, op)
 	if err != nil {
@@ -565,20 +586,20 @@ func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) (rdmacm.ConnParam, err
 		}
 		return uint8(min(v, 255))
 	}
-	retry := func(v int) uint8 {
+	retry := func(v, def int) uint8 {
 		switch {
 		case v == NoRetry:
 			return 0
 		case v <= 0 || v > 7:
-			return 7
+			return uint8(def)
 		}
 		return uint8(v)
 	}
 	p := rdmacm.ConnParam{
 		ResponderResources: rd(cfg.ResponderResources, int(da.MaxQPRDAtom)),
 		InitiatorDepth:     rd(cfg.InitiatorDepth, int(da.MaxQPInitRDAtom)),
-		RetryCount:         retry(cfg.RetryCount),
-		RNRRetryCount:      retry(cfg.RNRRetryCount),
+		RetryCount:         retry(cfg.RetryCount, defaultRetryCount),
+		RNRRetryCount:      retry(cfg.RNRRetryCount, 7),
 	}
 	if len(cfg.PrivateData) > 0 {
 		pin.Pin(&cfg.PrivateData[0])
@@ -658,6 +679,12 @@ func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
 // ERR, flushing its outstanding WRs) and waits for the DISCONNECTED event,
 // which comes when the peer answers: from its WaitDisconnect or Close, or,
 // if it does neither, when the request times out.
+//
+// A peer that never answers (it crashed, or the network between is gone)
+// makes Disconnect return a *CMEventError matching syscall.ETIMEDOUT once
+// the kernel's disconnect request has run out of retries: on RoCE about
+// 16 tries of 4.3 s, so give ctx a minute or more to learn it; the
+// connection is torn down either way.
 func (c *Conn) Disconnect(ctx context.Context) error {
 	if err := c.use(); err != nil {
 		return err
@@ -673,7 +700,7 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 
 // WaitDisconnect waits until the connection is torn down, by the peer or by
 // Disconnect. When the peer disconnects, it answers (rdma_disconnect), so
-// the peer's Disconnect returns.
+// the peer's Disconnect returns. It returns Disconnect's errors likewise.
 func (c *Conn) WaitDisconnect(ctx context.Context) error {
 	if err := c.use(); err != nil {
 		return err
@@ -695,9 +722,15 @@ func (c *Conn) waitDisconnected(ctx context.Context) error {
 				rdmaDisconnect(c.id)
 			}
 			c.disconnected.Store(true)
+			if ev.status != 0 || ev.typ == rdmacm.CMEventDeviceRemoval {
+				// Torn down, but not by an answering peer: the kernel
+				// gave up on the disconnect request (ETIMEDOUT: the peer
+				// is gone), or the device went away.
+				c.disconnectErr = &CMEventError{Op: "rdma_disconnect", Event: ev.typ, Status: ev.status}
+			}
 		}
 	}
-	return nil
+	return c.disconnectErr
 }
 
 // Close disconnects (without waiting), destroys the QP and the rdma_cm id,

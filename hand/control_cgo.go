@@ -273,6 +273,12 @@ func rdmaReject(id *rdmacm.CMID, data []byte) error {
 	return minusOneErr("rdma_reject", r, err)
 }
 
+func rdmaSetAckTimeout(id *rdmacm.CMID, timeout uint8) error {
+	v := C.uint8_t(timeout)
+	r, err := C.rdma_set_option(cmID(id), C.RDMA_OPTION_ID, C.RDMA_OPTION_ID_ACK_TIMEOUT, unsafe.Pointer(&v), C.size_t(unsafe.Sizeof(v)))
+	return minusOneErr("rdma_set_option(ACK_TIMEOUT)", r, err)
+}
+
 func rdmaDisconnect(id *rdmacm.CMID) error {
 	r, err := C.rdma_disconnect(cmID(id))
 	return minusOneErr("rdma_disconnect", r, err)

@@ -400,6 +400,13 @@ func (q *QP) ToRTR(a RTRAttr) error {
 // NoRetry asks for zero retries in RTSAttr, where 0 means the default.
 const NoRetry = -1
 
+// defaultRetryCount is the transport retry count that 0 asks for: 6, not
+// the maximum 7, because soft-RoCE (rdma_rxe) takes a retry_cnt of 7 to
+// mean "retry forever", as the RNR retry count does: a send to a peer that
+// died would never fail with IBV_WC_RETRY_EXC_ERR, and a poller waiting for
+// it would wait forever (seen on Linux 6.1 in the two-host fault tests).
+const defaultRetryCount = 6
+
 // RTSAttr configures the RTR to RTS transition.
 type RTSAttr struct {
 	SQPSN uint32 // the first PSN this QP sends (the peer's RQPSN)
@@ -407,7 +414,7 @@ type RTSAttr struct {
 	// 67 ms).
 	Timeout uint8
 	// RC: transport retries and RNR retries (7 means forever for RNR);
-	// 0 means 7; NoRetry means none.
+	// 0 means defaultRetryCount (6) and 7; NoRetry means none.
 	RetryCount, RNRRetry int
 	// RC: RDMA reads and atomics this QP may have outstanding; 0 means 16,
 	// or the device maximum if lower.
@@ -430,22 +437,22 @@ func (q *QP) ToRTS(a RTSAttr) error {
 	attr := verbs.QPAttr{QPState: verbs.QPSRts, SQPSN: a.SQPSN}
 	mask := verbs.QPAttrState | verbs.QPAttrSQPSN
 	if q.typ == RC {
-		retry := func(field string, v int) (uint8, error) {
+		retry := func(field string, v, def int) (uint8, error) {
 			switch {
 			case v == NoRetry:
 				return 0, nil
 			case v == 0:
-				return 7, nil
+				return uint8(def), nil
 			case v < 0 || v > 7:
 				return 0, &AttrError{Op: op, Field: field, Reason: fmt.Sprintf("%d: 0 to 7, or NoRetry", v)}
 			}
 			return uint8(v), nil
 		}
 		var err error
-		if attr.RetryCnt, err = retry("RetryCount", a.RetryCount); err != nil {
+		if attr.RetryCnt, err = retry("RetryCount", a.RetryCount, defaultRetryCount); err != nil {
 			return err
 		}
-		if attr.RNRRetry, err = retry("RNRRetry", a.RNRRetry); err != nil {
+		if attr.RNRRetry, err = retry("RNRRetry", a.RNRRetry, 7); err != nil {
 			return err
 		}
 		attr.Timeout = a.Timeout

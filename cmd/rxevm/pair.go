@@ -60,23 +60,31 @@ func bootPair(ctx context.Context, h *host, modules []string, k kernel, o option
 			defer wg.Done()
 			code, err := g.vm.run(ctxs[i], o.timeout, g.plan, &prefixWriter{mux: out, w: stdout, prefix: name + "| "}, hh)
 			results[i] = pairResult{code, err}
+			cancels[i](nil) // wakes the grace timer's wait for this host
 			ended <- i
 		}()
 	}
-	// When one host ends, the other has peerGrace to end too: a command
-	// waiting forever for a peer that is gone must not hold the run until
-	// -timeout.
+	// When one host ends by itself, the other has peerGrace to end too: a
+	// command waiting forever for a peer that is gone must not hold the run
+	// until -timeout. A host whose power was cut did not end by itself: its
+	// peer is finding that out, which may take the kernel minutes.
 	go func() {
-		first := <-ended
-		t := time.NewTimer(o.peerGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancels[1-first](errPeerEnded)
-		case <-ctxs[1-first].Done():
+		for first := range ended {
+			if errors.Is(context.Cause(ctxs[first]), errPowerCut) {
+				continue
+			}
+			t := time.NewTimer(o.peerGrace)
+			select {
+			case <-t.C:
+				cancels[1-first](errPeerEnded)
+			case <-ctxs[1-first].Done():
+			}
+			t.Stop()
+			return
 		}
 	}()
 	wg.Wait()
+	close(ended)
 	return pairStatus(results, h)
 }
 

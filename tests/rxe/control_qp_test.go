@@ -70,7 +70,7 @@ func TestControlQPQuery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pa.ActiveMTU, attr.PathMTU, "MTU 0 means the port's active MTU")
 	require.Equal(t, uint8(14), attr.Timeout)
-	require.Equal(t, uint8(7), attr.RetryCnt)
+	require.Equal(t, uint8(6), attr.RetryCnt, "0 means 6: rxe retries forever at 7")
 	require.Equal(t, r.cq.Raw(), init.SendCQ)
 	require.GreaterOrEqual(t, a.Caps().MaxSendWR, 64)
 	require.GreaterOrEqual(t, a.Caps().MaxRecvWR, 1024)
