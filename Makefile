@@ -50,7 +50,7 @@ test-versions: headers
 fuzz: headers
 	$(GO) test ./gen -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
 
-test: deps headers check-generated vet test-go test-hand fuzz rxe-test
+test: deps headers check-generated vet test-go test-hand fuzz rxe-test rxe-pair-test
 	@echo "make test: all suites passed"
 
 clean:

@@ -9,6 +9,11 @@
 #              all with -test.v in one VM boot, then print how many tests ran
 #              and the VM's wall time; fails if any binary fails, if no test
 #              ran, or if any test skipped (inside the VM nothing may skip)
+#   rxe-pair-test  the two-host suite (RXE_PAIR_PKG): one test binary run on
+#              two linked VMs at once (rxevm -hosts 2), the cross-host and
+#              fault tests in lock-step, then RXE_PAIR_LAST alone, which has
+#              host a's VM killed; fails on any failure or skip, on zero
+#              tests, and unless host b passed RXE_PAIR_LAST
 
 GO ?= go
 # Packages whose tests run in the VM.
@@ -23,7 +28,11 @@ RXEVM_FLAGS ?=
 # mounts tmpfs over /tmp and /run, so it must be neither.
 RXE_TMPDIR ?= /var/tmp
 
-.PHONY: rxe-setup rxe-test
+# The two-host suite, and its last test, which kills host a.
+RXE_PAIR_PKG ?= ./tests/cross
+RXE_PAIR_LAST ?= TestFaultPeerDies
+
+.PHONY: rxe-setup rxe-test rxe-pair-test
 
 rxe-setup:
 	$(GO) run ./cmd/rxevm -setup-only $(RXEVM_FLAGS)
@@ -70,4 +79,34 @@ rxe-test:
 		"$$ran" "$$passed" "$$failed" "$$skipped" $$((ms / 1000)) $$((ms % 1000 / 100)); \
 	if [ "$$rc" -eq 0 ] && [ "$$ran" -eq 0 ]; then echo "rxe-test: no tests ran" >&2; rc=1; fi; \
 	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-test: $$skipped tests skipped inside the VM, where nothing may skip" >&2; rc=1; fi; \
+	exit $$rc
+
+# Both hosts run the same script: every test but the last in one process,
+# then the last in another, so that host a's death ends nothing else. The
+# log prefixes each line with its host ("a| ", "b| ").
+rxe-pair-test:
+	@set -e; \
+	dir=$$(mktemp -d "$(RXE_TMPDIR)/goverbs-pair.XXXXXX"); \
+	trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
+	$(GO) test -c -o "$$dir/pair.test" $(RXE_PAIR_PKG); \
+	pkgdir=$$($(GO) list -f '{{.Dir}}' $(RXE_PAIR_PKG)); \
+	printf 'cd "%s" || exit 1\nst=0\n"%s" -test.v -test.skip '"'"'^%s$$'"'"' || st=1\n"%s" -test.v -test.run '"'"'^%s$$'"'"' || st=1\nexit $$st\n' \
+		"$$pkgdir" "$$dir/pair.test" '$(RXE_PAIR_LAST)' "$$dir/pair.test" '$(RXE_PAIR_LAST)' > "$$dir/run.sh"; \
+	echo 'rxe-pair-test: booting two linked VMs (host a 192.0.2.1, host b 192.0.2.2)'; \
+	start=$$(date +%s%N); \
+	{ "$$dir/rxevm" -hosts 2 $(RXEVM_FLAGS) -- sh "$$dir/run.sh" || echo $$? > "$$dir/rc"; } 2>&1 | tee "$$dir/log"; \
+	end=$$(date +%s%N); \
+	rc=$$(cat "$$dir/rc" 2>/dev/null || echo 0); \
+	ran=$$(grep -c '^[ab]| === RUN' "$$dir/log" || true); \
+	passed=$$(grep -c '^[ab]| *--- PASS' "$$dir/log" || true); \
+	failed=$$(grep -c '^[ab]| *--- FAIL' "$$dir/log" || true); \
+	skipped=$$(grep -c '^[ab]| *--- SKIP' "$$dir/log" || true); \
+	ms=$$(( (end - start) / 1000000 )); \
+	printf 'rxe-pair-test: %d test runs on two hosts (%d passed, %d failed, %d skipped; host a died in %s as planned); wall time %d.%ds (boots included)\n' \
+		"$$ran" "$$passed" "$$failed" "$$skipped" '$(RXE_PAIR_LAST)' $$((ms / 1000)) $$((ms % 1000 / 100)); \
+	if [ "$$rc" -eq 0 ] && [ "$$ran" -eq 0 ]; then echo "rxe-pair-test: no tests ran" >&2; rc=1; fi; \
+	if [ "$$rc" -eq 0 ] && [ "$$failed" -gt 0 ]; then echo "rxe-pair-test: $$failed tests failed" >&2; rc=1; fi; \
+	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-pair-test: $$skipped tests skipped inside the VMs, where nothing may skip" >&2; rc=1; fi; \
+	if [ "$$rc" -eq 0 ] && ! grep -q '^b| --- PASS: $(RXE_PAIR_LAST) ' "$$dir/log"; then echo "rxe-pair-test: host b did not pass $(RXE_PAIR_LAST)" >&2; rc=1; fi; \
 	exit $$rc

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf"
+	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
 // goverbs-perf in each of perftest's four modes, server and client in this
@@ -34,7 +35,7 @@ func TestInteropPerfModes(t *testing.T) {
 				code := perf.Main(args, &out, &out)
 				srv <- run{out.String(), code}
 			}()
-			if err := waitListen(ctx, port); err != nil {
+			if err := tooltest.WaitListen(ctx, port); err != nil {
 				t.Fatalf("goverbs-perf server: %v", err)
 			}
 			var out bytes.Buffer

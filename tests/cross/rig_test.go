@@ -1,0 +1,297 @@
+package cross
+
+// One host's verbs resources for a test, made with package hand and
+// released (and checked to release cleanly) when the test ends; the
+// helpers that reap and check completions; the data patterns both hosts
+// recompute to check each other's bytes.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// rig is a device context, a PD on it and a completion channel that the
+// rig's CQs share.
+type rig struct {
+	ctx *hand.Context
+	pd  *hand.PD
+	ch  *hand.CompChannel
+	gid hand.GID // the GID at the host's GID index: its RoCE v2 IPv4 GID
+}
+
+// closeLater closes c when the test ends; cleanups run last-registered
+// first, so children registered after their parents close before them.
+func closeLater(t *testing.T, what string, c interface{ Close() error }) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("closing %s: %v", what, err)
+		}
+	})
+}
+
+// openRig opens the host's device with hand.Open.
+func openRig(t *testing.T, p *Peer) *rig {
+	t.Helper()
+	ctx, err := hand.Open(p.Device)
+	if err != nil {
+		t.Fatalf("hand.Open(%s): %v", p.Device, err)
+	}
+	closeLater(t, "the device context", ctx)
+	return rigOn(t, p, ctx)
+}
+
+// rigOn makes the rig's PD and channel on ctx (which the caller closes)
+// and checks that the host's GID index holds the RoCE v2 GID of its
+// address.
+func rigOn(t *testing.T, p *Peer, ctx *hand.Context) *rig {
+	t.Helper()
+	r := &rig{ctx: ctx}
+	table, err := ctx.GIDTable(1)
+	if err != nil {
+		t.Fatalf("%s GID table: %v", ctx.Name(), err)
+	}
+	var have []string
+	for _, e := range table {
+		have = append(have, e.String())
+		if e.Index == p.GIDIndex && e.Type == hand.GIDTypeRoCEv2 && e.GID == hand.GIDFromAddr(p.Addr) {
+			r.gid = e.GID
+		}
+	}
+	if r.gid.IsZero() {
+		t.Fatalf("RXE_GID_INDEX=%d is not the RoCE v2 GID of %v on %s; its GIDs: %s", p.GIDIndex, p.Addr, ctx.Name(), strings.Join(have, "; "))
+	}
+	if r.pd, err = ctx.AllocPD(); err != nil {
+		t.Fatalf("AllocPD: %v", err)
+	}
+	closeLater(t, "the PD", r.pd)
+	if r.ch, err = ctx.NewCompChannel(); err != nil {
+		t.Fatalf("NewCompChannel: %v", err)
+	}
+	closeLater(t, "the completion channel", r.ch)
+	return r
+}
+
+// allAccess is what the tests' MRs and QPs grant.
+const allAccess = hand.AccessLocalWrite | hand.AccessRemoteWrite | hand.AccessRemoteRead
+
+// mr allocates and registers size bytes with allAccess.
+func (r *rig) mr(t *testing.T, size int) *hand.MR {
+	t.Helper()
+	mr, err := r.pd.Alloc(size, allAccess)
+	if err != nil {
+		t.Fatalf("Alloc(%d): %v", size, err)
+	}
+	closeLater(t, "an MR", mr)
+	return mr
+}
+
+// cq is a CQ on the rig's channel with a poller.
+type cq struct {
+	*hand.CQ
+	poller *hand.Poller
+}
+
+// cq makes a CQ of at least entries entries.
+func (r *rig) cq(t *testing.T, entries int) *cq {
+	t.Helper()
+	c, err := r.ctx.NewCQ(entries, hand.CQOptions{Channel: r.ch})
+	if err != nil {
+		t.Fatalf("NewCQ(%d): %v", entries, err)
+	}
+	closeLater(t, "a CQ", c)
+	p, err := hand.NewPoller(c.Raw(), 64)
+	if err != nil {
+		t.Fatalf("NewPoller: %v", err)
+	}
+	t.Cleanup(p.Free)
+	return &cq{CQ: c, poller: p}
+}
+
+// qp makes a QP of typ with send and recv CQs and room for wr WRs each way.
+func (r *rig) qp(t *testing.T, typ hand.QPType, send, recv *cq, wr int) *hand.QP {
+	t.Helper()
+	qp, err := r.pd.NewQP(hand.QPConfig{Type: typ, SendCQ: send.CQ, RecvCQ: recv.CQ, Caps: hand.QPCaps{MaxSendWR: wr, MaxRecvWR: wr}})
+	if err != nil {
+		t.Fatalf("NewQP(%s): %v", typ, err)
+	}
+	closeLater(t, typ.String()+" QP", qp)
+	return qp
+}
+
+// reap waits for exactly n completions on c and returns copies of them.
+// Between empty polls it arms the CQ and waits for its event on the
+// channel, so every wait ends on a completion or on ctx. More than n
+// completions fail the test.
+func (c *cq) reap(t *testing.T, ctx context.Context, n int, what string) []hand.WC {
+	t.Helper()
+	out := make([]hand.WC, 0, n)
+	armed := false
+	for len(out) < n {
+		wcs, err := c.poller.Poll()
+		if err != nil {
+			t.Fatalf("%s: poll: %v", what, err)
+		}
+		out = append(out, wcs...)
+		switch {
+		case len(wcs) > 0:
+		case !armed:
+			// Arm, then poll again: a completion that came before the
+			// arm raises no event.
+			if err := c.RequestNotify(false); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			armed = true
+		default:
+			if err := c.Wait(ctx); err != nil {
+				t.Fatalf("%s: waiting for completion %d of %d: %v; got %s", what, len(out)+1, n, withCause(ctx, err), describe(out))
+			}
+			armed = false
+		}
+	}
+	if len(out) > n {
+		t.Fatalf("%s: want %d completions, got %d: %s", what, n, len(out), describe(out))
+	}
+	return out
+}
+
+// withCause adds why ctx ended to err, when it did: the peer's half may
+// have ended it (see Peer.Context).
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w (%v)", err, cause)
+	}
+	return err
+}
+
+// mustOK fails the test on a failed completion or one of another opcode.
+func mustOK(t *testing.T, what string, wcs []hand.WC, op verbs.WCOpcode) {
+	t.Helper()
+	for i := range wcs {
+		w := &wcs[i]
+		if !w.OK() {
+			t.Fatalf("%s: wr_id %#x: %s (vendor_err %#x); all: %s", what, w.WRID(), w.StatusString(), w.VendorErr(), describe(wcs))
+		}
+		if w.Opcode() != op {
+			t.Fatalf("%s: wr_id %#x: opcode %d, want %d", what, w.WRID(), w.Opcode(), op)
+		}
+	}
+}
+
+// describe summarises completions for a failure message.
+func describe(wcs []hand.WC) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range wcs {
+		if i == 16 {
+			fmt.Fprintf(&b, " ... %d more", len(wcs)-16)
+			break
+		}
+		w := &wcs[i]
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "{wr_id %#x %s opcode %d len %d}", w.WRID(), w.StatusString(), w.Raw().Opcode, w.Raw().ByteLen)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// sameBytes fails the test at the first byte where got differs from want.
+func sameBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: %d bytes, first difference at byte %d: got %#02x, want %#02x", what, len(want), i, got[i], want[i])
+		}
+	}
+}
+
+// regionMsg is a region and the SHA-256 of what it holds, as the control
+// channel carries them.
+type regionMsg struct {
+	Region
+	Sum string
+}
+
+// Seeds of the tests' patterns (seedOf's test argument).
+const (
+	testCM = iota + 1
+	testRC
+	testRDMA
+	testUD
+)
+
+// msgSize is the size of message k: every fourth fills a slot, the rest
+// spread over 1..slot bytes, so messages of one and of several packets mix.
+func msgSize(k, slot int) int {
+	if k%4 == 3 {
+		return slot
+	}
+	return 1 + (k*1237)%slot
+}
+
+// checkState checks the QP's state as the device reports it.
+func checkState(t *testing.T, qp *hand.QP, want verbs.QPState) {
+	t.Helper()
+	s, err := qp.State()
+	if err != nil {
+		t.Fatalf("QP %d state: %v", qp.Num(), err)
+	}
+	if s != want {
+		t.Fatalf("QP %d is in state %d, want %d", qp.Num(), s, want)
+	}
+}
+
+// recvChain and sendChain make chains freed when the test ends.
+func recvChain(t *testing.T, n int) *hand.RecvChain {
+	t.Helper()
+	c, err := hand.NewRecvChain(n, 1)
+	if err != nil {
+		t.Fatalf("NewRecvChain(%d): %v", n, err)
+	}
+	t.Cleanup(c.Free)
+	return c
+}
+
+func sendChain(t *testing.T, n int) *hand.SendChain {
+	t.Helper()
+	c, err := hand.NewSendChain(n, 1, 0)
+	if err != nil {
+		t.Fatalf("NewSendChain(%d): %v", n, err)
+	}
+	t.Cleanup(c.Free)
+	return c
+}
+
+// pattern returns n bytes of Fill(seed).
+func pattern(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	Fill(b, seed)
+	return b
+}
+
+// seedOf makes a pattern seed unique to a role, a test and a message.
+func seedOf(role Role, test, msg int) uint64 {
+	r := uint64(1)
+	if role == Client {
+		r = 2
+	}
+	return r<<48 | uint64(test)<<32 | uint64(msg)
+}
+
+// rate formats bytes moved in seconds as MB/s, for the logs.
+func rate(bytes int64, seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f MB/s", float64(bytes)/seconds/1e6)
+}
