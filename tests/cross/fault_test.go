@@ -143,35 +143,6 @@ func writeChunks(t *testing.T, ctx context.Context, c *hand.Conn, cq *cq, src *h
 	return tr
 }
 
-// some waits for the next completions on c, at least one, and returns
-// copies of them. Between empty polls it arms the CQ and waits for its
-// event, so the wait ends on a completion or on ctx.
-func (c *cq) some(t *testing.T, ctx context.Context, what string) []hand.WC {
-	t.Helper()
-	armed := false
-	for {
-		wcs, err := c.poller.Poll()
-		switch {
-		case err != nil:
-			t.Fatalf("%s: poll: %v", what, err)
-		case len(wcs) > 0:
-			return append([]hand.WC(nil), wcs...)
-		case !armed:
-			// Arm, then poll again: a completion that came before the arm
-			// raises no event.
-			if err := c.RequestNotify(false); err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			armed = true
-		default:
-			if err := c.Wait(ctx); err != nil {
-				t.Fatalf("%s: waiting for a completion: %v", what, withCause(ctx, err))
-			}
-			armed = false
-		}
-	}
-}
-
 // checkEachOnce checks that wcs hold wr_ids 0..n-1 exactly once, in order
 // (an RC send queue completes in order), and that they are successes up to
 // the first failure, which is IBV_WC_RETRY_EXC_ERR, and flushes after it.

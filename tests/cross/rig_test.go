@@ -124,40 +124,47 @@ func (r *rig) qp(t *testing.T, typ hand.QPType, send, recv *cq, wr int) *hand.QP
 	return qp
 }
 
-// reap waits for exactly n completions on c and returns copies of them.
-// Between empty polls it arms the CQ and waits for its event on the
-// channel, so every wait ends on a completion or on ctx. More than n
-// completions fail the test.
+// reap waits for exactly n completions on c (see some) and returns copies
+// of them. More than n completions fail the test.
 func (c *cq) reap(t *testing.T, ctx context.Context, n int, what string) []hand.WC {
 	t.Helper()
 	out := make([]hand.WC, 0, n)
-	armed := false
 	for len(out) < n {
+		out = append(out, c.some(t, ctx, fmt.Sprintf("%s (%d of %d so far: %s)", what, len(out), n, describe(out)))...)
+	}
+	if len(out) > n {
+		t.Fatalf("%s: want %d completions, got %d: %s", what, n, len(out), describe(out))
+	}
+	return out
+}
+
+// some waits for the next completions on c, at least one, and returns
+// copies of them. Between empty polls it arms the CQ and waits for its
+// event, so the wait ends on a completion or on ctx.
+func (c *cq) some(t *testing.T, ctx context.Context, what string) []hand.WC {
+	t.Helper()
+	armed := false
+	for {
 		wcs, err := c.poller.Poll()
-		if err != nil {
-			t.Fatalf("%s: poll: %v", what, err)
-		}
-		out = append(out, wcs...)
 		switch {
+		case err != nil:
+			t.Fatalf("%s: poll: %v", what, err)
 		case len(wcs) > 0:
+			return append([]hand.WC(nil), wcs...)
 		case !armed:
-			// Arm, then poll again: a completion that came before the
-			// arm raises no event.
+			// Arm, then poll again: a completion that came before the arm
+			// raises no event.
 			if err := c.RequestNotify(false); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
 			armed = true
 		default:
 			if err := c.Wait(ctx); err != nil {
-				t.Fatalf("%s: waiting for completion %d of %d: %v; got %s", what, len(out)+1, n, withCause(ctx, err), describe(out))
+				t.Fatalf("%s: waiting for a completion: %v", what, withCause(ctx, err))
 			}
 			armed = false
 		}
 	}
-	if len(out) > n {
-		t.Fatalf("%s: want %d completions, got %d: %s", what, n, len(out), describe(out))
-	}
-	return out
 }
 
 // withCause adds why ctx ended to err, when it did: the peer's half may
