@@ -80,8 +80,8 @@ type ConnConfig struct {
 	// (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT): with RetryCount it
 	// bounds how long a send to a dead peer takes to fail with
 	// IBV_WC_RETRY_EXC_ERR, about (RetryCount+1) timeouts. 0 leaves
-	// rdma_cm's choice, from the path's packet lifetime (on RoCE 2^17,
-	// about 0.5 s); at most 31.
+	// rdma_cm's choice, derived from the path's packet lifetime; at most
+	// 31.
 	AckTimeout uint8
 	// StepTimeout bounds address and route resolution each; 0 means 2 s.
 	// The context's deadline, if nearer, ends the dial on its own.
