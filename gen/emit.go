@@ -21,6 +21,16 @@ type EmitOptions struct {
 	// LayoutPkg, if set, is the import path of the layout test package to
 	// emit (the C oracle and the Go table); its files are keyed "layout/...".
 	LayoutPkg string
+	// IncludeDir, if set, is the include directory every cgo preamble
+	// searches first, relative to the output root (slash-separated): the
+	// packages then build against the headers they were generated from,
+	// never the machine's. LayoutIncludeDir is the same directory relative
+	// to the layout test package.
+	IncludeDir, LayoutIncludeDir string
+	// Since maps an extern function to the oldest rdma-core release known
+	// to declare it, for the error a call gets when the loaded library
+	// lacks it.
+	Since map[string]string
 }
 
 // File is one emitted file: a path relative to the output root (or
@@ -57,6 +67,13 @@ func Emit(ir *IR, specs []PackageSpec, opt EmitOptions) ([]File, error) {
 				return nil, err
 			}
 			files = append(files, f)
+			c, err := e.loaderFile(spec)
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				files = append(files, *c)
+			}
 		}
 	}
 	if opt.LayoutPkg != "" {
@@ -430,14 +447,13 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	f := jen.NewFilePathName(e.pkgPath(spec.Name), spec.Name)
 	e.header(f)
 	var pre strings.Builder
-	if spec.LDFlags != "" {
-		fmt.Fprintf(&pre, "#cgo LDFLAGS: %s\n", spec.LDFlags)
+	if e.opt.IncludeDir != "" {
+		pre.WriteString(cflags(path.Join("..", e.opt.IncludeDir)))
 	}
-	var funcs []*Func
-	for _, fn := range e.ir.Funcs {
-		if fn.Package == spec.Name {
-			funcs = append(funcs, fn)
-		}
+	funcs := e.funcsOf(spec)
+	if spec.Library.Soname != "" {
+		// dlopen lives in libdl before glibc 2.34 and in libc after it.
+		pre.WriteString("#cgo LDFLAGS: -ldl\n")
 	}
 	var dataPath []string
 	for _, fn := range funcs {
@@ -455,7 +471,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		fmt.Fprintf(&pre, "#include <%s>\n", inc)
 	}
 	pre.WriteString(e.layoutAssertions(spec))
-	pre.WriteString(e.symbolCheck(spec, funcs))
+	pre.WriteString(e.loaderDecls(spec))
 	for _, fn := range funcs {
 		if fn.Kind != FuncMacro {
 			continue
@@ -475,10 +491,31 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), ret, fn.Name, strings.Join(args, ", "))
 	}
 	f.CgoPreamble(pre.String())
+	e.loaderAPI(f, spec)
 	for _, fn := range funcs {
 		e.stub(f, fn)
 	}
 	return render(path.Join(spec.Name, "z"+spec.Name+"_funcs.go"), f)
+}
+
+// funcsOf lists the functions package spec declares, in IR order.
+func (e *emitter) funcsOf(spec *PackageSpec) []*Func {
+	var funcs []*Func
+	for _, fn := range e.ir.Funcs {
+		if fn.Package == spec.Name {
+			funcs = append(funcs, fn)
+		}
+	}
+	return funcs
+}
+
+// cflags is the #cgo CFLAGS line that puts the include directory rel
+// (relative to the package's own directory) first on the include path.
+func cflags(rel string) string {
+	if rel == "" {
+		return ""
+	}
+	return "#cgo CFLAGS: -I${SRCDIR}/" + rel + "\n"
 }
 
 // layoutAssertions are C static assertions of the size, alignment and every
@@ -518,59 +555,12 @@ func (e *emitter) layoutAssertions(spec *PackageSpec) string {
 	return b.String()
 }
 
-// symbolCheck declares every extern function weak and checks, when the
-// program loads, that the linked library has it. Bindings generated from
-// headers newer than the installed library then stop at start-up with a
-// message naming the function and the rdma-core version that declares it,
-// rather than failing at link time with a bare undefined reference or, with
-// lazy binding, crashing at the call.
-func (e *emitter) symbolCheck(spec *PackageSpec, funcs []*Func) string {
-	var names []string
-	for _, fn := range funcs {
-		if fn.Kind == FuncExtern {
-			names = append(names, fn.Name)
-		}
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	v := e.ir.Version
-	if v == "" {
-		v = "(unknown version)"
-	}
-	var b strings.Builder
-	b.WriteString("#include <stdio.h>\n#include <stdlib.h>\n")
-	for _, n := range names {
-		fmt.Fprintf(&b, "#pragma weak %s\n", n)
-	}
-	fmt.Fprintf(&b, "static void goverbs_missing_symbol(const char *fn) {\n")
-	fmt.Fprintf(&b, "\tfprintf(stderr, \"goverbs: the linked library (%s) lacks %%s, which package %s needs: it was generated from rdma-core %s; install rdma-core %s or newer, or regenerate the bindings for the installed headers (verbsgen -headers /usr/include)\\n\", fn);\n", spec.libs(), spec.Name, v, v)
-	b.WriteString("\texit(2);\n}\n")
-	b.WriteString("__attribute__((constructor)) static void goverbs_check_symbols(void) {\n")
-	for _, n := range names {
-		fmt.Fprintf(&b, "\tif (!%s) goverbs_missing_symbol(\"%s\");\n", n, n)
-	}
-	b.WriteString("}\n")
-	return b.String()
-}
-
 // cName is the C function a stub calls: the macro's wrapper or the function.
 func cName(fn *Func) string {
 	if fn.Kind == FuncMacro {
 		return "goverbs_" + fn.Name
 	}
 	return fn.Name
-}
-
-// libs names the libraries a package links, for messages.
-func (s *PackageSpec) libs() string {
-	var l []string
-	for _, f := range strings.Fields(s.LDFlags) {
-		if strings.HasPrefix(f, "-l") {
-			l = append(l, "lib"+f[2:])
-		}
-	}
-	return strings.Join(l, ", ")
 }
 
 func (s *PackageSpec) isDataPath(name string) bool {

@@ -71,6 +71,7 @@ func (e *emitter) layoutFiles() ([]File, error) {
 
 	// The C oracle.
 	var pre strings.Builder
+	pre.WriteString(cflags(e.opt.LayoutIncludeDir))
 	pre.WriteString("#include <stddef.h>\n#include <stdint.h>\n")
 	for _, spec := range e.specs {
 		for _, inc := range spec.Includes {

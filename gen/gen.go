@@ -13,6 +13,7 @@ package gen
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -31,6 +32,15 @@ type Config struct {
 	Command    string // recorded at the top of each file
 	Packages   []PackageSpec
 	Roots      []string
+	// CgoInclude makes every cgo preamble search Headers first, by a path
+	// relative to the package (#cgo CFLAGS: -I${SRCDIR}/...): for headers
+	// kept inside the module, so that its packages build against them and
+	// never against the machine's. Headers must then be inside Out's module.
+	CgoInclude bool
+	// Since lists include directories of older rdma-core releases: a call
+	// to a function the loaded library lacks names the oldest of them that
+	// declares it.
+	Since []string
 }
 
 // Result is what a run produced.
@@ -43,10 +53,16 @@ type Result struct {
 var versionInPath = regexp.MustCompile(`rdma-core-([0-9][0-9.]*[0-9])`)
 
 // VersionOf guesses the rdma-core version from an include directory named
-// like headers/rdma-core-44.0.
+// like headers/rdma-core-44.0, or else from a VERSION file beside it (as
+// headers/vendored/VERSION is beside headers/vendored/include).
 func VersionOf(headers string) string {
 	if m := versionInPath.FindStringSubmatch(filepath.ToSlash(headers)); m != nil {
 		return m[1]
+	}
+	if b, err := os.ReadFile(filepath.Join(headers, "..", "VERSION")); err == nil {
+		if v := strings.TrimSpace(string(b)); versionInPath.MatchString("rdma-core-" + v) {
+			return v
+		}
 	}
 	return ""
 }
@@ -74,13 +90,68 @@ func Build(cfg Config) (*Result, error) {
 	if err := Names(ir, cfg.Packages); err != nil {
 		return nil, err
 	}
-	files, err := Emit(ir, cfg.Packages, EmitOptions{
+	opt := EmitOptions{
 		Command: cfg.Command, ImportRoot: cfg.ImportRoot, LayoutOnly: cfg.LayoutOnly, LayoutPkg: cfg.LayoutPkg,
-	})
+	}
+	if cfg.CgoInclude {
+		if opt.IncludeDir, err = relSlash(cfg.Out, cfg.Headers); err != nil {
+			return nil, err
+		}
+		if cfg.LayoutDir != "" {
+			if opt.LayoutIncludeDir, err = relSlash(cfg.LayoutDir, cfg.Headers); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !cfg.LayoutOnly {
+		irs := []*IR{ir}
+		for _, dir := range cfg.Since {
+			old, err := buildIR(dir, cfg.Roots)
+			if err != nil {
+				return nil, fmt.Errorf("older release %s: %w", dir, err)
+			}
+			irs = append(irs, old)
+		}
+		opt.Since = sinceTable(irs)
+	}
+	files, err := Emit(ir, cfg.Packages, opt)
 	if err != nil {
 		return nil, err
 	}
 	return &Result{IR: ir, Files: files}, nil
+}
+
+// buildIR loads and models one header set, its version taken from its path.
+func buildIR(headers string, roots []string) (*IR, error) {
+	l, err := Load(headers, roots)
+	if err != nil {
+		return nil, err
+	}
+	ir, err := Model(l)
+	if err != nil {
+		return nil, err
+	}
+	if ir.Version = VersionOf(headers); ir.Version == "" {
+		return nil, fmt.Errorf("%s: no rdma-core version in the path (want .../rdma-core-VERSION)", headers)
+	}
+	return ir, nil
+}
+
+// relSlash is target relative to dir, slash-separated.
+func relSlash(dir, target string) (string, error) {
+	a, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	b, err := filepath.Abs(target)
+	if err != nil {
+		return "", err
+	}
+	r, err := filepath.Rel(a, b)
+	if err != nil {
+		return "", fmt.Errorf("headers %s: no path from %s: %w", target, dir, err)
+	}
+	return filepath.ToSlash(r), nil
 }
 
 // Run builds and writes. Nothing is written unless every stage succeeded.

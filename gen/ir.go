@@ -206,7 +206,12 @@ type IR struct {
 	Macros  []*Macro
 	Aliases []*Alias
 	Funcs   []*Func
-	Skipped []Skip
+	// Shadowed are extern prototypes hidden behind a function-like macro of
+	// the same name (ibv_query_port, ibv_reg_mr): C callers get the macro,
+	// so they have no stub, but the macro's expansion still calls them, so
+	// the loader defines them.
+	Shadowed []*Func
+	Skipped  []Skip
 	// StalePatches are naming patches that matched nothing in this header
 	// set: harmless (another rdma-core version may need them), but reported.
 	StalePatches []string

@@ -98,6 +98,7 @@ func (m *modeler) run() error {
 	}
 	sort.SliceStable(m.ir.Enums, func(i, j int) bool { return m.ir.Enums[i].Pos.less(m.ir.Enums[j].Pos) })
 	sort.SliceStable(m.ir.Funcs, func(i, j int) bool { return m.ir.Funcs[i].Pos.less(m.ir.Funcs[j].Pos) })
+	sort.SliceStable(m.ir.Shadowed, func(i, j int) bool { return m.ir.Shadowed[i].Pos.less(m.ir.Shadowed[j].Pos) })
 	sort.SliceStable(m.ir.Macros, func(i, j int) bool { return m.ir.Macros[i].Pos.less(m.ir.Macros[j].Pos) })
 	sort.SliceStable(m.ir.Aliases, func(i, j int) bool { return m.ir.Aliases[i].Pos.less(m.ir.Aliases[j].Pos) })
 	sort.SliceStable(m.ir.Skipped, func(i, j int) bool { return m.ir.Skipped[i].Pos.less(m.ir.Skipped[j].Pos) })
@@ -450,12 +451,17 @@ func (m *modeler) functions() error {
 		if !target {
 			continue
 		}
-		if mac := m.l.AST.Macros[name]; mac != nil && mac.IsFnLike {
-			continue // the macro of the same name is what C callers get: see macros
-		}
 		f, reason, err := m.function(name, p, decl.Type().(*cc.FunctionType))
 		if err != nil {
 			return err
+		}
+		if mac := m.l.AST.Macros[name]; mac != nil && mac.IsFnLike {
+			// The macro of the same name is what C callers get (see
+			// macros); the prototype behind it still needs its trampoline.
+			if reason == "" && !decl.IsStatic() {
+				m.ir.Shadowed = append(m.ir.Shadowed, f)
+			}
+			continue
 		}
 		if reason != "" {
 			m.ir.Skipped = append(m.ir.Skipped, Skip{Kind: "function", Name: name, Pos: p, Reason: reason})

@@ -36,7 +36,13 @@ type PackageSpec struct {
 	Name     string   // Go package name, also its directory under the output root
 	Headers  []string // header paths (relative to the include directory) it owns
 	Includes []string // headers its cgo preamble includes
-	LDFlags  string   // #cgo LDFLAGS
+	// Library is the shared library whose functions the package loads at
+	// run time (see loaderFile in emit.go); empty Soname: none.
+	Library Library
+	// MinusOne lists the functions returning int that fail with -1 and
+	// errno, where a trampoline whose function is missing must return -1
+	// rather than ENOSYS; an entry ending in "*" is a name prefix.
+	MinusOne []string
 	Prefixes []Prefix // tried in order; the first match is stripped
 	DataPath []string // name prefixes of data-path functions: #cgo noescape and nocallback
 	// Renames maps a C name (tag, typedef, constant or function) to a Go
@@ -47,6 +53,12 @@ type PackageSpec struct {
 	// where the package-wide rule would collide with a type or function
 	// (IBV_WR_SEND and ibv_wr_send): the whole enum is renamed alike.
 	EnumPrefixes map[string]Prefix
+}
+
+// Library is a shared library a generated package opens with dlopen.
+type Library struct {
+	Soname  string // "libibverbs.so.1"
+	Package string // the Debian and Ubuntu package that installs it
 }
 
 // owns reports whether a header belongs to the package.

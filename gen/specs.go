@@ -13,10 +13,11 @@ func Packages() []PackageSpec {
 			Headers: []string{"infiniband/verbs.h", "infiniband/verbs_api.h",
 				"infiniband/ib_user_ioctl_verbs.h", "rdma/ib_user_verbs.h"},
 			Includes: []string{"infiniband/verbs.h"},
-			// --no-as-needed: every extern function is referenced weakly (see
-			// symbolCheck in emit.go), and the linker drops a library that it
-			// only has weak references to.
-			LDFlags: "-Wl,--push-state,--no-as-needed -libverbs -Wl,--pop-state",
+			Library:  Library{Soname: "libibverbs.so.1", Package: "libibverbs1"},
+			// The verbs that report failure as -1 with errno set; the others
+			// that return int give 0 or a positive errno.
+			MinusOne: []string{"ibv_get_async_event", "ibv_get_cq_event", "ibv_query_gid",
+				"ibv_query_pkey", "ibv_get_pkey_index", "ibv_get_device_index"},
 			Prefixes: []Prefix{
 				{"ibv_", ""}, {"IBV_", ""},
 				{"ib_uverbs_", "Uverbs"}, {"IB_UVERBS_", "Uverbs"},
@@ -47,7 +48,9 @@ func Packages() []PackageSpec {
 			Name:     "rdmacm",
 			Headers:  []string{"rdma/rdma_cma.h", "rdma/rdma_verbs.h", "infiniband/sa.h"},
 			Includes: []string{"rdma/rdma_cma.h", "rdma/rdma_verbs.h"},
-			LDFlags:  "-Wl,--push-state,--no-as-needed -lrdmacm -libverbs -Wl,--pop-state",
+			Library:  Library{Soname: "librdmacm.so.1", Package: "librdmacm1"},
+			// Every librdmacm function that returns int fails with -1 and errno.
+			MinusOne: []string{"rdma_*"},
 			Prefixes: []Prefix{
 				{"rdma_", ""}, {"RDMA_", ""},
 				{"ibv_sa_", "SA"}, {"IBV_SA_", "SA"}, {"ibv_", ""}, {"IBV_", ""},

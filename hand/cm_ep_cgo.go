@@ -4,7 +4,6 @@ package hand
 // they use cgo's two-result form to read errno on the calling thread.
 
 /*
-#cgo LDFLAGS: -lrdmacm -libverbs
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>

@@ -8,7 +8,6 @@ package hand
 // (cgo's two-result form) can read; they are called from here.
 
 /*
-#cgo LDFLAGS: -lrdmacm -libverbs
 #include <stdlib.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -187,6 +186,9 @@ func ibvGetAsyncEvent(c *verbs.Context, ev *verbs.AsyncEvent) syscall.Errno {
 // librdmacm: every call returns -1 and sets errno.
 
 func rdmaGetDevices() ([]*verbs.Context, error) {
+	if err := rdmacm.Load(); err != nil {
+		return nil, err
+	}
 	var n C.int
 	list, err := C.rdma_get_devices(&n)
 	if list == nil {
@@ -197,6 +199,9 @@ func rdmaGetDevices() ([]*verbs.Context, error) {
 }
 
 func rdmaCreateEventChannel() (*rdmacm.EventChannel, error) {
+	if err := rdmacm.Load(); err != nil {
+		return nil, err
+	}
 	ch, err := C.rdma_create_event_channel()
 	if ch == nil {
 		return nil, nullErr("rdma_create_event_channel", err)

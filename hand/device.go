@@ -87,6 +87,9 @@ func Open(name string) (*Context, error) {
 
 // deviceList is ibvGetDeviceList with the commonest failure explained.
 func deviceList() ([]*verbs.Device, func(), error) {
+	if err := verbs.Load(); err != nil {
+		return nil, nil, err // rdma-core is not installed: the error says what to install
+	}
 	devs, free, err := ibvGetDeviceList()
 	if errors.Is(err, syscall.ENOSYS) {
 		return nil, nil, fmt.Errorf("%w: this kernel has no RDMA support (no /sys/class/infiniband; load ib_uverbs and a driver): %w", ErrNoDevice, err)

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"strings"
 	"syscall"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/libload"
 )
 
 // ErrClosed is returned by every method of a control-path object (Context,
@@ -23,22 +27,36 @@ var ErrNotSupported = errors.New("hand: not supported by this device")
 // (ibv_modify_qp(RTR)); Errno is what it reported. The message reads
 // "ibv_modify_qp(RTR): invalid argument", and errors.Is(err, syscall.EINVAL)
 // holds. Hint, when set, says what to do about it.
+//
+// When the installed rdma-core lacks the function itself (the generated
+// loader made the call fail with ENOSYS), Missing is the
+// *libload.MissingError that names it and the first release that has it.
 type VerbError struct {
-	Op    string
-	Errno syscall.Errno
-	Hint  string
+	Op      string
+	Errno   syscall.Errno
+	Hint    string
+	Missing error
 }
 
 func (e *VerbError) Error() string {
 	s := e.Op + ": " + e.Errno.Error()
+	if e.Missing != nil {
+		s += " (" + e.Missing.Error() + ")"
+	}
 	if e.Hint != "" {
 		s += " (" + e.Hint + ")"
 	}
 	return s
 }
 
-// Unwrap returns the errno, so errors.Is(err, syscall.ENOMEM) works.
-func (e *VerbError) Unwrap() error { return e.Errno }
+// Unwrap returns the errno, so errors.Is(err, syscall.ENOMEM) works, and
+// Missing when set, so errors.Is(err, libload.ErrNotSupported) does too.
+func (e *VerbError) Unwrap() []error {
+	if e.Missing != nil {
+		return []error{e.Errno, e.Missing}
+	}
+	return []error{e.Errno}
+}
 
 // Is reports EOPNOTSUPP and ENOSYS as ErrNotSupported.
 func (e *VerbError) Is(target error) bool {
@@ -50,7 +68,28 @@ func verbErr(op string, errno syscall.Errno) error {
 	if errno == 0 {
 		return nil
 	}
-	return &VerbError{Op: op, Errno: errno}
+	return &VerbError{Op: op, Errno: errno, Missing: missingFunction(op, errno)}
+}
+
+// missingFunction is, for a verb that failed with ENOSYS, the generated
+// loader's account of why when the installed library lacks the function
+// (op up to its step in parentheses is the C name); nil otherwise.
+func missingFunction(op string, errno syscall.Errno) error {
+	if errno != syscall.ENOSYS {
+		return nil
+	}
+	fn, _, _ := strings.Cut(op, "(")
+	var err error
+	switch {
+	case strings.HasPrefix(fn, "ibv_"):
+		err = verbs.Available(fn)
+	case strings.HasPrefix(fn, "rdma_"):
+		err = rdmacm.Available(fn)
+	}
+	if errors.Is(err, libload.ErrNotSupported) || errors.Is(err, libload.ErrNoLibrary) {
+		return err
+	}
+	return nil
 }
 
 // rcErr turns the return value of a verb that returns its errno (0, a

@@ -1,7 +1,7 @@
 package hand
 
 /*
-#cgo LDFLAGS: -lrdmacm -libverbs
+#cgo CFLAGS: -I${SRCDIR}/../headers/vendored/include
 // noescape but not nocallback: these take no Go pointers (every argument is
 // an address in C memory) and never call back, and nocallback's runtime
 // bookkeeping measured 2.5-3 ns a call here (BENCHMARKS.md).

@@ -54,9 +54,10 @@ all_versions() {
 }
 
 # deb_filename PKG VERSION: the file name `apt-get download` gives a package
-# (an epoch's ':' is written as %3a).
+# (an epoch's ':' is written as %3a), less its architecture, which is $arch
+# or "all".
 deb_filename() {
-	printf '%s_%s_%s.deb\n' "$1" "${2//:/%3a}" "$arch"
+	printf '%s_%s\n' "$1" "${2//:/%3a}"
 }
 
 # sha256_of FILE
@@ -145,8 +146,11 @@ apt_setup() {
 	local suite=$1 root=$cache/apt/$1
 	[[ -r $keyring ]] || die "Debian archive keyring not found: $keyring (install debian-archive-keyring)"
 	# OpenPGP user IDs are stored as plain text, e.g. "Debian Archive Automatic Signing Key (13/trixie)".
-	grep -aq "/$suite)" "$keyring" ||
-		die "keyring $keyring has no key for suite '$suite'; cannot verify its index (upgrade debian-archive-keyring)"
+	# Unstable has no key of its own: the current release keys sign it.
+	if [[ $suite != sid && $suite != unstable ]]; then
+		grep -aq "/$suite)" "$keyring" ||
+			die "keyring $keyring has no key for suite '$suite'; cannot verify its index (upgrade debian-archive-keyring)"
+	fi
 	debian_uri_lookup
 
 	mkdir -p "$root"/etc/apt.conf.d "$root"/etc/sources.list.d "$root"/etc/preferences.d \
@@ -187,6 +191,11 @@ apt_setup() {
 			Acquire::Languages "none";
 			Acquire::GzipIndexes "true";
 		EOF
+		# Unstable's Release file is short-lived and reads as expired against a
+		# clock that runs behind the archive; its signature is still checked.
+		if [[ $suite == sid || $suite == unstable ]]; then
+			echo 'Acquire::Check-Valid-Until "false";'
+		fi
 		env -u APT_CONFIG apt-config dump 2>/dev/null |
 			grep -E '^Acquire::((http|https|ftp|socks)(::|[[:space:]])|(Check-Valid-Until|Check-Date|Retries|ForceIPv4|ForceIPv6)[[:space:]])' || true
 	} >"$root/apt.conf"
@@ -204,7 +213,7 @@ apt_ready_suite=
 deb_path=
 fetch_deb() {
 	local suite=$1 pkg=$2 ver=$3 want=$4 file got dl
-	file=$debs/$(deb_filename "$pkg" "$ver")
+	file=$debs/$(deb_filename "$pkg" "$ver").deb
 	if [[ ! -f $file ]]; then
 		if [[ $apt_ready_suite != "$suite" ]]; then
 			apt_setup "$suite"
@@ -216,13 +225,15 @@ fetch_deb() {
 			rm -rf "$dl"
 			die "apt-get download failed: $pkg version $ver not available from $suite ($arch)"
 		fi
-		[[ -f $dl/${file##*/} ]] || { rm -rf "$dl"; die "apt-get download produced no ${file##*/}"; }
-		got=$(sha256_of "$dl/${file##*/}")
+		local got_file
+		got_file=$(find "$dl" -maxdepth 1 -name "$(deb_filename "$pkg" "$ver")_*.deb" -print -quit)
+		[[ -n $got_file ]] || { rm -rf "$dl"; die "apt-get download produced no $(deb_filename "$pkg" "$ver")_*.deb"; }
+		got=$(sha256_of "$got_file")
 		if [[ $got != "$want" ]]; then
 			rm -rf "$dl"
-			die "sha256 mismatch for ${file##*/}: want $want got $got"
+			die "sha256 mismatch for ${got_file##*/}: want $want got $got"
 		fi
-		mv -f "$dl/${file##*/}" "$file"
+		mv -f "$got_file" "$file"
 		rm -rf "$dl"
 	fi
 	got=$(sha256_of "$file")
@@ -239,7 +250,7 @@ trap cleanup EXIT
 
 # fetch_version VERSION
 fetch_version() {
-	local v=$1 lines dest files=() f suite pkg ver sha old
+	local v=$1 lines dest files=() pkgs=() f i suite pkg ver sha old
 	lines=$(manifest_lines "$v")
 	[[ -n $lines ]] || die "version $v is not in $manifest"
 	dest=$here/rdma-core-$v
@@ -255,16 +266,32 @@ fetch_version() {
 			die "malformed manifest line for $v: suite=$suite package=$pkg debversion=$ver sha256=$sha"
 		fetch_deb "$suite" "$pkg" "$ver" "$sha"
 		files+=("$deb_path")
+		pkgs+=("$pkg")
 	done <<<"$lines"
 
 	# Everything is verified; build the new tree next to the destination (same
 	# file system, so the renames below are atomic; the name matches .gitignore).
 	stage=$(mktemp -d "$here/rdma-core-$v.tmp.XXXXXX")
-	for f in "${files[@]}"; do
-		dpkg-deb -x "$f" "$stage/root"
+	mkdir -p "$stage/include/.copyright"
+	for i in "${!files[@]}"; do
+		f=${files[$i]} pkg=${pkgs[$i]}
+		dpkg-deb -x "$f" "$stage/$pkg"
+		if [[ $pkg == linux-libc-dev ]]; then
+			# The kernel's uapi package: only its rdma/ headers (the ones
+			# rdma-core's include) are kept; linux/ and asm/ stay the C
+			# library's, which every C toolchain has.
+			[[ -d $stage/$pkg/usr/include/rdma ]] || die "no usr/include/rdma in $pkg $ver"
+			mkdir -p "$stage/include/rdma"
+			cp -a "$stage/$pkg/usr/include/rdma/." "$stage/include/rdma/"
+		else
+			[[ -d $stage/$pkg/usr/include ]] || die "no usr/include in $pkg $ver"
+			cp -a "$stage/$pkg/usr/include/." "$stage/include/"
+		fi
+		# Debian's copyright file carries the packages' license terms.
+		[[ -f $stage/$pkg/usr/share/doc/$pkg/copyright ]] &&
+			cp "$stage/$pkg/usr/share/doc/$pkg/copyright" "$stage/include/.copyright/$pkg"
+		rm -rf "${stage:?}/$pkg"
 	done
-	[[ -d $stage/root/usr/include ]] || die "no usr/include in the packages for $v"
-	mv "$stage/root/usr/include" "$stage/include"
 	for f in infiniband/verbs.h rdma/rdma_cma.h; do
 		[[ -f $stage/include/$f ]] || die "rdma-core $v packages lack $f"
 	done

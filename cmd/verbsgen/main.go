@@ -44,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	layoutImport := fs.String("layout-import", "", "import `path` of the layout test package (default: -import's module path + /tests/layout)")
 	fs.BoolVar(&cfg.LayoutOnly, "layout-only", false, "emit layouts and constants only, no cgo stubs (nothing to link)")
 	fs.StringVar(&cfg.Version, "version", "", "rdma-core `version` recorded in the files (default: from the -headers path)")
+	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
+	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
 	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header; write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +58,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if cfg.LayoutPkg == "" {
 			cfg.LayoutPkg = strings.TrimSuffix(cfg.ImportRoot, "/generated") + "/tests/layout"
 		}
+	}
+	if *since != "" {
+		cfg.Since = strings.Split(*since, ",")
 	}
 	cfg.Command = "verbsgen " + strings.Join(args, " ")
 	if *report {

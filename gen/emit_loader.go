@@ -1,0 +1,349 @@
+package gen
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// The run-time loader. A generated package does not link its library: its
+// C file opens the library with dlopen on first use, resolves every extern
+// function the headers declare into a table, and defines each of those
+// functions itself as a trampoline through that table. The headers' static
+// inline functions and macros, the cgo stubs and any other C code of the
+// program that calls, say, ibv_create_qp reach the trampoline by name, so
+// one table serves them all. A binary then starts on a machine without
+// rdma-core, and a function an older library lacks fails only its own call,
+// with errno ENOSYS, instead of stopping the program at load time.
+//
+// The trampolines are compiled in a translation unit that includes none of
+// rdma-core's headers and spell their parameters by ABI class only
+// (pointers as void *, integers by size and sign): the headers' prototypes,
+// with their const qualifiers, never meet these definitions, and the calling
+// convention is the same. They are hidden, so they never interpose on
+// libibverbs' own symbols for librdmacm or a provider.
+
+// libloadPath is the package the generated loaders report errors through.
+const libloadPath = "github.com/goverbs/goverbs/libload"
+
+// externsOf lists the extern functions of package spec, those behind a
+// macro included, in source order: their index is their slot in the C table.
+func (e *emitter) externsOf(spec *PackageSpec) []*Func {
+	var ext []*Func
+	for _, fn := range e.ir.Funcs {
+		if fn.Kind == FuncExtern && fn.Package == spec.Name {
+			ext = append(ext, fn)
+		}
+	}
+	for _, fn := range e.ir.Shadowed {
+		if spec.owns(fn.Pos.File) {
+			ext = append(ext, fn)
+		}
+	}
+	sort.SliceStable(ext, func(i, j int) bool { return ext[i].Pos.less(ext[j].Pos) })
+	return ext
+}
+
+// cPrefix is the prefix of the loader's C symbols in package spec.
+func cPrefix(spec *PackageSpec) string { return "goverbs_" + spec.Name + "_" }
+
+// loaderDecls declares the loader's C entry points for the cgo preamble.
+func (e *emitter) loaderDecls(spec *PackageSpec) string {
+	if spec.Library.Soname == "" || len(e.externsOf(spec)) == 0 {
+		return ""
+	}
+	p := cPrefix(spec)
+	return fmt.Sprintf("\n// The run-time loader (z%s_load.c).\nint %sload(void);\nconst char *%sload_error(void);\nconst char *%spath(void);\nint %shas(int);\n",
+		spec.Name, p, p, p, p)
+}
+
+// loaderAPI emits the Go side of the loader: Load, LibraryPath, Available
+// and the table they use.
+func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
+	ext := e.externsOf(spec)
+	if spec.Library.Soname == "" || len(ext) == 0 {
+		return
+	}
+	p := cPrefix(spec)
+	lib := spec.Library
+	since := jen.Dict{}
+	index := jen.Dict{}
+	for i, fn := range ext {
+		index[jen.Lit(fn.Name)] = jen.Lit(i)
+		if v := e.opt.Since[fn.Name]; v != "" {
+			since[jen.Lit(fn.Name)] = jen.Lit(v)
+		}
+	}
+	f.Commentf("library describes %s, which package %s opens on first use.", lib.Soname, spec.Name)
+	f.Var().Id("library").Op("=").Op("&").Qual(libloadPath, "Library").Values(jen.Dict{
+		jen.Id("Soname"):    jen.Lit(lib.Soname),
+		jen.Id("Package"):   jen.Lit(lib.Package),
+		jen.Id("Generated"): jen.Lit(e.ir.Version),
+		jen.Id("Since"):     jen.Map(jen.String()).String().Values(since),
+	})
+	f.Line()
+	f.Comment("symbols maps each extern function to its slot in the loader's table.")
+	f.Var().Id("symbols").Op("=").Map(jen.String()).Int().Values(index)
+	f.Line()
+	f.Commentf("Load opens %s, once: every stub does so on its first call, so calling", lib.Soname)
+	f.Comment("Load is needed only to learn early whether rdma-core is installed. It")
+	f.Commentf("returns nil, or a *libload.LibraryError (matching libload.ErrNoLibrary)")
+	f.Commentf("naming the library and the package to install. Without the library every")
+	f.Comment("extern function fails with errno ENOSYS and returns its failure value.")
+	f.Func().Id("Load").Params().Error().Block(
+		jen.If(jen.Qual("C", p+"load").Call().Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
+		jen.Return(jen.Id("library").Dot("LoadError").Call(jen.Qual("C", "GoString").Call(jen.Qual("C", p+"load_error").Call()))),
+	)
+	f.Line()
+	f.Commentf("LibraryPath is the file %s was loaded from (its name carries the", lib.Soname)
+	f.Comment("rdma-core release), or \"\" if it cannot be loaded.")
+	f.Func().Id("LibraryPath").Params().String().Block(
+		jen.If(jen.Id("Load").Call().Op("!=").Nil()).Block(jen.Return(jen.Lit(""))),
+		jen.Return(jen.Qual("C", "GoString").Call(jen.Qual("C", p+"path").Call())),
+	)
+	f.Line()
+	f.Commentf("Available reports whether the installed %s has the extern function", lib.Soname)
+	f.Comment("named function (its C name). It returns nil; the Load error; or a")
+	f.Comment("*libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming")
+	f.Comment("the function and the first rdma-core release known to have it. A call to")
+	f.Comment("a missing function sets errno to ENOSYS and returns its failure value.")
+	f.Func().Id("Available").Params(jen.Id("function").String()).Error().Block(
+		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id("symbols").Index(jen.Id("function")),
+		jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Qual("fmt", "Errorf").Call(
+			jen.Lit("goverbs: %s is not an extern function of package "+spec.Name), jen.Id("function")))),
+		jen.If(jen.Id("err").Op(":=").Id("Load").Call(), jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err"))),
+		jen.If(jen.Qual("C", p+"has").Call(jen.Qual("C", "int").Call(jen.Id("i"))).Op("!=").Lit(0)).Block(jen.Return(jen.Nil())),
+		jen.Return(jen.Id("library").Dot("Missing").Call(jen.Id("function"), jen.Id("LibraryPath").Call())),
+	)
+	f.Line()
+}
+
+// loaderFile is the C file of package spec: the dlopen-once loader and one
+// trampoline per extern function.
+func (e *emitter) loaderFile(spec *PackageSpec) (*File, error) {
+	ext := e.externsOf(spec)
+	if spec.Library.Soname == "" || len(ext) == 0 {
+		return nil, nil
+	}
+	p := cPrefix(spec)
+	var b strings.Builder
+	fmt.Fprintf(&b, "// %s\n// Code generated by the command above from rdma-core %s. DO NOT EDIT.\n\n", e.opt.Command, orUnknownVersion(e.ir.Version))
+	fmt.Fprintf(&b, `// The run-time loader of package %[1]s: %[2]s is opened with dlopen on
+// first use, and each of the %[3]d extern functions its headers declare is
+// defined here as a hidden trampoline that calls the library's function
+// through a table, or fails with errno ENOSYS when the library (or that one
+// function) is missing. See gen/emit_loader.go for why the parameters are
+// spelled by ABI class. None of rdma-core's headers is included here.
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define GOVERBS_HIDDEN __attribute__((visibility("hidden")))
+
+static const char *const names[%[3]d] = {
+`, spec.Name, spec.Library.Soname, len(ext))
+	for _, fn := range ext {
+		fmt.Fprintf(&b, "\t%q,\n", fn.Name)
+	}
+	fmt.Fprintf(&b, `};
+
+static void *fns[%[1]d];
+static void *handle;
+static char load_error[512];
+static char lib_path[PATH_MAX];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+// open_library runs once (pthread_once also orders its writes before every
+// later reader's pthread_once call).
+static void open_library(void) {
+	void *h = dlopen(%[2]q, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		const char *e = dlerror();
+		snprintf(load_error, sizeof load_error, "%%s", e != NULL ? e : "dlopen failed");
+		return;
+	}
+	for (int i = 0; i < %[1]d; i++)
+		fns[i] = dlsym(h, names[i]);
+	struct link_map *lm = NULL;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&
+	    realpath(lm->l_name, lib_path) == NULL)
+		snprintf(lib_path, sizeof lib_path, "%%s", lm->l_name);
+	handle = h;
+}
+
+static void *fn(int i) {
+	pthread_once(&once, open_library);
+	return fns[i];
+}
+
+GOVERBS_HIDDEN int %[3]sload(void) {
+	pthread_once(&once, open_library);
+	return handle != NULL ? 0 : -1;
+}
+
+GOVERBS_HIDDEN const char *%[3]sload_error(void) {
+	pthread_once(&once, open_library);
+	return load_error;
+}
+
+GOVERBS_HIDDEN const char *%[3]spath(void) {
+	pthread_once(&once, open_library);
+	return lib_path;
+}
+
+GOVERBS_HIDDEN int %[3]shas(int i) {
+	return i >= 0 && i < %[1]d && fn(i) != NULL;
+}
+`, len(ext), spec.Library.Soname, p)
+	for i, f := range ext {
+		t, err := trampoline(spec, f, i)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString("\n" + t)
+	}
+	return &File{Path: path.Join(spec.Name, "z"+spec.Name+"_load.c"), Data: []byte(b.String())}, nil
+}
+
+func orUnknownVersion(v string) string {
+	if v == "" {
+		return "unknown"
+	}
+	return v
+}
+
+// trampoline is the C definition of extern function f, slot i.
+func trampoline(spec *PackageSpec, f *Func, i int) (string, error) {
+	ret, err := abiType(f.Result)
+	if err != nil {
+		return "", fmt.Errorf("%s: result of %s: %w", f.Pos, f.Name, err)
+	}
+	var params, types, args []string
+	for j, p := range f.Params {
+		t, err := abiType(p.Type)
+		if err != nil {
+			return "", fmt.Errorf("%s: parameter %s of %s: %w", f.Pos, p.Name, f.Name, err)
+		}
+		params = append(params, abiDecl(t, fmt.Sprintf("a%d", j)))
+		types = append(types, t)
+		args = append(args, fmt.Sprintf("a%d", j))
+	}
+	if len(params) == 0 {
+		params, types = []string{"void"}, []string{"void"}
+	}
+	fail := "return " + missingResult(spec, f) + ";"
+	call := "return fn_(" + strings.Join(args, ", ") + ");"
+	if f.Result.Kind == KVoid {
+		fail, call = "return;", "fn_("+strings.Join(args, ", ")+");"
+	}
+	ptr := fmt.Sprintf("%s (*)(%s)", ret, strings.Join(types, ", "))
+	return fmt.Sprintf("// %s (%s)\nGOVERBS_HIDDEN %s(%s) {\n\t%s = (%s)fn(%d);\n\tif (fn_ == NULL) {\n\t\terrno = ENOSYS;\n\t\t%s\n\t}\n\t%s\n}\n",
+		f.Name, f.Pos, abiDecl(ret, f.Name), strings.Join(params, ", "),
+		strings.Replace(ptr, "(*)", "(*fn_)", 1), ptr, i, fail, call), nil
+}
+
+// abiDecl declares name with the ABI type t.
+func abiDecl(t, name string) string {
+	if strings.HasSuffix(t, "*") {
+		return t + name
+	}
+	return t + " " + name
+}
+
+// abiType spells a C type by its calling-convention class: what a register
+// or stack slot carries, not what the headers call it.
+func abiType(t *Type) (string, error) {
+	switch t.Kind {
+	case KVoid:
+		return "void", nil
+	case KPointer, KFuncPtr, KArray:
+		return "void *", nil
+	case KInt, KEnum:
+		if t.Bool {
+			return "_Bool", nil
+		}
+		switch t.Size {
+		case 1, 2, 4, 8:
+			u := "u"
+			if t.Signed {
+				u = ""
+			}
+			return fmt.Sprintf("%sint%d_t", u, t.Size*8), nil
+		}
+	case KFloat:
+		switch t.Size {
+		case 4:
+			return "float", nil
+		case 8:
+			return "double", nil
+		}
+	}
+	return "", fmt.Errorf("a %d-byte %s cannot be forwarded by a generated trampoline", t.Size, kindNames[t.Kind])
+}
+
+var kindNames = map[TypeKind]string{KVoid: "void", KInt: "integer", KFloat: "floating type", KPointer: "pointer",
+	KFuncPtr: "function pointer", KArray: "array", KRecord: "struct or union passed by value", KEnum: "enum"}
+
+// missingResult is what a trampoline returns when its function is missing:
+// the value its C convention uses for failure, with errno set to ENOSYS.
+func missingResult(spec *PackageSpec, f *Func) string {
+	switch t := f.Result; {
+	case t.Kind == KPointer || t.Kind == KFuncPtr:
+		return "NULL"
+	case t.Kind == KInt && t.Signed && t.Size == 4 && !t.Bool:
+		if spec.failsMinusOne(f.Name) {
+			return "-1"
+		}
+		return "ENOSYS" // the verbs that return 0 or a positive errno
+	default:
+		return "0"
+	}
+}
+
+// failsMinusOne reports whether function name fails with -1 and errno.
+func (s *PackageSpec) failsMinusOne(name string) bool {
+	for _, m := range s.MinusOne {
+		if p, ok := strings.CutSuffix(m, "*"); ok && strings.HasPrefix(name, p) || m == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sinceTable maps every extern function of the given IRs, oldest release
+// first, to the oldest release that declares it.
+func sinceTable(irs []*IR) map[string]string {
+	sorted := append([]*IR(nil), irs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return versionLess(sorted[i].Version, sorted[j].Version) })
+	since := map[string]string{}
+	for _, ir := range sorted {
+		for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
+			if _, ok := since[fn.Name]; !ok && fn.Kind == FuncExtern {
+				since[fn.Name] = ir.Version
+			}
+		}
+	}
+	return since
+}
+
+// versionLess orders rdma-core versions ("33.2" < "44.0" < "65.0") numerically.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		x, y := mustAtoi(as[i]), mustAtoi(bs[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return len(as) < len(bs)
+}

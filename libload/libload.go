@@ -1,0 +1,90 @@
+// Package libload is what the generated packages share about loading
+// rdma-core's libraries at run time: the library table they fill in and the
+// errors a missing library or function gives.
+//
+// A program built with goverbs does not link libibverbs or librdmacm. Each
+// generated package opens its library with dlopen on first use and resolves
+// every function its headers declare; a function the installed release
+// lacks fails only the call that needs it. This package holds no cgo and
+// loads nothing itself: the generated packages do, and report through it.
+package libload
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+)
+
+// ErrNoLibrary matches every *LibraryError: the shared library could not be
+// loaded at all (rdma-core is not installed). A program can test for it and
+// fall back to another transport.
+var ErrNoLibrary = errors.New("goverbs: rdma-core library not installed")
+
+// ErrNotSupported matches every *MissingError: the loaded library is older
+// than the function that was called.
+var ErrNotSupported = errors.New("goverbs: not supported by the installed rdma-core")
+
+// Library describes one shared library a generated package loads.
+type Library struct {
+	Soname    string // what dlopen is given: "libibverbs.so.1"
+	Package   string // the Debian and Ubuntu package that installs it: "libibverbs1"
+	Generated string // the rdma-core release the package was generated from
+	// Since maps a function to the oldest rdma-core release, among those the
+	// generator was shown, whose headers declare it; empty when unknown.
+	Since map[string]string
+}
+
+// LoadError is the error of a failed dlopen, with dlerror's text.
+func (l *Library) LoadError(reason string) error {
+	return &LibraryError{Soname: l.Soname, Package: l.Package, Reason: reason}
+}
+
+// Missing is the error of a call to a function the loaded library lacks;
+// path is the file the library was loaded from.
+func (l *Library) Missing(function, path string) error {
+	return &MissingError{Function: function, Soname: l.Soname, Path: path, Since: l.Since[function]}
+}
+
+// LibraryError says that an rdma-core library could not be loaded, and what
+// to install. It matches ErrNoLibrary and syscall.ENOSYS.
+type LibraryError struct {
+	Soname  string
+	Package string
+	Reason  string // dlerror's text
+}
+
+func (e *LibraryError) Error() string {
+	return "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): rdma-core is not installed; install package " +
+		e.Package + " (rdma-core; on Debian and Ubuntu: apt-get install " + e.Package + " ibverbs-providers)"
+}
+
+func (e *LibraryError) Is(target error) bool { return target == ErrNoLibrary || target == syscall.ENOSYS }
+
+// MissingError says that the loaded library lacks a function, and which
+// rdma-core release first has it. It matches ErrNotSupported and
+// syscall.ENOSYS (the errno the C call itself reported).
+type MissingError struct {
+	Function string
+	Soname   string
+	Path     string // the file the library was loaded from; empty if unknown
+	Since    string // oldest known rdma-core release that has Function; empty if unknown
+}
+
+func (e *MissingError) Error() string {
+	var b strings.Builder
+	b.WriteString("goverbs: ")
+	b.WriteString(e.Function)
+	b.WriteString(" is not in the installed ")
+	b.WriteString(e.Soname)
+	if e.Path != "" {
+		b.WriteString(" (" + e.Path + ")")
+	}
+	if e.Since != "" {
+		b.WriteString(": of the rdma-core releases goverbs pins, " + e.Since + " is the first that has it")
+	} else {
+		b.WriteString(": it needs a newer rdma-core")
+	}
+	return b.String()
+}
+
+func (e *MissingError) Is(target error) bool { return target == ErrNotSupported || target == syscall.ENOSYS }
