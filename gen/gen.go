@@ -123,7 +123,13 @@ func Build(cfg Config) (*Result, error) {
 
 // buildIR loads and models one header set, its version taken from its path.
 func buildIR(headers string, roots []string) (*IR, error) {
-	l, err := Load(headers, roots)
+	var have []string // an older release may lack a root header
+	for _, r := range roots {
+		if _, err := os.Stat(filepath.Join(headers, r)); err == nil {
+			have = append(have, r)
+		}
+	}
+	l, err := Load(headers, have)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,105 @@
+package gen_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/gen"
+)
+
+// TestLoader generates the loader case (testdata/loader) against a fake
+// library that gcc builds here, in a temporary module, and runs the tests
+// of testdata/loader/loader_test.go.txt there: functions the library has are
+// reached through their trampolines (from stubs, a static inline and a
+// macro's expansion); those it lacks return their convention's failure value
+// and are reported by Available with the release that first declares them;
+// a package whose library is not installed reports a *libload.LibraryError
+// naming it and the package that provides it, and nothing crashes.
+func TestLoader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: not compiling the loader case")
+	}
+	goCmd := goTool(t)
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc on PATH to build the fake library")
+	}
+	dir, err := filepath.Abs(filepath.Join("testdata", "loader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	libdir := t.TempDir()
+	lib := filepath.Join(libdir, "libfake.so.1")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, filepath.Join(dir, "libfake.c")).CombinedOutput(); err != nil {
+		t.Fatalf("building the fake library: %v\n%s", err, out)
+	}
+
+	const module = "example.com/loadercase"
+	mod := t.TempDir()
+	specs := []gen.PackageSpec{
+		{
+			Name: "verbs", Headers: []string{"infiniband/verbs.h"}, Includes: []string{"infiniband/verbs.h"},
+			Prefixes: []gen.Prefix{{C: "ibv_", Go: ""}},
+			Library:  gen.Library{Soname: lib, Package: "libfake1"},
+			MinusOne: []string{"ibv_missing_minus_one"},
+		},
+		{
+			Name: "rdmacm", Headers: []string{"rdma/rdma_cma.h"}, Includes: []string{"rdma/rdma_cma.h"},
+			Prefixes: []gen.Prefix{{C: "rdma_", Go: ""}},
+			Library:  gen.Library{Soname: "libgoverbs-absent.so.1", Package: "libabsent1"},
+			MinusOne: []string{"rdma_*"},
+		},
+	}
+	res, err := gen.Run(gen.Config{
+		Headers:    filepath.Join(dir, "include"),
+		Out:        filepath.Join(mod, "generated"),
+		ImportRoot: module + "/generated",
+		Version:    "0.2",
+		Command:    "verbsgen (gen loader test)",
+		Packages:   specs,
+		Roots:      []string{"infiniband/verbs.h", "rdma/rdma_cma.h"},
+		Since:      []string{filepath.Join(dir, "old", "rdma-core-0.1")},
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var loaders []string
+	for _, f := range res.Files {
+		if strings.HasSuffix(f.Path, "_load.c") {
+			loaders = append(loaders, f.Path)
+		}
+	}
+	if strings.Join(loaders, " ") != "verbs/zverbs_load.c rdmacm/zrdmacm_load.c" {
+		t.Fatalf("loader files %v, want one per package", loaders)
+	}
+
+	root := repoRoot(t)
+	gomod := fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => %s\n", module, root)
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join(dir, "loader_test.go.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "generated", "verbs", "loader_test.go"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goCmd, "test", "-count=1", "-v", "./generated/verbs/")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local",
+		"CGO_ENABLED=1", "CGO_CFLAGS=-g -O2 -I"+filepath.Join(dir, "include"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go test in the temporary module: %v\n%s", err, out)
+	}
+	for _, want := range []string{"--- PASS: TestLoaded", "--- PASS: TestMissingFunctions", "--- PASS: TestNoLibrary"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the loader case did not report %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+/* Loader case: extern functions of every failure convention, one of them
+ * behind a same-named macro; libfake.c defines only some of them. */
+#ifndef LOADER_VERBS_H
+#define LOADER_VERBS_H
+
+#include <stdint.h>
+
+struct ibv_thing {
+	uint32_t id;
+};
+
+/* In the fake library. */
+int ibv_add_one(int x);
+struct ibv_thing *ibv_get_thing(void);
+int ibv_twice(int x);
+#define ibv_twice(x) ibv_twice(x)
+static inline int ibv_add_two(int x) { return ibv_add_one(ibv_add_one(x)); }
+
+/* Not in it: the calls must fail with the convention's value. */
+int ibv_missing_errno(struct ibv_thing *t);
+int ibv_missing_minus_one(void);
+struct ibv_thing *ibv_missing_ptr(uint8_t port);
+void ibv_missing_void(uint64_t v);
+uint16_t ibv_missing_u16(void);
+
+#endif
