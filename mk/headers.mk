@@ -3,12 +3,31 @@
 #
 #   make headers    fetch/verify/extract every version in headers/manifest.tsv
 #                   (a fast offline no-op when the trees are already up to date)
+#   make vendor-headers
+#                   refresh headers/vendored (committed: what the generated
+#                   packages include) from the fetched HEADERS_VENDORED tree
+#   make check-vendored
+#                   fail if headers/vendored/include differs from what
+#                   vendor-headers makes from the pinned packages
 #
 # Each tree is an include directory, e.g. -I $(HEADERS_44).
 
 HEADERS_44 := headers/rdma-core-44.0
 HEADERS_56 := headers/rdma-core-56.1
+# The release vendored in headers/vendored, which generated/ is made from.
+HEADERS_VENDORED := 65.0
 
-.PHONY: headers
+.PHONY: headers vendor-headers check-vendored
 headers:
 	bash headers/fetch.sh
+
+vendor-headers: headers
+	bash headers/vendor.sh $(HEADERS_VENDORED)
+
+check-vendored: headers
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	bash headers/vendor.sh -o "$$tmp/v" $(HEADERS_VENDORED) >/dev/null; \
+	if ! diff -r "$$tmp/v/include" headers/vendored/include || ! cmp -s "$$tmp/v/VERSION" headers/vendored/VERSION; then \
+		echo "check-vendored: headers/vendored differs from rdma-core $(HEADERS_VENDORED)'s pinned packages: run make vendor-headers and commit" >&2; exit 1; \
+	fi; \
+	echo "check-vendored: headers/vendored/include is rdma-core $(HEADERS_VENDORED)'s header closure, from the pinned packages"

@@ -4,12 +4,15 @@
 # Run as root (CI and the development machines are); prints what it installs.
 set -euo pipefail
 
-# Build: gcc for cgo; the rdma-core 44.0 development files the stubs link against.
-# soft-RoCE VM: qemu, busybox, kmod (depmod), iproute2 and rdma-core's tools and
-# providers (rdma_rxe's user-space half lives in ibverbs-providers).
+# Build: gcc for cgo; nothing of rdma-core (the packages include the vendored
+# headers in headers/vendored and load the libraries at run time).
+# Tests: rdma-core's libraries (the fake-provider tests and the host half
+# of the loader tests load them), and for the soft-RoCE VM qemu, busybox,
+# kmod (depmod), iproute2 and rdma-core's tools and providers (rdma_rxe's
+# user-space half lives in ibverbs-providers).
 packages=(
 	gcc libc6-dev pkg-config
-	libibverbs-dev librdmacm-dev ibverbs-providers
+	libibverbs1 librdmacm1 ibverbs-providers
 	ibverbs-utils rdmacm-utils perftest
 	qemu-system-x86 busybox-static kmod iproute2
 	ca-certificates
