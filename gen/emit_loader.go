@@ -105,6 +105,16 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 		jen.Return(jen.Qual("C", "GoString").Call(jen.Qual("C", p+"path").Call())),
 	)
 	f.Line()
+	var names []jen.Code
+	for _, fn := range ext {
+		names = append(names, jen.Lit(fn.Name))
+	}
+	f.Commentf("Functions lists the C names of the %d extern functions package %s", len(ext), spec.Name)
+	f.Commentf("resolves in %s, in header order.", lib.Soname)
+	f.Func().Id("Functions").Params().Index().String().Block(
+		jen.Return(jen.Index().String().Values(names...)),
+	)
+	f.Line()
 	f.Commentf("Available reports whether the installed %s has the extern function", lib.Soname)
 	f.Comment("named function (its C name). It returns nil; the Load error; or a")
 	f.Comment("*libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming")

@@ -354,6 +354,12 @@ func LibraryPath() string {
 	return C.GoString(C.goverbs_rdmacm_path())
 }
 
+// Functions lists the C names of the 44 extern functions package rdmacm
+// resolves in librdmacm.so.1, in header order.
+func Functions() []string {
+	return []string{"rdma_create_event_channel", "rdma_destroy_event_channel", "rdma_create_id", "rdma_create_ep", "rdma_destroy_ep", "rdma_destroy_id", "rdma_bind_addr", "rdma_resolve_addr", "rdma_resolve_route", "rdma_create_qp", "rdma_create_qp_ex", "rdma_destroy_qp", "rdma_connect", "rdma_establish", "rdma_listen", "rdma_get_request", "rdma_accept", "rdma_reject", "rdma_reject_ece", "rdma_notify", "rdma_disconnect", "rdma_join_multicast", "rdma_leave_multicast", "rdma_join_multicast_ex", "rdma_get_cm_event", "rdma_ack_cm_event", "rdma_get_src_port", "rdma_get_dst_port", "rdma_get_devices", "rdma_free_devices", "rdma_event_str", "rdma_set_option", "rdma_migrate_id", "rdma_getaddrinfo", "rdma_freeaddrinfo", "rdma_init_qp_attr", "rdma_set_local_ece", "rdma_get_remote_ece", "rdma_resolve_addrinfo", "rdma_query_addrinfo", "rdma_write_cm_event", "rdma_create_srq", "rdma_create_srq_ex", "rdma_destroy_srq"}
+}
+
 // Available reports whether the installed librdmacm.so.1 has the extern function
 // named function (its C name). It returns nil; the Load error; or a
 // *libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming

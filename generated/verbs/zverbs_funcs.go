@@ -2274,6 +2274,12 @@ func LibraryPath() string {
 	return C.GoString(C.goverbs_verbs_path())
 }
 
+// Functions lists the C names of the 87 extern functions package verbs
+// resolves in libibverbs.so.1, in header order.
+func Functions() []string {
+	return []string{"ibv_wc_status_str", "ibv_rate_to_mult", "mult_to_ibv_rate", "ibv_rate_to_mbps", "mbps_to_ibv_rate", "ibv_wr_opcode_str", "ibv_qp_to_qp_ex", "ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name", "ibv_get_device_index", "ibv_get_device_guid", "ibv_open_device", "ibv_close_device", "ibv_import_device", "ibv_import_pd", "ibv_unimport_pd", "ibv_import_mr", "ibv_unimport_mr", "ibv_import_dm", "ibv_unimport_dm", "ibv_get_async_event", "ibv_ack_async_event", "ibv_query_device", "ibv_query_port", "ibv_query_port_speed", "ibv_query_gid", "_ibv_query_gid_ex", "_ibv_query_gid_table", "ibv_query_pkey", "ibv_get_pkey_index", "ibv_alloc_pd", "ibv_dealloc_pd", "ibv_reg_mr_iova2", "ibv_reg_mr", "ibv_reg_mr_iova", "ibv_reg_dmabuf_mr", "ibv_reg_mr_ex", "ibv_rereg_mr", "ibv_dereg_mr", "ibv_create_comp_channel", "ibv_destroy_comp_channel", "ibv_dm_export_dmabuf_fd", "ibv_create_cq", "ibv_resize_cq", "ibv_destroy_cq", "ibv_get_cq_event", "ibv_ack_cq_events", "_ibv_query_comp_cntr_caps", "ibv_create_comp_cntr", "ibv_destroy_comp_cntr", "ibv_set_comp_cntr", "ibv_set_err_comp_cntr", "ibv_inc_comp_cntr", "ibv_inc_err_comp_cntr", "ibv_read_comp_cntr", "ibv_read_err_comp_cntr", "ibv_create_srq", "ibv_modify_srq", "ibv_query_srq", "ibv_destroy_srq", "ibv_create_qp", "ibv_alloc_buf", "ibv_export_buf_dmabuf_fd", "ibv_free_buf", "ibv_reg_buf_mr", "ibv_alloc_dmah", "ibv_dealloc_dmah", "ibv_modify_qp", "ibv_qp_attach_comp_cntr", "ibv_query_qp_data_in_order", "ibv_query_qp", "ibv_destroy_qp", "ibv_create_ah", "ibv_init_ah_from_wc", "ibv_create_ah_from_wc", "ibv_destroy_ah", "ibv_attach_mcast", "ibv_detach_mcast", "ibv_fork_init", "ibv_is_fork_initialized", "ibv_node_type_str", "ibv_port_state_str", "ibv_event_type_str", "ibv_resolve_eth_l2_from_gid", "ibv_set_ece", "ibv_query_ece"}
+}
+
 // Available reports whether the installed libibverbs.so.1 has the extern function
 // named function (its C name). It returns nil; the Load error; or a
 // *libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming

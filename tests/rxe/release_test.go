@@ -1,0 +1,86 @@
+package rxe
+
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/libload"
+)
+
+// libVersion reads the rdma-core release from the file a library was
+// loaded from: rdma-core installs libibverbs.so.1.14.44.0 for 44.0.
+var libVersion = regexp.MustCompile(`\.so\.\d+\.\d+\.(\d+\.\d+)$`)
+
+// loadedRelease is the rdma-core release of the loaded libibverbs, as
+// [major, minor].
+func loadedRelease(t *testing.T) (string, [2]int) {
+	t.Helper()
+	if err := verbs.Load(); err != nil {
+		t.Fatalf("rdma-core is not installed here: %v", err)
+	}
+	path := verbs.LibraryPath()
+	m := libVersion.FindStringSubmatch(path)
+	if m == nil {
+		t.Fatalf("cannot read the rdma-core release from %s", path)
+	}
+	return m[1], parseRelease(t, m[1])
+}
+
+func parseRelease(t *testing.T, v string) [2]int {
+	t.Helper()
+	maj, min, ok := strings.Cut(v, ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if !ok || err1 != nil || err2 != nil {
+		t.Fatalf("release %q is not MAJOR.MINOR", v)
+	}
+	return [2]int{a, b}
+}
+
+func newer(a, b [2]int) bool { return a[0] > b[0] || a[0] == b[0] && a[1] > b[1] }
+
+// TestReleaseFunctions runs against whatever rdma-core is installed (the VM
+// root's in make rxe-matrix): it prints the release, and every extern
+// function the packages declare is either in the loaded libraries or fails
+// with a *libload.MissingError that names it and a release newer than the
+// loaded one. Nothing the installed release has is reported missing, and
+// nothing is missing that the pins say it should have.
+func TestReleaseFunctions(t *testing.T) {
+	release, loaded := loadedRelease(t)
+	t.Logf("rdma-core %s: libibverbs %s, librdmacm %s", release, filepath.Base(verbs.LibraryPath()), filepath.Base(rdmacm.LibraryPath()))
+	type pkg struct {
+		name      string
+		functions []string
+		available func(string) error
+	}
+	for _, p := range []pkg{{"verbs", verbs.Functions(), verbs.Available}, {"rdmacm", rdmacm.Functions(), rdmacm.Available}} {
+		var missing []string
+		for _, fn := range p.functions {
+			err := p.available(fn)
+			if err == nil {
+				continue
+			}
+			var me *libload.MissingError
+			if !errors.As(err, &me) || !errors.Is(err, libload.ErrNotSupported) || !errors.Is(err, syscall.ENOSYS) {
+				t.Errorf("%s: Available = %v, want nil or a *libload.MissingError", fn, err)
+				continue
+			}
+			if me.Function != fn || !strings.Contains(err.Error(), fn) {
+				t.Errorf("%s: the error names %q: %v", fn, me.Function, err)
+			}
+			if me.Since == "" || !newer(parseRelease(t, me.Since), loaded) {
+				t.Errorf("%s is missing from rdma-core %s, but the pins say %q has it", fn, release, me.Since)
+			}
+			missing = append(missing, fn+" ("+me.Since+")")
+		}
+		t.Logf("package %s: %d of %d functions in the installed library; missing: %s",
+			p.name, len(p.functions)-len(missing), len(p.functions), strings.Join(missing, ", "))
+	}
+}
