@@ -236,7 +236,7 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 		t.Fatal(err)
 	}
 	mod := t.TempDir()
-	gomod := fmt.Sprintf("module %s\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => %s\n", goldenModule, root)
+	gomod := fmt.Sprintf("module %s\n\ngo 1.25\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => %s\n", goldenModule, root)
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestLoader(t *testing.T) {
 	}
 
 	root := repoRoot(t)
-	gomod := fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => %s\n", module, root)
+	gomod := fmt.Sprintf("module %s\n\ngo 1.25\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => %s\n", module, root)
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}

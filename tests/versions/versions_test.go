@@ -44,7 +44,7 @@ func tempModule(t *testing.T, module string) string {
 	root, err := filepath.Abs(repo)
 	require.NoError(t, err)
 	dir := t.TempDir()
-	gomod := "module " + module + "\n\ngo 1.26\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
+	gomod := "module " + module + "\n\ngo 1.25\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	require.NoError(t, err)
