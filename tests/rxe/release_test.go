@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -82,5 +83,35 @@ func TestReleaseFunctions(t *testing.T) {
 		}
 		t.Logf("package %s: %d of %d functions in the installed library; missing: %s",
 			p.name, len(p.functions)-len(missing), len(p.functions), strings.Join(missing, ", "))
+	}
+}
+
+// TestReleaseQueryPortGrownStruct measures what the installed library does
+// with a struct ibv_port_attr of the vendored headers' size (56 bytes since
+// rdma-core 50; 52 before): the header's inline memsets or passes
+// sizeof(*attr), so the library must fill what it knows and leave the rest
+// zero, never garbage. The struct is filled with 0xff first so that an
+// untouched byte shows.
+func TestReleaseQueryPortGrownStruct(t *testing.T) {
+	e := openVerbs(t)
+	release, _ := loadedRelease(t)
+	var a verbs.PortAttr
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&a)), unsafe.Sizeof(a))
+	for i := range raw {
+		raw[i] = 0xff
+	}
+	if rc := verbs.QueryPort(e.ctx, 1, &a); rc != 0 {
+		t.Fatalf("ibv_query_port: %v", syscall.Errno(rc))
+	}
+	t.Logf("rdma-core %s, sizeof(struct ibv_port_attr) %d: state %d, active_mtu %d, gid_tbl_len %d, active_speed %d, active_speed_ex %d; bytes 52..55: % x",
+		release, len(raw), a.State, a.ActiveMTU, a.GIDTblLen, a.ActiveSpeed, a.ActiveSpeedEx, raw[52:56])
+	if a.State != verbs.PortActive {
+		t.Errorf("state %d, want PORT_ACTIVE", a.State)
+	}
+	if a.ActiveMTU < verbs.MTU256 || a.ActiveMTU > verbs.MTU4096 {
+		t.Errorf("active_mtu %d is not an MTU", a.ActiveMTU)
+	}
+	if a.ActiveSpeedEx == 0xffffffff {
+		t.Errorf("active_speed_ex was left untouched (0xff bytes) by rdma-core %s: a Go reader would see garbage", release)
 	}
 }
