@@ -10,10 +10,10 @@ import (
 
 // network is how the guest's soft-RoCE devices are wired: the qemu arguments
 // that give the guest its NICs (none for a single host), the commands that
-// create the links and rxe devices (run in the chroot of the host
-// filesystem), the rxe devices to wait for, and what the command is told
-// through its environment. vethNetwork is the single host's, pairNetwork
-// each of two hosts'.
+// create the links and rxe devices (run in the chroot of the guest's root),
+// the rxe devices to wait for, and what the command is told through its
+// environment. vethNetwork is the single host's, pairNetwork each of two
+// hosts'; both run the root's own ip and rdma (tools).
 type network struct {
 	qemuArgs []string
 	setup    [][]string
@@ -25,8 +25,8 @@ type network struct {
 // at each end, rxe0 on veth0 and rxe1 on veth1. GID index 1 of each device is
 // the RoCE v2 GID of its IPv4 address. (rdma link add on lo fails on this
 // kernel; QPs on the same rxe device talk, QPs on rxe0 and rxe1 do not.)
-func vethNetwork() network {
-	const ip, rdma = "/usr/sbin/ip", "/usr/bin/rdma"
+func vethNetwork(tools guestTools) network {
+	ip, rdma := tools.ip, tools.rdma
 	return network{
 		qemuArgs: []string{"-nic", "none"},
 		setup: [][]string{
@@ -62,8 +62,8 @@ const pairNIC = "eth0"
 // pairNetwork is host i's side (0 for a, 1 for b) of a two-host link whose
 // qemu sockets listen on 127.0.0.1 at ports[0] (a) and ports[1] (b): rxe0
 // on eth0, with the host's address. GID index 1 is the RoCE v2 GID of it.
-func pairNetwork(i int, ports [2]int) network {
-	const ip, rdma = "/usr/sbin/ip", "/usr/bin/rdma"
+func pairNetwork(i int, ports [2]int, tools guestTools) network {
+	ip, rdma := tools.ip, tools.rdma
 	self, peer := pairHosts[i], pairHosts[1-i]
 	netdev := fmt.Sprintf("socket,id=n0,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", ports[1-i], ports[i])
 	return network{

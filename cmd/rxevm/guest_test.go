@@ -73,12 +73,15 @@ func TestGuestPath(t *testing.T) {
 	}
 }
 
+// hostTools are ip and rdma where Debian 12, the host, has them.
+var hostTools = guestTools{ip: "/usr/sbin/ip", rdma: "/usr/bin/rdma"}
+
 func testPlan(workdir string, command ...string) guestPlan {
 	return guestPlan{
 		Modules: []string{"crc32_generic.ko", "virtio.ko", "9p.ko"},
 		Workdir: workdir,
-		Net:     vethNetwork(),
-		Env:     guestEnv(vethNetwork(), []string{"EXTRA=it's"}),
+		Net:     vethNetwork(hostTools),
+		Env:     guestEnv(vethNetwork(hostTools), []string{"EXTRA=it's"}),
 		Command: command,
 		Nonce:   "0123456789abcdef",
 	}
@@ -172,7 +175,7 @@ func TestInitScriptRejects(t *testing.T) {
 
 func TestGuestEnv(t *testing.T) {
 	t.Setenv("PATH", "/opt/bin")
-	env := guestEnv(vethNetwork(), []string{"RXE_DEVICE=rxe1"})
+	env := guestEnv(vethNetwork(hostTools), []string{"RXE_DEVICE=rxe1"})
 	for _, want := range []string{"HOME=/tmp", "GOVERBS_IN_VM=1", "RXE_GID_INDEX=1", "RXE_ADDR=192.0.2.1"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("guest environment %q lacks %s", env, want)

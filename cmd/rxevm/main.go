@@ -3,12 +3,12 @@
 //
 //	go run ./cmd/rxevm [flags] -- CMD ARGS...
 //
-// The guest sees the host's filesystem read-only (a chroot over 9p, with
-// tmpfs on /tmp and /run) and the current directory read-write at the same
-// path, where CMD runs. It has rxe0 on veth0 (192.0.2.1) and rxe1 on veth1
-// (192.0.2.2); GID index 1 is the RoCE v2 IPv4 GID. CMD gets HOME=/tmp, the
-// caller's PATH (plus the standard directories), an unlimited locked-memory
-// limit and
+// The guest sees the host's filesystem, or the -root directory, read-only (a
+// chroot over 9p, with tmpfs on /tmp and /run) and the current directory
+// read-write at the same path, where CMD runs. It has rxe0 on veth0
+// (192.0.2.1) and rxe1 on veth1 (192.0.2.2); GID index 1 is the RoCE v2
+// IPv4 GID. CMD gets HOME=/tmp, the caller's PATH (plus the standard
+// directories), an unlimited locked-memory limit and
 //
 //	RXE_DEVICE=rxe0 RXE_GID_INDEX=1 RXE_ADDR=192.0.2.1 GOVERBS_IN_VM=1
 //
@@ -19,6 +19,21 @@
 // On first use rxevm installs the host packages it needs (apt-get) and
 // downloads the kernel package into the -cache directory; -setup-only does
 // just that. Times under TCG are for correctness, never for performance.
+//
+// With -root DIR the guest chroots into DIR instead of the host's /: another
+// Debian release's root, with its own rdma-core userspace (the kernel stays
+// Debian 12's). Only DIR and the working directory are in the guest, so the
+// command and its files must be in one of them: build test binaries under
+// the working directory. rxevm makes the working directory's path inside
+// DIR, and runs DIR's own ip and rdma (/bin/ip on Debian 11). The roots the
+// project tests against are built by
+//
+//	go run ./cmd/rxevm -setup-root NAME
+//
+// once (mmdebstrap, from the Debian archive of the machine's apt sources)
+// into -cache/roots/NAME, whose path it prints; NAME is bullseye (rdma-core
+// 33.2), trixie (56.1), sid (unstable) or nordma (Debian 12 without
+// rdma-core). A second run finds the root's stamp and does nothing.
 //
 // With -hosts 2, rxevm boots two guests, host a and host b, each with its
 // own kernel and rxe0 on a virtio NIC (eth0), linked by qemu UDP sockets on
@@ -75,6 +90,8 @@ type options struct {
 	cacheDir  string
 	kernelPkg string
 	setupOnly bool
+	setupRoot string // a root recipe's name
+	root      string // the guest's root filesystem on the host
 	verbose   bool
 	env       []string // extra KEY=VALUE for the command
 	workdir   string
@@ -106,7 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: rxevm [flags] -- CMD ARGS...\n"+
 			"       rxevm -hosts 2 [flags] -- CMD_A ARGS... [-- CMD_B ARGS...]\n"+
-			"       rxevm -setup-only [flags]\n\n"+
+			"       rxevm -setup-only [flags]\n"+
+			"       rxevm -setup-root NAME [flags]\n\n"+
 			"Runs CMD in a throwaway soft-RoCE VM (device rxe0) in the current directory\n"+
 			"and exits with its status; with -hosts 2, CMD_A and CMD_B in two linked VMs.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -119,12 +137,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")
 	fs.StringVar(&o.kernelPkg, "kernel-pkg", "linux-image-6.1.0-56-amd64", "Debian kernel package to boot")
 	fs.BoolVar(&o.setupOnly, "setup-only", false, "install host packages and prepare the cache; do not boot")
+	fs.StringVar(&o.root, "root", "/", "host directory the guest chroots into (read-only), with the working directory's path made in it")
+	fs.StringVar(&o.setupRoot, "setup-root", "", "build the root called `NAME` under -cache/roots once, print its path; do not boot")
 	fs.BoolVar(&o.verbose, "v", false, "say what is being done, and show the guest's boot")
 	fs.Var((*envFlag)(&o.env), "env", "KEY=VALUE added to the command's environment (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.command = fs.Args()
+	o.root = filepath.Clean(o.root)
 	smpSet := false
 	fs.Visit(func(f *flag.Flag) { smpSet = smpSet || f.Name == "smp" })
 	if o.hosts == 2 {
@@ -148,7 +169,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-peer-grace must be positive")
 	case o.setupOnly && len(o.command) > 0:
 		return o, errors.New("-setup-only takes no command")
-	case !o.setupOnly && len(o.command) == 0:
+	case o.setupRoot != "" && (len(o.command) > 0 || o.setupOnly):
+		return o, errors.New("-setup-root takes no command and no -setup-only")
+	case !filepath.IsAbs(o.root):
+		return o, fmt.Errorf("-root %s: want an absolute path", o.root)
+	case !o.setupOnly && o.setupRoot == "" && len(o.command) == 0:
 		fs.Usage()
 		return o, errors.New("no command given")
 	case o.smp < 1:
@@ -185,7 +210,10 @@ func main() {
 // exit status rxevm should end with; a non-nil error says why rxevm failed.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
 	h := &host{log: stderr, verbose: o.verbose}
-	if err := h.ensurePackages(ctx); err != nil {
+	if o.setupRoot != "" {
+		return setupRoot(ctx, h, o, stdout)
+	}
+	if err := h.ensurePackages(ctx, hostPackages); err != nil {
 		return exitFailure, err
 	}
 	k, err := h.ensureKernel(ctx, o.cacheDir, o.kernelPkg)
@@ -197,6 +225,31 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		return 0, nil
 	}
 	return boot(ctx, h, k, o, stdout)
+}
+
+// setupRoot builds the root called o.setupRoot unless it is in the cache,
+// and prints its directory.
+func setupRoot(ctx context.Context, h *host, o options, stdout io.Writer) (int, error) {
+	r, err := findRootRecipe(o.setupRoot)
+	if err != nil {
+		return 2, err
+	}
+	if err := h.ensurePackages(ctx, rootPackages); err != nil {
+		return exitFailure, err
+	}
+	root, err := h.ensureRoot(ctx, o.cacheDir, r, func() (string, error) { return debianArchiveURI("/etc/apt") })
+	if err != nil {
+		return exitFailure, err
+	}
+	rdma := "no rdma-core"
+	if v, err := installedVersion(root, "libibverbs1"); err != nil {
+		return exitFailure, err
+	} else if v != "" {
+		rdma = "libibverbs1 " + v
+	}
+	h.logf("root %s ready: %s (%s, %s)", r.name, root, r.suite, rdma)
+	fmt.Fprintln(stdout, root)
+	return 0, nil
 }
 
 // guestEnv is the command's whole environment inside the guest.
@@ -222,10 +275,19 @@ func boot(ctx context.Context, h *host, k kernel, o options, stdout io.Writer) (
 	if o.verbose {
 		h.logf("modules: %s", strings.Join(modules, " "))
 	}
-	if o.hosts == 2 {
-		return bootPair(ctx, h, modules, k, o, stdout)
+	return bootWith(ctx, h, modules, k, o, stdout)
+}
+
+// bootWith is boot with the module files found.
+func bootWith(ctx context.Context, h *host, modules []string, k kernel, o options, stdout io.Writer) (int, error) {
+	tools, err := prepareRoot(o.root, o.workdir)
+	if err != nil {
+		return exitFailure, err
 	}
-	g, err := newGuest(modules, k, o, vethNetwork(), o.command, newNonce(), nil)
+	if o.hosts == 2 {
+		return bootPair(ctx, h, modules, k, o, tools, stdout)
+	}
+	g, err := newGuest(modules, k, o, vethNetwork(tools), o.command, newNonce(), nil)
 	if err != nil {
 		return exitFailure, err
 	}
@@ -292,7 +354,7 @@ func newGuest(modules []string, k kernel, o options, net network, command []stri
 		os.Remove(initrd)
 		return guest{}, err
 	}
-	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, workdir: o.workdir,
+	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, root: o.root, workdir: o.workdir,
 		mem: o.mem, smp: o.smp, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
 }
 

@@ -16,16 +16,19 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.smp != 1 || o.timeout != 15*time.Minute || o.mem != "2G" || o.cacheDir != "/var/cache/goverbs-rxevm" ||
+	if o.smp != 1 || o.timeout != 15*time.Minute || o.mem != "2G" || o.cacheDir != "/var/cache/goverbs-rxevm" || o.root != "/" ||
 		!slices.Equal(o.env, []string{"A=b=c"}) || !slices.Equal(o.command, []string{"go", "test", "-v"}) {
 		t.Errorf("parseFlags gave %+v", o)
 	}
 	for _, args := range [][]string{
-		{},                                 // no command
-		{"-setup-only", "--", "true"},      // setup takes none
-		{"-smp", "0", "--", "true"},        // no CPU
-		{"-timeout", "0s", "--", "true"},   // no time
-		{"-env", "NOEQUALS", "--", "true"}, // not KEY=VALUE
+		{},                                    // no command
+		{"-setup-only", "--", "true"},         // setup takes none
+		{"-smp", "0", "--", "true"},           // no CPU
+		{"-timeout", "0s", "--", "true"},      // no time
+		{"-env", "NOEQUALS", "--", "true"},    // not KEY=VALUE
+		{"-root", "roots/sid", "--", "true"},  // relative
+		{"-setup-root", "sid", "--", "true"},  // setup takes none
+		{"-setup-root", "sid", "-setup-only"}, // one setup at a time
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted it", args)
@@ -33,6 +36,12 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-setup-only"}, io.Discard); err != nil {
 		t.Errorf("parseFlags(-setup-only): %v", err)
+	}
+	if o, err := parseFlags([]string{"-setup-root", "trixie"}, io.Discard); err != nil || o.setupRoot != "trixie" {
+		t.Errorf("parseFlags(-setup-root trixie): %+v, %v", o, err)
+	}
+	if o, err := parseFlags([]string{"-root", "/var/cache/r/sid/", "--", "true"}, io.Discard); err != nil || o.root != "/var/cache/r/sid" {
+		t.Errorf("parseFlags(-root /var/cache/r/sid/): root %q, %v", o.root, err)
 	}
 }
 
@@ -51,7 +60,8 @@ func TestAbbreviate(t *testing.T) {
 }
 
 // TestBoot boots a real guest: about 10-20 s under TCG, more on a loaded
-// machine, plus a one-time download of the kernel package.
+// machine, plus a one-time download of the kernel package. With
+// RXEVM_BOOT_ROOT=DIR the guest's root is DIR (rxevm -setup-root's output).
 func TestBoot(t *testing.T) {
 	if os.Getenv("RXEVM_BOOT_TEST") != "1" {
 		t.Skip("boots a qemu VM (10-20 s, root, a one-time kernel download): set RXEVM_BOOT_TEST=1 to run it")
@@ -62,7 +72,11 @@ echo "memlock: $(ulimit -l)"
 echo "cwd: $(pwd)"
 echo back to the host > written.txt
 exit 3`
-	o, err := parseFlags([]string{"-timeout", "5m", "--", "sh", "-c", script}, io.Discard)
+	args := []string{"-timeout", "5m", "--", "sh", "-c", script}
+	if root := os.Getenv("RXEVM_BOOT_ROOT"); root != "" {
+		args = append([]string{"-root", root}, args...)
+	}
+	o, err := parseFlags(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func TestParseFlagsTwoHosts(t *testing.T) {
 // b's port and listens on its own, and each is told who it and the peer are.
 func TestPairNetwork(t *testing.T) {
 	ports := [2]int{47001, 47002}
-	a, b := pairNetwork(0, ports), pairNetwork(1, ports)
+	a, b := pairNetwork(0, ports, hostTools), pairNetwork(1, ports, hostTools)
 	if got := strings.Join(a.qemuArgs, " "); !strings.Contains(got, "udp=127.0.0.1:47002,localaddr=127.0.0.1:47001") ||
 		!strings.Contains(got, "mac=52:54:00:00:00:01") {
 		t.Errorf("host a's qemu args %q", got)

@@ -119,16 +119,16 @@ func (h *host) withAptLists(ctx context.Context, step func() error) error {
 	return step()
 }
 
-// ensurePackages installs the host packages that are missing.
-func (h *host) ensurePackages(ctx context.Context) error {
+// ensurePackages installs the packages of want that are missing.
+func (h *host) ensurePackages(ctx context.Context, want []string) error {
 	// dpkg-query exits 1 when a package is unknown to it, which only makes
 	// that package missing: its output is what counts.
-	out, err := exec.CommandContext(ctx, "dpkg-query", append([]string{"-W", "-f=" + dpkgFormat}, hostPackages...)...).Output()
+	out, err := exec.CommandContext(ctx, "dpkg-query", append([]string{"-W", "-f=" + dpkgFormat}, want...)...).Output()
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		return fmt.Errorf("dpkg-query: %w (rxevm needs a Debian host)", err)
 	}
-	missing := missingPackages(hostPackages, string(out))
+	missing := missingPackages(want, string(out))
 	if len(missing) == 0 {
 		return nil
 	}

@@ -15,12 +15,14 @@ import (
 	"unicode/utf8"
 )
 
-// vm is one qemu guest: Debian's kernel, our initramfs, the host's root
-// filesystem read-only and the working directory read-write over 9p.
+// vm is one qemu guest: Debian's kernel, our initramfs, a root filesystem
+// (the host's / by default) read-only and the working directory read-write
+// over 9p.
 type vm struct {
 	qemu    string // qemu-system-x86_64
 	kernel  string
 	initrd  string
+	root    string // the host directory the guest chroots into
 	workdir string
 	mem     string
 	smp     int
@@ -62,7 +64,7 @@ func (v vm) args() []string {
 		"-kernel", v.kernel,
 		"-initrd", v.initrd,
 		"-append", v.cmdline(),
-		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		"-virtfs", "local,path=" + qemuOptValue(v.root) + ",mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + qemuOptValue(v.workdir) + ",mount_tag=work,security_model=none,multidevs=remap",
 	}
 	return append(a, v.netArgs...)

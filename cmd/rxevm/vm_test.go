@@ -76,7 +76,7 @@ func TestConsoleWithoutExitMarker(t *testing.T) {
 }
 
 func TestQEMUArgs(t *testing.T) {
-	v := vm{qemu: "qemu", kernel: "/k", initrd: "/i", workdir: "/w,x", mem: "1G", smp: 3, netArgs: []string{"-nic", "none"}, quiet: true}
+	v := vm{qemu: "qemu", kernel: "/k", initrd: "/i", root: "/", workdir: "/w,x", mem: "1G", smp: 3, netArgs: []string{"-nic", "none"}, quiet: true}
 	args := v.args()
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
@@ -91,6 +91,10 @@ func TestQEMUArgs(t *testing.T) {
 	}
 	if !slices.Equal(args[len(args)-2:], []string{"-nic", "none"}) {
 		t.Errorf("qemu args do not end with the network's: %q", args)
+	}
+	v.root = "/var/cache/roots/a,b"
+	if joined := strings.Join(v.args(), " "); !strings.Contains(joined, "local,path=/var/cache/roots/a,,b,mount_tag=hostroot,security_model=none,readonly=on,") {
+		t.Errorf("qemu args do not export the root read-only: %q", joined)
 	}
 	if slices.Contains(args, "kvm") || strings.Contains(joined, "accel kvm") || strings.Contains(joined, "enable-kvm") {
 		t.Errorf("qemu args ask for KVM, with which this kernel hangs: %q", args)

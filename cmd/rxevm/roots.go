@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// A guest root is the filesystem the guest chroots into, exported read-only
+// over 9p: the host's own / (Debian 12, rdma-core 44.0) by default, or a
+// root that mmdebstrap builds from Debian's archive with another release's
+// rdma-core userspace (libibverbs, librdmacm, the rxe provider, the C
+// tools), or with none at all.
+
+// rootRecipe is one such root: what mmdebstrap installs, from which suite.
+type rootRecipe struct {
+	name     string
+	suite    string
+	about    string
+	packages []string
+	aptOpts  []string // --aptopt values
+}
+
+// rdmaUserspace is what a guest needs to run the tests/rxe binaries and
+// rdma-core's tools on rxe, besides librdmacm, whose package was renamed
+// librdmacm1t64 in Debian 13 (the 64-bit time_t transition).
+var rdmaUserspace = []string{"libibverbs1", "ibverbs-providers", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2"}
+
+var rootRecipes = []rootRecipe{
+	{
+		name: "bullseye", suite: "bullseye",
+		about: "Debian 11, rdma-core 33.2, glibc 2.31; gcc and libc6-dev to build binaries inside it",
+		// A binary linked on Debian 12 needs glibc 2.34 and does not start
+		// here: test binaries are built inside this root (tests/chroot-go.sh).
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1", "libc6-dev", "gcc"),
+	},
+	{
+		name: "trixie", suite: "trixie",
+		about:    "Debian 13, rdma-core 56.1",
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64"),
+	},
+	{
+		name: "sid", suite: "sid",
+		about:    "Debian unstable (rdma-core 65.0 when measured)",
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64"),
+		// Unstable's Release file is short-lived and reads as expired against
+		// a clock that runs behind the archive; its signature is still checked.
+		aptOpts: []string{`Acquire::Check-Valid-Until "false"`},
+	},
+	{
+		name: "nordma", suite: "bookworm",
+		about:    "Debian 12 with no rdma-core package at all; gcc and libc6-dev to build in it",
+		packages: []string{"gcc", "libc6-dev", "iproute2"},
+	},
+}
+
+// findRootRecipe returns the recipe called name.
+func findRootRecipe(name string) (rootRecipe, error) {
+	var names []string
+	for _, r := range rootRecipes {
+		if r.name == name {
+			return r, nil
+		}
+		names = append(names, r.name)
+	}
+	return rootRecipe{}, fmt.Errorf("no root called %q: want one of %s (bookworm is the host's own /, the default -root)",
+		name, strings.Join(names, ", "))
+}
+
+// mmdebstrapArgs is mmdebstrap's command line, less the program, that builds
+// the root into dir from the Debian archive at archive.
+func (r rootRecipe) mmdebstrapArgs(dir, archive string) []string {
+	args := []string{"--variant=apt", "--include=" + strings.Join(r.packages, ",")}
+	for _, o := range r.aptOpts {
+		args = append(args, "--aptopt="+o)
+	}
+	return append(args, r.suite, dir, archive)
+}
+
+// stamp is what a built root's stamp file holds: the command line with the
+// directory and the archive left out (a mirror is the same archive), so that
+// a changed recipe makes the root again and an unchanged one never does.
+func (r rootRecipe) stamp() string {
+	return "mmdebstrap " + shellJoin(r.mmdebstrapArgs("DIR", "ARCHIVE")) + "\n"
+}
+
+// rootPackages are the host packages needed to build roots.
+var rootPackages = []string{"mmdebstrap"}
+
+// ensureRoot returns the directory of root r under cacheDir/roots, building
+// it first unless its stamp says it was built from this recipe. archive is
+// asked for the Debian archive's URI only when the root is built. As the
+// kernel, the root is made beside its place and renamed into it, under a
+// lock, the stamp written last: an interrupted or concurrent run never sees
+// half a root.
+func (h *host) ensureRoot(ctx context.Context, cacheDir string, r rootRecipe, archive func() (string, error)) (string, error) {
+	dir := filepath.Join(cacheDir, "roots")
+	root := filepath.Join(dir, r.name)
+	stampFile := root + ".stamp"
+	ready := func() bool {
+		b, err := os.ReadFile(stampFile)
+		fi, serr := os.Stat(root)
+		return err == nil && string(b) == r.stamp() && serr == nil && fi.IsDir()
+	}
+	if ready() {
+		return root, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("root cache: %w (choose another with -cache)", err)
+	}
+	unlock, err := lockFile(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if ready() {
+		return root, nil // another run built it while we waited
+	}
+	uri, err := archive()
+	if err != nil {
+		return "", err
+	}
+	stale, _ := filepath.Glob(filepath.Join(dir, r.name+".partial-*"))
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
+	tmp, err := os.MkdirTemp(dir, r.name+".partial-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+
+	h.logf("building root %s (%s) into %s with mmdebstrap (once)", r.name, r.about, root)
+	if err := h.run(ctx, "", "mmdebstrap", r.mmdebstrapArgs(tmp, uri)...); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp made it private
+		return "", err
+	}
+	// An old root of another recipe goes, stamp first.
+	if err := os.Remove(stampFile); err != nil && !os.IsNotExist(err) {
+		return "", err
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, root); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(stampFile+".tmp", []byte(r.stamp()), 0o644); err != nil {
+		return "", err
+	}
+	return root, os.Rename(stampFile+".tmp", stampFile)
+}
+
+// debianSuites name the releases of Debian's main archive; a source for
+// "bookworm-security", or a third party's "nodistro", never matches them.
+var debianSuites = []string{"bullseye", "bookworm", "trixie", "forky", "duke", "sid",
+	"oldoldstable", "oldstable", "stable", "testing", "unstable"}
+
+// debianArchiveURI returns the archive from which roots are built: the first
+// URI of an enabled "deb" source, in the apt configuration under etcApt,
+// whose suites include a plain Debian release (as headers/fetch.sh finds
+// it), deb822 .sources files first, then one-line .list files. The project
+// names no host: the machine's own sources do.
+func debianArchiveURI(etcApt string) (string, error) {
+	sources, _ := filepath.Glob(filepath.Join(etcApt, "sources.list.d", "*.sources"))
+	for _, f := range sources {
+		if uri, err := scanSources(f, deb822Archive); err != nil || uri != "" {
+			return uri, err
+		}
+	}
+	lists, _ := filepath.Glob(filepath.Join(etcApt, "sources.list.d", "*.list"))
+	for _, f := range append([]string{filepath.Join(etcApt, "sources.list")}, lists...) {
+		if uri, err := scanSources(f, oneLineArchive); err != nil || uri != "" {
+			return uri, err
+		}
+	}
+	return "", fmt.Errorf("no Debian archive (an enabled 'deb' source for %s) in %s/sources.list{,.d}",
+		strings.Join(debianSuites[:6], ", "), etcApt)
+}
+
+// scanSources applies find to the file at name; a missing file has no
+// source.
+func scanSources(name string, find func(io.Reader) (string, error)) (string, error) {
+	f, err := os.Open(name)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	uri, err := find(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return uri, nil
+}
+
+func isDebianSuite(s string) bool { return slices.Contains(debianSuites, s) }
+
+// deb822Archive finds the archive in a deb822 .sources file: stanzas of
+// "Field: value" lines (a value may go on in indented lines) separated by
+// blank lines.
+func deb822Archive(r io.Reader) (string, error) {
+	var stanza map[string]string
+	var field string
+	archive := func() string {
+		defer func() { stanza = nil }()
+		if stanza == nil || !slices.Contains(strings.Fields(stanza["types"]), "deb") ||
+			strings.EqualFold(strings.TrimSpace(stanza["enabled"]), "no") ||
+			!slices.ContainsFunc(strings.Fields(stanza["suites"]), isDebianSuite) {
+			return ""
+		}
+		if uris := strings.Fields(stanza["uris"]); len(uris) > 0 {
+			return uris[0]
+		}
+		return ""
+	}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "#"):
+		case strings.TrimSpace(line) == "":
+			if uri := archive(); uri != "" {
+				return uri, nil
+			}
+		case line[0] == ' ' || line[0] == '\t':
+			if stanza != nil && field != "" {
+				stanza[field] += " " + strings.TrimSpace(line)
+			}
+		default:
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				return "", fmt.Errorf("not a deb822 field: %q", line)
+			}
+			if stanza == nil {
+				stanza = map[string]string{}
+			}
+			field = strings.ToLower(strings.TrimSpace(k))
+			stanza[field] = strings.TrimSpace(v)
+		}
+	}
+	return archive(), sc.Err()
+}
+
+// oneLineArchive finds the archive in a one-line sources.list file:
+// "deb [options] URI SUITE COMPONENT...".
+func oneLineArchive(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		w := strings.Fields(sc.Text())
+		if len(w) == 0 || w[0] != "deb" {
+			continue
+		}
+		w = w[1:]
+		if len(w) > 0 && strings.HasPrefix(w[0], "[") {
+			end := slices.IndexFunc(w, func(s string) bool { return strings.HasSuffix(s, "]") })
+			if end < 0 {
+				continue
+			}
+			w = w[end+1:]
+		}
+		if len(w) >= 2 && isDebianSuite(w[1]) {
+			return w[0], nil
+		}
+	}
+	return "", sc.Err()
+}
+
+// installedVersion returns the version of package pkg that the dpkg status
+// file of root holds as installed, or "" when it holds none.
+func installedVersion(root, pkg string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "var/lib/dpkg/status"))
+	if err != nil {
+		return "", err
+	}
+	for stanza := range strings.SplitSeq(string(b), "\n\n") {
+		fields := map[string]string{}
+		for line := range strings.Lines(stanza) {
+			if k, v, ok := strings.Cut(strings.TrimRight(line, "\n"), ": "); ok {
+				fields[k] = v
+			}
+		}
+		if fields["Package"] == pkg && strings.HasSuffix(fields["Status"], " installed") {
+			return fields["Version"], nil
+		}
+	}
+	return "", nil
+}
+
+// guestTools are the programs that init runs in the guest's root to wire
+// its network, by their path there.
+type guestTools struct {
+	ip, rdma string
+}
+
+// findTools looks ip and rdma up in root, in the order a merged-/usr root
+// such as Debian 12's finds them (/usr/sbin/ip, /usr/bin/rdma); Debian 11
+// has no merged /usr and its ip is /bin/ip.
+func findTools(root string) (guestTools, error) {
+	find := func(name string) (string, error) {
+		dirs := []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+		for _, d := range dirs {
+			p := path.Join(d, name)
+			if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("guest root %s has no %s in %s (it needs iproute2)", root, name, strings.Join(dirs, ", "))
+	}
+	ip, err := find("ip")
+	if err != nil {
+		return guestTools{}, err
+	}
+	rdma, err := find("rdma")
+	return guestTools{ip: ip, rdma: rdma}, err
+}
+
+// prepareRoot checks that root can be the guest's root and makes the
+// working directory's mount point inside it (the guest sees the root
+// read-only, so it cannot make it itself; under /tmp and /run, where the
+// guest mounts tmpfs, it can and does), and returns the tools init runs
+// there.
+func prepareRoot(root, workdir string) (guestTools, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return guestTools{}, fmt.Errorf("guest root: %w", err)
+	}
+	if !fi.IsDir() {
+		return guestTools{}, fmt.Errorf("guest root %s is not a directory", root)
+	}
+	for _, p := range []string{"bin/sh", "usr/bin/env", "tmp", "proc", "sys", "dev", "run"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			return guestTools{}, fmt.Errorf("guest root %s is not a root filesystem: %w", root, err)
+		}
+	}
+	if !underTmpfs(workdir) {
+		if err := os.MkdirAll(filepath.Join(root, workdir), 0o755); err != nil {
+			return guestTools{}, fmt.Errorf("the working directory's mount point in the guest root: %w", err)
+		}
+	}
+	return findTools(root)
+}
+
+// underTmpfs reports whether dir is on one of the tmpfs mounts init puts on
+// the guest's root.
+func underTmpfs(dir string) bool {
+	for _, t := range []string{"/tmp", "/run"} {
+		if dir == t || strings.HasPrefix(dir, t+"/") {
+			return true
+		}
+	}
+	return false
+}
