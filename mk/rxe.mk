@@ -14,6 +14,17 @@
 #              fault tests in lock-step, then RXE_PAIR_LAST alone, which has
 #              host a's VM killed; fails on any failure or skip, on zero
 #              tests, and unless host b passed RXE_PAIR_LAST
+#   rxe-roots  build the guest roots of RXE_ROOTS with mmdebstrap into
+#              /var/cache/goverbs-rxevm/roots (once each: a root whose stamp
+#              matches its recipe is not built again)
+#   rxe-matrix the tests/rxe binaries in one VM boot per release of
+#              RXE_MATRIX_RELEASES, each on that release's root, so against
+#              its rdma-core userspace (tests/rxe-matrix.sh); one line per
+#              release, again all together at the end, with the rdma-core
+#              version read in the guest; fails if any release fails
+#   nordma-build  go build ./... and go vet ./... chrooted into a Debian 12
+#              root without rdma-core (tests/chroot-go.sh): building the
+#              repository must not need rdma-core's headers or libraries
 
 GO ?= go
 # Packages whose tests run in the VM.
@@ -32,7 +43,23 @@ RXE_TMPDIR ?= /var/tmp
 RXE_PAIR_PKG ?= ./tests/cross
 RXE_PAIR_LAST ?= TestFaultPeerDies
 
-.PHONY: rxe-setup rxe-test rxe-pair-test
+# Guest roots (rxevm -setup-root): bullseye (Debian 11, rdma-core 33.2),
+# trixie (13, 56.1), sid (unstable, 65.0 when first built; a cached root
+# stays as it was built), nordma (12 without rdma-core).
+RXE_ROOTS ?= bullseye trixie sid nordma
+# Releases rxe-matrix runs tests/rxe on; bookworm is the host's own /
+# (rdma-core 44.0).
+RXE_MATRIX_RELEASES ?= bullseye bookworm trixie sid
+RXE_MATRIX_PKGS ?= ./tests/rxe/...
+# Releases whose binaries are built inside their root, with its gcc and C
+# library: a binary linked on Debian 12 needs glibc 2.34, which Debian 11
+# lacks. The others share one build on the host.
+RXE_MATRIX_CHROOT_BUILD ?= bullseye
+# rxe-matrix's binaries must be under the working directory: a guest on
+# another root sees nothing else of the host. (.cache/ is git-ignored.)
+RXE_MATRIX_TMPDIR ?= $(CURDIR)/.cache
+
+.PHONY: rxe-setup rxe-test rxe-pair-test rxe-roots rxe-matrix nordma-build
 
 rxe-setup:
 	$(GO) run ./cmd/rxevm -setup-only $(RXEVM_FLAGS)
@@ -110,3 +137,25 @@ rxe-pair-test:
 	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-pair-test: $$skipped tests skipped inside the VMs, where nothing may skip" >&2; rc=1; fi; \
 	if [ "$$rc" -eq 0 ] && ! grep -q '^b| --- PASS: $(RXE_PAIR_LAST) ' "$$dir/log"; then echo "rxe-pair-test: host b did not pass $(RXE_PAIR_LAST)" >&2; rc=1; fi; \
 	exit $$rc
+
+rxe-roots:
+	@set -e; for r in $(RXE_ROOTS); do $(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root "$$r" > /dev/null; done
+
+rxe-matrix:
+	@GO='$(GO)' RXE_MATRIX_RELEASES='$(RXE_MATRIX_RELEASES)' RXE_MATRIX_PKGS='$(RXE_MATRIX_PKGS)' \
+		RXE_MATRIX_CHROOT_BUILD='$(RXE_MATRIX_CHROOT_BUILD)' RXE_MATRIX_TMPDIR='$(RXE_MATRIX_TMPDIR)' \
+		RXEVM_FLAGS='$(RXEVM_FLAGS)' bash tests/rxe-matrix.sh
+
+# The root must really lack rdma-core, or the check proves nothing.
+nordma-build:
+	@set -e; \
+	root=$$($(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root nordma); \
+	if [ -e "$$root/usr/include/infiniband" ] || ls "$$root"/usr/lib/*/libibverbs* > /dev/null 2>&1; then \
+		echo "nordma-build: $$root has rdma-core in it: remove it and its stamp to have it built again" >&2; exit 1; \
+	fi; \
+	echo "nordma-build: go build ./... && go vet ./... in $$root (Debian 12, no rdma-core)"; \
+	if GO='$(GO)' bash tests/chroot-go.sh "$$root" . sh -c 'go build ./... && go vet ./...'; then \
+		echo "nordma-build: the repository builds and vets without rdma-core"; \
+	else \
+		echo "nordma-build: FAILED: the repository does not build without rdma-core installed (see above)" >&2; exit 1; \
+	fi

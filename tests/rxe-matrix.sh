@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# tests/rxe-matrix.sh: make rxe-matrix (mk/rxe.mk sets the variables below).
+# Runs the tests/rxe binaries in the soft-RoCE VM once per Debian release,
+# each boot on that release's root (rxevm -root), so against its rdma-core
+# userspace: libibverbs, librdmacm, the rxe provider and the C tools. The
+# kernel is Debian 12's in every boot. Prints one line per release, again
+# all together at the end:
+#
+#   rxe-matrix: rdma-core 56.1 (trixie): 64 tests ran (64 passed, 0 failed, 0 skipped); VM wall time 47.1s
+#
+# and fails if any release fails: a binary failed or did not build, no test
+# ran, or one skipped (inside the VM nothing may skip).
+#
+#   RXE_MATRIX_RELEASES      releases, each a root of rxevm -setup-root, or
+#                            bookworm for the host's own /
+#   RXE_MATRIX_PKGS          packages whose test binaries run
+#   RXE_MATRIX_CHROOT_BUILD  releases whose binaries are built inside their
+#                            root (tests/chroot-go.sh), with its compiler and
+#                            C library; the others run the binaries built on
+#                            the host, once for all of them
+#   RXE_MATRIX_TMPDIR        where the binaries go: it must be under the
+#                            current directory, which the guest shares
+#                            read-write whatever its root, as it shares
+#                            nothing else of the host
+#   RXEVM_FLAGS, GO          as for rxe-test
+set -euo pipefail
+
+GO=${GO:-go}
+releases=${RXE_MATRIX_RELEASES:?} pkgs=${RXE_MATRIX_PKGS:?}
+chroot_build=" ${RXE_MATRIX_CHROOT_BUILD:-} "
+tmpdir=$(mkdir -p "${RXE_MATRIX_TMPDIR:?}" && realpath "$RXE_MATRIX_TMPDIR")
+here=$(pwd -P)
+case $tmpdir/ in
+"$here"/*) ;;
+*)
+	echo "rxe-matrix: RXE_MATRIX_TMPDIR=$tmpdir is not under the current directory $here, the one directory of the host that a guest on another root sees" >&2
+	exit 2
+	;;
+esac
+read -ra rxevm_flags <<<"${RXEVM_FLAGS:-}"
+
+dir=$(mktemp -d "$tmpdir/rxe-matrix.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+"$GO" build -o "$dir/rxevm" ./cmd/rxevm
+"$GO" list -f '{{.ImportPath}} {{.Dir}}' $pkgs >"$dir/pkgs"
+
+# build KEY ROOT: the test binaries, built on the host (ROOT empty) or in
+# ROOT, into $dir/KEY with the script that runs them in the guest; once per
+# KEY. The script prints the root's libibverbs1 version first.
+build() {
+	local key=$1 root=$2 out=$dir/$1 pkg pkgdir bin
+	[ -f "$out/run.sh" ] && return 0
+	mkdir -p "$out"
+	# shellcheck disable=SC2016 # expanded in the guest
+	printf '%s\n' 'printf "rxe-matrix-libibverbs1: %s\n" "$(dpkg-query -W -f="\${Version}" libibverbs1 2>/dev/null)"' 'st=0' >"$out/run.tmp"
+	while read -r pkg pkgdir; do
+		bin=$out/$(echo "$pkg" | tr / _).test
+		if [ -n "$root" ]; then
+			tests/chroot-go.sh "$root" . "$GO" test -c -o "$bin" "$pkg" || return 1
+		else
+			"$GO" test -c -o "$bin" "$pkg" || return 1
+		fi
+		[ -f "$bin" ] && printf '(cd "%s" && "%s" -test.v) || st=1\n' "$pkgdir" "$bin" >>"$out/run.tmp"
+	done <"$dir/pkgs"
+	echo 'exit $st' >>"$out/run.tmp"
+	mv "$out/run.tmp" "$out/run.sh"
+}
+
+st=0
+: >"$dir/summary"
+for rel in $releases; do
+	line=
+	if [ "$rel" = bookworm ]; then
+		root=/
+	elif ! root=$("$dir/rxevm" "${rxevm_flags[@]}" -setup-root "$rel"); then
+		line="rxe-matrix: $rel: its root was not built (rxevm -setup-root $rel)"
+	fi
+	if [ -z "$line" ]; then
+		key=host broot=
+		case $chroot_build in *" $rel "*) key=$rel broot=$root ;; esac
+		where=${broot:+inside $broot}
+		where=${where:-on the host}
+		echo "rxe-matrix: $rel: test binaries built $where"
+		if ! build "$key" "$broot"; then
+			line="rxe-matrix: $rel: the test binaries did not build $where"
+		fi
+	fi
+	if [ -n "$line" ]; then
+		echo "$line" | tee -a "$dir/summary"
+		st=1
+		continue
+	fi
+
+	echo "rxe-matrix: $rel: booting on root $root"
+	log=$dir/$rel.log rc=0
+	start=$(date +%s%N)
+	{ "$dir/rxevm" "${rxevm_flags[@]}" -root "$root" -- sh "$dir/$key/run.sh" || echo $? >"$dir/$rel.rc"; } 2>&1 | tee "$log"
+	end=$(date +%s%N)
+	[ -f "$dir/$rel.rc" ] && rc=$(cat "$dir/$rel.rc")
+	# "?" when the guest said nothing, "none" when its root has no libibverbs1.
+	version=?
+	if marker=$(grep -m 1 '^rxe-matrix-libibverbs1:' "$log"); then
+		version=${marker#rxe-matrix-libibverbs1:}
+		version=${version# }
+		version=${version%-*} # Debian's revision
+		version=${version:-none}
+	fi
+	ran=$(grep -c '^=== RUN' "$log" || true)
+	passed=$(grep -c '^ *--- PASS' "$log" || true)
+	failed=$(grep -c '^ *--- FAIL' "$log" || true)
+	skipped=$(grep -c '^ *--- SKIP' "$log" || true)
+	ms=$(((end - start) / 1000000))
+	line=$(printf 'rxe-matrix: rdma-core %s (%s): %d tests ran (%d passed, %d failed, %d skipped); VM wall time %d.%ds' \
+		"$version" "$rel" "$ran" "$passed" "$failed" "$skipped" $((ms / 1000)) $((ms % 1000 / 100)))
+	if [ "$rc" -ne 0 ]; then
+		line="$line; FAILED (exit status $rc)"
+	elif [ "$ran" -eq 0 ]; then
+		line="$line; FAILED: no tests ran"
+	elif [ "$skipped" -gt 0 ]; then
+		line="$line; FAILED: tests skipped inside the VM, where nothing may skip"
+	fi
+	case $line in *FAILED*) st=1 ;; esac
+	echo "$line" | tee -a "$dir/summary"
+done
+
+echo "rxe-matrix: per release:"
+cat "$dir/summary"
+exit $st
