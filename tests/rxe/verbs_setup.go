@@ -316,7 +316,7 @@ func describeWCs(wcs []hand.WC) string {
 	return b.String()
 }
 
-// waitReadable sleeps in poll(2) until fd is readable or the deadline passes.
+// waitReadable sleeps in ppoll(2) until fd is readable or the deadline passes.
 func waitReadable(fd int32, deadline time.Time) error {
 	type pollFd struct {
 		fd      int32
@@ -330,7 +330,9 @@ func waitReadable(fd int32, deadline time.Time) error {
 			return fmt.Errorf("fd %d not readable after %v", fd, vTimeout)
 		}
 		p := pollFd{fd: fd, events: pollIn}
-		n, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&p)), 1, uintptr(ms))
+		// ppoll, not poll: arm64 has no poll system call.
+		ts := syscall.NsecToTimespec(ms * int64(time.Millisecond))
+		n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&p)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		switch {
 		case e == syscall.EINTR:
 		case e != 0:
