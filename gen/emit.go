@@ -48,19 +48,106 @@ type emitter struct {
 	ir    *IR
 	specs []PackageSpec
 	opt   EmitOptions
+	// irs and targets, when there are several targets: the same headers
+	// modeled for each architecture (ir is one of them). Declarations that
+	// render the same for all go in the common files, the others in
+	// per-architecture ones.
+	irs     []*IR
+	targets []Target
 }
 
 // Emit renders the IR into Go files, one set per package, in a fixed order.
 func Emit(ir *IR, specs []PackageSpec, opt EmitOptions) ([]File, error) {
 	e := &emitter{ir: ir, specs: specs, opt: opt}
+	return e.emit()
+}
+
+// EmitTargets renders the same headers modeled for several architectures
+// (irs[i] for targets[i]), in the x/sys style: what is the same on all of
+// them goes in the common files; each record, enum, constant block or alias
+// that differs goes in z<pkg>_types_<goarch>.go, and the layout assertions
+// of the cgo preamble that differ go in #if blocks on each architecture's
+// predefined macro. Everything else (stubs, loader, layout test) must come
+// out identical for every architecture, or EmitTargets fails.
+func EmitTargets(irs []*IR, targets []Target, specs []PackageSpec, opt EmitOptions) ([]File, error) {
+	if len(irs) != len(targets) || len(irs) == 0 {
+		return nil, fmt.Errorf("EmitTargets: %d models for %d targets", len(irs), len(targets))
+	}
+	if len(irs) == 1 {
+		return Emit(irs[0], specs, opt)
+	}
+	for k := 1; k < len(irs); k++ {
+		if err := sameDecls(irs[0], irs[k]); err != nil {
+			return nil, fmt.Errorf("%s and %s: %w", targets[0].Name(), targets[k].Name(), err)
+		}
+	}
+	var first []File
+	for k := range irs {
+		e := &emitter{ir: irs[k], specs: specs, opt: opt, irs: irs, targets: targets}
+		files, err := e.emit()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", targets[k].Name(), err)
+		}
+		if k == 0 {
+			first = files
+			continue
+		}
+		if len(files) != len(first) {
+			return nil, fmt.Errorf("%s and %s: %d files against %d", targets[0].Name(), targets[k].Name(), len(first), len(files))
+		}
+		for i := range files {
+			if files[i].Path != first[i].Path || !bytes.Equal(files[i].Data, first[i].Data) {
+				return nil, fmt.Errorf("%s differs between %s and %s: only type layouts and layout assertions are split by architecture",
+					first[i].Path, targets[0].Name(), targets[k].Name())
+			}
+		}
+	}
+	return first, nil
+}
+
+// sameDecls fails unless a and b declare the same things in the same order:
+// the per-architecture split pairs them by index.
+func sameDecls(a, b *IR) error {
+	if len(a.Records) != len(b.Records) || len(a.Enums) != len(b.Enums) || len(a.Macros) != len(b.Macros) ||
+		len(a.Aliases) != len(b.Aliases) || len(a.Funcs) != len(b.Funcs) {
+		return fmt.Errorf("the headers declare different things (records %d/%d, enums %d/%d, macros %d/%d, aliases %d/%d, functions %d/%d)",
+			len(a.Records), len(b.Records), len(a.Enums), len(b.Enums), len(a.Macros), len(b.Macros),
+			len(a.Aliases), len(b.Aliases), len(a.Funcs), len(b.Funcs))
+	}
+	for i, r := range a.Records {
+		q := b.Records[i]
+		if r.Describe() != q.Describe() || r.Pos != q.Pos || r.GoName != q.GoName || r.Package != q.Package {
+			return fmt.Errorf("record %d is %s (%s) against %s (%s)", i, r.Describe(), r.Pos, q.Describe(), q.Pos)
+		}
+	}
+	for i, en := range a.Enums {
+		if q := b.Enums[i]; en.CName != q.CName || en.Pos != q.Pos || en.Package != q.Package {
+			return fmt.Errorf("enum %d is %s (%s) against %s (%s)", i, en.CName, en.Pos, q.CName, q.Pos)
+		}
+	}
+	for i, m := range a.Macros {
+		if q := b.Macros[i]; m.Name != q.Name || m.Package != q.Package {
+			return fmt.Errorf("macro %d is %s against %s", i, m.Name, q.Name)
+		}
+	}
+	for i, al := range a.Aliases {
+		if q := b.Aliases[i]; al.Name != q.Name || al.Package != q.Package {
+			return fmt.Errorf("alias %d is %s against %s", i, al.Name, q.Name)
+		}
+	}
+	return nil
+}
+
+func (e *emitter) emit() ([]File, error) {
+	opt, specs := e.opt, e.specs
 	var files []File
 	for i := range specs {
 		spec := &specs[i]
-		f, err := e.typesFile(spec, i == 0)
+		fs, err := e.typesFiles(spec, i == 0)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, f)
+		files = append(files, fs...)
 		if !opt.LayoutOnly {
 			f, err := e.funcsFile(spec)
 			if err != nil {
@@ -155,48 +242,134 @@ func sizedInt(size int64, signed bool) string {
 	return s
 }
 
-// typesFile emits the layouts, enums, constants and aliases of one package.
-func (e *emitter) typesFile(spec *PackageSpec, first bool) (File, error) {
-	f := jen.NewFilePathName(e.pkgPath(spec.Name), spec.Name)
+// typesFiles emits the layouts, enums, constants and aliases of one
+// package: one file, or with several targets the common file and one per
+// architecture.
+func (e *emitter) typesFiles(spec *PackageSpec, first bool) ([]File, error) {
+	newFile := func() *jen.File { return jen.NewFilePathName(e.pkgPath(spec.Name), spec.Name) }
+	f := newFile()
 	e.header(f)
 	if first {
-		for _, c := range []string{"__be16", "__be32", "__be64"} {
-			n := beTypes[c]
-			bits := strings.TrimPrefix(n, "Be")
-			f.Commentf("%s mirrors %s: a %s-bit value in big-endian (network) byte order.", n, c, bits)
-			f.Type().Id(n).Id("uint" + bits)
-			f.Line()
-			f.Commentf("Native returns v in host byte order.")
-			f.Func().Params(jen.Id("v").Id(n)).Id("Native").Params().Id("uint"+bits).Block(
-				jen.Var().Id("b").Index(jen.Lit(mustAtoi(bits)/8)).Byte(),
-				jen.Qual("encoding/binary", "BigEndian").Dot("PutUint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty()), jen.Id("uint"+bits).Call(jen.Id("v"))),
-				jen.Return(jen.Qual("encoding/binary", "NativeEndian").Dot("Uint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty()))),
-			)
-			f.Line()
-			f.Commentf("%s converts x from host byte order to %s.", "To"+n, n)
-			f.Func().Id("To"+n).Params(jen.Id("x").Id("uint"+bits)).Id(n).Block(
-				jen.Var().Id("b").Index(jen.Lit(mustAtoi(bits)/8)).Byte(),
-				jen.Qual("encoding/binary", "NativeEndian").Dot("PutUint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty()), jen.Id("x")),
-				jen.Return(jen.Id(n).Call(jen.Qual("encoding/binary", "BigEndian").Dot("Uint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty())))),
-			)
-			f.Line()
-		}
+		e.beTypes(f)
 	}
-	for _, r := range e.ir.Records {
-		if r.Package != spec.Name {
+	decls := e.typeDecls(spec)
+	base := path.Join(spec.Name, "z"+spec.Name+"_types")
+	if e.irs == nil {
+		for _, d := range decls {
+			if err := d(f, e.ir); err != nil {
+				return nil, err
+			}
+		}
+		out, err := render(base+".go", f)
+		return []File{out}, err
+	}
+	arch := make([]*jen.File, len(e.targets))
+	for k, t := range e.targets {
+		arch[k] = newFile()
+		e.header(arch[k])
+		arch[k].HeaderComment(fmt.Sprintf("The declarations of package %s whose layout on %s differs from another architecture's; the others are in %s.go.",
+			spec.Name, t.Name(), path.Base(base)))
+	}
+	for _, d := range decls {
+		var texts [][]byte
+		for k := range e.irs {
+			scratch := newFile()
+			if err := d(scratch, e.irs[k]); err != nil {
+				return nil, err
+			}
+			var b bytes.Buffer
+			if err := scratch.Render(&b); err != nil {
+				return nil, fmt.Errorf("rendering %s: %s", base, firstLine(err.Error()))
+			}
+			texts = append(texts, b.Bytes())
+		}
+		same := true
+		for _, t := range texts[1:] {
+			same = same && bytes.Equal(t, texts[0])
+		}
+		if same {
+			if err := d(f, e.irs[0]); err != nil {
+				return nil, err
+			}
 			continue
 		}
-		if err := e.record(f, r); err != nil {
-			return File{}, err
+		for k := range e.irs {
+			if err := d(arch[k], e.irs[k]); err != nil {
+				return nil, err
+			}
 		}
 	}
-	for _, en := range e.ir.Enums {
+	out, err := render(base+".go", f)
+	if err != nil {
+		return nil, err
+	}
+	files := []File{out}
+	for k, t := range e.targets {
+		out, err := render(base+"_"+t.GOARCH+".go", arch[k])
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, out)
+	}
+	return files, nil
+}
+
+// typeDecl emits one declaration (or a block of them) from ir into f.
+type typeDecl func(f *jen.File, ir *IR) error
+
+// typeDecls lists the declarations of one package's types file, in order:
+// the i-th record, enum or alias of every target's IR is the same C
+// declaration (see sameDecls).
+func (e *emitter) typeDecls(spec *PackageSpec) []typeDecl {
+	var decls []typeDecl
+	for i, r := range e.ir.Records {
+		if r.Package == spec.Name {
+			decls = append(decls, func(f *jen.File, ir *IR) error { return e.record(f, ir.Records[i]) })
+		}
+	}
+	for i, en := range e.ir.Enums {
 		if en.Package == spec.Name {
-			e.enum(f, en)
+			decls = append(decls, func(f *jen.File, ir *IR) error { e.enum(f, ir.Enums[i]); return nil })
 		}
 	}
+	decls = append(decls, func(f *jen.File, ir *IR) error { e.macros(f, ir, spec); return nil })
+	for i, a := range e.ir.Aliases {
+		if a.Package == spec.Name {
+			decls = append(decls, func(f *jen.File, ir *IR) error { e.alias(f, ir.Aliases[i]); return nil })
+		}
+	}
+	return decls
+}
+
+// beTypes emits the big-endian integer types and their conversions.
+func (e *emitter) beTypes(f *jen.File) {
+	for _, c := range []string{"__be16", "__be32", "__be64"} {
+		n := beTypes[c]
+		bits := strings.TrimPrefix(n, "Be")
+		f.Commentf("%s mirrors %s: a %s-bit value in big-endian (network) byte order.", n, c, bits)
+		f.Type().Id(n).Id("uint" + bits)
+		f.Line()
+		f.Commentf("Native returns v in host byte order.")
+		f.Func().Params(jen.Id("v").Id(n)).Id("Native").Params().Id("uint"+bits).Block(
+			jen.Var().Id("b").Index(jen.Lit(mustAtoi(bits)/8)).Byte(),
+			jen.Qual("encoding/binary", "BigEndian").Dot("PutUint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty()), jen.Id("uint"+bits).Call(jen.Id("v"))),
+			jen.Return(jen.Qual("encoding/binary", "NativeEndian").Dot("Uint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty()))),
+		)
+		f.Line()
+		f.Commentf("%s converts x from host byte order to %s.", "To"+n, n)
+		f.Func().Id("To"+n).Params(jen.Id("x").Id("uint"+bits)).Id(n).Block(
+			jen.Var().Id("b").Index(jen.Lit(mustAtoi(bits)/8)).Byte(),
+			jen.Qual("encoding/binary", "NativeEndian").Dot("PutUint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty()), jen.Id("x")),
+			jen.Return(jen.Id(n).Call(jen.Qual("encoding/binary", "BigEndian").Dot("Uint"+bits).Call(jen.Id("b").Index(jen.Empty(), jen.Empty())))),
+		)
+		f.Line()
+	}
+}
+
+// macros emits the integer macros of package spec as one constant block.
+func (e *emitter) macros(f *jen.File, ir *IR, spec *PackageSpec) {
 	var macros []jen.Code
-	for _, m := range e.ir.Macros {
+	for _, m := range ir.Macros {
 		if m.Package != spec.Name {
 			continue
 		}
@@ -213,22 +386,20 @@ func (e *emitter) typesFile(spec *PackageSpec, first bool) (File, error) {
 		f.Const().Defs(macros...)
 		f.Line()
 	}
-	for _, a := range e.ir.Aliases {
-		if a.Package != spec.Name {
-			continue
-		}
-		var target jen.Code
-		var what string
-		if a.Record != nil {
-			target, what = jen.Qual(e.pkgPath(a.Record.Package), a.Record.GoName), a.Record.Describe()
-		} else {
-			target, what = jen.Qual(e.pkgPath(a.Enum.Package), a.Enum.GoName), "enum "+a.Enum.CName
-		}
-		f.Commentf("%s mirrors %s, which %s defines as %s.", a.GoName, a.Name, a.Pos, what)
-		f.Type().Id(a.GoName).Op("=").Add(target)
-		f.Line()
+}
+
+// alias emits a type alias for a macro renaming a tag.
+func (e *emitter) alias(f *jen.File, a *Alias) {
+	var target jen.Code
+	var what string
+	if a.Record != nil {
+		target, what = jen.Qual(e.pkgPath(a.Record.Package), a.Record.GoName), a.Record.Describe()
+	} else {
+		target, what = jen.Qual(e.pkgPath(a.Enum.Package), a.Enum.GoName), "enum "+a.Enum.CName
 	}
-	return render(path.Join(spec.Name, "z"+spec.Name+"_types.go"), f)
+	f.Commentf("%s mirrors %s, which %s defines as %s.", a.GoName, a.Name, a.Pos, what)
+	f.Type().Id(a.GoName).Op("=").Add(target)
+	f.Line()
 }
 
 func mustAtoi(s string) int {
@@ -531,28 +702,84 @@ func (e *emitter) layoutAssertions(spec *PackageSpec) string {
 	}
 	fmt.Fprintf(&b, "\n// Layout proof: each line fails the build if these headers disagree with\n// the layout the Go types of package %s were generated with.\n", spec.Name)
 	fmt.Fprintf(&b, "#define GOVERBS_LAYOUT(cond, what) _Static_assert(cond, \"goverbs: \" what \" differs from rdma-core %s, which package %s was generated from: regenerate it for these headers (go generate, or verbsgen -headers /usr/include)\")\n", v, spec.Name)
-	n := 0
-	for _, r := range e.ir.Records {
-		if r.Package != spec.Name || r.Incomplete {
-			continue
-		}
-		ct := r.CType()
-		fmt.Fprintf(&b, "GOVERBS_LAYOUT(sizeof(%s) == %d, \"sizeof(%s)\");\n", ct, r.Size, ct)
-		fmt.Fprintf(&b, "GOVERBS_LAYOUT(_Alignof(%s) == %d, \"_Alignof(%s)\");\n", ct, r.Align, ct)
-		n += 2
-		if r.System {
-			continue
-		}
-		for _, it := range layoutOf(r) {
-			if it.kind == itemStorage {
-				continue
+	if e.irs == nil {
+		n := 0
+		for _, r := range e.ir.Records {
+			if r.Package == spec.Name {
+				n += recordAssertions(&b, r)
 			}
-			fmt.Fprintf(&b, "GOVERBS_LAYOUT(__builtin_offsetof(%s, %s) == %d, \"offsetof(%s, %s)\");\n", ct, it.cPath, it.off, ct, it.cPath)
-			n++
+		}
+		fmt.Fprintf(&b, "// %d layout assertions.\n#undef GOVERBS_LAYOUT\n\n", n)
+		return b.String()
+	}
+	// Several targets: a record's assertions are common if they are the
+	// same text on every architecture, else they go in its #if block.
+	n := 0
+	arch := make([]strings.Builder, len(e.irs))
+	archN := make([]int, len(e.irs))
+	for i, r := range e.irs[0].Records {
+		if r.Package != spec.Name {
+			continue
+		}
+		texts := make([]strings.Builder, len(e.irs))
+		counts := make([]int, len(e.irs))
+		same := true
+		for k, ir := range e.irs {
+			counts[k] = recordAssertions(&texts[k], ir.Records[i])
+			same = same && texts[k].String() == texts[0].String()
+		}
+		if same {
+			b.WriteString(texts[0].String())
+			n += counts[0]
+			continue
+		}
+		for k := range e.irs {
+			arch[k].WriteString(texts[k].String())
+			archN[k] += counts[k]
 		}
 	}
-	fmt.Fprintf(&b, "// %d layout assertions.\n#undef GOVERBS_LAYOUT\n\n", n)
+	fmt.Fprintf(&b, "// %d layout assertions common to", n)
+	for _, t := range e.targets {
+		fmt.Fprintf(&b, " %s", t.Name())
+	}
+	b.WriteString(".\n")
+	for k, t := range e.targets {
+		kw := "#elif"
+		if k == 0 {
+			kw = "#if"
+		}
+		fmt.Fprintf(&b, "%s defined(%s)\n%s// %d layout assertions for %s.\n", kw, t.Define, arch[k].String(), archN[k], t.Name())
+	}
+	var names []string
+	for _, t := range e.targets {
+		names = append(names, t.Name())
+	}
+	fmt.Fprintf(&b, "#else\n#error \"goverbs: package %s has layouts for %s only\"\n#endif\n", spec.Name, strings.Join(names, ", "))
+	b.WriteString("#undef GOVERBS_LAYOUT\n\n")
 	return b.String()
+}
+
+// recordAssertions writes the layout assertions of r (none for an
+// incomplete record) and returns how many.
+func recordAssertions(b *strings.Builder, r *Record) int {
+	if r.Incomplete {
+		return 0
+	}
+	ct := r.CType()
+	fmt.Fprintf(b, "GOVERBS_LAYOUT(sizeof(%s) == %d, \"sizeof(%s)\");\n", ct, r.Size, ct)
+	fmt.Fprintf(b, "GOVERBS_LAYOUT(_Alignof(%s) == %d, \"_Alignof(%s)\");\n", ct, r.Align, ct)
+	n := 2
+	if r.System {
+		return n
+	}
+	for _, it := range layoutOf(r) {
+		if it.kind == itemStorage {
+			continue
+		}
+		fmt.Fprintf(b, "GOVERBS_LAYOUT(__builtin_offsetof(%s, %s) == %d, \"offsetof(%s, %s)\");\n", ct, it.cPath, it.off, ct, it.cPath)
+		n++
+	}
+	return n
 }
 
 // cName is the C function a stub calls: the macro's wrapper or the function.

@@ -41,6 +41,11 @@ type Config struct {
 	// to a function the loaded library lacks names the oldest of them that
 	// declares it.
 	Since []string
+	// Targets, if set, are the architectures to lay the types out for,
+	// each with its own C front end configuration (see Target); with more
+	// than one, what differs between them goes in per-architecture files.
+	// Empty: the host's, one set of files.
+	Targets []Target
 }
 
 // Result is what a run produced.
@@ -75,21 +80,37 @@ func Build(cfg Config) (*Result, error) {
 	if cfg.Roots == nil {
 		cfg.Roots = Roots
 	}
-	l, err := Load(cfg.Headers, cfg.Roots)
-	if err != nil {
-		return nil, err
+	targets := cfg.Targets
+	if len(targets) == 0 {
+		targets = []Target{{}} // the host
 	}
-	ir, err := Model(l)
-	if err != nil {
-		return nil, err
+	var irs []*IR
+	for _, t := range targets {
+		var l *Loaded
+		var err error
+		if t.GOARCH == "" {
+			l, err = Load(cfg.Headers, cfg.Roots)
+		} else {
+			l, err = LoadTarget(t, cfg.Headers, cfg.Roots)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ir, err := Model(l)
+		if err != nil {
+			return nil, err
+		}
+		ir.Version = cfg.Version
+		if ir.Version == "" {
+			ir.Version = VersionOf(cfg.Headers)
+		}
+		if err := Names(ir, cfg.Packages); err != nil {
+			return nil, err
+		}
+		irs = append(irs, ir)
 	}
-	ir.Version = cfg.Version
-	if ir.Version == "" {
-		ir.Version = VersionOf(cfg.Headers)
-	}
-	if err := Names(ir, cfg.Packages); err != nil {
-		return nil, err
-	}
+	ir := irs[0]
+	var err error
 	opt := EmitOptions{
 		Command: cfg.Command, ImportRoot: cfg.ImportRoot, LayoutOnly: cfg.LayoutOnly, LayoutPkg: cfg.LayoutPkg,
 	}
@@ -114,7 +135,12 @@ func Build(cfg Config) (*Result, error) {
 		}
 		opt.Since = sinceTable(irs)
 	}
-	files, err := Emit(ir, cfg.Packages, opt)
+	var files []File
+	if len(cfg.Targets) > 0 {
+		files, err = EmitTargets(irs, cfg.Targets, cfg.Packages, opt)
+	} else {
+		files, err = Emit(ir, cfg.Packages, opt)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ type Loaded struct {
 	AST     *cc.AST
 	Headers string // absolute include directory the target headers were read from
 	Roots   []string
+	// System are the C library's include directories, longest first: a
+	// position in one of them is recorded relative to it
+	// ("bits/pthreadtypes.h"), the same on every machine and architecture.
+	System []string
 }
 
 // Load parses and type-checks the root headers (paths relative to the include
@@ -35,6 +40,17 @@ type Loaded struct {
 // cc/v4 panics on some malformed input instead of returning an error: Load
 // recovers and reports the panic as an error naming the header.
 func Load(headers string, roots []string) (l *Loaded, err error) {
+	return load(nil, headers, roots)
+}
+
+// LoadTarget is Load with the C front end configured for target t (its ABI,
+// its compiler's predefined macros and C library headers) instead of the
+// host's.
+func LoadTarget(t Target, headers string, roots []string) (*Loaded, error) {
+	return load(&t, headers, roots)
+}
+
+func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 	abs, err := filepath.Abs(headers)
 	if err != nil {
 		return nil, fmt.Errorf("headers %s: %w", headers, err)
@@ -58,7 +74,12 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 	if err := screenMacros(abs); err != nil {
 		return nil, err
 	}
-	host, err := hostConfig()
+	var host *cc.Config
+	if t == nil {
+		host, err = hostConfig()
+	} else {
+		host, err = targetConfig(*t)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("configuring the C front end: %w", err)
 	}
@@ -98,6 +119,12 @@ func Load(headers string, roots []string) (l *Loaded, err error) {
 		return nil, errors.New(msg)
 	}
 	l = &Loaded{AST: ast, Headers: abs, Roots: roots}
+	for _, d := range append(append([]string(nil), host.IncludePaths...), host.SysIncludePaths...) {
+		if d != "" && filepath.IsAbs(d) && !slices.Contains(l.System, filepath.Clean(d)) {
+			l.System = append(l.System, filepath.Clean(d))
+		}
+	}
+	sort.SliceStable(l.System, func(i, j int) bool { return len(l.System[i]) > len(l.System[j]) })
 	if err := l.checkHermetic(); err != nil {
 		return nil, err
 	}
@@ -162,6 +189,17 @@ func (l *Loaded) rel(file string) (string, bool) {
 		return file, false
 	}
 	return filepath.ToSlash(r), true
+}
+
+// sysRel returns file relative to the C library include directory holding
+// it, and whether there is one.
+func (l *Loaded) sysRel(file string) (string, bool) {
+	for _, d := range l.System {
+		if r, err := filepath.Rel(d, file); err == nil && !strings.HasPrefix(r, "..") {
+			return filepath.ToSlash(r), true
+		}
+	}
+	return file, false
 }
 
 // isTargetPath reports whether a header belongs to rdma-core's public API:

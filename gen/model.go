@@ -51,6 +51,9 @@ func (m *modeler) pos(n interface{ Position() token.Position }) (Pos, bool) {
 	if u := uapiPath(p.Filename); kernelUAPI[u] {
 		return Pos{File: u, Line: p.Line}, true
 	}
+	if r, ok := m.l.sysRel(p.Filename); ok {
+		return Pos{File: r, Line: p.Line}, false
+	}
 	return Pos{File: p.Filename, Line: p.Line}, false
 }
 
@@ -322,6 +325,12 @@ func (m *modeler) typeOf(t cc.Type, parent *Record, path string) (*Type, error) 
 		ty.Kind, ty.CBase = KInt, cgoBase[k]
 		ty.Signed = cc.IsSignedInteger(t)
 		ty.Bool, ty.Char = k == cc.Bool, k == cc.Char
+		if ty.Char {
+			// Plain char is signed on amd64 and unsigned on arm64: Go
+			// keeps it int8 everywhere (same storage), so that names and
+			// strings have one Go type on every architecture.
+			ty.Signed = true
+		}
 	case cc.Float, cc.Double:
 		ty.Kind, ty.CBase = KFloat, cgoBase[k]
 	case cc.Ptr:

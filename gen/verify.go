@@ -55,6 +55,9 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, er
 		if err != nil || len(files) == 0 {
 			return nil, fmt.Errorf("%s: no generated types file (z*_types.go)", filepath.Join(dir, pkg))
 		}
+		// The layouts that differ between architectures, this one's.
+		arch, _ := filepath.Glob(filepath.Join(dir, pkg, "z*_types_"+runtime.GOARCH+".go"))
+		files = append(files, arch...)
 		var parsed []*ast.File
 		for _, f := range files {
 			af, err := parser.ParseFile(fset, f, nil, 0)

@@ -46,6 +46,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Version, "version", "", "rdma-core `version` recorded in the files (default: from the -headers path)")
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
 	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
+	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
 	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header; write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -61,6 +62,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if *since != "" {
 		cfg.Since = strings.Split(*since, ",")
+	}
+	if *targets != "" {
+		ts, err := gen.ParseTargets(*targets)
+		if err != nil {
+			return err
+		}
+		cfg.Targets = ts
 	}
 	cfg.Command = "verbsgen " + strings.Join(args, " ")
 	if *report {
