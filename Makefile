@@ -7,6 +7,7 @@ include mk/headers.mk
 include mk/bench.mk
 include mk/rxe.mk
 include mk/demo.mk
+include mk/arm64.mk
 
 FUZZTIME ?= 20s
 
@@ -21,6 +22,8 @@ deps:
 # Offline and deterministic: regenerates generated/ and tests/layout from
 # the vendored 65.0 headers (headers/vendored); the older pinned trees
 # (make headers fetches them) only date each function for its error.
+# Laid out for linux/amd64 and linux/arm64: it needs x86_64-linux-gnu-gcc
+# and aarch64-linux-gnu-gcc with their C libraries' headers (make deps).
 generate: headers
 	cd generated && $(GO) generate .
 
@@ -66,7 +69,7 @@ fuzz: headers
 # on it: its rxe provider has no extended CQs and no memory windows, and
 # takes receives on a QP in RESET.
 test: RXE_MATRIX_RELEASES = trixie sid
-test: deps headers check-generated vet test-go-min test-go test-hand fuzz rxe-test rxe-pair-test rxe-matrix
+test: deps headers check-generated vet test-go-min test-go test-hand test-arm64 fuzz rxe-test rxe-pair-test rxe-matrix
 	@echo "make test: all suites passed"
 
 clean:

@@ -10,12 +10,16 @@ set -euo pipefail
 # of the loader tests load them), and for the soft-RoCE VM qemu, busybox,
 # kmod (depmod), iproute2 and rdma-core's tools and providers (rdma_rxe's
 # user-space half lives in ibverbs-providers).
+# linux/arm64: the cross compiler and arm64 glibc (make generate lays the types
+# out for arm64 too; make test-arm64 cross-builds), qemu-aarch64 to run the
+# layout test.
 packages=(
 	gcc libc6-dev pkg-config
 	libibverbs1 librdmacm1 ibverbs-providers
 	ibverbs-utils rdmacm-utils perftest
 	qemu-system-x86 busybox-static kmod iproute2
 	ca-certificates
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 )
 
 missing=()
