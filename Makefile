@@ -69,7 +69,7 @@ fuzz: headers
 # on it: its rxe provider has no extended CQs and no memory windows, and
 # takes receives on a QP in RESET.
 test: RXE_MATRIX_RELEASES = trixie sid
-test: deps headers check-generated vet test-go-min test-go test-hand test-arm64 fuzz rxe-test rxe-pair-test rxe-matrix
+test: deps headers check-generated vet test-go-min test-go test-hand test-arm64 nordma-build fuzz rxe-test rxe-pair-test rxe-matrix
 	@echo "make test: all suites passed"
 
 clean:

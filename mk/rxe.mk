@@ -24,7 +24,9 @@
 #              version read in the guest; fails if any release fails
 #   nordma-build  go build ./... and go vet ./... chrooted into a Debian 12
 #              root without rdma-core (tests/chroot-go.sh): building the
-#              repository must not need rdma-core's headers or libraries
+#              repository must not need rdma-core's headers or libraries;
+#              then goverbs-devinfo, built and run there, must exit 1 with
+#              the loader's "cannot load libibverbs.so.1" error
 
 GO ?= go
 # Packages whose tests run in the VM.
@@ -158,4 +160,13 @@ nordma-build:
 		echo "nordma-build: the repository builds and vets without rdma-core"; \
 	else \
 		echo "nordma-build: FAILED: the repository does not build without rdma-core installed (see above)" >&2; exit 1; \
-	fi
+	fi; \
+	mkdir -p .cache/nordma; \
+	st=0; out=$$(GO='$(GO)' bash tests/chroot-go.sh "$$root" . sh -c \
+		'go build -o .cache/nordma/ ./cmd/goverbs-devinfo && exec .cache/nordma/goverbs-devinfo' 2>&1) || st=$$?; \
+	echo "nordma-build: goverbs-devinfo there exits $$st: $$out"; \
+	case "$$st:$$out" in \
+	1:*"cannot load libibverbs.so.1 (libibverbs.so.1: cannot open shared object file"*"install package libibverbs1"*) \
+		echo "nordma-build: without rdma-core the program starts and says what to install";; \
+	*) echo "nordma-build: FAILED: want exit status 1 and the loader's 'cannot load libibverbs.so.1' error" >&2; exit 1;; \
+	esac

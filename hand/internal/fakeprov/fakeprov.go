@@ -18,6 +18,7 @@
 package fakeprov
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
 #include <stdlib.h>
 #include "fakeprov.h"
 */
