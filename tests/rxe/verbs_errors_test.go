@@ -97,7 +97,18 @@ func TestVerbsPostToResetQP(t *testing.T) {
 	rv.Set(0, 1, dst.sge(0, 1000))
 	rv.Set(1, 2, dst.sge(1000, 1000))
 	err := rc.PostRecv(b)
-	expectPostError("ibv_post_recv", err, "ibv_post_recv", rc.Len(), 2)
+	if err == nil && releaseBefore(t, seenWorkingSince) {
+		// Measured on 33.2: its rxe queues receives on a QP in RESET, and
+		// they survive the way to RTS (the receives below then complete
+		// exactly as when they are posted again).
+		release, _ := loadedRelease(t)
+		t.Logf("rdma-core %s's rxe takes receives on a QP in RESET (44.0's refuses them with EINVAL)", release)
+		if rc.Len() != 0 {
+			t.Fatalf("the receive post succeeded, and the chain still holds %d WRs", rc.Len())
+		}
+	} else {
+		expectPostError("ibv_post_recv", err, "ibv_post_recv", rc.Len(), 2)
+	}
 
 	sc := sendChain(t, 4, 1)
 	sv := sc.Reserve(2)
