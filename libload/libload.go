@@ -58,7 +58,11 @@ func (e *LibraryError) Error() string {
 		e.Package + " (rdma-core; on Debian and Ubuntu: apt-get install " + e.Package + " ibverbs-providers)"
 }
 
-func (e *LibraryError) Is(target error) bool { return target == ErrNoLibrary || target == syscall.ENOSYS }
+// Is matches ErrNoLibrary and syscall.ENOSYS, the errno every call made
+// without the library reports.
+func (e *LibraryError) Is(target error) bool {
+	return target == ErrNoLibrary || target == syscall.ENOSYS
+}
 
 // MissingError says that the loaded library lacks a function, and which
 // rdma-core release first has it. It matches ErrNotSupported and
@@ -87,4 +91,8 @@ func (e *MissingError) Error() string {
 	return b.String()
 }
 
-func (e *MissingError) Is(target error) bool { return target == ErrNotSupported || target == syscall.ENOSYS }
+// Is matches ErrNotSupported and syscall.ENOSYS, the errno the call itself
+// reported.
+func (e *MissingError) Is(target error) bool {
+	return target == ErrNotSupported || target == syscall.ENOSYS
+}
