@@ -82,7 +82,7 @@ func rdmaGetaddrinfo(node, service string, flags int32, src *sockaddrBuf, srcAdd
 	}
 	errno, _ := err.(syscall.Errno)
 	if errno != 0 && (r == -1 || r == C.EAI_SYSTEM) {
-		return nil, &VerbError{Op: "rdma_getaddrinfo", Errno: errno}
+		return nil, verbErr("rdma_getaddrinfo", errno)
 	}
 	return nil, &GAIError{Code: int(r), Message: C.GoString(C.gai_strerror(r))}
 }

@@ -33,7 +33,7 @@ func nullErr(op string, err error) error {
 	if errno == 0 {
 		errno = syscall.EIO // the verb failed without saying why
 	}
-	return &VerbError{Op: op, Errno: errno}
+	return verbErr(op, errno)
 }
 
 // minusOneErr is the error of a verb that returns -1 (or a negative errno)

@@ -39,6 +39,10 @@ func TestVerbErrorNamesMissingFunction(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), missing+"(step): function not implemented (goverbs: "+missing+" is not in the installed") {
 		t.Errorf("message %q", err)
 	}
+	// The NULL-returning verbs' errors go the same way.
+	if err := nullErr(missing, syscall.ENOSYS); !errors.As(err, &me) || me.Function != missing {
+		t.Errorf("nullErr(%s, ENOSYS) = %v, want it to wrap the loader's MissingError", missing, err)
+	}
 	if err := verbErr(present, syscall.ENOSYS); errors.Is(err, libload.ErrNotSupported) || err.(*VerbError).Missing != nil {
 		t.Errorf("verbErr(%s, ENOSYS) = %v: %s is installed, so the provider said ENOSYS", present, err, present)
 	}

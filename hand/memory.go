@@ -128,7 +128,7 @@ func (pd *PD) register(buf []byte, access Access, owned bool) (*MR, error) {
 	}
 	raw, errno := ibvRegMR(pd.raw, unsafe.Pointer(unsafe.SliceData(buf)), len(buf), uint32(access))
 	if errno != 0 {
-		e := &VerbError{Op: "ibv_reg_mr", Errno: errno}
+		e := verbErr("ibv_reg_mr", errno).(*VerbError)
 		if errno == syscall.ENOMEM || errno == syscall.EPERM {
 			e.Hint = memlockHint(len(buf))
 		}
