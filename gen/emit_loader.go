@@ -79,10 +79,9 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 	}
 	f.Commentf("library describes %s, which package %s opens on first use.", lib.Soname, spec.Name)
 	f.Var().Id("library").Op("=").Op("&").Qual(libloadPath, "Library").Values(jen.Dict{
-		jen.Id("Soname"):    jen.Lit(lib.Soname),
-		jen.Id("Package"):   jen.Lit(lib.Package),
-		jen.Id("Generated"): jen.Lit(e.ir.Version),
-		jen.Id("Since"):     jen.Map(jen.String()).String().Values(since),
+		jen.Id("Soname"):  jen.Lit(lib.Soname),
+		jen.Id("Package"): jen.Lit(lib.Package),
+		jen.Id("Since"):   jen.Map(jen.String()).String().Values(since),
 	})
 	f.Line()
 	f.Comment("symbols maps each extern function to its slot in the loader's table.")

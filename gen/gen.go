@@ -86,17 +86,7 @@ func Build(cfg Config) (*Result, error) {
 	}
 	var irs []*IR
 	for _, t := range targets {
-		var l *Loaded
-		var err error
-		if t.GOARCH == "" {
-			l, err = Load(cfg.Headers, cfg.Roots)
-		} else {
-			l, err = LoadTarget(t, cfg.Headers, cfg.Roots)
-		}
-		if err != nil {
-			return nil, err
-		}
-		ir, err := Model(l)
+		ir, err := modelOf(t, cfg.Headers, cfg.Roots)
 		if err != nil {
 			return nil, err
 		}
@@ -125,15 +115,15 @@ func Build(cfg Config) (*Result, error) {
 		}
 	}
 	if !cfg.LayoutOnly {
-		irs := []*IR{ir}
+		releases := []*IR{ir}
 		for _, dir := range cfg.Since {
-			old, err := buildIR(dir, cfg.Roots)
+			old, err := olderRelease(dir, cfg.Roots)
 			if err != nil {
 				return nil, fmt.Errorf("older release %s: %w", dir, err)
 			}
-			irs = append(irs, old)
+			releases = append(releases, old)
 		}
-		opt.Since = sinceTable(irs)
+		opt.Since = sinceTable(releases)
 	}
 	var files []File
 	if len(cfg.Targets) > 0 {
@@ -147,19 +137,32 @@ func Build(cfg Config) (*Result, error) {
 	return &Result{IR: ir, Files: files}, nil
 }
 
-// buildIR loads and models one header set, its version taken from its path.
-func buildIR(headers string, roots []string) (*IR, error) {
+// modelOf loads and models one header set for target t (the host's when t
+// is zero).
+func modelOf(t Target, headers string, roots []string) (*IR, error) {
+	var l *Loaded
+	var err error
+	if t.GOARCH == "" {
+		l, err = Load(headers, roots)
+	} else {
+		l, err = LoadTarget(t, headers, roots)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Model(l)
+}
+
+// olderRelease models an older release's header set for the Since table,
+// its version taken from its path.
+func olderRelease(headers string, roots []string) (*IR, error) {
 	var have []string // an older release may lack a root header
 	for _, r := range roots {
 		if _, err := os.Stat(filepath.Join(headers, r)); err == nil {
 			have = append(have, r)
 		}
 	}
-	l, err := Load(headers, have)
-	if err != nil {
-		return nil, err
-	}
-	ir, err := Model(l)
+	ir, err := modelOf(Target{}, headers, have)
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,8 @@ var ErrNotSupported = errors.New("goverbs: not supported by the installed rdma-c
 
 // Library describes one shared library a generated package loads.
 type Library struct {
-	Soname    string // what dlopen is given: "libibverbs.so.1"
-	Package   string // the Debian and Ubuntu package that installs it: "libibverbs1"
-	Generated string // the rdma-core release the package was generated from
+	Soname  string // what dlopen is given: "libibverbs.so.1"
+	Package string // the Debian and Ubuntu package that installs it: "libibverbs1"
 	// Since maps a function to the oldest rdma-core release, among those the
 	// generator was shown, whose headers declare it; empty when unknown.
 	Since map[string]string

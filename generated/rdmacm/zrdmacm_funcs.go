@@ -241,8 +241,7 @@ import "C"
 
 // library describes librdmacm.so.1, which package rdmacm opens on first use.
 var library = &libload.Library{
-	Generated: "65.0",
-	Package:   "librdmacm1",
+	Package: "librdmacm1",
 	Since: map[string]string{
 		"rdma_accept":                "33.2",
 		"rdma_ack_cm_event":          "33.2",

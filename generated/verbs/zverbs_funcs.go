@@ -2245,8 +2245,7 @@ import "C"
 
 // library describes libibverbs.so.1, which package verbs opens on first use.
 var library = &libload.Library{
-	Generated: "65.0",
-	Package:   "libibverbs1",
+	Package: "libibverbs1",
 	Since: map[string]string{
 		"_ibv_query_comp_cntr_caps":   "65.0",
 		"_ibv_query_gid_ex":           "33.2",
