@@ -641,6 +641,13 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	for _, inc := range spec.Includes {
 		fmt.Fprintf(&pre, "#include <%s>\n", inc)
 	}
+	for _, fn := range funcs {
+		if fn.Convention == GetaddrinfoCode {
+			// EAI_SYSTEM and gai_strerror.
+			pre.WriteString("#include <netdb.h>\n")
+			break
+		}
+	}
 	pre.WriteString(e.layoutAssertions(spec))
 	pre.WriteString(e.loaderDecls(spec))
 	for _, fn := range funcs {
@@ -663,8 +670,11 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	}
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)
+	e.sites(f, spec, funcs)
 	for _, fn := range funcs {
-		e.stub(f, fn)
+		if err := e.stub(f, fn); err != nil {
+			return File{}, err
+		}
 	}
 	return render(path.Join(spec.Name, "z"+spec.Name+"_funcs.go"), f)
 }
@@ -799,41 +809,207 @@ func (s *PackageSpec) isDataPath(name string) bool {
 	return false
 }
 
-// stub emits one Go function calling a C function through cgo. No cgo type
+// verberrPath is the package whose errors the stubs return.
+const verberrPath = "github.com/goverbs/goverbs/verberr"
+
+// siteName is the package variable holding fn's verberr.Site.
+func siteName(fn *Func) string { return "site" + fn.GoName }
+
+// sites emits the verberr.Site of every function of the package that can
+// fail, and the helpers the stubs share.
+func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
+	ext := map[string]bool{}
+	loader := spec.Library.Soname != "" && len(e.externsOf(spec)) > 0
+	if loader {
+		for _, fn := range e.externsOf(spec) {
+			ext[fn.Name] = true
+		}
+	}
+	var defs []jen.Code
+	for _, fn := range funcs {
+		if fn.Convention == CannotFail || fn.Convention == Unassigned {
+			continue
+		}
+		avail := jen.Nil()
+		if loader {
+			// The externs whose absence would explain an ENOSYS: the
+			// function itself, what a macro expands to, and the
+			// "_name" extern an inline of the same name wraps.
+			var names []jen.Code
+			seen := map[string]bool{}
+			for _, n := range []string{fn.Name, fn.Target, "_" + fn.Name, "_" + fn.Target} {
+				if n != "" && n != "_" && ext[n] && !seen[n] {
+					seen[n] = true
+					names = append(names, jen.Lit(n))
+				}
+			}
+			avail = jen.Id("availability").Call(names...)
+		}
+		defs = append(defs, jen.Id(siteName(fn)).Op("=").Qual(verberrPath, "NewSite").Call(jen.Lit(fn.Name), avail))
+	}
+	if len(defs) == 0 {
+		return
+	}
+	f.Comment("The sites the stubs' errors come from: one per C function that can fail.")
+	f.Var().Defs(defs...)
+	f.Line()
+	if loader {
+		f.Comment("availability reports why the externs named cannot be called (the library or one of them")
+		f.Comment("is missing), or nil: what an ENOSYS from a stub that calls them is explained by.")
+		f.Func().Id("availability").Params(jen.Id("externs").Op("...").String()).Func().Params().Error().Block(
+			jen.Return(jen.Func().Params().Error().Block(
+				jen.If(jen.Id("err").Op(":=").Id("Load").Call(), jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err"))),
+				jen.For(jen.List(jen.Id("_"), jen.Id("n")).Op(":=").Range().Id("externs")).Block(
+					jen.If(jen.Id("err").Op(":=").Id("Available").Call(jen.Id("n")), jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err")))),
+				jen.Return(jen.Nil()))))
+		f.Line()
+	}
+	f.Comment("errnoOf is the errno of a failed call: the one C set (err, from cgo's two-result")
+	f.Comment("call) when it set one; else the one the result carries (r itself when positive, -r")
+	f.Comment("below -1); else EIO, the function failed without saying why.")
+	f.Func().Id("errnoOf").Params(jen.Id("err").Error(), jen.Id("r").Int64()).Qual("syscall", "Errno").Block(
+		jen.If(jen.List(jen.Id("e"), jen.Id("ok")).Op(":=").Id("err").Assert(jen.Qual("syscall", "Errno")), jen.Id("ok").Op("&&").Id("e").Op("!=").Lit(0)).Block(jen.Return(jen.Id("e"))),
+		jen.Switch().Block(
+			jen.Case(jen.Id("r").Op(">").Lit(0)).Block(jen.Return(jen.Qual("syscall", "Errno").Call(jen.Id("r")))),
+			jen.Case(jen.Id("r").Op("<").Lit(-1)).Block(jen.Return(jen.Qual("syscall", "Errno").Call(jen.Op("-").Id("r"))))),
+		jen.Return(jen.Qual("syscall", "EIO")))
+	f.Line()
+}
+
+// stub emits one Go function calling a C function through cgo, with the
+// signature its error convention gives (see Convention). No cgo type
 // appears in its signature.
-func (e *emitter) stub(f *jen.File, fn *Func) {
+func (e *emitter) stub(f *jen.File, fn *Func) error {
 	var params, args []jen.Code
 	for _, p := range fn.Params {
 		params = append(params, jen.Id(p.GoName).Add(e.goParamType(p.Type)))
 		args = append(args, toC(p.Type, jen.Id(p.GoName)))
 	}
 	call := jen.Qual("C", cName(fn)).Call(args...)
-	var body []jen.Code
 	res := fn.Result
-	switch {
-	case res.Kind == KVoid:
-		body = append(body, call)
-	case res.Kind == KRecord:
-		body = append(body, jen.Id("r").Op(":=").Add(call),
-			jen.Return(jen.Op("*").Parens(jen.Op("*").Add(e.goType(res))).Call(jen.Qual("unsafe", "Pointer").Call(jen.Op("&").Id("r")))))
-	case res.Kind == KPointer && (res.Elem.Kind == KVoid || res.Elem.Kind == KFuncPtr), res.Kind == KFuncPtr:
-		body = append(body, jen.Return(jen.Qual("unsafe", "Pointer").Call(call)))
-	case res.Kind == KPointer:
-		body = append(body, jen.Return(jen.Parens(e.goType(res)).Call(jen.Qual("unsafe", "Pointer").Call(call))))
+	// value converts the C result r to the stub's Go result type.
+	value := func() jen.Code {
+		r := jen.Id("r")
+		switch {
+		case res.Kind == KRecord:
+			return jen.Op("*").Parens(jen.Op("*").Add(e.goType(res))).Call(jen.Qual("unsafe", "Pointer").Call(jen.Op("&").Id("r")))
+		case res.Kind == KPointer && (res.Elem.Kind == KVoid || res.Elem.Kind == KFuncPtr), res.Kind == KFuncPtr:
+			return jen.Qual("unsafe", "Pointer").Call(r)
+		case res.Kind == KPointer:
+			return jen.Parens(e.goType(res)).Call(jen.Qual("unsafe", "Pointer").Call(r))
+		}
+		return jen.Add(e.goType(res)).Call(r)
+	}
+	site := jen.Id(siteName(fn))
+	var body []jen.Code
+	var results []jen.Code
+	switch fn.Convention {
+	case CannotFail:
+		if res.Kind == KVoid {
+			body = append(body, call)
+			break
+		}
+		body = append(body, jen.Id("r").Op(":=").Add(call), jen.Return(value()))
+		results = append(results, e.goParamType(res))
+	case NullErrno:
+		body = append(body,
+			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
+			jen.If(jen.Id("r").Op("==").Nil()).Block(jen.Return(jen.Nil(), site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Id("err"), jen.Lit(-1))))),
+			jen.Return(value(), jen.Nil()))
+		results = append(results, e.goParamType(res), jen.Error())
+	case ErrnoResult:
+		body = append(body,
+			jen.Id("r").Op(":=").Add(call),
+			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
+			jen.Return(site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Nil(), jen.Int64().Call(jen.Id("r"))))))
+		results = append(results, jen.Error())
+	case MinusOneErrno:
+		body = append(body,
+			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
+			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
+			jen.Return(site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r"))))))
+		results = append(results, jen.Error())
+	case CountOrError:
+		body = append(body,
+			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
+			jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
+			jen.Return(jen.Lit(0), site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r"))))))
+		results = append(results, jen.Int(), jen.Error())
+	case GetaddrinfoCode:
+		body = append(body,
+			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
+			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
+			jen.Comment("-1 and EAI_SYSTEM mean \"see errno\"; EAI_BADFLAGS is -1 too, told apart by errno 0."),
+			jen.If(jen.List(jen.Id("errno"), jen.Id("_")).Op(":=").Id("err").Assert(jen.Qual("syscall", "Errno")),
+				jen.Id("errno").Op("!=").Lit(0).Op("&&").Parens(jen.Id("r").Op("==").Lit(-1).Op("||").Id("r").Op("==").Qual("C", "EAI_SYSTEM"))).Block(
+				jen.Return(site.Clone().Dot("Err").Call(jen.Id("errno")))),
+			jen.Return(jen.Op("&").Qual(verberrPath, "GAIError").Values(jen.Dict{
+				jen.Id("Func"):    jen.Lit(fn.Name),
+				jen.Id("Code"):    jen.Int().Call(jen.Id("r")),
+				jen.Id("Message"): jen.Qual("C", "GoString").Call(jen.Qual("C", "gai_strerror").Call(jen.Id("r"))),
+			})))
+		results = append(results, jen.Error())
 	default:
-		body = append(body, jen.Return(jen.Add(e.goType(res)).Call(call)))
+		return fmt.Errorf("%s: %s has no error convention", fn.Pos, fn.Name)
 	}
 	how := fn.Kind.String()
 	if fn.Kind == FuncMacro {
 		how += " expanding to " + fn.Target
 	}
-	f.Commentf("%s calls %s (%s, %s).", fn.GoName, fn.Name, how, fn.Pos)
+	for _, line := range strings.Split(wrapComment(fmt.Sprintf("%s calls %s (%s, %s). %s", fn.GoName, fn.Name, how, fn.Pos, conventionDoc(fn))), "\n") {
+		f.Comment(line)
+	}
 	sig := f.Func().Id(fn.GoName).Params(params...)
-	if res.Kind != KVoid {
-		sig.Add(e.goParamType(res))
+	switch len(results) {
+	case 0:
+	case 1:
+		sig.Add(results[0])
+	default:
+		sig.Parens(jen.List(results...))
 	}
 	sig.Block(body...)
 	f.Line()
+	return nil
+}
+
+// wrapComment breaks text into lines of at most about 80 columns.
+func wrapComment(text string) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > 77:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}
+
+// conventionDoc is the part of a stub's doc comment that says how it fails.
+func conventionDoc(fn *Func) string {
+	rule := fmt.Sprintf(" (error convention %q, rule %q)", fn.Convention, fn.ConventionRule)
+	switch fn.Convention {
+	case CannotFail:
+		return "It cannot fail: what C returns is the result" + rule + "."
+	case NullErrno:
+		return "When C returns NULL, it returns nil and a *verberr.Error with the errno C set" + rule + "."
+	case ErrnoResult:
+		return "When C returns an errno, it returns it as a *verberr.Error" + rule + "."
+	case MinusOneErrno:
+		return "When C returns -1, it returns a *verberr.Error with the errno C set" + rule + "."
+	case CountOrError:
+		return "It returns C's count; when C returns a negative value, 0 and a *verberr.Error with the errno" + rule + "."
+	case GetaddrinfoCode:
+		return "When C fails, it returns a *verberr.Error for an errno or a *verberr.GAIError for a getaddrinfo code" + rule + "."
+	}
+	return ""
 }
 
 // goParamType is the Go type of a parameter or result: like goType, but a

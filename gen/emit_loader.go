@@ -250,7 +250,7 @@ func trampoline(spec *PackageSpec, f *Func, i int) (string, error) {
 	if len(params) == 0 {
 		params, types = []string{"void"}, []string{"void"}
 	}
-	fail := "return " + missingResult(spec, f) + ";"
+	fail := "return " + missingResult(f) + ";"
 	call := "return fn_(" + strings.Join(args, ", ") + ");"
 	if f.Result.Kind == KVoid {
 		fail, call = "return;", "fn_("+strings.Join(args, ", ")+");"
@@ -304,29 +304,20 @@ var kindNames = map[TypeKind]string{KVoid: "void", KInt: "integer", KFloat: "flo
 	KFuncPtr: "function pointer", KArray: "array", KRecord: "struct or union passed by value", KEnum: "enum"}
 
 // missingResult is what a trampoline returns when its function is missing:
-// the value its C convention uses for failure, with errno set to ENOSYS.
-func missingResult(spec *PackageSpec, f *Func) string {
-	switch t := f.Result; {
-	case t.Kind == KPointer || t.Kind == KFuncPtr:
+// the value its error convention uses for failure, with errno set to ENOSYS.
+func missingResult(f *Func) string {
+	switch f.Convention {
+	case NullErrno:
 		return "NULL"
-	case t.Kind == KInt && t.Signed && t.Size == 4 && !t.Bool:
-		if spec.failsMinusOne(f.Name) {
-			return "-1"
-		}
-		return "ENOSYS" // the verbs that return 0 or a positive errno
-	default:
-		return "0"
+	case ErrnoResult:
+		return "ENOSYS"
+	case MinusOneErrno, CountOrError, GetaddrinfoCode:
+		return "-1"
 	}
-}
-
-// failsMinusOne reports whether function name fails with -1 and errno.
-func (s *PackageSpec) failsMinusOne(name string) bool {
-	for _, m := range s.MinusOne {
-		if p, ok := strings.CutSuffix(m, "*"); ok && strings.HasPrefix(name, p) || m == name {
-			return true
-		}
+	if t := f.Result; t.Kind == KPointer || t.Kind == KFuncPtr {
+		return "NULL"
 	}
-	return false
+	return "0"
 }
 
 // sinceTable maps every extern function of the given IRs, oldest release

@@ -5,7 +5,8 @@
 // function-like macros included.
 //
 // The stages are plain functions: Load (parse and type-check), Model (the IR,
-// sorted by source position), Names (Go identifiers), Emit (jennifer) and
+// sorted by source position), Names (Go identifiers), AssignConventions (how
+// each function fails, from the Conventions table), Emit (jennifer) and
 // Write (atomic, unchanged files untouched). gen does not download headers;
 // see headers/ for the pinned sets.
 package gen
@@ -32,6 +33,8 @@ type Config struct {
 	Command    string // recorded at the top of each file
 	Packages   []PackageSpec
 	Roots      []string
+	// Conventions is the table of error conventions; nil: gen.Conventions.
+	Conventions []ConventionRule
 	// CgoInclude makes every cgo preamble search Headers first, by a path
 	// relative to the package (#cgo CFLAGS: -I${SRCDIR}/...): for headers
 	// kept inside the module, so that its packages build against them and
@@ -80,6 +83,9 @@ func Build(cfg Config) (*Result, error) {
 	if cfg.Roots == nil {
 		cfg.Roots = Roots
 	}
+	if cfg.Conventions == nil {
+		cfg.Conventions = Conventions
+	}
 	targets := cfg.Targets
 	if len(targets) == 0 {
 		targets = []Target{{}} // the host
@@ -96,6 +102,11 @@ func Build(cfg Config) (*Result, error) {
 		}
 		if err := Names(ir, cfg.Packages); err != nil {
 			return nil, err
+		}
+		if !cfg.LayoutOnly {
+			if err := AssignConventions(ir, cfg.Conventions); err != nil {
+				return nil, err
+			}
 		}
 		irs = append(irs, ir)
 	}
@@ -279,7 +290,18 @@ func Report(w io.Writer, ir *IR) {
 	fmt.Fprintf(w, "total: %s (%d extern, %d static inline, %d function-like macros); %d opaque C library types (%s)\n",
 		line(&total), kinds[FuncExtern], kinds[FuncInline], kinds[FuncMacro], len(sys), strings.Join(sys, ", "))
 	fmt.Fprintf(w, "skipped: %d\n", len(ir.Skipped))
+	conv := map[Convention]int{}
+	fmt.Fprintln(w, "error conventions:")
+	for _, f := range ir.Funcs {
+		conv[f.Convention]++
+		fmt.Fprintf(w, "  %s (%s): %s, rule %q\n", f.Name, f.Pos, f.Convention, f.ConventionRule)
+	}
+	var totals []string
+	for c := CannotFail; c <= GetaddrinfoCode; c++ {
+		totals = append(totals, fmt.Sprintf("%d %s", conv[c], c))
+	}
+	fmt.Fprintf(w, "conventions: %s; without one: %d\n", strings.Join(totals, ", "), conv[Unassigned])
 	for _, p := range ir.StalePatches {
-		fmt.Fprintf(w, "naming patch unused with these headers: %s\n", p)
+		fmt.Fprintf(w, "patch unused with these headers: %s\n", p)
 	}
 }

@@ -61,6 +61,13 @@ func goldenConfig(name string) gen.Config {
 		Command:    "verbsgen (gen golden test, case " + name + ")",
 		Packages:   goldenSpecs(),
 		Roots:      []string{"infiniband/verbs.h"},
+		Conventions: []gen.ConventionRule{
+			{Name: "golden values", Convention: gen.CannotFail,
+				Funcs: []string{"ibv_ack_events", "ibv_make_sge", "ibv_node_name", "ibv_qp_num", "ibv_sge_bytes"}},
+			{Name: "golden constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_reg_mr*", "__ibv_reg_mr"}},
+			{Name: "golden errno results", Convention: gen.ErrnoResult,
+				Funcs: []string{"ibv_post_recv", "ibv_query_port", "___ibv_query_port"}},
+		},
 	}
 }
 

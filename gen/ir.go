@@ -174,9 +174,12 @@ type Func struct {
 	Kind   FuncKind
 	Params []*Param
 	Result *Type
-	// Target is, for a macro, the function its expansion calls; ArgMap[i]
-	// is the index of the target parameter that macro parameter i feeds.
+	// Target is, for a macro, the function its expansion calls.
 	Target string
+	// Convention is how the function reports failure (AssignConventions),
+	// and ConventionRule the name of the rule of the table that said so.
+	Convention     Convention
+	ConventionRule string
 
 	GoName  string
 	Package string
@@ -212,7 +215,8 @@ type IR struct {
 	// the loader defines them.
 	Shadowed []*Func
 	Skipped  []Skip
-	// StalePatches are naming patches that matched nothing in this header
-	// set: harmless (another rdma-core version may need them), but reported.
+	// StalePatches are naming patches and convention rule entries that
+	// matched nothing in this header set: harmless (another rdma-core
+	// version may need them), but reported.
 	StalePatches []string
 }

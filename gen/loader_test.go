@@ -45,13 +45,11 @@ func TestLoader(t *testing.T) {
 			Name: "verbs", Headers: []string{"infiniband/verbs.h"}, Includes: []string{"infiniband/verbs.h"},
 			Prefixes: []gen.Prefix{{C: "ibv_", Go: ""}},
 			Library:  gen.Library{Soname: lib, Package: "libfake1"},
-			MinusOne: []string{"ibv_missing_minus_one"},
 		},
 		{
 			Name: "rdmacm", Headers: []string{"rdma/rdma_cma.h"}, Includes: []string{"rdma/rdma_cma.h"},
 			Prefixes: []gen.Prefix{{C: "rdma_", Go: ""}},
 			Library:  gen.Library{Soname: "libgoverbs-absent.so.1", Package: "libabsent1"},
-			MinusOne: []string{"rdma_*"},
 		},
 	}
 	res, err := gen.Run(gen.Config{
@@ -63,6 +61,13 @@ func TestLoader(t *testing.T) {
 		Packages:   specs,
 		Roots:      []string{"infiniband/verbs.h", "rdma/rdma_cma.h"},
 		Since:      []string{filepath.Join(dir, "old", "rdma-core-0.1")},
+		Conventions: []gen.ConventionRule{
+			{Name: "values", Convention: gen.CannotFail,
+				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_twice", "ibv_missing_void", "ibv_missing_u16"}},
+			{Name: "constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_get_thing", "ibv_missing_ptr", "rdma_absent_ptr"}},
+			{Name: "errno results", Convention: gen.ErrnoResult, Funcs: []string{"ibv_missing_errno"}},
+			{Name: "minus one", Convention: gen.MinusOneErrno, Funcs: []string{"ibv_missing_minus_one", "rdma_absent_int"}},
+		},
 	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)

@@ -38,11 +38,7 @@ type PackageSpec struct {
 	Includes []string // headers its cgo preamble includes
 	// Library is the shared library whose functions the package loads at
 	// run time (see loaderFile in emit.go); empty Soname: none.
-	Library Library
-	// MinusOne lists the functions returning int that fail with -1 and
-	// errno, where a trampoline whose function is missing must return -1
-	// rather than ENOSYS; an entry ending in "*" is a name prefix.
-	MinusOne []string
+	Library  Library
 	Prefixes []Prefix // tried in order; the first match is stripped
 	DataPath []string // name prefixes of data-path functions: #cgo noescape and nocallback
 	// Renames maps a C name (tag, typedef, constant or function) to a Go

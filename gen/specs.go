@@ -14,10 +14,6 @@ func Packages() []PackageSpec {
 				"infiniband/ib_user_ioctl_verbs.h", "rdma/ib_user_verbs.h"},
 			Includes: []string{"infiniband/verbs.h"},
 			Library:  Library{Soname: "libibverbs.so.1", Package: "libibverbs1"},
-			// The verbs that report failure as -1 with errno set; the others
-			// that return int give 0 or a positive errno.
-			MinusOne: []string{"ibv_get_async_event", "ibv_get_cq_event", "ibv_query_gid",
-				"ibv_query_pkey", "ibv_get_pkey_index", "ibv_get_device_index"},
 			Prefixes: []Prefix{
 				{"ibv_", ""}, {"IBV_", ""},
 				{"ib_uverbs_", "Uverbs"}, {"IB_UVERBS_", "Uverbs"},
@@ -49,8 +45,6 @@ func Packages() []PackageSpec {
 			Headers:  []string{"rdma/rdma_cma.h", "rdma/rdma_verbs.h", "infiniband/sa.h"},
 			Includes: []string{"rdma/rdma_cma.h", "rdma/rdma_verbs.h"},
 			Library:  Library{Soname: "librdmacm.so.1", Package: "librdmacm1"},
-			// Every librdmacm function that returns int fails with -1 and errno.
-			MinusOne: []string{"rdma_*"},
 			Prefixes: []Prefix{
 				{"rdma_", ""}, {"RDMA_", ""},
 				{"ibv_sa_", "SA"}, {"IBV_SA_", "SA"}, {"ibv_", ""}, {"IBV_", ""},

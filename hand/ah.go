@@ -25,9 +25,9 @@ func (pd *PD) NewAH(path Path) (*AH, error) {
 		return nil, err
 	}
 	attr := path.ahAttr()
-	raw, err := ibvCreateAH(pd.raw, &attr)
+	raw, err := verbs.CreateAH(pd.raw, &attr)
 	if err != nil {
-		return nil, err
+		return nil, verbErr("ibv_create_ah", err)
 	}
 	ah := &AH{pd: pd, raw: raw}
 	ah.init(fmt.Sprintf("AH %#x", raw.Handle), &pd.object)
@@ -39,5 +39,5 @@ func (ah *AH) Raw() *verbs.AH { return ah.raw }
 
 // Close destroys the address handle.
 func (ah *AH) Close() error {
-	return ah.close(func() error { return rcErr("ibv_destroy_ah", verbs.DestroyAH(ah.raw)) }, nil, nil)
+	return ah.close(func() error { return verbErr("ibv_destroy_ah", verbs.DestroyAH(ah.raw)) }, nil, nil)
 }

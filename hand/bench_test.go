@@ -386,10 +386,10 @@ func BenchmarkNaive(b *testing.B) {
 					}
 				}
 				var bad *verbs.RecvWR
-				rc := verbs.PostRecv(r.qp, &wrs[0], &bad)
+				err := verbs.PostRecv(r.qp, &wrs[0], &bad)
 				pin.Unpin()
-				if rc != 0 {
-					b.Fatal(rc)
+				if err != nil {
+					b.Fatal(err)
 				}
 			}
 			reportCPU(b, t0)
@@ -402,7 +402,10 @@ func BenchmarkNaive(b *testing.B) {
 			t0 := cpuClock()
 			for range b.N {
 				wc := make([]verbs.WC, n)
-				got := verbs.PollCQ(pr.vcq, int32(n), &wc[0])
+				got, err := verbs.PollCQ(pr.vcq, int32(n), &wc[0])
+				if err != nil {
+					b.Fatal(err)
+				}
 				for i := range got {
 					sum += wc[i].WRID
 				}

@@ -38,10 +38,23 @@ import (
 // well be dropped without it. Listener.Context, ConnRequest.Context and
 // Conn.Context return such handles too.
 func CMContext(name string) (*Context, error) {
-	ctxs, err := rdmaGetDevices()
-	if err != nil {
-		return nil, err
+	if err := rdmacm.Load(); err != nil {
+		return nil, err // rdma-core is not installed: the error says what to install
 	}
+	var n int32
+	list, err := rdmacm.GetDevices(&n)
+	const hint = "rdma_get_devices found none (load a driver; for soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)"
+	switch {
+	case errors.Is(err, syscall.ENODEV):
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, hint, verbErr("rdma_get_devices", err))
+	case err != nil:
+		return nil, verbErr("rdma_get_devices", err)
+	case n == 0:
+		rdmacm.FreeDevices(list)
+		return nil, fmt.Errorf("%w: %s", ErrNoDevice, hint)
+	}
+	defer rdmacm.FreeDevices(list)
+	ctxs := unsafe.Slice(list, int(n))
 	var names []string
 	for _, raw := range ctxs {
 		n := cString(raw.Device.Name[:])
@@ -160,9 +173,9 @@ type cmChannel struct {
 }
 
 func newCMChannel() (*cmChannel, error) {
-	raw, err := rdmaCreateEventChannel()
+	raw, err := rdmacm.CreateEventChannel()
 	if err != nil {
-		return nil, err
+		return nil, verbErr("rdma_create_event_channel", err)
 	}
 	fd, err := newPollFD(*(*int32)(unsafe.Pointer(raw)), "rdma_event_channel")
 	if err != nil {
@@ -182,13 +195,13 @@ func (ch *cmChannel) next(ctx context.Context) (cmEvent, error) {
 	var ev cmEvent
 	var failed error
 	err := ch.fd.wait(ctx, func() bool {
-		raw, errno := rdmaGetCMEvent(ch.raw)
-		switch errno {
-		case 0:
-		case syscall.EAGAIN:
+		var raw *rdmacm.CMEvent
+		switch err := rdmacm.GetCMEvent(ch.raw, &raw); {
+		case err == nil:
+		case errors.Is(err, syscall.EAGAIN): // the channel is non-blocking: nothing pending
 			return false
 		default:
-			failed = verbErr("rdma_get_cm_event", errno)
+			failed = verbErr("rdma_get_cm_event", err)
 			return true
 		}
 		ev = cmEvent{typ: raw.Event, status: raw.Status, id: raw.ID, listenID: raw.ListenID}
@@ -250,20 +263,20 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 	l := &Listener{ch: ch}
 	fail := func(err error) (*Listener, error) {
 		if l.id != nil {
-			rdmaDestroyID(l.id)
+			rdmacm.DestroyID(l.id)
 		}
 		ch.close()
-		return nil, fmt.Errorf("hand: listen on %s: %w", ap, err)
+		return nil, fmt.Errorf("goverbs: listen on %s: %w", ap, err)
 	}
-	if l.id, err = rdmaCreateID(ch.raw, rdmacm.PsTCP); err != nil {
-		return fail(err)
+	if err := rdmacm.CreateID(ch.raw, &l.id, nil, rdmacm.PsTCP); err != nil {
+		return fail(verbErr("rdma_create_id", err))
 	}
 	sa := sockaddrOf(ap)
-	if err := rdmaBindAddr(l.id, &sa); err != nil {
-		return fail(err)
+	if err := rdmacm.BindAddr(l.id, sa.raw()); err != nil {
+		return fail(verbErr("rdma_bind_addr", err))
 	}
-	if err := rdmaListen(l.id, 128); err != nil {
-		return fail(err)
+	if err := rdmacm.Listen(l.id, 128); err != nil {
+		return fail(verbErr("rdma_listen", err))
 	}
 	l.addr = srcAddr(l.id)
 	l.init("Listener " + l.addr.String())
@@ -290,7 +303,7 @@ func (l *Listener) Context() *Context {
 // connections and pending ConnRequests are unaffected.
 func (l *Listener) Close() error {
 	return l.close(func() error {
-		err := rdmaDestroyID(l.id)
+		err := verbErr("rdma_destroy_id", rdmacm.DestroyID(l.id))
 		l.ch.close()
 		return err
 	}, l.ch.fd.interrupt, l.ch.fd.undo)
@@ -324,13 +337,13 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 		// must not wait behind other requests on the listener's.
 		ch, err := newCMChannel()
 		if err == nil {
-			if err = rdmaMigrateID(ev.id, ch.raw); err != nil {
+			if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(ev.id, ch.raw)); err != nil {
 				ch.close()
 			}
 		}
 		if err != nil {
-			rdmaReject(ev.id, nil)
-			rdmaDestroyID(ev.id)
+			reject(ev.id, nil)
+			rdmacm.DestroyID(ev.id)
 			return nil, err
 		}
 		return &ConnRequest{id: ev.id, ch: ch, data: ev.data}, nil
@@ -360,8 +373,8 @@ func (r *ConnRequest) Reject(data []byte) error {
 		return &AttrError{Op: "ConnRequest.Reject", Field: "data", Reason: fmt.Sprintf("%d bytes: at most %d", len(data), maxRejectData)}
 	}
 	r.done = true
-	err := rdmaReject(r.id, data)
-	rdmaDestroyID(r.id)
+	err := reject(r.id, data)
+	rdmacm.DestroyID(r.id)
 	r.ch.close()
 	return err
 }
@@ -378,13 +391,13 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 	r.done = true
 	c := &Conn{id: r.id, ch: r.ch, peerData: r.data}
 	if err := c.setup(cfg, "ConnRequest.Accept"); err != nil {
-		rdmaReject(r.id, nil)
+		reject(r.id, nil)
 		return nil, c.fail("accept", err)
 	}
 	var pin runtime.Pinner
 	param, err := c.param(cfg, &pin)
 	if err == nil {
-		err = rdmaAccept(c.id, &param)
+		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
 	}
 	pin.Unpin()
 	if err != nil {
@@ -443,17 +456,17 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	wrap := func(step string, err error) (*Conn, error) {
 		return nil, c.fail("dial "+ap.String()+": "+step, withCause(ctx, err))
 	}
-	if c.id, err = rdmaCreateID(ch.raw, rdmacm.PsTCP); err != nil {
+	if err = verbErr("rdma_create_id", rdmacm.CreateID(ch.raw, &c.id, nil, rdmacm.PsTCP)); err != nil {
 		return wrap("creating the id", err)
 	}
 	dst := sockaddrOf(ap)
-	if err := rdmaResolveAddr(c.id, nil, &dst, stepTimeout(cfg.StepTimeout)); err != nil {
+	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, nil, dst.raw(), int32(stepTimeout(cfg.StepTimeout)))); err != nil {
 		return wrap("resolving the address", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
 		return wrap("resolving the address", err)
 	}
-	if err := rdmaResolveRoute(c.id, stepTimeout(cfg.StepTimeout)); err != nil {
+	if err := verbErr("rdma_resolve_route", rdmacm.ResolveRoute(c.id, int32(stepTimeout(cfg.StepTimeout)))); err != nil {
 		return wrap("resolving the route", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
@@ -465,7 +478,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	var pin runtime.Pinner
 	param, err := c.param(cfg, &pin)
 	if err == nil {
-		err = rdmaConnect(c.id, &param)
+		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
 	}
 	pin.Unpin()
 	if err != nil {
@@ -537,7 +550,7 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 	if cfg.AckTimeout != 0 {
 		// Before the QP reaches RTS, where rdma_cm applies it: in
 		// rdma_accept on the server, on the REP's arrival on the client.
-		if err := rdmaSetAckTimeout(c.id, cfg.AckTimeout); err != nil {
+		if err := setAckTimeout(c.id, cfg.AckTimeout); err != nil {
 			return err
 		}
 	}
@@ -551,7 +564,7 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 		return err
 	}
 	defer release()
-	if err := rdmaCreateQP(c.id, c.pd.raw, &attr); err != nil {
+	if err := verbErr("rdma_create_qp", rdmacm.CreateQP(c.id, c.pd.raw, &attr)); err != nil {
 		return err
 	}
 	c.qp = newQP(c.pd, c.id.QP, RC, &attr, c.id, objs)
@@ -617,7 +630,7 @@ func (c *Conn) established() {
 // fail undoes a half-made Conn and wraps err.
 func (c *Conn) fail(what string, err error) error {
 	c.release()
-	return fmt.Errorf("hand: %s: %w", what, err)
+	return fmt.Errorf("goverbs: %s: %w", what, err)
 }
 
 // release destroys what the Conn made, in reverse order. Live user objects
@@ -629,7 +642,7 @@ func (c *Conn) release() error {
 		errs = append(errs, c.qp.Close())
 	}
 	if c.id != nil {
-		errs = append(errs, rdmaDestroyID(c.id))
+		errs = append(errs, verbErr("rdma_destroy_id", rdmacm.DestroyID(c.id)))
 	}
 	c.ch.close()
 	if c.ownCQ {
@@ -691,7 +704,7 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 	}
 	defer c.done()
 	if !c.disconnecting.Swap(true) {
-		if err := rdmaDisconnect(c.id); err != nil {
+		if err := verbErr("rdma_disconnect", rdmacm.Disconnect(c.id)); err != nil {
 			return err
 		}
 	}
@@ -719,7 +732,7 @@ func (c *Conn) waitDisconnected(ctx context.Context) error {
 			if !c.disconnecting.Swap(true) {
 				// The peer disconnected: answer its request (the DREP),
 				// or its Disconnect waits until the request times out.
-				rdmaDisconnect(c.id)
+				rdmacm.Disconnect(c.id)
 			}
 			c.disconnected.Store(true)
 			if ev.status != 0 || ev.typ == rdmacm.CMEventDeviceRemoval {
@@ -743,7 +756,7 @@ func (c *Conn) Close() error {
 			return err
 		}
 		if !c.disconnecting.Swap(true) {
-			rdmaDisconnect(c.id)
+			rdmacm.Disconnect(c.id)
 		}
 		return c.release()
 	}, c.ch.fd.interrupt, c.ch.fd.undo)
@@ -777,6 +790,24 @@ func (c *Conn) busyOwn() error {
 // sockaddrBuf is a struct sockaddr_storage in Go memory (no pointers, so it
 // may be passed to C).
 type sockaddrBuf struct{ b [16]uint64 }
+
+// raw is sa as the struct sockaddr librdmacm takes.
+func (sa *sockaddrBuf) raw() *rdmacm.Sockaddr { return (*rdmacm.Sockaddr)(unsafe.Pointer(sa)) }
+
+// reject rejects the request on id with data as its private data.
+func reject(id *rdmacm.CMID, data []byte) error {
+	var p unsafe.Pointer
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0]) // no pointers in it: C may read Go memory during the call
+	}
+	return verbErr("rdma_reject", rdmacm.Reject(id, p, uint8(len(data))))
+}
+
+// setAckTimeout sets the id's local ACK timeout (RDMA_OPTION_ID_ACK_TIMEOUT).
+func setAckTimeout(id *rdmacm.CMID, timeout uint8) error {
+	return verbErr("rdma_set_option(ACK_TIMEOUT)",
+		rdmacm.SetOption(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDACKTimeout), unsafe.Pointer(&timeout), 1))
+}
 
 const (
 	afInet  = 2
@@ -828,18 +859,18 @@ func resolveAddrPort(ctx context.Context, addr string) (netip.AddrPort, error) {
 	}
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("hand: address %q: %w", addr, err)
+		return netip.AddrPort{}, fmt.Errorf("goverbs: address %q: %w", addr, err)
 	}
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("hand: address %q: bad port: %w", addr, err)
+		return netip.AddrPort{}, fmt.Errorf("goverbs: address %q: bad port: %w", addr, err)
 	}
 	if host == "" {
 		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)), nil
 	}
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("hand: address %q: %w", addr, err)
+		return netip.AddrPort{}, fmt.Errorf("goverbs: address %q: %w", addr, err)
 	}
 	return netip.AddrPortFrom(ips[0].Unmap(), uint16(port)), nil
 }

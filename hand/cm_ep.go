@@ -174,18 +174,18 @@ func (r *epResources) busy(label string) error {
 // cmDeviceFor returns librdmacm's context of the device that has the IP
 // address a: the one an rdma_cm id bound to a uses.
 func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
-	ch, err := rdmaCreateEventChannel()
+	ch, err := rdmacm.CreateEventChannel()
 	if err != nil {
-		return nil, err
+		return nil, verbErr("rdma_create_event_channel", err)
 	}
 	defer rdmacm.DestroyEventChannel(ch)
-	id, err := rdmaCreateID(ch, rdmacm.PsTCP)
-	if err != nil {
-		return nil, err
+	var id *rdmacm.CMID
+	if err := rdmacm.CreateID(ch, &id, nil, rdmacm.PsTCP); err != nil {
+		return nil, verbErr("rdma_create_id", err)
 	}
-	defer rdmaDestroyID(id)
+	defer rdmacm.DestroyID(id)
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
-	if err := rdmaBindAddr(id, &sa); err != nil {
+	if err := verbErr("rdma_bind_addr", rdmacm.BindAddr(id, sa.raw())); err != nil {
 		return nil, fmt.Errorf("%w has the address %s: %w", ErrNoDevice, a, err)
 	}
 	if id.Verbs == nil {
@@ -231,7 +231,7 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	}
 	what := "dial " + ap.String() + " (rdma_create_ep path)"
 	wrap := func(step string, err error) error {
-		return fmt.Errorf("hand: %s: %s: %w", what, step, withCause(ctx, err))
+		return fmt.Errorf("goverbs: %s: %s: %w", what, step, withCause(ctx, err))
 	}
 	src, err := sourceFor(ap)
 	if err != nil {
@@ -245,19 +245,18 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	if err != nil {
 		return nil, wrap("making the PD and CQ", err)
 	}
-	srcSA := sockaddrOf(netip.AddrPortFrom(src, 0))
-	ai, err := rdmaGetaddrinfo(ap.Addr().String(), strconv.Itoa(int(ap.Port())), rdmacm.RaiNumerichost, &srcSA, src)
+	ai, err := getaddrinfo(ap, rdmacm.RaiNumerichost, src)
 	if err != nil {
 		return nil, wrap("rdma_getaddrinfo", errors.Join(err, res.close()))
 	}
 	ch, err := newCMChannel()
 	if err != nil {
-		rdmaFreeaddrinfo(ai)
+		rdmacm.Freeaddrinfo(ai)
 		return nil, wrap("creating the event channel", errors.Join(err, res.close()))
 	}
 	release, err := useAll(res.objs...)
 	if err != nil {
-		rdmaFreeaddrinfo(ai)
+		rdmacm.Freeaddrinfo(ai)
 		ch.close()
 		return nil, wrap("creating the endpoint", errors.Join(err, res.close()))
 	}
@@ -270,8 +269,9 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	done := make(chan result, 1)
 	attr := res.attr
 	go func() {
-		id, err := rdmaCreateEP(ai, res.pd.raw, &attr)
-		rdmaFreeaddrinfo(ai)
+		var id *rdmacm.CMID
+		err := verbErr("rdma_create_ep", rdmacm.CreateEp(&id, ai, res.pd.raw, &attr))
+		rdmacm.Freeaddrinfo(ai)
 		done <- result{id, err}
 	}()
 	var r result
@@ -280,7 +280,7 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.err == nil {
-				rdmaDestroyEP(r.id)
+				rdmacm.DestroyEp(r.id)
 			}
 			release()
 			ch.close()
@@ -298,13 +298,13 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	release()
 
 	// From here on the id is asynchronous, its events on the netpoller.
-	if err := rdmaMigrateID(c.id, ch.raw); err != nil {
+	if err := verbErr("rdma_migrate_id", rdmacm.MigrateID(c.id, ch.raw)); err != nil {
 		return nil, wrap("moving the id to an event channel", errors.Join(err, c.release()))
 	}
 	var pin runtime.Pinner
 	param, err := c.param(cfg.conn(), &pin)
 	if err == nil {
-		err = rdmaConnect(c.id, &param)
+		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
 	}
 	pin.Unpin()
 	if err != nil {
@@ -349,7 +349,7 @@ func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, erro
 	if err != nil {
 		return nil, err
 	}
-	wrap := func(err error) error { return fmt.Errorf("hand: listen on %s (rdma_create_ep path): %w", ap, err) }
+	wrap := func(err error) error { return fmt.Errorf("goverbs: listen on %s (rdma_create_ep path): %w", ap, err) }
 	var raw *verbs.Context
 	switch {
 	case !ap.Addr().IsUnspecified():
@@ -365,11 +365,11 @@ func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, erro
 	if err != nil {
 		return nil, wrap(err)
 	}
-	ai, err := rdmaGetaddrinfo(ap.Addr().String(), strconv.Itoa(int(ap.Port())), rdmacm.RaiPassive|rdmacm.RaiNumerichost, nil, netip.Addr{})
+	ai, err := getaddrinfo(ap, rdmacm.RaiPassive|rdmacm.RaiNumerichost, netip.Addr{})
 	if err != nil {
 		return nil, wrap(errors.Join(err, res.close()))
 	}
-	defer rdmaFreeaddrinfo(ai)
+	defer rdmacm.Freeaddrinfo(ai)
 	release, err := useAll(res.objs...)
 	if err != nil {
 		return nil, wrap(errors.Join(err, res.close()))
@@ -377,14 +377,14 @@ func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, erro
 	defer release()
 	l := &EPListener{res: res, cfg: cfg}
 	attr := res.attr
-	if l.id, err = rdmaCreateEP(ai, res.pd.raw, &attr); err != nil { // passive: binds, does not block
+	if err = verbErr("rdma_create_ep", rdmacm.CreateEp(&l.id, ai, res.pd.raw, &attr)); err != nil { // passive: binds, does not block
 		return nil, wrap(errors.Join(err, res.close()))
 	}
-	if err = rdmaListen(l.id, 128); err == nil {
+	if err = verbErr("rdma_listen", rdmacm.Listen(l.id, 128)); err == nil {
 		l.fd, err = newPollFD(l.id.Channel.FD, "rdma_event_channel")
 	}
 	if err != nil {
-		rdmaDestroyEP(l.id)
+		rdmacm.DestroyEp(l.id)
 		return nil, wrap(errors.Join(err, res.close()))
 	}
 	l.addr = srcAddr(l.id)
@@ -426,14 +426,14 @@ func (l *EPListener) Accept(ctx context.Context) (*Conn, error) {
 	var pin runtime.Pinner
 	param, err := c.param(l.cfg.conn(), &pin)
 	if err == nil {
-		err = rdmaAccept(c.id, &param)
+		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
 	}
 	pin.Unpin()
 	if err == nil {
 		_, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished)
 	}
 	if err != nil {
-		rdmaReject(c.id, nil)
+		reject(c.id, nil)
 		return nil, c.fail("accept on "+l.addr.String(), err)
 	}
 	c.established()
@@ -454,14 +454,14 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	}
 	ch, err := newCMChannel()
 	if err == nil {
-		if err = rdmaMigrateID(id, ch.raw); err != nil {
+		if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(id, ch.raw)); err != nil {
 			ch.close()
 		}
 	}
 	if err != nil {
-		rdmaReject(id, nil)
-		rdmaDestroyEP(id)
-		return nil, fmt.Errorf("hand: accept on %s: %w", l.addr, err)
+		reject(id, nil)
+		rdmacm.DestroyEp(id)
+		return nil, fmt.Errorf("goverbs: accept on %s: %w", l.addr, err)
 	}
 	res := l.res
 	c := &Conn{id: id, ch: ch, peerData: data, pd: res.pd, sendCQ: res.sendCQ, recvCQ: res.recvCQ,
@@ -478,18 +478,19 @@ func (l *EPListener) getRequest(ctx context.Context) (*rdmacm.CMID, []byte, erro
 	var failed error
 	err := l.fd.wait(ctx, func() bool {
 		for {
-			nid, errno := rdmaGetRequest(l.id)
+			var nid *rdmacm.CMID
+			err := rdmacm.GetRequest(l.id, &nid)
 			switch {
-			case errno == 0:
+			case err == nil:
 				id = nid
 				return true
-			case errno == syscall.EAGAIN:
+			case errors.Is(err, syscall.EAGAIN): // the channel is non-blocking: nothing pending
 				return false
 			}
 			// librdmacm keeps the event it could not use in l.id.Event.
 			ev := l.id.Event
 			if ev == nil {
-				failed = verbErr("rdma_get_request", errno)
+				failed = verbErr("rdma_get_request", err)
 				return true
 			}
 			l.id.Event = nil
@@ -497,9 +498,9 @@ func (l *EPListener) getRequest(ctx context.Context) (*rdmacm.CMID, []byte, erro
 			rdmacm.ACKCMEvent(ev)
 			if typ == rdmacm.CMEventConnectRequest && reqID != nil {
 				// A request whose QP could not be made: refuse it.
-				rdmaReject(reqID, nil)
-				rdmaDestroyEP(reqID)
-				failed = verbErr("rdma_get_request", errno)
+				reject(reqID, nil)
+				rdmacm.DestroyEp(reqID)
+				failed = verbErr("rdma_get_request", err)
 				return true
 			}
 			// Not a request (DEVICE_REMOVAL...): next event.
@@ -529,10 +530,56 @@ func (l *EPListener) Close() error {
 			return err
 		}
 		if l.id != nil {
-			rdmaDestroyEP(l.id)
+			rdmacm.DestroyEp(l.id)
 			l.fd.close()
 			l.id = nil // a Close retried after res.close failed must not destroy it again
 		}
 		return l.res.close()
 	}, l.fd.interrupt, l.fd.undo)
+}
+
+// getaddrinfo is rdma_getaddrinfo for ap over RC and RDMA_PS_TCP, with src
+// (if valid) as the source address. The hints live in C memory: their
+// ai_src_addr is a pointer, which Go memory passed to C may not hold.
+func getaddrinfo(ap netip.AddrPort, flags int32, src netip.Addr) (*rdmacm.Addrinfo, error) {
+	node, service := cString0(ap.Addr().String()), cString0(strconv.Itoa(int(ap.Port())))
+	type hintsMem struct {
+		hints rdmacm.Addrinfo
+		src   sockaddrBuf
+	}
+	p, err := cmalloc(unsafe.Sizeof(hintsMem{}))
+	if err != nil {
+		return nil, err
+	}
+	defer cfree(p)
+	m := (*hintsMem)(p)
+	m.hints.AiFlags = flags
+	m.hints.AiPortSpace = int32(rdmacm.PsTCP)
+	m.hints.AiQPType = int32(verbs.QPTRC)
+	if src.IsValid() {
+		m.src = sockaddrOf(netip.AddrPortFrom(src, 0))
+		// The kernel wants the exact length of the family's sockaddr.
+		m.hints.AiSrcLen = 28 // sizeof(struct sockaddr_in6)
+		if src.Is4() {
+			m.hints.AiSrcLen = 16 // sizeof(struct sockaddr_in)
+		}
+		m.hints.AiSrcAddr = m.src.raw()
+	}
+	var res *rdmacm.Addrinfo
+	if err := rdmacm.Getaddrinfo(&node[0], &service[0], &m.hints, &res); err != nil {
+		return nil, verbErr("rdma_getaddrinfo", err)
+	}
+	if res == nil {
+		return nil, errnoErr("rdma_getaddrinfo", syscall.ENODATA)
+	}
+	return res, nil
+}
+
+// cString0 is s NUL-terminated, in Go memory: C may read it during a call.
+func cString0(s string) []int8 {
+	b := make([]int8, len(s)+1)
+	for i := 0; i < len(s); i++ {
+		b[i] = int8(s[i])
+	}
+	return b
 }

@@ -37,7 +37,7 @@ var longAgo = time.Unix(1, 0)
 
 func newPollFD(fd int32, name string) (*pollFD, error) {
 	if err := syscall.SetNonblock(int(fd), true); err != nil {
-		return nil, fmt.Errorf("hand: fcntl(%s, O_NONBLOCK): %w", name, err)
+		return nil, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", name, err)
 	}
 	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
 	if e != 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // Unit tests of the control path that need no device: errors, lifetimes,
@@ -21,31 +22,34 @@ import (
 // tests/rxe (control_*_test.go) cover the verbs themselves.
 
 func TestVerbErrorMessageAndIs(t *testing.T) {
-	err := rcErr("ibv_modify_qp(RTR)", int32(syscall.EINVAL))
+	// verbErr turns a generated stub's error into a *VerbError naming the
+	// step; a Site stands in for the stub.
+	modify := verberr.NewSite("ibv_modify_qp", nil)
+	err := verbErr("ibv_modify_qp(RTR)", modify.Err(syscall.EINVAL))
 	require.EqualError(t, err, "ibv_modify_qp(RTR): invalid argument")
 	require.ErrorIs(t, err, syscall.EINVAL)
 	require.NotErrorIs(t, err, ErrNotSupported)
-	require.EqualError(t, rcErr("ibv_destroy_qp", -int32(syscall.EBUSY)), "ibv_destroy_qp: device or resource busy")
-	require.NoError(t, rcErr("x", 0))
+	require.NoError(t, verbErr("x", nil))
+	gai := &verberr.GAIError{Func: "rdma_getaddrinfo", Code: -2, Message: "Name or service not known"}
+	require.Same(t, gai, verbErr("rdma_getaddrinfo", gai), "an error that is not an errno passes through")
 
 	for _, e := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENOSYS} {
-		err := verbErr("ibv_alloc_mw", e)
+		err := verbErr("ibv_alloc_mw", verberr.NewSite("ibv_alloc_mw", nil).Err(e))
 		require.ErrorIs(t, err, ErrNotSupported, "%v", e)
 		require.ErrorIs(t, err, e)
 	}
 	err = &VerbError{Op: "ibv_reg_mr", Errno: syscall.ENOMEM, Hint: "raise it"}
 	require.EqualError(t, err, "ibv_reg_mr: cannot allocate memory (raise it)")
-
-	// A verb that returned NULL without setting errno still fails.
-	require.ErrorIs(t, nullErr("ibv_create_cq", nil), syscall.EIO)
+	require.EqualError(t, errnoErr("ibv_post_send", syscall.ENOMEM), "ibv_post_send: cannot allocate memory")
+	require.NoError(t, errnoErr("ibv_post_send", 0))
 }
 
 func TestAttrAndBusyErrors(t *testing.T) {
 	err := error(&AttrError{Op: "QP.ToRTR", Field: "MTU", Reason: "too big"})
-	require.EqualError(t, err, "hand: QP.ToRTR: MTU: too big")
+	require.EqualError(t, err, "goverbs: QP.ToRTR: MTU: too big")
 	require.ErrorIs(t, err, syscall.EINVAL)
 	err = &BusyError{Object: "PD 0x1", Children: []string{"MR lkey 0x5 (4096 bytes)", "RC QP 17"}}
-	require.EqualError(t, err, "hand: cannot close PD 0x1: still used by MR lkey 0x5 (4096 bytes), RC QP 17; close them first")
+	require.EqualError(t, err, "goverbs: cannot close PD 0x1: still used by MR lkey 0x5 (4096 bytes), RC QP 17; close them first")
 	require.ErrorIs(t, err, syscall.EBUSY)
 }
 

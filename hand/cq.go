@@ -2,6 +2,7 @@ package hand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -31,9 +32,9 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		return nil, err
 	}
 	defer c.done()
-	raw, err := ibvCreateCompChannel(c.raw)
+	raw, err := verbs.CreateCompChannel(c.raw)
 	if err != nil {
-		return nil, err
+		return nil, verbErr("ibv_create_comp_channel", err)
 	}
 	fd, err := newPollFD(raw.FD, "ibv_comp_channel")
 	if err != nil {
@@ -53,7 +54,7 @@ func (ch *CompChannel) Raw() *verbs.CompChannel { return ch.raw }
 // *BusyError while CQs use it.
 func (ch *CompChannel) Close() error {
 	return ch.close(func() error {
-		if err := rcErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw)); err != nil {
+		if err := verbErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw)); err != nil {
 			return err
 		}
 		ch.fd.close()
@@ -89,13 +90,14 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
 				failed = ErrClosed // CQ.Close kicked the channel
 				return true
 			}
-			raw, errno := ibvGetCQEvent(ch.raw)
-			switch errno {
-			case 0:
-			case syscall.EAGAIN:
+			var raw *verbs.CQ
+			var cqContext unsafe.Pointer
+			switch err := verbs.GetCQEvent(ch.raw, &raw, &cqContext); {
+			case err == nil:
+			case errors.Is(err, syscall.EAGAIN): // the channel is non-blocking: nothing pending
 				return false
 			default:
-				failed = verbErr("ibv_get_cq_event", errno)
+				failed = verbErr("ibv_get_cq_event", err)
 				return true
 			}
 			verbs.ACKCQEvents(raw, 1)
@@ -188,15 +190,15 @@ func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
 	cq := &CQ{ctx: c, ch: o.Channel}
 	if o.Extended {
 		attr := verbs.CQInitAttrEx{CQE: uint32(entries), Channel: chRaw, CompVector: uint32(o.Vector), WCFlags: uint64(o.WCFlags)}
-		ex, err := ibvCreateCQEx(c.raw, &attr)
+		ex, err := verbs.CreateCQEx(c.raw, &attr)
 		if err != nil {
-			return nil, err
+			return nil, verbErr("ibv_create_cq_ex", err)
 		}
 		cq.rawEx, cq.raw = ex, verbs.CQExToCQ(ex)
 	} else {
-		raw, err := ibvCreateCQ(c.raw, entries, chRaw, o.Vector)
+		raw, err := verbs.CreateCQ(c.raw, int32(entries), nil, chRaw, int32(o.Vector))
 		if err != nil {
-			return nil, err
+			return nil, verbErr("ibv_create_cq", err)
 		}
 		cq.raw = raw
 	}
@@ -240,7 +242,7 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		so = 1
 	}
-	return rcErr("ibv_req_notify_cq", verbs.ReqNotifyCQ(cq.raw, so))
+	return verbErr("ibv_req_notify_cq", verbs.ReqNotifyCQ(cq.raw, so))
 }
 
 // Wait blocks until this CQ's channel delivers an event for this CQ (events
@@ -270,11 +272,8 @@ func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
-	n := verbs.PollCQ(cq.raw, int32(len(wc)), &wc[0])
-	if n < 0 {
-		return 0, rcErr("ibv_poll_cq", n)
-	}
-	return int(n), nil
+	n, err := verbs.PollCQ(cq.raw, int32(len(wc)), &wc[0])
+	return n, verbErr("ibv_poll_cq", err)
 }
 
 // Resize changes the number of entries (ibv_resize_cq).
@@ -283,7 +282,7 @@ func (cq *CQ) Resize(entries int) error {
 		return err
 	}
 	defer cq.done()
-	if err := rcErr("ibv_resize_cq", verbs.ResizeCQ(cq.raw, int32(entries))); err != nil {
+	if err := verbErr("ibv_resize_cq", verbs.ResizeCQ(cq.raw, int32(entries))); err != nil {
 		return err
 	}
 	cq.size = int(cq.raw.CQE)
@@ -294,7 +293,7 @@ func (cq *CQ) Resize(entries int) error {
 // *BusyError while QPs or SRQs use it.
 func (cq *CQ) Close() error {
 	err := cq.close(func() error {
-		if err := rcErr("ibv_destroy_cq", verbs.DestroyCQ(cq.raw)); err != nil {
+		if err := verbErr("ibv_destroy_cq", verbs.DestroyCQ(cq.raw)); err != nil {
 			return err
 		}
 		if cq.ch != nil {

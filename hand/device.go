@@ -3,6 +3,7 @@ package hand
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"sync"
@@ -14,7 +15,7 @@ import (
 
 // ErrNoDevice is wrapped by Open and Devices when no RDMA device (or none of
 // the requested name) exists.
-var ErrNoDevice = errors.New("hand: no RDMA device")
+var ErrNoDevice = errors.New("goverbs: no RDMA device")
 
 // DeviceInfo describes a device ibv_get_device_list found.
 type DeviceInfo struct {
@@ -73,9 +74,9 @@ func Open(name string) (*Context, error) {
 			names = append(names, n)
 			continue
 		}
-		raw, err := ibvOpenDevice(d)
+		raw, err := verbs.OpenDevice(d)
 		if err != nil {
-			return nil, fmt.Errorf("hand: open %s: %w", n, err)
+			return nil, fmt.Errorf("goverbs: open %s: %w", n, verbErr("ibv_open_device", err))
 		}
 		return newContext(raw, n, false), nil
 	}
@@ -85,16 +86,22 @@ func Open(name string) (*Context, error) {
 	return nil, fmt.Errorf("%w named %q (found: %s)", ErrNoDevice, name, strings.Join(names, ", "))
 }
 
-// deviceList is ibvGetDeviceList with the commonest failure explained.
-func deviceList() ([]*verbs.Device, func(), error) {
+// deviceList is ibv_get_device_list with the commonest failure explained;
+// free releases the list (the devices stay valid while a context is open).
+func deviceList() (devs []*verbs.Device, free func(), err error) {
 	if err := verbs.Load(); err != nil {
 		return nil, nil, err // rdma-core is not installed: the error says what to install
 	}
-	devs, free, err := ibvGetDeviceList()
+	var n int32
+	list, err := verbs.GetDeviceList(&n)
 	if errors.Is(err, syscall.ENOSYS) {
-		return nil, nil, fmt.Errorf("%w: this kernel has no RDMA support (no /sys/class/infiniband; load ib_uverbs and a driver): %w", ErrNoDevice, err)
+		return nil, nil, fmt.Errorf("%w: this kernel has no RDMA support (no /sys/class/infiniband; load ib_uverbs and a driver): %w",
+			ErrNoDevice, verbErr("ibv_get_device_list", err))
 	}
-	return devs, free, err
+	if err != nil {
+		return nil, nil, verbErr("ibv_get_device_list", err)
+	}
+	return unsafe.Slice(list, int(n)), func() { verbs.FreeDeviceList(list) }, nil
 }
 
 func newContext(raw *verbs.Context, name string, borrowed bool) *Context {
@@ -116,7 +123,7 @@ func (c *Context) Name() string { return c.name }
 func (c *Context) Close() error {
 	return c.close(func() error {
 		if !c.borrowed {
-			if err := rcErr("ibv_close_device", verbs.CloseDevice(c.raw)); err != nil {
+			if err := verbErr("ibv_close_device", verbs.CloseDevice(c.raw)); err != nil {
 				return err
 			}
 		}
@@ -152,7 +159,7 @@ func (c *Context) QueryDevice() (verbs.DeviceAttr, error) {
 		return a, err
 	}
 	defer c.done()
-	return a, rcErr("ibv_query_device", verbs.QueryDevice(c.raw, &a))
+	return a, verbErr("ibv_query_device", verbs.QueryDevice(c.raw, &a))
 }
 
 // QueryDeviceEx returns the extended device attributes
@@ -163,7 +170,7 @@ func (c *Context) QueryDeviceEx() (verbs.DeviceAttrEx, error) {
 		return a, err
 	}
 	defer c.done()
-	return a, rcErr("ibv_query_device_ex", verbs.QueryDeviceEx(c.raw, nil, &a))
+	return a, verbErr("ibv_query_device_ex", verbs.QueryDeviceEx(c.raw, nil, &a))
 }
 
 // QueryPort returns the attributes of port (numbered from 1).
@@ -176,7 +183,28 @@ func (c *Context) QueryPort(port int) (verbs.PortAttr, error) {
 	if port < 1 || port > 255 {
 		return a, &AttrError{Op: "Context.QueryPort", Field: "port", Reason: fmt.Sprintf("%d: ports are numbered from 1", port)}
 	}
-	return a, rcErr(fmt.Sprintf("ibv_query_port(%d)", port), verbs.QueryPort(c.raw, uint8(port), &a))
+	return a, verbErr(fmt.Sprintf("ibv_query_port(%d)", port), verbs.QueryPort(c.raw, uint8(port), &a))
+}
+
+// QueryGID returns entry index of port's GID table (ibv_query_gid). An
+// empty slot reads as the zero GID; GIDTable lists the valid entries with
+// their types.
+func (c *Context) QueryGID(port, index int) (GID, error) {
+	if err := c.use(); err != nil {
+		return GID{}, err
+	}
+	defer c.done()
+	if port < 1 || port > 255 {
+		return GID{}, &AttrError{Op: "Context.QueryGID", Field: "port", Reason: fmt.Sprintf("%d: ports are numbered from 1", port)}
+	}
+	if index < 0 || index > math.MaxInt32 {
+		return GID{}, &AttrError{Op: "Context.QueryGID", Field: "index", Reason: fmt.Sprintf("%d: not a GID table index", index)}
+	}
+	var g verbs.GID
+	if err := verbs.QueryGID(c.raw, uint8(port), int32(index), &g); err != nil {
+		return GID{}, verbErr(fmt.Sprintf("ibv_query_gid(%d, %d)", port, index), err)
+	}
+	return GID(*g.Raw()), nil
 }
 
 // GID is a 16-byte InfiniBand global identifier. On RoCE it is an IPv6
@@ -255,12 +283,11 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 	}
 	size := int(pa.GIDTblLen) * max(int(da.PhysPortCnt), 1)
 	entries := make([]verbs.GIDEntry, size)
-	var n int64
+	var n int
 	if size > 0 {
-		n = verbs.QueryGIDTable(c.raw, &entries[0], uint64(size), 0)
-	}
-	if n < 0 {
-		return nil, rcErr("ibv_query_gid_table", int32(n))
+		if n, err = verbs.QueryGIDTable(c.raw, &entries[0], uint64(size), 0); err != nil {
+			return nil, verbErr("ibv_query_gid_table", err)
+		}
 	}
 	var out []GIDEntry
 	for _, e := range entries[:n] {
@@ -280,7 +307,7 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 
 func (c *Context) queryDeviceLocked() (verbs.DeviceAttr, error) {
 	var a verbs.DeviceAttr
-	return a, rcErr("ibv_query_device", verbs.QueryDevice(c.raw, &a))
+	return a, verbErr("ibv_query_device", verbs.QueryDevice(c.raw, &a))
 }
 
 // RoCEv2IPv4GID returns port's RoCE v2 GID for an IPv4 address: the entry
@@ -324,13 +351,13 @@ func (c *Context) findGID(port int, what string, match func(GIDEntry) bool) (GID
 	if len(have) == 0 {
 		have = append(have, "none")
 	}
-	return GIDEntry{}, fmt.Errorf("hand: %s port %d has no %s (its GIDs: %s): is an IP address configured on the RoCE interface?: %w",
+	return GIDEntry{}, fmt.Errorf("goverbs: %s port %d has no %s (its GIDs: %s): is an IP address configured on the RoCE interface?: %w",
 		c.name, port, what, strings.Join(have, "; "), ErrNoGID)
 }
 
 // ErrNoGID is wrapped by RoCEv2IPv4GID and GIDForAddr when the table has no
 // matching entry.
-var ErrNoGID = errors.New("hand: no matching GID")
+var ErrNoGID = errors.New("goverbs: no matching GID")
 
 // cString converts a NUL-terminated C char array to a string.
 func cString(b []int8) string {

@@ -5,22 +5,20 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/goverbs/goverbs/generated/rdmacm"
-	"github.com/goverbs/goverbs/generated/verbs"
-	"github.com/goverbs/goverbs/libload"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // ErrClosed is returned by every method of a control-path object (Context,
 // PD, MR, CQ, CompChannel, QP, SRQ, AH, MW, Listener, Conn) called after the
 // object's Close, and by a Wait or Accept that Close interrupted.
-var ErrClosed = errors.New("hand: object is closed")
+var ErrClosed = errors.New("goverbs: object is closed")
 
 // ErrNotSupported is what errors.Is matches for any failure meaning "this
 // device, provider or library does not do that": EOPNOTSUPP (the errno
 // libibverbs and the kernel use), ENOSYS (some providers' unimplemented
 // verbs), and the checks this package makes itself (ODP on a device without
 // it, an extended CQ the provider cannot create).
-var ErrNotSupported = errors.New("hand: not supported by this device")
+var ErrNotSupported = errors.New("goverbs: not supported by this device")
 
 // VerbError is a failed call into libibverbs or librdmacm. Op is the C
 // entry point, with the step in parentheses where one verb serves several
@@ -63,42 +61,30 @@ func (e *VerbError) Is(target error) bool {
 	return target == ErrNotSupported && (e.Errno == syscall.EOPNOTSUPP || e.Errno == syscall.ENOSYS)
 }
 
-// verbErr returns a *VerbError for op, or nil when errno is 0.
-func verbErr(op string, errno syscall.Errno) error {
+// verbErr returns the error of a generated stub (a *verberr.Error, which
+// names the C function, its errno and, for ENOSYS, the missing function or
+// library) as a *VerbError for op, the C name with the step in parentheses
+// where hand uses one verb for several. nil stays nil; any other error (a
+// *verberr.GAIError) is returned as is.
+func verbErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ve *verberr.Error
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return &VerbError{Op: op, Errno: ve.Errno(), Missing: ve.Missing()}
+}
+
+// errnoErr is verbErr for an errno a fast-path entry point of hand.c
+// returned (the posts and polls, whose inlines call provider ops, never a
+// function the loader could lack): a *VerbError for op, or nil for 0.
+func errnoErr(op string, errno syscall.Errno) error {
 	if errno == 0 {
 		return nil
 	}
-	return &VerbError{Op: op, Errno: errno, Missing: missingFunction(op, errno)}
-}
-
-// missingFunction is, for a verb that failed with ENOSYS, the generated
-// loader's account of why when the installed library lacks the function
-// (op up to its step in parentheses is the C name); nil otherwise.
-func missingFunction(op string, errno syscall.Errno) error {
-	if errno != syscall.ENOSYS {
-		return nil
-	}
-	fn, _, _ := strings.Cut(op, "(")
-	var err error
-	switch {
-	case strings.HasPrefix(fn, "ibv_"):
-		err = verbs.Available(fn)
-	case strings.HasPrefix(fn, "rdma_"):
-		err = rdmacm.Available(fn)
-	}
-	if errors.Is(err, libload.ErrNotSupported) || errors.Is(err, libload.ErrNoLibrary) {
-		return err
-	}
-	return nil
-}
-
-// rcErr turns the return value of a verb that returns its errno (0, a
-// positive errno, or, for some providers, a negative one) into an error.
-func rcErr(op string, rc int32) error {
-	if rc < 0 {
-		rc = -rc
-	}
-	return verbErr(op, syscall.Errno(rc))
+	return &VerbError{Op: op, Errno: errno}
 }
 
 // AttrError is an attribute this package refused before calling C, because
@@ -110,7 +96,7 @@ type AttrError struct {
 	Reason string
 }
 
-func (e *AttrError) Error() string { return "hand: " + e.Op + ": " + e.Field + ": " + e.Reason }
+func (e *AttrError) Error() string { return "goverbs: " + e.Op + ": " + e.Field + ": " + e.Reason }
 
 // Unwrap returns syscall.EINVAL.
 func (e *AttrError) Unwrap() error { return syscall.EINVAL }
@@ -130,7 +116,7 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
-	return "hand: cannot close " + e.Object + ": still used by " + strings.Join(e.Children, ", ") + "; close them first"
+	return "goverbs: cannot close " + e.Object + ": still used by " + strings.Join(e.Children, ", ") + "; close them first"
 }
 
 // Is matches syscall.EBUSY.

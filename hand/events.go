@@ -2,6 +2,7 @@ package hand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"unsafe"
@@ -56,12 +57,12 @@ func (c *Context) NextEvent(ctx context.Context) (AsyncEvent, error) {
 	var failed error
 	err = fd.wait(ctx, func() bool {
 		var raw verbs.AsyncEvent
-		switch errno := ibvGetAsyncEvent(c.raw, &raw); errno {
-		case 0:
-		case syscall.EAGAIN:
+		switch err := verbs.GetAsyncEvent(c.raw, &raw); {
+		case err == nil:
+		case errors.Is(err, syscall.EAGAIN): // the async fd is non-blocking: nothing pending
 			return false
 		default:
-			failed = verbErr("ibv_get_async_event", errno)
+			failed = verbErr("ibv_get_async_event", err)
 			return true
 		}
 		ev = c.convertEvent(&raw)

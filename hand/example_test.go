@@ -171,7 +171,7 @@ func ExampleDial() {
 	defer cancel()
 	conn, err := hand.Dial(ctx, "192.0.2.1:7471", hand.ConnConfig{PrivateData: []byte("hello")})
 	if err != nil {
-		// No listener: "hand: dial 192.0.2.1:7471: connecting: rdma_connect:
+		// No listener: "goverbs: dial 192.0.2.1:7471: connecting: rdma_connect:
 		// RDMA_CM_EVENT_REJECTED (no listener at that address and port)",
 		// and errors.Is(err, syscall.ECONNREFUSED).
 		log.Fatal(err)

@@ -23,9 +23,9 @@ func (c *Context) AllocPD() (*PD, error) {
 		return nil, err
 	}
 	defer c.done()
-	raw, err := ibvAllocPD(c.raw)
+	raw, err := verbs.AllocPD(c.raw)
 	if err != nil {
-		return nil, err
+		return nil, verbErr("ibv_alloc_pd", err)
 	}
 	pd := &PD{ctx: c, raw: raw}
 	pd.init(fmt.Sprintf("PD %#x", raw.Handle), &c.object)
@@ -41,7 +41,7 @@ func (pd *PD) Context() *Context { return pd.ctx }
 // Close deallocates the PD. It fails with a *BusyError naming them while
 // MRs, QPs, SRQs, AHs or MWs made from it are open.
 func (pd *PD) Close() error {
-	return pd.close(func() error { return rcErr("ibv_dealloc_pd", verbs.DeallocPD(pd.raw)) }, nil, nil)
+	return pd.close(func() error { return verbErr("ibv_dealloc_pd", verbs.DeallocPD(pd.raw)) }, nil, nil)
 }
 
 // Access is a set of memory access rights (enum ibv_access_flags) for MRs,
@@ -91,7 +91,7 @@ func (pd *PD) Alloc(length int, access Access) (*MR, error) {
 	}
 	buf, err := syscall.Mmap(-1, 0, length, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("hand: mmap(%d bytes): %w", length, err)
+		return nil, fmt.Errorf("goverbs: mmap(%d bytes): %w", length, err)
 	}
 	mr, err := pd.register(buf, access, true)
 	if err != nil {
@@ -126,10 +126,10 @@ func (pd *PD) register(buf []byte, access Access, owned bool) (*MR, error) {
 			return nil, err
 		}
 	}
-	raw, errno := ibvRegMR(pd.raw, unsafe.Pointer(unsafe.SliceData(buf)), len(buf), uint32(access))
-	if errno != 0 {
-		e := verbErr("ibv_reg_mr", errno).(*VerbError)
-		if errno == syscall.ENOMEM || errno == syscall.EPERM {
+	raw, err := verbs.RegMR(pd.raw, unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf)), uint32(access))
+	if err != nil {
+		e := verbErr("ibv_reg_mr", err).(*VerbError)
+		if e.Errno == syscall.ENOMEM || e.Errno == syscall.EPERM {
 			e.Hint = memlockHint(len(buf))
 		}
 		return nil, e
@@ -149,9 +149,9 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 		return nil, err
 	}
 	defer pd.done()
-	raw, err := ibvRegDmabufMR(pd.raw, offset, length, iova, fd, uint32(access))
+	raw, err := verbs.RegDmabufMR(pd.raw, offset, length, iova, int32(fd), int32(access))
 	if err != nil {
-		return nil, err
+		return nil, verbErr("ibv_reg_dmabuf_mr", err)
 	}
 	return newMR(pd, raw), nil
 }
@@ -201,7 +201,7 @@ func (mr *MR) SGE(offset, length int) verbs.SGE {
 // is gone.
 func (mr *MR) Close() error {
 	return mr.close(func() error {
-		if err := rcErr("ibv_dereg_mr", verbs.DeregMR(mr.raw)); err != nil {
+		if err := verbErr("ibv_dereg_mr", verbs.DeregMR(mr.raw)); err != nil {
 			return err
 		}
 		if mr.owned {
@@ -215,11 +215,11 @@ func (mr *MR) Close() error {
 // paging. The caller holds c.
 func (c *Context) checkODP() error {
 	var a verbs.DeviceAttrEx
-	if rc := verbs.QueryDeviceEx(c.raw, nil, &a); rc != 0 {
-		return rcErr("ibv_query_device_ex", rc)
+	if err := verbs.QueryDeviceEx(c.raw, nil, &a); err != nil {
+		return verbErr("ibv_query_device_ex", err)
 	}
 	if a.ODPCaps.GeneralCaps&uint64(verbs.ODPSupport) == 0 {
-		return fmt.Errorf("hand: %s has no on-demand paging (odp_caps.general_caps %#x): %w", c.name, a.ODPCaps.GeneralCaps, ErrNotSupported)
+		return fmt.Errorf("goverbs: %s has no on-demand paging (odp_caps.general_caps %#x): %w", c.name, a.ODPCaps.GeneralCaps, ErrNotSupported)
 	}
 	return nil
 }

@@ -29,9 +29,9 @@ func (pd *PD) NewMW(typ verbs.MWType) (*MW, error) {
 		return nil, err
 	}
 	defer pd.done()
-	raw, err := ibvAllocMW(pd.raw, typ)
+	raw, err := verbs.AllocMW(pd.raw, typ)
 	if err != nil {
-		return nil, err
+		return nil, verbErr("ibv_alloc_mw", err)
 	}
 	mw := &MW{pd: pd, raw: raw, typ: typ}
 	mw.rkey.Store(raw.Rkey)
@@ -73,7 +73,7 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 			MWAccessFlags: uint32(access),
 		},
 	}
-	if err := rcErr("ibv_bind_mw", verbs.BindMW(qp.raw, mw.raw, &bind)); err != nil {
+	if err := verbErr("ibv_bind_mw", verbs.BindMW(qp.raw, mw.raw, &bind)); err != nil {
 		return 0, err
 	}
 	mw.rkey.Store(mw.raw.Rkey)
@@ -82,5 +82,5 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 
 // Close deallocates the window.
 func (mw *MW) Close() error {
-	return mw.close(func() error { return rcErr("ibv_dealloc_mw", verbs.DeallocMW(mw.raw)) }, nil, nil)
+	return mw.close(func() error { return verbErr("ibv_dealloc_mw", verbs.DeallocMW(mw.raw)) }, nil, nil)
 }

@@ -56,7 +56,7 @@ func errnoOf(rc int32) syscall.Errno {
 }
 
 // ErrFree is returned by a chain or poller used after Free.
-var ErrFree = errors.New("hand: used after Free")
+var ErrFree = errors.New("goverbs: used after Free")
 
 // cmalloc returns n zeroed bytes of C memory.
 func cmalloc(n uintptr) (unsafe.Pointer, error) {

@@ -75,9 +75,9 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	defer release()
-	raw, err := ibvCreateQP(pd.raw, &attr)
+	raw, err := verbs.CreateQP(pd.raw, &attr)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s QP, caps %+v)", err, cfg.Type, cfg.Caps)
+		return nil, fmt.Errorf("%w (%s QP, caps %+v)", verbErr("ibv_create_qp", err), cfg.Type, cfg.Caps)
 	}
 	return newQP(pd, raw, cfg.Type, &attr, nil, objs), nil
 }
@@ -166,8 +166,8 @@ func (q *QP) PD() *PD { return q.pd }
 func (q *QP) Close() error {
 	return q.close(func() error {
 		if q.cmID != nil {
-			rdmaDestroyQP(q.cmID) // returns nothing; it destroys the QP (and CQs it made itself)
-		} else if err := rcErr("ibv_destroy_qp", verbs.DestroyQP(q.raw)); err != nil {
+			rdmacm.DestroyQP(q.cmID) // returns nothing; it destroys the QP (and CQs it made itself)
+		} else if err := verbErr("ibv_destroy_qp", verbs.DestroyQP(q.raw)); err != nil {
 			return err
 		}
 		q.ctx.unregister(unsafe.Pointer(q.raw))
@@ -200,7 +200,7 @@ func (q *QP) query(mask verbs.QPAttrMask) (verbs.QPAttr, verbs.QPInitAttr, error
 		return a, ia, err
 	}
 	defer q.done()
-	return a, ia, rcErr("ibv_query_qp", verbs.QueryQP(q.raw, &a, int32(mask), &ia))
+	return a, ia, verbErr("ibv_query_qp", verbs.QueryQP(q.raw, &a, int32(mask), &ia))
 }
 
 // Path is where a QP's packets go (struct ibv_ah_attr): for RoCE, and for
@@ -257,7 +257,7 @@ func (p Path) check(ctx *Context, op string) (verbs.PortAttr, error) {
 	if p.Port < 0 || p.Port > 255 {
 		return pa, &AttrError{Op: op, Field: "Path.Port", Reason: fmt.Sprintf("%d: ports are numbered from 1", p.Port)}
 	}
-	if err := rcErr(fmt.Sprintf("ibv_query_port(%d)", p.port()), verbs.QueryPort(ctx.raw, uint8(p.port()), &pa)); err != nil {
+	if err := verbErr(fmt.Sprintf("ibv_query_port(%d)", p.port()), verbs.QueryPort(ctx.raw, uint8(p.port()), &pa)); err != nil {
 		return pa, err
 	}
 	if !p.DGID.IsZero() {
@@ -509,7 +509,7 @@ func (q *QP) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 }
 
 func (q *QP) modify(attr *verbs.QPAttr, mask verbs.QPAttrMask, step string) error {
-	return rcErr("ibv_modify_qp("+step+")", verbs.ModifyQP(q.raw, attr, int32(mask)))
+	return verbErr("ibv_modify_qp("+step+")", verbs.ModifyQP(q.raw, attr, int32(mask)))
 }
 
 // Endpoint is what one side of an RC or UC connection tells the other over
@@ -537,7 +537,7 @@ func (e Endpoint) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary decodes what MarshalBinary made.
 func (e *Endpoint) UnmarshalBinary(b []byte) error {
 	if len(b) != EndpointSize {
-		return fmt.Errorf("hand: Endpoint is %d bytes, got %d", EndpointSize, len(b))
+		return fmt.Errorf("goverbs: Endpoint is %d bytes, got %d", EndpointSize, len(b))
 	}
 	e.QPN = binary.BigEndian.Uint32(b)
 	e.PSN = binary.BigEndian.Uint32(b[4:])

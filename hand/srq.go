@@ -39,9 +39,9 @@ func (pd *PD) NewSRQ(cfg SRQConfig) (*SRQ, error) {
 	}
 	defer pd.done()
 	attr := verbs.SRQInitAttr{Attr: verbs.SRQAttr{MaxWR: uint32(cfg.MaxWR), MaxSGE: uint32(max(cfg.MaxSGE, 1)), SRQLimit: uint32(cfg.Limit)}}
-	raw, err := ibvCreateSRQ(pd.raw, &attr)
+	raw, err := verbs.CreateSRQ(pd.raw, &attr)
 	if err != nil {
-		return nil, err
+		return nil, verbErr("ibv_create_srq", err)
 	}
 	s := &SRQ{pd: pd, raw: raw}
 	s.init(fmt.Sprintf("SRQ %#x", raw.Handle), &pd.object)
@@ -60,7 +60,7 @@ func (s *SRQ) Arm(limit int) error {
 	}
 	defer s.done()
 	attr := verbs.SRQAttr{SRQLimit: uint32(limit)}
-	return rcErr("ibv_modify_srq(LIMIT)", verbs.ModifySRQ(s.raw, &attr, int32(verbs.SRQLimit)))
+	return verbErr("ibv_modify_srq(LIMIT)", verbs.ModifySRQ(s.raw, &attr, int32(verbs.SRQLimit)))
 }
 
 // Query returns the SRQ's attributes (ibv_query_srq): its size and limit.
@@ -70,13 +70,13 @@ func (s *SRQ) Query() (verbs.SRQAttr, error) {
 		return a, err
 	}
 	defer s.done()
-	return a, rcErr("ibv_query_srq", verbs.QuerySRQ(s.raw, &a))
+	return a, verbErr("ibv_query_srq", verbs.QuerySRQ(s.raw, &a))
 }
 
 // Close destroys the SRQ. It fails with a *BusyError while QPs use it.
 func (s *SRQ) Close() error {
 	return s.close(func() error {
-		if err := rcErr("ibv_destroy_srq", verbs.DestroySRQ(s.raw)); err != nil {
+		if err := verbErr("ibv_destroy_srq", verbs.DestroySRQ(s.raw)); err != nil {
 			return err
 		}
 		s.pd.ctx.unregister(unsafe.Pointer(s.raw))

@@ -20,8 +20,8 @@ func UDRecvSGE(addr uint64, payload uint32, lkey uint32) verbs.SGE {
 
 // Errors of SplitUD; preallocated, so a failed split does not allocate.
 var (
-	ErrUDFailed = errors.New("hand: UD receive completion has an error status")
-	ErrUDShort  = errors.New("hand: UD receive byte_len shorter than the GRH or longer than the buffer")
+	ErrUDFailed = errors.New("goverbs: UD receive completion has an error status")
+	ErrUDShort  = errors.New("goverbs: UD receive byte_len shorter than the GRH or longer than the buffer")
 )
 
 // SplitUD splits the receive buffer buf of a successful UD receive

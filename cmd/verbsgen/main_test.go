@@ -26,9 +26,9 @@ func TestMain(m *testing.M) {
 
 // goodRoots are valid stand-ins for the three root headers.
 var goodRoots = map[string]string{
-	"infiniband/verbs.h": "#include <stdint.h>\nstruct ibv_thing {\n\tuint32_t a;\n\tuint64_t b;\n};\nint ibv_do(struct ibv_thing *t);\n",
+	"infiniband/verbs.h": "#include <stdint.h>\nstruct ibv_thing {\n\tuint32_t a;\n\tuint64_t b;\n};\nint ibv_destroy_thing(struct ibv_thing *t);\n",
 	"rdma/rdma_cma.h":    "#include <infiniband/verbs.h>\nstruct rdma_cm_thing {\n\tstruct ibv_thing t;\n};\n",
-	"rdma/rdma_verbs.h":  "#include <rdma/rdma_cma.h>\nstatic inline int rdma_do(struct rdma_cm_thing *c) { return ibv_do(&c->t); }\n",
+	"rdma/rdma_verbs.h":  "#include <rdma/rdma_cma.h>\nstatic inline int rdma_do(struct rdma_cm_thing *c) { return ibv_destroy_thing(&c->t); }\n",
 }
 
 // headerSet makes an include directory with the good roots, replaced or
@@ -183,6 +183,14 @@ func TestBadInput(t *testing.T) {
 			want: `^infiniband/verbs\.h:2: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
 		{name: "name collision", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "struct ibv_twin { int a; };\n#define IBV_TWIN 1\n"},
 			want: `^infiniband/verbs\.h:8: macro IBV_TWIN and struct ibv_twin \(infiniband/verbs\.h:7\) both become verbs\.Twin`},
+		// Every function gets an error-convention decision: a new one fails
+		// with its file:line until gen.Conventions lists it.
+		{name: "function without an error convention", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_brand_new(void);\n"},
+			want: `^infiniband/verbs\.h:7: ibv_brand_new has no error convention: add it to a rule of gen\.Conventions`},
+		{name: "function without an error convention, report", report: true, files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_brand_new(void);\n"},
+			want: `infiniband/verbs\.h:7: ibv_brand_new has no error convention`},
+		{name: "convention that does not fit", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "void *ibv_destroy_everything(void);\n"},
+			want: `infiniband/verbs\.h:7: ibv_destroy_everything returns void \*, which convention "errno returned" of rule "verbs returning their errno" \(entry "ibv_destroy_\*"\) cannot describe`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			headers := filepath.Join(t.TempDir(), "no-such-headers")

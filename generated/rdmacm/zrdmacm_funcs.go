@@ -7,6 +7,8 @@ import (
 	"fmt"
 	verbs "github.com/goverbs/goverbs/generated/verbs"
 	libload "github.com/goverbs/goverbs/libload"
+	verberr "github.com/goverbs/goverbs/verberr"
+	"syscall"
 	"unsafe"
 )
 
@@ -37,6 +39,7 @@ import (
 #cgo nocallback rdma_post_writev
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+#include <netdb.h>
 
 // Layout proof: each line fails the build if these headers disagree with
 // the layout the Go types of package rdmacm were generated with.
@@ -385,312 +388,740 @@ func Available(function string) error {
 	return library.Missing(function, LibraryPath())
 }
 
-// CreateEventChannel calls rdma_create_event_channel (extern, rdma/rdma_cma.h:242).
-func CreateEventChannel() *EventChannel {
-	return (*EventChannel)(unsafe.Pointer(C.rdma_create_event_channel()))
+// The sites the stubs' errors come from: one per C function that can fail.
+var (
+	siteCreateEventChannel = verberr.NewSite("rdma_create_event_channel", availability("rdma_create_event_channel"))
+	siteCreateID           = verberr.NewSite("rdma_create_id", availability("rdma_create_id"))
+	siteCreateEp           = verberr.NewSite("rdma_create_ep", availability("rdma_create_ep"))
+	siteDestroyID          = verberr.NewSite("rdma_destroy_id", availability("rdma_destroy_id"))
+	siteBindAddr           = verberr.NewSite("rdma_bind_addr", availability("rdma_bind_addr"))
+	siteResolveAddr        = verberr.NewSite("rdma_resolve_addr", availability("rdma_resolve_addr"))
+	siteResolveRoute       = verberr.NewSite("rdma_resolve_route", availability("rdma_resolve_route"))
+	siteCreateQP           = verberr.NewSite("rdma_create_qp", availability("rdma_create_qp"))
+	siteCreateQPEx         = verberr.NewSite("rdma_create_qp_ex", availability("rdma_create_qp_ex"))
+	siteConnect            = verberr.NewSite("rdma_connect", availability("rdma_connect"))
+	siteEstablish          = verberr.NewSite("rdma_establish", availability("rdma_establish"))
+	siteListen             = verberr.NewSite("rdma_listen", availability("rdma_listen"))
+	siteGetRequest         = verberr.NewSite("rdma_get_request", availability("rdma_get_request"))
+	siteAccept             = verberr.NewSite("rdma_accept", availability("rdma_accept"))
+	siteReject             = verberr.NewSite("rdma_reject", availability("rdma_reject"))
+	siteRejectECE          = verberr.NewSite("rdma_reject_ece", availability("rdma_reject_ece"))
+	siteNotify             = verberr.NewSite("rdma_notify", availability("rdma_notify"))
+	siteDisconnect         = verberr.NewSite("rdma_disconnect", availability("rdma_disconnect"))
+	siteJoinMulticast      = verberr.NewSite("rdma_join_multicast", availability("rdma_join_multicast"))
+	siteLeaveMulticast     = verberr.NewSite("rdma_leave_multicast", availability("rdma_leave_multicast"))
+	siteJoinMulticastEx    = verberr.NewSite("rdma_join_multicast_ex", availability("rdma_join_multicast_ex"))
+	siteGetCMEvent         = verberr.NewSite("rdma_get_cm_event", availability("rdma_get_cm_event"))
+	siteACKCMEvent         = verberr.NewSite("rdma_ack_cm_event", availability("rdma_ack_cm_event"))
+	siteGetDevices         = verberr.NewSite("rdma_get_devices", availability("rdma_get_devices"))
+	siteSetOption          = verberr.NewSite("rdma_set_option", availability("rdma_set_option"))
+	siteMigrateID          = verberr.NewSite("rdma_migrate_id", availability("rdma_migrate_id"))
+	siteGetaddrinfo        = verberr.NewSite("rdma_getaddrinfo", availability("rdma_getaddrinfo"))
+	siteInitQPAttr         = verberr.NewSite("rdma_init_qp_attr", availability("rdma_init_qp_attr"))
+	siteSetLocalECE        = verberr.NewSite("rdma_set_local_ece", availability("rdma_set_local_ece"))
+	siteGetRemoteECE       = verberr.NewSite("rdma_get_remote_ece", availability("rdma_get_remote_ece"))
+	siteResolveAddrinfo    = verberr.NewSite("rdma_resolve_addrinfo", availability("rdma_resolve_addrinfo"))
+	siteQueryAddrinfo      = verberr.NewSite("rdma_query_addrinfo", availability("rdma_query_addrinfo"))
+	siteWriteCMEvent       = verberr.NewSite("rdma_write_cm_event", availability("rdma_write_cm_event"))
+	siteCreateSRQ          = verberr.NewSite("rdma_create_srq", availability("rdma_create_srq"))
+	siteCreateSRQEx        = verberr.NewSite("rdma_create_srq_ex", availability("rdma_create_srq_ex"))
+	siteRegMsgs            = verberr.NewSite("rdma_reg_msgs", availability())
+	siteRegRead            = verberr.NewSite("rdma_reg_read", availability())
+	siteRegWrite           = verberr.NewSite("rdma_reg_write", availability())
+	siteDeregMR            = verberr.NewSite("rdma_dereg_mr", availability())
+	sitePostRecvv          = verberr.NewSite("rdma_post_recvv", availability())
+	sitePostSendv          = verberr.NewSite("rdma_post_sendv", availability())
+	sitePostReadv          = verberr.NewSite("rdma_post_readv", availability())
+	sitePostWritev         = verberr.NewSite("rdma_post_writev", availability())
+	sitePostRecv           = verberr.NewSite("rdma_post_recv", availability())
+	sitePostSend           = verberr.NewSite("rdma_post_send", availability())
+	sitePostRead           = verberr.NewSite("rdma_post_read", availability())
+	sitePostWrite          = verberr.NewSite("rdma_post_write", availability())
+	sitePostUDSend         = verberr.NewSite("rdma_post_ud_send", availability())
+	siteGetSendComp        = verberr.NewSite("rdma_get_send_comp", availability())
+	siteGetRecvComp        = verberr.NewSite("rdma_get_recv_comp", availability())
+)
+
+// availability reports why the externs named cannot be called (the library or one of them
+// is missing), or nil: what an ENOSYS from a stub that calls them is explained by.
+func availability(externs ...string) func() error {
+	return func() error {
+		if err := Load(); err != nil {
+			return err
+		}
+		for _, n := range externs {
+			if err := Available(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
-// DestroyEventChannel calls rdma_destroy_event_channel (extern, rdma/rdma_cma.h:256).
+// errnoOf is the errno of a failed call: the one C set (err, from cgo's two-result
+// call) when it set one; else the one the result carries (r itself when positive, -r
+// below -1); else EIO, the function failed without saying why.
+func errnoOf(err error, r int64) syscall.Errno {
+	if e, ok := err.(syscall.Errno); ok && e != 0 {
+		return e
+	}
+	switch {
+	case r > 0:
+		return syscall.Errno(r)
+	case r < -1:
+		return syscall.Errno(-r)
+	}
+	return syscall.EIO
+}
+
+// CreateEventChannel calls rdma_create_event_channel (extern,
+// rdma/rdma_cma.h:242). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func CreateEventChannel() (*EventChannel, error) {
+	r, err := C.rdma_create_event_channel()
+	if r == nil {
+		return nil, siteCreateEventChannel.Err(errnoOf(err, -1))
+	}
+	return (*EventChannel)(unsafe.Pointer(r)), nil
+}
+
+// DestroyEventChannel calls rdma_destroy_event_channel (extern,
+// rdma/rdma_cma.h:256). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "functions returning void").
 func DestroyEventChannel(channel *EventChannel) {
 	C.rdma_destroy_event_channel((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)))
 }
 
-// CreateID calls rdma_create_id (extern, rdma/rdma_cma.h:279).
-func CreateID(channel *EventChannel, id **CMID, context unsafe.Pointer, ps PortSpace) int32 {
-	return int32(C.rdma_create_id((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (**C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, C.enum_rdma_port_space(ps)))
+// CreateID calls rdma_create_id (extern, rdma/rdma_cma.h:279). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func CreateID(channel *EventChannel, id **CMID, context unsafe.Pointer, ps PortSpace) error {
+	r, err := C.rdma_create_id((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (**C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, C.enum_rdma_port_space(ps))
+	if r == 0 {
+		return nil
+	}
+	return siteCreateID.Err(errnoOf(err, int64(r)))
 }
 
-// CreateEp calls rdma_create_ep (extern, rdma/rdma_cma.h:306).
-func CreateEp(id **CMID, res *Addrinfo, pd *verbs.PD, qpInitAttr *verbs.QPInitAttr) int32 {
-	return int32(C.rdma_create_ep((**C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(res)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr))))
+// CreateEp calls rdma_create_ep (extern, rdma/rdma_cma.h:306). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func CreateEp(id **CMID, res *Addrinfo, pd *verbs.PD, qpInitAttr *verbs.QPInitAttr) error {
+	r, err := C.rdma_create_ep((**C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(res)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteCreateEp.Err(errnoOf(err, int64(r)))
 }
 
-// DestroyEp calls rdma_destroy_ep (extern, rdma/rdma_cma.h:318).
+// DestroyEp calls rdma_destroy_ep (extern, rdma/rdma_cma.h:318). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func DestroyEp(id *CMID) {
 	C.rdma_destroy_ep((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
 }
 
-// DestroyID calls rdma_destroy_id (extern, rdma/rdma_cma.h:332).
-func DestroyID(id *CMID) int32 {
-	return int32(C.rdma_destroy_id((*C.struct_rdma_cm_id)(unsafe.Pointer(id))))
+// DestroyID calls rdma_destroy_id (extern, rdma/rdma_cma.h:332). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func DestroyID(id *CMID) error {
+	r, err := C.rdma_destroy_id((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyID.Err(errnoOf(err, int64(r)))
 }
 
-// BindAddr calls rdma_bind_addr (extern, rdma/rdma_cma.h:350).
-func BindAddr(id *CMID, addr *Sockaddr) int32 {
-	return int32(C.rdma_bind_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr))))
+// BindAddr calls rdma_bind_addr (extern, rdma/rdma_cma.h:350). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func BindAddr(id *CMID, addr *Sockaddr) error {
+	r, err := C.rdma_bind_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr)))
+	if r == 0 {
+		return nil
+	}
+	return siteBindAddr.Err(errnoOf(err, int64(r)))
 }
 
-// ResolveAddr calls rdma_resolve_addr (extern, rdma/rdma_cma.h:375).
-func ResolveAddr(id *CMID, srcAddr *Sockaddr, dstAddr *Sockaddr, timeoutMs int32) int32 {
-	return int32(C.rdma_resolve_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(srcAddr)), (*C.struct_sockaddr)(unsafe.Pointer(dstAddr)), C.int(timeoutMs)))
+// ResolveAddr calls rdma_resolve_addr (extern, rdma/rdma_cma.h:375). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func ResolveAddr(id *CMID, srcAddr *Sockaddr, dstAddr *Sockaddr, timeoutMs int32) error {
+	r, err := C.rdma_resolve_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(srcAddr)), (*C.struct_sockaddr)(unsafe.Pointer(dstAddr)), C.int(timeoutMs))
+	if r == 0 {
+		return nil
+	}
+	return siteResolveAddr.Err(errnoOf(err, int64(r)))
 }
 
-// ResolveRoute calls rdma_resolve_route (extern, rdma/rdma_cma.h:392).
-func ResolveRoute(id *CMID, timeoutMs int32) int32 {
-	return int32(C.rdma_resolve_route((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.int(timeoutMs)))
+// ResolveRoute calls rdma_resolve_route (extern, rdma/rdma_cma.h:392). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func ResolveRoute(id *CMID, timeoutMs int32) error {
+	r, err := C.rdma_resolve_route((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.int(timeoutMs))
+	if r == 0 {
+		return nil
+	}
+	return siteResolveRoute.Err(errnoOf(err, int64(r)))
 }
 
-// CreateQP calls rdma_create_qp (extern, rdma/rdma_cma.h:415).
-func CreateQP(id *CMID, pd *verbs.PD, qpInitAttr *verbs.QPInitAttr) int32 {
-	return int32(C.rdma_create_qp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr))))
+// CreateQP calls rdma_create_qp (extern, rdma/rdma_cma.h:415). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func CreateQP(id *CMID, pd *verbs.PD, qpInitAttr *verbs.QPInitAttr) error {
+	r, err := C.rdma_create_qp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteCreateQP.Err(errnoOf(err, int64(r)))
 }
 
-// CreateQPEx calls rdma_create_qp_ex (extern, rdma/rdma_cma.h:417).
-func CreateQPEx(id *CMID, qpInitAttr *verbs.QPInitAttrEx) int32 {
-	return int32(C.rdma_create_qp_ex((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_qp_init_attr_ex)(unsafe.Pointer(qpInitAttr))))
+// CreateQPEx calls rdma_create_qp_ex (extern, rdma/rdma_cma.h:417). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func CreateQPEx(id *CMID, qpInitAttr *verbs.QPInitAttrEx) error {
+	r, err := C.rdma_create_qp_ex((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_qp_init_attr_ex)(unsafe.Pointer(qpInitAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteCreateQPEx.Err(errnoOf(err, int64(r)))
 }
 
-// DestroyQP calls rdma_destroy_qp (extern, rdma/rdma_cma.h:431).
+// DestroyQP calls rdma_destroy_qp (extern, rdma/rdma_cma.h:431). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func DestroyQP(id *CMID) {
 	C.rdma_destroy_qp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
 }
 
-// Connect calls rdma_connect (extern, rdma/rdma_cma.h:449).
-func Connect(id *CMID, connParam *ConnParam) int32 {
-	return int32(C.rdma_connect((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_conn_param)(unsafe.Pointer(connParam))))
+// Connect calls rdma_connect (extern, rdma/rdma_cma.h:449). When C returns -1,
+// it returns a *verberr.Error with the errno C set (error convention "-1 and
+// errno", rule "librdmacm: -1 with errno").
+func Connect(id *CMID, connParam *ConnParam) error {
+	r, err := C.rdma_connect((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_conn_param)(unsafe.Pointer(connParam)))
+	if r == 0 {
+		return nil
+	}
+	return siteConnect.Err(errnoOf(err, int64(r)))
 }
 
-// Establish calls rdma_establish (extern, rdma/rdma_cma.h:467).
-func Establish(id *CMID) int32 {
-	return int32(C.rdma_establish((*C.struct_rdma_cm_id)(unsafe.Pointer(id))))
+// Establish calls rdma_establish (extern, rdma/rdma_cma.h:467). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func Establish(id *CMID) error {
+	r, err := C.rdma_establish((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	if r == 0 {
+		return nil
+	}
+	return siteEstablish.Err(errnoOf(err, int64(r)))
 }
 
-// Listen calls rdma_listen (extern, rdma/rdma_cma.h:487).
-func Listen(id *CMID, backlog int32) int32 {
-	return int32(C.rdma_listen((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.int(backlog)))
+// Listen calls rdma_listen (extern, rdma/rdma_cma.h:487). When C returns -1, it
+// returns a *verberr.Error with the errno C set (error convention "-1 and
+// errno", rule "librdmacm: -1 with errno").
+func Listen(id *CMID, backlog int32) error {
+	r, err := C.rdma_listen((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.int(backlog))
+	if r == 0 {
+		return nil
+	}
+	return siteListen.Err(errnoOf(err, int64(r)))
 }
 
-// GetRequest calls rdma_get_request (extern, rdma/rdma_cma.h:492).
-func GetRequest(listen *CMID, id **CMID) int32 {
-	return int32(C.rdma_get_request((*C.struct_rdma_cm_id)(unsafe.Pointer(listen)), (**C.struct_rdma_cm_id)(unsafe.Pointer(id))))
+// GetRequest calls rdma_get_request (extern, rdma/rdma_cma.h:492). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func GetRequest(listen *CMID, id **CMID) error {
+	r, err := C.rdma_get_request((*C.struct_rdma_cm_id)(unsafe.Pointer(listen)), (**C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	if r == 0 {
+		return nil
+	}
+	return siteGetRequest.Err(errnoOf(err, int64(r)))
 }
 
-// Accept calls rdma_accept (extern, rdma/rdma_cma.h:513).
-func Accept(id *CMID, connParam *ConnParam) int32 {
-	return int32(C.rdma_accept((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_conn_param)(unsafe.Pointer(connParam))))
+// Accept calls rdma_accept (extern, rdma/rdma_cma.h:513). When C returns -1, it
+// returns a *verberr.Error with the errno C set (error convention "-1 and
+// errno", rule "librdmacm: -1 with errno").
+func Accept(id *CMID, connParam *ConnParam) error {
+	r, err := C.rdma_accept((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_conn_param)(unsafe.Pointer(connParam)))
+	if r == 0 {
+		return nil
+	}
+	return siteAccept.Err(errnoOf(err, int64(r)))
 }
 
-// Reject calls rdma_reject (extern, rdma/rdma_cma.h:531).
-func Reject(id *CMID, privateData unsafe.Pointer, privateDataLen uint8) int32 {
-	return int32(C.rdma_reject((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), privateData, C.uint8_t(privateDataLen)))
+// Reject calls rdma_reject (extern, rdma/rdma_cma.h:531). When C returns -1, it
+// returns a *verberr.Error with the errno C set (error convention "-1 and
+// errno", rule "librdmacm: -1 with errno").
+func Reject(id *CMID, privateData unsafe.Pointer, privateDataLen uint8) error {
+	r, err := C.rdma_reject((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), privateData, C.uint8_t(privateDataLen))
+	if r == 0 {
+		return nil
+	}
+	return siteReject.Err(errnoOf(err, int64(r)))
 }
 
-// RejectECE calls rdma_reject_ece (extern, rdma/rdma_cma.h:539).
-func RejectECE(id *CMID, privateData unsafe.Pointer, privateDataLen uint8) int32 {
-	return int32(C.rdma_reject_ece((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), privateData, C.uint8_t(privateDataLen)))
+// RejectECE calls rdma_reject_ece (extern, rdma/rdma_cma.h:539). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func RejectECE(id *CMID, privateData unsafe.Pointer, privateDataLen uint8) error {
+	r, err := C.rdma_reject_ece((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), privateData, C.uint8_t(privateDataLen))
+	if r == 0 {
+		return nil
+	}
+	return siteRejectECE.Err(errnoOf(err, int64(r)))
 }
 
-// Notify calls rdma_notify (extern, rdma/rdma_cma.h:562).
-func Notify(id *CMID, event verbs.EventType) int32 {
-	return int32(C.rdma_notify((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.enum_ibv_event_type(event)))
+// Notify calls rdma_notify (extern, rdma/rdma_cma.h:562). When C returns -1, it
+// returns a *verberr.Error with the errno C set (error convention "-1 and
+// errno", rule "librdmacm: -1 with errno").
+func Notify(id *CMID, event verbs.EventType) error {
+	r, err := C.rdma_notify((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.enum_ibv_event_type(event))
+	if r == 0 {
+		return nil
+	}
+	return siteNotify.Err(errnoOf(err, int64(r)))
 }
 
-// Disconnect calls rdma_disconnect (extern, rdma/rdma_cma.h:573).
-func Disconnect(id *CMID) int32 {
-	return int32(C.rdma_disconnect((*C.struct_rdma_cm_id)(unsafe.Pointer(id))))
+// Disconnect calls rdma_disconnect (extern, rdma/rdma_cma.h:573). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func Disconnect(id *CMID) error {
+	r, err := C.rdma_disconnect((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	if r == 0 {
+		return nil
+	}
+	return siteDisconnect.Err(errnoOf(err, int64(r)))
 }
 
-// JoinMulticast calls rdma_join_multicast (extern, rdma/rdma_cma.h:593).
-func JoinMulticast(id *CMID, addr *Sockaddr, context unsafe.Pointer) int32 {
-	return int32(C.rdma_join_multicast((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr)), context))
+// JoinMulticast calls rdma_join_multicast (extern, rdma/rdma_cma.h:593). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func JoinMulticast(id *CMID, addr *Sockaddr, context unsafe.Pointer) error {
+	r, err := C.rdma_join_multicast((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr)), context)
+	if r == 0 {
+		return nil
+	}
+	return siteJoinMulticast.Err(errnoOf(err, int64(r)))
 }
 
-// LeaveMulticast calls rdma_leave_multicast (extern, rdma/rdma_cma.h:611).
-func LeaveMulticast(id *CMID, addr *Sockaddr) int32 {
-	return int32(C.rdma_leave_multicast((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr))))
+// LeaveMulticast calls rdma_leave_multicast (extern, rdma/rdma_cma.h:611). When
+// C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func LeaveMulticast(id *CMID, addr *Sockaddr) error {
+	r, err := C.rdma_leave_multicast((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_sockaddr)(unsafe.Pointer(addr)))
+	if r == 0 {
+		return nil
+	}
+	return siteLeaveMulticast.Err(errnoOf(err, int64(r)))
 }
 
 // JoinMulticastEx calls rdma_join_multicast_ex (extern, rdma/rdma_cma.h:633).
-func JoinMulticastEx(id *CMID, mcJoinAttr *CMJoinMcAttrEx, context unsafe.Pointer) int32 {
-	return int32(C.rdma_join_multicast_ex((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_cm_join_mc_attr_ex)(unsafe.Pointer(mcJoinAttr)), context))
+// When C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func JoinMulticastEx(id *CMID, mcJoinAttr *CMJoinMcAttrEx, context unsafe.Pointer) error {
+	r, err := C.rdma_join_multicast_ex((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_cm_join_mc_attr_ex)(unsafe.Pointer(mcJoinAttr)), context)
+	if r == 0 {
+		return nil
+	}
+	return siteJoinMulticastEx.Err(errnoOf(err, int64(r)))
 }
 
-// GetCMEvent calls rdma_get_cm_event (extern, rdma/rdma_cma.h:653).
-func GetCMEvent(channel *EventChannel, event **CMEvent) int32 {
-	return int32(C.rdma_get_cm_event((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (**C.struct_rdma_cm_event)(unsafe.Pointer(event))))
+// GetCMEvent calls rdma_get_cm_event (extern, rdma/rdma_cma.h:653). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func GetCMEvent(channel *EventChannel, event **CMEvent) error {
+	r, err := C.rdma_get_cm_event((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (**C.struct_rdma_cm_event)(unsafe.Pointer(event)))
+	if r == 0 {
+		return nil
+	}
+	return siteGetCMEvent.Err(errnoOf(err, int64(r)))
 }
 
-// ACKCMEvent calls rdma_ack_cm_event (extern, rdma/rdma_cma.h:666).
-func ACKCMEvent(event *CMEvent) int32 {
-	return int32(C.rdma_ack_cm_event((*C.struct_rdma_cm_event)(unsafe.Pointer(event))))
+// ACKCMEvent calls rdma_ack_cm_event (extern, rdma/rdma_cma.h:666). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func ACKCMEvent(event *CMEvent) error {
+	r, err := C.rdma_ack_cm_event((*C.struct_rdma_cm_event)(unsafe.Pointer(event)))
+	if r == 0 {
+		return nil
+	}
+	return siteACKCMEvent.Err(errnoOf(err, int64(r)))
 }
 
-// GetSrcPort calls rdma_get_src_port (extern, rdma/rdma_cma.h:668).
+// GetSrcPort calls rdma_get_src_port (extern, rdma/rdma_cma.h:668). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "values and strings").
 func GetSrcPort(id *CMID) verbs.Be16 {
-	return verbs.Be16(C.rdma_get_src_port((*C.struct_rdma_cm_id)(unsafe.Pointer(id))))
+	r := C.rdma_get_src_port((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	return verbs.Be16(r)
 }
 
-// GetDstPort calls rdma_get_dst_port (extern, rdma/rdma_cma.h:669).
+// GetDstPort calls rdma_get_dst_port (extern, rdma/rdma_cma.h:669). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "values and strings").
 func GetDstPort(id *CMID) verbs.Be16 {
-	return verbs.Be16(C.rdma_get_dst_port((*C.struct_rdma_cm_id)(unsafe.Pointer(id))))
+	r := C.rdma_get_dst_port((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	return verbs.Be16(r)
 }
 
 // GetLocalAddr calls rdma_get_local_addr (static inline, rdma/rdma_cma.h:671).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func GetLocalAddr(id *CMID) *Sockaddr {
-	return (*Sockaddr)(unsafe.Pointer(C.rdma_get_local_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))))
+	r := C.rdma_get_local_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	return (*Sockaddr)(unsafe.Pointer(r))
 }
 
-// GetPeerAddr calls rdma_get_peer_addr (static inline, rdma/rdma_cma.h:676).
+// GetPeerAddr calls rdma_get_peer_addr (static inline, rdma/rdma_cma.h:676). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func GetPeerAddr(id *CMID) *Sockaddr {
-	return (*Sockaddr)(unsafe.Pointer(C.rdma_get_peer_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))))
+	r := C.rdma_get_peer_addr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	return (*Sockaddr)(unsafe.Pointer(r))
 }
 
-// GetDevices calls rdma_get_devices (extern, rdma/rdma_cma.h:694).
-func GetDevices(numDevices *int32) **verbs.Context {
-	return (**verbs.Context)(unsafe.Pointer(C.rdma_get_devices((*C.int)(unsafe.Pointer(numDevices)))))
+// GetDevices calls rdma_get_devices (extern, rdma/rdma_cma.h:694). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func GetDevices(numDevices *int32) (**verbs.Context, error) {
+	r, err := C.rdma_get_devices((*C.int)(unsafe.Pointer(numDevices)))
+	if r == nil {
+		return nil, siteGetDevices.Err(errnoOf(err, -1))
+	}
+	return (**verbs.Context)(unsafe.Pointer(r)), nil
 }
 
-// FreeDevices calls rdma_free_devices (extern, rdma/rdma_cma.h:704).
+// FreeDevices calls rdma_free_devices (extern, rdma/rdma_cma.h:704). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func FreeDevices(list **verbs.Context) {
 	C.rdma_free_devices((**C.struct_ibv_context)(unsafe.Pointer(list)))
 }
 
-// EventStr calls rdma_event_str (extern, rdma/rdma_cma.h:714).
+// EventStr calls rdma_event_str (extern, rdma/rdma_cma.h:714). It cannot fail:
+// what C returns is the result (error convention "cannot fail", rule "values
+// and strings").
 func EventStr(event CMEventType) *int8 {
-	return (*int8)(unsafe.Pointer(C.rdma_event_str(C.enum_rdma_cm_event_type(event))))
+	r := C.rdma_event_str(C.enum_rdma_cm_event_type(event))
+	return (*int8)(unsafe.Pointer(r))
 }
 
-// SetOption calls rdma_set_option (extern, rdma/rdma_cma.h:742).
-func SetOption(id *CMID, level int32, optname int32, optval unsafe.Pointer, optlen uint64) int32 {
-	return int32(C.rdma_set_option((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.int(level), C.int(optname), optval, C.size_t(optlen)))
+// SetOption calls rdma_set_option (extern, rdma/rdma_cma.h:742). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func SetOption(id *CMID, level int32, optname int32, optval unsafe.Pointer, optlen uint64) error {
+	r, err := C.rdma_set_option((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.int(level), C.int(optname), optval, C.size_t(optlen))
+	if r == 0 {
+		return nil
+	}
+	return siteSetOption.Err(errnoOf(err, int64(r)))
 }
 
-// MigrateID calls rdma_migrate_id (extern, rdma/rdma_cma.h:750).
-func MigrateID(id *CMID, channel *EventChannel) int32 {
-	return int32(C.rdma_migrate_id((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_event_channel)(unsafe.Pointer(channel))))
+// MigrateID calls rdma_migrate_id (extern, rdma/rdma_cma.h:750). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "librdmacm: -1 with errno").
+func MigrateID(id *CMID, channel *EventChannel) error {
+	r, err := C.rdma_migrate_id((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_event_channel)(unsafe.Pointer(channel)))
+	if r == 0 {
+		return nil
+	}
+	return siteMigrateID.Err(errnoOf(err, int64(r)))
 }
 
-// Getaddrinfo calls rdma_getaddrinfo (extern, rdma/rdma_cma.h:755).
-func Getaddrinfo(node *int8, service *int8, hints *Addrinfo, res **Addrinfo) int32 {
-	return int32(C.rdma_getaddrinfo((*C.char)(unsafe.Pointer(node)), (*C.char)(unsafe.Pointer(service)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(hints)), (**C.struct_rdma_addrinfo)(unsafe.Pointer(res))))
+// Getaddrinfo calls rdma_getaddrinfo (extern, rdma/rdma_cma.h:755). When C
+// fails, it returns a *verberr.Error for an errno or a *verberr.GAIError for a
+// getaddrinfo code (error convention "errno or getaddrinfo code", rule
+// "rdma_getaddrinfo").
+func Getaddrinfo(node *int8, service *int8, hints *Addrinfo, res **Addrinfo) error {
+	r, err := C.rdma_getaddrinfo((*C.char)(unsafe.Pointer(node)), (*C.char)(unsafe.Pointer(service)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(hints)), (**C.struct_rdma_addrinfo)(unsafe.Pointer(res)))
+	if r == 0 {
+		return nil
+	}
+	// -1 and EAI_SYSTEM mean "see errno"; EAI_BADFLAGS is -1 too, told apart by errno 0.
+	if errno, _ := err.(syscall.Errno); errno != 0 && (r == -1 || r == C.EAI_SYSTEM) {
+		return siteGetaddrinfo.Err(errno)
+	}
+	return &verberr.GAIError{
+		Code:    int(r),
+		Func:    "rdma_getaddrinfo",
+		Message: C.GoString(C.gai_strerror(r)),
+	}
 }
 
-// Freeaddrinfo calls rdma_freeaddrinfo (extern, rdma/rdma_cma.h:759).
+// Freeaddrinfo calls rdma_freeaddrinfo (extern, rdma/rdma_cma.h:759). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func Freeaddrinfo(res *Addrinfo) {
 	C.rdma_freeaddrinfo((*C.struct_rdma_addrinfo)(unsafe.Pointer(res)))
 }
 
-// InitQPAttr calls rdma_init_qp_attr (extern, rdma/rdma_cma.h:769).
-func InitQPAttr(id *CMID, qpAttr *verbs.QPAttr, qpAttrMask *int32) int32 {
-	return int32(C.rdma_init_qp_attr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(qpAttr)), (*C.int)(unsafe.Pointer(qpAttrMask))))
+// InitQPAttr calls rdma_init_qp_attr (extern, rdma/rdma_cma.h:769). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func InitQPAttr(id *CMID, qpAttr *verbs.QPAttr, qpAttrMask *int32) error {
+	r, err := C.rdma_init_qp_attr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(qpAttr)), (*C.int)(unsafe.Pointer(qpAttrMask)))
+	if r == 0 {
+		return nil
+	}
+	return siteInitQPAttr.Err(errnoOf(err, int64(r)))
 }
 
-// SetLocalECE calls rdma_set_local_ece (extern, rdma/rdma_cma.h:778).
-func SetLocalECE(id *CMID, ece *verbs.ECE) int32 {
-	return int32(C.rdma_set_local_ece((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_ece)(unsafe.Pointer(ece))))
+// SetLocalECE calls rdma_set_local_ece (extern, rdma/rdma_cma.h:778). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func SetLocalECE(id *CMID, ece *verbs.ECE) error {
+	r, err := C.rdma_set_local_ece((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_ece)(unsafe.Pointer(ece)))
+	if r == 0 {
+		return nil
+	}
+	return siteSetLocalECE.Err(errnoOf(err, int64(r)))
 }
 
-// GetRemoteECE calls rdma_get_remote_ece (extern, rdma/rdma_cma.h:786).
-func GetRemoteECE(id *CMID, ece *verbs.ECE) int32 {
-	return int32(C.rdma_get_remote_ece((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_ece)(unsafe.Pointer(ece))))
+// GetRemoteECE calls rdma_get_remote_ece (extern, rdma/rdma_cma.h:786). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func GetRemoteECE(id *CMID, ece *verbs.ECE) error {
+	r, err := C.rdma_get_remote_ece((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_ece)(unsafe.Pointer(ece)))
+	if r == 0 {
+		return nil
+	}
+	return siteGetRemoteECE.Err(errnoOf(err, int64(r)))
 }
 
 // ResolveAddrinfo calls rdma_resolve_addrinfo (extern, rdma/rdma_cma.h:796).
-func ResolveAddrinfo(id *CMID, node *int8, service *int8, hints *Addrinfo) int32 {
-	return int32(C.rdma_resolve_addrinfo((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.char)(unsafe.Pointer(node)), (*C.char)(unsafe.Pointer(service)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(hints))))
+// When C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func ResolveAddrinfo(id *CMID, node *int8, service *int8, hints *Addrinfo) error {
+	r, err := C.rdma_resolve_addrinfo((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.char)(unsafe.Pointer(node)), (*C.char)(unsafe.Pointer(service)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(hints)))
+	if r == 0 {
+		return nil
+	}
+	return siteResolveAddrinfo.Err(errnoOf(err, int64(r)))
 }
 
-// QueryAddrinfo calls rdma_query_addrinfo (extern, rdma/rdma_cma.h:803).
-func QueryAddrinfo(id *CMID, info **Addrinfo) int32 {
-	return int32(C.rdma_query_addrinfo((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (**C.struct_rdma_addrinfo)(unsafe.Pointer(info))))
+// QueryAddrinfo calls rdma_query_addrinfo (extern, rdma/rdma_cma.h:803). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func QueryAddrinfo(id *CMID, info **Addrinfo) error {
+	r, err := C.rdma_query_addrinfo((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (**C.struct_rdma_addrinfo)(unsafe.Pointer(info)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryAddrinfo.Err(errnoOf(err, int64(r)))
 }
 
-// WriteCMEvent calls rdma_write_cm_event (extern, rdma/rdma_cma.h:808).
-func WriteCMEvent(id *CMID, event CMEventType, status int32, arg uint64) int32 {
-	return int32(C.rdma_write_cm_event((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.enum_rdma_cm_event_type(event), C.int(status), C.uint64_t(arg)))
+// WriteCMEvent calls rdma_write_cm_event (extern, rdma/rdma_cma.h:808). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func WriteCMEvent(id *CMID, event CMEventType, status int32, arg uint64) error {
+	r, err := C.rdma_write_cm_event((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), C.enum_rdma_cm_event_type(event), C.int(status), C.uint64_t(arg))
+	if r == 0 {
+		return nil
+	}
+	return siteWriteCMEvent.Err(errnoOf(err, int64(r)))
 }
 
-// Seterrno calls rdma_seterrno (static inline, rdma/rdma_verbs.h:45).
+// Seterrno calls rdma_seterrno (static inline, rdma/rdma_verbs.h:45). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "values and strings").
 func Seterrno(ret int32) int32 {
-	return int32(C.rdma_seterrno(C.int(ret)))
+	r := C.rdma_seterrno(C.int(ret))
+	return int32(r)
 }
 
-// CreateSRQ calls rdma_create_srq (extern, rdma/rdma_verbs.h:57).
-func CreateSRQ(id *CMID, pd *verbs.PD, attr *verbs.SRQInitAttr) int32 {
-	return int32(C.rdma_create_srq((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_srq_init_attr)(unsafe.Pointer(attr))))
+// CreateSRQ calls rdma_create_srq (extern, rdma/rdma_verbs.h:57). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func CreateSRQ(id *CMID, pd *verbs.PD, attr *verbs.SRQInitAttr) error {
+	r, err := C.rdma_create_srq((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_srq_init_attr)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteCreateSRQ.Err(errnoOf(err, int64(r)))
 }
 
-// CreateSRQEx calls rdma_create_srq_ex (extern, rdma/rdma_verbs.h:59).
-func CreateSRQEx(id *CMID, attr *verbs.SRQInitAttrEx) int32 {
-	return int32(C.rdma_create_srq_ex((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_srq_init_attr_ex)(unsafe.Pointer(attr))))
+// CreateSRQEx calls rdma_create_srq_ex (extern, rdma/rdma_verbs.h:59). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func CreateSRQEx(id *CMID, attr *verbs.SRQInitAttrEx) error {
+	r, err := C.rdma_create_srq_ex((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_srq_init_attr_ex)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteCreateSRQEx.Err(errnoOf(err, int64(r)))
 }
 
-// DestroySRQ calls rdma_destroy_srq (extern, rdma/rdma_verbs.h:61).
+// DestroySRQ calls rdma_destroy_srq (extern, rdma/rdma_verbs.h:61). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func DestroySRQ(id *CMID) {
 	C.rdma_destroy_srq((*C.struct_rdma_cm_id)(unsafe.Pointer(id)))
 }
 
-// RegMsgs calls rdma_reg_msgs (static inline, rdma/rdma_verbs.h:67).
-func RegMsgs(id *CMID, addr unsafe.Pointer, length uint64) *verbs.MR {
-	return (*verbs.MR)(unsafe.Pointer(C.rdma_reg_msgs((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))))
+// RegMsgs calls rdma_reg_msgs (static inline, rdma/rdma_verbs.h:67). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegMsgs(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
+	r, err := C.rdma_reg_msgs((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))
+	if r == nil {
+		return nil, siteRegMsgs.Err(errnoOf(err, -1))
+	}
+	return (*verbs.MR)(unsafe.Pointer(r)), nil
 }
 
-// RegRead calls rdma_reg_read (static inline, rdma/rdma_verbs.h:73).
-func RegRead(id *CMID, addr unsafe.Pointer, length uint64) *verbs.MR {
-	return (*verbs.MR)(unsafe.Pointer(C.rdma_reg_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))))
+// RegRead calls rdma_reg_read (static inline, rdma/rdma_verbs.h:73). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegRead(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
+	r, err := C.rdma_reg_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))
+	if r == nil {
+		return nil, siteRegRead.Err(errnoOf(err, -1))
+	}
+	return (*verbs.MR)(unsafe.Pointer(r)), nil
 }
 
-// RegWrite calls rdma_reg_write (static inline, rdma/rdma_verbs.h:80).
-func RegWrite(id *CMID, addr unsafe.Pointer, length uint64) *verbs.MR {
-	return (*verbs.MR)(unsafe.Pointer(C.rdma_reg_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))))
+// RegWrite calls rdma_reg_write (static inline, rdma/rdma_verbs.h:80). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegWrite(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
+	r, err := C.rdma_reg_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))
+	if r == nil {
+		return nil, siteRegWrite.Err(errnoOf(err, -1))
+	}
+	return (*verbs.MR)(unsafe.Pointer(r)), nil
 }
 
-// DeregMR calls rdma_dereg_mr (static inline, rdma/rdma_verbs.h:88).
-func DeregMR(mr *verbs.MR) int32 {
-	return int32(C.rdma_dereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr))))
+// DeregMR calls rdma_dereg_mr (static inline, rdma/rdma_verbs.h:88). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func DeregMR(mr *verbs.MR) error {
+	r, err := C.rdma_dereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)))
+	if r == 0 {
+		return nil
+	}
+	return siteDeregMR.Err(errnoOf(err, int64(r)))
 }
 
-// PostRecvv calls rdma_post_recvv (static inline, rdma/rdma_verbs.h:99).
-func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) int32 {
-	return int32(C.rdma_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge)))
+// PostRecvv calls rdma_post_recvv (static inline, rdma/rdma_verbs.h:99). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) error {
+	r, err := C.rdma_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge))
+	if r == 0 {
+		return nil
+	}
+	return sitePostRecvv.Err(errnoOf(err, int64(r)))
 }
 
-// PostSendv calls rdma_post_sendv (static inline, rdma/rdma_verbs.h:116).
-func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32) int32 {
-	return int32(C.rdma_post_sendv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags)))
+// PostSendv calls rdma_post_sendv (static inline, rdma/rdma_verbs.h:116). When
+// C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32) error {
+	r, err := C.rdma_post_sendv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags))
+	if r == 0 {
+		return nil
+	}
+	return sitePostSendv.Err(errnoOf(err, int64(r)))
 }
 
-// PostReadv calls rdma_post_readv (static inline, rdma/rdma_verbs.h:132).
-func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) int32 {
-	return int32(C.rdma_post_readv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey)))
+// PostReadv calls rdma_post_readv (static inline, rdma/rdma_verbs.h:132). When
+// C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
+	r, err := C.rdma_post_readv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	if r == 0 {
+		return nil
+	}
+	return sitePostReadv.Err(errnoOf(err, int64(r)))
 }
 
 // PostWritev calls rdma_post_writev (static inline, rdma/rdma_verbs.h:150).
-func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) int32 {
-	return int32(C.rdma_post_writev((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey)))
+// When C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
+	r, err := C.rdma_post_writev((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	if r == 0 {
+		return nil
+	}
+	return sitePostWritev.Err(errnoOf(err, int64(r)))
 }
 
-// PostRecv calls rdma_post_recv (static inline, rdma/rdma_verbs.h:171).
-func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR) int32 {
-	return int32(C.rdma_post_recv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr))))
+// PostRecv calls rdma_post_recv (static inline, rdma/rdma_verbs.h:171). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR) error {
+	r, err := C.rdma_post_recv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)))
+	if r == 0 {
+		return nil
+	}
+	return sitePostRecv.Err(errnoOf(err, int64(r)))
 }
 
-// PostSend calls rdma_post_send (static inline, rdma/rdma_verbs.h:186).
-func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32) int32 {
-	return int32(C.rdma_post_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags)))
+// PostSend calls rdma_post_send (static inline, rdma/rdma_verbs.h:186). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32) error {
+	r, err := C.rdma_post_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags))
+	if r == 0 {
+		return nil
+	}
+	return sitePostSend.Err(errnoOf(err, int64(r)))
 }
 
-// PostRead calls rdma_post_read (static inline, rdma/rdma_verbs.h:199).
-func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) int32 {
-	return int32(C.rdma_post_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey)))
+// PostRead calls rdma_post_read (static inline, rdma/rdma_verbs.h:199). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
+	r, err := C.rdma_post_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	if r == 0 {
+		return nil
+	}
+	return sitePostRead.Err(errnoOf(err, int64(r)))
 }
 
-// PostWrite calls rdma_post_write (static inline, rdma/rdma_verbs.h:213).
-func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) int32 {
-	return int32(C.rdma_post_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey)))
+// PostWrite calls rdma_post_write (static inline, rdma/rdma_verbs.h:213). When
+// C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
+	r, err := C.rdma_post_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	if r == 0 {
+		return nil
+	}
+	return sitePostWrite.Err(errnoOf(err, int64(r)))
 }
 
 // PostUDSend calls rdma_post_ud_send (static inline, rdma/rdma_verbs.h:227).
-func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, ah *verbs.AH, remoteQPN uint32) int32 {
-	return int32(C.rdma_post_ud_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN)))
+// When C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "librdmacm: -1 with errno").
+func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, ah *verbs.AH, remoteQPN uint32) error {
+	r, err := C.rdma_post_ud_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN))
+	if r == 0 {
+		return nil
+	}
+	return sitePostUDSend.Err(errnoOf(err, int64(r)))
 }
 
 // GetSendComp calls rdma_get_send_comp (static inline, rdma/rdma_verbs.h:252).
-func GetSendComp(id *CMID, wc *verbs.WC) int32 {
-	return int32(C.rdma_get_send_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc))))
+// It returns C's count; when C returns a negative value, 0 and a *verberr.Error
+// with the errno (error convention "count or error", rule "counts, indexes and
+// descriptors, negative on failure").
+func GetSendComp(id *CMID, wc *verbs.WC) (int, error) {
+	r, err := C.rdma_get_send_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteGetSendComp.Err(errnoOf(err, int64(r)))
 }
 
 // GetRecvComp calls rdma_get_recv_comp (static inline, rdma/rdma_verbs.h:283).
-func GetRecvComp(id *CMID, wc *verbs.WC) int32 {
-	return int32(C.rdma_get_recv_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc))))
+// It returns C's count; when C returns a negative value, 0 and a *verberr.Error
+// with the errno (error convention "count or error", rule "counts, indexes and
+// descriptors, negative on failure").
+func GetRecvComp(id *CMID, wc *verbs.WC) (int, error) {
+	r, err := C.rdma_get_recv_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteGetRecvComp.Err(errnoOf(err, int64(r)))
 }

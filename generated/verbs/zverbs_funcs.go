@@ -6,6 +6,8 @@ package verbs
 import (
 	"fmt"
 	libload "github.com/goverbs/goverbs/libload"
+	verberr "github.com/goverbs/goverbs/verberr"
+	"syscall"
 	"unsafe"
 )
 
@@ -2475,922 +2477,2003 @@ func Available(function string) error {
 	return library.Missing(function, LibraryPath())
 }
 
-// WCStatusStr calls ibv_wc_status_str (extern, infiniband/verbs.h:515).
+// The sites the stubs' errors come from: one per C function that can fail.
+var (
+	siteWRComplete              = verberr.NewSite("ibv_wr_complete", availability())
+	siteStartPoll               = verberr.NewSite("ibv_start_poll", availability())
+	siteNextPoll                = verberr.NewSite("ibv_next_poll", availability())
+	sitePostWQRecv              = verberr.NewSite("ibv_post_wq_recv", availability())
+	siteGetDeviceList           = verberr.NewSite("ibv_get_device_list", availability("ibv_get_device_list"))
+	siteGetDeviceIndex          = verberr.NewSite("ibv_get_device_index", availability("ibv_get_device_index"))
+	siteOpenDevice              = verberr.NewSite("ibv_open_device", availability("ibv_open_device"))
+	siteCloseDevice             = verberr.NewSite("ibv_close_device", availability("ibv_close_device"))
+	siteImportDevice            = verberr.NewSite("ibv_import_device", availability("ibv_import_device"))
+	siteImportPD                = verberr.NewSite("ibv_import_pd", availability("ibv_import_pd"))
+	siteImportMR                = verberr.NewSite("ibv_import_mr", availability("ibv_import_mr"))
+	siteImportDM                = verberr.NewSite("ibv_import_dm", availability("ibv_import_dm"))
+	siteGetAsyncEvent           = verberr.NewSite("ibv_get_async_event", availability("ibv_get_async_event"))
+	siteQueryDevice             = verberr.NewSite("ibv_query_device", availability("ibv_query_device"))
+	siteQueryPortSpeed          = verberr.NewSite("ibv_query_port_speed", availability("ibv_query_port_speed"))
+	siteXXXQueryPort            = verberr.NewSite("___ibv_query_port", availability())
+	siteQueryPort               = verberr.NewSite("ibv_query_port", availability("ibv_query_port"))
+	siteQueryGID                = verberr.NewSite("ibv_query_gid", availability("ibv_query_gid"))
+	siteXQueryGIDEx             = verberr.NewSite("_ibv_query_gid_ex", availability("_ibv_query_gid_ex"))
+	siteQueryGIDEx              = verberr.NewSite("ibv_query_gid_ex", availability("_ibv_query_gid_ex"))
+	siteXQueryGIDTable          = verberr.NewSite("_ibv_query_gid_table", availability("_ibv_query_gid_table"))
+	siteQueryGIDTable           = verberr.NewSite("ibv_query_gid_table", availability("_ibv_query_gid_table"))
+	siteQueryPkey               = verberr.NewSite("ibv_query_pkey", availability("ibv_query_pkey"))
+	siteGetPkeyIndex            = verberr.NewSite("ibv_get_pkey_index", availability("ibv_get_pkey_index"))
+	siteAllocPD                 = verberr.NewSite("ibv_alloc_pd", availability("ibv_alloc_pd"))
+	siteDeallocPD               = verberr.NewSite("ibv_dealloc_pd", availability("ibv_dealloc_pd"))
+	siteCreateFlow              = verberr.NewSite("ibv_create_flow", availability())
+	siteDestroyFlow             = verberr.NewSite("ibv_destroy_flow", availability())
+	siteCreateFlowActionESP     = verberr.NewSite("ibv_create_flow_action_esp", availability())
+	siteModifyFlowActionESP     = verberr.NewSite("ibv_modify_flow_action_esp", availability())
+	siteDestroyFlowAction       = verberr.NewSite("ibv_destroy_flow_action", availability())
+	siteOpenXRCD                = verberr.NewSite("ibv_open_xrcd", availability())
+	siteCloseXRCD               = verberr.NewSite("ibv_close_xrcd", availability())
+	siteRegMRIOVA2              = verberr.NewSite("ibv_reg_mr_iova2", availability("ibv_reg_mr_iova2"))
+	siteXXRegMR                 = verberr.NewSite("__ibv_reg_mr", availability())
+	siteRegMR                   = verberr.NewSite("ibv_reg_mr", availability("ibv_reg_mr"))
+	siteXXRegMRIOVA             = verberr.NewSite("__ibv_reg_mr_iova", availability())
+	siteRegMRIOVA               = verberr.NewSite("ibv_reg_mr_iova", availability("ibv_reg_mr_iova"))
+	siteRegDmabufMR             = verberr.NewSite("ibv_reg_dmabuf_mr", availability("ibv_reg_dmabuf_mr"))
+	siteRegMREx                 = verberr.NewSite("ibv_reg_mr_ex", availability("ibv_reg_mr_ex"))
+	siteReregMR                 = verberr.NewSite("ibv_rereg_mr", availability("ibv_rereg_mr"))
+	siteDeregMR                 = verberr.NewSite("ibv_dereg_mr", availability("ibv_dereg_mr"))
+	siteAllocMW                 = verberr.NewSite("ibv_alloc_mw", availability())
+	siteDeallocMW               = verberr.NewSite("ibv_dealloc_mw", availability())
+	siteBindMW                  = verberr.NewSite("ibv_bind_mw", availability())
+	siteCreateCompChannel       = verberr.NewSite("ibv_create_comp_channel", availability("ibv_create_comp_channel"))
+	siteDestroyCompChannel      = verberr.NewSite("ibv_destroy_comp_channel", availability("ibv_destroy_comp_channel"))
+	siteAdviseMR                = verberr.NewSite("ibv_advise_mr", availability())
+	siteAllocDM                 = verberr.NewSite("ibv_alloc_dm", availability())
+	siteFreeDM                  = verberr.NewSite("ibv_free_dm", availability())
+	siteDMExportDmabufFD        = verberr.NewSite("ibv_dm_export_dmabuf_fd", availability("ibv_dm_export_dmabuf_fd"))
+	siteMemcpyToDM              = verberr.NewSite("ibv_memcpy_to_dm", availability())
+	siteMemcpyFromDM            = verberr.NewSite("ibv_memcpy_from_dm", availability())
+	siteAllocNullMR             = verberr.NewSite("ibv_alloc_null_mr", availability())
+	siteRegDMMR                 = verberr.NewSite("ibv_reg_dm_mr", availability())
+	siteCreateCQ                = verberr.NewSite("ibv_create_cq", availability("ibv_create_cq"))
+	siteCreateCQEx              = verberr.NewSite("ibv_create_cq_ex", availability())
+	siteResizeCQ                = verberr.NewSite("ibv_resize_cq", availability("ibv_resize_cq"))
+	siteDestroyCQ               = verberr.NewSite("ibv_destroy_cq", availability("ibv_destroy_cq"))
+	siteGetCQEvent              = verberr.NewSite("ibv_get_cq_event", availability("ibv_get_cq_event"))
+	sitePollCQ                  = verberr.NewSite("ibv_poll_cq", availability())
+	siteReqNotifyCQ             = verberr.NewSite("ibv_req_notify_cq", availability())
+	siteModifyCQ                = verberr.NewSite("ibv_modify_cq", availability())
+	siteXQueryCompCntrCaps      = verberr.NewSite("_ibv_query_comp_cntr_caps", availability("_ibv_query_comp_cntr_caps"))
+	siteQueryCompCntrCaps       = verberr.NewSite("ibv_query_comp_cntr_caps", availability("_ibv_query_comp_cntr_caps"))
+	siteCreateCompCntr          = verberr.NewSite("ibv_create_comp_cntr", availability("ibv_create_comp_cntr"))
+	siteDestroyCompCntr         = verberr.NewSite("ibv_destroy_comp_cntr", availability("ibv_destroy_comp_cntr"))
+	siteSetCompCntr             = verberr.NewSite("ibv_set_comp_cntr", availability("ibv_set_comp_cntr"))
+	siteSetErrCompCntr          = verberr.NewSite("ibv_set_err_comp_cntr", availability("ibv_set_err_comp_cntr"))
+	siteIncCompCntr             = verberr.NewSite("ibv_inc_comp_cntr", availability("ibv_inc_comp_cntr"))
+	siteIncErrCompCntr          = verberr.NewSite("ibv_inc_err_comp_cntr", availability("ibv_inc_err_comp_cntr"))
+	siteReadCompCntr            = verberr.NewSite("ibv_read_comp_cntr", availability("ibv_read_comp_cntr"))
+	siteReadErrCompCntr         = verberr.NewSite("ibv_read_err_comp_cntr", availability("ibv_read_err_comp_cntr"))
+	siteCreateSRQ               = verberr.NewSite("ibv_create_srq", availability("ibv_create_srq"))
+	siteCreateSRQEx             = verberr.NewSite("ibv_create_srq_ex", availability())
+	siteModifySRQ               = verberr.NewSite("ibv_modify_srq", availability("ibv_modify_srq"))
+	siteQuerySRQ                = verberr.NewSite("ibv_query_srq", availability("ibv_query_srq"))
+	siteGetSRQNum               = verberr.NewSite("ibv_get_srq_num", availability())
+	siteDestroySRQ              = verberr.NewSite("ibv_destroy_srq", availability("ibv_destroy_srq"))
+	sitePostSRQRecv             = verberr.NewSite("ibv_post_srq_recv", availability())
+	sitePostSRQOps              = verberr.NewSite("ibv_post_srq_ops", availability())
+	siteCreateQP                = verberr.NewSite("ibv_create_qp", availability("ibv_create_qp"))
+	siteCreateQPEx              = verberr.NewSite("ibv_create_qp_ex", availability())
+	siteAllocTD                 = verberr.NewSite("ibv_alloc_td", availability())
+	siteDeallocTD               = verberr.NewSite("ibv_dealloc_td", availability())
+	siteAllocParentDomain       = verberr.NewSite("ibv_alloc_parent_domain", availability())
+	siteAllocBuf                = verberr.NewSite("ibv_alloc_buf", availability("ibv_alloc_buf"))
+	siteExportBufDmabufFD       = verberr.NewSite("ibv_export_buf_dmabuf_fd", availability("ibv_export_buf_dmabuf_fd"))
+	siteRegBufMR                = verberr.NewSite("ibv_reg_buf_mr", availability("ibv_reg_buf_mr"))
+	siteAllocDmah               = verberr.NewSite("ibv_alloc_dmah", availability("ibv_alloc_dmah"))
+	siteDeallocDmah             = verberr.NewSite("ibv_dealloc_dmah", availability("ibv_dealloc_dmah"))
+	siteQueryRtValuesEx         = verberr.NewSite("ibv_query_rt_values_ex", availability())
+	siteQueryDeviceEx           = verberr.NewSite("ibv_query_device_ex", availability())
+	siteOpenQP                  = verberr.NewSite("ibv_open_qp", availability())
+	siteModifyQP                = verberr.NewSite("ibv_modify_qp", availability("ibv_modify_qp"))
+	siteModifyQPRateLimit       = verberr.NewSite("ibv_modify_qp_rate_limit", availability())
+	siteQPAttachCompCntr        = verberr.NewSite("ibv_qp_attach_comp_cntr", availability("ibv_qp_attach_comp_cntr"))
+	siteQueryQP                 = verberr.NewSite("ibv_query_qp", availability("ibv_query_qp"))
+	siteDestroyQP               = verberr.NewSite("ibv_destroy_qp", availability("ibv_destroy_qp"))
+	siteCreateWQ                = verberr.NewSite("ibv_create_wq", availability())
+	siteModifyWQ                = verberr.NewSite("ibv_modify_wq", availability())
+	siteDestroyWQ               = verberr.NewSite("ibv_destroy_wq", availability())
+	siteCreateRWQIndTable       = verberr.NewSite("ibv_create_rwq_ind_table", availability())
+	siteDestroyRWQIndTable      = verberr.NewSite("ibv_destroy_rwq_ind_table", availability())
+	sitePostSend                = verberr.NewSite("ibv_post_send", availability())
+	sitePostRecv                = verberr.NewSite("ibv_post_recv", availability())
+	siteCreateAH                = verberr.NewSite("ibv_create_ah", availability("ibv_create_ah"))
+	siteInitAHFromWC            = verberr.NewSite("ibv_init_ah_from_wc", availability("ibv_init_ah_from_wc"))
+	siteCreateAHFromWC          = verberr.NewSite("ibv_create_ah_from_wc", availability("ibv_create_ah_from_wc"))
+	siteDestroyAH               = verberr.NewSite("ibv_destroy_ah", availability("ibv_destroy_ah"))
+	siteAttachMcast             = verberr.NewSite("ibv_attach_mcast", availability("ibv_attach_mcast"))
+	siteDetachMcast             = verberr.NewSite("ibv_detach_mcast", availability("ibv_detach_mcast"))
+	siteForkInit                = verberr.NewSite("ibv_fork_init", availability("ibv_fork_init"))
+	siteResolveEthL2FromGID     = verberr.NewSite("ibv_resolve_eth_l2_from_gid", availability("ibv_resolve_eth_l2_from_gid"))
+	siteCreateCounters          = verberr.NewSite("ibv_create_counters", availability())
+	siteDestroyCounters         = verberr.NewSite("ibv_destroy_counters", availability())
+	siteAttachCountersPointFlow = verberr.NewSite("ibv_attach_counters_point_flow", availability())
+	siteReadCounters            = verberr.NewSite("ibv_read_counters", availability())
+	siteSetECE                  = verberr.NewSite("ibv_set_ece", availability("ibv_set_ece"))
+	siteQueryECE                = verberr.NewSite("ibv_query_ece", availability("ibv_query_ece"))
+)
+
+// availability reports why the externs named cannot be called (the library or one of them
+// is missing), or nil: what an ENOSYS from a stub that calls them is explained by.
+func availability(externs ...string) func() error {
+	return func() error {
+		if err := Load(); err != nil {
+			return err
+		}
+		for _, n := range externs {
+			if err := Available(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// errnoOf is the errno of a failed call: the one C set (err, from cgo's two-result
+// call) when it set one; else the one the result carries (r itself when positive, -r
+// below -1); else EIO, the function failed without saying why.
+func errnoOf(err error, r int64) syscall.Errno {
+	if e, ok := err.(syscall.Errno); ok && e != 0 {
+		return e
+	}
+	switch {
+	case r > 0:
+		return syscall.Errno(r)
+	case r < -1:
+		return syscall.Errno(-r)
+	}
+	return syscall.EIO
+}
+
+// WCStatusStr calls ibv_wc_status_str (extern, infiniband/verbs.h:515). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func WCStatusStr(status WCStatus) *int8 {
-	return (*int8)(unsafe.Pointer(C.ibv_wc_status_str(C.enum_ibv_wc_status(status))))
+	r := C.ibv_wc_status_str(C.enum_ibv_wc_status(status))
+	return (*int8)(unsafe.Pointer(r))
 }
 
-// RateToMult calls ibv_rate_to_mult (extern, infiniband/verbs.h:772).
+// RateToMult calls ibv_rate_to_mult (extern, infiniband/verbs.h:772). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "values and strings").
 func RateToMult(rate Rate) int32 {
-	return int32(C.ibv_rate_to_mult(C.enum_ibv_rate(rate)))
+	r := C.ibv_rate_to_mult(C.enum_ibv_rate(rate))
+	return int32(r)
 }
 
-// MultToIbvRate calls mult_to_ibv_rate (extern, infiniband/verbs.h:778).
+// MultToIbvRate calls mult_to_ibv_rate (extern, infiniband/verbs.h:778). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func MultToIbvRate(mult int32) Rate {
-	return Rate(C.mult_to_ibv_rate(C.int(mult)))
+	r := C.mult_to_ibv_rate(C.int(mult))
+	return Rate(r)
 }
 
-// RateToMbps calls ibv_rate_to_mbps (extern, infiniband/verbs.h:785).
+// RateToMbps calls ibv_rate_to_mbps (extern, infiniband/verbs.h:785). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "values and strings").
 func RateToMbps(rate Rate) int32 {
-	return int32(C.ibv_rate_to_mbps(C.enum_ibv_rate(rate)))
+	r := C.ibv_rate_to_mbps(C.enum_ibv_rate(rate))
+	return int32(r)
 }
 
-// MbpsToIbvRate calls mbps_to_ibv_rate (extern, infiniband/verbs.h:791).
+// MbpsToIbvRate calls mbps_to_ibv_rate (extern, infiniband/verbs.h:791). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func MbpsToIbvRate(mbps int32) Rate {
-	return Rate(C.mbps_to_ibv_rate(C.int(mbps)))
+	r := C.mbps_to_ibv_rate(C.int(mbps))
+	return Rate(r)
 }
 
-// WROpcodeStr calls ibv_wr_opcode_str (extern, infiniband/verbs.h:1152).
+// WROpcodeStr calls ibv_wr_opcode_str (extern, infiniband/verbs.h:1152). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func WROpcodeStr(opcode WROpcode) *int8 {
-	return (*int8)(unsafe.Pointer(C.ibv_wr_opcode_str(C.enum_ibv_wr_opcode(opcode))))
+	r := C.ibv_wr_opcode_str(C.enum_ibv_wr_opcode(opcode))
+	return (*int8)(unsafe.Pointer(r))
 }
 
-// QPToQPEx calls ibv_qp_to_qp_ex (extern, infiniband/verbs.h:1391).
+// QPToQPEx calls ibv_qp_to_qp_ex (extern, infiniband/verbs.h:1391). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "conversions that may answer NULL").
 func QPToQPEx(qp *QP) *QPEx {
-	return (*QPEx)(unsafe.Pointer(C.ibv_qp_to_qp_ex((*C.struct_ibv_qp)(unsafe.Pointer(qp)))))
+	r := C.ibv_qp_to_qp_ex((*C.struct_ibv_qp)(unsafe.Pointer(qp)))
+	return (*QPEx)(unsafe.Pointer(r))
 }
 
-// WRAtomicCmpSwp calls ibv_wr_atomic_cmp_swp (static inline, infiniband/verbs.h:1393).
+// WRAtomicCmpSwp calls ibv_wr_atomic_cmp_swp (static inline,
+// infiniband/verbs.h:1393). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRAtomicCmpSwp(qp *QPEx, rkey uint32, remoteAddr uint64, compare uint64, swap uint64) {
 	C.ibv_wr_atomic_cmp_swp((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.uint64_t(compare), C.uint64_t(swap))
 }
 
-// WRAtomicFetchAdd calls ibv_wr_atomic_fetch_add (static inline, infiniband/verbs.h:1400).
+// WRAtomicFetchAdd calls ibv_wr_atomic_fetch_add (static inline,
+// infiniband/verbs.h:1400). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRAtomicFetchAdd(qp *QPEx, rkey uint32, remoteAddr uint64, add uint64) {
 	C.ibv_wr_atomic_fetch_add((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.uint64_t(add))
 }
 
-// WRBindMW calls ibv_wr_bind_mw (static inline, infiniband/verbs.h:1406).
+// WRBindMW calls ibv_wr_bind_mw (static inline, infiniband/verbs.h:1406). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRBindMW(qp *QPEx, mw *MW, rkey uint32, bindInfo *MWBindInfo) {
 	C.ibv_wr_bind_mw((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), (*C.struct_ibv_mw)(unsafe.Pointer(mw)), C.uint32_t(rkey), (*C.struct_ibv_mw_bind_info)(unsafe.Pointer(bindInfo)))
 }
 
 // WRLocalInv calls ibv_wr_local_inv (static inline, infiniband/verbs.h:1413).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRLocalInv(qp *QPEx, invalidateRkey uint32) {
 	C.ibv_wr_local_inv((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
 }
 
 // WRRDMARead calls ibv_wr_rdma_read (static inline, infiniband/verbs.h:1419).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRRDMARead(qp *QPEx, rkey uint32, remoteAddr uint64) {
 	C.ibv_wr_rdma_read((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr))
 }
 
 // WRRDMAWrite calls ibv_wr_rdma_write (static inline, infiniband/verbs.h:1425).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRRDMAWrite(qp *QPEx, rkey uint32, remoteAddr uint64) {
 	C.ibv_wr_rdma_write((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr))
 }
 
-// WRFlush calls ibv_wr_flush (static inline, infiniband/verbs.h:1431).
+// WRFlush calls ibv_wr_flush (static inline, infiniband/verbs.h:1431). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRFlush(qp *QPEx, rkey uint32, remoteAddr uint64, len uint64, type_ uint8, level uint8) {
 	C.ibv_wr_flush((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.size_t(len), C.uint8_t(type_), C.uint8_t(level))
 }
 
-// WRRDMAWriteImm calls ibv_wr_rdma_write_imm (static inline, infiniband/verbs.h:1438).
+// WRRDMAWriteImm calls ibv_wr_rdma_write_imm (static inline,
+// infiniband/verbs.h:1438). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRRDMAWriteImm(qp *QPEx, rkey uint32, remoteAddr uint64, immData Be32) {
 	C.ibv_wr_rdma_write_imm((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.__be32(immData))
 }
 
-// WRSend calls ibv_wr_send (static inline, infiniband/verbs.h:1444).
+// WRSend calls ibv_wr_send (static inline, infiniband/verbs.h:1444). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "extended QP and CQ accessors").
 func WRSend(qp *QPEx) {
 	C.ibv_wr_send((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
 }
 
-// WRSendImm calls ibv_wr_send_imm (static inline, infiniband/verbs.h:1449).
+// WRSendImm calls ibv_wr_send_imm (static inline, infiniband/verbs.h:1449). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRSendImm(qp *QPEx, immData Be32) {
 	C.ibv_wr_send_imm((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.__be32(immData))
 }
 
-// WRSendInv calls ibv_wr_send_inv (static inline, infiniband/verbs.h:1454).
+// WRSendInv calls ibv_wr_send_inv (static inline, infiniband/verbs.h:1454). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRSendInv(qp *QPEx, invalidateRkey uint32) {
 	C.ibv_wr_send_inv((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
 }
 
-// WRSendTSO calls ibv_wr_send_tso (static inline, infiniband/verbs.h:1460).
+// WRSendTSO calls ibv_wr_send_tso (static inline, infiniband/verbs.h:1460). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRSendTSO(qp *QPEx, hdr unsafe.Pointer, hdrSz uint16, mss uint16) {
 	C.ibv_wr_send_tso((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), hdr, C.uint16_t(hdrSz), C.uint16_t(mss))
 }
 
-// WRSetUDAddr calls ibv_wr_set_ud_addr (static inline, infiniband/verbs.h:1466).
+// WRSetUDAddr calls ibv_wr_set_ud_addr (static inline,
+// infiniband/verbs.h:1466). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetUDAddr(qp *QPEx, ah *AH, remoteQPN uint32, remoteQkey uint32) {
 	C.ibv_wr_set_ud_addr((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN), C.uint32_t(remoteQkey))
 }
 
-// WRSetXRCSRQN calls ibv_wr_set_xrc_srqn (static inline, infiniband/verbs.h:1472).
+// WRSetXRCSRQN calls ibv_wr_set_xrc_srqn (static inline,
+// infiniband/verbs.h:1472). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetXRCSRQN(qp *QPEx, remoteSRQN uint32) {
 	C.ibv_wr_set_xrc_srqn((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(remoteSRQN))
 }
 
-// WRSetInlineData calls ibv_wr_set_inline_data (static inline, infiniband/verbs.h:1478).
+// WRSetInlineData calls ibv_wr_set_inline_data (static inline,
+// infiniband/verbs.h:1478). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetInlineData(qp *QPEx, addr unsafe.Pointer, length uint64) {
 	C.ibv_wr_set_inline_data((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), addr, C.size_t(length))
 }
 
-// WRSetInlineDataList calls ibv_wr_set_inline_data_list (static inline, infiniband/verbs.h:1484).
+// WRSetInlineDataList calls ibv_wr_set_inline_data_list (static inline,
+// infiniband/verbs.h:1484). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetInlineDataList(qp *QPEx, numBuf uint64, bufList *DataBuf) {
 	C.ibv_wr_set_inline_data_list((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.size_t(numBuf), (*C.struct_ibv_data_buf)(unsafe.Pointer(bufList)))
 }
 
-// WRSetSGE calls ibv_wr_set_sge (static inline, infiniband/verbs.h:1491).
+// WRSetSGE calls ibv_wr_set_sge (static inline, infiniband/verbs.h:1491). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRSetSGE(qp *QPEx, lkey uint32, addr uint64, length uint32) {
 	C.ibv_wr_set_sge((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(lkey), C.uint64_t(addr), C.uint32_t(length))
 }
 
-// WRSetSGEList calls ibv_wr_set_sge_list (static inline, infiniband/verbs.h:1497).
+// WRSetSGEList calls ibv_wr_set_sge_list (static inline,
+// infiniband/verbs.h:1497). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetSGEList(qp *QPEx, numSGE uint64, sgList *SGE) {
 	C.ibv_wr_set_sge_list((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.size_t(numSGE), (*C.struct_ibv_sge)(unsafe.Pointer(sgList)))
 }
 
-// WRStart calls ibv_wr_start (static inline, infiniband/verbs.h:1503).
+// WRStart calls ibv_wr_start (static inline, infiniband/verbs.h:1503). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRStart(qp *QPEx) {
 	C.ibv_wr_start((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
 }
 
 // WRComplete calls ibv_wr_complete (static inline, infiniband/verbs.h:1508).
-func WRComplete(qp *QPEx) int32 {
-	return int32(C.ibv_wr_complete((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func WRComplete(qp *QPEx) error {
+	r := C.ibv_wr_complete((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
+	if r == 0 {
+		return nil
+	}
+	return siteWRComplete.Err(errnoOf(nil, int64(r)))
 }
 
-// WRAbort calls ibv_wr_abort (static inline, infiniband/verbs.h:1513).
+// WRAbort calls ibv_wr_abort (static inline, infiniband/verbs.h:1513). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WRAbort(qp *QPEx) {
 	C.ibv_wr_abort((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
 }
 
-// WRAtomicWrite calls ibv_wr_atomic_write (static inline, infiniband/verbs.h:1518).
+// WRAtomicWrite calls ibv_wr_atomic_write (static inline,
+// infiniband/verbs.h:1518). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WRAtomicWrite(qp *QPEx, rkey uint32, remoteAddr uint64, atomicWR unsafe.Pointer) {
 	C.ibv_wr_atomic_write((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), atomicWR)
 }
 
-// CQExToCQ calls ibv_cq_ex_to_cq (static inline, infiniband/verbs.h:1604).
+// CQExToCQ calls ibv_cq_ex_to_cq (static inline, infiniband/verbs.h:1604). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "conversions that may answer NULL").
 func CQExToCQ(cq *CQEx) *CQ {
-	return (*CQ)(unsafe.Pointer(C.ibv_cq_ex_to_cq((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))))
+	r := C.ibv_cq_ex_to_cq((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return (*CQ)(unsafe.Pointer(r))
 }
 
-// StartPoll calls ibv_start_poll (static inline, infiniband/verbs.h:1624).
-func StartPoll(cq *CQEx, attr *PollCQAttr) int32 {
-	return int32(C.ibv_start_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_poll_cq_attr)(unsafe.Pointer(attr))))
+// StartPoll calls ibv_start_poll (static inline, infiniband/verbs.h:1624). When
+// C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func StartPoll(cq *CQEx, attr *PollCQAttr) error {
+	r := C.ibv_start_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_poll_cq_attr)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteStartPoll.Err(errnoOf(nil, int64(r)))
 }
 
-// NextPoll calls ibv_next_poll (static inline, infiniband/verbs.h:1630).
-func NextPoll(cq *CQEx) int32 {
-	return int32(C.ibv_next_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+// NextPoll calls ibv_next_poll (static inline, infiniband/verbs.h:1630). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func NextPoll(cq *CQEx) error {
+	r := C.ibv_next_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	if r == 0 {
+		return nil
+	}
+	return siteNextPoll.Err(errnoOf(nil, int64(r)))
 }
 
-// EndPoll calls ibv_end_poll (static inline, infiniband/verbs.h:1635).
+// EndPoll calls ibv_end_poll (static inline, infiniband/verbs.h:1635). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func EndPoll(cq *CQEx) {
 	C.ibv_end_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
 }
 
-// WCReadOpcode calls ibv_wc_read_opcode (static inline, infiniband/verbs.h:1640).
+// WCReadOpcode calls ibv_wc_read_opcode (static inline,
+// infiniband/verbs.h:1640). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadOpcode(cq *CQEx) WCOpcode {
-	return WCOpcode(C.ibv_wc_read_opcode((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_opcode((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return WCOpcode(r)
 }
 
-// WCReadVendorErr calls ibv_wc_read_vendor_err (static inline, infiniband/verbs.h:1645).
+// WCReadVendorErr calls ibv_wc_read_vendor_err (static inline,
+// infiniband/verbs.h:1645). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadVendorErr(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_vendor_err((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_vendor_err((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadByteLen calls ibv_wc_read_byte_len (static inline, infiniband/verbs.h:1650).
+// WCReadByteLen calls ibv_wc_read_byte_len (static inline,
+// infiniband/verbs.h:1650). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadByteLen(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_byte_len((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_byte_len((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadImmData calls ibv_wc_read_imm_data (static inline, infiniband/verbs.h:1655).
+// WCReadImmData calls ibv_wc_read_imm_data (static inline,
+// infiniband/verbs.h:1655). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadImmData(cq *CQEx) Be32 {
-	return Be32(C.ibv_wc_read_imm_data((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_imm_data((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return Be32(r)
 }
 
-// WCReadInvalidatedRkey calls ibv_wc_read_invalidated_rkey (static inline, infiniband/verbs.h:1660).
+// WCReadInvalidatedRkey calls ibv_wc_read_invalidated_rkey (static inline,
+// infiniband/verbs.h:1660). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadInvalidatedRkey(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_invalidated_rkey((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_invalidated_rkey((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadQPNum calls ibv_wc_read_qp_num (static inline, infiniband/verbs.h:1669).
+// WCReadQPNum calls ibv_wc_read_qp_num (static inline,
+// infiniband/verbs.h:1669). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadQPNum(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_qp_num((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_qp_num((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadSrcQP calls ibv_wc_read_src_qp (static inline, infiniband/verbs.h:1674).
+// WCReadSrcQP calls ibv_wc_read_src_qp (static inline,
+// infiniband/verbs.h:1674). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadSrcQP(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_src_qp((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_src_qp((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadWCFlags calls ibv_wc_read_wc_flags (static inline, infiniband/verbs.h:1679).
+// WCReadWCFlags calls ibv_wc_read_wc_flags (static inline,
+// infiniband/verbs.h:1679). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadWCFlags(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_wc_flags((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_wc_flags((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
 // WCReadSLID calls ibv_wc_read_slid (static inline, infiniband/verbs.h:1684).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WCReadSLID(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_slid((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_slid((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadSL calls ibv_wc_read_sl (static inline, infiniband/verbs.h:1689).
+// WCReadSL calls ibv_wc_read_sl (static inline, infiniband/verbs.h:1689). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WCReadSL(cq *CQEx) uint8 {
-	return uint8(C.ibv_wc_read_sl((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_sl((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint8(r)
 }
 
-// WCReadDLIDPathBits calls ibv_wc_read_dlid_path_bits (static inline, infiniband/verbs.h:1694).
+// WCReadDLIDPathBits calls ibv_wc_read_dlid_path_bits (static inline,
+// infiniband/verbs.h:1694). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadDLIDPathBits(cq *CQEx) uint8 {
-	return uint8(C.ibv_wc_read_dlid_path_bits((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_dlid_path_bits((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint8(r)
 }
 
-// WCReadCompletionTs calls ibv_wc_read_completion_ts (static inline, infiniband/verbs.h:1699).
+// WCReadCompletionTs calls ibv_wc_read_completion_ts (static inline,
+// infiniband/verbs.h:1699). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadCompletionTs(cq *CQEx) uint64 {
-	return uint64(C.ibv_wc_read_completion_ts((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_completion_ts((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint64(r)
 }
 
-// WCReadCompletionWallclockNs calls ibv_wc_read_completion_wallclock_ns (static inline, infiniband/verbs.h:1704).
+// WCReadCompletionWallclockNs calls ibv_wc_read_completion_wallclock_ns (static
+// inline, infiniband/verbs.h:1704). It cannot fail: what C returns is the
+// result (error convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadCompletionWallclockNs(cq *CQEx) uint64 {
-	return uint64(C.ibv_wc_read_completion_wallclock_ns((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_completion_wallclock_ns((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint64(r)
 }
 
 // WCReadCvlan calls ibv_wc_read_cvlan (static inline, infiniband/verbs.h:1709).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "extended QP and CQ accessors").
 func WCReadCvlan(cq *CQEx) uint16 {
-	return uint16(C.ibv_wc_read_cvlan((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_cvlan((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint16(r)
 }
 
-// WCReadFlowTag calls ibv_wc_read_flow_tag (static inline, infiniband/verbs.h:1714).
+// WCReadFlowTag calls ibv_wc_read_flow_tag (static inline,
+// infiniband/verbs.h:1714). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadFlowTag(cq *CQEx) uint32 {
-	return uint32(C.ibv_wc_read_flow_tag((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq))))
+	r := C.ibv_wc_read_flow_tag((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	return uint32(r)
 }
 
-// WCReadTMInfo calls ibv_wc_read_tm_info (static inline, infiniband/verbs.h:1719).
+// WCReadTMInfo calls ibv_wc_read_tm_info (static inline,
+// infiniband/verbs.h:1719). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadTMInfo(cq *CQEx, tmInfo *WCTMInfo) {
 	C.ibv_wc_read_tm_info((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_wc_tm_info)(unsafe.Pointer(tmInfo)))
 }
 
 // PostWQRecv calls ibv_post_wq_recv (static inline, infiniband/verbs.h:1725).
-func PostWQRecv(wq *WQ, recvWR *RecvWR, badRecvWR **RecvWR) int32 {
-	return int32(C.ibv_post_wq_recv((*C.struct_ibv_wq)(unsafe.Pointer(wq)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(recvWR)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badRecvWR))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func PostWQRecv(wq *WQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
+	r := C.ibv_post_wq_recv((*C.struct_ibv_wq)(unsafe.Pointer(wq)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(recvWR)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badRecvWR)))
+	if r == 0 {
+		return nil
+	}
+	return sitePostWQRecv.Err(errnoOf(nil, int64(r)))
 }
 
-// VerbsGetCtx calls verbs_get_ctx (static inline, infiniband/verbs.h:2313).
+// VerbsGetCtx calls verbs_get_ctx (static inline, infiniband/verbs.h:2313). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "conversions that may answer NULL").
 func VerbsGetCtx(ctx *Context) *VerbsContext {
-	return (*VerbsContext)(unsafe.Pointer(C.verbs_get_ctx((*C.struct_ibv_context)(unsafe.Pointer(ctx)))))
+	r := C.verbs_get_ctx((*C.struct_ibv_context)(unsafe.Pointer(ctx)))
+	return (*VerbsContext)(unsafe.Pointer(r))
 }
 
 // GetDeviceList calls ibv_get_device_list (extern, infiniband/verbs.h:2337).
-func GetDeviceList(numDevices *int32) **Device {
-	return (**Device)(unsafe.Pointer(C.ibv_get_device_list((*C.int)(unsafe.Pointer(numDevices)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func GetDeviceList(numDevices *int32) (**Device, error) {
+	r, err := C.ibv_get_device_list((*C.int)(unsafe.Pointer(numDevices)))
+	if r == nil {
+		return nil, siteGetDeviceList.Err(errnoOf(err, -1))
+	}
+	return (**Device)(unsafe.Pointer(r)), nil
 }
 
 // FreeDeviceList calls ibv_free_device_list (extern, infiniband/verbs.h:2404).
+// It cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "functions returning void").
 func FreeDeviceList(list **Device) {
 	C.ibv_free_device_list((**C.struct_ibv_device)(unsafe.Pointer(list)))
 }
 
-// GetDeviceName calls ibv_get_device_name (extern, infiniband/verbs.h:2409).
+// GetDeviceName calls ibv_get_device_name (extern, infiniband/verbs.h:2409). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func GetDeviceName(device *Device) *int8 {
-	return (*int8)(unsafe.Pointer(C.ibv_get_device_name((*C.struct_ibv_device)(unsafe.Pointer(device)))))
+	r := C.ibv_get_device_name((*C.struct_ibv_device)(unsafe.Pointer(device)))
+	return (*int8)(unsafe.Pointer(r))
 }
 
 // GetDeviceIndex calls ibv_get_device_index (extern, infiniband/verbs.h:2418).
-func GetDeviceIndex(device *Device) int32 {
-	return int32(C.ibv_get_device_index((*C.struct_ibv_device)(unsafe.Pointer(device))))
+// It returns C's count; when C returns a negative value, 0 and a *verberr.Error
+// with the errno (error convention "count or error", rule "counts, indexes and
+// descriptors, negative on failure").
+func GetDeviceIndex(device *Device) (int, error) {
+	r, err := C.ibv_get_device_index((*C.struct_ibv_device)(unsafe.Pointer(device)))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteGetDeviceIndex.Err(errnoOf(err, int64(r)))
 }
 
-// GetDeviceGUID calls ibv_get_device_guid (extern, infiniband/verbs.h:2423).
+// GetDeviceGUID calls ibv_get_device_guid (extern, infiniband/verbs.h:2423). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func GetDeviceGUID(device *Device) Be64 {
-	return Be64(C.ibv_get_device_guid((*C.struct_ibv_device)(unsafe.Pointer(device))))
+	r := C.ibv_get_device_guid((*C.struct_ibv_device)(unsafe.Pointer(device)))
+	return Be64(r)
 }
 
-// OpenDevice calls ibv_open_device (extern, infiniband/verbs.h:2428).
-func OpenDevice(device *Device) *Context {
-	return (*Context)(unsafe.Pointer(C.ibv_open_device((*C.struct_ibv_device)(unsafe.Pointer(device)))))
+// OpenDevice calls ibv_open_device (extern, infiniband/verbs.h:2428). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func OpenDevice(device *Device) (*Context, error) {
+	r, err := C.ibv_open_device((*C.struct_ibv_device)(unsafe.Pointer(device)))
+	if r == nil {
+		return nil, siteOpenDevice.Err(errnoOf(err, -1))
+	}
+	return (*Context)(unsafe.Pointer(r)), nil
 }
 
-// CloseDevice calls ibv_close_device (extern, infiniband/verbs.h:2433).
-func CloseDevice(context *Context) int32 {
-	return int32(C.ibv_close_device((*C.struct_ibv_context)(unsafe.Pointer(context))))
+// CloseDevice calls ibv_close_device (extern, infiniband/verbs.h:2433). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "verbs returning -1 with errno").
+func CloseDevice(context *Context) error {
+	r, err := C.ibv_close_device((*C.struct_ibv_context)(unsafe.Pointer(context)))
+	if r == 0 {
+		return nil
+	}
+	return siteCloseDevice.Err(errnoOf(err, int64(r)))
 }
 
-// ImportDevice calls ibv_import_device (extern, infiniband/verbs.h:2438).
-func ImportDevice(cmdFD int32) *Context {
-	return (*Context)(unsafe.Pointer(C.ibv_import_device(C.int(cmdFD))))
+// ImportDevice calls ibv_import_device (extern, infiniband/verbs.h:2438). When
+// C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func ImportDevice(cmdFD int32) (*Context, error) {
+	r, err := C.ibv_import_device(C.int(cmdFD))
+	if r == nil {
+		return nil, siteImportDevice.Err(errnoOf(err, -1))
+	}
+	return (*Context)(unsafe.Pointer(r)), nil
 }
 
-// ImportPD calls ibv_import_pd (extern, infiniband/verbs.h:2443).
-func ImportPD(context *Context, pdHandle uint32) *PD {
-	return (*PD)(unsafe.Pointer(C.ibv_import_pd((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(pdHandle))))
+// ImportPD calls ibv_import_pd (extern, infiniband/verbs.h:2443). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func ImportPD(context *Context, pdHandle uint32) (*PD, error) {
+	r, err := C.ibv_import_pd((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(pdHandle))
+	if r == nil {
+		return nil, siteImportPD.Err(errnoOf(err, -1))
+	}
+	return (*PD)(unsafe.Pointer(r)), nil
 }
 
-// UnimportPD calls ibv_unimport_pd (extern, infiniband/verbs.h:2449).
+// UnimportPD calls ibv_unimport_pd (extern, infiniband/verbs.h:2449). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func UnimportPD(pd *PD) {
 	C.ibv_unimport_pd((*C.struct_ibv_pd)(unsafe.Pointer(pd)))
 }
 
-// ImportMR calls ibv_import_mr (extern, infiniband/verbs.h:2454).
-func ImportMR(pd *PD, mrHandle uint32) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_import_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint32_t(mrHandle))))
+// ImportMR calls ibv_import_mr (extern, infiniband/verbs.h:2454). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func ImportMR(pd *PD, mrHandle uint32) (*MR, error) {
+	r, err := C.ibv_import_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint32_t(mrHandle))
+	if r == nil {
+		return nil, siteImportMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// UnimportMR calls ibv_unimport_mr (extern, infiniband/verbs.h:2459).
+// UnimportMR calls ibv_unimport_mr (extern, infiniband/verbs.h:2459). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func UnimportMR(mr *MR) {
 	C.ibv_unimport_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)))
 }
 
-// ImportDM calls ibv_import_dm (extern, infiniband/verbs.h:2464).
-func ImportDM(context *Context, dmHandle uint32) *DM {
-	return (*DM)(unsafe.Pointer(C.ibv_import_dm((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(dmHandle))))
+// ImportDM calls ibv_import_dm (extern, infiniband/verbs.h:2464). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func ImportDM(context *Context, dmHandle uint32) (*DM, error) {
+	r, err := C.ibv_import_dm((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(dmHandle))
+	if r == nil {
+		return nil, siteImportDM.Err(errnoOf(err, -1))
+	}
+	return (*DM)(unsafe.Pointer(r)), nil
 }
 
-// UnimportDM calls ibv_unimport_dm (extern, infiniband/verbs.h:2469).
+// UnimportDM calls ibv_unimport_dm (extern, infiniband/verbs.h:2469). It cannot
+// fail: what C returns is the result (error convention "cannot fail", rule
+// "functions returning void").
 func UnimportDM(dm *DM) {
 	C.ibv_unimport_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm)))
 }
 
 // GetAsyncEvent calls ibv_get_async_event (extern, infiniband/verbs.h:2478).
-func GetAsyncEvent(context *Context, event *AsyncEvent) int32 {
-	return int32(C.ibv_get_async_event((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_async_event)(unsafe.Pointer(event))))
+// When C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "verbs returning -1 with errno").
+func GetAsyncEvent(context *Context, event *AsyncEvent) error {
+	r, err := C.ibv_get_async_event((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_async_event)(unsafe.Pointer(event)))
+	if r == 0 {
+		return nil
+	}
+	return siteGetAsyncEvent.Err(errnoOf(err, int64(r)))
 }
 
-// ACKAsyncEvent calls ibv_ack_async_event (extern, infiniband/verbs.h:2491).
+// ACKAsyncEvent calls ibv_ack_async_event (extern, infiniband/verbs.h:2491). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "functions returning void").
 func ACKAsyncEvent(event *AsyncEvent) {
 	C.ibv_ack_async_event((*C.struct_ibv_async_event)(unsafe.Pointer(event)))
 }
 
-// QueryDevice calls ibv_query_device (extern, infiniband/verbs.h:2496).
-func QueryDevice(context *Context, deviceAttr *DeviceAttr) int32 {
-	return int32(C.ibv_query_device((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_device_attr)(unsafe.Pointer(deviceAttr))))
+// QueryDevice calls ibv_query_device (extern, infiniband/verbs.h:2496). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
+	r := C.ibv_query_device((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_device_attr)(unsafe.Pointer(deviceAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryDevice.Err(errnoOf(nil, int64(r)))
 }
 
 // QueryPortSpeed calls ibv_query_port_speed (extern, infiniband/verbs.h:2508).
-func QueryPortSpeed(context *Context, portNum uint32, portSpeed *uint64) int32 {
-	return int32(C.ibv_query_port_speed((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(portNum), (*C.uint64_t)(unsafe.Pointer(portSpeed))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func QueryPortSpeed(context *Context, portNum uint32, portSpeed *uint64) error {
+	r := C.ibv_query_port_speed((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(portNum), (*C.uint64_t)(unsafe.Pointer(portSpeed)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryPortSpeed.Err(errnoOf(nil, int64(r)))
 }
 
-// XXXQueryPort calls ___ibv_query_port (static inline, infiniband/verbs.h:2511).
-func XXXQueryPort(context *Context, portNum uint8, portAttr *PortAttr) int32 {
-	return int32(C.___ibv_query_port((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), (*C.struct_ibv_port_attr)(unsafe.Pointer(portAttr))))
+// XXXQueryPort calls ___ibv_query_port (static inline,
+// infiniband/verbs.h:2511). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func XXXQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
+	r := C.___ibv_query_port((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), (*C.struct_ibv_port_attr)(unsafe.Pointer(portAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteXXXQueryPort.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryPort calls ibv_query_port (function-like macro expanding to ___ibv_query_port, infiniband/verbs.h:2531).
-func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) int32 {
-	return int32(C.goverbs_ibv_query_port((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), (*C.struct_ibv_port_attr)(unsafe.Pointer(portAttr))))
+// QueryPort calls ibv_query_port (function-like macro expanding to
+// ___ibv_query_port, infiniband/verbs.h:2531). When C returns an errno, it
+// returns it as a *verberr.Error (error convention "errno returned", rule
+// "verbs returning their errno").
+func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
+	r := C.goverbs_ibv_query_port((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), (*C.struct_ibv_port_attr)(unsafe.Pointer(portAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryPort.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryGID calls ibv_query_gid (extern, infiniband/verbs.h:2537).
-func QueryGID(context *Context, portNum uint8, index int32, gid *GID) int32 {
-	return int32(C.ibv_query_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.int(index), (*C.union_ibv_gid)(unsafe.Pointer(gid))))
+// QueryGID calls ibv_query_gid (extern, infiniband/verbs.h:2537). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "verbs returning -1 with errno").
+func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
+	r, err := C.ibv_query_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.int(index), (*C.union_ibv_gid)(unsafe.Pointer(gid)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryGID.Err(errnoOf(err, int64(r)))
 }
 
-// XQueryGIDEx calls _ibv_query_gid_ex (extern, infiniband/verbs.h:2540).
-func XQueryGIDEx(context *Context, portNum uint32, gidIndex uint32, entry *GIDEntry, flags uint32, entrySize uint64) int32 {
-	return int32(C._ibv_query_gid_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(portNum), C.uint32_t(gidIndex), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entry)), C.uint32_t(flags), C.size_t(entrySize)))
+// XQueryGIDEx calls _ibv_query_gid_ex (extern, infiniband/verbs.h:2540). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func XQueryGIDEx(context *Context, portNum uint32, gidIndex uint32, entry *GIDEntry, flags uint32, entrySize uint64) error {
+	r := C._ibv_query_gid_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(portNum), C.uint32_t(gidIndex), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entry)), C.uint32_t(flags), C.size_t(entrySize))
+	if r == 0 {
+		return nil
+	}
+	return siteXQueryGIDEx.Err(errnoOf(nil, int64(r)))
 }
 
 // QueryGIDEx calls ibv_query_gid_ex (static inline, infiniband/verbs.h:2547).
-func QueryGIDEx(context *Context, portNum uint32, gidIndex uint32, entry *GIDEntry, flags uint32) int32 {
-	return int32(C.ibv_query_gid_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(portNum), C.uint32_t(gidIndex), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entry)), C.uint32_t(flags)))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func QueryGIDEx(context *Context, portNum uint32, gidIndex uint32, entry *GIDEntry, flags uint32) error {
+	r := C.ibv_query_gid_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(portNum), C.uint32_t(gidIndex), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entry)), C.uint32_t(flags))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryGIDEx.Err(errnoOf(nil, int64(r)))
 }
 
 // XQueryGIDTable calls _ibv_query_gid_table (extern, infiniband/verbs.h:2555).
-func XQueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flags uint32, entrySize uint64) int64 {
-	return int64(C._ibv_query_gid_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entries)), C.size_t(maxEntries), C.uint32_t(flags), C.size_t(entrySize)))
+// It returns C's count; when C returns a negative value, 0 and a *verberr.Error
+// with the errno (error convention "count or error", rule "counts, indexes and
+// descriptors, negative on failure").
+func XQueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flags uint32, entrySize uint64) (int, error) {
+	r, err := C._ibv_query_gid_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entries)), C.size_t(maxEntries), C.uint32_t(flags), C.size_t(entrySize))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteXQueryGIDTable.Err(errnoOf(err, int64(r)))
 }
 
-// QueryGIDTable calls ibv_query_gid_table (static inline, infiniband/verbs.h:2562).
-func QueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flags uint32) int64 {
-	return int64(C.ibv_query_gid_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entries)), C.size_t(maxEntries), C.uint32_t(flags)))
+// QueryGIDTable calls ibv_query_gid_table (static inline,
+// infiniband/verbs.h:2562). It returns C's count; when C returns a negative
+// value, 0 and a *verberr.Error with the errno (error convention "count or
+// error", rule "counts, indexes and descriptors, negative on failure").
+func QueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flags uint32) (int, error) {
+	r, err := C.ibv_query_gid_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_gid_entry)(unsafe.Pointer(entries)), C.size_t(maxEntries), C.uint32_t(flags))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteQueryGIDTable.Err(errnoOf(err, int64(r)))
 }
 
-// QueryPkey calls ibv_query_pkey (extern, infiniband/verbs.h:2573).
-func QueryPkey(context *Context, portNum uint8, index int32, pkey *Be16) int32 {
-	return int32(C.ibv_query_pkey((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.int(index), (*C.__be16)(unsafe.Pointer(pkey))))
+// QueryPkey calls ibv_query_pkey (extern, infiniband/verbs.h:2573). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "verbs returning -1 with errno").
+func QueryPkey(context *Context, portNum uint8, index int32, pkey *Be16) error {
+	r, err := C.ibv_query_pkey((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.int(index), (*C.__be16)(unsafe.Pointer(pkey)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryPkey.Err(errnoOf(err, int64(r)))
 }
 
-// GetPkeyIndex calls ibv_get_pkey_index (extern, infiniband/verbs.h:2579).
-func GetPkeyIndex(context *Context, portNum uint8, pkey Be16) int32 {
-	return int32(C.ibv_get_pkey_index((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.__be16(pkey)))
+// GetPkeyIndex calls ibv_get_pkey_index (extern, infiniband/verbs.h:2579). It
+// returns C's count; when C returns a negative value, 0 and a *verberr.Error
+// with the errno (error convention "count or error", rule "counts, indexes and
+// descriptors, negative on failure").
+func GetPkeyIndex(context *Context, portNum uint8, pkey Be16) (int, error) {
+	r, err := C.ibv_get_pkey_index((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.__be16(pkey))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteGetPkeyIndex.Err(errnoOf(err, int64(r)))
 }
 
-// AllocPD calls ibv_alloc_pd (extern, infiniband/verbs.h:2585).
-func AllocPD(context *Context) *PD {
-	return (*PD)(unsafe.Pointer(C.ibv_alloc_pd((*C.struct_ibv_context)(unsafe.Pointer(context)))))
+// AllocPD calls ibv_alloc_pd (extern, infiniband/verbs.h:2585). When C returns
+// NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func AllocPD(context *Context) (*PD, error) {
+	r, err := C.ibv_alloc_pd((*C.struct_ibv_context)(unsafe.Pointer(context)))
+	if r == nil {
+		return nil, siteAllocPD.Err(errnoOf(err, -1))
+	}
+	return (*PD)(unsafe.Pointer(r)), nil
 }
 
-// DeallocPD calls ibv_dealloc_pd (extern, infiniband/verbs.h:2590).
-func DeallocPD(pd *PD) int32 {
-	return int32(C.ibv_dealloc_pd((*C.struct_ibv_pd)(unsafe.Pointer(pd))))
+// DeallocPD calls ibv_dealloc_pd (extern, infiniband/verbs.h:2590). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DeallocPD(pd *PD) error {
+	r := C.ibv_dealloc_pd((*C.struct_ibv_pd)(unsafe.Pointer(pd)))
+	if r == 0 {
+		return nil
+	}
+	return siteDeallocPD.Err(errnoOf(nil, int64(r)))
 }
 
 // CreateFlow calls ibv_create_flow (static inline, infiniband/verbs.h:2592).
-func CreateFlow(qp *QP, flow *FlowAttr) *Flow {
-	return (*Flow)(unsafe.Pointer(C.ibv_create_flow((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_flow_attr)(unsafe.Pointer(flow)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func CreateFlow(qp *QP, flow *FlowAttr) (*Flow, error) {
+	r, err := C.ibv_create_flow((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_flow_attr)(unsafe.Pointer(flow)))
+	if r == nil {
+		return nil, siteCreateFlow.Err(errnoOf(err, -1))
+	}
+	return (*Flow)(unsafe.Pointer(r)), nil
 }
 
 // DestroyFlow calls ibv_destroy_flow (static inline, infiniband/verbs.h:2605).
-func DestroyFlow(flowID *Flow) int32 {
-	return int32(C.ibv_destroy_flow((*C.struct_ibv_flow)(unsafe.Pointer(flowID))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func DestroyFlow(flowID *Flow) error {
+	r := C.ibv_destroy_flow((*C.struct_ibv_flow)(unsafe.Pointer(flowID)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyFlow.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateFlowActionESP calls ibv_create_flow_action_esp (static inline, infiniband/verbs.h:2614).
-func CreateFlowActionESP(ctx *Context, esp *FlowActionESPAttr) *FlowAction {
-	return (*FlowAction)(unsafe.Pointer(C.ibv_create_flow_action_esp((*C.struct_ibv_context)(unsafe.Pointer(ctx)), (*C.struct_ibv_flow_action_esp_attr)(unsafe.Pointer(esp)))))
+// CreateFlowActionESP calls ibv_create_flow_action_esp (static inline,
+// infiniband/verbs.h:2614). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func CreateFlowActionESP(ctx *Context, esp *FlowActionESPAttr) (*FlowAction, error) {
+	r, err := C.ibv_create_flow_action_esp((*C.struct_ibv_context)(unsafe.Pointer(ctx)), (*C.struct_ibv_flow_action_esp_attr)(unsafe.Pointer(esp)))
+	if r == nil {
+		return nil, siteCreateFlowActionESP.Err(errnoOf(err, -1))
+	}
+	return (*FlowAction)(unsafe.Pointer(r)), nil
 }
 
-// ModifyFlowActionESP calls ibv_modify_flow_action_esp (static inline, infiniband/verbs.h:2630).
-func ModifyFlowActionESP(action *FlowAction, esp *FlowActionESPAttr) int32 {
-	return int32(C.ibv_modify_flow_action_esp((*C.struct_ibv_flow_action)(unsafe.Pointer(action)), (*C.struct_ibv_flow_action_esp_attr)(unsafe.Pointer(esp))))
+// ModifyFlowActionESP calls ibv_modify_flow_action_esp (static inline,
+// infiniband/verbs.h:2630). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func ModifyFlowActionESP(action *FlowAction, esp *FlowActionESPAttr) error {
+	r := C.ibv_modify_flow_action_esp((*C.struct_ibv_flow_action)(unsafe.Pointer(action)), (*C.struct_ibv_flow_action_esp_attr)(unsafe.Pointer(esp)))
+	if r == 0 {
+		return nil
+	}
+	return siteModifyFlowActionESP.Err(errnoOf(nil, int64(r)))
 }
 
-// DestroyFlowAction calls ibv_destroy_flow_action (static inline, infiniband/verbs.h:2642).
-func DestroyFlowAction(action *FlowAction) int32 {
-	return int32(C.ibv_destroy_flow_action((*C.struct_ibv_flow_action)(unsafe.Pointer(action))))
+// DestroyFlowAction calls ibv_destroy_flow_action (static inline,
+// infiniband/verbs.h:2642). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func DestroyFlowAction(action *FlowAction) error {
+	r := C.ibv_destroy_flow_action((*C.struct_ibv_flow_action)(unsafe.Pointer(action)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyFlowAction.Err(errnoOf(nil, int64(r)))
 }
 
-// OpenXRCD calls ibv_open_xrcd (static inline, infiniband/verbs.h:2656).
-func OpenXRCD(context *Context, xrcdInitAttr *XRCDInitAttr) *XRCD {
-	return (*XRCD)(unsafe.Pointer(C.ibv_open_xrcd((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_xrcd_init_attr)(unsafe.Pointer(xrcdInitAttr)))))
+// OpenXRCD calls ibv_open_xrcd (static inline, infiniband/verbs.h:2656). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func OpenXRCD(context *Context, xrcdInitAttr *XRCDInitAttr) (*XRCD, error) {
+	r, err := C.ibv_open_xrcd((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_xrcd_init_attr)(unsafe.Pointer(xrcdInitAttr)))
+	if r == nil {
+		return nil, siteOpenXRCD.Err(errnoOf(err, -1))
+	}
+	return (*XRCD)(unsafe.Pointer(r)), nil
 }
 
-// CloseXRCD calls ibv_close_xrcd (static inline, infiniband/verbs.h:2670).
-func CloseXRCD(xrcd *XRCD) int32 {
-	return int32(C.ibv_close_xrcd((*C.struct_ibv_xrcd)(unsafe.Pointer(xrcd))))
+// CloseXRCD calls ibv_close_xrcd (static inline, infiniband/verbs.h:2670). When
+// C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func CloseXRCD(xrcd *XRCD) error {
+	r := C.ibv_close_xrcd((*C.struct_ibv_xrcd)(unsafe.Pointer(xrcd)))
+	if r == 0 {
+		return nil
+	}
+	return siteCloseXRCD.Err(errnoOf(nil, int64(r)))
 }
 
-// RegMRIOVA2 calls ibv_reg_mr_iova2 (extern, infiniband/verbs.h:2684).
-func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_reg_mr_iova2((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))))
+// RegMRIOVA2 calls ibv_reg_mr_iova2 (extern, infiniband/verbs.h:2684). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) (*MR, error) {
+	r, err := C.ibv_reg_mr_iova2((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))
+	if r == nil {
+		return nil, siteRegMRIOVA2.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// XXRegMR calls __ibv_reg_mr (static inline, infiniband/verbs.h:2693).
-func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32, isAccessConst int32) *MR {
-	return (*MR)(unsafe.Pointer(C.__ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access), C.int(isAccessConst))))
+// XXRegMR calls __ibv_reg_mr (static inline, infiniband/verbs.h:2693). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32, isAccessConst int32) (*MR, error) {
+	r, err := C.__ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access), C.int(isAccessConst))
+	if r == nil {
+		return nil, siteXXRegMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// RegMR calls ibv_reg_mr (function-like macro expanding to __ibv_reg_mr, infiniband/verbs.h:2704).
-func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32) *MR {
-	return (*MR)(unsafe.Pointer(C.goverbs_ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access))))
+// RegMR calls ibv_reg_mr (function-like macro expanding to __ibv_reg_mr,
+// infiniband/verbs.h:2704). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32) (*MR, error) {
+	r, err := C.goverbs_ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access))
+	if r == nil {
+		return nil, siteRegMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
 // XXRegMRIOVA calls __ibv_reg_mr_iova (static inline, infiniband/verbs.h:2716).
-func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32, isAccessConst int32) *MR {
-	return (*MR)(unsafe.Pointer(C.__ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access), C.int(isAccessConst))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32, isAccessConst int32) (*MR, error) {
+	r, err := C.__ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access), C.int(isAccessConst))
+	if r == nil {
+		return nil, siteXXRegMRIOVA.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// RegMRIOVA calls ibv_reg_mr_iova (function-like macro expanding to __ibv_reg_mr_iova, infiniband/verbs.h:2726).
-func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) *MR {
-	return (*MR)(unsafe.Pointer(C.goverbs_ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))))
+// RegMRIOVA calls ibv_reg_mr_iova (function-like macro expanding to
+// __ibv_reg_mr_iova, infiniband/verbs.h:2726). When C returns NULL, it returns
+// nil and a *verberr.Error with the errno C set (error convention "NULL and
+// errno", rule "constructors returning NULL with errno").
+func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) (*MR, error) {
+	r, err := C.goverbs_ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))
+	if r == nil {
+		return nil, siteRegMRIOVA.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// RegDmabufMR calls ibv_reg_dmabuf_mr (extern, infiniband/verbs.h:2734).
-func RegDmabufMR(pd *PD, offset uint64, length uint64, iova uint64, fd int32, access int32) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_reg_dmabuf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint64_t(offset), C.size_t(length), C.uint64_t(iova), C.int(fd), C.int(access))))
+// RegDmabufMR calls ibv_reg_dmabuf_mr (extern, infiniband/verbs.h:2734). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegDmabufMR(pd *PD, offset uint64, length uint64, iova uint64, fd int32, access int32) (*MR, error) {
+	r, err := C.ibv_reg_dmabuf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint64_t(offset), C.size_t(length), C.uint64_t(iova), C.int(fd), C.int(access))
+	if r == nil {
+		return nil, siteRegDmabufMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// RegMREx calls ibv_reg_mr_ex (extern, infiniband/verbs.h:2737).
-func RegMREx(pd *PD, mrInitAttr *MRInitAttr) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_reg_mr_ex((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_mr_init_attr)(unsafe.Pointer(mrInitAttr)))))
+// RegMREx calls ibv_reg_mr_ex (extern, infiniband/verbs.h:2737). When C returns
+// NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegMREx(pd *PD, mrInitAttr *MRInitAttr) (*MR, error) {
+	r, err := C.ibv_reg_mr_ex((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_mr_init_attr)(unsafe.Pointer(mrInitAttr)))
+	if r == nil {
+		return nil, siteRegMREx.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// ReregMR calls ibv_rereg_mr (extern, infiniband/verbs.h:2755).
-func ReregMR(mr *MR, flags int32, pd *PD, addr unsafe.Pointer, length uint64, access int32) int32 {
-	return int32(C.ibv_rereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access)))
+// ReregMR calls ibv_rereg_mr (extern, infiniband/verbs.h:2755). When C returns
+// -1, it returns a *verberr.Error with the errno C set (error convention "-1
+// and errno", rule "verbs returning -1 with errno").
+func ReregMR(mr *MR, flags int32, pd *PD, addr unsafe.Pointer, length uint64, access int32) error {
+	r, err := C.ibv_rereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access))
+	if r == 0 {
+		return nil
+	}
+	return siteReregMR.Err(errnoOf(err, int64(r)))
 }
 
-// DeregMR calls ibv_dereg_mr (extern, infiniband/verbs.h:2761).
-func DeregMR(mr *MR) int32 {
-	return int32(C.ibv_dereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr))))
+// DeregMR calls ibv_dereg_mr (extern, infiniband/verbs.h:2761). When C returns
+// an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DeregMR(mr *MR) error {
+	r := C.ibv_dereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)))
+	if r == 0 {
+		return nil
+	}
+	return siteDeregMR.Err(errnoOf(nil, int64(r)))
 }
 
-// AllocMW calls ibv_alloc_mw (static inline, infiniband/verbs.h:2766).
-func AllocMW(pd *PD, type_ MWType) *MW {
-	return (*MW)(unsafe.Pointer(C.ibv_alloc_mw((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.enum_ibv_mw_type(type_))))
+// AllocMW calls ibv_alloc_mw (static inline, infiniband/verbs.h:2766). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func AllocMW(pd *PD, type_ MWType) (*MW, error) {
+	r, err := C.ibv_alloc_mw((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.enum_ibv_mw_type(type_))
+	if r == nil {
+		return nil, siteAllocMW.Err(errnoOf(err, -1))
+	}
+	return (*MW)(unsafe.Pointer(r)), nil
 }
 
-// DeallocMW calls ibv_dealloc_mw (static inline, infiniband/verbs.h:2783).
-func DeallocMW(mw *MW) int32 {
-	return int32(C.ibv_dealloc_mw((*C.struct_ibv_mw)(unsafe.Pointer(mw))))
+// DeallocMW calls ibv_dealloc_mw (static inline, infiniband/verbs.h:2783). When
+// C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func DeallocMW(mw *MW) error {
+	r := C.ibv_dealloc_mw((*C.struct_ibv_mw)(unsafe.Pointer(mw)))
+	if r == 0 {
+		return nil
+	}
+	return siteDeallocMW.Err(errnoOf(nil, int64(r)))
 }
 
-// IncRkey calls ibv_inc_rkey (static inline, infiniband/verbs.h:2791).
+// IncRkey calls ibv_inc_rkey (static inline, infiniband/verbs.h:2791). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func IncRkey(rkey uint32) uint32 {
-	return uint32(C.ibv_inc_rkey(C.uint32_t(rkey)))
+	r := C.ibv_inc_rkey(C.uint32_t(rkey))
+	return uint32(r)
 }
 
-// BindMW calls ibv_bind_mw (static inline, infiniband/verbs.h:2802).
-func BindMW(qp *QP, mw *MW, mwBind *MWBind) int32 {
-	return int32(C.ibv_bind_mw((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_mw)(unsafe.Pointer(mw)), (*C.struct_ibv_mw_bind)(unsafe.Pointer(mwBind))))
+// BindMW calls ibv_bind_mw (static inline, infiniband/verbs.h:2802). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func BindMW(qp *QP, mw *MW, mwBind *MWBind) error {
+	r := C.ibv_bind_mw((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_mw)(unsafe.Pointer(mw)), (*C.struct_ibv_mw_bind)(unsafe.Pointer(mwBind)))
+	if r == 0 {
+		return nil
+	}
+	return siteBindMW.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateCompChannel calls ibv_create_comp_channel (extern, infiniband/verbs.h:2822).
-func CreateCompChannel(context *Context) *CompChannel {
-	return (*CompChannel)(unsafe.Pointer(C.ibv_create_comp_channel((*C.struct_ibv_context)(unsafe.Pointer(context)))))
+// CreateCompChannel calls ibv_create_comp_channel (extern,
+// infiniband/verbs.h:2822). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func CreateCompChannel(context *Context) (*CompChannel, error) {
+	r, err := C.ibv_create_comp_channel((*C.struct_ibv_context)(unsafe.Pointer(context)))
+	if r == nil {
+		return nil, siteCreateCompChannel.Err(errnoOf(err, -1))
+	}
+	return (*CompChannel)(unsafe.Pointer(r)), nil
 }
 
-// DestroyCompChannel calls ibv_destroy_comp_channel (extern, infiniband/verbs.h:2827).
-func DestroyCompChannel(channel *CompChannel) int32 {
-	return int32(C.ibv_destroy_comp_channel((*C.struct_ibv_comp_channel)(unsafe.Pointer(channel))))
+// DestroyCompChannel calls ibv_destroy_comp_channel (extern,
+// infiniband/verbs.h:2827). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func DestroyCompChannel(channel *CompChannel) error {
+	r := C.ibv_destroy_comp_channel((*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyCompChannel.Err(errnoOf(nil, int64(r)))
 }
 
-// AdviseMR calls ibv_advise_mr (static inline, infiniband/verbs.h:2837).
-func AdviseMR(pd *PD, advice UverbsAdviseMRAdvice, flags uint32, sgList *SGE, numSGE uint32) int32 {
-	return int32(C.ibv_advise_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.enum_ib_uverbs_advise_mr_advice(advice), C.uint32_t(flags), (*C.struct_ibv_sge)(unsafe.Pointer(sgList)), C.uint32_t(numSGE)))
+// AdviseMR calls ibv_advise_mr (static inline, infiniband/verbs.h:2837). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func AdviseMR(pd *PD, advice UverbsAdviseMRAdvice, flags uint32, sgList *SGE, numSGE uint32) error {
+	r := C.ibv_advise_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.enum_ib_uverbs_advise_mr_advice(advice), C.uint32_t(flags), (*C.struct_ibv_sge)(unsafe.Pointer(sgList)), C.uint32_t(numSGE))
+	if r == 0 {
+		return nil
+	}
+	return siteAdviseMR.Err(errnoOf(nil, int64(r)))
 }
 
-// AllocDM calls ibv_alloc_dm (static inline, infiniband/verbs.h:2858).
-func AllocDM(context *Context, attr *AllocDMAttr) *DM {
-	return (*DM)(unsafe.Pointer(C.ibv_alloc_dm((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_alloc_dm_attr)(unsafe.Pointer(attr)))))
+// AllocDM calls ibv_alloc_dm (static inline, infiniband/verbs.h:2858). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func AllocDM(context *Context, attr *AllocDMAttr) (*DM, error) {
+	r, err := C.ibv_alloc_dm((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_alloc_dm_attr)(unsafe.Pointer(attr)))
+	if r == nil {
+		return nil, siteAllocDM.Err(errnoOf(err, -1))
+	}
+	return (*DM)(unsafe.Pointer(r)), nil
 }
 
-// FreeDM calls ibv_free_dm (static inline, infiniband/verbs.h:2876).
-func FreeDM(dm *DM) int32 {
-	return int32(C.ibv_free_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm))))
+// FreeDM calls ibv_free_dm (static inline, infiniband/verbs.h:2876). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func FreeDM(dm *DM) error {
+	r := C.ibv_free_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm)))
+	if r == 0 {
+		return nil
+	}
+	return siteFreeDM.Err(errnoOf(nil, int64(r)))
 }
 
-// DMExportDmabufFD calls ibv_dm_export_dmabuf_fd (extern, infiniband/verbs.h:2886).
-func DMExportDmabufFD(dm *DM) int32 {
-	return int32(C.ibv_dm_export_dmabuf_fd((*C.struct_ibv_dm)(unsafe.Pointer(dm))))
+// DMExportDmabufFD calls ibv_dm_export_dmabuf_fd (extern,
+// infiniband/verbs.h:2886). It returns C's count; when C returns a negative
+// value, 0 and a *verberr.Error with the errno (error convention "count or
+// error", rule "counts, indexes and descriptors, negative on failure").
+func DMExportDmabufFD(dm *DM) (int, error) {
+	r, err := C.ibv_dm_export_dmabuf_fd((*C.struct_ibv_dm)(unsafe.Pointer(dm)))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteDMExportDmabufFD.Err(errnoOf(err, int64(r)))
 }
 
 // MemcpyToDM calls ibv_memcpy_to_dm (static inline, infiniband/verbs.h:2896).
-func MemcpyToDM(dm *DM, dmOffset uint64, hostAddr unsafe.Pointer, length uint64) int32 {
-	return int32(C.ibv_memcpy_to_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), hostAddr, C.size_t(length)))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func MemcpyToDM(dm *DM, dmOffset uint64, hostAddr unsafe.Pointer, length uint64) error {
+	r := C.ibv_memcpy_to_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), hostAddr, C.size_t(length))
+	if r == 0 {
+		return nil
+	}
+	return siteMemcpyToDM.Err(errnoOf(nil, int64(r)))
 }
 
-// MemcpyFromDM calls ibv_memcpy_from_dm (static inline, infiniband/verbs.h:2903).
-func MemcpyFromDM(hostAddr unsafe.Pointer, dm *DM, dmOffset uint64, length uint64) int32 {
-	return int32(C.ibv_memcpy_from_dm(hostAddr, (*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), C.size_t(length)))
+// MemcpyFromDM calls ibv_memcpy_from_dm (static inline,
+// infiniband/verbs.h:2903). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func MemcpyFromDM(hostAddr unsafe.Pointer, dm *DM, dmOffset uint64, length uint64) error {
+	r := C.ibv_memcpy_from_dm(hostAddr, (*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), C.size_t(length))
+	if r == 0 {
+		return nil
+	}
+	return siteMemcpyFromDM.Err(errnoOf(nil, int64(r)))
 }
 
 // AllocNullMR calls ibv_alloc_null_mr (static inline, infiniband/verbs.h:2914).
-func AllocNullMR(pd *PD) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_alloc_null_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func AllocNullMR(pd *PD) (*MR, error) {
+	r, err := C.ibv_alloc_null_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)))
+	if r == nil {
+		return nil, siteAllocNullMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// RegDMMR calls ibv_reg_dm_mr (static inline, infiniband/verbs.h:2936).
-func RegDMMR(pd *PD, dm *DM, dmOffset uint64, length uint64, access uint32) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_reg_dm_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), C.size_t(length), C.uint(access))))
+// RegDMMR calls ibv_reg_dm_mr (static inline, infiniband/verbs.h:2936). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegDMMR(pd *PD, dm *DM, dmOffset uint64, length uint64, access uint32) (*MR, error) {
+	r, err := C.ibv_reg_dm_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), C.size_t(length), C.uint(access))
+	if r == nil {
+		return nil, siteRegDMMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// CreateCQ calls ibv_create_cq (extern, infiniband/verbs.h:2960).
-func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32) *CQ {
-	return (*CQ)(unsafe.Pointer(C.ibv_create_cq((*C.struct_ibv_context)(unsafe.Pointer(context)), C.int(cqe), cqContext, (*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), C.int(compVector))))
+// CreateCQ calls ibv_create_cq (extern, infiniband/verbs.h:2960). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32) (*CQ, error) {
+	r, err := C.ibv_create_cq((*C.struct_ibv_context)(unsafe.Pointer(context)), C.int(cqe), cqContext, (*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), C.int(compVector))
+	if r == nil {
+		return nil, siteCreateCQ.Err(errnoOf(err, -1))
+	}
+	return (*CQ)(unsafe.Pointer(r)), nil
 }
 
 // CreateCQEx calls ibv_create_cq_ex (static inline, infiniband/verbs.h:2971).
-func CreateCQEx(context *Context, cqAttr *CQInitAttrEx) *CQEx {
-	return (*CQEx)(unsafe.Pointer(C.ibv_create_cq_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_cq_init_attr_ex)(unsafe.Pointer(cqAttr)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func CreateCQEx(context *Context, cqAttr *CQInitAttrEx) (*CQEx, error) {
+	r, err := C.ibv_create_cq_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_cq_init_attr_ex)(unsafe.Pointer(cqAttr)))
+	if r == nil {
+		return nil, siteCreateCQEx.Err(errnoOf(err, -1))
+	}
+	return (*CQEx)(unsafe.Pointer(r)), nil
 }
 
-// ResizeCQ calls ibv_resize_cq (extern, infiniband/verbs.h:2991).
-func ResizeCQ(cq *CQ, cqe int32) int32 {
-	return int32(C.ibv_resize_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(cqe)))
+// ResizeCQ calls ibv_resize_cq (extern, infiniband/verbs.h:2991). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func ResizeCQ(cq *CQ, cqe int32) error {
+	r := C.ibv_resize_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(cqe))
+	if r == 0 {
+		return nil
+	}
+	return siteResizeCQ.Err(errnoOf(nil, int64(r)))
 }
 
-// DestroyCQ calls ibv_destroy_cq (extern, infiniband/verbs.h:2996).
-func DestroyCQ(cq *CQ) int32 {
-	return int32(C.ibv_destroy_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq))))
+// DestroyCQ calls ibv_destroy_cq (extern, infiniband/verbs.h:2996). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DestroyCQ(cq *CQ) error {
+	r := C.ibv_destroy_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyCQ.Err(errnoOf(nil, int64(r)))
 }
 
-// GetCQEvent calls ibv_get_cq_event (extern, infiniband/verbs.h:3007).
-func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) int32 {
-	return int32(C.ibv_get_cq_event((*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), (**C.struct_ibv_cq)(unsafe.Pointer(cq)), (*unsafe.Pointer)(unsafe.Pointer(cqContext))))
+// GetCQEvent calls ibv_get_cq_event (extern, infiniband/verbs.h:3007). When C
+// returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "verbs returning -1 with errno").
+func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error {
+	r, err := C.ibv_get_cq_event((*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), (**C.struct_ibv_cq)(unsafe.Pointer(cq)), (*unsafe.Pointer)(unsafe.Pointer(cqContext)))
+	if r == 0 {
+		return nil
+	}
+	return siteGetCQEvent.Err(errnoOf(err, int64(r)))
 }
 
-// ACKCQEvents calls ibv_ack_cq_events (extern, infiniband/verbs.h:3023).
+// ACKCQEvents calls ibv_ack_cq_events (extern, infiniband/verbs.h:3023). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "functions returning void").
 func ACKCQEvents(cq *CQ, nevents uint32) {
 	C.ibv_ack_cq_events((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.uint(nevents))
 }
 
-// PollCQ calls ibv_poll_cq (static inline, infiniband/verbs.h:3038).
-func PollCQ(cq *CQ, numEntries int32, wc *WC) int32 {
-	return int32(C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc))))
+// PollCQ calls ibv_poll_cq (static inline, infiniband/verbs.h:3038). It returns
+// C's count; when C returns a negative value, 0 and a *verberr.Error with the
+// errno (error convention "count or error", rule "counts, indexes and
+// descriptors, negative on failure").
+func PollCQ(cq *CQ, numEntries int32, wc *WC) (int, error) {
+	r, err := C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, sitePollCQ.Err(errnoOf(err, int64(r)))
 }
 
 // ReqNotifyCQ calls ibv_req_notify_cq (static inline, infiniband/verbs.h:3052).
-func ReqNotifyCQ(cq *CQ, solicitedOnly int32) int32 {
-	return int32(C.ibv_req_notify_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(solicitedOnly)))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
+	r := C.ibv_req_notify_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(solicitedOnly))
+	if r == 0 {
+		return nil
+	}
+	return siteReqNotifyCQ.Err(errnoOf(nil, int64(r)))
 }
 
-// ModifyCQ calls ibv_modify_cq (static inline, infiniband/verbs.h:3057).
-func ModifyCQ(cq *CQ, attr *ModifyCQAttr) int32 {
-	return int32(C.ibv_modify_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), (*C.struct_ibv_modify_cq_attr)(unsafe.Pointer(attr))))
+// ModifyCQ calls ibv_modify_cq (static inline, infiniband/verbs.h:3057). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func ModifyCQ(cq *CQ, attr *ModifyCQAttr) error {
+	r := C.ibv_modify_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), (*C.struct_ibv_modify_cq_attr)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteModifyCQ.Err(errnoOf(nil, int64(r)))
 }
 
-// XQueryCompCntrCaps calls _ibv_query_comp_cntr_caps (extern, infiniband/verbs.h:3067).
-func XQueryCompCntrCaps(context *Context, caps *CompCntrCaps, capsSize uint64) int32 {
-	return int32(C._ibv_query_comp_cntr_caps((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_caps)(unsafe.Pointer(caps)), C.size_t(capsSize)))
+// XQueryCompCntrCaps calls _ibv_query_comp_cntr_caps (extern,
+// infiniband/verbs.h:3067). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func XQueryCompCntrCaps(context *Context, caps *CompCntrCaps, capsSize uint64) error {
+	r := C._ibv_query_comp_cntr_caps((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_caps)(unsafe.Pointer(caps)), C.size_t(capsSize))
+	if r == 0 {
+		return nil
+	}
+	return siteXQueryCompCntrCaps.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryCompCntrCaps calls ibv_query_comp_cntr_caps (static inline, infiniband/verbs.h:3075).
-func QueryCompCntrCaps(context *Context, caps *CompCntrCaps) int32 {
-	return int32(C.ibv_query_comp_cntr_caps((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_caps)(unsafe.Pointer(caps))))
+// QueryCompCntrCaps calls ibv_query_comp_cntr_caps (static inline,
+// infiniband/verbs.h:3075). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func QueryCompCntrCaps(context *Context, caps *CompCntrCaps) error {
+	r := C.ibv_query_comp_cntr_caps((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_caps)(unsafe.Pointer(caps)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryCompCntrCaps.Err(errnoOf(nil, int64(r)))
 }
 
 // CreateCompCntr calls ibv_create_comp_cntr (extern, infiniband/verbs.h:3086).
-func CreateCompCntr(context *Context, ccAttr *CompCntrInitAttr) *CompCntr {
-	return (*CompCntr)(unsafe.Pointer(C.ibv_create_comp_cntr((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_init_attr)(unsafe.Pointer(ccAttr)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func CreateCompCntr(context *Context, ccAttr *CompCntrInitAttr) (*CompCntr, error) {
+	r, err := C.ibv_create_comp_cntr((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_init_attr)(unsafe.Pointer(ccAttr)))
+	if r == nil {
+		return nil, siteCreateCompCntr.Err(errnoOf(err, -1))
+	}
+	return (*CompCntr)(unsafe.Pointer(r)), nil
 }
 
-// DestroyCompCntr calls ibv_destroy_comp_cntr (extern, infiniband/verbs.h:3093).
-func DestroyCompCntr(compCntr *CompCntr) int32 {
-	return int32(C.ibv_destroy_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr))))
+// DestroyCompCntr calls ibv_destroy_comp_cntr (extern,
+// infiniband/verbs.h:3093). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func DestroyCompCntr(compCntr *CompCntr) error {
+	r := C.ibv_destroy_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
-// SetCompCntr calls ibv_set_comp_cntr (extern, infiniband/verbs.h:3100).
-func SetCompCntr(compCntr *CompCntr, value uint64) int32 {
-	return int32(C.ibv_set_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(value)))
+// SetCompCntr calls ibv_set_comp_cntr (extern, infiniband/verbs.h:3100). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func SetCompCntr(compCntr *CompCntr, value uint64) error {
+	r := C.ibv_set_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(value))
+	if r == 0 {
+		return nil
+	}
+	return siteSetCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
 // SetErrCompCntr calls ibv_set_err_comp_cntr (extern, infiniband/verbs.h:3107).
-func SetErrCompCntr(compCntr *CompCntr, value uint64) int32 {
-	return int32(C.ibv_set_err_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(value)))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func SetErrCompCntr(compCntr *CompCntr, value uint64) error {
+	r := C.ibv_set_err_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(value))
+	if r == 0 {
+		return nil
+	}
+	return siteSetErrCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
-// IncCompCntr calls ibv_inc_comp_cntr (extern, infiniband/verbs.h:3114).
-func IncCompCntr(compCntr *CompCntr, amount uint64) int32 {
-	return int32(C.ibv_inc_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(amount)))
+// IncCompCntr calls ibv_inc_comp_cntr (extern, infiniband/verbs.h:3114). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func IncCompCntr(compCntr *CompCntr, amount uint64) error {
+	r := C.ibv_inc_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(amount))
+	if r == 0 {
+		return nil
+	}
+	return siteIncCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
 // IncErrCompCntr calls ibv_inc_err_comp_cntr (extern, infiniband/verbs.h:3121).
-func IncErrCompCntr(compCntr *CompCntr, amount uint64) int32 {
-	return int32(C.ibv_inc_err_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(amount)))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func IncErrCompCntr(compCntr *CompCntr, amount uint64) error {
+	r := C.ibv_inc_err_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), C.uint64_t(amount))
+	if r == 0 {
+		return nil
+	}
+	return siteIncErrCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
-// ReadCompCntr calls ibv_read_comp_cntr (extern, infiniband/verbs.h:3128).
-func ReadCompCntr(compCntr *CompCntr, value *uint64) int32 {
-	return int32(C.ibv_read_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), (*C.uint64_t)(unsafe.Pointer(value))))
+// ReadCompCntr calls ibv_read_comp_cntr (extern, infiniband/verbs.h:3128). When
+// C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func ReadCompCntr(compCntr *CompCntr, value *uint64) error {
+	r := C.ibv_read_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), (*C.uint64_t)(unsafe.Pointer(value)))
+	if r == 0 {
+		return nil
+	}
+	return siteReadCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
-// ReadErrCompCntr calls ibv_read_err_comp_cntr (extern, infiniband/verbs.h:3135).
-func ReadErrCompCntr(compCntr *CompCntr, value *uint64) int32 {
-	return int32(C.ibv_read_err_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), (*C.uint64_t)(unsafe.Pointer(value))))
+// ReadErrCompCntr calls ibv_read_err_comp_cntr (extern,
+// infiniband/verbs.h:3135). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func ReadErrCompCntr(compCntr *CompCntr, value *uint64) error {
+	r := C.ibv_read_err_comp_cntr((*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), (*C.uint64_t)(unsafe.Pointer(value)))
+	if r == 0 {
+		return nil
+	}
+	return siteReadErrCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateSRQ calls ibv_create_srq (extern, infiniband/verbs.h:3148).
-func CreateSRQ(pd *PD, srqInitAttr *SRQInitAttr) *SRQ {
-	return (*SRQ)(unsafe.Pointer(C.ibv_create_srq((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_srq_init_attr)(unsafe.Pointer(srqInitAttr)))))
+// CreateSRQ calls ibv_create_srq (extern, infiniband/verbs.h:3148). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func CreateSRQ(pd *PD, srqInitAttr *SRQInitAttr) (*SRQ, error) {
+	r, err := C.ibv_create_srq((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_srq_init_attr)(unsafe.Pointer(srqInitAttr)))
+	if r == nil {
+		return nil, siteCreateSRQ.Err(errnoOf(err, -1))
+	}
+	return (*SRQ)(unsafe.Pointer(r)), nil
 }
 
 // CreateSRQEx calls ibv_create_srq_ex (static inline, infiniband/verbs.h:3151).
-func CreateSRQEx(context *Context, srqInitAttrEx *SRQInitAttrEx) *SRQ {
-	return (*SRQ)(unsafe.Pointer(C.ibv_create_srq_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_srq_init_attr_ex)(unsafe.Pointer(srqInitAttrEx)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func CreateSRQEx(context *Context, srqInitAttrEx *SRQInitAttrEx) (*SRQ, error) {
+	r, err := C.ibv_create_srq_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_srq_init_attr_ex)(unsafe.Pointer(srqInitAttrEx)))
+	if r == nil {
+		return nil, siteCreateSRQEx.Err(errnoOf(err, -1))
+	}
+	return (*SRQ)(unsafe.Pointer(r)), nil
 }
 
-// ModifySRQ calls ibv_modify_srq (extern, infiniband/verbs.h:3185).
-func ModifySRQ(srq *SRQ, srqAttr *SRQAttr, srqAttrMask int32) int32 {
-	return int32(C.ibv_modify_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(srqAttr)), C.int(srqAttrMask)))
+// ModifySRQ calls ibv_modify_srq (extern, infiniband/verbs.h:3185). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func ModifySRQ(srq *SRQ, srqAttr *SRQAttr, srqAttrMask int32) error {
+	r := C.ibv_modify_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(srqAttr)), C.int(srqAttrMask))
+	if r == 0 {
+		return nil
+	}
+	return siteModifySRQ.Err(errnoOf(nil, int64(r)))
 }
 
-// QuerySRQ calls ibv_query_srq (extern, infiniband/verbs.h:3195).
-func QuerySRQ(srq *SRQ, srqAttr *SRQAttr) int32 {
-	return int32(C.ibv_query_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(srqAttr))))
+// QuerySRQ calls ibv_query_srq (extern, infiniband/verbs.h:3195). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func QuerySRQ(srq *SRQ, srqAttr *SRQAttr) error {
+	r := C.ibv_query_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(srqAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteQuerySRQ.Err(errnoOf(nil, int64(r)))
 }
 
 // GetSRQNum calls ibv_get_srq_num (static inline, infiniband/verbs.h:3197).
-func GetSRQNum(srq *SRQ, srqNum *uint32) int32 {
-	return int32(C.ibv_get_srq_num((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.uint32_t)(unsafe.Pointer(srqNum))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func GetSRQNum(srq *SRQ, srqNum *uint32) error {
+	r := C.ibv_get_srq_num((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.uint32_t)(unsafe.Pointer(srqNum)))
+	if r == 0 {
+		return nil
+	}
+	return siteGetSRQNum.Err(errnoOf(nil, int64(r)))
 }
 
-// DestroySRQ calls ibv_destroy_srq (extern, infiniband/verbs.h:3211).
-func DestroySRQ(srq *SRQ) int32 {
-	return int32(C.ibv_destroy_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq))))
+// DestroySRQ calls ibv_destroy_srq (extern, infiniband/verbs.h:3211). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DestroySRQ(srq *SRQ) error {
+	r := C.ibv_destroy_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroySRQ.Err(errnoOf(nil, int64(r)))
 }
 
 // PostSRQRecv calls ibv_post_srq_recv (static inline, infiniband/verbs.h:3220).
-func PostSRQRecv(srq *SRQ, recvWR *RecvWR, badRecvWR **RecvWR) int32 {
-	return int32(C.ibv_post_srq_recv((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(recvWR)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badRecvWR))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func PostSRQRecv(srq *SRQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
+	r := C.ibv_post_srq_recv((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(recvWR)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badRecvWR)))
+	if r == 0 {
+		return nil
+	}
+	return sitePostSRQRecv.Err(errnoOf(nil, int64(r)))
 }
 
 // PostSRQOps calls ibv_post_srq_ops (static inline, infiniband/verbs.h:3227).
-func PostSRQOps(srq *SRQ, op *OpsWR, badOp **OpsWR) int32 {
-	return int32(C.ibv_post_srq_ops((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_ops_wr)(unsafe.Pointer(op)), (**C.struct_ibv_ops_wr)(unsafe.Pointer(badOp))))
+// When C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func PostSRQOps(srq *SRQ, op *OpsWR, badOp **OpsWR) error {
+	r := C.ibv_post_srq_ops((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_ops_wr)(unsafe.Pointer(op)), (**C.struct_ibv_ops_wr)(unsafe.Pointer(badOp)))
+	if r == 0 {
+		return nil
+	}
+	return sitePostSRQOps.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateQP calls ibv_create_qp (extern, infiniband/verbs.h:3244).
-func CreateQP(pd *PD, qpInitAttr *QPInitAttr) *QP {
-	return (*QP)(unsafe.Pointer(C.ibv_create_qp((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))))
+// CreateQP calls ibv_create_qp (extern, infiniband/verbs.h:3244). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
+	r, err := C.ibv_create_qp((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))
+	if r == nil {
+		return nil, siteCreateQP.Err(errnoOf(err, -1))
+	}
+	return (*QP)(unsafe.Pointer(r)), nil
 }
 
 // CreateQPEx calls ibv_create_qp_ex (static inline, infiniband/verbs.h:3247).
-func CreateQPEx(context *Context, qpInitAttrEx *QPInitAttrEx) *QP {
-	return (*QP)(unsafe.Pointer(C.ibv_create_qp_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_qp_init_attr_ex)(unsafe.Pointer(qpInitAttrEx)))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func CreateQPEx(context *Context, qpInitAttrEx *QPInitAttrEx) (*QP, error) {
+	r, err := C.ibv_create_qp_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_qp_init_attr_ex)(unsafe.Pointer(qpInitAttrEx)))
+	if r == nil {
+		return nil, siteCreateQPEx.Err(errnoOf(err, -1))
+	}
+	return (*QP)(unsafe.Pointer(r)), nil
 }
 
-// AllocTD calls ibv_alloc_td (static inline, infiniband/verbs.h:3268).
-func AllocTD(context *Context, initAttr *TDInitAttr) *TD {
-	return (*TD)(unsafe.Pointer(C.ibv_alloc_td((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_td_init_attr)(unsafe.Pointer(initAttr)))))
+// AllocTD calls ibv_alloc_td (static inline, infiniband/verbs.h:3268). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func AllocTD(context *Context, initAttr *TDInitAttr) (*TD, error) {
+	r, err := C.ibv_alloc_td((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_td_init_attr)(unsafe.Pointer(initAttr)))
+	if r == nil {
+		return nil, siteAllocTD.Err(errnoOf(err, -1))
+	}
+	return (*TD)(unsafe.Pointer(r)), nil
 }
 
-// DeallocTD calls ibv_dealloc_td (static inline, infiniband/verbs.h:3285).
-func DeallocTD(td *TD) int32 {
-	return int32(C.ibv_dealloc_td((*C.struct_ibv_td)(unsafe.Pointer(td))))
+// DeallocTD calls ibv_dealloc_td (static inline, infiniband/verbs.h:3285). When
+// C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func DeallocTD(td *TD) error {
+	r := C.ibv_dealloc_td((*C.struct_ibv_td)(unsafe.Pointer(td)))
+	if r == 0 {
+		return nil
+	}
+	return siteDeallocTD.Err(errnoOf(nil, int64(r)))
 }
 
-// AllocParentDomain calls ibv_alloc_parent_domain (static inline, infiniband/verbs.h:3299).
-func AllocParentDomain(context *Context, attr *ParentDomainInitAttr) *PD {
-	return (*PD)(unsafe.Pointer(C.ibv_alloc_parent_domain((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_parent_domain_init_attr)(unsafe.Pointer(attr)))))
+// AllocParentDomain calls ibv_alloc_parent_domain (static inline,
+// infiniband/verbs.h:3299). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func AllocParentDomain(context *Context, attr *ParentDomainInitAttr) (*PD, error) {
+	r, err := C.ibv_alloc_parent_domain((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_parent_domain_init_attr)(unsafe.Pointer(attr)))
+	if r == nil {
+		return nil, siteAllocParentDomain.Err(errnoOf(err, -1))
+	}
+	return (*PD)(unsafe.Pointer(r)), nil
 }
 
-// AllocBuf calls ibv_alloc_buf (extern, infiniband/verbs.h:3326).
-func AllocBuf(pd *PD, size uint64, buf **Buf) unsafe.Pointer {
-	return unsafe.Pointer(C.ibv_alloc_buf((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.size_t(size), (**C.struct_ibv_buf)(unsafe.Pointer(buf))))
+// AllocBuf calls ibv_alloc_buf (extern, infiniband/verbs.h:3326). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func AllocBuf(pd *PD, size uint64, buf **Buf) (unsafe.Pointer, error) {
+	r, err := C.ibv_alloc_buf((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.size_t(size), (**C.struct_ibv_buf)(unsafe.Pointer(buf)))
+	if r == nil {
+		return nil, siteAllocBuf.Err(errnoOf(err, -1))
+	}
+	return unsafe.Pointer(r), nil
 }
 
-// ExportBufDmabufFD calls ibv_export_buf_dmabuf_fd (extern, infiniband/verbs.h:3336).
-func ExportBufDmabufFD(buf *Buf) int32 {
-	return int32(C.ibv_export_buf_dmabuf_fd((*C.struct_ibv_buf)(unsafe.Pointer(buf))))
+// ExportBufDmabufFD calls ibv_export_buf_dmabuf_fd (extern,
+// infiniband/verbs.h:3336). It returns C's count; when C returns a negative
+// value, 0 and a *verberr.Error with the errno (error convention "count or
+// error", rule "counts, indexes and descriptors, negative on failure").
+func ExportBufDmabufFD(buf *Buf) (int, error) {
+	r, err := C.ibv_export_buf_dmabuf_fd((*C.struct_ibv_buf)(unsafe.Pointer(buf)))
+	if r >= 0 {
+		return int(r), nil
+	}
+	return 0, siteExportBufDmabufFD.Err(errnoOf(err, int64(r)))
 }
 
-// FreeBuf calls ibv_free_buf (extern, infiniband/verbs.h:3342).
+// FreeBuf calls ibv_free_buf (extern, infiniband/verbs.h:3342). It cannot fail:
+// what C returns is the result (error convention "cannot fail", rule "functions
+// returning void").
 func FreeBuf(buf *Buf) {
 	C.ibv_free_buf((*C.struct_ibv_buf)(unsafe.Pointer(buf)))
 }
 
-// RegBufMR calls ibv_reg_buf_mr (extern, infiniband/verbs.h:3355).
-func RegBufMR(pd *PD, buf *Buf, addr unsafe.Pointer, length uint64, access int32) *MR {
-	return (*MR)(unsafe.Pointer(C.ibv_reg_buf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_buf)(unsafe.Pointer(buf)), addr, C.size_t(length), C.int(access))))
+// RegBufMR calls ibv_reg_buf_mr (extern, infiniband/verbs.h:3355). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func RegBufMR(pd *PD, buf *Buf, addr unsafe.Pointer, length uint64, access int32) (*MR, error) {
+	r, err := C.ibv_reg_buf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_buf)(unsafe.Pointer(buf)), addr, C.size_t(length), C.int(access))
+	if r == nil {
+		return nil, siteRegBufMR.Err(errnoOf(err, -1))
+	}
+	return (*MR)(unsafe.Pointer(r)), nil
 }
 
-// AllocDmah calls ibv_alloc_dmah (extern, infiniband/verbs.h:3361).
-func AllocDmah(context *Context, attr *DmahInitAttr) *Dmah {
-	return (*Dmah)(unsafe.Pointer(C.ibv_alloc_dmah((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_dmah_init_attr)(unsafe.Pointer(attr)))))
+// AllocDmah calls ibv_alloc_dmah (extern, infiniband/verbs.h:3361). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func AllocDmah(context *Context, attr *DmahInitAttr) (*Dmah, error) {
+	r, err := C.ibv_alloc_dmah((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_dmah_init_attr)(unsafe.Pointer(attr)))
+	if r == nil {
+		return nil, siteAllocDmah.Err(errnoOf(err, -1))
+	}
+	return (*Dmah)(unsafe.Pointer(r)), nil
 }
 
-// DeallocDmah calls ibv_dealloc_dmah (extern, infiniband/verbs.h:3367).
-func DeallocDmah(dmah *Dmah) int32 {
-	return int32(C.ibv_dealloc_dmah((*C.struct_ibv_dmah)(unsafe.Pointer(dmah))))
+// DeallocDmah calls ibv_dealloc_dmah (extern, infiniband/verbs.h:3367). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DeallocDmah(dmah *Dmah) error {
+	r := C.ibv_dealloc_dmah((*C.struct_ibv_dmah)(unsafe.Pointer(dmah)))
+	if r == 0 {
+		return nil
+	}
+	return siteDeallocDmah.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryRtValuesEx calls ibv_query_rt_values_ex (static inline, infiniband/verbs.h:3375).
-func QueryRtValuesEx(context *Context, values *ValuesEx) int32 {
-	return int32(C.ibv_query_rt_values_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_values_ex)(unsafe.Pointer(values))))
+// QueryRtValuesEx calls ibv_query_rt_values_ex (static inline,
+// infiniband/verbs.h:3375). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func QueryRtValuesEx(context *Context, values *ValuesEx) error {
+	r := C.ibv_query_rt_values_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_values_ex)(unsafe.Pointer(values)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryRtValuesEx.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryDeviceEx calls ibv_query_device_ex (static inline, infiniband/verbs.h:3391).
-func QueryDeviceEx(context *Context, input *QueryDeviceExInput, attr *DeviceAttrEx) int32 {
-	return int32(C.ibv_query_device_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_query_device_ex_input)(unsafe.Pointer(input)), (*C.struct_ibv_device_attr_ex)(unsafe.Pointer(attr))))
+// QueryDeviceEx calls ibv_query_device_ex (static inline,
+// infiniband/verbs.h:3391). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func QueryDeviceEx(context *Context, input *QueryDeviceExInput, attr *DeviceAttrEx) error {
+	r := C.ibv_query_device_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_query_device_ex_input)(unsafe.Pointer(input)), (*C.struct_ibv_device_attr_ex)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryDeviceEx.Err(errnoOf(nil, int64(r)))
 }
 
-// OpenQP calls ibv_open_qp (static inline, infiniband/verbs.h:3421).
-func OpenQP(context *Context, qpOpenAttr *QPOpenAttr) *QP {
-	return (*QP)(unsafe.Pointer(C.ibv_open_qp((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_qp_open_attr)(unsafe.Pointer(qpOpenAttr)))))
+// OpenQP calls ibv_open_qp (static inline, infiniband/verbs.h:3421). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func OpenQP(context *Context, qpOpenAttr *QPOpenAttr) (*QP, error) {
+	r, err := C.ibv_open_qp((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_qp_open_attr)(unsafe.Pointer(qpOpenAttr)))
+	if r == nil {
+		return nil, siteOpenQP.Err(errnoOf(err, -1))
+	}
+	return (*QP)(unsafe.Pointer(r)), nil
 }
 
-// ModifyQP calls ibv_modify_qp (extern, infiniband/verbs.h:3435).
-func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) int32 {
-	return int32(C.ibv_modify_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(attrMask)))
+// ModifyQP calls ibv_modify_qp (extern, infiniband/verbs.h:3435). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
+	r := C.ibv_modify_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(attrMask))
+	if r == 0 {
+		return nil
+	}
+	return siteModifyQP.Err(errnoOf(nil, int64(r)))
 }
 
-// ModifyQPRateLimit calls ibv_modify_qp_rate_limit (static inline, infiniband/verbs.h:3444).
-func ModifyQPRateLimit(qp *QP, attr *QPRateLimitAttr) int32 {
-	return int32(C.ibv_modify_qp_rate_limit((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_rate_limit_attr)(unsafe.Pointer(attr))))
+// ModifyQPRateLimit calls ibv_modify_qp_rate_limit (static inline,
+// infiniband/verbs.h:3444). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func ModifyQPRateLimit(qp *QP, attr *QPRateLimitAttr) error {
+	r := C.ibv_modify_qp_rate_limit((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_rate_limit_attr)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteModifyQPRateLimit.Err(errnoOf(nil, int64(r)))
 }
 
-// QPAttachCompCntr calls ibv_qp_attach_comp_cntr (extern, infiniband/verbs.h:3462).
-func QPAttachCompCntr(qp *QP, compCntr *CompCntr, attr *QPAttachCompCntrAttr) int32 {
-	return int32(C.ibv_qp_attach_comp_cntr((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), (*C.struct_ibv_qp_attach_comp_cntr_attr)(unsafe.Pointer(attr))))
+// QPAttachCompCntr calls ibv_qp_attach_comp_cntr (extern,
+// infiniband/verbs.h:3462). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func QPAttachCompCntr(qp *QP, compCntr *CompCntr, attr *QPAttachCompCntrAttr) error {
+	r := C.ibv_qp_attach_comp_cntr((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_comp_cntr)(unsafe.Pointer(compCntr)), (*C.struct_ibv_qp_attach_comp_cntr_attr)(unsafe.Pointer(attr)))
+	if r == 0 {
+		return nil
+	}
+	return siteQPAttachCompCntr.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryQPDataInOrder calls ibv_query_qp_data_in_order (extern, infiniband/verbs.h:3480).
+// QueryQPDataInOrder calls ibv_query_qp_data_in_order (extern,
+// infiniband/verbs.h:3480). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "values and strings").
 func QueryQPDataInOrder(qp *QP, op WROpcode, flags uint32) int32 {
-	return int32(C.ibv_query_qp_data_in_order((*C.struct_ibv_qp)(unsafe.Pointer(qp)), C.enum_ibv_wr_opcode(op), C.uint32_t(flags)))
+	r := C.ibv_query_qp_data_in_order((*C.struct_ibv_qp)(unsafe.Pointer(qp)), C.enum_ibv_wr_opcode(op), C.uint32_t(flags))
+	return int32(r)
 }
 
-// QueryQP calls ibv_query_qp (extern, infiniband/verbs.h:3494).
-func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) int32 {
-	return int32(C.ibv_query_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(attrMask), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(initAttr))))
+// QueryQP calls ibv_query_qp (extern, infiniband/verbs.h:3494). When C returns
+// an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
+	r := C.ibv_query_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(attrMask), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(initAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryQP.Err(errnoOf(nil, int64(r)))
 }
 
-// DestroyQP calls ibv_destroy_qp (extern, infiniband/verbs.h:3501).
-func DestroyQP(qp *QP) int32 {
-	return int32(C.ibv_destroy_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp))))
+// DestroyQP calls ibv_destroy_qp (extern, infiniband/verbs.h:3501). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DestroyQP(qp *QP) error {
+	r := C.ibv_destroy_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyQP.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateWQ calls ibv_create_wq (static inline, infiniband/verbs.h:3521).
-func CreateWQ(context *Context, wqInitAttr *WQInitAttr) *WQ {
-	return (*WQ)(unsafe.Pointer(C.ibv_create_wq((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_wq_init_attr)(unsafe.Pointer(wqInitAttr)))))
+// CreateWQ calls ibv_create_wq (static inline, infiniband/verbs.h:3521). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func CreateWQ(context *Context, wqInitAttr *WQInitAttr) (*WQ, error) {
+	r, err := C.ibv_create_wq((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_wq_init_attr)(unsafe.Pointer(wqInitAttr)))
+	if r == nil {
+		return nil, siteCreateWQ.Err(errnoOf(err, -1))
+	}
+	return (*WQ)(unsafe.Pointer(r)), nil
 }
 
-// ModifyWQ calls ibv_modify_wq (static inline, infiniband/verbs.h:3556).
-func ModifyWQ(wq *WQ, wqAttr *WQAttr) int32 {
-	return int32(C.ibv_modify_wq((*C.struct_ibv_wq)(unsafe.Pointer(wq)), (*C.struct_ibv_wq_attr)(unsafe.Pointer(wqAttr))))
+// ModifyWQ calls ibv_modify_wq (static inline, infiniband/verbs.h:3556). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func ModifyWQ(wq *WQ, wqAttr *WQAttr) error {
+	r := C.ibv_modify_wq((*C.struct_ibv_wq)(unsafe.Pointer(wq)), (*C.struct_ibv_wq_attr)(unsafe.Pointer(wqAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteModifyWQ.Err(errnoOf(nil, int64(r)))
 }
 
-// DestroyWQ calls ibv_destroy_wq (static inline, infiniband/verbs.h:3573).
-func DestroyWQ(wq *WQ) int32 {
-	return int32(C.ibv_destroy_wq((*C.struct_ibv_wq)(unsafe.Pointer(wq))))
+// DestroyWQ calls ibv_destroy_wq (static inline, infiniband/verbs.h:3573). When
+// C returns an errno, it returns it as a *verberr.Error (error convention
+// "errno returned", rule "verbs returning their errno").
+func DestroyWQ(wq *WQ) error {
+	r := C.ibv_destroy_wq((*C.struct_ibv_wq)(unsafe.Pointer(wq)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyWQ.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateRWQIndTable calls ibv_create_rwq_ind_table (static inline, infiniband/verbs.h:3592).
-func CreateRWQIndTable(context *Context, initAttr *RWQIndTableInitAttr) *RWQIndTable {
-	return (*RWQIndTable)(unsafe.Pointer(C.ibv_create_rwq_ind_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_rwq_ind_table_init_attr)(unsafe.Pointer(initAttr)))))
+// CreateRWQIndTable calls ibv_create_rwq_ind_table (static inline,
+// infiniband/verbs.h:3592). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func CreateRWQIndTable(context *Context, initAttr *RWQIndTableInitAttr) (*RWQIndTable, error) {
+	r, err := C.ibv_create_rwq_ind_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_rwq_ind_table_init_attr)(unsafe.Pointer(initAttr)))
+	if r == nil {
+		return nil, siteCreateRWQIndTable.Err(errnoOf(err, -1))
+	}
+	return (*RWQIndTable)(unsafe.Pointer(r)), nil
 }
 
-// DestroyRWQIndTable calls ibv_destroy_rwq_ind_table (static inline, infiniband/verbs.h:3613).
-func DestroyRWQIndTable(rwqIndTable *RWQIndTable) int32 {
-	return int32(C.ibv_destroy_rwq_ind_table((*C.struct_ibv_rwq_ind_table)(unsafe.Pointer(rwqIndTable))))
+// DestroyRWQIndTable calls ibv_destroy_rwq_ind_table (static inline,
+// infiniband/verbs.h:3613). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func DestroyRWQIndTable(rwqIndTable *RWQIndTable) error {
+	r := C.ibv_destroy_rwq_ind_table((*C.struct_ibv_rwq_ind_table)(unsafe.Pointer(rwqIndTable)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyRWQIndTable.Err(errnoOf(nil, int64(r)))
 }
 
-// PostSend calls ibv_post_send (static inline, infiniband/verbs.h:3630).
-func PostSend(qp *QP, wr *SendWR, badWR **SendWR) int32 {
-	return int32(C.ibv_post_send((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_send_wr)(unsafe.Pointer(wr)), (**C.struct_ibv_send_wr)(unsafe.Pointer(badWR))))
+// PostSend calls ibv_post_send (static inline, infiniband/verbs.h:3630). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
+	r := C.ibv_post_send((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_send_wr)(unsafe.Pointer(wr)), (**C.struct_ibv_send_wr)(unsafe.Pointer(badWR)))
+	if r == 0 {
+		return nil
+	}
+	return sitePostSend.Err(errnoOf(nil, int64(r)))
 }
 
-// PostRecv calls ibv_post_recv (static inline, infiniband/verbs.h:3639).
-func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) int32 {
-	return int32(C.ibv_post_recv((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(wr)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badWR))))
+// PostRecv calls ibv_post_recv (static inline, infiniband/verbs.h:3639). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
+	r := C.ibv_post_recv((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(wr)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badWR)))
+	if r == 0 {
+		return nil
+	}
+	return sitePostRecv.Err(errnoOf(nil, int64(r)))
 }
 
-// CreateAH calls ibv_create_ah (extern, infiniband/verbs.h:3648).
-func CreateAH(pd *PD, attr *AHAttr) *AH {
-	return (*AH)(unsafe.Pointer(C.ibv_create_ah((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)))))
+// CreateAH calls ibv_create_ah (extern, infiniband/verbs.h:3648). When C
+// returns NULL, it returns nil and a *verberr.Error with the errno C set (error
+// convention "NULL and errno", rule "constructors returning NULL with errno").
+func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
+	r, err := C.ibv_create_ah((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)))
+	if r == nil {
+		return nil, siteCreateAH.Err(errnoOf(err, -1))
+	}
+	return (*AH)(unsafe.Pointer(r)), nil
 }
 
 // InitAHFromWC calls ibv_init_ah_from_wc (extern, infiniband/verbs.h:3661).
-func InitAHFromWC(context *Context, portNum uint8, wc *WC, grh *GRH, ahAttr *AHAttr) int32 {
-	return int32(C.ibv_init_ah_from_wc((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), (*C.struct_ibv_wc)(unsafe.Pointer(wc)), (*C.struct_ibv_grh)(unsafe.Pointer(grh)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(ahAttr))))
+// When C returns -1, it returns a *verberr.Error with the errno C set (error
+// convention "-1 and errno", rule "verbs returning -1 with errno").
+func InitAHFromWC(context *Context, portNum uint8, wc *WC, grh *GRH, ahAttr *AHAttr) error {
+	r, err := C.ibv_init_ah_from_wc((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), (*C.struct_ibv_wc)(unsafe.Pointer(wc)), (*C.struct_ibv_grh)(unsafe.Pointer(grh)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(ahAttr)))
+	if r == 0 {
+		return nil
+	}
+	return siteInitAHFromWC.Err(errnoOf(err, int64(r)))
 }
 
 // CreateAHFromWC calls ibv_create_ah_from_wc (extern, infiniband/verbs.h:3677).
-func CreateAHFromWC(pd *PD, wc *WC, grh *GRH, portNum uint8) *AH {
-	return (*AH)(unsafe.Pointer(C.ibv_create_ah_from_wc((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)), (*C.struct_ibv_grh)(unsafe.Pointer(grh)), C.uint8_t(portNum))))
+// When C returns NULL, it returns nil and a *verberr.Error with the errno C set
+// (error convention "NULL and errno", rule "constructors returning NULL with
+// errno").
+func CreateAHFromWC(pd *PD, wc *WC, grh *GRH, portNum uint8) (*AH, error) {
+	r, err := C.ibv_create_ah_from_wc((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)), (*C.struct_ibv_grh)(unsafe.Pointer(grh)), C.uint8_t(portNum))
+	if r == nil {
+		return nil, siteCreateAHFromWC.Err(errnoOf(err, -1))
+	}
+	return (*AH)(unsafe.Pointer(r)), nil
 }
 
-// DestroyAH calls ibv_destroy_ah (extern, infiniband/verbs.h:3683).
-func DestroyAH(ah *AH) int32 {
-	return int32(C.ibv_destroy_ah((*C.struct_ibv_ah)(unsafe.Pointer(ah))))
+// DestroyAH calls ibv_destroy_ah (extern, infiniband/verbs.h:3683). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DestroyAH(ah *AH) error {
+	r := C.ibv_destroy_ah((*C.struct_ibv_ah)(unsafe.Pointer(ah)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyAH.Err(errnoOf(nil, int64(r)))
 }
 
-// AttachMcast calls ibv_attach_mcast (extern, infiniband/verbs.h:3696).
-func AttachMcast(qp *QP, gid *GID, lid uint16) int32 {
-	return int32(C.ibv_attach_mcast((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.union_ibv_gid)(unsafe.Pointer(gid)), C.uint16_t(lid)))
+// AttachMcast calls ibv_attach_mcast (extern, infiniband/verbs.h:3696). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func AttachMcast(qp *QP, gid *GID, lid uint16) error {
+	r := C.ibv_attach_mcast((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.union_ibv_gid)(unsafe.Pointer(gid)), C.uint16_t(lid))
+	if r == 0 {
+		return nil
+	}
+	return siteAttachMcast.Err(errnoOf(nil, int64(r)))
 }
 
-// DetachMcast calls ibv_detach_mcast (extern, infiniband/verbs.h:3704).
-func DetachMcast(qp *QP, gid *GID, lid uint16) int32 {
-	return int32(C.ibv_detach_mcast((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.union_ibv_gid)(unsafe.Pointer(gid)), C.uint16_t(lid)))
+// DetachMcast calls ibv_detach_mcast (extern, infiniband/verbs.h:3704). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func DetachMcast(qp *QP, gid *GID, lid uint16) error {
+	r := C.ibv_detach_mcast((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.union_ibv_gid)(unsafe.Pointer(gid)), C.uint16_t(lid))
+	if r == 0 {
+		return nil
+	}
+	return siteDetachMcast.Err(errnoOf(nil, int64(r)))
 }
 
-// ForkInit calls ibv_fork_init (extern, infiniband/verbs.h:3712).
-func ForkInit() int32 {
-	return int32(C.ibv_fork_init())
+// ForkInit calls ibv_fork_init (extern, infiniband/verbs.h:3712). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func ForkInit() error {
+	r := C.ibv_fork_init()
+	if r == 0 {
+		return nil
+	}
+	return siteForkInit.Err(errnoOf(nil, int64(r)))
 }
 
-// IsForkInitialized calls ibv_is_fork_initialized (extern, infiniband/verbs.h:3718).
+// IsForkInitialized calls ibv_is_fork_initialized (extern,
+// infiniband/verbs.h:3718). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "values and strings").
 func IsForkInitialized() ForkStatus {
-	return ForkStatus(C.ibv_is_fork_initialized())
+	r := C.ibv_is_fork_initialized()
+	return ForkStatus(r)
 }
 
-// NodeTypeStr calls ibv_node_type_str (extern, infiniband/verbs.h:3723).
+// NodeTypeStr calls ibv_node_type_str (extern, infiniband/verbs.h:3723). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func NodeTypeStr(nodeType NodeType) *int8 {
-	return (*int8)(unsafe.Pointer(C.ibv_node_type_str(C.enum_ibv_node_type(nodeType))))
+	r := C.ibv_node_type_str(C.enum_ibv_node_type(nodeType))
+	return (*int8)(unsafe.Pointer(r))
 }
 
-// PortStateStr calls ibv_port_state_str (extern, infiniband/verbs.h:3728).
+// PortStateStr calls ibv_port_state_str (extern, infiniband/verbs.h:3728). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func PortStateStr(portState PortState) *int8 {
-	return (*int8)(unsafe.Pointer(C.ibv_port_state_str(C.enum_ibv_port_state(portState))))
+	r := C.ibv_port_state_str(C.enum_ibv_port_state(portState))
+	return (*int8)(unsafe.Pointer(r))
 }
 
-// EventTypeStr calls ibv_event_type_str (extern, infiniband/verbs.h:3733).
+// EventTypeStr calls ibv_event_type_str (extern, infiniband/verbs.h:3733). It
+// cannot fail: what C returns is the result (error convention "cannot fail",
+// rule "values and strings").
 func EventTypeStr(event EventType) *int8 {
-	return (*int8)(unsafe.Pointer(C.ibv_event_type_str(C.enum_ibv_event_type(event))))
+	r := C.ibv_event_type_str(C.enum_ibv_event_type(event))
+	return (*int8)(unsafe.Pointer(r))
 }
 
-// ResolveEthL2FromGID calls ibv_resolve_eth_l2_from_gid (extern, infiniband/verbs.h:3735).
-func ResolveEthL2FromGID(context *Context, attr *AHAttr, ethMAC *uint8, vid *uint16) int32 {
-	return int32(C.ibv_resolve_eth_l2_from_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)), (*C.uint8_t)(unsafe.Pointer(ethMAC)), (*C.uint16_t)(unsafe.Pointer(vid))))
+// ResolveEthL2FromGID calls ibv_resolve_eth_l2_from_gid (extern,
+// infiniband/verbs.h:3735). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func ResolveEthL2FromGID(context *Context, attr *AHAttr, ethMAC *uint8, vid *uint16) error {
+	r := C.ibv_resolve_eth_l2_from_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)), (*C.uint8_t)(unsafe.Pointer(ethMAC)), (*C.uint16_t)(unsafe.Pointer(vid)))
+	if r == 0 {
+		return nil
+	}
+	return siteResolveEthL2FromGID.Err(errnoOf(nil, int64(r)))
 }
 
-// IsQPTSupported calls ibv_is_qpt_supported (static inline, infiniband/verbs.h:3740).
+// IsQPTSupported calls ibv_is_qpt_supported (static inline,
+// infiniband/verbs.h:3740). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "values and strings").
 func IsQPTSupported(caps uint32, qpt QPType) int32 {
-	return int32(C.ibv_is_qpt_supported(C.uint32_t(caps), C.enum_ibv_qp_type(qpt)))
+	r := C.ibv_is_qpt_supported(C.uint32_t(caps), C.enum_ibv_qp_type(qpt))
+	return int32(r)
 }
 
-// CreateCounters calls ibv_create_counters (static inline, infiniband/verbs.h:3745).
-func CreateCounters(context *Context, initAttr *CountersInitAttr) *Counters {
-	return (*Counters)(unsafe.Pointer(C.ibv_create_counters((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_counters_init_attr)(unsafe.Pointer(initAttr)))))
+// CreateCounters calls ibv_create_counters (static inline,
+// infiniband/verbs.h:3745). When C returns NULL, it returns nil and a
+// *verberr.Error with the errno C set (error convention "NULL and errno", rule
+// "constructors returning NULL with errno").
+func CreateCounters(context *Context, initAttr *CountersInitAttr) (*Counters, error) {
+	r, err := C.ibv_create_counters((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_counters_init_attr)(unsafe.Pointer(initAttr)))
+	if r == nil {
+		return nil, siteCreateCounters.Err(errnoOf(err, -1))
+	}
+	return (*Counters)(unsafe.Pointer(r)), nil
 }
 
-// DestroyCounters calls ibv_destroy_counters (static inline, infiniband/verbs.h:3759).
-func DestroyCounters(counters *Counters) int32 {
-	return int32(C.ibv_destroy_counters((*C.struct_ibv_counters)(unsafe.Pointer(counters))))
+// DestroyCounters calls ibv_destroy_counters (static inline,
+// infiniband/verbs.h:3759). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func DestroyCounters(counters *Counters) error {
+	r := C.ibv_destroy_counters((*C.struct_ibv_counters)(unsafe.Pointer(counters)))
+	if r == 0 {
+		return nil
+	}
+	return siteDestroyCounters.Err(errnoOf(nil, int64(r)))
 }
 
-// AttachCountersPointFlow calls ibv_attach_counters_point_flow (static inline, infiniband/verbs.h:3770).
-func AttachCountersPointFlow(counters *Counters, attr *CounterAttachAttr, flow *Flow) int32 {
-	return int32(C.ibv_attach_counters_point_flow((*C.struct_ibv_counters)(unsafe.Pointer(counters)), (*C.struct_ibv_counter_attach_attr)(unsafe.Pointer(attr)), (*C.struct_ibv_flow)(unsafe.Pointer(flow))))
+// AttachCountersPointFlow calls ibv_attach_counters_point_flow (static inline,
+// infiniband/verbs.h:3770). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func AttachCountersPointFlow(counters *Counters, attr *CounterAttachAttr, flow *Flow) error {
+	r := C.ibv_attach_counters_point_flow((*C.struct_ibv_counters)(unsafe.Pointer(counters)), (*C.struct_ibv_counter_attach_attr)(unsafe.Pointer(attr)), (*C.struct_ibv_flow)(unsafe.Pointer(flow)))
+	if r == 0 {
+		return nil
+	}
+	return siteAttachCountersPointFlow.Err(errnoOf(nil, int64(r)))
 }
 
-// ReadCounters calls ibv_read_counters (static inline, infiniband/verbs.h:3783).
-func ReadCounters(counters *Counters, countersValue *uint64, ncounters uint32, flags uint32) int32 {
-	return int32(C.ibv_read_counters((*C.struct_ibv_counters)(unsafe.Pointer(counters)), (*C.uint64_t)(unsafe.Pointer(countersValue)), C.uint32_t(ncounters), C.uint32_t(flags)))
+// ReadCounters calls ibv_read_counters (static inline,
+// infiniband/verbs.h:3783). When C returns an errno, it returns it as a
+// *verberr.Error (error convention "errno returned", rule "verbs returning
+// their errno").
+func ReadCounters(counters *Counters, countersValue *uint64, ncounters uint32, flags uint32) error {
+	r := C.ibv_read_counters((*C.struct_ibv_counters)(unsafe.Pointer(counters)), (*C.uint64_t)(unsafe.Pointer(countersValue)), C.uint32_t(ncounters), C.uint32_t(flags))
+	if r == 0 {
+		return nil
+	}
+	return siteReadCounters.Err(errnoOf(nil, int64(r)))
 }
 
-// FlowLabelToUDPSport calls ibv_flow_label_to_udp_sport (static inline, infiniband/verbs.h:3801).
+// FlowLabelToUDPSport calls ibv_flow_label_to_udp_sport (static inline,
+// infiniband/verbs.h:3801). It cannot fail: what C returns is the result (error
+// convention "cannot fail", rule "values and strings").
 func FlowLabelToUDPSport(fl uint32) uint16 {
-	return uint16(C.ibv_flow_label_to_udp_sport(C.uint32_t(fl)))
+	r := C.ibv_flow_label_to_udp_sport(C.uint32_t(fl))
+	return uint16(r)
 }
 
-// SetECE calls ibv_set_ece (extern, infiniband/verbs.h:3812).
-func SetECE(qp *QP, ece *ECE) int32 {
-	return int32(C.ibv_set_ece((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_ece)(unsafe.Pointer(ece))))
+// SetECE calls ibv_set_ece (extern, infiniband/verbs.h:3812). When C returns an
+// errno, it returns it as a *verberr.Error (error convention "errno returned",
+// rule "verbs returning their errno").
+func SetECE(qp *QP, ece *ECE) error {
+	r := C.ibv_set_ece((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_ece)(unsafe.Pointer(ece)))
+	if r == 0 {
+		return nil
+	}
+	return siteSetECE.Err(errnoOf(nil, int64(r)))
 }
 
-// QueryECE calls ibv_query_ece (extern, infiniband/verbs.h:3817).
-func QueryECE(qp *QP, ece *ECE) int32 {
-	return int32(C.ibv_query_ece((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_ece)(unsafe.Pointer(ece))))
+// QueryECE calls ibv_query_ece (extern, infiniband/verbs.h:3817). When C
+// returns an errno, it returns it as a *verberr.Error (error convention "errno
+// returned", rule "verbs returning their errno").
+func QueryECE(qp *QP, ece *ECE) error {
+	r := C.ibv_query_ece((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_ece)(unsafe.Pointer(ece)))
+	if r == 0 {
+		return nil
+	}
+	return siteQueryECE.Err(errnoOf(nil, int64(r)))
 }

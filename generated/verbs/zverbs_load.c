@@ -173,7 +173,7 @@ GOVERBS_HIDDEN int32_t ibv_rate_to_mult(uint32_t a0) {
 	int32_t (*fn_)(uint32_t) = (int32_t (*)(uint32_t))fn(1);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return 0;
 	}
 	return fn_(a0);
 }
@@ -193,7 +193,7 @@ GOVERBS_HIDDEN int32_t ibv_rate_to_mbps(uint32_t a0) {
 	int32_t (*fn_)(uint32_t) = (int32_t (*)(uint32_t))fn(3);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return 0;
 	}
 	return fn_(a0);
 }
@@ -293,7 +293,7 @@ GOVERBS_HIDDEN int32_t ibv_close_device(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(13);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return -1;
 	}
 	return fn_(a0);
 }
@@ -443,7 +443,7 @@ GOVERBS_HIDDEN int64_t _ibv_query_gid_table(void *a0, void *a1, uint64_t a2, uin
 	int64_t (*fn_)(void *, void *, uint64_t, uint32_t, uint64_t) = (int64_t (*)(void *, void *, uint64_t, uint32_t, uint64_t))fn(28);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return 0;
+		return -1;
 	}
 	return fn_(a0, a1, a2, a3, a4);
 }
@@ -543,7 +543,7 @@ GOVERBS_HIDDEN int32_t ibv_rereg_mr(void *a0, int32_t a1, void *a2, void *a3, ui
 	int32_t (*fn_)(void *, int32_t, void *, void *, uint64_t, int32_t) = (int32_t (*)(void *, int32_t, void *, void *, uint64_t, int32_t))fn(38);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return -1;
 	}
 	return fn_(a0, a1, a2, a3, a4, a5);
 }
@@ -583,7 +583,7 @@ GOVERBS_HIDDEN int32_t ibv_dm_export_dmabuf_fd(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(42);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return -1;
 	}
 	return fn_(a0);
 }
@@ -793,7 +793,7 @@ GOVERBS_HIDDEN int32_t ibv_export_buf_dmabuf_fd(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(63);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return -1;
 	}
 	return fn_(a0);
 }
@@ -863,7 +863,7 @@ GOVERBS_HIDDEN int32_t ibv_query_qp_data_in_order(void *a0, uint32_t a1, uint32_
 	int32_t (*fn_)(void *, uint32_t, uint32_t) = (int32_t (*)(void *, uint32_t, uint32_t))fn(70);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return 0;
 	}
 	return fn_(a0, a1, a2);
 }
@@ -903,7 +903,7 @@ GOVERBS_HIDDEN int32_t ibv_init_ah_from_wc(void *a0, uint8_t a1, void *a2, void 
 	int32_t (*fn_)(void *, uint8_t, void *, void *, void *) = (int32_t (*)(void *, uint8_t, void *, void *, void *))fn(74);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return -1;
 	}
 	return fn_(a0, a1, a2, a3, a4);
 }

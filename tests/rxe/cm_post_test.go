@@ -34,8 +34,8 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	sch := cmChannel(t)
 	lid := cmID(t, sch)
 	bind := sockaddrIn(netip.AddrPortFrom(addr, 0))
-	cmCall(t, "rdma_bind_addr", func() int32 { return rdmacm.BindAddr(lid, &bind) })
-	cmCall(t, "rdma_listen", func() int32 { return rdmacm.Listen(lid, 4) })
+	cmCall(t, "rdma_bind_addr", rdmacm.BindAddr(lid, &bind))
+	cmCall(t, "rdma_listen", rdmacm.Listen(lid, 4))
 	port := rdmacm.GetSrcPort(lid).Native()
 	if port == 0 {
 		t.Fatal("rdma_get_src_port: 0 after rdma_listen")
@@ -47,9 +47,9 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	cch := cmChannel(t)
 	cid := cmID(t, cch)
 	dst := sockaddrIn(server)
-	cmCall(t, "rdma_resolve_addr", func() int32 { return rdmacm.ResolveAddr(cid, nil, &dst, 5000) })
+	cmCall(t, "rdma_resolve_addr", rdmacm.ResolveAddr(cid, nil, &dst, 5000))
 	cmExpect(t, cch, rdmacm.CMEventAddrResolved)
-	cmCall(t, "rdma_resolve_route", func() int32 { return rdmacm.ResolveRoute(cid, 5000) })
+	cmCall(t, "rdma_resolve_route", rdmacm.ResolveRoute(cid, 5000))
 	cmExpect(t, cch, rdmacm.CMEventRouteResolved)
 	ce := cmEnv(t, cid, gidIndex)
 	t.Logf("listening on %v; the client resolved it to device %s port %d", server, ce.name, cid.PortNum)
@@ -74,7 +74,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		t.Fatalf("client rdma_post_recvv chain: %v", err)
 	}
 	cparam := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
-	cmCall(t, "rdma_connect", func() int32 { return rdmacm.Connect(cid, &cparam) })
+	cmCall(t, "rdma_connect", rdmacm.Connect(cid, &cparam))
 
 	// Server: take the request, make the QP, pre-post receives, accept
 	// with private data naming its readable region.
@@ -106,7 +106,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		PrivateData: unsafe.Pointer(&pdata[0]), PrivateDataLen: 16,
 		ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7,
 	}
-	cmCall(t, "rdma_accept", func() int32 { return rdmacm.Accept(sid, &sparam) })
+	cmCall(t, "rdma_accept", rdmacm.Accept(sid, &sparam))
 	est := cmExpect(t, cch, rdmacm.CMEventEstablished)
 	cmExpect(t, sch, rdmacm.CMEventEstablished)
 	if len(est.privateData) < 16 {
@@ -182,9 +182,9 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	// The client disconnects (DREQ); the server sees it and answers
 	// (DREP), which completes the client's disconnect. Every receive
 	// posted was used: nothing is left to flush.
-	cmCall(t, "client rdma_disconnect", func() int32 { return rdmacm.Disconnect(cid) })
+	cmCall(t, "client rdma_disconnect", rdmacm.Disconnect(cid))
 	cmExpect(t, sch, rdmacm.CMEventDisconnected)
-	cmCall(t, "server rdma_disconnect", func() int32 { return rdmacm.Disconnect(sid) })
+	cmCall(t, "server rdma_disconnect", rdmacm.Disconnect(sid))
 	cmExpect(t, cch, rdmacm.CMEventDisconnected)
 	ccq.expectEmpty(t)
 	scq.expectEmpty(t)

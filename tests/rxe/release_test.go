@@ -101,8 +101,8 @@ func TestReleaseQueryPortGrownStruct(t *testing.T) {
 	for i := range raw {
 		raw[i] = 0xff
 	}
-	if rc := verbs.QueryPort(e.ctx, 1, &a); rc != 0 {
-		t.Fatalf("ibv_query_port: %v", syscall.Errno(rc))
+	if err := verbs.QueryPort(e.ctx, 1, &a); err != nil {
+		t.Fatalf("ibv_query_port: %v", err)
 	}
 	t.Logf("rdma-core %s, sizeof(struct ibv_port_attr) %d: state %d, active_mtu %d, gid_tbl_len %d, active_speed %d, active_speed_ex %d; bytes 52..55: % x",
 		release, len(raw), a.State, a.ActiveMTU, a.GIDTblLen, a.ActiveSpeed, a.ActiveSpeedEx, raw[52:56])

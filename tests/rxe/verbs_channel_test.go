@@ -26,27 +26,27 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 	if err := rc.PostRecv(p.b); err != nil {
 		t.Fatalf("post recv: %v", err)
 	}
-	if r := verbs.ReqNotifyCQ(p.bcq.cq, 0); r != 0 {
-		t.Fatalf("ibv_req_notify_cq: %d", r)
+	if err := verbs.ReqNotifyCQ(p.bcq.cq, 0); err != nil {
+		t.Fatal(err)
 	}
 	p.bcq.expectEmpty(t) // nothing arrived before the arm
 
 	type event struct {
-		rc int32
-		cq *verbs.CQ
-		at time.Time
+		err error
+		cq  *verbs.CQ
+		at  time.Time
 	}
 	woke := make(chan event, 1)
 	go func() {
 		var cq *verbs.CQ
 		var ctx unsafe.Pointer
-		r := verbs.GetCQEvent(p.bcq.ch, &cq, &ctx)
-		woke <- event{r, cq, time.Now()}
+		err := verbs.GetCQEvent(p.bcq.ch, &cq, &ctx)
+		woke <- event{err, cq, time.Now()}
 	}()
 	blocked := waitBlockedInRead(t, p.bcq.ch.FD)
 	select {
 	case ev := <-woke:
-		t.Fatalf("ibv_get_cq_event returned (%d) before anything was sent", ev.rc)
+		t.Fatalf("ibv_get_cq_event returned (%v) before anything was sent", ev.err)
 	default:
 	}
 	t.Logf("waiter blocked in read(2) on completion channel fd %d (thread %s)", p.bcq.ch.FD, blocked)
@@ -63,8 +63,8 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 	case <-time.After(vTimeout):
 		t.Fatalf("the waiter in ibv_get_cq_event did not wake within %v of a completion", vTimeout)
 	}
-	if ev.rc != 0 || ev.cq != p.bcq.cq {
-		t.Fatalf("ibv_get_cq_event: rc %d cq %p, want 0 and %p", ev.rc, ev.cq, p.bcq.cq)
+	if ev.err != nil || ev.cq != p.bcq.cq {
+		t.Fatalf("ibv_get_cq_event: %v, cq %p; want nil and %p", ev.err, ev.cq, p.bcq.cq)
 	}
 	verbs.ACKCQEvents(ev.cq, 1)
 	t.Logf("waiter woke %v after the post", ev.at.Sub(sent))

@@ -3,7 +3,6 @@ package rxe
 import (
 	"net/netip"
 	"os"
-	"syscall"
 	"testing"
 	"unsafe"
 
@@ -23,9 +22,9 @@ func TestVerbsDevice(t *testing.T) {
 	}
 
 	var n int32
-	list := verbs.GetDeviceList(&n)
-	if list == nil {
-		t.Fatal("ibv_get_device_list: NULL")
+	list, err := verbs.GetDeviceList(&n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer verbs.FreeDeviceList(list)
 	devs := unsafe.Slice(list, n+1)
@@ -98,8 +97,8 @@ func TestVerbsDevice(t *testing.T) {
 		t.Errorf("ibv_query_gid(%d) = %v, want %v (the RoCE v2 GID of %v)", e.gidIndex, got, want, addr)
 	}
 	var entry verbs.GIDEntry
-	if rc := verbs.QueryGIDEx(e.ctx, vPort, uint32(e.gidIndex), &entry, 0); rc != 0 {
-		t.Fatalf("ibv_query_gid_ex(%d): %v", e.gidIndex, syscall.Errno(rc))
+	if err := verbs.QueryGIDEx(e.ctx, vPort, uint32(e.gidIndex), &entry, 0); err != nil {
+		t.Fatalf("ibv_query_gid_ex(%d): %v", e.gidIndex, err)
 	}
 	if got := netip.AddrFrom16(*entry.GID.Raw()); got != want || entry.GIDIndex != uint32(e.gidIndex) ||
 		entry.PortNum != vPort || verbs.GIDType(entry.GIDType) != verbs.GIDTypeRoCEV2 {
@@ -110,9 +109,9 @@ func TestVerbsDevice(t *testing.T) {
 		t.Errorf("ibv_query_gid_ex(%d): no netdev ifindex (rxe sits on a veth)", e.gidIndex)
 	}
 	table := make([]verbs.GIDEntry, p.GIDTblLen)
-	nt := verbs.QueryGIDTable(e.ctx, &table[0], uint64(len(table)), 0)
-	if nt < 1 {
-		t.Fatalf("ibv_query_gid_table: %d", nt)
+	nt, err := verbs.QueryGIDTable(e.ctx, &table[0], uint64(len(table)), 0)
+	if err != nil || nt < 1 {
+		t.Fatalf("ibv_query_gid_table: %d entries, %v", nt, err)
 	}
 	found := false
 	for _, g := range table[:nt] {

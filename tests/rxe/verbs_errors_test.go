@@ -17,8 +17,8 @@ func queryState(t *testing.T, qp *verbs.QP) verbs.QPState {
 	t.Helper()
 	var attr verbs.QPAttr
 	var init verbs.QPInitAttr
-	if rc := verbs.QueryQP(qp, &attr, int32(verbs.QPAttrState), &init); rc != 0 {
-		t.Fatalf("ibv_query_qp(%d): %v", qp.QPNum, syscall.Errno(rc))
+	if err := verbs.QueryQP(qp, &attr, int32(verbs.QPAttrState), &init); err != nil {
+		t.Fatalf("ibv_query_qp(%d): %v", qp.QPNum, err)
 	}
 	return attr.QPState
 }

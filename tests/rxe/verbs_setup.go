@@ -4,20 +4,12 @@ package rxe
 // device, PD, MRs, CQs, QPs and their state transitions, AHs and SRQs, made
 // through the generated stubs directly (so the tests exercise package verbs
 // as a user of it would), while posting and polling go through hand's fast
-// paths. cgo is here only to read errno after a verb that reports failure by
-// returning NULL or -1 (cgo is not allowed in _test.go files).
-
-/*
-#include <errno.h>
-static int goverbs_rxe_errno(void) { return errno; }
-static void goverbs_rxe_clear_errno(void) { errno = 0; }
-*/
-import "C"
+// paths. The stubs' errors name the C function and its errno, so the tests
+// need no errno reader of their own.
 
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -34,20 +26,6 @@ const vTimeout = 30 * time.Second
 
 // vPort is the port every test uses: rxe devices have one.
 const vPort = 1
-
-// errnoOf runs f, which calls one verb and reports whether it succeeded,
-// and returns the errno the verb left on failure. The thread is locked so
-// that the verb and the errno read run on the same thread (errno is
-// thread-local).
-func errnoOf(f func() bool) syscall.Errno {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	C.goverbs_rxe_clear_errno()
-	if f() {
-		return 0
-	}
-	return syscall.Errno(C.goverbs_rxe_errno())
-}
 
 // goString copies a NUL-terminated C string.
 func goString(p *int8) string {
@@ -93,16 +71,16 @@ func openVerbs(t testing.TB) *vEnv {
 	e := &vEnv{name: name, gidIndex: gidIndex}
 
 	var n int32
-	list := verbs.GetDeviceList(&n)
-	if list == nil {
-		t.Fatalf("ibv_get_device_list: NULL")
+	list, err := verbs.GetDeviceList(&n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer verbs.FreeDeviceList(list)
 	for _, d := range unsafe.Slice(list, n) {
 		if goString(verbs.GetDeviceName(d)) == name {
-			errno := errnoOf(func() bool { e.ctx = verbs.OpenDevice(d); return e.ctx != nil })
+			e.ctx, err = verbs.OpenDevice(d)
 			if e.ctx == nil {
-				t.Fatalf("ibv_open_device(%s): %v", name, errno)
+				t.Fatalf("ibv_open_device(%s): %v", name, err)
 			}
 		}
 	}
@@ -110,8 +88,8 @@ func openVerbs(t testing.TB) *vEnv {
 		t.Fatalf("device %s is not in ibv_get_device_list (%d devices)", name, n)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.CloseDevice(e.ctx); rc != 0 {
-			t.Errorf("ibv_close_device(%s): %d", name, rc)
+		if err := verbs.CloseDevice(e.ctx); err != nil {
+			t.Errorf("ibv_close_device(%s): %d", name, err)
 		}
 	})
 	e.setup(t)
@@ -122,22 +100,23 @@ func openVerbs(t testing.TB) *vEnv {
 func (e *vEnv) setup(t testing.TB) {
 	t.Helper()
 	name, gidIndex := e.name, e.gidIndex
-	if rc := verbs.QueryDevice(e.ctx, &e.dev); rc != 0 {
-		t.Fatalf("ibv_query_device(%s): %v", name, syscall.Errno(rc))
+	if err := verbs.QueryDevice(e.ctx, &e.dev); err != nil {
+		t.Fatalf("ibv_query_device(%s): %v", name, err)
 	}
-	if rc := verbs.QueryPort(e.ctx, vPort, &e.port); rc != 0 {
-		t.Fatalf("ibv_query_port(%s, %d): %v", name, vPort, syscall.Errno(rc))
+	if err := verbs.QueryPort(e.ctx, vPort, &e.port); err != nil {
+		t.Fatalf("ibv_query_port(%s, %d): %v", name, vPort, err)
 	}
-	if rc := verbs.QueryGID(e.ctx, vPort, int32(gidIndex), &e.gid); rc != 0 {
-		t.Fatalf("ibv_query_gid(%s, %d, %d): %v", name, vPort, gidIndex, syscall.Errno(rc))
+	if err := verbs.QueryGID(e.ctx, vPort, int32(gidIndex), &e.gid); err != nil {
+		t.Fatalf("ibv_query_gid(%s, %d, %d): %v", name, vPort, gidIndex, err)
 	}
-	errno := errnoOf(func() bool { e.pd = verbs.AllocPD(e.ctx); return e.pd != nil })
+	var err error
+	e.pd, err = verbs.AllocPD(e.ctx)
 	if e.pd == nil {
-		t.Fatalf("ibv_alloc_pd(%s): %v", name, errno)
+		t.Fatalf("ibv_alloc_pd(%s): %v", name, err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DeallocPD(e.pd); rc != 0 {
-			t.Errorf("ibv_dealloc_pd: %v", syscall.Errno(rc))
+		if err := verbs.DeallocPD(e.pd); err != nil {
+			t.Errorf("ibv_dealloc_pd: %v", err)
 		}
 	})
 }
@@ -168,16 +147,13 @@ func mmapBuf(t testing.TB, n int) []byte {
 func regMR(t testing.TB, pd *verbs.PD, size int, access verbs.AccessFlags) *vMR {
 	t.Helper()
 	m := &vMR{buf: mmapBuf(t, size)}
-	errno := errnoOf(func() bool {
-		m.mr = verbs.RegMR(pd, unsafe.Pointer(&m.buf[0]), uint64(size), uint32(access))
-		return m.mr != nil
-	})
-	if m.mr == nil {
-		t.Fatalf("ibv_reg_mr(%d bytes, access %#x): %v", size, access, errno)
+	var err error
+	if m.mr, err = verbs.RegMR(pd, unsafe.Pointer(&m.buf[0]), uint64(size), uint32(access)); err != nil {
+		t.Fatalf("%d bytes, access %#x: %v", size, access, err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DeregMR(m.mr); rc != 0 {
-			t.Errorf("ibv_dereg_mr: %v", syscall.Errno(rc))
+		if err := verbs.DeregMR(m.mr); err != nil {
+			t.Errorf("ibv_dereg_mr: %v", err)
 		}
 	})
 	return m
@@ -209,22 +185,23 @@ type vCQ struct {
 func (e *vEnv) cq(t testing.TB, entries int) *vCQ {
 	t.Helper()
 	c := &vCQ{}
-	errno := errnoOf(func() bool { c.ch = verbs.CreateCompChannel(e.ctx); return c.ch != nil })
+	var err error
+	c.ch, err = verbs.CreateCompChannel(e.ctx)
 	if c.ch == nil {
-		t.Fatalf("ibv_create_comp_channel: %v", errno)
+		t.Fatalf("ibv_create_comp_channel: %v", err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DestroyCompChannel(c.ch); rc != 0 {
-			t.Errorf("ibv_destroy_comp_channel: %v", syscall.Errno(rc))
+		if err := verbs.DestroyCompChannel(c.ch); err != nil {
+			t.Errorf("ibv_destroy_comp_channel: %v", err)
 		}
 	})
-	errno = errnoOf(func() bool { c.cq = verbs.CreateCQ(e.ctx, int32(entries), nil, c.ch, 0); return c.cq != nil })
+	c.cq, err = verbs.CreateCQ(e.ctx, int32(entries), nil, c.ch, 0)
 	if c.cq == nil {
-		t.Fatalf("ibv_create_cq(%d): %v", entries, errno)
+		t.Fatalf("ibv_create_cq(%d): %v", entries, err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DestroyCQ(c.cq); rc != 0 {
-			t.Errorf("ibv_destroy_cq: %v", syscall.Errno(rc))
+		if err := verbs.DestroyCQ(c.cq); err != nil {
+			t.Errorf("ibv_destroy_cq: %v", err)
 		}
 	})
 	p, err := hand.NewPoller(c.cq, 64)
@@ -258,8 +235,8 @@ func (c *vCQ) reap(t testing.TB, n int) []hand.WC {
 		if !armed {
 			// Arm, then poll again: a completion that arrived before
 			// the arm raises no event.
-			if rc := verbs.ReqNotifyCQ(c.cq, 0); rc != 0 {
-				t.Fatalf("ibv_req_notify_cq: %v", syscall.Errno(rc))
+			if err := verbs.ReqNotifyCQ(c.cq, 0); err != nil {
+				t.Fatalf("ibv_req_notify_cq: %v", err)
 			}
 			armed = true
 			continue
@@ -269,8 +246,8 @@ func (c *vCQ) reap(t testing.TB, n int) []hand.WC {
 		}
 		var cq *verbs.CQ
 		var ctx unsafe.Pointer
-		if rc := verbs.GetCQEvent(c.ch, &cq, &ctx); rc != 0 {
-			t.Fatalf("ibv_get_cq_event: %d", rc)
+		if err := verbs.GetCQEvent(c.ch, &cq, &ctx); err != nil {
+			t.Fatalf("ibv_get_cq_event: %v", err)
 		}
 		if cq != c.cq {
 			t.Fatalf("ibv_get_cq_event returned CQ %p, want %p", cq, c.cq)
@@ -373,13 +350,14 @@ func (e *vEnv) qp(t testing.TB, cfg vQPConfig) *verbs.QP {
 		attr.Cap.MaxRecvSGE = uint32(max(cfg.sge, 1))
 	}
 	var qp *verbs.QP
-	errno := errnoOf(func() bool { qp = verbs.CreateQP(e.pd, &attr); return qp != nil })
+	var err error
+	qp, err = verbs.CreateQP(e.pd, &attr)
 	if qp == nil {
-		t.Fatalf("ibv_create_qp(type %d, caps %+v): %v", cfg.typ, attr.Cap, errno)
+		t.Fatalf("ibv_create_qp(type %d, caps %+v): %v", cfg.typ, attr.Cap, err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DestroyQP(qp); rc != 0 {
-			t.Errorf("ibv_destroy_qp(%d): %v", qp.QPNum, syscall.Errno(rc))
+		if err := verbs.DestroyQP(qp); err != nil {
+			t.Errorf("ibv_destroy_qp(%d): %v", qp.QPNum, err)
 		}
 	})
 	return qp
@@ -388,8 +366,8 @@ func (e *vEnv) qp(t testing.TB, cfg vQPConfig) *verbs.QP {
 // modify is ibv_modify_qp, failing the test with the step's name.
 func modify(t testing.TB, qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMask, step string) {
 	t.Helper()
-	if rc := verbs.ModifyQP(qp, attr, int32(mask)); rc != 0 {
-		t.Fatalf("ibv_modify_qp(QP %d, %s, mask %#x): %v", qp.QPNum, step, mask, syscall.Errno(rc))
+	if err := verbs.ModifyQP(qp, attr, int32(mask)); err != nil {
+		t.Fatalf("ibv_modify_qp(QP %d, %s, mask %#x): %v", qp.QPNum, step, mask, err)
 	}
 	if qp.State != attr.QPState {
 		t.Fatalf("QP %d after ibv_modify_qp(%s): state %d, want %d", qp.QPNum, step, qp.State, attr.QPState)

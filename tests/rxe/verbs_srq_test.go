@@ -2,7 +2,6 @@ package rxe
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -20,22 +19,18 @@ func TestVerbsSRQShared(t *testing.T) {
 		slot      = 2048
 	)
 	e := openVerbs(t)
-	var srq *verbs.SRQ
-	errno := errnoOf(func() bool {
-		srq = verbs.CreateSRQ(e.pd, &verbs.SRQInitAttr{Attr: verbs.SRQAttr{MaxWR: 64, MaxSGE: 1}})
-		return srq != nil
-	})
-	if srq == nil {
-		t.Fatalf("ibv_create_srq: %v", errno)
+	srq, err := verbs.CreateSRQ(e.pd, &verbs.SRQInitAttr{Attr: verbs.SRQAttr{MaxWR: 64, MaxSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DestroySRQ(srq); rc != 0 {
-			t.Errorf("ibv_destroy_srq: %v", syscall.Errno(rc))
+		if err := verbs.DestroySRQ(srq); err != nil {
+			t.Errorf("ibv_destroy_srq: %v", err)
 		}
 	})
 	var sattr verbs.SRQAttr
-	if rc := verbs.QuerySRQ(srq, &sattr); rc != 0 || sattr.MaxWR < 64 {
-		t.Fatalf("ibv_query_srq: rc %d, attr %+v, want max_wr >= 64", rc, sattr)
+	if err := verbs.QuerySRQ(srq, &sattr); err != nil || sattr.MaxWR < 64 {
+		t.Fatalf("ibv_query_srq: %v, attr %+v; want max_wr >= 64", err, sattr)
 	}
 
 	rcq := e.cq(t, 64)

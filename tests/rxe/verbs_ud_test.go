@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -34,14 +33,13 @@ func TestVerbsUD(t *testing.T) {
 	readyUD(t, b, qkey)
 
 	attr := e.route()
-	var ah *verbs.AH
-	errno := errnoOf(func() bool { ah = verbs.CreateAH(e.pd, &attr); return ah != nil })
-	if ah == nil {
-		t.Fatalf("ibv_create_ah(dgid %v, sgid index %d): %v", netip.AddrFrom16(*attr.GRH.DGID.Raw()), e.gidIndex, errno)
+	ah, err := verbs.CreateAH(e.pd, &attr)
+	if err != nil {
+		t.Fatalf("ibv_create_ah(dgid %v, sgid index %d): %v", netip.AddrFrom16(*attr.GRH.DGID.Raw()), e.gidIndex, err)
 	}
 	t.Cleanup(func() {
-		if rc := verbs.DestroyAH(ah); rc != 0 {
-			t.Errorf("ibv_destroy_ah: %v", syscall.Errno(rc))
+		if err := verbs.DestroyAH(ah); err != nil {
+			t.Errorf("ibv_destroy_ah: %v", err)
 		}
 	})
 

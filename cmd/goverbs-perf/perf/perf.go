@@ -29,7 +29,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
@@ -200,11 +199,11 @@ func Run(cfg Config, out io.Writer) (err error) {
 	}
 	local.LID = pa.LID
 	if cfg.GIDIndex >= 0 {
-		var g verbs.GID
-		if rc := verbs.QueryGID(dev.Raw(), uint8(cfg.IBPort), int32(cfg.GIDIndex), &g); rc != 0 {
-			return fmt.Errorf("can't read sgid of index %d", cfg.GIDIndex)
+		g, err := dev.QueryGID(cfg.IBPort, cfg.GIDIndex)
+		if err != nil {
+			return fmt.Errorf("can't read sgid of index %d: %w", cfg.GIDIndex, err)
 		}
-		local.GID = hand.GID(*g.Raw())
+		local.GID = g
 	}
 	if err := qp.ToInit(hand.InitAttr{Port: cfg.IBPort, Access: hand.AccessLocalWrite | hand.AccessRemoteWrite | hand.AccessRemoteRead}); err != nil {
 		return err

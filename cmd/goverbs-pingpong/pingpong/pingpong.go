@@ -225,11 +225,11 @@ func Run(cfg Config, out io.Writer) (res Result, err error) {
 		return res, errors.New("couldn't get local LID")
 	}
 	if cfg.GIDIndex >= 0 {
-		var g verbs.GID
-		if rc := verbs.QueryGID(dev.Raw(), uint8(cfg.IBPort), int32(cfg.GIDIndex), &g); rc != 0 {
-			return res, fmt.Errorf("can't read sgid of index %d (ibv_query_gid: %d)", cfg.GIDIndex, rc)
+		g, err := dev.QueryGID(cfg.IBPort, cfg.GIDIndex)
+		if err != nil {
+			return res, fmt.Errorf("can't read sgid of index %d: %w", cfg.GIDIndex, err)
 		}
-		my.GID = hand.GID(*g.Raw())
+		my.GID = g
 	}
 	fmt.Fprintf(out, "  local address:  %s\n", my)
 

@@ -1,5 +1,6 @@
 // Definitions of the golden header's extern functions, so that the generated
 // package links in the golden test's temporary module. Not generated.
+#include <errno.h>
 #include <string.h>
 #include <infiniband/verbs.h>
 
@@ -8,22 +9,34 @@
 #undef ibv_reg_mr
 #undef ibv_query_port
 
+// A zero length fails as libibverbs does: NULL, errno EINVAL (so does
+// ibv_reg_mr_iova2, which the macro reaches when access is not a constant).
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-	(void)pd, (void)length, (void)access;
+	(void)pd, (void)access;
+	if (length == 0) {
+		errno = EINVAL;
+		return NULL;
+	}
 	return (struct ibv_mr *)addr;
 }
 
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 				unsigned int access)
 {
-	(void)pd, (void)length, (void)iova, (void)access;
+	(void)pd, (void)iova, (void)access;
+	if (length == 0) {
+		errno = EINVAL;
+		return NULL;
+	}
 	return (struct ibv_mr *)addr;
 }
 
 int ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr)
 {
 	(void)context;
+	if (port_num == 0)
+		return EINVAL; // the convention of ibv_query_port: the errno, returned
 	memset(port_attr, 0, sizeof(*port_attr));
 	port_attr->lid = port_num;
 	port_attr->max_msg_sz = 1u << 31;

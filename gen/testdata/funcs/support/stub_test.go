@@ -4,8 +4,12 @@
 package verbs
 
 import (
+	"errors"
+	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/goverbs/goverbs/verberr"
 )
 
 func TestStubs(t *testing.T) {
@@ -21,16 +25,26 @@ func TestStubs(t *testing.T) {
 	var pd PD
 	buf := make([]byte, 64)
 	addr := unsafe.Pointer(&buf[0])
-	if mr := RegMR(&pd, addr, 64, uint32(AccessLocalWrite)); unsafe.Pointer(mr) != addr {
-		t.Errorf("RegMR (function-like macro) = %p, want %p", mr, addr)
+	if mr, err := RegMR(&pd, addr, 64, uint32(AccessLocalWrite)); unsafe.Pointer(mr) != addr || err != nil {
+		t.Errorf("RegMR (function-like macro) = %p, %v; want %p, nil", mr, err, addr)
 	}
-	if mr := XXRegMR(&pd, addr, 64, uint32(AccessOptionalRange), 0); unsafe.Pointer(mr) != addr {
-		t.Errorf("XXRegMR = %p, want %p", mr, addr)
+	if mr, err := XXRegMR(&pd, addr, 64, uint32(AccessOptionalRange), 0); unsafe.Pointer(mr) != addr || err != nil {
+		t.Errorf("XXRegMR = %p, %v; want %p, nil", mr, err, addr)
+	}
+	// NULL and errno: the errno comes back, named.
+	mr, err := RegMR(&pd, addr, 0, uint32(AccessLocalWrite))
+	var ve *verberr.Error
+	if mr != nil || !errors.Is(err, syscall.EINVAL) || !errors.As(err, &ve) || ve.Func() != "ibv_reg_mr" {
+		t.Errorf("RegMR with length 0 = %p, %v; want nil and ibv_reg_mr's EINVAL", mr, err)
 	}
 
 	var attr PortAttr
-	if rc := QueryPort(nil, 3, &attr); rc != 0 || attr.LID != 3 || attr.MaxMsgSz != 1<<31 {
-		t.Errorf("QueryPort (function-like macro) = %d, %+v; want 0, lid 3, max_msg_sz 2^31", rc, attr)
+	if err := QueryPort(nil, 3, &attr); err != nil || attr.LID != 3 || attr.MaxMsgSz != 1<<31 {
+		t.Errorf("QueryPort (function-like macro) = %v, %+v; want nil, lid 3, max_msg_sz 2^31", err, attr)
+	}
+	// An errno returned: the same.
+	if err := QueryPort(nil, 0, &attr); !errors.Is(err, syscall.EINVAL) || err.Error() != "ibv_query_port: invalid argument" {
+		t.Errorf("QueryPort(port 0) = %v, want ibv_query_port's EINVAL", err)
 	}
 
 	sge := MakeSGE(0x1000, 256)

@@ -1,0 +1,239 @@
+package gen
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Convention is how a C function reports failure, and so the Go signature
+// of its stub.
+type Convention int
+
+const (
+	// Unassigned: no rule covers the function; generation fails.
+	Unassigned Convention = iota
+	// CannotFail: the result is a value (a string, a rate, a field read
+	// from a completion) or there is none; the stub returns it as is.
+	CannotFail
+	// NullErrno: a pointer, NULL on failure with errno set (ibv_create_qp).
+	// The stub returns (T, error).
+	NullErrno
+	// ErrnoResult: an int that is 0 or the errno of the failure
+	// (ibv_modify_qp, ibv_post_send); some providers return it negated,
+	// which the stub accepts too. The stub returns error.
+	ErrnoResult
+	// MinusOneErrno: -1 with errno set (most of librdmacm,
+	// ibv_get_cq_event). The stub returns error.
+	MinusOneErrno
+	// CountOrError: a count, or a negative value on failure with errno
+	// set or the errno negated (ibv_poll_cq). The stub returns (int, error).
+	CountOrError
+	// GetaddrinfoCode: 0, -1 with errno set, or a getaddrinfo(3) EAI_*
+	// code (rdma_getaddrinfo). The stub returns error: a *verberr.Error
+	// for an errno, a *verberr.GAIError for an EAI code.
+	GetaddrinfoCode
+)
+
+var conventionNames = [...]string{"unassigned", "cannot fail", "NULL and errno", "errno returned",
+	"-1 and errno", "count or error", "errno or getaddrinfo code"}
+
+func (c Convention) String() string { return conventionNames[c] }
+
+// fits reports whether a function with result type t can follow c.
+func (c Convention) fits(t *Type) bool {
+	isInt := (t.Kind == KInt || t.Kind == KEnum) && t.Signed && !t.Bool
+	switch c {
+	case CannotFail:
+		return true
+	case NullErrno:
+		return t.Kind == KPointer
+	case ErrnoResult, MinusOneErrno, GetaddrinfoCode:
+		return isInt && t.Size == 4
+	case CountOrError:
+		return isInt
+	}
+	return false
+}
+
+// ConventionRule is a named patch: it assigns Convention to the functions
+// it lists, by C name, or by prefix for an entry ending in "*". The first
+// rule that lists a function decides; a rule whose convention does not fit
+// a function's result type fails generation, so a prefix can never sweep a
+// new function into the wrong signature unnoticed.
+type ConventionRule struct {
+	Name       string
+	Convention Convention
+	Funcs      []string
+}
+
+// Conventions is the one table of how every rdma-core function reports
+// failure, from the man pages and the headers' own comments. A function no
+// rule lists fails generation with its file:line: each new rdma-core
+// function gets a decision here. A rule entry that matches nothing in the
+// headers at hand is reported, not fatal (an older or newer release may
+// need it).
+var Conventions = []ConventionRule{
+	{
+		Name: "values and strings", Convention: CannotFail,
+		Funcs: []string{"ibv_wc_status_str", "ibv_wr_opcode_str", "ibv_node_type_str", "ibv_port_state_str",
+			"ibv_event_type_str", "rdma_event_str", "ibv_rate_to_mult", "mult_to_ibv_rate", "ibv_rate_to_mbps",
+			"mbps_to_ibv_rate", "ibv_inc_rkey", "ibv_flow_label_to_udp_sport", "ibv_is_qpt_supported",
+			"ibv_get_device_name", "ibv_get_device_guid", "ibv_is_fork_initialized", "rdma_get_src_port",
+			"rdma_get_dst_port", "rdma_get_local_addr", "rdma_get_peer_addr",
+			// rdma_seterrno is librdmacm's own helper: it turns an errno
+			// into -1 and sets errno, and is itself the convention.
+			"rdma_seterrno",
+			// A capability vector, 0 when the device says nothing.
+			"ibv_query_qp_data_in_order"},
+	},
+	{
+		// NULL here is an answer (not an extended QP or CQ, not a verbs
+		// context), not a failure: no errno is set.
+		Name: "conversions that may answer NULL", Convention: CannotFail,
+		Funcs: []string{"ibv_qp_to_qp_ex", "ibv_cq_ex_to_cq", "verbs_get_ctx"},
+	},
+	{
+		// The work-request builders and completion readers of the
+		// extended QP and CQ: provider function pointers with no return
+		// value, or a field of the current completion.
+		Name: "extended QP and CQ accessors", Convention: CannotFail,
+		Funcs: []string{"ibv_wr_start", "ibv_wr_abort", "ibv_wr_atomic_cmp_swp", "ibv_wr_atomic_fetch_add",
+			"ibv_wr_atomic_write", "ibv_wr_bind_mw", "ibv_wr_local_inv", "ibv_wr_rdma_read", "ibv_wr_rdma_write",
+			"ibv_wr_rdma_write_imm", "ibv_wr_flush", "ibv_wr_send", "ibv_wr_send_imm", "ibv_wr_send_inv",
+			"ibv_wr_send_tso", "ibv_wr_set_ud_addr", "ibv_wr_set_xrc_srqn", "ibv_wr_set_inline_data",
+			"ibv_wr_set_inline_data_list", "ibv_wr_set_sge", "ibv_wr_set_sge_list", "ibv_end_poll", "ibv_wc_read_*"},
+	},
+	{
+		Name: "functions returning void", Convention: CannotFail,
+		Funcs: []string{"ibv_free_device_list", "ibv_unimport_pd", "ibv_unimport_mr", "ibv_unimport_dm",
+			"ibv_ack_async_event", "ibv_ack_cq_events", "ibv_free_buf", "rdma_destroy_event_channel",
+			"rdma_destroy_ep", "rdma_destroy_qp", "rdma_free_devices", "rdma_freeaddrinfo", "rdma_destroy_srq"},
+	},
+	{
+		Name: "constructors returning NULL with errno", Convention: NullErrno,
+		Funcs: []string{"ibv_get_device_list", "ibv_open_device", "ibv_import_device", "ibv_import_pd",
+			"ibv_import_mr", "ibv_import_dm", "ibv_alloc_pd", "ibv_create_flow", "ibv_create_flow_action_esp",
+			"ibv_open_xrcd", "ibv_reg_mr", "ibv_reg_mr_iova", "ibv_reg_mr_iova2", "__ibv_reg_mr", "__ibv_reg_mr_iova",
+			"ibv_reg_dmabuf_mr", "ibv_reg_mr_ex", "ibv_alloc_mw", "ibv_create_comp_channel", "ibv_alloc_dm",
+			"ibv_alloc_null_mr", "ibv_reg_dm_mr", "ibv_create_cq", "ibv_create_cq_ex", "ibv_create_comp_cntr",
+			"ibv_create_srq", "ibv_create_srq_ex", "ibv_create_qp", "ibv_create_qp_ex", "ibv_alloc_td",
+			"ibv_alloc_parent_domain", "ibv_alloc_buf", "ibv_reg_buf_mr", "ibv_alloc_dmah", "ibv_open_qp",
+			"ibv_create_wq", "ibv_create_rwq_ind_table", "ibv_create_ah", "ibv_create_ah_from_wc",
+			"ibv_create_counters", "rdma_create_event_channel", "rdma_get_devices", "rdma_reg_msgs",
+			"rdma_reg_read", "rdma_reg_write"},
+	},
+	{
+		Name: "verbs returning -1 with errno", Convention: MinusOneErrno,
+		Funcs: []string{"ibv_get_async_event", "ibv_get_cq_event", "ibv_query_gid", "ibv_query_pkey",
+			"ibv_close_device", "ibv_init_ah_from_wc",
+			// ibv_rereg_mr returns one of the negative IBV_REREG_MR_ERR_*
+			// codes with errno set; the errno is the error.
+			"ibv_rereg_mr"},
+	},
+	{
+		Name: "counts, indexes and descriptors, negative on failure", Convention: CountOrError,
+		Funcs: []string{"ibv_poll_cq", "ibv_get_device_index", "ibv_get_pkey_index", "_ibv_query_gid_table",
+			"ibv_query_gid_table", "ibv_dm_export_dmabuf_fd", "ibv_export_buf_dmabuf_fd",
+			// rdma_get_*_comp return the number of completions (1), or -1
+			// with errno.
+			"rdma_get_send_comp", "rdma_get_recv_comp"},
+	},
+	{
+		Name: "rdma_getaddrinfo", Convention: GetaddrinfoCode,
+		Funcs: []string{"rdma_getaddrinfo"},
+	},
+	{
+		// Every other int-returning librdmacm function, the rdma_verbs.h
+		// inlines (through rdma_seterrno) included.
+		Name: "librdmacm: -1 with errno", Convention: MinusOneErrno,
+		Funcs: []string{"rdma_*"},
+	},
+	{
+		// What is left of libibverbs returns 0 or an errno: the
+		// destructors, queries, modifies, posts and the inlines that
+		// return EOPNOTSUPP when the provider lacks an op.
+		Name: "verbs returning their errno", Convention: ErrnoResult,
+		Funcs: []string{"ibv_post_*", "ibv_destroy_*", "ibv_dealloc_*", "ibv_dereg_mr", "ibv_close_xrcd",
+			"ibv_query_device", "ibv_query_device_ex", "ibv_query_port", "___ibv_query_port", "ibv_query_port_speed",
+			"_ibv_query_gid_ex", "ibv_query_gid_ex", "ibv_modify_*", "ibv_query_srq", "ibv_query_qp",
+			"ibv_query_ece", "ibv_set_ece", "ibv_query_rt_values_ex", "ibv_resize_cq", "ibv_req_notify_cq",
+			"ibv_get_srq_num", "ibv_bind_mw", "ibv_advise_mr", "ibv_free_dm", "ibv_memcpy_to_dm",
+			"ibv_memcpy_from_dm", "ibv_attach_mcast", "ibv_detach_mcast", "ibv_fork_init",
+			"ibv_resolve_eth_l2_from_gid", "ibv_attach_counters_point_flow", "ibv_read_counters",
+			"ibv_wr_complete", "ibv_qp_attach_comp_cntr", "_ibv_query_comp_cntr_caps", "ibv_query_comp_cntr_caps",
+			"ibv_set_comp_cntr", "ibv_set_err_comp_cntr", "ibv_inc_comp_cntr", "ibv_inc_err_comp_cntr",
+			"ibv_read_comp_cntr", "ibv_read_err_comp_cntr",
+			// ENOENT means the CQ is empty, not a failure: the stub
+			// returns it as an error all the same, and callers test
+			// errors.Is(err, syscall.ENOENT).
+			"ibv_start_poll", "ibv_next_poll"},
+	},
+}
+
+// matches reports whether rule entry pattern lists C function name.
+func matches(pattern, name string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, p)
+	}
+	return pattern == name
+}
+
+// AssignConventions gives every function of ir (those behind a macro
+// included) its convention from rules. It fails on a function no rule
+// lists, or one whose rule does not fit its result type, naming file:line;
+// entries that matched nothing are added to ir.StalePatches.
+func AssignConventions(ir *IR, rules []ConventionRule) error {
+	used := map[string]bool{}
+	type problem struct {
+		pos Pos
+		msg string
+	}
+	var errs []problem
+	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
+		fn.Convention, fn.ConventionRule = Unassigned, ""
+	rules:
+		for _, r := range rules {
+			for _, p := range r.Funcs {
+				if !matches(p, fn.Name) {
+					continue
+				}
+				used[r.Name+"\x00"+p] = true
+				if !r.Convention.fits(fn.Result) {
+					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s returns %s, which convention %q of rule %q (entry %q) cannot describe",
+						fn.Pos, fn.Name, cDecl(fn.Result, ""), r.Convention, r.Name, p)})
+				}
+				fn.Convention, fn.ConventionRule = r.Convention, r.Name
+				break rules
+			}
+		}
+		if fn.Convention == Unassigned {
+			errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s has no error convention: add it to a rule of gen.Conventions (conventions.go)",
+				fn.Pos, fn.Name)})
+		}
+	}
+	if len(errs) > 0 {
+		// One line, the first in source order, as every generator error;
+		// VERBSGEN_DEBUG lists them all.
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].pos.less(errs[j].pos) })
+		more := ""
+		if len(errs) > 1 {
+			more = fmt.Sprintf(" (and %d more functions)", len(errs)-1)
+		}
+		if os.Getenv("VERBSGEN_DEBUG") != "" {
+			for _, e := range errs {
+				fmt.Fprintln(os.Stderr, e.msg)
+			}
+		}
+		return fmt.Errorf("%s%s", errs[0].msg, more)
+	}
+	for _, r := range rules {
+		for _, p := range r.Funcs {
+			if !used[r.Name+"\x00"+p] {
+				ir.StalePatches = append(ir.StalePatches, fmt.Sprintf("convention rule %q: %s", r.Name, p))
+			}
+		}
+	}
+	return nil
+}

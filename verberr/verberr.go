@@ -1,0 +1,128 @@
+// Package verberr is the error a generated stub returns when its C function
+// fails: the function's C name, the errno it reported and, when the
+// installed rdma-core lacks the function altogether, why.
+//
+// The generated packages (generated/verbs, generated/rdmacm) give every
+// function that can fail one Site. A Site hands out one *Error per errno and
+// keeps it, so a failing call on the data path (ibv_post_send out of room,
+// ENOMEM) allocates only the first time that function fails with that errno.
+// The errors are shared and immutable: compare them with errors.Is, read
+// them with errors.As.
+package verberr
+
+import (
+	"strconv"
+	"sync/atomic"
+	"syscall"
+)
+
+// Error is a failed C call. errors.Is(err, syscall.EINVAL) holds when the
+// function reported EINVAL; when the library lacks the function, errors.Is
+// also matches what Missing matches (libload.ErrNotSupported, or
+// libload.ErrNoLibrary when rdma-core is not installed at all).
+type Error struct {
+	fn      string
+	errno   syscall.Errno
+	missing error
+}
+
+// Func is the C name of the function that failed ("ibv_create_qp").
+func (e *Error) Func() string { return e.fn }
+
+// Errno is what the function reported.
+func (e *Error) Errno() syscall.Errno { return e.errno }
+
+// Missing is, when the function failed with ENOSYS because the loaded
+// library lacks it (or no library could be loaded), the loader's error that
+// names what is missing; nil otherwise.
+func (e *Error) Missing() error { return e.missing }
+
+// Error reads "ibv_create_qp: invalid argument", with the loader's account
+// appended in parentheses when the function is missing.
+func (e *Error) Error() string {
+	s := e.fn + ": " + e.errno.Error()
+	if e.missing != nil {
+		s += " (" + e.missing.Error() + ")"
+	}
+	return s
+}
+
+// Unwrap returns the errno and, when set, the missing-function error.
+func (e *Error) Unwrap() []error {
+	if e.missing != nil {
+		return []error{e.errno, e.missing}
+	}
+	return []error{e.errno}
+}
+
+// maxErrno bounds the errnos a Site keeps; Linux's are below 134. A larger
+// one (a provider returning garbage) gets a fresh *Error each time.
+const maxErrno = 256
+
+// Site is where one C function's errors come from. Its zero value is not
+// usable: the generated packages declare one per failing function with
+// NewSite.
+type Site struct {
+	fn string
+	// available reports why the function cannot be called (the library or
+	// the function is missing), or nil; consulted only for ENOSYS, the
+	// errno the loader gives a call it cannot make.
+	available func() error
+	errs      atomic.Pointer[[maxErrno]atomic.Pointer[Error]]
+}
+
+// NewSite returns the Site of the C function fn. available, if not nil,
+// reports whether the loaded library has fn (nil when it has): an ENOSYS
+// from fn then names the missing function or library.
+func NewSite(fn string, available func() error) *Site {
+	return &Site{fn: fn, available: available}
+}
+
+// Func is the C name of the site's function.
+func (s *Site) Func() string { return s.fn }
+
+// Err returns nil for errno 0, otherwise the site's *Error for errno. The
+// same errno gives the same *Error every time after the first, so the
+// data path pays no allocation for a failure it has seen before.
+func (s *Site) Err(errno syscall.Errno) error {
+	if errno == 0 {
+		return nil
+	}
+	if errno >= maxErrno {
+		return s.newError(errno)
+	}
+	table := s.errs.Load()
+	if table == nil {
+		s.errs.CompareAndSwap(nil, new([maxErrno]atomic.Pointer[Error]))
+		table = s.errs.Load()
+	}
+	if e := table[errno].Load(); e != nil {
+		return e
+	}
+	table[errno].CompareAndSwap(nil, s.newError(errno))
+	return table[errno].Load()
+}
+
+func (s *Site) newError(errno syscall.Errno) *Error {
+	e := &Error{fn: s.fn, errno: errno}
+	if errno == syscall.ENOSYS && s.available != nil {
+		// Whether the library has the function does not change once it
+		// is loaded, and a call that got here has loaded it (or failed
+		// to, which does not change either): the answer can be kept.
+		e.missing = s.available()
+	}
+	return e
+}
+
+// GAIError is a failure that carries a getaddrinfo(3) code (EAI_*) rather
+// than an errno: rdma_getaddrinfo returns the code of the resolver it calls
+// as is. Message is gai_strerror's text.
+type GAIError struct {
+	Func    string
+	Code    int
+	Message string
+}
+
+func (e *GAIError) Error() string {
+	return e.Func + ": " + e.Message + " (EAI " + strconv.Itoa(e.Code) + ")"
+}
