@@ -636,6 +636,12 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	for _, n := range dataPath {
 		// The data path keeps its pointer arguments on the Go stack:
 		// these functions neither retain them nor call back into Go.
+		// Both directives are needed: measured with Go 1.26, without
+		// nocallback a local passed by address (the bad_wr slot of
+		// verbs.PostRecv) still escapes, one allocation per call, and
+		// the call costs 17-22 ns more (BENCHMARKS.md, the A/B of
+		// 2026-11-23). hand's entry points take no pointer (uintptr_t
+		// only), so the same rule gives them noescape alone.
 		fmt.Fprintf(&pre, "#cgo noescape %s\n#cgo nocallback %s\n", n, n)
 	}
 	for _, inc := range spec.Includes {

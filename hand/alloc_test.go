@@ -1,13 +1,17 @@
 package hand_test
 
 import (
+	"errors"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/hand/internal/fakeprov"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // Every entry point of the fast path, filled and posted (or polled) the way
@@ -170,4 +174,60 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The generated data-path stubs (package verbs, called directly as a user
+// of the generated layer would) allocate nothing either: not on success,
+// and not on a failure they have reported before, whose error is kept by
+// its verberr.Site. The WRs, SGEs and completions live in an anonymous
+// mapping (not the Go heap), as the no-Go-pointer rule asks; the bad_wr
+// slot is a local whose address #cgo noescape keeps on the stack.
+func TestNoAllocsGeneratedStubs(t *testing.T) {
+	r := sinkRig(t, fakeprov.RC)
+	mem, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Munmap(mem) })
+	base := unsafe.Pointer(&mem[0])
+	sg := (*verbs.SGE)(base)
+	*sg = sge(0)
+	rwr := (*verbs.RecvWR)(unsafe.Add(base, 64))
+	*rwr = verbs.RecvWR{WRID: 1, SGList: sg, NumSGE: 1}
+	swr := (*verbs.SendWR)(unsafe.Add(base, 256))
+	*swr = verbs.SendWR{WRID: 2, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend}
+	wc := (*verbs.WC)(unsafe.Add(base, 1024))
+
+	requireNoAllocs(t, "verbs.PostRecv", func() {
+		var bad *verbs.RecvWR
+		must(t, verbs.PostRecv(r.qp, rwr, &bad))
+	})
+	requireNoAllocs(t, "verbs.PostSRQRecv", func() {
+		var bad *verbs.RecvWR
+		must(t, verbs.PostSRQRecv(r.srq, rwr, &bad))
+	})
+	requireNoAllocs(t, "verbs.PostSend", func() {
+		var bad *verbs.SendWR
+		must(t, verbs.PostSend(r.qp, swr, &bad))
+	})
+	requireNoAllocs(t, "verbs.PollCQ", func() {
+		if n, err := verbs.PollCQ(r.vcq, 1, wc); n != 0 || err != nil {
+			t.Fatalf("PollCQ on an empty CQ = %d, %v", n, err)
+		}
+	})
+
+	// A failure: the provider refuses the WR with ENOMEM (queue full).
+	requireNoAllocs(t, "verbs.PostRecv failing", func() {
+		r.fqp.FailRecv(0, syscall.ENOMEM)
+		var bad *verbs.RecvWR
+		err := verbs.PostRecv(r.qp, rwr, &bad)
+		if !errors.Is(err, syscall.ENOMEM) || bad != rwr {
+			t.Fatalf("PostRecv with the provider refusing = %v, bad_wr %p; want ENOMEM and %p", err, bad, rwr)
+		}
+	})
+	var bad *verbs.SendWR
+	r.fqp.FailSend(0, syscall.EINVAL)
+	err = verbs.PostSend(r.qp, swr, &bad)
+	var ve *verberr.Error
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "ibv_post_send", ve.Func())
+	require.EqualError(t, err, "ibv_post_send: invalid argument")
 }

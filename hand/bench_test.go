@@ -415,3 +415,72 @@ func BenchmarkNaive(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGenerated measures the generated data-path stubs of package verbs
+// called as a user of the generated layer calls them: one WR, filled in
+// place in C memory (an anonymous mapping), a local bad_wr, against the same
+// C loops as BenchmarkFast's cases of one WR. It is the A/B bench of the
+// stubs' #cgo directives (BENCHMARKS.md).
+func BenchmarkGenerated(b *testing.B) {
+	r := sinkRig(b, fakeprov.RC)
+	mem, err := syscall.Mmap(-1, 0, 1<<16, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	require.NoError(b, err)
+	b.Cleanup(func() { syscall.Munmap(mem) })
+	base := unsafe.Pointer(&mem[0])
+	sg := (*verbs.SGE)(base)
+	rwr := (*verbs.RecvWR)(unsafe.Add(base, 64))
+	swr := (*verbs.SendWR)(unsafe.Add(base, 256))
+	wcs := (*verbs.WC)(unsafe.Add(base, 4096))
+	var id uint64
+	noop := func() {}
+
+	pair(b, "post_recv", 1, func(b *testing.B) (side, func()) {
+		return func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				*rwr = verbs.RecvWR{WRID: id, SGList: sg, NumSGE: 1}
+				id++
+				var bad *verbs.RecvWR
+				if err := verbs.PostRecv(r.qp, rwr, &bad); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, noop
+	}, func(iters int) error { return cbench.PostRecv(r.fqp.Ptr(), 1, iters) })
+
+	pair(b, "post_send_send", 1, func(b *testing.B) (side, func()) {
+		return func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: uint32(verbs.SendSignaled)}
+				id++
+				var bad *verbs.SendWR
+				if err := verbs.PostSend(r.qp, swr, &bad); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, noop
+	}, func(iters int) error { return cbench.PostSend(r.fqp.Ptr(), cbench.Send, nil, 1, iters) })
+
+	pr := pollRig(b)
+	for _, n := range []int{1, 16} {
+		pair(b, "poll_cq", n, func(b *testing.B) (side, func()) {
+			var sum uint64
+			return func(iters int) error {
+				for range iters {
+					got, err := verbs.PollCQ(pr.vcq, int32(n), wcs)
+					if err != nil {
+						return err
+					}
+					for _, wc := range unsafe.Slice(wcs, got) {
+						sum += wc.WRID
+					}
+				}
+				sink = sum
+				return nil
+			}, noop
+		}, func(iters int) error { return cbench.Poll(pr.cq.Ptr(), n, iters) })
+	}
+}

@@ -268,8 +268,8 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 		ch.close()
 		return nil, fmt.Errorf("goverbs: listen on %s: %w", ap, err)
 	}
-	if err := rdmacm.CreateID(ch.raw, &l.id, nil, rdmacm.PsTCP); err != nil {
-		return fail(verbErr("rdma_create_id", err))
+	if l.id, err = createID(ch.raw); err != nil {
+		return fail(err)
 	}
 	sa := sockaddrOf(ap)
 	if err := rdmacm.BindAddr(l.id, sa.raw()); err != nil {
@@ -456,7 +456,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	wrap := func(step string, err error) (*Conn, error) {
 		return nil, c.fail("dial "+ap.String()+": "+step, withCause(ctx, err))
 	}
-	if err = verbErr("rdma_create_id", rdmacm.CreateID(ch.raw, &c.id, nil, rdmacm.PsTCP)); err != nil {
+	if c.id, err = createID(ch.raw); err != nil {
 		return wrap("creating the id", err)
 	}
 	dst := sockaddrOf(ap)
@@ -793,6 +793,17 @@ type sockaddrBuf struct{ b [16]uint64 }
 
 // raw is sa as the struct sockaddr librdmacm takes.
 func (sa *sockaddrBuf) raw() *rdmacm.Sockaddr { return (*rdmacm.Sockaddr)(unsafe.Pointer(sa)) }
+
+// createID creates an RDMA_PS_TCP id on ch. The id comes back through a
+// variable of its own: cgo checks the whole Go object a pointer argument
+// points into, and a field of a struct holding Go pointers fails that.
+func createID(ch *rdmacm.EventChannel) (*rdmacm.CMID, error) {
+	var id *rdmacm.CMID
+	if err := rdmacm.CreateID(ch, &id, nil, rdmacm.PsTCP); err != nil {
+		return nil, verbErr("rdma_create_id", err)
+	}
+	return id, nil
+}
 
 // reject rejects the request on id with data as its private data.
 func reject(id *rdmacm.CMID, data []byte) error {

@@ -179,9 +179,9 @@ func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
 		return nil, verbErr("rdma_create_event_channel", err)
 	}
 	defer rdmacm.DestroyEventChannel(ch)
-	var id *rdmacm.CMID
-	if err := rdmacm.CreateID(ch, &id, nil, rdmacm.PsTCP); err != nil {
-		return nil, verbErr("rdma_create_id", err)
+	id, err := createID(ch)
+	if err != nil {
+		return nil, err
 	}
 	defer rdmacm.DestroyID(id)
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
@@ -377,9 +377,11 @@ func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, erro
 	defer release()
 	l := &EPListener{res: res, cfg: cfg}
 	attr := res.attr
-	if err = verbErr("rdma_create_ep", rdmacm.CreateEp(&l.id, ai, res.pd.raw, &attr)); err != nil { // passive: binds, does not block
+	var id *rdmacm.CMID // its own variable: see createID
+	if err = verbErr("rdma_create_ep", rdmacm.CreateEp(&id, ai, res.pd.raw, &attr)); err != nil { // passive: binds, does not block
 		return nil, wrap(errors.Join(err, res.close()))
 	}
+	l.id = id
 	if err = verbErr("rdma_listen", rdmacm.Listen(l.id, 128)); err == nil {
 		l.fd, err = newPollFD(l.id.Channel.FD, "rdma_event_channel")
 	}

@@ -2,9 +2,13 @@ package hand
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../headers/vendored/include
-// noescape but not nocallback: these take no Go pointers (every argument is
-// an address in C memory) and never call back, and nocallback's runtime
-// bookkeeping measured 2.5-3 ns a call here (BENCHMARKS.md).
+// The policy of the generated data-path stubs, applied to arguments that are
+// all uintptr_t: noescape always, nocallback only where a pointer argument
+// must stay on the Go stack (without it, a local passed by address still
+// escapes: verbs.PostRecv's bad_wr slot allocated). These take no pointer
+// (every argument is an address in C memory) and never call back, and
+// nocallback's runtime bookkeeping measured 2.5-3 ns a call here
+// (BENCHMARKS.md), so they have noescape alone.
 #cgo noescape goverbs_post_recv
 #cgo noescape goverbs_post_srq_recv
 #cgo noescape goverbs_post_send

@@ -24,6 +24,7 @@ type Error struct {
 	fn      string
 	errno   syscall.Errno
 	missing error
+	wrapped []error // what Unwrap returns, made once: errors.Is on the data path allocates nothing
 }
 
 // Func is the C name of the function that failed ("ibv_create_qp").
@@ -47,13 +48,9 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the errno and, when set, the missing-function error.
-func (e *Error) Unwrap() []error {
-	if e.missing != nil {
-		return []error{e.errno, e.missing}
-	}
-	return []error{e.errno}
-}
+// Unwrap returns the errno and, when set, the missing-function error. The
+// slice is shared: do not modify it.
+func (e *Error) Unwrap() []error { return e.wrapped }
 
 // maxErrno bounds the errnos a Site keeps; Linux's are below 134. A larger
 // one (a provider returning garbage) gets a fresh *Error each time.
@@ -110,6 +107,10 @@ func (s *Site) newError(errno syscall.Errno) *Error {
 		// is loaded, and a call that got here has loaded it (or failed
 		// to, which does not change either): the answer can be kept.
 		e.missing = s.available()
+	}
+	e.wrapped = []error{e.errno}
+	if e.missing != nil {
+		e.wrapped = append(e.wrapped, e.missing)
 	}
 	return e
 }

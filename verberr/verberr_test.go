@@ -1,0 +1,96 @@
+package verberr
+
+import (
+	"errors"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+var errGone = errors.New("the library is gone")
+
+func TestSiteErrors(t *testing.T) {
+	s := NewSite("ibv_create_qp", nil)
+	if s.Err(0) != nil {
+		t.Fatal("errno 0 is not an error")
+	}
+	err := s.Err(syscall.EINVAL)
+	if err.Error() != "ibv_create_qp: invalid argument" {
+		t.Errorf("message %q", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Func() != "ibv_create_qp" || e.Errno() != syscall.EINVAL || e.Missing() != nil {
+		t.Errorf("As: %+v", e)
+	}
+	if !errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOMEM) {
+		t.Error("errors.Is does not follow the errno")
+	}
+	if s.Err(syscall.EINVAL) != err {
+		t.Error("the same errno gave a new error: the site does not keep it")
+	}
+	if s.Err(syscall.ENOMEM) == err {
+		t.Error("two errnos share an error")
+	}
+	// An errno beyond the table still works, allocated each time.
+	if big := s.Err(300); !errors.Is(big, syscall.Errno(300)) {
+		t.Errorf("errno 300: %v", big)
+	}
+}
+
+func TestSiteMissing(t *testing.T) {
+	calls := 0
+	s := NewSite("ibv_alloc_dmah", func() error { calls++; return errGone })
+	err := s.Err(syscall.ENOSYS)
+	if !errors.Is(err, errGone) || !errors.Is(err, syscall.ENOSYS) {
+		t.Fatalf("%v: want ENOSYS and the availability error", err)
+	}
+	if err.Error() != "ibv_alloc_dmah: function not implemented (the library is gone)" {
+		t.Errorf("message %q", err)
+	}
+	s.Err(syscall.ENOSYS)
+	s.Err(syscall.EINVAL) // only ENOSYS asks
+	if calls != 1 {
+		t.Errorf("availability asked %d times, want once", calls)
+	}
+	// A function that is there: ENOSYS is the provider's, nothing more.
+	present := NewSite("ibv_query_ece", func() error { return nil })
+	if e := present.Err(syscall.ENOSYS); errors.Is(e, errGone) || e.(*Error).Missing() != nil {
+		t.Errorf("present function: %v", e)
+	}
+}
+
+// Concurrent first failures agree on one error (run with -race).
+func TestSiteConcurrent(t *testing.T) {
+	s := NewSite("ibv_post_send", nil)
+	var wg sync.WaitGroup
+	got := make([]error, 16)
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = s.Err(syscall.ENOMEM) }()
+	}
+	wg.Wait()
+	for _, e := range got {
+		if e != got[0] {
+			t.Fatal("concurrent first failures made two errors")
+		}
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	s := NewSite("ibv_post_recv", nil)
+	s.Err(syscall.ENOMEM)
+	if n := testing.AllocsPerRun(100, func() {
+		if err := s.Err(syscall.ENOMEM); !errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EAGAIN) {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a failure seen before allocates %v times", n)
+	}
+}
+
+func TestGAIError(t *testing.T) {
+	e := &GAIError{Func: "rdma_getaddrinfo", Code: -2, Message: "Name or service not known"}
+	if e.Error() != "rdma_getaddrinfo: Name or service not known (EAI -2)" {
+		t.Errorf("message %q", e)
+	}
+}
