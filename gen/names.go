@@ -42,8 +42,9 @@ type PackageSpec struct {
 	Prefixes []Prefix // tried in order; the first match is stripped
 	DataPath []string // name prefixes of data-path functions: #cgo noescape and nocallback
 	// Renames maps a C name (tag, typedef, constant or function) to a Go
-	// name where the rules collide. Each entry is a named patch: the
-	// generator fails if one no longer matches anything.
+	// name where the rules collide. Each entry is a named patch: one that
+	// no longer matches anything is listed in IR.StalePatches and by
+	// -report (an older or newer release may still need it).
 	Renames map[string]string
 	// EnumPrefixes maps an enum tag to the naming rule of its enumerators,
 	// where the package-wide rule would collide with a type or function

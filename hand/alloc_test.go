@@ -46,9 +46,9 @@ func TestNoAllocsRecv(t *testing.T) {
 			c.Reserve(1).Set(0, uint64(i), sge(i))
 		}
 	}
-	requireNoAllocs(t, "PostRecv", func() { fill(); must(t, c.PostRecv(r.qp)) })
-	requireNoAllocs(t, "PostSRQRecv", func() { fill(); must(t, c.PostSRQRecv(r.srq)) })
-	requireNoAllocs(t, "PostRecvv", func() { fill(); must(t, c.PostRecvv(id)) })
+	requireNoAllocs(t, "PostRecv", func() { fill(); must(t, c.PostRecvRaw(r.qp)) })
+	requireNoAllocs(t, "PostSRQRecv", func() { fill(); must(t, c.PostSRQRecvRaw(r.srq)) })
+	requireNoAllocs(t, "PostRecvv", func() { fill(); must(t, c.PostRecvvRaw(id)) })
 }
 
 func TestNoAllocsSend(t *testing.T) {
@@ -99,7 +99,7 @@ func TestNoAllocsSend(t *testing.T) {
 			for i := 0; i < allocChain; i++ {
 				tc.add(c, r, i)
 			}
-			must(t, c.PostSend(r.qp))
+			must(t, c.PostSendRaw(r.qp))
 		})
 		c.Free()
 	}
@@ -114,9 +114,9 @@ func TestNoAllocsSend(t *testing.T) {
 			c.Reserve(1).SetRead(0, uint64(i), sig, sge(i), raddr, rkey)
 		}
 	}
-	requireNoAllocs(t, "PostSendv", func() { fill(); must(t, c.PostSendv(id)) })
-	requireNoAllocs(t, "PostReadv", func() { fill(); must(t, c.PostReadv(id)) })
-	requireNoAllocs(t, "PostWritev", func() { fill(); must(t, c.PostWritev(id)) })
+	requireNoAllocs(t, "PostSendv", func() { fill(); must(t, c.PostSendvRaw(id)) })
+	requireNoAllocs(t, "PostReadv", func() { fill(); must(t, c.PostReadvRaw(id)) })
+	requireNoAllocs(t, "PostWritev", func() { fill(); must(t, c.PostWritevRaw(id)) })
 }
 
 func TestNoAllocsPartialPost(t *testing.T) {
@@ -130,7 +130,7 @@ func TestNoAllocsPartialPost(t *testing.T) {
 			c.Reserve(1).Set(0, uint64(i), sge(i))
 		}
 		r.fqp.FailRecv(4, 11)
-		if c.PostRecv(r.qp) == nil {
+		if c.PostRecvRaw(r.qp) == nil {
 			t.Fatal("no PostError")
 		}
 	})
@@ -140,10 +140,10 @@ func TestNoAllocsPoll(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	postRecvs(t, r, 0, 64)
 	require.NoError(t, r.cq.SetEndless(true))
-	p, err := hand.NewPoller(r.vcq, 16)
+	p, err := hand.NewPollerRaw(r.vcq, 16)
 	require.NoError(t, err)
 	defer p.Free()
-	x, err := hand.NewExPoller(r.vcqEx, 16, allFlags)
+	x, err := hand.NewExPollerRaw(r.vcqEx, 16, allFlags)
 	require.NoError(t, err)
 	defer x.Free()
 	var sum uint64

@@ -118,11 +118,11 @@ func BenchmarkFast(b *testing.B) {
 	id := r.cmID(b, false)
 
 	for _, n := range postSizes {
-		pair(b, "post_recv", n, benchRecv(n, func(c *hand.RecvChain) error { return c.PostRecv(r.qp) }),
+		pair(b, "post_recv", n, benchRecv(n, func(c *hand.RecvChain) error { return c.PostRecvRaw(r.qp) }),
 			func(iters int) error { return cbench.PostRecv(r.fqp.Ptr(), n, iters) })
 	}
 	for _, n := range postSizes {
-		pair(b, "post_srq_recv", n, benchRecv(n, func(c *hand.RecvChain) error { return c.PostSRQRecv(r.srq) }),
+		pair(b, "post_srq_recv", n, benchRecv(n, func(c *hand.RecvChain) error { return c.PostSRQRecvRaw(r.srq) }),
 			func(iters int) error { return cbench.PostSRQRecv(r.fsrq.Ptr(), n, iters) })
 	}
 	for _, k := range sendKinds {
@@ -131,12 +131,12 @@ func BenchmarkFast(b *testing.B) {
 			rr = ud
 		}
 		for _, n := range postSizes {
-			pair(b, "post_send_"+k.name, n, benchSend(n, rr, k.kind, func(c *hand.SendChain) error { return c.PostSend(rr.qp) }),
+			pair(b, "post_send_"+k.name, n, benchSend(n, rr, k.kind, func(c *hand.SendChain) error { return c.PostSendRaw(rr.qp) }),
 				func(iters int) error { return cbench.PostSend(rr.fqp.Ptr(), k.kind, unsafe.Pointer(rr.ah), n, iters) })
 		}
 	}
 	for _, n := range postSizes {
-		pair(b, "rdma_post_recvv", n, benchRecv(n, func(c *hand.RecvChain) error { return c.PostRecvv(id) }),
+		pair(b, "rdma_post_recvv", n, benchRecv(n, func(c *hand.RecvChain) error { return c.PostRecvvRaw(id) }),
 			func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(id), cbench.Recvv, n, iters) })
 	}
 	for _, v := range []struct {
@@ -145,9 +145,9 @@ func BenchmarkFast(b *testing.B) {
 		fill cbench.SendKind
 		post func(c *hand.SendChain) error
 	}{
-		{"rdma_post_sendv", cbench.Sendv, cbench.Send, func(c *hand.SendChain) error { return c.PostSendv(id) }},
-		{"rdma_post_readv", cbench.Readv, cbench.Read, func(c *hand.SendChain) error { return c.PostReadv(id) }},
-		{"rdma_post_writev", cbench.Writev, cbench.Write, func(c *hand.SendChain) error { return c.PostWritev(id) }},
+		{"rdma_post_sendv", cbench.Sendv, cbench.Send, func(c *hand.SendChain) error { return c.PostSendvRaw(id) }},
+		{"rdma_post_readv", cbench.Readv, cbench.Read, func(c *hand.SendChain) error { return c.PostReadvRaw(id) }},
+		{"rdma_post_writev", cbench.Writev, cbench.Write, func(c *hand.SendChain) error { return c.PostWritevRaw(id) }},
 	} {
 		for _, n := range postSizes {
 			pair(b, v.name, n, benchSend(n, r, v.fill, v.post),
@@ -158,14 +158,14 @@ func BenchmarkFast(b *testing.B) {
 	pr := pollRig(b)
 	for _, n := range pollSizes {
 		pair(b, "poll_cq", n, benchPoll(n, func() (func() ([]hand.WC, error), func()) {
-			p, err := hand.NewPoller(pr.vcq, n)
+			p, err := hand.NewPollerRaw(pr.vcq, n)
 			require.NoError(b, err)
 			return p.Poll, p.Free
 		}), func(iters int) error { return cbench.Poll(pr.cq.Ptr(), n, iters) })
 	}
 	for _, n := range pollSizes {
 		pair(b, "poll_cq_ex", n, benchPoll(n, func() (func() ([]hand.WC, error), func()) {
-			p, err := hand.NewExPoller(pr.vcqEx, n, benchExFlags)
+			p, err := hand.NewExPollerRaw(pr.vcqEx, n, benchExFlags)
 			require.NoError(b, err)
 			return p.Poll, p.Free
 		}), func(iters int) error { return cbench.PollEx(pr.cq.ExPtr(), n, iters, uint64(benchExFlags)) })
@@ -327,7 +327,7 @@ func pollRig(b *testing.B) *rig {
 	for i := 0; i < 64; i++ {
 		v.Set(i, uint64(i), benchSGE(i))
 	}
-	require.NoError(b, c.PostRecv(r.qp))
+	require.NoError(b, c.PostRecvRaw(r.qp))
 	require.NoError(b, r.cq.SetEndless(true))
 	return r
 }

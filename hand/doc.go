@@ -1,20 +1,38 @@
-// Package hand holds the hand-written data-path fast paths over the generated
-// packages: posting chains of work requests and reaping completions with one
-// cgo call each, without allocating.
+// Package hand is goverbs' idiomatic layer over the generated packages, in
+// two parts:
 //
-// Everything a call hands to C lives in C memory, allocated once when a
-// RecvChain, SendChain, Poller or ExPoller is made and reused until Free: the
-// work requests (prelinked through next), their scatter lists, the bad_wr slot,
-// inline-data staging and completion arrays. Go fills them through the
-// generated layouts (verbs.RecvWR, verbs.SendWR, verbs.SGE, verbs.WC), so no Go
-// pointer ever crosses into C. The posts and polls call hand.c's own entry
-// points, which take every pointer as a uintptr_t and call the static inlines
-// of verbs.h (ibv_post_recv, ibv_post_srq_recv, ibv_post_send, ibv_poll_cq):
-// through a typed pointer cgo would check each argument for Go pointers at run
-// time, as much again as the crossing. So the QPs, SRQs and CQs passed in must
-// be C memory too (as libibverbs returns them). The loops that would take one
-// crossing per step (rdma_post_*v over a chain, extended-CQ polling) run in C
-// likewise and return once.
+//   - The data path, which never allocates: RecvChain and SendChain post
+//     chains of work requests with one cgo call (PostRecv, PostSRQRecv,
+//     PostSend, and rdma_cm's PostRecvv, PostSendv, PostReadv, PostWritev),
+//     Poller and ExPoller reap completions with one. Files data_*.go, with
+//     their C side in hand.c.
+//   - The control path: Open, Context, PD, MR, CQ and CompChannel, QP, SRQ,
+//     AH, MW, async events, and rdma_cm's Listen, Dial, ListenEP, DialEP and
+//     Conn. Files control_*.go. Every object is closed with Close, refuses
+//     to close under live children (*BusyError), and returns ErrClosed when
+//     used after Close. It calls rdma-core only through the generated stubs
+//     (generated/verbs, generated/rdmacm), whose errors it turns into a
+//     *VerbError naming the verb and its step.
+//
+// The data path takes hand's own objects (PostRecv(qp *QP), NewPoller(cq
+// *CQ, n)), which cost one read lock of the object per call (about 12 ns
+// here) and make a post after Close return ErrClosed. Each has a Raw form
+// (PostRecvRaw(*verbs.QP), NewPollerRaw(*verbs.CQ, n)) for QPs, SRQs and CQs
+// made through the generated layer, or for a loop that wants the last
+// nanoseconds and keeps the object alive itself.
+//
+// Everything the data path hands to C lives in C memory, allocated once when
+// a RecvChain, SendChain, Poller or ExPoller is made and reused until Free:
+// the work requests (prelinked through next), their scatter lists, the
+// bad_wr slot, inline-data staging and completion arrays. Go fills them
+// through the generated layouts (verbs.RecvWR, verbs.SendWR, verbs.SGE,
+// verbs.WC), so no Go pointer ever crosses into C. The posts and polls call
+// hand.c's own entry points, which take every pointer as a uintptr_t and
+// call the static inlines of verbs.h (ibv_post_recv, ibv_post_srq_recv,
+// ibv_post_send, ibv_poll_cq): through a typed pointer cgo would check each
+// argument for Go pointers at run time, as much again as the crossing. The
+// loops that would take one crossing per step (rdma_post_*v over a chain,
+// extended-CQ polling) run in C likewise and return once.
 //
 // Filling and posting a chain:
 //
@@ -35,11 +53,11 @@
 //
 // Memory a WR points at (sge.addr) must be registered memory outside the Go
 // heap: the garbage collector may move or free Go memory, and an address in a
-// uint64 is invisible to every check. AH pointers stored into a chain must come
-// from C (ibv_create_ah), never from Go memory; GOEXPERIMENT=cgocheck2 catches
-// that mistake.
+// uint64 is invisible to every check. MR.SGE gives entries of hand's own
+// registered memory (PD.Alloc). AH pointers stored into a chain must come
+// from C (AH.Raw, ibv_create_ah), never from Go memory; GOEXPERIMENT=cgocheck2
+// catches that mistake.
 //
-// Chains and pollers are not safe for concurrent use. What this package does
-// not do: create or modify QPs, CQs or MRs (use the generated packages), or
-// wait for completion events.
+// Chains and pollers are not safe for concurrent use; the control-path
+// objects are.
 package hand

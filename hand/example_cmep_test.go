@@ -14,7 +14,7 @@ import (
 // connection's QP on the listener's PD and CQ, which the connections share.
 func ExampleListenEP() {
 	ctx := context.Background()
-	l, err := hand.ListenEP(ctx, "192.0.2.1:7471", hand.EPConfig{PrivateData: []byte("welcome")})
+	l, err := hand.ListenEP(ctx, "192.0.2.1:7471", hand.ConnConfig{PrivateData: []byte("welcome")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func ExampleListenEP() {
 func ExampleDialEP() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := hand.DialEP(ctx, "192.0.2.1:7471", hand.EPConfig{PrivateData: []byte("hello")})
+	conn, err := hand.DialEP(ctx, "192.0.2.1:7471", hand.ConnConfig{PrivateData: []byte("hello")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func ExampleDialEP() {
 	send, _ := hand.NewSendChain(1, 1, 0)
 	defer send.Free()
 	send.Reserve(1).SetSend(0, 1, verbs.SendSignaled, mr.SGE(0, 19))
-	if err := send.PostSendv(conn.Raw()); err != nil { // rdma_post_sendv
+	if err := send.PostSendv(conn); err != nil { // rdma_post_sendv
 		log.Fatal(err)
 	}
 	wc := make([]verbs.WC, 1)

@@ -93,7 +93,7 @@ func ExampleQP_Connect() {
 		log.Fatal(err)
 	}
 	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 13))
-	if err := send.PostSend(qp.Raw()); err != nil {
+	if err := send.PostSend(qp); err != nil {
 		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -101,7 +101,7 @@ func ExampleQP_Connect() {
 	if err := cq.Wait(ctx); err != nil { // parked on the netpoller, no thread held
 		log.Fatal(err)
 	}
-	poller, err := hand.NewPoller(cq.Raw(), 16)
+	poller, err := hand.NewPoller(cq, 16)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func ExampleListen() {
 			defer recv.Free()
 			recv.Reserve(1).Set(0, 1, mr.SGE(0, 4096))
 			conn.RecvCQ().RequestNotify(false)
-			if err := recv.PostRecvv(conn.Raw()); err != nil { // rdma_post_recvv
+			if err := recv.PostRecvv(conn); err != nil { // rdma_post_recvv
 				log.Print(err)
 				return
 			}
@@ -188,7 +188,7 @@ func ExampleDial() {
 	send, _ := hand.NewSendChain(1, 1, 0)
 	defer send.Free()
 	send.Reserve(1).SetSend(0, 1, verbs.SendSignaled, mr.SGE(0, 12))
-	if err := send.PostSendv(conn.Raw()); err != nil { // rdma_post_sendv
+	if err := send.PostSendv(conn); err != nil { // rdma_post_sendv
 		log.Fatal(err)
 	}
 	wc := make([]verbs.WC, 1)

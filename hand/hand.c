@@ -65,7 +65,30 @@ int64_t goverbs_cm_post_recvv(uintptr_t idp, uintptr_t wrp, int n)
 	struct ibv_recv_wr *wr = (struct ibv_recv_wr *)wrp;
 	int i;
 
+	/*
+	 * rdma_post_recvv posts to id->srq when set, else to id->qp. A QP made
+	 * on an SRQ the id does not know of (ibv_create_srq, then
+	 * rdma_create_qp with it in the attributes) leaves id->srq NULL, and
+	 * the post would go to the QP, which refuses it: post to the QP's SRQ
+	 * instead, one WR per call with the same wr_id and scatter list, as
+	 * rdma_post_recvv builds it.
+	 */
+	struct ibv_srq *srq = (id->srq == NULL && id->qp != NULL) ? id->qp->srq : NULL;
+
 	for (i = 0; i < n; i++) {
+		if (srq != NULL) {
+			struct ibv_recv_wr one = {
+				.wr_id = wr[i].wr_id, .sg_list = wr[i].sg_list, .num_sge = wr[i].num_sge,
+			};
+			struct ibv_recv_wr *bad;
+			int ret = ibv_post_srq_recv(srq, &one, &bad);
+
+			if (ret) {
+				errno = ret;
+				return cm_failed(i);
+			}
+			continue;
+		}
 		if (rdma_post_recvv(id, (void *)(uintptr_t)wr[i].wr_id, wr[i].sg_list, wr[i].num_sge))
 			return cm_failed(i);
 	}

@@ -14,10 +14,10 @@ import (
 // pollers returns both pollers over the rig's CQ, so each test runs on both.
 func pollers(t *testing.T, r *rig, n int, flags verbs.CreateCQWCFlags) map[string]func() ([]hand.WC, error) {
 	t.Helper()
-	p, err := hand.NewPoller(r.vcq, n)
+	p, err := hand.NewPollerRaw(r.vcq, n)
 	require.NoError(t, err)
 	t.Cleanup(p.Free)
-	x, err := hand.NewExPoller(r.vcqEx, n, flags)
+	x, err := hand.NewExPollerRaw(r.vcqEx, n, flags)
 	require.NoError(t, err)
 	t.Cleanup(x.Free)
 	return map[string]func() ([]hand.WC, error){"poll_cq": p.Poll, "poll_cq_ex": x.Poll}
@@ -34,7 +34,7 @@ func postRecvs(t *testing.T, r *rig, first, n int) {
 	for i := 0; i < n; i++ {
 		c.Reserve(1).Set(0, uint64(first+i), sge(i))
 	}
-	require.NoError(t, c.PostRecv(r.qp))
+	require.NoError(t, c.PostRecvRaw(r.qp))
 }
 
 func TestEmptyCQ(t *testing.T) {
@@ -150,7 +150,7 @@ func TestImmGRHAndSrcQP(t *testing.T) {
 func TestSplitUDWithoutGRHAndFailed(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{ByteLen: 41})
-	p, err := hand.NewPoller(r.vcq, 4)
+	p, err := hand.NewPollerRaw(r.vcq, 4)
 	require.NoError(t, err)
 	defer p.Free()
 	postRecvs(t, r, 0, 1)
@@ -196,7 +196,7 @@ func TestCQFillUp(t *testing.T) {
 func TestExPollerSelectsFields(t *testing.T) {
 	r := newRig(t, rigOpts{typ: fakeprov.UD})
 	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{WCFlags: uint32(verbs.WCWithImm), Imm: 3, SrcQP: 0x55})
-	x, err := hand.NewExPoller(r.vcqEx, 8, 0)
+	x, err := hand.NewExPollerRaw(r.vcqEx, 8, 0)
 	require.NoError(t, err)
 	defer x.Free()
 	postRecvs(t, r, 0, 2)
@@ -212,7 +212,7 @@ func TestExPollerSelectsFields(t *testing.T) {
 	require.Equal(t, verbs.WCRecv, wcs[0].Opcode(), "the opcode is always read")
 	require.Zero(t, x.Timestamp(0))
 
-	ts, err := hand.NewExPoller(r.vcqEx, 8, verbs.WCExWithCompletionTimestamp)
+	ts, err := hand.NewExPollerRaw(r.vcqEx, 8, verbs.WCExWithCompletionTimestamp)
 	require.NoError(t, err)
 	defer ts.Free()
 	postRecvs(t, r, 0, 3)
@@ -225,12 +225,12 @@ func TestExPollerSelectsFields(t *testing.T) {
 
 func TestUseAfterFree(t *testing.T) {
 	r := newRig(t, rigOpts{})
-	p, err := hand.NewPoller(r.vcq, 1)
+	p, err := hand.NewPollerRaw(r.vcq, 1)
 	require.NoError(t, err)
 	p.Free()
 	_, err = p.Poll()
 	require.ErrorIs(t, err, hand.ErrFree)
-	x, err := hand.NewExPoller(r.vcqEx, 1, 0)
+	x, err := hand.NewExPollerRaw(r.vcqEx, 1, 0)
 	require.NoError(t, err)
 	x.Free()
 	_, err = x.Poll()
@@ -242,8 +242,8 @@ func TestConstructorsRejectBadSizes(t *testing.T) {
 	require.Error(t, err)
 	_, err = hand.NewSendChain(1, 0, 0)
 	require.Error(t, err)
-	_, err = hand.NewPoller(nil, 1)
+	_, err = hand.NewPollerRaw(nil, 1)
 	require.Error(t, err)
-	_, err = hand.NewExPoller(nil, 1, 0)
+	_, err = hand.NewExPollerRaw(nil, 1, 0)
 	require.Error(t, err)
 }

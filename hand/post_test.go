@@ -24,7 +24,7 @@ type got struct {
 // drain polls until want completions came back, and checks the CQ is then empty.
 func drain(t *testing.T, r *rig, want int) []got {
 	t.Helper()
-	p, err := hand.NewPoller(r.vcq, 64)
+	p, err := hand.NewPollerRaw(r.vcq, 64)
 	require.NoError(t, err)
 	defer p.Free()
 	var out []got
@@ -63,7 +63,7 @@ func TestRecvChainEveryLength(t *testing.T) {
 			c.Reserve(1).Set(0, uint64(next+i), sge(i))
 		}
 		require.Equal(t, n, c.Len())
-		require.NoError(t, c.PostRecv(r.qp))
+		require.NoError(t, c.PostRecvRaw(r.qp))
 		require.Zero(t, c.Len(), "a full post empties the chain")
 		cs := drain(t, r, n)
 		requireIDs(t, cs, next, n)
@@ -90,7 +90,7 @@ func TestRecvChainWQEContents(t *testing.T) {
 	require.Panics(t, func() { v.SetSGL(1, 8, []verbs.SGE{sge(0), sge(1), sge(2), sge(3)}) }, "maxSGE is 3")
 	v.Set(1, 8, sge(3))
 	require.Equal(t, uint64(8), v.WR(1).WRID)
-	require.NoError(t, c.PostRecv(r.qp))
+	require.NoError(t, c.PostRecvRaw(r.qp))
 	wqe := r.fqp.RecvWQE(0)
 	for k := 0; k < 3; k++ {
 		s := sge(k)
@@ -127,7 +127,7 @@ func TestSRQChain(t *testing.T) {
 		for i := 0; i < n; i++ {
 			c.Reserve(1).Set(0, uint64(next+i), sge(i))
 		}
-		require.NoError(t, c.PostSRQRecv(r.srq))
+		require.NoError(t, c.PostSRQRecvRaw(r.srq))
 		requireIDs(t, drain(t, r, n), next, n)
 		next += n
 	}
@@ -170,14 +170,14 @@ func failCases(t *testing.T, r *rig) []failCase {
 	qpSendCall := func(r *rig, k int, e syscall.Errno) { r.fqp.FailSendCall(k, 0, e) }
 	srqRecvCall := func(r *rig, k int, e syscall.Errno) { r.fsrq.FailRecvCall(k, 0, e) }
 	return []failCase{
-		{"ibv_post_recv", qpRecv, recvAdd, func() error { return rc.PostRecv(r.qp) }, rc.Len},
-		{"ibv_post_srq_recv", srqRecv, recvAdd, func() error { return rc.PostSRQRecv(r.srq) }, rc.Len},
-		{"ibv_post_send", qpSend, writeAdd, func() error { return sc.PostSend(r.qp) }, sc.Len},
-		{"rdma_post_recvv", qpRecvCall, recvAdd, func() error { return rc.PostRecvv(id) }, rc.Len},
-		{"rdma_post_recvv", srqRecvCall, recvAdd, func() error { return rc.PostRecvv(idSRQ) }, rc.Len},
-		{"rdma_post_sendv", qpSendCall, sendAdd, func() error { return sc.PostSendv(id) }, sc.Len},
-		{"rdma_post_readv", qpSendCall, readAdd, func() error { return sc.PostReadv(id) }, sc.Len},
-		{"rdma_post_writev", qpSendCall, writeAdd, func() error { return sc.PostWritev(id) }, sc.Len},
+		{"ibv_post_recv", qpRecv, recvAdd, func() error { return rc.PostRecvRaw(r.qp) }, rc.Len},
+		{"ibv_post_srq_recv", srqRecv, recvAdd, func() error { return rc.PostSRQRecvRaw(r.srq) }, rc.Len},
+		{"ibv_post_send", qpSend, writeAdd, func() error { return sc.PostSendRaw(r.qp) }, sc.Len},
+		{"rdma_post_recvv", qpRecvCall, recvAdd, func() error { return rc.PostRecvvRaw(id) }, rc.Len},
+		{"rdma_post_recvv", srqRecvCall, recvAdd, func() error { return rc.PostRecvvRaw(idSRQ) }, rc.Len},
+		{"rdma_post_sendv", qpSendCall, sendAdd, func() error { return sc.PostSendvRaw(id) }, sc.Len},
+		{"rdma_post_readv", qpSendCall, readAdd, func() error { return sc.PostReadvRaw(id) }, sc.Len},
+		{"rdma_post_writev", qpSendCall, writeAdd, func() error { return sc.PostWritevRaw(id) }, sc.Len},
 	}
 }
 
@@ -221,13 +221,13 @@ func TestSecondFailureCountsFromTheChainStart(t *testing.T) {
 		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
 	r.fqp.FailRecv(2, syscall.EAGAIN)
-	require.Error(t, c.PostRecv(r.qp))
+	require.Error(t, c.PostRecvRaw(r.qp))
 	r.fqp.FailRecv(3, syscall.EAGAIN) // index 3 of the call: WR 5 of the chain
 	var pe *hand.PostError
-	require.ErrorAs(t, c.PostRecv(r.qp), &pe)
+	require.ErrorAs(t, c.PostRecvRaw(r.qp), &pe)
 	require.Equal(t, 5, pe.Index)
 	require.Equal(t, 3, pe.Posted)
-	require.NoError(t, c.PostRecv(r.qp))
+	require.NoError(t, c.PostRecvRaw(r.qp))
 	requireIDs(t, drain(t, r, 8), 0, 8)
 }
 
@@ -239,14 +239,14 @@ func TestWQFullIsPartialPost(t *testing.T) {
 	for i := 0; i < 32; i++ {
 		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
-	err = c.PostRecv(r.qp)
+	err = c.PostRecvRaw(r.qp)
 	var pe *hand.PostError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, 16, pe.Index)
 	require.Equal(t, 16, pe.Posted)
 	require.Equal(t, syscall.ENOMEM, pe.Errno)
 	requireIDs(t, drain(t, r, 16), 0, 16)
-	require.NoError(t, c.PostRecv(r.qp))
+	require.NoError(t, c.PostRecvRaw(r.qp))
 	requireIDs(t, drain(t, r, 16), 16, 16)
 }
 
@@ -259,10 +259,10 @@ func TestSkipDropsTheFailedWR(t *testing.T) {
 		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
 	r.fqp.FailRecv(2, syscall.EINVAL)
-	require.Error(t, c.PostRecv(r.qp))
+	require.Error(t, c.PostRecvRaw(r.qp))
 	c.Skip()
 	require.Equal(t, 5, c.Len())
-	require.NoError(t, c.PostRecv(r.qp))
+	require.NoError(t, c.PostRecvRaw(r.qp))
 	cs := drain(t, r, 7)
 	ids := []uint64{}
 	for _, g := range cs {
@@ -278,9 +278,9 @@ func TestPostErrorIsReused(t *testing.T) {
 	defer c.Free()
 	c.Reserve(1).Set(0, 0, sge(0))
 	r.fqp.FailRecv(0, syscall.EBUSY)
-	e1 := c.PostRecv(r.qp)
+	e1 := c.PostRecvRaw(r.qp)
 	r.fqp.FailRecv(0, syscall.EIO)
-	e2 := c.PostRecv(r.qp)
+	e2 := c.PostRecvRaw(r.qp)
 	require.Same(t, e1, e2)
 	require.True(t, errors.Is(e1, syscall.EIO))
 }
@@ -291,8 +291,8 @@ func TestEmptyPostIsNoOp(t *testing.T) {
 	defer rc.Free()
 	sc, _ := hand.NewSendChain(1, 1, 0)
 	defer sc.Free()
-	require.NoError(t, rc.PostRecv(r.qp))
-	require.NoError(t, rc.PostSRQRecv(r.srq))
-	require.NoError(t, sc.PostSend(r.qp))
+	require.NoError(t, rc.PostRecvRaw(r.qp))
+	require.NoError(t, rc.PostSRQRecvRaw(r.srq))
+	require.NoError(t, sc.PostSendRaw(r.qp))
 	require.Zero(t, r.fqp.RecvStats().Doorbells+r.fqp.SendStats().Doorbells)
 }

@@ -98,7 +98,7 @@ func TestSendChainOpcodes(t *testing.T) {
 				for i := 0; i < n; i++ {
 					tc.add(c, r, i)
 				}
-				require.NoError(t, c.PostSend(r.qp))
+				require.NoError(t, c.PostSendRaw(r.qp))
 				for i := 0; i < n; i++ {
 					w := wqe(r.fqp.SendWQE(head + uint32(i)))
 					require.Equal(t, tc.op, w.opcode(), "WR %d", i)
@@ -123,7 +123,7 @@ func TestUnsignaledSendsCompleteSilently(t *testing.T) {
 		c.Reserve(1).SetWrite(0, uint64(i), 0, sge(i), 0x200000, 1)
 	}
 	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, sge(7), 0x200000, 1)
-	require.NoError(t, c.PostSend(r.qp))
+	require.NoError(t, c.PostSendRaw(r.qp))
 	cs := drain(t, r, 1)
 	require.Equal(t, uint64(7), cs[0].wrID)
 	st := r.fqp.SendStats()
@@ -137,7 +137,7 @@ func TestInlineLimits(t *testing.T) {
 	defer c.Free()
 	require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, 9)) }, "longer than the chain's staging")
 	c.Reserve(1).SetInline(0, 1, verbs.SendSignaled, nil)
-	require.NoError(t, c.PostSend(r.qp))
+	require.NoError(t, c.PostSendRaw(r.qp))
 	drain(t, r, 1)
 
 	big, err := hand.NewSendChain(1, 1, 128)
@@ -145,7 +145,7 @@ func TestInlineLimits(t *testing.T) {
 	defer big.Free()
 	big.Reserve(1).SetInline(0, 1, 0, make([]byte, 100))
 	var pe *hand.PostError
-	require.ErrorAs(t, big.PostSend(r.qp), &pe, "over the QP's max_inline_data (64)")
+	require.ErrorAs(t, big.PostSendRaw(r.qp), &pe, "over the QP's max_inline_data (64)")
 	require.Equal(t, 0, pe.Index)
 }
 
@@ -160,7 +160,7 @@ func TestSendChainSetSGL(t *testing.T) {
 	require.Panics(t, func() { v.SetSGL(0, []verbs.SGE{sge(0), sge(1), sge(2)}) }, "maxSGE is 2")
 	require.Equal(t, int32(2), c.WR(0).NumSGE)
 	require.Equal(t, int32(2), v.WR(0).NumSGE)
-	require.NoError(t, c.PostSend(r.qp))
+	require.NoError(t, c.PostSendRaw(r.qp))
 	cs := drain(t, r, 1)
 	require.Equal(t, uint32(128), cs[0].byteLen)
 }
@@ -175,7 +175,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 		for i := 0; i < 16; i++ {
 			rc.Reserve(1).Set(0, 0xC0DE0000+uint64(i), sge(i))
 		}
-		require.NoError(t, rc.PostRecvv(id))
+		require.NoError(t, rc.PostRecvvRaw(id))
 		cs := drain(t, r, 16)
 		for i, g := range cs {
 			require.Equal(t, 0xC0DE0000+uint64(i), g.wrID, "the context comes back as wr_id")
@@ -198,9 +198,9 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 		op verbs.WROpcode
 		wc verbs.WCOpcode
 	}{
-		{func() error { return sc.PostSendv(id) }, verbs.WROpSend, verbs.WCSend},
-		{func() error { return sc.PostReadv(id) }, verbs.WROpRDMARead, verbs.WCRDMARead},
-		{func() error { return sc.PostWritev(id) }, verbs.WROpRDMAWrite, verbs.WCRDMAWrite},
+		{func() error { return sc.PostSendvRaw(id) }, verbs.WROpSend, verbs.WCSend},
+		{func() error { return sc.PostReadvRaw(id) }, verbs.WROpRDMARead, verbs.WCRDMARead},
+		{func() error { return sc.PostWritevRaw(id) }, verbs.WROpRDMAWrite, verbs.WCRDMAWrite},
 	} {
 		head := r.fqp.SendStats().Head
 		for i := 0; i < 4; i++ {
@@ -233,7 +233,7 @@ func TestSendChainEveryLength(t *testing.T) {
 		for i := 0; i < n; i++ {
 			c.Reserve(1).SetWrite(0, uint64(next+i), verbs.SendSignaled, sge(i), 0x200000, 1)
 		}
-		require.NoError(t, c.PostSend(r.qp))
+		require.NoError(t, c.PostSendRaw(r.qp))
 		cs := drain(t, r, n)
 		requireIDs(t, cs, next, n)
 		next += n

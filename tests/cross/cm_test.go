@@ -162,7 +162,7 @@ func cmClient(t *testing.T, p *Peer) {
 	for i := range v.Len() {
 		v.SetRead(i, uint64(0x3000+i), verbs.SendSignaled, local.SGE(i*cmChunk, cmChunk), reg.Addr+uint64(i*cmChunk), reg.RKey)
 	}
-	if err := sc.PostReadv(s.conn.Raw()); err != nil {
+	if err := sc.PostReadv(s.conn); err != nil {
 		t.Fatalf("rdma_post_readv chain: %v", err)
 	}
 	mustOK(t, "RDMA reads", s.scq.reap(t, ctx, cmRegion/cmChunk, "RDMA reads"), verbs.WCRDMARead)
@@ -178,7 +178,7 @@ func cmClient(t *testing.T, p *Peer) {
 	for i := range v.Len() {
 		v.SetWrite(i, uint64(0x4000+i), verbs.SendSignaled, local.SGE(i*cmChunk, cmChunk), reg.Addr+uint64(i*cmChunk), reg.RKey)
 	}
-	if err := sc.PostWritev(s.conn.Raw()); err != nil {
+	if err := sc.PostWritev(s.conn); err != nil {
 		t.Fatalf("rdma_post_writev chain: %v", err)
 	}
 	mustOK(t, "RDMA writes", s.scq.reap(t, ctx, cmRegion/cmChunk, "RDMA writes"), verbs.WCRDMAWrite)
@@ -208,7 +208,7 @@ func (s *cmSide) exchange(t *testing.T, p *Peer) {
 	for i := range cmMsgs {
 		v.Set(i, uint64(0x1000+i), s.bufs.SGE(i*cmSlot, cmSlot))
 	}
-	if err := rc.PostRecvv(s.conn.Raw()); err != nil {
+	if err := rc.PostRecvv(s.conn); err != nil {
 		t.Fatalf("rdma_post_recvv chain: %v", err)
 	}
 	p.Barrier("receives posted")
@@ -223,7 +223,7 @@ func (s *cmSide) exchange(t *testing.T, p *Peer) {
 		sv.SetSend(i, uint64(0x2000+i), verbs.SendSignaled, s.bufs.SGE(off, n))
 		sent += int64(n)
 	}
-	if err := sc.PostSendv(s.conn.Raw()); err != nil {
+	if err := sc.PostSendv(s.conn); err != nil {
 		t.Fatalf("rdma_post_sendv chain: %v", err)
 	}
 	sends := s.scq.reap(t, ctx, cmMsgs, "sends")

@@ -62,7 +62,7 @@ func TestFaultPeerDies(t *testing.T) {
 		off := uint64(i*dieChunk) % uint64(dieRegion)
 		v.SetWrite(i, uint64(i), verbs.SendSignaled, src.SGE(0, dieChunk), dst.Addr+off, dst.RKey)
 	}
-	if err := sc.PostSend(c.QP().Raw()); err != nil {
+	if err := sc.PostSendRaw(c.QP().Raw()); err != nil {
 		t.Fatalf("PostSend of %d RDMA writes: %v", dieWRs, err)
 	}
 	// The line that has the harness kill the server's qemu, as a power cut

@@ -62,7 +62,7 @@ func faultConn(t *testing.T, p *Peer, port uint16, cfg hand.ConnConfig) (*hand.C
 		}
 	}
 	closeLater(t, "the connection", c)
-	poller, err := hand.NewPoller(c.SendCQ().Raw(), 64)
+	poller, err := hand.NewPollerRaw(c.SendCQ().Raw(), 64)
 	if err != nil {
 		t.Fatalf("NewPoller: %v", err)
 	}
@@ -112,7 +112,7 @@ func writeChunks(t *testing.T, ctx context.Context, c *hand.Conn, cq *cq, src *h
 			j := next + i
 			v.SetWrite(i, uint64(j), verbs.SendSignaled, src.SGE(j*chunk, chunk), dst.Addr+uint64(j*chunk), dst.RKey)
 		}
-		if err := sc.PostSend(c.QP().Raw()); err != nil {
+		if err := sc.PostSendRaw(c.QP().Raw()); err != nil {
 			t.Fatalf("PostSend of RDMA writes %d..%d: %v", next, next+k-1, err)
 		}
 		next += k

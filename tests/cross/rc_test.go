@@ -66,7 +66,7 @@ func TestCrossRCChains(t *testing.T) {
 		for i := range rcChain {
 			rv.Set(i, uint64(round<<16|i), bufs.SGE(i*rcSlot, rcSlot))
 		}
-		if err := rc.PostRecv(qp.Raw()); err != nil {
+		if err := rc.PostRecv(qp); err != nil {
 			t.Fatalf("round %d: RecvChain.PostRecv: %v", round, err)
 		}
 		p.Barrier(fmt.Sprintf("round %d: receives posted", round))
@@ -84,7 +84,7 @@ func TestCrossRCChains(t *testing.T) {
 			}
 			sent += int64(n)
 		}
-		if err := sc.PostSend(qp.Raw()); err != nil {
+		if err := sc.PostSend(qp); err != nil {
 			t.Fatalf("round %d: SendChain.PostSend: %v", round, err)
 		}
 		sends := scq.reap(t, ctx, rcChain, fmt.Sprintf("round %d sends", round))

@@ -40,7 +40,7 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 	// The receive the peer's RDMA write with immediate data consumes.
 	rc := recvChain(t, 1)
 	rc.Reserve(1).Set(0, 0x1111, small.SGE(0, 64))
-	if err := rc.PostRecv(qp.Raw()); err != nil {
+	if err := rc.PostRecv(qp); err != nil {
 		t.Fatalf("PostRecv: %v", err)
 	}
 	p.Barrier("receive posted")
@@ -54,7 +54,7 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 		for i := range rdmaWRs {
 			v.SetRead(i, uint64(0x100+i), verbs.SendSignaled, local.SGE(i*rdmaChunk, rdmaChunk), peer.Addr+uint64(i*rdmaChunk), peer.RKey)
 		}
-		if err := sc.PostSend(qp.Raw()); err != nil {
+		if err := sc.PostSend(qp); err != nil {
 			t.Fatalf("%s: PostSend: %v", what, err)
 		}
 		mustOK(t, what, scq.reap(t, ctx, rdmaWRs, what), verbs.WCRDMARead)
@@ -78,7 +78,7 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 			v.SetWrite(i, uint64(0x200+i), verbs.SendSignaled, sge, raddr, peer.RKey)
 		}
 	}
-	if err := sc.PostSend(qp.Raw()); err != nil {
+	if err := sc.PostSend(qp); err != nil {
 		t.Fatalf("RDMA writes: PostSend: %v", err)
 	}
 	mustOK(t, "RDMA writes", scq.reap(t, ctx, rdmaWRs, "RDMA writes"), verbs.WCRDMAWrite)

@@ -105,7 +105,7 @@ func (r *rig) cq(t *testing.T, entries int) *cq {
 		t.Fatalf("NewCQ(%d): %v", entries, err)
 	}
 	closeLater(t, "a CQ", c)
-	p, err := hand.NewPoller(c.Raw(), 64)
+	p, err := hand.NewPoller(c, 64)
 	if err != nil {
 		t.Fatalf("NewPoller: %v", err)
 	}

@@ -63,7 +63,7 @@ func TestCrossUD(t *testing.T) {
 	for i := range lens {
 		rv.Set(i, uint64(0x100+i), hand.UDRecvSGE(bufs.Addr()+uint64(i*slot), uint32(mtu), bufs.LKey()))
 	}
-	if err := rc.PostRecv(qp.Raw()); err != nil {
+	if err := rc.PostRecv(qp); err != nil {
 		t.Fatalf("PostRecv: %v", err)
 	}
 	p.Barrier("receives posted")
@@ -80,7 +80,7 @@ func TestCrossUD(t *testing.T) {
 			sv.SetUD(i, uint64(0x200+i), verbs.SendSignaled, bufs.SGE(off, n), ah.Raw(), peer.QPN, peer.QKey)
 		}
 	}
-	if err := sc.PostSend(qp.Raw()); err != nil {
+	if err := sc.PostSend(qp); err != nil {
 		t.Fatalf("PostSend: %v", err)
 	}
 	mustOK(t, "UD sends", scq.reap(t, ctx, len(lens), "UD sends"), verbs.WCSend)

@@ -70,7 +70,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		base := 32768 + i*2*slot
 		v.SetSGL(i, uint64(0xc0000+i), []verbs.SGE{cmem.sge(base, 100), cmem.sge(base+slot, slot)})
 	}
-	if err := crecv.PostRecvv(cid); err != nil {
+	if err := crecv.PostRecvvRaw(cid); err != nil {
 		t.Fatalf("client rdma_post_recvv chain: %v", err)
 	}
 	cparam := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
@@ -92,7 +92,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		base := 32768 + i*2*slot
 		v.SetSGL(i, uint64(0x50000+i), []verbs.SGE{smem.sge(base, 10), smem.sge(base+slot, slot)})
 	}
-	if err := srecv.PostRecvv(sid); err != nil {
+	if err := srecv.PostRecvvRaw(sid); err != nil {
 		t.Fatalf("server rdma_post_recvv chain: %v", err)
 	}
 	// The private data pointer sits inside struct rdma_conn_param: a Go
@@ -130,7 +130,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		sv.SetSGL(i, []verbs.SGE{cmem.sge(a, 7), cmem.sge(b, n-7)})
 		wantAtServer[i] = append(append([]byte(nil), cmem.buf[a:a+7]...), cmem.buf[b:b+n-7]...)
 	}
-	if err := csend.PostSendv(cid); err != nil {
+	if err := csend.PostSendvRaw(cid); err != nil {
 		t.Fatalf("client rdma_post_sendv chain: %v", err)
 	}
 	checkCMRecvs(t, scq, smem, 0x50000, 10, wantAtServer)
@@ -146,7 +146,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		sv.SetSend(i, uint64(0x51000+i), verbs.SendSignaled, smem.sge(i*100, n))
 		wantAtClient[i] = smem.buf[i*100 : i*100+n]
 	}
-	if err := ssend.PostSendv(sid); err != nil {
+	if err := ssend.PostSendvRaw(sid); err != nil {
 		t.Fatalf("server rdma_post_sendv chain: %v", err)
 	}
 	checkCMRecvs(t, ccq, cmem, 0xc0000, 100, wantAtClient)
@@ -161,7 +161,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	sv.SetSGL(0, []verbs.SGE{cmem.sge(0, 5000), cmem.sge(5000, 11000)}) // [0, 16000)
 	sv.SetRead(1, 0xc2001, verbs.SendSignaled, cmem.sge(16000, 16000), raddr+16000, rkey)
 	sv.SetRead(2, 0xc2002, verbs.SendSignaled, cmem.sge(32000, rlen-32000), raddr+32000, rkey)
-	if err := rd.PostReadv(cid); err != nil {
+	if err := rd.PostReadvRaw(cid); err != nil {
 		t.Fatalf("client rdma_post_readv chain: %v", err)
 	}
 	checkIDs(t, "client reads", ccq.reap(t, 3), 0xc2000, verbs.WCRDMARead)
@@ -173,7 +173,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	}
 	wr := sendChain(t, 1, 1)
 	wr.Reserve(1).SetWrite(0, 0xc3000, verbs.SendSignaled, cmem.sge(40000, 2000), raddr+20000, rkey)
-	if err := wr.PostWritev(cid); err != nil {
+	if err := wr.PostWritevRaw(cid); err != nil {
 		t.Fatalf("client rdma_post_writev: %v", err)
 	}
 	checkIDs(t, "client write", ccq.reap(t, 1), 0xc3000, verbs.WCRDMAWrite)

@@ -153,7 +153,7 @@ func TestControlCMSharedResources(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
-	require.NoError(t, c.PostSend(cli.QP().Raw()))
+	require.NoError(t, c.PostSendRaw(cli.QP().Raw()))
 	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)
 	require.Equal(t, "written remotely", string(mr.Bytes()[4096:4096+16]))
 

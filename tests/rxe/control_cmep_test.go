@@ -18,7 +18,7 @@ import (
 // Tests of the rdma_create_ep path (hand.DialEP, hand.ListenEP): server and
 // client in one process on the VM's address.
 
-func cmepListen(t *testing.T, cfg hand.EPConfig) *hand.EPListener {
+func cmepListen(t *testing.T, cfg hand.ConnConfig) *hand.EPListener {
 	t.Helper()
 	RequireDevice(t)
 	l, err := hand.ListenEP(ctlContext(t, 10*time.Second), netip.AddrPortFrom(ctlAddr(t), 0).String(), cfg)
@@ -48,10 +48,10 @@ func cmepServe(t *testing.T, l *hand.EPListener) <-chan *hand.Conn {
 // over the fast paths; the listener refuses to close under an accepted
 // Conn; Disconnect; use after Close.
 func TestControlCMEPConnect(t *testing.T) {
-	l := cmepListen(t, hand.EPConfig{PrivateData: []byte("welcome-ep")})
+	l := cmepListen(t, hand.ConnConfig{PrivateData: []byte("welcome-ep")})
 	srvc := cmepServe(t, l)
 	ctx := ctlContext(t, 20*time.Second)
-	cli, err := hand.DialEP(ctx, l.Addr().String(), hand.EPConfig{PrivateData: []byte("hello-ep")})
+	cli, err := hand.DialEP(ctx, l.Addr().String(), hand.ConnConfig{PrivateData: []byte("hello-ep")})
 	require.NoError(t, err)
 	srv := <-srvc
 	require.NotNil(t, srv)
@@ -82,7 +82,7 @@ func TestControlCMEPConnect(t *testing.T) {
 	require.NoError(t, err)
 	defer rc.Free()
 	rc.Reserve(1).Set(0, 10, cmr.SGE(2048, 2048))
-	require.NoError(t, rc.PostRecvv(cli.Raw()))
+	require.NoError(t, rc.PostRecvv(cli))
 
 	copy(cmr.Bytes(), "ping over rdma_create_ep")
 	ctlPostSend(t, cli.QP(), cmr, 2, 0, 24)
@@ -99,7 +99,7 @@ func TestControlCMEPConnect(t *testing.T) {
 	require.NoError(t, err)
 	defer sc.Free()
 	sc.Reserve(1).SetSend(0, 20, verbs.SendSignaled, smr.SGE(2048, 4))
-	require.NoError(t, sc.PostSendv(srv.Raw()))
+	require.NoError(t, sc.PostSendv(srv))
 	wc = ctlReap(t, srv.SendCQ(), 1)[0]
 	require.Equal(t, verbs.WCSuccess, wc.Status)
 	require.Equal(t, uint64(20), wc.WRID)
@@ -156,7 +156,7 @@ func TestControlCMEPSharedResources(t *testing.T) {
 	require.NoError(t, err)
 	ctlCloseLater(t, mr)
 
-	cfg := hand.EPConfig{PD: pd, SendCQ: cq}
+	cfg := hand.ConnConfig{PD: pd, SendCQ: cq}
 	l := cmepListen(t, cfg)
 	var busy *hand.BusyError
 	require.ErrorAs(t, pd.Close(), &busy)
@@ -176,7 +176,7 @@ func TestControlCMEPSharedResources(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
-	require.NoError(t, c.PostSend(cli.QP().Raw()))
+	require.NoError(t, c.PostSendRaw(cli.QP().Raw()))
 	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)
 	require.Equal(t, "written remotely", string(mr.Bytes()[4096:4096+16]))
 
@@ -188,16 +188,16 @@ func TestControlCMEPSharedResources(t *testing.T) {
 	opd, err := other.AllocPD()
 	require.NoError(t, err)
 	ctlCloseLater(t, opd)
-	_, err = hand.DialEP(ctx, l.Addr().String(), hand.EPConfig{PD: opd})
+	_, err = hand.DialEP(ctx, l.Addr().String(), hand.ConnConfig{PD: opd})
 	var ae *hand.AttrError
 	require.ErrorAs(t, err, &ae)
 	require.ErrorContains(t, err, "hand.CMContext")
 	t.Log(err)
 
-	_, err = hand.ListenEP(ctx, "0.0.0.0:0", hand.EPConfig{})
+	_, err = hand.ListenEP(ctx, "0.0.0.0:0", hand.ConnConfig{})
 	require.ErrorAs(t, err, &ae, "a wildcard listener needs a PD")
 	t.Log(err)
-	_, err = hand.DialEP(ctx, l.Addr().String(), hand.EPConfig{PrivateData: make([]byte, 57)})
+	_, err = hand.DialEP(ctx, l.Addr().String(), hand.ConnConfig{PrivateData: make([]byte, 57)})
 	require.ErrorAs(t, err, &ae)
 }
 
@@ -205,19 +205,19 @@ func TestControlCMEPSharedResources(t *testing.T) {
 // answers for fails inside rdma_create_ep with its errno, or, when the
 // context ends first, returns at once with the context's error.
 func TestControlCMEPDialFailures(t *testing.T) {
-	l := cmepListen(t, hand.EPConfig{})
+	l := cmepListen(t, hand.ConnConfig{})
 	port := l.Addr()
 	require.NoError(t, l.Close())
 
 	start := time.Now()
-	_, err := hand.DialEP(ctlContext(t, 20*time.Second), port.String(), hand.EPConfig{})
+	_, err := hand.DialEP(ctlContext(t, 20*time.Second), port.String(), hand.ConnConfig{})
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	require.ErrorContains(t, err, "no listener at that address and port")
 	t.Logf("%v (after %v)", err, time.Since(start))
 
 	nobody := "192.0.2.99:7471"
 	start = time.Now()
-	_, err = hand.DialEP(context.Background(), nobody, hand.EPConfig{})
+	_, err = hand.DialEP(context.Background(), nobody, hand.ConnConfig{})
 	took := time.Since(start)
 	t.Logf("%v (after %v)", err, took)
 	require.ErrorContains(t, err, "creating the endpoint: rdma_create_ep: ")
@@ -229,7 +229,7 @@ func TestControlCMEPDialFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	_, err = hand.DialEP(ctx, nobody, hand.EPConfig{})
+	_, err = hand.DialEP(ctx, nobody, hand.ConnConfig{})
 	took = time.Since(start)
 	t.Logf("%v (after %v)", err, took)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -238,7 +238,7 @@ func TestControlCMEPDialFailures(t *testing.T) {
 }
 
 func TestControlCMEPAcceptCancelledAndClosed(t *testing.T) {
-	l := cmepListen(t, hand.EPConfig{})
+	l := cmepListen(t, hand.ConnConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := l.Accept(ctx); errc <- err }()

@@ -199,7 +199,7 @@ func TestControlExtendedCQ(t *testing.T) {
 	}
 	require.NotNil(t, cq.RawEx())
 	require.GreaterOrEqual(t, cq.Size(), 64)
-	p, err := hand.NewExPoller(cq.RawEx(), 8, verbs.WCExWithByteLen|verbs.WCExWithQPNum)
+	p, err := hand.NewExPollerRaw(cq.RawEx(), 8, verbs.WCExWithByteLen|verbs.WCExWithQPNum)
 	require.NoError(t, err)
 	wcs, err := p.Poll()
 	require.NoError(t, err)

@@ -124,7 +124,7 @@ func ctlPostRecv(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, offset
 	for i := range n {
 		w.Set(i, first+uint64(i), mr.SGE(offset, size))
 	}
-	require.NoError(t, c.PostRecv(qp.Raw()))
+	require.NoError(t, c.PostRecv(qp))
 }
 
 // ctlPostSend posts one signaled send of size bytes at offset.
@@ -134,7 +134,7 @@ func ctlPostSend(t *testing.T, qp *hand.QP, mr *hand.MR, wrID uint64, offset, si
 	require.NoError(t, err)
 	defer c.Free()
 	c.Reserve(1).SetSend(0, wrID, verbs.SendSignaled, mr.SGE(offset, size))
-	require.NoError(t, c.PostSend(qp.Raw()))
+	require.NoError(t, c.PostSend(qp))
 }
 
 // ctlReap polls cq until it has n completions or the deadline passes.

@@ -35,7 +35,7 @@ func TestControlMemoryWindow(t *testing.T) {
 		require.NoError(t, err)
 		defer c.Free()
 		c.Reserve(1).SetRead(0, wrID, verbs.SendSignaled, r.mr.SGE(32768, 17), addr, rkey)
-		require.NoError(t, c.PostSend(b.Raw()))
+		require.NoError(t, c.PostSend(b))
 		return ctlReap(t, r.cq, 1)[0]
 	}
 	wc = read(r.mr.Addr()+4096, 1)

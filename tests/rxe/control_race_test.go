@@ -43,7 +43,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 	for i := range slots {
 		w.Set(i, uint64(i), r.mr.SGE(recvBase+i*size, size))
 	}
-	require.NoError(t, rc.PostRecv(b.Raw()))
+	require.NoError(t, rc.PostRecv(b))
 
 	var wg sync.WaitGroup
 	var received atomic.Int64
@@ -85,7 +85,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 				received.Store(int64(next))
 				rc.Reserve(1).Set(0, w.WRID+slots, r.mr.SGE(recvBase+slot*size, size))
 			}
-			if err := rc.PostRecv(b.Raw()); err != nil {
+			if err := rc.PostRecv(b); err != nil {
 				fail(err)
 				return
 			}
@@ -106,7 +106,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 				buf[slot*size+j] = byte(i)
 			}
 			sc.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, r.mr.SGE(slot*size, size))
-			if err := sc.PostSend(a.Raw()); err != nil {
+			if err := sc.PostSend(a); err != nil {
 				fail(err)
 				return
 			}

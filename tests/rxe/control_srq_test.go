@@ -40,7 +40,7 @@ func TestControlSRQAndLimitEvent(t *testing.T) {
 	for i := range 8 {
 		w.Set(i, uint64(100+i), r.mr.SGE(8192+i*256, 256))
 	}
-	require.NoError(t, c.PostSRQRecv(srq.Raw()))
+	require.NoError(t, c.PostSRQRecv(srq))
 	require.NoError(t, srq.Arm(7))
 	a, err := srq.Query()
 	require.NoError(t, err)

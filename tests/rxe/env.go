@@ -3,7 +3,9 @@
 // cmd/rxevm, which names the device in the environment (RXE_DEVICE,
 // RXE_GID_INDEX, RXE_ADDR, GOVERBS_IN_VM=1). Everywhere else they skip.
 //
-// The package has no code of its own beyond RequireDevice.
+// Beside the tests, the package holds their setup: RequireDevice (env.go),
+// the verbs-level objects made through the generated stubs
+// (verbs_setup.go) and the rdma_cm ones (cm_setup.go).
 package rxe
 
 import (

@@ -23,7 +23,7 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 
 	rc := recvChain(t, 1, 1)
 	rc.Reserve(1).Set(0, 90, dst.sge(0, 4096))
-	if err := rc.PostRecv(p.b); err != nil {
+	if err := rc.PostRecvRaw(p.b); err != nil {
 		t.Fatalf("post recv: %v", err)
 	}
 	if err := verbs.ReqNotifyCQ(p.bcq.cq, 0); err != nil {
@@ -54,7 +54,7 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 	sent := time.Now()
 	sc := sendChain(t, 1, 1)
 	sc.Reserve(1).SetSend(0, 91, verbs.SendSignaled, src.sge(0, 1234))
-	if err := sc.PostSend(p.a); err != nil {
+	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post send: %v", err)
 	}
 	var ev event

@@ -9,6 +9,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // queryState is the QP's state as the device reports it (ibv_query_qp);
@@ -37,7 +38,7 @@ func TestVerbsWrongRkey(t *testing.T) {
 	sv := sc.Reserve(2)
 	sv.SetWrite(0, 1, verbs.SendSignaled, src.sge(0, 4096), dst.addr(0), dst.mr.Rkey^0x5a5a00)
 	sv.SetSend(1, 2, verbs.SendSignaled, src.sge(0, 16))
-	if err := sc.PostSend(p.a); err != nil {
+	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post: %v", err)
 	}
 	w := p.acq.reap(t, 2)
@@ -96,7 +97,7 @@ func TestVerbsPostToResetQP(t *testing.T) {
 	rv := rc.Reserve(2)
 	rv.Set(0, 1, dst.sge(0, 1000))
 	rv.Set(1, 2, dst.sge(1000, 1000))
-	err := rc.PostRecv(b)
+	err := rc.PostRecvRaw(b)
 	if err == nil && releaseBefore(t, seenWorkingSince) {
 		// Measured on 33.2: its rxe queues receives on a QP in RESET, and
 		// they survive the way to RTS (the receives below then complete
@@ -114,7 +115,7 @@ func TestVerbsPostToResetQP(t *testing.T) {
 	sv := sc.Reserve(2)
 	sv.SetSend(0, 10, verbs.SendSignaled, src.sge(0, 100))
 	sv.SetSend(1, 11, verbs.SendSignaled, src.sge(100, 200))
-	err = sc.PostSend(a)
+	err = sc.PostSendRaw(a)
 	expectPostError("ibv_post_send", err, "ibv_post_send", sc.Len(), 2)
 	// rdma-core 44's rxe provider writes the WQEs into the send ring before
 	// the doorbell that fails, and runs them once the QP is ready: the
@@ -123,11 +124,11 @@ func TestVerbsPostToResetQP(t *testing.T) {
 
 	e.connectRC(t, a, b)
 	rc.Reserve(1).Set(0, 3, dst.sge(2000, 1000))
-	if err := rc.PostRecv(b); err != nil {
+	if err := rc.PostRecvRaw(b); err != nil {
 		t.Fatalf("posting the receive chain again (and one more WR), in RTS: %v", err)
 	}
 	sc.Reserve(1).SetSend(0, 12, verbs.SendSignaled, src.sge(300, 300))
-	if err := sc.PostSend(a); err != nil {
+	if err := sc.PostSendRaw(a); err != nil {
 		t.Fatalf("post send in RTS: %v", err)
 	}
 	s := acq.reap(t, 3)
@@ -171,7 +172,7 @@ func TestVerbsFlushThousandReceives(t *testing.T) {
 	for i := range n {
 		rv.Set(i, uint64(50000+i), dst.sge(i*64, 64))
 	}
-	if err := rc.PostRecv(b); err != nil {
+	if err := rc.PostRecvRaw(b); err != nil {
 		t.Fatalf("posting %d receives as one chain: %v", n, err)
 	}
 	modify(t, b, &verbs.QPAttr{QPState: verbs.QPSErr}, verbs.QPAttrState, "ERR")
@@ -206,4 +207,25 @@ func TestVerbsFlushThousandReceives(t *testing.T) {
 	bcq.expectEmpty(t)
 	acq.expectEmpty(t)
 	t.Logf("%d receives flushed, each once, in %d completions", count, len(w))
+}
+
+// The generated layer alone says why a verb failed: ibv_create_qp with more
+// send WRs than the device allows returns NULL and EINVAL, and
+// verbs.CreateQP gives back nil and a *verberr.Error naming the function
+// and matching syscall.EINVAL. Injected: max_send_wr = max_qp_wr + 1.
+func TestVerbsCreateQPErrno(t *testing.T) {
+	e := openVerbs(t)
+	cq := e.cq(t, 16)
+	attr := verbs.QPInitAttr{SendCQ: cq.cq, RecvCQ: cq.cq, QPType: verbs.QPTRC,
+		Cap: verbs.QPCap{MaxSendWR: uint32(e.dev.MaxQPWR) + 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	qp, err := verbs.CreateQP(e.pd, &attr)
+	if qp != nil {
+		verbs.DestroyQP(qp)
+		t.Fatalf("ibv_create_qp with max_send_wr %d (device max %d) succeeded", attr.Cap.MaxSendWR, e.dev.MaxQPWR)
+	}
+	var ve *verberr.Error
+	if !errors.Is(err, syscall.EINVAL) || !errors.As(err, &ve) || ve.Func() != "ibv_create_qp" || ve.Missing() != nil {
+		t.Fatalf("CreateQP = %v; want ibv_create_qp's EINVAL", err)
+	}
+	t.Logf("max_send_wr %d on a device of max_qp_wr %d: %v", attr.Cap.MaxSendWR, e.dev.MaxQPWR, err)
 }

@@ -32,7 +32,7 @@ func TestVerbsRCSendRecvChain(t *testing.T) {
 	if rc.Len() != n {
 		t.Fatalf("recv chain holds %d WRs, want %d", rc.Len(), n)
 	}
-	if err := rc.PostRecv(p.b); err != nil {
+	if err := rc.PostRecvRaw(p.b); err != nil {
 		t.Fatalf("posting %d receives as one chain: %v", n, err)
 	}
 	if rc.Len() != 0 {
@@ -44,7 +44,7 @@ func TestVerbsRCSendRecvChain(t *testing.T) {
 	for i := range n {
 		sv.SetSend(i, uint64(2000+i), verbs.SendSignaled, src.sge(i*slot, msgLen(i)))
 	}
-	if err := sc.PostSend(p.a); err != nil {
+	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("posting %d sends as one chain: %v", n, err)
 	}
 
@@ -90,13 +90,13 @@ func TestVerbsRCScatterGather(t *testing.T) {
 		want = append(want, src.buf[30000:30900]...)
 		// Scatter: 1500 bytes at 40000, the rest at 50000.
 		rc.Reserve(1).SetSGL(0, uint64(round), []verbs.SGE{dst.sge(40000, 1500), dst.sge(50000, 4000)})
-		if err := rc.PostRecv(p.b); err != nil {
+		if err := rc.PostRecvRaw(p.b); err != nil {
 			t.Fatalf("round %d: post recv: %v", round, err)
 		}
 		sv := sc.Reserve(1)
 		sv.SetSend(0, uint64(10+round), verbs.SendSignaled, src.sge(0, 100))
 		sv.SetSGL(0, []verbs.SGE{src.sge(0, 100), src.sge(8192, 2000), src.sge(30000, 900)})
-		if err := sc.PostSend(p.a); err != nil {
+		if err := sc.PostSendRaw(p.a); err != nil {
 			t.Fatalf("round %d: post send: %v", round, err)
 		}
 		r := p.bcq.reap(t, 1)
@@ -134,7 +134,7 @@ func TestVerbsRCWrite(t *testing.T) {
 		}
 		sv.SetWrite(i, uint64(i), flags, src.sge(r.from, r.n), dst.addr(r.to), dst.mr.Rkey)
 	}
-	if err := sc.PostSend(p.a); err != nil {
+	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post write chain: %v", err)
 	}
 	w := p.acq.reap(t, 1)
@@ -167,14 +167,14 @@ func TestVerbsRCImmediate(t *testing.T) {
 	rv := rc.Reserve(2)
 	rv.Set(0, 70, rbuf.sge(0, 2048))
 	rv.Set(1, 71, rbuf.sge(2048, 2048))
-	if err := rc.PostRecv(p.b); err != nil {
+	if err := rc.PostRecvRaw(p.b); err != nil {
 		t.Fatalf("post recv: %v", err)
 	}
 	sc := sendChain(t, 2, 1)
 	sv := sc.Reserve(2)
 	sv.SetWriteImm(0, 80, verbs.SendSignaled, writeImm, src.sge(0, 3000), dst.addr(1000), dst.mr.Rkey)
 	sv.SetSendImm(1, 81, verbs.SendSignaled, sendImm, src.sge(5000, 200))
-	if err := sc.PostSend(p.a); err != nil {
+	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post send: %v", err)
 	}
 
@@ -222,7 +222,7 @@ func TestVerbsRCRead(t *testing.T) {
 	sv.SetSGL(0, []verbs.SGE{local.sge(0, 1000), local.sge(2000, 3000)}) // the read's 4000 bytes land 1000 + 3000
 	sv.SetRead(1, 2, verbs.SendSignaled, local.sge(10000, 1), remote.addr(65535), remote.mr.Rkey)
 	sv.SetRead(2, 3, verbs.SendSignaled, local.sge(20000, 40000), remote.addr(100), remote.mr.Rkey)
-	if err := sc.PostSend(p.a); err != nil {
+	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post read chain: %v", err)
 	}
 	r := p.acq.reap(t, 3)

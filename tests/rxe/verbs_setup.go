@@ -204,7 +204,7 @@ func (e *vEnv) cq(t testing.TB, entries int) *vCQ {
 			t.Errorf("ibv_destroy_cq: %v", err)
 		}
 	})
-	p, err := hand.NewPoller(c.cq, 64)
+	p, err := hand.NewPollerRaw(c.cq, 64)
 	if err != nil {
 		t.Fatalf("hand.NewPoller: %v", err)
 	}

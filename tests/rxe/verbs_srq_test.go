@@ -55,7 +55,7 @@ func TestVerbsSRQShared(t *testing.T) {
 			k := c*posted/2 + i
 			v.Set(i, uint64(300+k), dst.sge(k*slot, slot))
 		}
-		if err := rc.PostSRQRecv(srq); err != nil {
+		if err := rc.PostSRQRecvRaw(srq); err != nil {
 			t.Fatalf("ibv_post_srq_recv, chain %d of %d WRs: %v", c, posted/2, err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestVerbsSRQShared(t *testing.T) {
 			off := (s*perSender + j) * slot
 			v.SetSend(j, uint64(s*1000+j), verbs.SendSignaled, src.sge(off, len(msg(s, j))))
 		}
-		if err := sc.PostSend(senders[s]); err != nil {
+		if err := sc.PostSendRaw(senders[s]); err != nil {
 			t.Fatalf("sender %d: post %d sends: %v", s, perSender, err)
 		}
 	}

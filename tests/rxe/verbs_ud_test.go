@@ -55,7 +55,7 @@ func TestVerbsUD(t *testing.T) {
 	for i := range lens {
 		rv.Set(i, uint64(400+i), hand.UDRecvSGE(dst.addr(i*slot), uint32(mtu), dst.mr.Lkey))
 	}
-	if err := rc.PostRecv(b); err != nil {
+	if err := rc.PostRecvRaw(b); err != nil {
 		t.Fatalf("post UD receives: %v", err)
 	}
 	sc := sendChain(t, len(lens)+1, 1)
@@ -65,7 +65,7 @@ func TestVerbsUD(t *testing.T) {
 	sv.SetUDImm(2, 502, verbs.SendSignaled, 0xfeedface, src.sge(2*slot, lens[1]), ah, b.QPNum, qkey)
 	sv.SetUD(3, 503, verbs.SendSignaled, src.sge(3*slot, lens[2]), ah, b.QPNum, qkey)
 	sv.SetUD(4, 504, verbs.SendSignaled, src.sge(4*slot, lens[3]), ah, b.QPNum, qkey)
-	if err := sc.PostSend(a); err != nil {
+	if err := sc.PostSendRaw(a); err != nil {
 		t.Fatalf("post UD sends: %v", err)
 	}
 	from := []int{0, 2 * slot, 3 * slot, 4 * slot}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
@@ -12,8 +11,8 @@ import (
 // loops do not allocate until they fail.
 type engine struct {
 	cfg    Config
-	qp     *verbs.QP
-	sge    verbs.SGE
+	qp     *hand.QP
+	sge    hand.SGE
 	send   *hand.SendChain
 	recv   *hand.RecvChain
 	poller *hand.Poller
@@ -25,7 +24,7 @@ type engine struct {
 }
 
 func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
-	e := &engine{cfg: cfg, qp: qp.Raw(), sge: mr.SGE(0, cfg.Size)}
+	e := &engine{cfg: cfg, qp: qp, sge: mr.SGE(0, cfg.Size)}
 	var err error
 	if e.send, err = hand.NewSendChain(cfg.PostList, 1, 0); err != nil {
 		return nil, err
@@ -34,7 +33,7 @@ func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, erro
 		e.free()
 		return nil, err
 	}
-	if e.poller, err = hand.NewPoller(cq.Raw(), 16); err != nil {
+	if e.poller, err = hand.NewPoller(cq, 16); err != nil {
 		e.free()
 		return nil, err
 	}
@@ -88,9 +87,9 @@ func (e *engine) bwClient() (time.Duration, error) {
 			v := e.send.Reserve(n)
 			for i := range n {
 				seq := posted + i
-				var flags verbs.SendFlags
+				var flags hand.SendFlags
 				if (seq+1)%cfg.CQMod == 0 || seq+1 == cfg.Iters {
-					flags = verbs.SendSignaled
+					flags = hand.Signaled
 				}
 				switch cfg.Mode {
 				case SendBW:
@@ -182,7 +181,7 @@ func (e *engine) latency(client bool) error {
 
 // sendOne posts one signaled send; its completion is reaped by waitRecv.
 func (e *engine) sendOne(i int) error {
-	e.send.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, e.sge)
+	e.send.Reserve(1).SetSend(0, uint64(i), hand.Signaled, e.sge)
 	if err := e.send.PostSend(e.qp); err != nil {
 		e.send.Reset()
 		return fmt.Errorf("post send: %w", err)

@@ -4,16 +4,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
 // engine is the data path: after newEngine, postRecv, postSend and loop
 // do not allocate (until an error is formatted).
 type engine struct {
-	qp     *verbs.QP
-	sge    verbs.SGE // the whole buffer, for every send and receive
-	flags  verbs.SendFlags
+	qp     *hand.QP
+	sge    hand.SGE // the whole buffer, for every send and receive
+	flags  hand.SendFlags
 	rx     int
 	iters  int
 	recv   *hand.RecvChain
@@ -26,10 +25,10 @@ type engine struct {
 }
 
 func newEngine(qp *hand.QP, cq *hand.CQ, mr *hand.MR, cfg Config) (*engine, error) {
-	e := &engine{qp: qp.Raw(), sge: mr.SGE(0, cfg.Size), flags: verbs.SendSignaled, rx: cfg.RxDepth, iters: cfg.Iters}
+	e := &engine{qp: qp, sge: mr.SGE(0, cfg.Size), flags: hand.Signaled, rx: cfg.RxDepth, iters: cfg.Iters}
 	// As the C tool: inline when the QP can take the whole message.
 	if qp.Caps().MaxInlineData >= cfg.Size {
-		e.flags |= verbs.SendInline
+		e.flags |= hand.Inline
 	}
 	var err error
 	if e.recv, err = hand.NewRecvChain(cfg.RxDepth, 1); err != nil {
@@ -39,7 +38,7 @@ func newEngine(qp *hand.QP, cq *hand.CQ, mr *hand.MR, cfg Config) (*engine, erro
 		e.free()
 		return nil, err
 	}
-	if e.poller, err = hand.NewPoller(cq.Raw(), 2); err != nil {
+	if e.poller, err = hand.NewPoller(cq, 2); err != nil {
 		e.free()
 		return nil, err
 	}

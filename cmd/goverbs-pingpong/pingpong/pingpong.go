@@ -26,7 +26,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
@@ -60,7 +59,7 @@ type Result struct {
 	InvalidPages []int // -c on the server: pages whose mark was wrong
 }
 
-var mtus = map[int]verbs.MTU{256: verbs.MTU256, 512: verbs.MTU512, 1024: verbs.MTU1024, 2048: verbs.MTU2048, 4096: verbs.MTU4096}
+var mtus = map[int]hand.MTU{256: hand.MTU256, 512: hand.MTU512, 1024: hand.MTU1024, 2048: hand.MTU2048, 4096: hand.MTU4096}
 
 // ParseArgs parses ibv_rc_pingpong's command line: short and long flags
 // (-p/--port, -d/--ib-dev, -i/--ib-port, -s/--size, -m/--mtu,
@@ -221,7 +220,7 @@ func Run(cfg Config, out io.Writer) (res Result, err error) {
 		return res, err
 	}
 	my := Dest{LID: pa.LID, QPN: qp.Num(), PSN: hand.RandomPSN()}
-	if uint32(pa.LinkLayer) != verbs.LinkLayerEthernet && my.LID == 0 {
+	if uint32(pa.LinkLayer) != hand.LinkLayerEthernet && my.LID == 0 {
 		return res, errors.New("couldn't get local LID")
 	}
 	if cfg.GIDIndex >= 0 {

@@ -28,7 +28,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
@@ -165,7 +164,7 @@ const (
 // session is one connection's buffers and fast-path objects.
 type session struct {
 	conn   *hand.Conn
-	qp     *verbs.QP
+	qp     *hand.QP
 	cq     *hand.CQ
 	ctl    *hand.MR // [0,16) receives the peer's info, [16,32) is what we send
 	buf    *hand.MR // rping's rdma_buf: the RDMA sink
@@ -176,7 +175,7 @@ type session struct {
 }
 
 func newSession(conn *hand.Conn, size int, client bool) (s *session, err error) {
-	s = &session{conn: conn, qp: conn.QP().Raw(), cq: conn.SendCQ()}
+	s = &session{conn: conn, qp: conn.QP(), cq: conn.SendCQ()}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close())
@@ -201,7 +200,7 @@ func newSession(conn *hand.Conn, size int, client bool) (s *session, err error) 
 	if s.send, err = hand.NewSendChain(1, 1, 0); err != nil {
 		return s, err
 	}
-	if s.poller, err = hand.NewPoller(s.cq.Raw(), 1); err != nil {
+	if s.poller, err = hand.NewPoller(s.cq, 1); err != nil {
 		return s, err
 	}
 	return s, s.postRecv()
@@ -247,7 +246,7 @@ func (s *session) sendInfo(mr *hand.MR, size int) error {
 		binary.BigEndian.PutUint32(b[8:], mr.RKey())
 		binary.BigEndian.PutUint32(b[12:], uint32(size))
 	}
-	s.send.Reserve(1).SetSend(0, wrSend, verbs.SendSignaled, s.ctl.SGE(infoSize, infoSize))
+	s.send.Reserve(1).SetSend(0, wrSend, hand.Signaled, s.ctl.SGE(infoSize, infoSize))
 	return s.post()
 }
 
@@ -265,7 +264,7 @@ var errFlushed = errors.New("work request flushed")
 // waitFor waits for the next completion of opcode want, skipping send
 // completions, and returns its byte count. A received message is checked
 // to be rping's 16 bytes and the receive is posted again.
-func (s *session) waitFor(ctx context.Context, want verbs.WCOpcode) (uint32, error) {
+func (s *session) waitFor(ctx context.Context, want hand.WCOpcode) (uint32, error) {
 	for {
 		wcs, err := s.poller.Poll()
 		if err != nil {
@@ -286,21 +285,21 @@ func (s *session) waitFor(ctx context.Context, want verbs.WCOpcode) (uint32, err
 			}
 		}
 		w := &wcs[0]
-		if w.Status() == verbs.WCWRFlushErr {
+		if w.Status() == hand.StatusWRFlushErr {
 			return 0, errFlushed
 		}
 		if !w.OK() {
 			return 0, fmt.Errorf("cq completion failed status %d (%s)", w.Status(), w.StatusString())
 		}
 		op := w.Opcode()
-		if op == verbs.WCSend && want != verbs.WCSend {
+		if op == hand.OpcodeSend && want != hand.OpcodeSend {
 			continue
 		}
 		if op != want {
 			return 0, fmt.Errorf("completion opcode %d, want %d", op, want)
 		}
 		n := w.ByteLen()
-		if op == verbs.WCRecv {
+		if op == hand.OpcodeRecv {
 			if n != infoSize {
 				return n, fmt.Errorf("received bogus data, size %d", n)
 			}
@@ -357,13 +356,13 @@ func runClient(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		if err := s.sendInfo(s.start, cfg.Size); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
-		if _, err := s.waitFor(ctx, verbs.WCRecv); err != nil {
+		if _, err := s.waitFor(ctx, hand.OpcodeRecv); err != nil {
 			return fmt.Errorf("ping %d: waiting for the server's read: %w", ping, err)
 		}
 		if err := s.sendInfo(s.buf, cfg.Size); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
-		if _, err := s.waitFor(ctx, verbs.WCRecv); err != nil {
+		if _, err := s.waitFor(ctx, hand.OpcodeRecv); err != nil {
 			return fmt.Errorf("ping %d: waiting for the server's write: %w", ping, err)
 		}
 		if cfg.Validate && string(start) != string(sink) {
@@ -416,7 +415,7 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 	sink := s.buf.Bytes()
 	ctl := s.ctl.Bytes()
 	for {
-		if _, err := s.waitFor(wctx, verbs.WCRecv); err != nil {
+		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
 			if ended(err) {
 				fmt.Fprintln(stderr, "server DISCONNECT EVENT...")
 				return nil
@@ -430,11 +429,11 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		if int(n) > len(sink) {
 			return fmt.Errorf("the client's buffer is %d bytes, more than -S %d", n, len(sink))
 		}
-		s.send.Reserve(1).SetRead(0, wrRDMA, verbs.SendSignaled, s.buf.SGE(0, int(n)), addr, rkey)
+		s.send.Reserve(1).SetRead(0, wrRDMA, hand.Signaled, s.buf.SGE(0, int(n)), addr, rkey)
 		if err := s.post(); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
-		if _, err := s.waitFor(wctx, verbs.WCRDMARead); err != nil {
+		if _, err := s.waitFor(wctx, hand.OpcodeRDMARead); err != nil {
 			return fmt.Errorf("wait for RDMA_READ_COMPLETE: %w", err)
 		}
 		if cfg.Verbose {
@@ -444,17 +443,17 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		if err := s.sendInfo(nil, 0); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
-		if _, err := s.waitFor(wctx, verbs.WCRecv); err != nil {
+		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
 			return fmt.Errorf("wait for RDMA_WRITE_ADV: %w", err)
 		}
 		addr, rkey = binary.BigEndian.Uint64(ctl), binary.BigEndian.Uint32(ctl[8:])
 		// Echo the text and its NUL, as rping does.
 		wlen := min(len(cstr(sink))+1, len(sink))
-		s.send.Reserve(1).SetWrite(0, wrRDMA, verbs.SendSignaled, s.buf.SGE(0, wlen), addr, rkey)
+		s.send.Reserve(1).SetWrite(0, wrRDMA, hand.Signaled, s.buf.SGE(0, wlen), addr, rkey)
 		if err := s.post(); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
-		if _, err := s.waitFor(wctx, verbs.WCRDMAWrite); err != nil {
+		if _, err := s.waitFor(wctx, hand.OpcodeRDMAWrite); err != nil {
 			return fmt.Errorf("wait for RDMA_WRITE_COMPLETE: %w", err)
 		}
 		if err := s.sendInfo(nil, 0); err != nil {

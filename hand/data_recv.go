@@ -106,14 +106,51 @@ func (v RecvWRs) SetSGL(i int, wrID uint64, sgl []verbs.SGE) {
 // Next and SGList belong to the chain: do not change them.
 func (v RecvWRs) WR(i int) *verbs.RecvWR { return &v.wr[i] }
 
-// PostRecv posts the pending WRs to qp with one ibv_post_recv call. On
+// PostRecv posts the pending WRs to qp's receive queue with one
+// ibv_post_recv call; see PostRecvRaw for what a failure leaves. It returns
+// ErrClosed once qp is closed (a post racing with Close either completes
+// first or gets ErrClosed), and an *AttrError for a QP attached to an SRQ:
+// such a QP's receives go to the SRQ (PostSRQRecv), as ibv_post_recv(3)
+// requires. It does not allocate.
+func (c *RecvChain) PostRecv(qp *QP) error {
+	if err := qp.use(); err != nil {
+		return err
+	}
+	defer qp.done()
+	if qp.raw.SRQ != nil {
+		return &AttrError{Op: "RecvChain.PostRecv", Field: "qp", Reason: "is attached to an SRQ: post its receives with PostSRQRecv"}
+	}
+	return c.PostRecvRaw(qp.raw)
+}
+
+// PostSRQRecv is PostRecv for a shared receive queue (ibv_post_srq_recv).
+func (c *RecvChain) PostSRQRecv(srq *SRQ) error {
+	if err := srq.use(); err != nil {
+		return err
+	}
+	defer srq.done()
+	return c.PostSRQRecvRaw(srq.raw)
+}
+
+// PostRecvv posts each pending WR with rdma_post_recvv on conn's rdma_cm
+// id, or to the SRQ conn's QP was made with (ConnConfig.SRQ); see
+// PostRecvvRaw. It returns ErrClosed once conn is closed.
+func (c *RecvChain) PostRecvv(conn *Conn) error {
+	if err := conn.use(); err != nil {
+		return err
+	}
+	defer conn.done()
+	return c.PostRecvvRaw(conn.id)
+}
+
+// PostRecvRaw posts the pending WRs to qp with one ibv_post_recv call. On
 // success the chain is empty. On failure it returns a *PostError (see
 // PostError for what was posted and what is left). It does not allocate.
 //
 // qp must be C memory (from ibv_create_qp or rdma_cm), like the chain: the
 // call passes both to C as plain addresses, so that cgo does not check each
 // pointer for Go pointers, which would cost as much as the crossing.
-func (c *RecvChain) PostRecv(qp *verbs.QP) error {
+func (c *RecvChain) PostRecvRaw(qp *verbs.QP) error {
 	if c.head == c.n {
 		return nil
 	}
@@ -126,9 +163,10 @@ func (c *RecvChain) PostRecv(qp *verbs.QP) error {
 	return c.failed("ibv_post_recv", errnoOf(rc))
 }
 
-// PostSRQRecv is PostRecv for a shared receive queue (ibv_post_srq_recv);
-// srq must be C memory (from ibv_create_srq), as qp for PostRecv.
-func (c *RecvChain) PostSRQRecv(srq *verbs.SRQ) error {
+// PostSRQRecvRaw is PostRecvRaw for a shared receive queue
+// (ibv_post_srq_recv); srq must be C memory (from ibv_create_srq), as qp for
+// PostRecvRaw.
+func (c *RecvChain) PostSRQRecvRaw(srq *verbs.SRQ) error {
 	if c.head == c.n {
 		return nil
 	}
@@ -141,12 +179,16 @@ func (c *RecvChain) PostSRQRecv(srq *verbs.SRQ) error {
 	return c.failed("ibv_post_srq_recv", errnoOf(rc))
 }
 
-// PostRecvv posts each pending WR with rdma_post_recvv on id (to its SRQ
-// when it has one, as rdma_post_recvv does): the WR's wr_id is the context
-// that comes back as the completion's wr_id, its scatter list the sgl. It is
-// one cgo call for the whole chain, stopping at the first failure with a
-// *PostError like PostRecv. It does not allocate.
-func (c *RecvChain) PostRecvv(id *rdmacm.CMID) error {
+// PostRecvvRaw posts each pending WR with rdma_post_recvv on id: the WR's
+// wr_id is the context that comes back as the completion's wr_id, its
+// scatter list the sgl. Like rdma_post_recvv it posts to id's SRQ when the
+// id has one (rdma_create_srq); and when the id has none but its QP was made
+// on an SRQ (ibv_create_qp with one, then rdma_create_qp... or hand's
+// ConnConfig.SRQ), to that SRQ with ibv_post_srq_recv, where
+// rdma_post_recvv would post to the QP and fail. It is one cgo call for the
+// whole chain, stopping at the first failure with a *PostError like
+// PostRecvRaw. It does not allocate.
+func (c *RecvChain) PostRecvvRaw(id *rdmacm.CMID) error {
 	if c.head == c.n {
 		return nil
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // AH is an address handle (struct ibv_ah): the destination of UD sends
-// (SendChain.AddUD(..., ah.Raw(), remoteQPN, qkey)).
+// (SendWRs.SetUD(i, wrID, flags, sge, ah.Raw(), remoteQPN, qkey)). The WR
+// keeps the raw pointer until its completion: do not Close the AH before.
 type AH struct {
 	object
 	pd  *PD

@@ -150,17 +150,36 @@ func (e *PollError) Error() string { return e.Op + " failed: " + strconv.Itoa(e.
 // Poller reaps completions from a CQ with ibv_poll_cq into a C-allocated
 // array of struct ibv_wc.
 type Poller struct {
-	cq  *verbs.CQ
-	wc  []WC // C memory
-	mem unsafe.Pointer
-	err PollError
+	owner *CQ // nil for NewPollerRaw
+	cq    *verbs.CQ
+	wc    []WC // C memory
+	mem   unsafe.Pointer
+	err   PollError
 }
 
 // NewPoller makes a poller that reaps up to n completions from cq per Poll.
-// cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
+// Poll returns ErrClosed once cq is closed. Free releases it.
+func NewPoller(cq *CQ, n int) (*Poller, error) {
+	if cq == nil {
+		return nil, syscall.EINVAL
+	}
+	if err := cq.use(); err != nil {
+		return nil, err
+	}
+	defer cq.done()
+	p, err := NewPollerRaw(cq.raw, n)
+	if err != nil {
+		return nil, err
+	}
+	p.owner = cq
+	return p, nil
+}
+
+// NewPollerRaw makes a poller that reaps up to n completions from cq per
+// Poll. cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
 // address, so that cgo does not check it for Go pointers at every call.
 // Free releases it.
-func NewPoller(cq *verbs.CQ, n int) (*Poller, error) {
+func NewPollerRaw(cq *verbs.CQ, n int) (*Poller, error) {
 	if cq == nil || n <= 0 {
 		return nil, syscall.EINVAL
 	}
@@ -187,6 +206,12 @@ func (p *Poller) Poll() ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
+	if p.owner != nil {
+		if err := p.owner.use(); err != nil {
+			return nil, err
+		}
+		defer p.owner.done()
+	}
 	r := int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
 		cptr(unsafe.Pointer(&p.wc[0]))))
 	if r < 0 {
@@ -200,6 +225,7 @@ func (p *Poller) Poll() ([]WC, error) {
 // ibv_start_poll, ibv_next_poll and ibv_end_poll, all in one cgo call, into
 // the same WC views as Poller.
 type ExPoller struct {
+	owner *CQ // nil for NewExPollerRaw
 	cq    *verbs.CQEx
 	wc    []WC     // C memory
 	ts    []uint64 // C memory: completion timestamps
@@ -208,13 +234,35 @@ type ExPoller struct {
 	err   PollError
 }
 
-// NewExPoller makes a poller that reaps up to n completions from cq per
+// NewExPoller makes a poller that reaps up to n completions from cq, an
+// extended CQ (CQOptions.Extended), per Poll, reading the fields its
+// CQOptions.WCFlags selected. Poll returns ErrClosed once cq is closed.
+func NewExPoller(cq *CQ, n int) (*ExPoller, error) {
+	if cq == nil {
+		return nil, syscall.EINVAL
+	}
+	if err := cq.use(); err != nil {
+		return nil, err
+	}
+	defer cq.done()
+	if cq.rawEx == nil {
+		return nil, &AttrError{Op: "NewExPoller", Field: "cq", Reason: "is not extended: make it with CQOptions.Extended, or use NewPoller"}
+	}
+	p, err := NewExPollerRaw(cq.rawEx, n, cq.wcFlags)
+	if err != nil {
+		return nil, err
+	}
+	p.owner = cq
+	return p, nil
+}
+
+// NewExPollerRaw makes a poller that reaps up to n completions from cq per
 // Poll, reading the fields wcFlags selects: pass the wc_flags the CQ was
 // created with (ibv_create_cq_ex), since a provider may not implement the
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
-// error, vendor_err are always read. cq must be C memory, as for NewPoller.
+// error, vendor_err are always read. cq must be C memory, as for NewPollerRaw.
 // Free releases it.
-func NewExPoller(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
+func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
 	if cq == nil || n <= 0 {
 		return nil, syscall.EINVAL
 	}
@@ -248,6 +296,12 @@ func (p *ExPoller) Free() {
 func (p *ExPoller) Poll() ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
+	}
+	if p.owner != nil {
+		if err := p.owner.use(); err != nil {
+			return nil, err
+		}
+		defer p.owner.done()
 	}
 	r := C.goverbs_poll_ex(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
 		cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags))

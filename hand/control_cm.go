@@ -29,7 +29,8 @@ import (
 // A PD, CQ or MR for a Conn must come from librdmacm's own device context
 // (rdma_cm refuses a PD of another ibv_context, even for the same device):
 // CMContext, Listener.Context or ConnRequest.Context. Without one, the Conn
-// makes its own PD and CQ (Conn.PD, Conn.CQ), which it closes.
+// makes its own PD and CQ (Conn.PD, Conn.SendCQ, Conn.RecvCQ), which it
+// closes.
 
 // CMContext returns the device context librdmacm uses for the device called
 // name ("" for the first): PDs, CQs and MRs made from it can back rdma_cm
@@ -66,8 +67,11 @@ func CMContext(name string) (*Context, error) {
 	return nil, fmt.Errorf("%w named %q for rdma_cm (found: %v)", ErrNoDevice, name, names)
 }
 
-// ConnConfig describes the QP and the connection parameters of a Dial or a
-// ConnRequest.Accept.
+// ConnConfig describes the QP and the connection parameters of a
+// connection, on both of rdma_cm's paths: Dial and ConnRequest.Accept
+// (rdma_create_id), DialEP and ListenEP (rdma_create_ep, where ListenEP's
+// applies to every connection it accepts). Every field means the same on
+// both, but for StepTimeout, which only Dial can honour.
 type ConnConfig struct {
 	// PD, SendCQ and RecvCQ, when set, must come from the route's device
 	// context (see CMContext). A nil PD makes the Conn allocate its own; a
@@ -97,7 +101,9 @@ type ConnConfig struct {
 	// 31.
 	AckTimeout uint8
 	// StepTimeout bounds address and route resolution each; 0 means 2 s.
-	// The context's deadline, if nearer, ends the dial on its own.
+	// The context's deadline, if nearer, ends the dial on its own. Dial
+	// only: rdma_create_ep resolves with librdmacm's fixed 2 s, and DialEP
+	// and ListenEP refuse a non-zero StepTimeout.
 	StepTimeout time.Duration
 }
 

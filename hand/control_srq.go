@@ -9,7 +9,7 @@ import (
 
 // SRQ is a shared receive queue (struct ibv_srq): receive buffers that any
 // QP created with QPConfig.SRQ consumes. Post to it with
-// RecvChain.PostSRQRecv(srq.Raw()).
+// RecvChain.PostSRQRecv(srq).
 type SRQ struct {
 	object
 	pd  *PD

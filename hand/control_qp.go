@@ -51,7 +51,7 @@ type QPConfig struct {
 }
 
 // QP is a queue pair (struct ibv_qp). Post to it with the fast paths
-// (RecvChain.PostRecv(qp.Raw()), SendChain.PostSend(qp.Raw())).
+// (RecvChain.PostRecv(qp), SendChain.PostSend(qp)).
 type QP struct {
 	object
 	pd   *PD

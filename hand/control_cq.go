@@ -140,8 +140,8 @@ func (ch *CompChannel) takePending(only *CQ) *CQ {
 
 // CQ is a completion queue (struct ibv_cq), or an extended one (struct
 // ibv_cq_ex) when made with CQOptions.Extended. Reap its completions with a
-// Poller (NewPoller(cq.Raw(), n)) or, for an extended CQ, an ExPoller
-// (NewExPoller(cq.RawEx(), n, flags)).
+// Poller (NewPoller(cq, n)) or, for an extended CQ, an ExPoller
+// (NewExPoller(cq, n)).
 type CQ struct {
 	object
 	ctx   *Context
@@ -149,6 +149,8 @@ type CQ struct {
 	rawEx *verbs.CQEx
 	ch    *CompChannel
 	size  int
+	// wcFlags are CQOptions.WCFlags of an extended CQ, for NewExPoller.
+	wcFlags verbs.CreateCQWCFlags
 }
 
 // CQOptions configures NewCQ.
@@ -194,7 +196,7 @@ func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
 		if err != nil {
 			return nil, verbErr("ibv_create_cq_ex", err)
 		}
-		cq.rawEx, cq.raw = ex, verbs.CQExToCQ(ex)
+		cq.rawEx, cq.raw, cq.wcFlags = ex, verbs.CQExToCQ(ex), o.WCFlags
 	} else {
 		raw, err := verbs.CreateCQ(c.raw, int32(entries), nil, chRaw, int32(o.Vector))
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 // describes the endpoint and rdma_create_ep makes the rdma_cm id and its QP
 // in one call (client), or binds and keeps the QP attributes so that
 // rdma_get_request makes each accepted connection's QP (server). Dial,
-// Listen and Accept in cm.go are the other path (rdma_create_id,
+// Listen and Accept in control_cm.go are the other path (rdma_create_id,
 // rdma_resolve_*, rdma_create_qp); both give the same Conn.
 //
 // What blocks. librdmacm's simple API is synchronous; this package drives
@@ -33,7 +33,7 @@ import (
 //     thread for up to about 4 s. DialEP runs it on a goroutine of its own
 //     and returns ctx.Err() as soon as ctx ends; the abandoned call finishes
 //     in the background and undoes what it made. Until it does, the PD and
-//     CQs of the EPConfig stay in use (their Close waits).
+//     CQs of the ConnConfig stay in use (their Close waits).
 //   - Right after rdma_create_ep (client) or rdma_get_request (server), the
 //     id is moved to an event channel of its own on the netpoller
 //     (rdma_migrate_id), so rdma_connect, rdma_accept and everything later
@@ -42,37 +42,19 @@ import (
 //     other); its channel is made non-blocking and parked on the netpoller,
 //     so EPListener.Accept holds no thread while it waits and honours ctx.
 
-// EPConfig describes the QP and connection parameters of DialEP and
-// ListenEP. The fields mean what they mean in ConnConfig.
-type EPConfig struct {
-	// PD, SendCQ and RecvCQ, when set, must come from librdmacm's context
-	// (CMContext) of the device that serves the address. A nil PD makes
-	// the Conn (DialEP) or the EPListener (ListenEP) allocate its own; a
-	// nil SendCQ makes it create one CQ, with a completion channel, for
-	// both directions.
-	PD             *PD
-	SendCQ, RecvCQ *CQ
-	SRQ            *SRQ
-	Caps           QPCaps // 0 means 16 WRs and 1 SGE each way
-	SignalAll      bool
-
-	// PrivateData goes with the request (DialEP, at most 56 bytes) or with
-	// every accept (ListenEP, at most 196 bytes).
-	PrivateData                        []byte
-	ResponderResources, InitiatorDepth int
-	RetryCount, RNRRetryCount          int
-}
-
-func (cfg EPConfig) conn() ConnConfig {
-	return ConnConfig{
-		PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ, SRQ: cfg.SRQ, Caps: cfg.Caps, SignalAll: cfg.SignalAll,
-		PrivateData: cfg.PrivateData, ResponderResources: cfg.ResponderResources, InitiatorDepth: cfg.InitiatorDepth,
-		RetryCount: cfg.RetryCount, RNRRetryCount: cfg.RNRRetryCount,
+// checkEP refuses what the rdma_create_ep path cannot do with cfg.
+func (cfg *ConnConfig) checkEP(op string) error {
+	if cfg.StepTimeout != 0 {
+		return &AttrError{Op: op, Field: "StepTimeout", Reason: "rdma_create_ep resolves the address and route with librdmacm's fixed 2 s each: bound the call with ctx, or use Dial"}
 	}
+	if cfg.AckTimeout > 31 {
+		return &AttrError{Op: op, Field: "AckTimeout", Reason: fmt.Sprintf("%d: at most 31 (a 5-bit exponent)", cfg.AckTimeout)}
+	}
+	return nil
 }
 
 // epResources are the PD and CQs a Conn's or an EPListener's QPs use: the
-// EPConfig's, or made on librdmacm's context for the device.
+// ConnConfig's, or made on librdmacm's context for the device.
 type epResources struct {
 	ctx            *Context // a borrowed wrapper of librdmacm's context
 	pd             *PD
@@ -85,7 +67,7 @@ type epResources struct {
 
 // newEPResources makes what cfg leaves out on raw, with an own CQ of
 // cqFactor times the queues' depth, and the QP attributes.
-func newEPResources(raw *verbs.Context, cfg EPConfig, cqFactor int, op string) (*epResources, error) {
+func newEPResources(raw *verbs.Context, cfg ConnConfig, cqFactor int, op string) (*epResources, error) {
 	r := &epResources{ctx: newContext(raw, cString(raw.Device.Name[:]), true)}
 	for _, o := range []struct {
 		field string
@@ -221,9 +203,12 @@ func sourceFor(dst netip.AddrPort) (netip.Addr, error) {
 // DialEP may leave rdma_create_ep finishing in the background for up to
 // about 4 s. No listener at addr gives a *CMEventError matching
 // syscall.ECONNREFUSED.
-func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
+func DialEP(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	if len(cfg.PrivateData) > maxConnectData {
 		return nil, &AttrError{Op: "DialEP", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxConnectData)}
+	}
+	if err := cfg.checkEP("DialEP"); err != nil {
+		return nil, err
 	}
 	ap, err := resolveAddrPort(ctx, addr)
 	if err != nil {
@@ -297,12 +282,18 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 	c.qp = newQP(res.pd, r.id.QP, RC, &attr, r.id, res.objs)
 	release()
 
+	if cfg.AckTimeout != 0 {
+		// Before rdma_connect: rdma_cm applies it when the REP arrives.
+		if err := setAckTimeout(c.id, cfg.AckTimeout); err != nil {
+			return nil, wrap("setting the ACK timeout", errors.Join(err, c.release()))
+		}
+	}
 	// From here on the id is asynchronous, its events on the netpoller.
 	if err := verbErr("rdma_migrate_id", rdmacm.MigrateID(c.id, ch.raw)); err != nil {
 		return nil, wrap("moving the id to an event channel", errors.Join(err, c.release()))
 	}
 	var pin runtime.Pinner
-	param, err := c.param(cfg.conn(), &pin)
+	param, err := c.param(cfg, &pin)
 	if err == nil {
 		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
 	}
@@ -321,13 +312,13 @@ func DialEP(ctx context.Context, addr string, cfg EPConfig) (*Conn, error) {
 
 // EPListener is an rdma_cm listener made with rdma_create_ep: the QP of each
 // connection it accepts is made by rdma_get_request, on the listener's PD
-// and CQs (EPConfig's, or its own). Accepted Conns therefore share the
+// and CQs (ConnConfig's, or its own). Accepted Conns therefore share the
 // listener's CQs; an own CQ has room for 8 connections' queues, so give
-// bigger CQs in EPConfig for more.
+// bigger CQs in ConnConfig for more.
 type EPListener struct {
 	object
 	res  *epResources
-	cfg  EPConfig
+	cfg  ConnConfig
 	id   *rdmacm.CMID
 	fd   *pollFD
 	addr netip.AddrPort
@@ -341,9 +332,12 @@ type EPListener struct {
 // A wildcard address (":7471", "0.0.0.0:7471") needs cfg.PD (and CQs) from
 // the CMContext of the device requests will come in on: the device is not
 // known before they do.
-func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, error) {
+func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, error) {
 	if len(cfg.PrivateData) > maxAcceptData {
 		return nil, &AttrError{Op: "ListenEP", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
+	}
+	if err := cfg.checkEP("ListenEP"); err != nil {
+		return nil, err
 	}
 	ap, err := resolveAddrPort(ctx, addr)
 	if err != nil {
@@ -377,7 +371,7 @@ func ListenEP(ctx context.Context, addr string, cfg EPConfig) (*EPListener, erro
 	defer release()
 	l := &EPListener{res: res, cfg: cfg}
 	attr := res.attr
-	var id *rdmacm.CMID // its own variable: see createID
+	var id *rdmacm.CMID                                                                           // its own variable: see createID
 	if err = verbErr("rdma_create_ep", rdmacm.CreateEp(&id, ai, res.pd.raw, &attr)); err != nil { // passive: binds, does not block
 		return nil, wrap(errors.Join(err, res.close()))
 	}
@@ -415,18 +409,66 @@ func (l *EPListener) PD() *PD { return l.res.pd }
 func (l *EPListener) SendCQ() *CQ { return l.res.sendCQ }
 func (l *EPListener) RecvCQ() *CQ { return l.res.recvCQ }
 
-// Accept waits for the next connection request (rdma_get_request, which
-// makes its QP), accepts it with the EPConfig's PrivateData and waits until
-// the connection is established. The request's private data is the Conn's
-// PeerPrivateData. It returns ctx.Err() when ctx ends first and ErrClosed
-// when the listener is closed while it waits for a request.
+// Accept waits for the next connection request and accepts it at once:
+// GetRequest, then EPRequest.Accept. A client that sends as soon as it is
+// connected may find no receive posted yet; its send then waits on RNR
+// retries, and fails when ConnConfig.RNRRetryCount is finite and runs out.
+// Post the receives between GetRequest and EPRequest.Accept instead, as
+// librdmacm's rdma_server does.
 func (l *EPListener) Accept(ctx context.Context) (*Conn, error) {
+	req, err := l.GetRequest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return req.Accept(ctx)
+}
+
+// EPRequest is a connection request an EPListener received, with its QP
+// made (rdma_get_request) but not yet accepted: post its first receives on
+// Conn, then Accept or Reject it. Until then the client waits.
+type EPRequest struct {
+	l    *EPListener
+	c    *Conn
+	done bool
+}
+
+// GetRequest waits for the next connection request (rdma_get_request,
+// which makes its QP on the listener's PD and CQs, in INIT: receives may be
+// posted). The request's private data is its Conn's PeerPrivateData. It
+// returns ctx.Err() when ctx ends first and ErrClosed when the listener is
+// closed while it waits.
+func (l *EPListener) GetRequest(ctx context.Context) (*EPRequest, error) {
 	c, err := l.take(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if l.cfg.AckTimeout != 0 {
+		if err := setAckTimeout(c.id, l.cfg.AckTimeout); err != nil {
+			reject(c.id, nil)
+			return nil, c.fail("accept on "+l.addr.String(), err)
+		}
+	}
+	return &EPRequest{l: l, c: c}, nil
+}
+
+// Conn is the connection the request becomes: its QP (Conn.QP) and rdma_cm
+// id take receives now (RecvChain.PostRecv, RecvChain.PostRecvv); nothing
+// may be sent before Accept returns it.
+func (r *EPRequest) Conn() *Conn { return r.c }
+
+// PrivateData returns what the client sent with the request.
+func (r *EPRequest) PrivateData() []byte { return r.c.peerData }
+
+// Accept accepts the request with the listener's ConnConfig.PrivateData and
+// waits until the connection is established.
+func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
+	if r.done {
+		return nil, ErrClosed
+	}
+	r.done = true
+	c := r.c
 	var pin runtime.Pinner
-	param, err := c.param(l.cfg.conn(), &pin)
+	param, err := c.param(r.l.cfg, &pin)
 	if err == nil {
 		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
 	}
@@ -436,10 +478,25 @@ func (l *EPListener) Accept(ctx context.Context) (*Conn, error) {
 	}
 	if err != nil {
 		reject(c.id, nil)
-		return nil, c.fail("accept on "+l.addr.String(), err)
+		return nil, c.fail("accept on "+r.l.addr.String(), err)
 	}
 	c.established()
 	return c, nil
+}
+
+// Reject refuses the request, sending data (at most 148 bytes) to the
+// client, whose DialEP fails with a *CMEventError carrying it, and releases
+// its QP.
+func (r *EPRequest) Reject(data []byte) error {
+	if r.done {
+		return ErrClosed
+	}
+	if len(data) > maxRejectData {
+		return &AttrError{Op: "EPRequest.Reject", Field: "data", Reason: fmt.Sprintf("%d bytes: at most %d", len(data), maxRejectData)}
+	}
+	r.done = true
+	err := reject(r.c.id, data)
+	return errors.Join(err, r.c.release())
 }
 
 // take gets the next request and makes its Conn, with the id moved to an

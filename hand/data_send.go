@@ -208,7 +208,41 @@ func (v SendWRs) SetSGL(i int, sgl []verbs.SGE) {
 	w.NumSGE = int32(len(sgl))
 }
 
-// PostSend posts the pending WRs to qp with one ibv_post_send call. On
+// PostSend posts the pending WRs to qp with one ibv_post_send call; see
+// PostSendRaw for what a failure leaves. It returns ErrClosed once qp is
+// closed. It does not allocate.
+func (c *SendChain) PostSend(qp *QP) error {
+	if err := qp.use(); err != nil {
+		return err
+	}
+	defer qp.done()
+	return c.PostSendRaw(qp.raw)
+}
+
+// PostSendv, PostReadv and PostWritev are PostSendvRaw, PostReadvRaw and
+// PostWritevRaw on conn's rdma_cm id. They return ErrClosed once conn is
+// closed.
+func (c *SendChain) PostSendv(conn *Conn) error {
+	return c.connPost(conn, C.GOVERBS_CM_SENDV, "rdma_post_sendv")
+}
+
+func (c *SendChain) PostReadv(conn *Conn) error {
+	return c.connPost(conn, C.GOVERBS_CM_READV, "rdma_post_readv")
+}
+
+func (c *SendChain) PostWritev(conn *Conn) error {
+	return c.connPost(conn, C.GOVERBS_CM_WRITEV, "rdma_post_writev")
+}
+
+func (c *SendChain) connPost(conn *Conn, kind C.int, op string) error {
+	if err := conn.use(); err != nil {
+		return err
+	}
+	defer conn.done()
+	return c.cmPost(conn.id, kind, op)
+}
+
+// PostSendRaw posts the pending WRs to qp with one ibv_post_send call. On
 // success the chain is empty. On failure it returns a *PostError (see
 // PostError for what was posted and what is left). It does not allocate.
 //
@@ -216,7 +250,7 @@ func (v SendWRs) SetSGL(i int, sgl []verbs.SGE) {
 // the AHs in it: the call passes qp and the chain to C as plain addresses,
 // so that cgo does not check each pointer for Go pointers, which would cost
 // as much as the crossing.
-func (c *SendChain) PostSend(qp *verbs.QP) error {
+func (c *SendChain) PostSendRaw(qp *verbs.QP) error {
 	if c.head == c.n {
 		return nil
 	}
@@ -229,24 +263,24 @@ func (c *SendChain) PostSend(qp *verbs.QP) error {
 	return c.failed("ibv_post_send", errnoOf(rc))
 }
 
-// PostSendv posts each pending WR with rdma_post_sendv on id: wr_id is the
+// PostSendvRaw posts each pending WR with rdma_post_sendv on id: wr_id is the
 // context that comes back as the completion's wr_id; the scatter list and
 // send_flags are the WR's; its opcode is ignored (a send). One cgo call for
 // the chain, stopping at the first failure with a *PostError. It does not
 // allocate.
-func (c *SendChain) PostSendv(id *rdmacm.CMID) error {
+func (c *SendChain) PostSendvRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_SENDV, "rdma_post_sendv")
 }
 
-// PostReadv is PostSendv with rdma_post_readv: each WR reads from its
+// PostReadvRaw is PostSendvRaw with rdma_post_readv: each WR reads from its
 // remote address and rkey (as SetRead sets them) into its scatter list.
-func (c *SendChain) PostReadv(id *rdmacm.CMID) error {
+func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_READV, "rdma_post_readv")
 }
 
-// PostWritev is PostSendv with rdma_post_writev: each WR writes its scatter
+// PostWritevRaw is PostSendvRaw with rdma_post_writev: each WR writes its scatter
 // list to its remote address and rkey (as SetWrite sets them).
-func (c *SendChain) PostWritev(id *rdmacm.CMID) error {
+func (c *SendChain) PostWritevRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_WRITEV, "rdma_post_writev")
 }
 
