@@ -4,6 +4,7 @@ package hand
 import "C"
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"syscall"
@@ -219,6 +220,43 @@ func (p *Poller) Poll() ([]WC, error) {
 		return nil, &p.err
 	}
 	return p.wc[:r], nil
+}
+
+// Wait returns the next completions of the poller's CQ as Poll does,
+// waiting for one when there are none, as rdma_get_send_comp and
+// rdma_get_recv_comp do: it polls; on an empty CQ it arms it
+// (RequestNotify) and polls again, since a completion that arrived before
+// the arm raises no event; then it parks on the CQ's completion channel,
+// holding no OS thread, and starts over when the event comes. It returns
+// ctx.Err() when ctx ends first and ErrClosed when the CQ is closed.
+//
+// The CQ must have a completion channel (CQOptions.Channel; a Conn's own
+// CQ has one), and the poller must come from NewPoller: a NewPollerRaw
+// poller gets an *AttrError. Completions already queued are returned
+// without allocating; a wait that parks allocates (the netpoller's deadline
+// and wake-up), once per wait, not per completion.
+func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
+	if p.owner == nil || p.owner.ch == nil {
+		return nil, &AttrError{Op: "Poller.Wait", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+	}
+	armed := false
+	for {
+		wcs, err := p.Poll()
+		if err != nil || len(wcs) > 0 {
+			return wcs, err
+		}
+		if !armed {
+			if err := p.owner.RequestNotify(false); err != nil {
+				return nil, err
+			}
+			armed = true
+			continue
+		}
+		if err := p.owner.Wait(ctx); err != nil {
+			return nil, err
+		}
+		armed = false // the event disarmed it
+	}
 }
 
 // ExPoller reaps completions from an extended CQ (struct ibv_cq_ex) with

@@ -6,12 +6,13 @@ import (
 	"log"
 	"time"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
-// An rdma_cm server the rdma_create_ep way: rdma_get_request makes each
-// connection's QP on the listener's PD and CQ, which the connections share.
+// An rdma_cm server the rdma_create_ep way, as librdmacm's rdma_server:
+// rdma_get_request makes each connection's QP on the listener's PD and CQ
+// (which the connections share), the server posts its receive, and only
+// then accepts, so the client's first send finds it.
 func ExampleListenEP() {
 	ctx := context.Background()
 	l, err := hand.ListenEP(ctx, "192.0.2.1:7471", hand.ConnConfig{PrivateData: []byte("welcome")})
@@ -19,12 +20,35 @@ func ExampleListenEP() {
 		log.Fatal(err)
 	}
 	defer l.Close() // after the Conns: it fails while they use its PD
-	conn, err := l.Accept(ctx)
+	mr, err := l.PD().Alloc(4096, hand.AccessLocalWrite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	recv, _ := hand.NewRecvChain(1, 1)
+	defer recv.Free()
+	poller, _ := hand.NewPoller(l.RecvCQ(), 1)
+	defer poller.Free()
+
+	req, err := l.GetRequest(ctx) // rdma_get_request: the QP is made
+	if err != nil {
+		log.Fatal(err)
+	}
+	recv.Reserve(1).Set(0, 1, mr.SGE(0, 4096))
+	if err := recv.PostRecvv(req.Conn()); err != nil { // rdma_post_recvv, before the accept
+		log.Fatal(err)
+	}
+	conn, err := req.Accept(ctx) // rdma_accept
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer conn.Close()
 	fmt.Printf("%s sent %q\n", conn.RemoteAddr(), conn.PeerPrivateData())
+	wcs, err := poller.Wait(ctx) // rdma_get_recv_comp
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("and then %q\n", mr.Bytes()[:wcs[0].ByteLen()])
 	conn.WaitDisconnect(ctx)
 }
 
@@ -48,12 +72,14 @@ func ExampleDialEP() {
 	copy(mr.Bytes(), "over rdma_create_ep")
 	send, _ := hand.NewSendChain(1, 1, 0)
 	defer send.Free()
-	send.Reserve(1).SetSend(0, 1, verbs.SendSignaled, mr.SGE(0, 19))
+	poller, _ := hand.NewPoller(conn.SendCQ(), 1)
+	defer poller.Free()
+	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 19))
 	if err := send.PostSendv(conn); err != nil { // rdma_post_sendv
 		log.Fatal(err)
 	}
-	wc := make([]verbs.WC, 1)
-	for n := 0; n == 0; n, _ = conn.SendCQ().Poll(wc) {
+	if _, err := poller.Wait(ctx); err != nil { // rdma_get_send_comp
+		log.Fatal(err)
 	}
 	if err := conn.Disconnect(ctx); err != nil {
 		log.Fatal(err)

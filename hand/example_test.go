@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 )
 
@@ -89,24 +88,18 @@ func ExampleQP_Connect() {
 		log.Fatal(err)
 	}
 	defer send.Free()
-	if err := cq.RequestNotify(false); err != nil {
+	poller, err := hand.NewPoller(cq, 16)
+	if err != nil {
 		log.Fatal(err)
 	}
+	defer poller.Free()
 	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 13))
 	if err := send.PostSend(qp); err != nil {
 		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := cq.Wait(ctx); err != nil { // parked on the netpoller, no thread held
-		log.Fatal(err)
-	}
-	poller, err := hand.NewPoller(cq, 16)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer poller.Free()
-	wcs, err := poller.Poll()
+	wcs, err := poller.Wait(ctx) // parked on the netpoller, no thread held
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -145,20 +138,19 @@ func ExampleListen() {
 			defer mr.Close()
 			recv, _ := hand.NewRecvChain(1, 1)
 			defer recv.Free()
+			poller, _ := hand.NewPoller(conn.RecvCQ(), 1)
+			defer poller.Free()
 			recv.Reserve(1).Set(0, 1, mr.SGE(0, 4096))
-			conn.RecvCQ().RequestNotify(false)
 			if err := recv.PostRecvv(conn); err != nil { // rdma_post_recvv
 				log.Print(err)
 				return
 			}
-			if err := conn.RecvCQ().Wait(ctx); err != nil {
+			wcs, err := poller.Wait(ctx) // rdma_get_recv_comp, without a thread
+			if err != nil {
 				log.Print(err)
 				return
 			}
-			wc := make([]verbs.WC, 1)
-			if n, _ := conn.RecvCQ().Poll(wc); n == 1 {
-				fmt.Printf("%s says %q\n", conn.RemoteAddr(), mr.Bytes()[:wc[0].ByteLen])
-			}
+			fmt.Printf("%s says %q\n", conn.RemoteAddr(), mr.Bytes()[:wcs[0].ByteLen()])
 			conn.WaitDisconnect(ctx) // the client hangs up
 		}()
 	}
@@ -187,12 +179,14 @@ func ExampleDial() {
 	copy(mr.Bytes(), "over rdma_cm")
 	send, _ := hand.NewSendChain(1, 1, 0)
 	defer send.Free()
-	send.Reserve(1).SetSend(0, 1, verbs.SendSignaled, mr.SGE(0, 12))
+	poller, _ := hand.NewPoller(conn.SendCQ(), 1)
+	defer poller.Free()
+	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 12))
 	if err := send.PostSendv(conn); err != nil { // rdma_post_sendv
 		log.Fatal(err)
 	}
-	wc := make([]verbs.WC, 1)
-	for n := 0; n == 0; n, _ = conn.SendCQ().Poll(wc) {
+	if _, err := poller.Wait(ctx); err != nil { // rdma_get_send_comp
+		log.Fatal(err)
 	}
 	if err := conn.Disconnect(ctx); err != nil {
 		log.Fatal(err)

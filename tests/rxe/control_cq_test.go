@@ -209,3 +209,85 @@ func TestControlExtendedCQ(t *testing.T) {
 	require.GreaterOrEqual(t, cq.Size(), 256)
 	require.NoError(t, cq.Close())
 }
+
+// Poller.Wait is rdma_get_send_comp / rdma_get_recv_comp without a thread:
+// a completion already queued comes back at once and allocates nothing; on
+// an empty CQ it arms, re-polls and parks until the event. Injected: 32
+// signaled RDMA writes completed before the waits (the AllocsPerRun case),
+// then a receive the peer's send completes while Wait is parked, then a
+// Wait that times out. Measured: 0 allocations per returned completion;
+// the parked Wait returns the receive; the third returns
+// context.DeadlineExceeded.
+func TestControlPollerWait(t *testing.T) {
+	r := newCtlRig(t)
+	a, b := r.pair(t, hand.RC)
+	p, err := hand.NewPoller(r.cq, 1)
+	require.NoError(t, err)
+	defer p.Free()
+	ctx := ctlContext(t, 20*time.Second)
+
+	const writes = 32
+	sc, err := hand.NewSendChain(writes, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	v := sc.Reserve(writes)
+	for i := range writes {
+		v.SetWrite(i, uint64(i), hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+	}
+	require.NoError(t, sc.PostSend(a))
+	// Let every write complete (loopback rxe takes milliseconds for 32), so
+	// each Wait below returns a queued one.
+	time.Sleep(time.Second)
+	seen := 0
+	allocs := testing.AllocsPerRun(writes-2, func() {
+		wcs, err := p.Wait(ctx)
+		if err != nil || len(wcs) != 1 || !wcs[0].OK() {
+			t.Fatalf("Wait on a CQ with queued completions: %v, %d", err, len(wcs))
+		}
+		seen++
+	})
+	require.Zero(t, allocs, "Poller.Wait allocates on queued completions")
+	require.Equal(t, writes-1, seen) // AllocsPerRun runs once more to warm up
+	wcs, err := p.Wait(ctx)
+	require.NoError(t, err)
+	require.Len(t, wcs, 1)
+
+	// Nothing queued: Wait parks until b's send lands in a's receive.
+	ctlPostRecv(t, a, r.mr, 500, 1, 8192, 64)
+	done := make(chan []hand.WC, 1)
+	go func() {
+		wcs, err := p.Wait(ctx)
+		if err != nil {
+			t.Errorf("parked Wait: %v", err)
+		}
+		done <- wcs
+	}()
+	time.Sleep(50 * time.Millisecond) // let it park
+	ctlPostSend(t, b, r.mr, 600, 0, 32)
+	var got []hand.WC
+	for len(got) < 2 {
+		select {
+		case w := <-done:
+			got = append(got, w...)
+			if len(got) < 2 {
+				go func() { w, _ := p.Wait(ctx); done <- w }()
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a parked Wait did not wake on the completion")
+		}
+	}
+	ids := map[uint64]bool{got[0].WRID(): true, got[1].WRID(): true}
+	require.True(t, ids[500] && ids[600], "completions %d and %d, want the receive 500 and the send 600", got[0].WRID(), got[1].WRID())
+
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = p.Wait(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	raw, err := hand.NewPollerRaw(r.cq.Raw(), 1)
+	require.NoError(t, err)
+	defer raw.Free()
+	_, err = raw.Wait(ctx)
+	var attr *hand.AttrError
+	require.ErrorAs(t, err, &attr, "a raw poller has no CQ to arm")
+}
