@@ -219,7 +219,7 @@ func (c *Context) checkODP() error {
 		return verbErr("ibv_query_device_ex", err)
 	}
 	if a.ODPCaps.GeneralCaps&uint64(verbs.ODPSupport) == 0 {
-		return fmt.Errorf("goverbs: %s has no on-demand paging (odp_caps.general_caps %#x): %w", c.name, a.ODPCaps.GeneralCaps, ErrNotSupported)
+		return &notSupportedError{fmt.Sprintf("goverbs: %s has no on-demand paging (odp_caps.general_caps %#x)", c.name, a.ODPCaps.GeneralCaps)}
 	}
 	return nil
 }

@@ -210,8 +210,13 @@ type Path struct {
 	Port int // local port; 0 means 1
 
 	// Global route (RoCE always uses one): used when DGID is set.
-	DGID         GID
-	SGIDIndex    int // index of the local GID: Context.RoCEv2IPv4GID or GIDForAddr
+	DGID      GID
+	SGIDIndex int // index of the local GID: Context.RoCEv2IPv4GID or GIDForAddr
+	// HopLimit bounds the routers a RoCE v2 packet may cross (the IP
+	// TTL); 0 means 64, what the kernel's rdma_cm uses for a RoCE route
+	// (the IP default), so that a routed RoCE v2 network works. rdma-core's
+	// ibv_*_pingpong tools use 1, which keeps packets on the local subnet:
+	// set 1 to match them exactly.
 	HopLimit     uint8
 	TrafficClass uint8
 	FlowLabel    uint32

@@ -2,6 +2,7 @@ package hand
 
 import (
 	"errors"
+	"net/netip"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -42,4 +43,53 @@ func SplitUD(buf []byte, w *WC) (*verbs.GRH, []byte, error) {
 		grh = (*verbs.GRH)(unsafe.Pointer(&buf[0]))
 	}
 	return grh, buf[GRHSize:n], nil
+}
+
+// ErrGRHUnknown is what GRHSource returns for a GRH area it cannot read.
+var ErrGRHUnknown = errors.New("goverbs: UD receive: the GRH area holds neither a GRH nor an IPv6 or IPv4 header")
+
+// GRHSource returns the source address of a UD receive from the 40-byte
+// GRH area SplitUD returned (nil when the completion had no IBV_WC_GRH).
+// The area has one of three layouts, told apart as libibverbs'
+// ibv_init_ah_from_wc tells them:
+//
+//   - InfiniBand and RoCE v1: a GRH (IP version 6 in its first 4 bits), the
+//     source GID at bytes 8-23.
+//   - RoCE v2 over IPv6: the packet's IPv6 header, which has the GRH's
+//     layout: the source address at bytes 8-23.
+//   - RoCE v2 over IPv4: 20 bytes the device leaves undefined (zero on
+//     rxe), then the 20-byte IPv4 header (version 4, header length 5, a
+//     valid checksum): the source address at bytes 32-35. Read as a GRH,
+//     this area gives a SGID like ::4500:434 (the IPv4 header's first
+//     bytes), which is why the GRH's SGID must not be used as is.
+//
+// A GID that maps an IPv4 address (RoCE v1 over IPv4) is returned as that
+// IPv4 address, as GID.Addr does. It does not allocate.
+func GRHSource(grh *verbs.GRH) (netip.Addr, error) {
+	if grh == nil {
+		return netip.Addr{}, ErrGRHUnknown
+	}
+	b := (*[GRHSize]byte)(unsafe.Pointer(grh))
+	if ip4 := b[20:40]; ip4[0] == 0x45 && ipv4Checksum(ip4) == 0 {
+		// Checked first: an area whose first word reads as IPv6 may still
+		// hold an IPv4 header at 20, which the checksum confirms.
+		return netip.AddrFrom4([4]byte(ip4[12:16])), nil
+	}
+	if b[0]>>4 == 6 {
+		return netip.AddrFrom16([16]byte(b[8:24])).Unmap(), nil
+	}
+	return netip.Addr{}, ErrGRHUnknown
+}
+
+// ipv4Checksum is the ones' complement sum of an IPv4 header; 0 when the
+// header's checksum field is right.
+func ipv4Checksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
 }

@@ -20,6 +20,16 @@ var ErrClosed = errors.New("goverbs: object is closed")
 // it, an extended CQ the provider cannot create).
 var ErrNotSupported = errors.New("goverbs: not supported by this device")
 
+// notSupportedError is a refusal this package makes itself for want of a
+// device capability: its message says what is missing, once, and it
+// matches ErrNotSupported.
+type notSupportedError struct{ msg string }
+
+func (e *notSupportedError) Error() string { return e.msg }
+
+// Is matches ErrNotSupported.
+func (e *notSupportedError) Is(target error) bool { return target == ErrNotSupported }
+
 // VerbError is a failed call into libibverbs or librdmacm. Op is the C
 // entry point, with the step in parentheses where one verb serves several
 // (ibv_modify_qp(RTR)); Errno is what it reported. The message reads

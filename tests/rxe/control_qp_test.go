@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -239,4 +240,71 @@ func TestControlQPLifetime(t *testing.T) {
 
 	_, err = r.pd.NewQP(hand.QPConfig{Type: hand.RC})
 	require.ErrorIs(t, err, syscall.EINVAL, "no CQ")
+}
+
+// A UD server answers whoever wrote to it, as a UD ping-pong does: the
+// sender's IPv4 address from the GRH area (RoCE v2 over IPv4: the IPv4
+// header at byte 20, which GRHSource reads; the GRH's own SGID field is
+// junk there), and the reply through an AH made from the completion
+// (ibv_create_ah_from_wc). Injected: one datagram a -> b. Measured: b sees
+// the VM's address as the source, and a receives b's reply, from b's QP.
+func TestControlUDReplyFromWC(t *testing.T) {
+	r := newCtlRig(t)
+	const qkey = 0x22222222
+	a, b := r.qp(t, hand.UD), r.qp(t, hand.UD)
+	require.NoError(t, a.ReadyUD(1, qkey, hand.RandomPSN()))
+	require.NoError(t, b.ReadyUD(1, qkey, hand.RandomPSN()))
+	ah, err := r.pd.NewAH(hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex})
+	require.NoError(t, err)
+	ctlCloseLater(t, ah)
+	p, err := hand.NewPoller(r.cq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	ctx := ctlContext(t, 20*time.Second)
+	reap := func(want uint64) hand.WC {
+		t.Helper()
+		for {
+			wcs, err := p.Wait(ctx)
+			require.NoError(t, err)
+			for _, w := range wcs {
+				require.True(t, w.OK(), "wr %d: %s", w.WRID(), w.StatusString())
+				if w.WRID() == want {
+					return w
+				}
+			}
+		}
+	}
+
+	buf := r.mr.Bytes()
+	const recvAt, replyAt = 4096, 8192
+	ctlPostRecv(t, b, r.mr, 1, 1, recvAt, 1024+hand.GRHSize)
+	ctlPostRecv(t, a, r.mr, 3, 1, replyAt, 1024+hand.GRHSize)
+	copy(buf, "who is there?")
+	sc, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	sc.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 13), ah.Raw(), b.Num(), qkey)
+	require.NoError(t, sc.PostSend(a))
+
+	w := reap(1)
+	grh, payload, err := hand.SplitUD(buf[recvAt:recvAt+1024+hand.GRHSize], &w)
+	require.NoError(t, err)
+	require.NotNil(t, grh, "a RoCE datagram carries a GRH")
+	require.Equal(t, "who is there?", string(payload))
+	src, err := hand.GRHSource(grh)
+	require.NoError(t, err)
+	require.Equal(t, ctlAddr(t), src, "the sender's IPv4 address")
+	t.Logf("datagram from %s (QP %d); the GRH's SGID field reads %s", src, w.SrcQP(), hand.GID(*grh.SGID.Raw()))
+
+	reply, err := r.pd.NewAHFromWC(&w, grh, 1)
+	require.NoError(t, err)
+	ctlCloseLater(t, reply)
+	copy(buf[64:], "b here")
+	sc.Reserve(1).SetUD(0, 4, hand.Signaled, r.mr.SGE(64, 6), reply.Raw(), w.SrcQP(), qkey)
+	require.NoError(t, sc.PostSend(b))
+	back := reap(3)
+	_, payload, err = hand.SplitUD(buf[replyAt:replyAt+1024+hand.GRHSize], &back)
+	require.NoError(t, err)
+	require.Equal(t, "b here", string(payload))
+	require.Equal(t, b.Num(), back.SrcQP(), "the reply came from b")
 }
