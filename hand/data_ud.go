@@ -58,8 +58,10 @@ var ErrGRHUnknown = errors.New("goverbs: UD receive: the GRH area holds neither 
 //   - RoCE v2 over IPv6: the packet's IPv6 header, which has the GRH's
 //     layout: the source address at bytes 8-23.
 //   - RoCE v2 over IPv4: 20 bytes the device leaves undefined (zero on
-//     rxe), then the 20-byte IPv4 header (version 4, header length 5, a
-//     valid checksum): the source address at bytes 32-35. Read as a GRH,
+//     rxe), then the 20-byte IPv4 header: the source address at bytes
+//     32-35. It is this layout when the first 4 bits are not 6 and byte 20
+//     says version 4; or when they are 6 (undefined bytes) and byte 20
+//     starts a 20-byte IPv4 header with a valid checksum. Read as a GRH,
 //     this area gives a SGID like ::4500:434 (the IPv4 header's first
 //     bytes), which is why the GRH's SGID must not be used as is.
 //
@@ -70,15 +72,19 @@ func GRHSource(grh *verbs.GRH) (netip.Addr, error) {
 		return netip.Addr{}, ErrGRHUnknown
 	}
 	b := (*[GRHSize]byte)(unsafe.Pointer(grh))
-	if ip4 := b[20:40]; ip4[0] == 0x45 && ipv4Checksum(ip4) == 0 {
-		// Checked first: an area whose first word reads as IPv6 may still
-		// hold an IPv4 header at 20, which the checksum confirms.
-		return netip.AddrFrom4([4]byte(ip4[12:16])), nil
+	ip4 := b[20:40]
+	v4 := netip.AddrFrom4([4]byte(ip4[12:16]))
+	switch {
+	case b[0]>>4 != 6 && ip4[0]>>4 == 4:
+		return v4, nil
+	case b[0]>>4 != 6:
+		return netip.Addr{}, ErrGRHUnknown
+	case ip4[0] == 0x45 && ipv4Checksum(ip4) == 0:
+		// The undefined first 20 bytes happened to read as IPv6: the
+		// IPv4 header's checksum decides, as in libibverbs.
+		return v4, nil
 	}
-	if b[0]>>4 == 6 {
-		return netip.AddrFrom16([16]byte(b[8:24])).Unmap(), nil
-	}
-	return netip.Addr{}, ErrGRHUnknown
+	return netip.AddrFrom16([16]byte(b[8:24])).Unmap(), nil
 }
 
 // ipv4Checksum is the ones' complement sum of an IPv4 header; 0 when the

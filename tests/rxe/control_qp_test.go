@@ -292,7 +292,7 @@ func TestControlUDReplyFromWC(t *testing.T) {
 	require.NotNil(t, grh, "a RoCE datagram carries a GRH")
 	require.Equal(t, "who is there?", string(payload))
 	src, err := hand.GRHSource(grh)
-	require.NoError(t, err)
+	require.NoError(t, err, "GRH area % x", buf[recvAt:recvAt+hand.GRHSize])
 	require.Equal(t, ctlAddr(t), src, "the sender's IPv4 address")
 	t.Logf("datagram from %s (QP %d); the GRH's SGID field reads %s", src, w.SrcQP(), hand.GID(*grh.SGID.Raw()))
 
