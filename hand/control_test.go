@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/libload"
 	"github.com/goverbs/goverbs/verberr"
 )
 
@@ -251,5 +252,19 @@ func TestOpenWithoutDevice(t *testing.T) {
 	}
 	_, err := Open("")
 	require.ErrorIs(t, err, ErrNoDevice)
+	t.Log(err)
+}
+
+// CMContext without a device gives Open's hint, not a bare errno.
+func TestCMContextWithoutDevice(t *testing.T) {
+	if _, err := os.Stat("/sys/class/infiniband"); err == nil {
+		t.Skip("this host has RDMA devices: the soft-RoCE tests (make rxe-test) cover CMContext")
+	}
+	_, err := CMContext("")
+	if errors.Is(err, libload.ErrNoLibrary) {
+		t.Skipf("librdmacm is not installed here (%v): install librdmacm1", err)
+	}
+	require.ErrorIs(t, err, ErrNoDevice)
+	require.Contains(t, err.Error(), "load a driver")
 	t.Log(err)
 }
