@@ -53,7 +53,7 @@ func TestNoAllocsRecv(t *testing.T) {
 
 func TestNoAllocsSend(t *testing.T) {
 	const raddr, rkey = 0x200000, 0x5678
-	sig := verbs.SendSignaled
+	sig := hand.Signaled
 	data := []byte("0123456789abcdef")
 	for _, tc := range []struct {
 		name string

@@ -235,7 +235,7 @@ func benchSend(n int, r *rig, kind cbench.SendKind, post func(c *hand.SendChain)
 	}
 }
 
-const sig = verbs.SendSignaled
+const sig = hand.Signaled
 
 // raddr is the remote address of WR i, as cbench's send_fill sets it.
 func raddr(i int) uint64 { return cbench.RAddr + uint64(i)*cbench.Len }
@@ -453,7 +453,7 @@ func BenchmarkGenerated(b *testing.B) {
 		return func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
-				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: uint32(verbs.SendSignaled)}
+				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: uint32(hand.Signaled)}
 				id++
 				var bad *verbs.SendWR
 				if err := verbs.PostSend(r.qp, swr, &bad); err != nil {

@@ -65,7 +65,7 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 	}
 	bind := verbs.MWBind{
 		WRID:      wrID,
-		SendFlags: uint32(verbs.SendSignaled),
+		SendFlags: uint32(Signaled),
 		BindInfo: verbs.MWBindInfo{
 			MR:            mr.raw,
 			Addr:          mr.Addr() + uint64(offset),

@@ -155,12 +155,12 @@ func failCases(t *testing.T, r *rig) []failCase {
 	id := r.cmID(t, false)
 	idSRQ := r.cmID(t, true)
 	recvAdd := func(i int) { rc.Reserve(1).Set(0, uint64(i), sge(i)) }
-	sendAdd := func(i int) { sc.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, sge(i)) }
+	sendAdd := func(i int) { sc.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i)) }
 	writeAdd := func(i int) {
-		sc.Reserve(1).SetWrite(0, uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
+		sc.Reserve(1).SetWrite(0, uint64(i), hand.Signaled, sge(i), 0x200000, 0x5678)
 	}
 	readAdd := func(i int) {
-		sc.Reserve(1).SetRead(0, uint64(i), verbs.SendSignaled, sge(i), 0x200000, 0x5678)
+		sc.Reserve(1).SetRead(0, uint64(i), hand.Signaled, sge(i), 0x200000, 0x5678)
 	}
 	qpRecv := func(r *rig, k int, e syscall.Errno) { r.fqp.FailRecv(k, e) }
 	qpSend := func(r *rig, k int, e syscall.Errno) { r.fqp.FailSend(k, e) }

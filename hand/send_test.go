@@ -23,7 +23,7 @@ func (w wqe) u64(off int) uint64     { return binary.BigEndian.Uint64(w[off:]) }
 
 func TestSendChainOpcodes(t *testing.T) {
 	const raddr, rkey = 0x200000, 0x5678
-	sig := verbs.SendSignaled
+	sig := hand.Signaled
 	cases := []struct {
 		name   string
 		add    func(c *hand.SendChain, r *rig, i int)
@@ -122,7 +122,7 @@ func TestUnsignaledSendsCompleteSilently(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		c.Reserve(1).SetWrite(0, uint64(i), 0, sge(i), 0x200000, 1)
 	}
-	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, sge(7), 0x200000, 1)
+	c.Reserve(1).SetWrite(0, 7, hand.Signaled, sge(7), 0x200000, 1)
 	require.NoError(t, c.PostSendRaw(r.qp))
 	cs := drain(t, r, 1)
 	require.Equal(t, uint64(7), cs[0].wrID)
@@ -136,7 +136,7 @@ func TestInlineLimits(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, 9)) }, "longer than the chain's staging")
-	c.Reserve(1).SetInline(0, 1, verbs.SendSignaled, nil)
+	c.Reserve(1).SetInline(0, 1, hand.Signaled, nil)
 	require.NoError(t, c.PostSendRaw(r.qp))
 	drain(t, r, 1)
 
@@ -155,7 +155,7 @@ func TestSendChainSetSGL(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Free()
 	v := c.Reserve(1)
-	v.SetSend(0, 1, verbs.SendSignaled, sge(0))
+	v.SetSend(0, 1, hand.Signaled, sge(0))
 	v.SetSGL(0, []verbs.SGE{sge(0), sge(1)})
 	require.Panics(t, func() { v.SetSGL(0, []verbs.SGE{sge(0), sge(1), sge(2)}) }, "maxSGE is 2")
 	require.Equal(t, int32(2), c.WR(0).NumSGE)
@@ -204,7 +204,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 	} {
 		head := r.fqp.SendStats().Head
 		for i := 0; i < 4; i++ {
-			sc.Reserve(1).SetRead(0, 0xFEED00+uint64(i), verbs.SendSignaled, sge(i), 0x300000+uint64(i), 0x99)
+			sc.Reserve(1).SetRead(0, 0xFEED00+uint64(i), hand.Signaled, sge(i), 0x300000+uint64(i), 0x99)
 		}
 		require.NoError(t, post.do())
 		for i := 0; i < 4; i++ {
@@ -231,7 +231,7 @@ func TestSendChainEveryLength(t *testing.T) {
 	next := 0
 	for n := 1; n <= 1024; n++ {
 		for i := 0; i < n; i++ {
-			c.Reserve(1).SetWrite(0, uint64(next+i), verbs.SendSignaled, sge(i), 0x200000, 1)
+			c.Reserve(1).SetWrite(0, uint64(next+i), hand.Signaled, sge(i), 0x200000, 1)
 		}
 		require.NoError(t, c.PostSendRaw(r.qp))
 		cs := drain(t, r, n)

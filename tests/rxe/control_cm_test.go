@@ -152,7 +152,7 @@ func TestControlCMSharedResources(t *testing.T) {
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
+	c.Reserve(1).SetWrite(0, 7, hand.Signaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
 	require.NoError(t, c.PostSendRaw(cli.QP().Raw()))
 	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)
 	require.Equal(t, "written remotely", string(mr.Bytes()[4096:4096+16]))

@@ -98,7 +98,7 @@ func TestControlCMEPConnect(t *testing.T) {
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer sc.Free()
-	sc.Reserve(1).SetSend(0, 20, verbs.SendSignaled, smr.SGE(2048, 4))
+	sc.Reserve(1).SetSend(0, 20, hand.Signaled, smr.SGE(2048, 4))
 	require.NoError(t, sc.PostSendv(srv))
 	wc = ctlReap(t, srv.SendCQ(), 1)[0]
 	require.Equal(t, verbs.WCSuccess, wc.Status)
@@ -175,7 +175,7 @@ func TestControlCMEPSharedResources(t *testing.T) {
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.Reserve(1).SetWrite(0, 7, verbs.SendSignaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
+	c.Reserve(1).SetWrite(0, 7, hand.Signaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
 	require.NoError(t, c.PostSendRaw(cli.QP().Raw()))
 	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)
 	require.Equal(t, "written remotely", string(mr.Bytes()[4096:4096+16]))

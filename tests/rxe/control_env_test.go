@@ -133,7 +133,7 @@ func ctlPostSend(t *testing.T, qp *hand.QP, mr *hand.MR, wrID uint64, offset, si
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.Reserve(1).SetSend(0, wrID, verbs.SendSignaled, mr.SGE(offset, size))
+	c.Reserve(1).SetSend(0, wrID, hand.Signaled, mr.SGE(offset, size))
 	require.NoError(t, c.PostSend(qp))
 }
 

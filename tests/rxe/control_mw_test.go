@@ -34,7 +34,7 @@ func TestControlMemoryWindow(t *testing.T) {
 		c, err := hand.NewSendChain(1, 1, 0)
 		require.NoError(t, err)
 		defer c.Free()
-		c.Reserve(1).SetRead(0, wrID, verbs.SendSignaled, r.mr.SGE(32768, 17), addr, rkey)
+		c.Reserve(1).SetRead(0, wrID, hand.Signaled, r.mr.SGE(32768, 17), addr, rkey)
 		require.NoError(t, c.PostSend(b))
 		return ctlReap(t, r.cq, 1)[0]
 	}

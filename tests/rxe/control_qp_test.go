@@ -198,7 +198,7 @@ func TestControlUD(t *testing.T) {
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Free()
-	c.Reserve(1).SetUD(0, 2, verbs.SendSignaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey)
+	c.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey)
 	require.NoError(t, c.PostSend(a))
 	for _, wc := range ctlReap(t, r.cq, 2) {
 		require.Equal(t, verbs.WCSuccess, wc.Status)

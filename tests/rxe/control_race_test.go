@@ -105,7 +105,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 			for j := range size {
 				buf[slot*size+j] = byte(i)
 			}
-			sc.Reserve(1).SetSend(0, uint64(i), verbs.SendSignaled, r.mr.SGE(slot*size, size))
+			sc.Reserve(1).SetSend(0, uint64(i), hand.Signaled, r.mr.SGE(slot*size, size))
 			if err := sc.PostSend(a); err != nil {
 				fail(err)
 				return
