@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"net/netip"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func cmServer(t *testing.T, p *Peer) {
 	if err != nil {
 		t.Fatalf("hand.Listen(%v:0): %v", p.Addr, err)
 	}
-	closeLater(t, "the listener", l)
+	testkit.CloseLater(t, "the listener", l)
 	if l.Addr().Addr() != p.Addr || l.Addr().Port() == 0 {
 		t.Fatalf("listener bound to %v, want %v and a port", l.Addr(), p.Addr)
 	}
@@ -87,7 +88,7 @@ func cmServer(t *testing.T, p *Peer) {
 	if err != nil {
 		t.Fatalf("ConnRequest.Accept: %v", withCause(ctx, err))
 	}
-	closeLater(t, "the server's Conn", s.conn)
+	testkit.CloseLater(t, "the server's Conn", s.conn)
 	t.Logf("accepted %v -> %v on %s in %v: QP %d, private data %d bytes in, %d out",
 		s.conn.RemoteAddr(), s.conn.LocalAddr(), s.conn.Context().Name(), time.Since(start).Round(time.Millisecond),
 		s.conn.QP().Num(), len(reqData), len(acceptData))
@@ -99,7 +100,7 @@ func cmServer(t *testing.T, p *Peer) {
 
 	var written string
 	p.Recv("written", &written)
-	sameBytes(t, "the region after the client's rdma_post_writev", region.Bytes(), pattern(seedOf(Client, testCM, 0), cmRegion))
+	testkit.SameBytes(t, "the region after the client's rdma_post_writev", region.Bytes(), pattern(seedOf(Client, testCM, 0), cmRegion))
 	if got := Sum(region.Bytes()); got != written {
 		t.Fatalf("the region's SHA-256 is %s, the client wrote %s", got, written)
 	}
@@ -110,7 +111,7 @@ func cmServer(t *testing.T, p *Peer) {
 		t.Fatalf("WaitDisconnect: %v", withCause(ctx, err))
 	}
 	t.Logf("the client disconnected; seen after %v", time.Since(start).Round(time.Millisecond))
-	checkState(t, s.conn.QP(), verbs.QPSErr)
+	testkit.CheckState(t, s.conn.QP(), verbs.QPSErr)
 }
 
 func cmClient(t *testing.T, p *Peer) {
@@ -121,7 +122,7 @@ func cmClient(t *testing.T, p *Peer) {
 	if err != nil {
 		t.Fatalf("hand.CMContext(%s): %v", p.Device, err)
 	}
-	closeLater(t, "librdmacm's device context", cmctx)
+	testkit.CloseLater(t, "librdmacm's device context", cmctx)
 	s := &cmSide{r: rigOn(t, p, cmctx)}
 	s.scq, s.rcq = s.r.cq(t, 2*cmMsgs), s.r.cq(t, 2*cmMsgs)
 	s.bufs = s.r.mr(t, 2*cmMsgs*cmSlot)
@@ -135,7 +136,7 @@ func cmClient(t *testing.T, p *Peer) {
 	if err != nil {
 		t.Fatalf("hand.Dial(%s): %v", addr, withCause(ctx, err))
 	}
-	closeLater(t, "the client's Conn", s.conn)
+	testkit.CloseLater(t, "the client's Conn", s.conn)
 	t.Logf("dialled %v -> %v on %s in %v: QP %d", s.conn.LocalAddr(), s.conn.RemoteAddr(), s.conn.Context().Name(),
 		time.Since(start).Round(time.Millisecond), s.conn.QP().Num())
 	var acceptData []byte
@@ -156,7 +157,7 @@ func cmClient(t *testing.T, p *Peer) {
 
 	// rdma_post_readv of the server's region, in chunks, then
 	// rdma_post_writev of a new pattern over it.
-	sc := sendChain(t, cmRegion/cmChunk)
+	sc := testkit.SendChain(t, cmRegion/cmChunk, 1)
 	start = time.Now()
 	v := sc.Reserve(cmRegion / cmChunk)
 	for i := range v.Len() {
@@ -167,7 +168,7 @@ func cmClient(t *testing.T, p *Peer) {
 	}
 	mustOK(t, "RDMA reads", s.scq.reap(t, ctx, cmRegion/cmChunk, "RDMA reads"), verbs.WCRDMARead)
 	readTime := time.Since(start)
-	sameBytes(t, "the server's region read with rdma_post_readv", local.Bytes(), pattern(seedOf(Server, testCM, 0), cmRegion))
+	testkit.SameBytes(t, "the server's region read with rdma_post_readv", local.Bytes(), pattern(seedOf(Server, testCM, 0), cmRegion))
 	if got := Sum(local.Bytes()); got != reg.Sum {
 		t.Fatalf("read SHA-256 %s, the server has %s", got, reg.Sum)
 	}
@@ -193,7 +194,7 @@ func cmClient(t *testing.T, p *Peer) {
 		t.Fatalf("Disconnect: %v", withCause(ctx, err))
 	}
 	t.Logf("disconnected in %v", time.Since(start).Round(time.Millisecond))
-	checkState(t, s.conn.QP(), verbs.QPSErr)
+	testkit.CheckState(t, s.conn.QP(), verbs.QPSErr)
 }
 
 // exchange sends cmMsgs messages to the peer with rdma_post_sendv while
@@ -203,7 +204,7 @@ func (s *cmSide) exchange(t *testing.T, p *Peer) {
 	t.Helper()
 	ctx := p.Context()
 	buf := s.bufs.Bytes()
-	rc := recvChain(t, cmMsgs)
+	rc := testkit.RecvChain(t, cmMsgs, 1)
 	v := rc.Reserve(cmMsgs)
 	for i := range cmMsgs {
 		v.Set(i, uint64(0x1000+i), s.bufs.SGE(i*cmSlot, cmSlot))
@@ -214,7 +215,7 @@ func (s *cmSide) exchange(t *testing.T, p *Peer) {
 	p.Barrier("receives posted")
 
 	start := time.Now()
-	sc := sendChain(t, cmMsgs)
+	sc := testkit.SendChain(t, cmMsgs, 1)
 	sv := sc.Reserve(cmMsgs)
 	var sent int64
 	for i := range cmMsgs {
@@ -238,7 +239,7 @@ func (s *cmSide) exchange(t *testing.T, p *Peer) {
 		if w.WRID() != uint64(0x1000+i) || int(w.ByteLen()) != n {
 			t.Fatalf("receive %d: wr_id %#x byte_len %d, want %#x and %d (RC receives complete in order)", i, w.WRID(), w.ByteLen(), 0x1000+i, n)
 		}
-		sameBytes(t, fmt.Sprintf("message %d from the %s", i, p.PeerRole()), buf[i*cmSlot:i*cmSlot+n], pattern(seedOf(p.PeerRole(), testCM, 1+i), n))
+		testkit.SameBytes(t, fmt.Sprintf("message %d from the %s", i, p.PeerRole()), buf[i*cmSlot:i*cmSlot+n], pattern(seedOf(p.PeerRole(), testCM, 1+i), n))
 		got += int64(n)
 	}
 	for i := range sends {
@@ -268,5 +269,5 @@ func checkConn(t *testing.T, p *Peer, c *hand.Conn) {
 	if c.QP().Raw() != c.Raw().QP {
 		t.Errorf("Conn.QP is not the rdma_cm id's QP")
 	}
-	checkState(t, c.QP(), verbs.QPSRts)
+	testkit.CheckState(t, c.QP(), verbs.QPSRts)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"os"
 	"syscall"
 	"testing"
@@ -56,7 +57,7 @@ func TestFaultPeerDies(t *testing.T) {
 	Fill(src.Bytes(), seedOf(Client, testFaultPeerDies, 0))
 	var dst Region
 	p.Recv("region", &dst)
-	sc := sendChain(t, dieWRs)
+	sc := testkit.SendChain(t, dieWRs, 1)
 	v := sc.Reserve(dieWRs)
 	for i := range dieWRs {
 		off := uint64(i*dieChunk) % uint64(dieRegion)
@@ -101,7 +102,7 @@ func TestFaultPeerDies(t *testing.T) {
 	if limit := 2*budget + time.Second; firstErr > limit {
 		t.Errorf("the retry error came %v after the kill, more than %v (twice the QP's budget of %v, plus 1 s)", firstErr, limit, budget)
 	}
-	checkState(t, c.QP(), verbs.QPSErr)
+	testkit.CheckState(t, c.QP(), verbs.QPSErr)
 
 	dctx, dcancel := context.WithTimeout(context.Background(), dieDisconnectBudget)
 	defer dcancel()

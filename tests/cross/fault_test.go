@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -46,7 +47,7 @@ func faultConn(t *testing.T, p *Peer, port uint16, cfg hand.ConnConfig) (*hand.C
 		if err != nil {
 			t.Fatalf("hand.Listen(%v:%d): %v", p.Addr, port, err)
 		}
-		closeLater(t, "the listener", l)
+		testkit.CloseLater(t, "the listener", l)
 		p.Barrier("listening")
 		req, err := l.Accept(ctx)
 		if err != nil {
@@ -61,7 +62,7 @@ func faultConn(t *testing.T, p *Peer, port uint16, cfg hand.ConnConfig) (*hand.C
 			t.Fatalf("hand.Dial: %v", withCause(ctx, err))
 		}
 	}
-	closeLater(t, "the connection", c)
+	testkit.CloseLater(t, "the connection", c)
 	poller, err := hand.NewPollerRaw(c.SendCQ().Raw(), 64)
 	if err != nil {
 		t.Fatalf("NewPoller: %v", err)
@@ -78,7 +79,7 @@ func connMR(t *testing.T, c *hand.Conn, size int) *hand.MR {
 	if err != nil {
 		t.Fatalf("Alloc(%d): %v", size, err)
 	}
-	closeLater(t, "an MR", mr)
+	testkit.CloseLater(t, "an MR", mr)
 	return mr
 }
 
@@ -100,7 +101,7 @@ type transfer struct {
 // ctx; after a failure the rest are still posted, to be flushed.
 func writeChunks(t *testing.T, ctx context.Context, c *hand.Conn, cq *cq, src *hand.MR, dst Region, n, chunk, window int, posted func()) transfer {
 	t.Helper()
-	sc := sendChain(t, window)
+	sc := testkit.SendChain(t, window, 1)
 	next := 0
 	post := func(k int) {
 		t.Helper()
@@ -155,7 +156,7 @@ func checkEachOnce(t *testing.T, wcs []hand.WC, n int) int {
 		w := &wcs[i]
 		id := w.WRID()
 		if id >= uint64(n) || seen[id] {
-			t.Fatalf("completion %d: wr_id %d repeated or unknown (want each of 0..%d once): %s", i, id, n-1, describe(wcs))
+			t.Fatalf("completion %d: wr_id %d repeated or unknown (want each of 0..%d once): %s", i, id, n-1, testkit.DescribeWCs(wcs))
 		}
 		seen[id] = true
 		if id != uint64(i) {
@@ -255,7 +256,7 @@ func linkFault(t *testing.T, port uint16, ackTimeout uint8, retries int) {
 		var res linkResult
 		p.Recv("result", &res)
 		got := region.Bytes()[:res.Successes*linkChunk]
-		sameBytes(t, fmt.Sprintf("the %d chunks the client saw succeed", res.Successes), got, want[:len(got)])
+		testkit.SameBytes(t, fmt.Sprintf("the %d chunks the client saw succeed", res.Successes), got, want[:len(got)])
 		t.Logf("measured: %d of %d chunks (%d bytes) verified byte for byte in this host's memory", res.Successes, linkWRs, len(got))
 		return
 	}
@@ -288,9 +289,9 @@ func linkFault(t *testing.T, port uint16, ackTimeout uint8, retries int) {
 		t.Fatalf("with a tolerance of %v, all %d WRs survived a %v outage", tolerance, linkWRs, linkOutage)
 	}
 	if tr.successes == linkWRs {
-		checkState(t, c.QP(), verbs.QPSRts)
+		testkit.CheckState(t, c.QP(), verbs.QPSRts)
 	} else {
-		checkState(t, c.QP(), verbs.QPSErr)
+		testkit.CheckState(t, c.QP(), verbs.QPSErr)
 	}
 }
 
@@ -337,7 +338,7 @@ func TestFaultLossyWire(t *testing.T) {
 			clear(region.Bytes())
 			p.Send("region", RegionOf(region))
 			p.Barrier(run + " done")
-			sameBytes(t, "the "+run+" run's 16 MB", region.Bytes(), pattern(seedOf(Client, testFaultLoss, i), size))
+			testkit.SameBytes(t, "the "+run+" run's 16 MB", region.Bytes(), pattern(seedOf(Client, testFaultLoss, i), size))
 			t.Logf("measured: %s run: %d bytes verified byte for byte in this host's memory", run, size)
 		}
 		return
@@ -428,7 +429,7 @@ func TestFaultListenerGone(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ConnRequest.Accept: %v", err)
 		}
-		closeLater(t, "the connection", c)
+		testkit.CloseLater(t, "the connection", c)
 		if err := l.Close(); err != nil {
 			t.Fatalf("closing the listener: %v", err)
 		}
@@ -441,7 +442,7 @@ func TestFaultListenerGone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Dial while the listener was there: %v", err)
 	}
-	closeLater(t, "the connection", c)
+	testkit.CloseLater(t, "the connection", c)
 	p.Barrier("listener closed")
 	const deadline = 10 * time.Second
 	for _, target := range []struct {

@@ -2,6 +2,7 @@ package cross
 
 import (
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestCrossRCChains(t *testing.T) {
 	qp := connectRC(t, p, r, scq, rcq, rcChain, hand.AccessLocalWrite)
 	bufs := r.mr(t, 2*rcChain*rcSlot) // receive slots, then send slots
 	buf := bufs.Bytes()
-	rc, sc := recvChain(t, rcChain), sendChain(t, rcChain)
+	rc, sc := testkit.RecvChain(t, rcChain, 1), testkit.SendChain(t, rcChain, 1)
 
 	var sent, got int64
 	var busy time.Duration // from the barrier to the last completion, each round
@@ -108,7 +109,7 @@ func TestCrossRCChains(t *testing.T) {
 			if want := i%8 == 7; ok != want || (ok && imm != uint32(k)) {
 				t.Fatalf("round %d: receive %d: immediate data %#x (%v), want %v", round, i, imm, ok, want)
 			}
-			sameBytes(t, fmt.Sprintf("round %d: message %d from the %s", round, i, p.PeerRole()),
+			testkit.SameBytes(t, fmt.Sprintf("round %d: message %d from the %s", round, i, p.PeerRole()),
 				buf[i*rcSlot:i*rcSlot+n], pattern(seedOf(p.PeerRole(), testRC, k), n))
 			got += int64(n)
 		}

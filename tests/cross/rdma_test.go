@@ -1,6 +1,7 @@
 package cross
 
 import (
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"testing"
 	"time"
 
@@ -38,14 +39,14 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 	}
 
 	// The receive the peer's RDMA write with immediate data consumes.
-	rc := recvChain(t, 1)
+	rc := testkit.RecvChain(t, 1, 1)
 	rc.Reserve(1).Set(0, 0x1111, small.SGE(0, 64))
 	if err := rc.PostRecv(qp); err != nil {
 		t.Fatalf("PostRecv: %v", err)
 	}
 	p.Barrier("receive posted")
 
-	sc := sendChain(t, rdmaWRs)
+	sc := testkit.SendChain(t, rdmaWRs, 1)
 	read := func(what string) time.Duration {
 		t.Helper()
 		clear(local.Bytes())
@@ -62,7 +63,7 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 	}
 
 	readTime := read("RDMA reads")
-	sameBytes(t, "the peer's region, RDMA-read", local.Bytes(), pattern(seedOf(p.PeerRole(), testRDMA, 0), rdmaRegion))
+	testkit.SameBytes(t, "the peer's region, RDMA-read", local.Bytes(), pattern(seedOf(p.PeerRole(), testRDMA, 0), rdmaRegion))
 	if s := Sum(local.Bytes()); s != peer.Sum {
 		t.Fatalf("RDMA-read SHA-256 %s, the peer has %s", s, peer.Sum)
 	}
@@ -90,7 +91,7 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 	if imm, ok := w[0].Imm(); !ok || imm != rdmaImm || w[0].WRID() != 0x1111 {
 		t.Fatalf("write-with-immediate completion: wr_id %#x imm %#x (%v), want %#x and %#x", w[0].WRID(), imm, ok, 0x1111, rdmaImm)
 	}
-	sameBytes(t, "this side's region after the peer's RDMA writes", region.Bytes(), pattern(seedOf(p.PeerRole(), testRDMA, 1), rdmaRegion))
+	testkit.SameBytes(t, "this side's region after the peer's RDMA writes", region.Bytes(), pattern(seedOf(p.PeerRole(), testRDMA, 1), rdmaRegion))
 	var written string
 	p.Exchange("written", Sum(local.Bytes()), &written)
 	if s := Sum(region.Bytes()); s != written {
@@ -99,7 +100,7 @@ func TestCrossRDMAReadWrite(t *testing.T) {
 
 	want := append([]byte(nil), local.Bytes()...)
 	backTime := read("RDMA reads back")
-	sameBytes(t, "the peer's region read back after the RDMA writes", local.Bytes(), want)
+	testkit.SameBytes(t, "the peer's region read back after the RDMA writes", local.Bytes(), want)
 	p.Barrier("read back") // the peer may still be reading this side's region
 	t.Logf("RDMA read %d bytes in %d WRs in %v (%s), verified byte for byte and by SHA-256; RDMA write %d bytes in %v (%s), "+
 		"verified by the peer; read back in %v; the peer's write into this side's %d bytes verified byte for byte and by SHA-256",

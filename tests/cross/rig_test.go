@@ -8,6 +8,7 @@ package cross
 import (
 	"context"
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"strings"
 	"testing"
 
@@ -24,17 +25,6 @@ type rig struct {
 	gid hand.GID // the GID at the host's GID index: its RoCE v2 IPv4 GID
 }
 
-// closeLater closes c when the test ends; cleanups run last-registered
-// first, so children registered after their parents close before them.
-func closeLater(t *testing.T, what string, c interface{ Close() error }) {
-	t.Helper()
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("closing %s: %v", what, err)
-		}
-	})
-}
-
 // openRig opens the host's device with hand.Open.
 func openRig(t *testing.T, p *Peer) *rig {
 	t.Helper()
@@ -42,7 +32,7 @@ func openRig(t *testing.T, p *Peer) *rig {
 	if err != nil {
 		t.Fatalf("hand.Open(%s): %v", p.Device, err)
 	}
-	closeLater(t, "the device context", ctx)
+	testkit.CloseLater(t, "the device context", ctx)
 	return rigOn(t, p, ctx)
 }
 
@@ -69,11 +59,11 @@ func rigOn(t *testing.T, p *Peer, ctx *hand.Context) *rig {
 	if r.pd, err = ctx.AllocPD(); err != nil {
 		t.Fatalf("AllocPD: %v", err)
 	}
-	closeLater(t, "the PD", r.pd)
+	testkit.CloseLater(t, "the PD", r.pd)
 	if r.ch, err = ctx.NewCompChannel(); err != nil {
 		t.Fatalf("NewCompChannel: %v", err)
 	}
-	closeLater(t, "the completion channel", r.ch)
+	testkit.CloseLater(t, "the completion channel", r.ch)
 	return r
 }
 
@@ -87,7 +77,7 @@ func (r *rig) mr(t *testing.T, size int) *hand.MR {
 	if err != nil {
 		t.Fatalf("Alloc(%d): %v", size, err)
 	}
-	closeLater(t, "an MR", mr)
+	testkit.CloseLater(t, "an MR", mr)
 	return mr
 }
 
@@ -104,7 +94,7 @@ func (r *rig) cq(t *testing.T, entries int) *cq {
 	if err != nil {
 		t.Fatalf("NewCQ(%d): %v", entries, err)
 	}
-	closeLater(t, "a CQ", c)
+	testkit.CloseLater(t, "a CQ", c)
 	p, err := hand.NewPoller(c, 64)
 	if err != nil {
 		t.Fatalf("NewPoller: %v", err)
@@ -120,7 +110,7 @@ func (r *rig) qp(t *testing.T, typ hand.QPType, send, recv *cq, wr int) *hand.QP
 	if err != nil {
 		t.Fatalf("NewQP(%s): %v", typ, err)
 	}
-	closeLater(t, typ.String()+" QP", qp)
+	testkit.CloseLater(t, typ.String()+" QP", qp)
 	return qp
 }
 
@@ -130,10 +120,10 @@ func (c *cq) reap(t *testing.T, ctx context.Context, n int, what string) []hand.
 	t.Helper()
 	out := make([]hand.WC, 0, n)
 	for len(out) < n {
-		out = append(out, c.some(t, ctx, fmt.Sprintf("%s (%d of %d so far: %s)", what, len(out), n, describe(out)))...)
+		out = append(out, c.some(t, ctx, fmt.Sprintf("%s (%d of %d so far: %s)", what, len(out), n, testkit.DescribeWCs(out)))...)
 	}
 	if len(out) > n {
-		t.Fatalf("%s: want %d completions, got %d: %s", what, n, len(out), describe(out))
+		t.Fatalf("%s: want %d completions, got %d: %s", what, n, len(out), testkit.DescribeWCs(out))
 	}
 	return out
 }
@@ -182,42 +172,10 @@ func mustOK(t *testing.T, what string, wcs []hand.WC, op verbs.WCOpcode) {
 	for i := range wcs {
 		w := &wcs[i]
 		if !w.OK() {
-			t.Fatalf("%s: wr_id %#x: %s (vendor_err %#x); all: %s", what, w.WRID(), w.StatusString(), w.VendorErr(), describe(wcs))
+			t.Fatalf("%s: wr_id %#x: %s (vendor_err %#x); all: %s", what, w.WRID(), w.StatusString(), w.VendorErr(), testkit.DescribeWCs(wcs))
 		}
 		if w.Opcode() != op {
 			t.Fatalf("%s: wr_id %#x: opcode %d, want %d", what, w.WRID(), w.Opcode(), op)
-		}
-	}
-}
-
-// describe summarises completions for a failure message.
-func describe(wcs []hand.WC) string {
-	var b strings.Builder
-	b.WriteString("[")
-	for i := range wcs {
-		if i == 16 {
-			fmt.Fprintf(&b, " ... %d more", len(wcs)-16)
-			break
-		}
-		w := &wcs[i]
-		if i > 0 {
-			b.WriteString(" ")
-		}
-		fmt.Fprintf(&b, "{wr_id %#x %s opcode %d len %d}", w.WRID(), w.StatusString(), w.Raw().Opcode, w.Raw().ByteLen)
-	}
-	b.WriteString("]")
-	return b.String()
-}
-
-// sameBytes fails the test at the first byte where got differs from want.
-func sameBytes(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("%s: %d bytes, first difference at byte %d: got %#02x, want %#02x", what, len(want), i, got[i], want[i])
 		}
 	}
 }
@@ -244,39 +202,6 @@ func msgSize(k, slot int) int {
 		return slot
 	}
 	return 1 + (k*1237)%slot
-}
-
-// checkState checks the QP's state as the device reports it.
-func checkState(t *testing.T, qp *hand.QP, want verbs.QPState) {
-	t.Helper()
-	s, err := qp.State()
-	if err != nil {
-		t.Fatalf("QP %d state: %v", qp.Num(), err)
-	}
-	if s != want {
-		t.Fatalf("QP %d is in state %d, want %d", qp.Num(), s, want)
-	}
-}
-
-// recvChain and sendChain make chains freed when the test ends.
-func recvChain(t *testing.T, n int) *hand.RecvChain {
-	t.Helper()
-	c, err := hand.NewRecvChain(n, 1)
-	if err != nil {
-		t.Fatalf("NewRecvChain(%d): %v", n, err)
-	}
-	t.Cleanup(c.Free)
-	return c
-}
-
-func sendChain(t *testing.T, n int) *hand.SendChain {
-	t.Helper()
-	c, err := hand.NewSendChain(n, 1, 0)
-	if err != nil {
-		t.Fatalf("NewSendChain(%d): %v", n, err)
-	}
-	t.Cleanup(c.Free)
-	return c
 }
 
 // pattern returns n bytes of Fill(seed).

@@ -2,6 +2,7 @@ package cross
 
 import (
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"net/netip"
 	"testing"
 	"time"
@@ -52,13 +53,13 @@ func TestCrossUD(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewAH(%v): %v", peer.GID, err)
 	}
-	closeLater(t, "the AH", ah)
+	testkit.CloseLater(t, "the AH", ah)
 
 	bufs := r.mr(t, 2*len(lens)*slot) // receive slots, then send slots
 	buf := bufs.Bytes()
 	Fill(buf[:len(lens)*slot], seedOf(p.Role, testUD, 1000))
 	before := append([]byte(nil), buf[:len(lens)*slot]...)
-	rc := recvChain(t, len(lens))
+	rc := testkit.RecvChain(t, len(lens), 1)
 	rv := rc.Reserve(len(lens))
 	for i := range lens {
 		rv.Set(i, uint64(0x100+i), hand.UDRecvSGE(bufs.Addr()+uint64(i*slot), uint32(mtu), bufs.LKey()))
@@ -69,7 +70,7 @@ func TestCrossUD(t *testing.T) {
 	p.Barrier("receives posted")
 
 	start := time.Now()
-	sc := sendChain(t, len(lens))
+	sc := testkit.SendChain(t, len(lens), 1)
 	sv := sc.Reserve(len(lens))
 	for i, n := range lens {
 		off := (len(lens) + i) * slot
@@ -107,8 +108,8 @@ func TestCrossUD(t *testing.T) {
 		if &payload[0] != &s[40] {
 			t.Fatalf("receive %d: the payload does not start at byte 40 of the buffer", i)
 		}
-		sameBytes(t, fmt.Sprintf("datagram %d (%d bytes) from the %s", i, n, p.PeerRole()), payload, pattern(seedOf(p.PeerRole(), testUD, i), n))
-		sameBytes(t, fmt.Sprintf("buffer %d after the payload", i), s[hand.GRHSize+n:], before[i*slot+hand.GRHSize+n:(i+1)*slot])
+		testkit.SameBytes(t, fmt.Sprintf("datagram %d (%d bytes) from the %s", i, n, p.PeerRole()), payload, pattern(seedOf(p.PeerRole(), testUD, i), n))
+		testkit.SameBytes(t, fmt.Sprintf("buffer %d after the payload", i), s[hand.GRHSize+n:], before[i*slot+hand.GRHSize+n:(i+1)*slot])
 		// RoCE v2 over IPv4: bytes 20..39 of the GRH area are the IPv4 header.
 		ip := s[20:40]
 		if ip[0] != 0x45 || netip.AddrFrom4([4]byte(ip[12:16])) != p.PeerAddr || netip.AddrFrom4([4]byte(ip[16:20])) != p.Addr {

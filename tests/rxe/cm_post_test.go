@@ -3,6 +3,7 @@ package rxe
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"net/netip"
 	"os"
 	"testing"
@@ -64,7 +65,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	const slot = 4096
 	// Client receives land at 32 KiB: each message's first 100 bytes in
 	// one buffer, the rest in another.
-	crecv := recvChain(t, 3, 2)
+	crecv := testkit.RecvChain(t, 3, 2)
 	v := crecv.Reserve(3)
 	for i := range 3 {
 		base := 32768 + i*2*slot
@@ -86,7 +87,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	cmQP(t, sid, se, scq, 16, 2)
 	smem := se.mr(t, 1<<16)
 	fill(smem.buf, 21)
-	srecv := recvChain(t, 4, 2)
+	srecv := testkit.RecvChain(t, 4, 2)
 	v = srecv.Reserve(4)
 	for i := range 4 {
 		base := 32768 + i*2*slot
@@ -120,7 +121,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	}
 
 	// Client to server: 4 sends gathered from two pieces each.
-	csend := sendChain(t, 4, 2)
+	csend := testkit.SendChain(t, 4, 2)
 	sv := csend.Reserve(4)
 	wantAtServer := make([][]byte, 4)
 	for i := range 4 {
@@ -138,7 +139,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 
 	// Server to client: 3 sends, received into the client's pre-posted
 	// buffers.
-	ssend := sendChain(t, 3, 1)
+	ssend := testkit.SendChain(t, 3, 1)
 	sv = ssend.Reserve(3)
 	wantAtClient := make([][]byte, 3)
 	for i := range 3 {
@@ -155,7 +156,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	// Client reads the server's first 32 KiB region with a chain of 3
 	// rdma_post_readv, the first scattering into two buffers.
 	clear(cmem.buf[:32768])
-	rd := sendChain(t, 3, 2)
+	rd := testkit.SendChain(t, 3, 2)
 	sv = rd.Reserve(3)
 	sv.SetRead(0, 0xc2000, verbs.SendSignaled, cmem.sge(0, 5000), raddr, rkey)
 	sv.SetSGL(0, []verbs.SGE{cmem.sge(0, 5000), cmem.sge(5000, 11000)}) // [0, 16000)
@@ -165,19 +166,19 @@ func TestCMPostRecvvReadv(t *testing.T) {
 		t.Fatalf("client rdma_post_readv chain: %v", err)
 	}
 	checkIDs(t, "client reads", ccq.reap(t, 3), 0xc2000, verbs.WCRDMARead)
-	sameBytes(t, "the server's region read with rdma_post_readv", cmem.buf[:rlen], smem.buf[:rlen])
+	testkit.SameBytes(t, "the server's region read with rdma_post_readv", cmem.buf[:rlen], smem.buf[:rlen])
 
 	// And writes bytes [1000, 3000), complemented, to the server's [20000, 22000).
 	for i := range 2000 {
 		cmem.buf[40000+i] = ^cmem.buf[1000+i]
 	}
-	wr := sendChain(t, 1, 1)
+	wr := testkit.SendChain(t, 1, 1)
 	wr.Reserve(1).SetWrite(0, 0xc3000, verbs.SendSignaled, cmem.sge(40000, 2000), raddr+20000, rkey)
 	if err := wr.PostWritevRaw(cid); err != nil {
 		t.Fatalf("client rdma_post_writev: %v", err)
 	}
 	checkIDs(t, "client write", ccq.reap(t, 1), 0xc3000, verbs.WCRDMAWrite)
-	sameBytes(t, "the server's region after rdma_post_writev", smem.buf[20000:22000], cmem.buf[40000:42000])
+	testkit.SameBytes(t, "the server's region after rdma_post_writev", smem.buf[20000:22000], cmem.buf[40000:42000])
 
 	// The client disconnects (DREQ); the server sees it and answers
 	// (DREP), which completes the client's disconnect. Every receive
@@ -206,7 +207,7 @@ func checkCMRecvs(t *testing.T, cq *vCQ, m *vMR, first uint64, firstLen int, wan
 		base := 32768 + i*2*slot
 		k := min(firstLen, len(want[i]))
 		got := append(append([]byte(nil), m.buf[base:base+k]...), m.buf[base+slot:base+slot+len(want[i])-k]...)
-		sameBytes(t, fmt.Sprintf("message %d through rdma_post_recvv", i), got, want[i])
+		testkit.SameBytes(t, fmt.Sprintf("message %d through rdma_post_recvv", i), got, want[i])
 	}
 }
 

@@ -2,6 +2,8 @@ package rxe
 
 import (
 	"context"
+	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"net/netip"
 	"os"
 	"testing"
@@ -39,7 +41,7 @@ func ctlAddr(t *testing.T) netip.Addr {
 // (children registered after parents close first), and fails on error.
 func ctlCloseLater(t *testing.T, c interface{ Close() error }) {
 	t.Helper()
-	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	testkit.CloseLater(t, fmt.Sprintf("%T", c), c)
 }
 
 // ctlRig is a PD, a CQ (with a completion channel) and an MR on the device.

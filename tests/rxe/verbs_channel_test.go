@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 	src, dst := e.mr(t, 4096), e.mr(t, 4096)
 	fill(src.buf, 12)
 
-	rc := recvChain(t, 1, 1)
+	rc := testkit.RecvChain(t, 1, 1)
 	rc.Reserve(1).Set(0, 90, dst.sge(0, 4096))
 	if err := rc.PostRecvRaw(p.b); err != nil {
 		t.Fatalf("post recv: %v", err)
@@ -52,7 +53,7 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 	t.Logf("waiter blocked in read(2) on completion channel fd %d (thread %s)", p.bcq.ch.FD, blocked)
 
 	sent := time.Now()
-	sc := sendChain(t, 1, 1)
+	sc := testkit.SendChain(t, 1, 1)
 	sc.Reserve(1).SetSend(0, 91, verbs.SendSignaled, src.sge(0, 1234))
 	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post send: %v", err)
@@ -71,9 +72,9 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 
 	w, err := p.bcq.poller.Poll()
 	if err != nil || len(w) != 1 || !w[0].OK() || w[0].WRID() != 90 || w[0].ByteLen() != 1234 {
-		t.Fatalf("after the event, poll: %s, %v; want wr_id 90, 1234 bytes", describeWCs(w), err)
+		t.Fatalf("after the event, poll: %s, %v; want wr_id 90, 1234 bytes", testkit.DescribeWCs(w), err)
 	}
-	sameBytes(t, "received", dst.buf[:1234], src.buf[:1234])
+	testkit.SameBytes(t, "received", dst.buf[:1234], src.buf[:1234])
 	mustOK(t, p.acq.reap(t, 1))
 }
 

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"math/bits"
 	"strconv"
 	"syscall"
@@ -34,7 +35,7 @@ func TestVerbsWrongRkey(t *testing.T) {
 	fill(src.buf, 6)
 	fill(dst.buf, 7)
 
-	sc := sendChain(t, 2, 1)
+	sc := testkit.SendChain(t, 2, 1)
 	sv := sc.Reserve(2)
 	sv.SetWrite(0, 1, verbs.SendSignaled, src.sge(0, 4096), dst.addr(0), dst.mr.Rkey^0x5a5a00)
 	sv.SetSend(1, 2, verbs.SendSignaled, src.sge(0, 16))
@@ -44,7 +45,7 @@ func TestVerbsWrongRkey(t *testing.T) {
 	w := p.acq.reap(t, 2)
 	if w[0].WRID() != 1 || w[0].Status() != verbs.WCRemAccessErr {
 		t.Fatalf("write under a wrong rkey: wr_id %d status %q (%d), want wr_id 1 %q; all %s",
-			w[0].WRID(), w[0].StatusString(), w[0].Status(), "remote access error", describeWCs(w))
+			w[0].WRID(), w[0].StatusString(), w[0].Status(), "remote access error", testkit.DescribeWCs(w))
 	}
 	if err := w[0].Err(); !errors.Is(err, hand.StatusError(verbs.WCRemAccessErr)) {
 		t.Errorf("WC.Err() = %v, want StatusError(IBV_WC_REM_ACCESS_ERR)", err)
@@ -59,7 +60,7 @@ func TestVerbsWrongRkey(t *testing.T) {
 	if s := queryState(t, p.a); s != verbs.QPSErr {
 		t.Errorf("requester QP state %d after a remote access error, want ERR (%d)", s, verbs.QPSErr)
 	}
-	sameBytes(t, "target of the rejected write", dst.buf, shiftedFill(7, 0, len(dst.buf)))
+	testkit.SameBytes(t, "target of the rejected write", dst.buf, shiftedFill(7, 0, len(dst.buf)))
 	p.acq.expectEmpty(t)
 }
 
@@ -93,7 +94,7 @@ func TestVerbsPostToResetQP(t *testing.T) {
 		t.Logf("%s to a QP in RESET: %v", what, err)
 	}
 
-	rc := recvChain(t, 4, 1)
+	rc := testkit.RecvChain(t, 4, 1)
 	rv := rc.Reserve(2)
 	rv.Set(0, 1, dst.sge(0, 1000))
 	rv.Set(1, 2, dst.sge(1000, 1000))
@@ -111,7 +112,7 @@ func TestVerbsPostToResetQP(t *testing.T) {
 		expectPostError("ibv_post_recv", err, "ibv_post_recv", rc.Len(), 2)
 	}
 
-	sc := sendChain(t, 4, 1)
+	sc := testkit.SendChain(t, 4, 1)
 	sv := sc.Reserve(2)
 	sv.SetSend(0, 10, verbs.SendSignaled, src.sge(0, 100))
 	sv.SetSend(1, 11, verbs.SendSignaled, src.sge(100, 200))
@@ -137,7 +138,7 @@ func TestVerbsPostToResetQP(t *testing.T) {
 		t.Fatalf("send completions %s: the provider behaves differently from rdma-core 44's rxe, which runs "+
 			"the WRs of an ibv_post_send that failed on a RESET QP (wr_ids 10 and 11) before the next post (12); "+
 			"if it no longer does, hand's PostError contract (nothing posted) holds on rxe and this check can go",
-			describeWCs(s))
+			testkit.DescribeWCs(s))
 	}
 	r := bcq.reap(t, 3)
 	mustOK(t, r)
@@ -147,9 +148,9 @@ func TestVerbsPostToResetQP(t *testing.T) {
 		from     int
 	}{{1, 0, 100, 0}, {2, 1000, 200, 100}, {3, 2000, 300, 300}} {
 		if r[i].WRID() != want.id || int(r[i].ByteLen()) != want.len {
-			t.Fatalf("receive %d: wr_id %d len %d, want %d len %d; all %s", i, r[i].WRID(), r[i].ByteLen(), want.id, want.len, describeWCs(r))
+			t.Fatalf("receive %d: wr_id %d len %d, want %d len %d; all %s", i, r[i].WRID(), r[i].ByteLen(), want.id, want.len, testkit.DescribeWCs(r))
 		}
-		sameBytes(t, "receive "+strconv.Itoa(i), dst.buf[want.off:want.off+want.len], src.buf[want.from:want.from+want.len])
+		testkit.SameBytes(t, "receive "+strconv.Itoa(i), dst.buf[want.off:want.off+want.len], src.buf[want.from:want.from+want.len])
 	}
 	acq.expectEmpty(t)
 	bcq.expectEmpty(t)
@@ -167,7 +168,7 @@ func TestVerbsFlushThousandReceives(t *testing.T) {
 	e.connectRC(t, a, b)
 	dst := e.mr(t, n*64)
 
-	rc := recvChain(t, n, 1)
+	rc := testkit.RecvChain(t, n, 1)
 	rv := rc.Reserve(n)
 	for i := range n {
 		rv.Set(i, uint64(50000+i), dst.sge(i*64, 64))

@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"strconv"
 	"testing"
 
@@ -24,7 +25,7 @@ func TestVerbsRCSendRecvChain(t *testing.T) {
 	}
 	fill(dst.buf, 0xee) // what was there before must be overwritten, not matched by luck
 
-	rc := recvChain(t, n, 1)
+	rc := testkit.RecvChain(t, n, 1)
 	rv := rc.Reserve(n)
 	for i := range n {
 		rv.Set(i, uint64(1000+i), dst.sge(i*slot, slot))
@@ -39,7 +40,7 @@ func TestVerbsRCSendRecvChain(t *testing.T) {
 		t.Fatalf("recv chain holds %d WRs after a full post", rc.Len())
 	}
 
-	sc := sendChain(t, n, 1)
+	sc := testkit.SendChain(t, n, 1)
 	sv := sc.Reserve(n)
 	for i := range n {
 		sv.SetSend(i, uint64(2000+i), verbs.SendSignaled, src.sge(i*slot, msgLen(i)))
@@ -55,9 +56,9 @@ func TestVerbsRCSendRecvChain(t *testing.T) {
 			t.Fatalf("receive %d: wr_id %d opcode %d len %d qp %d imm %v; want wr_id %d RECV len %d qp %d no imm",
 				i, w.WRID(), w.Opcode(), w.ByteLen(), w.QPNum(), w.HasImm(), 1000+i, msgLen(i), p.b.QPNum)
 		}
-		sameBytes(t, "message "+strconv.Itoa(i), dst.buf[i*slot:i*slot+msgLen(i)], src.buf[i*slot:i*slot+msgLen(i)])
+		testkit.SameBytes(t, "message "+strconv.Itoa(i), dst.buf[i*slot:i*slot+msgLen(i)], src.buf[i*slot:i*slot+msgLen(i)])
 		// The rest of the slot is untouched.
-		sameBytes(t, "the unused tail of buffer "+strconv.Itoa(i), dst.buf[i*slot+msgLen(i):(i+1)*slot], shiftedFill(0xee, i*slot+msgLen(i), slot-msgLen(i)))
+		testkit.SameBytes(t, "the unused tail of buffer "+strconv.Itoa(i), dst.buf[i*slot+msgLen(i):(i+1)*slot], shiftedFill(0xee, i*slot+msgLen(i), slot-msgLen(i)))
 	}
 	sends := p.acq.reap(t, n)
 	mustOK(t, sends)
@@ -77,8 +78,8 @@ func TestVerbsRCScatterGather(t *testing.T) {
 	e := openVerbs(t)
 	p := e.rcPair(t, 8, 3)
 	src, dst := e.mr(t, 1<<16), e.mr(t, 1<<16)
-	rc := recvChain(t, 4, 3)
-	sc := sendChain(t, 4, 3)
+	rc := testkit.RecvChain(t, 4, 3)
+	sc := testkit.SendChain(t, 4, 3)
 
 	for round := range 2 {
 		fill(src.buf, 10+round)
@@ -105,8 +106,8 @@ func TestVerbsRCScatterGather(t *testing.T) {
 			t.Fatalf("round %d: receive wr_id %d len %d, want %d len 3000", round, r[0].WRID(), r[0].ByteLen(), round)
 		}
 		got := append(append([]byte(nil), dst.buf[40000:41500]...), dst.buf[50000:51500]...)
-		sameBytes(t, "scattered receive, round "+strconv.Itoa(round), got, want)
-		sameBytes(t, "after the scattered receive", dst.buf[51500:54000], make([]byte, 2500))
+		testkit.SameBytes(t, "scattered receive, round "+strconv.Itoa(round), got, want)
+		testkit.SameBytes(t, "after the scattered receive", dst.buf[51500:54000], make([]byte, 2500))
 		s := p.acq.reap(t, 1)
 		mustOK(t, s)
 		if s[0].WRID() != uint64(10+round) {
@@ -125,7 +126,7 @@ func TestVerbsRCWrite(t *testing.T) {
 	fill(src.buf, 3)
 	regions := []struct{ from, to, n int }{{0, 100, 64}, {4096, 20000, 5000}, {12000, 60000, 5536}}
 
-	sc := sendChain(t, 8, 1)
+	sc := testkit.SendChain(t, 8, 1)
 	sv := sc.Reserve(len(regions))
 	for i, r := range regions {
 		flags := verbs.SendFlags(0)
@@ -146,7 +147,7 @@ func TestVerbsRCWrite(t *testing.T) {
 	for _, r := range regions {
 		copy(want[r.to:r.to+r.n], src.buf[r.from:r.from+r.n])
 	}
-	sameBytes(t, "the peer's memory after three RDMA writes", dst.buf, want)
+	testkit.SameBytes(t, "the peer's memory after three RDMA writes", dst.buf, want)
 	p.acq.expectEmpty(t)
 	p.bcq.expectEmpty(t) // a plain write consumes no receive and raises no completion
 }
@@ -163,14 +164,14 @@ func TestVerbsRCImmediate(t *testing.T) {
 	fill(rbuf.buf, 0x55)
 	const writeImm, sendImm = 0xdeadbeef, 0x01020304
 
-	rc := recvChain(t, 2, 1)
+	rc := testkit.RecvChain(t, 2, 1)
 	rv := rc.Reserve(2)
 	rv.Set(0, 70, rbuf.sge(0, 2048))
 	rv.Set(1, 71, rbuf.sge(2048, 2048))
 	if err := rc.PostRecvRaw(p.b); err != nil {
 		t.Fatalf("post recv: %v", err)
 	}
-	sc := sendChain(t, 2, 1)
+	sc := testkit.SendChain(t, 2, 1)
 	sv := sc.Reserve(2)
 	sv.SetWriteImm(0, 80, verbs.SendSignaled, writeImm, src.sge(0, 3000), dst.addr(1000), dst.mr.Rkey)
 	sv.SetSendImm(1, 81, verbs.SendSignaled, sendImm, src.sge(5000, 200))
@@ -196,13 +197,13 @@ func TestVerbsRCImmediate(t *testing.T) {
 			t.Fatalf("receive %d: raw imm_data %#x, want %#x in network order", i, uint32(w.Raw().ImmData), c.imm)
 		}
 	}
-	sameBytes(t, "RDMA write with immediate", dst.buf[1000:4000], src.buf[0:3000])
-	sameBytes(t, "receive buffer the write with immediate consumed", rbuf.buf[0:2048], shiftedFill(0x55, 0, 2048))
-	sameBytes(t, "send with immediate", rbuf.buf[2048:2248], src.buf[5000:5200])
+	testkit.SameBytes(t, "RDMA write with immediate", dst.buf[1000:4000], src.buf[0:3000])
+	testkit.SameBytes(t, "receive buffer the write with immediate consumed", rbuf.buf[0:2048], shiftedFill(0x55, 0, 2048))
+	testkit.SameBytes(t, "send with immediate", rbuf.buf[2048:2248], src.buf[5000:5200])
 	s := p.acq.reap(t, 2)
 	mustOK(t, s)
 	if s[0].WRID() != 80 || s[0].Opcode() != verbs.WCRDMAWrite || s[1].WRID() != 81 || s[1].Opcode() != verbs.WCSend {
-		t.Fatalf("send completions %s", describeWCs(s))
+		t.Fatalf("send completions %s", testkit.DescribeWCs(s))
 	}
 }
 
@@ -216,7 +217,7 @@ func TestVerbsRCRead(t *testing.T) {
 	fill(remote.buf, 5)
 	fill(local.buf, 0x77)
 
-	sc := sendChain(t, 4, 2)
+	sc := testkit.SendChain(t, 4, 2)
 	sv := sc.Reserve(3)
 	sv.SetRead(0, 1, verbs.SendSignaled, local.sge(0, 1000), remote.addr(5000), remote.mr.Rkey)
 	sv.SetSGL(0, []verbs.SGE{local.sge(0, 1000), local.sge(2000, 3000)}) // the read's 4000 bytes land 1000 + 3000
@@ -241,7 +242,7 @@ func TestVerbsRCRead(t *testing.T) {
 	copy(expect[2000:5000], remote.buf[6000:9000])
 	copy(expect[10000:10001], remote.buf[65535:])
 	copy(expect[20000:60000], remote.buf[100:40100])
-	sameBytes(t, "local memory after three RDMA reads", local.buf, expect)
+	testkit.SameBytes(t, "local memory after three RDMA reads", local.buf, expect)
 	p.bcq.expectEmpty(t) // the responder's side of a read raises no completion
 }
 

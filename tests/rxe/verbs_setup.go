@@ -10,6 +10,7 @@ package rxe
 import (
 	"bytes"
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"syscall"
 	"testing"
 	"time"
@@ -242,7 +243,7 @@ func (c *vCQ) reap(t testing.TB, n int) []hand.WC {
 			continue
 		}
 		if err := waitReadable(c.ch.FD, deadline); err != nil {
-			t.Fatalf("waiting for completion %d of %d: %v; got %s", len(out)+1, n, err, describeWCs(out))
+			t.Fatalf("waiting for completion %d of %d: %v; got %s", len(out)+1, n, err, testkit.DescribeWCs(out))
 		}
 		var cq *verbs.CQ
 		var ctx unsafe.Pointer
@@ -256,7 +257,7 @@ func (c *vCQ) reap(t testing.TB, n int) []hand.WC {
 		armed = false
 	}
 	if len(out) > n {
-		t.Fatalf("want %d completions, got %d: %s", n, len(out), describeWCs(out))
+		t.Fatalf("want %d completions, got %d: %s", n, len(out), testkit.DescribeWCs(out))
 	}
 	return out
 }
@@ -269,28 +270,8 @@ func (c *vCQ) expectEmpty(t testing.TB) {
 		t.Fatalf("poll: %v", err)
 	}
 	if len(wcs) != 0 {
-		t.Fatalf("CQ should be empty, holds %s", describeWCs(wcs))
+		t.Fatalf("CQ should be empty, holds %s", testkit.DescribeWCs(wcs))
 	}
-}
-
-// describeWCs summarises completions for a failure message.
-func describeWCs(wcs []hand.WC) string {
-	var b bytes.Buffer
-	b.WriteString("[")
-	for i := range wcs {
-		w := &wcs[i]
-		if i > 0 {
-			b.WriteString(" ")
-		}
-		if i == 16 {
-			fmt.Fprintf(&b, "... %d more", len(wcs)-16)
-			break
-		}
-		raw := w.Raw()
-		fmt.Fprintf(&b, "{wr_id %d %s opcode %d len %d qp %d}", w.WRID(), w.StatusString(), raw.Opcode, raw.ByteLen, w.QPNum())
-	}
-	b.WriteString("]")
-	return b.String()
 }
 
 // waitReadable sleeps in ppoll(2) until fd is readable or the deadline passes.
@@ -453,52 +434,11 @@ func (e *vEnv) rcPair(t testing.TB, wr, sge int) *vPair {
 	return p
 }
 
-// recvChain and sendChain make hand chains freed when the test ends.
-func recvChain(t testing.TB, capacity, sge int) *hand.RecvChain {
-	t.Helper()
-	c, err := hand.NewRecvChain(capacity, sge)
-	if err != nil {
-		t.Fatalf("hand.NewRecvChain(%d, %d): %v", capacity, sge, err)
-	}
-	t.Cleanup(c.Free)
-	return c
-}
-
-func sendChain(t testing.TB, capacity, sge int) *hand.SendChain {
-	t.Helper()
-	c, err := hand.NewSendChain(capacity, sge, 0)
-	if err != nil {
-		t.Fatalf("hand.NewSendChain(%d, %d): %v", capacity, sge, err)
-	}
-	t.Cleanup(c.Free)
-	return c
-}
-
 // fill writes a pattern that differs per seed and per offset.
 func fill(b []byte, seed int) {
 	for i := range b {
 		b[i] = byte(seed*131 + i*7 + i>>8)
 	}
-}
-
-// sameBytes fails the test at the first byte where got differs from want.
-func sameBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
-	}
-	if i := firstDiff(got, want); i >= 0 {
-		t.Fatalf("%s: %d bytes, first difference at byte %d: got %#02x, want %#02x", what, len(want), i, got[i], want[i])
-	}
-}
-
-func firstDiff(a, b []byte) int {
-	for i := range a {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return -1
 }
 
 // wcByID indexes completions by wr_id, failing on a duplicate.
@@ -507,7 +447,7 @@ func wcByID(t testing.TB, wcs []hand.WC) map[uint64]hand.WC {
 	m := make(map[uint64]hand.WC, len(wcs))
 	for _, w := range wcs {
 		if _, dup := m[w.WRID()]; dup {
-			t.Fatalf("wr_id %d completed twice: %s", w.WRID(), describeWCs(wcs))
+			t.Fatalf("wr_id %d completed twice: %s", w.WRID(), testkit.DescribeWCs(wcs))
 		}
 		m[w.WRID()] = w
 	}
@@ -520,7 +460,7 @@ func mustOK(t testing.TB, wcs []hand.WC) {
 	for i := range wcs {
 		if !wcs[i].OK() {
 			t.Fatalf("completion of wr_id %d: %s (vendor_err %#x); all: %s",
-				wcs[i].WRID(), wcs[i].StatusString(), wcs[i].VendorErr(), describeWCs(wcs))
+				wcs[i].WRID(), wcs[i].StatusString(), wcs[i].VendorErr(), testkit.DescribeWCs(wcs))
 		}
 	}
 }

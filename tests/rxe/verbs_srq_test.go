@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"fmt"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"testing"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -48,7 +49,7 @@ func TestVerbsSRQShared(t *testing.T) {
 
 	dst := e.mr(t, posted*slot)
 	fill(dst.buf, 0x33)
-	rc := recvChain(t, posted/2, 1)
+	rc := testkit.RecvChain(t, posted/2, 1)
 	for c := range 2 {
 		v := rc.Reserve(posted / 2)
 		for i := range posted / 2 {
@@ -74,7 +75,7 @@ func TestVerbsSRQShared(t *testing.T) {
 			m[0], m[1] = byte(s), byte(j)
 		}
 	}
-	sc := sendChain(t, perSender, 1)
+	sc := testkit.SendChain(t, perSender, 1)
 	for s := range 2 {
 		v := sc.Reserve(perSender)
 		for j := range perSender {
@@ -91,7 +92,7 @@ func TestVerbsSRQShared(t *testing.T) {
 	used := wcByID(t, w)
 	for k := range 2 * perSender {
 		if _, ok := used[uint64(300+k)]; !ok {
-			t.Errorf("SRQ buffer %d (among the first %d posted) was not used; used %s", 300+k, 2*perSender, describeWCs(w))
+			t.Errorf("SRQ buffer %d (among the first %d posted) was not used; used %s", 300+k, 2*perSender, testkit.DescribeWCs(w))
 		}
 	}
 	next := [2]int{}
@@ -109,14 +110,14 @@ func TestVerbsSRQShared(t *testing.T) {
 			t.Fatalf("sender %d: message %d arrived after %d (RC keeps order)", s, j, next[s]-1)
 		}
 		next[s]++
-		sameBytes(t, fmt.Sprintf("message %d of sender %d in SRQ buffer %d", j, s, k), buf, msg(s, j))
+		testkit.SameBytes(t, fmt.Sprintf("message %d of sender %d in SRQ buffer %d", j, s, k), buf, msg(s, j))
 	}
 	if next != [2]int{perSender, perSender} {
 		t.Fatalf("messages per sender: %v, want %d each", next, perSender)
 	}
 	// The unused buffers are untouched.
 	for k := 2 * perSender; k < posted; k++ {
-		sameBytes(t, fmt.Sprintf("unused SRQ buffer %d", k), dst.buf[k*slot:(k+1)*slot], shiftedFill(0x33, k*slot, slot))
+		testkit.SameBytes(t, fmt.Sprintf("unused SRQ buffer %d", k), dst.buf[k*slot:(k+1)*slot], shiftedFill(0x33, k*slot, slot))
 	}
 	for s := range 2 {
 		sw := scqs[s].reap(t, perSender)

@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"net/netip"
 	"os"
 	"strconv"
@@ -50,7 +51,7 @@ func TestVerbsUD(t *testing.T) {
 	fill(src.buf, 9)
 	fill(dst.buf, 0x44)
 
-	rc := recvChain(t, len(lens), 1)
+	rc := testkit.RecvChain(t, len(lens), 1)
 	rv := rc.Reserve(len(lens))
 	for i := range lens {
 		rv.Set(i, uint64(400+i), hand.UDRecvSGE(dst.addr(i*slot), uint32(mtu), dst.mr.Lkey))
@@ -58,7 +59,7 @@ func TestVerbsUD(t *testing.T) {
 	if err := rc.PostRecvRaw(b); err != nil {
 		t.Fatalf("post UD receives: %v", err)
 	}
-	sc := sendChain(t, len(lens)+1, 1)
+	sc := testkit.SendChain(t, len(lens)+1, 1)
 	sv := sc.Reserve(len(lens) + 1)
 	sv.SetUD(0, 500, verbs.SendSignaled, src.sge(0, lens[0]), ah, b.QPNum, qkey)
 	sv.SetUD(1, 501, verbs.SendSignaled, src.sge(slot, 77), ah, b.QPNum, qkey+1) // wrong Q_Key: dropped
@@ -92,8 +93,8 @@ func TestVerbsUD(t *testing.T) {
 		if &payload[0] != &dst.buf[i*slot+40] {
 			t.Fatalf("receive %d: payload does not start 40 bytes into the buffer", i)
 		}
-		sameBytes(t, "UD payload "+strconv.Itoa(i), payload, src.buf[from[i]:from[i]+lens[i]])
-		sameBytes(t, "after UD payload "+strconv.Itoa(i), buf[hand.GRHSize+lens[i]:], shiftedFill(0x44, i*slot+hand.GRHSize+lens[i], mtu-lens[i]))
+		testkit.SameBytes(t, "UD payload "+strconv.Itoa(i), payload, src.buf[from[i]:from[i]+lens[i]])
+		testkit.SameBytes(t, "after UD payload "+strconv.Itoa(i), buf[hand.GRHSize+lens[i]:], shiftedFill(0x44, i*slot+hand.GRHSize+lens[i], mtu-lens[i]))
 		// RoCE v2 over IPv4: bytes 20..39 of the GRH area are the IPv4 header.
 		ip := buf[20:40]
 		if ip[0] != 0x45 || netip.AddrFrom4([4]byte(ip[12:16])) != addr || netip.AddrFrom4([4]byte(ip[16:20])) != addr {
