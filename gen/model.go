@@ -503,6 +503,10 @@ func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, stri
 		if t.Kind == KRecord && t.Record.Parent != nil {
 			return nil, "takes an anonymous struct by value", nil
 		}
+		if t.Kind == KVoid {
+			// Not C ("void addr"), but cc/v4 accepts it (found by FuzzLoad).
+			return nil, fmt.Sprintf("parameter %d has type void", i+1), nil
+		}
 		f.Params = append(f.Params, &Param{Name: prm.Name(), Type: t})
 	}
 	res, err := m.typeOf(ft.Result(), nil, "")
