@@ -3,6 +3,7 @@ package hand
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -519,7 +520,9 @@ func (q *QP) modify(attr *verbs.QPAttr, mask verbs.QPAttrMask, step string) erro
 
 // Endpoint is what one side of an RC or UC connection tells the other over
 // a side channel (a TCP socket, a file, an environment variable) before
-// Connect: its QP number, first PSN and address.
+// Connect: its QP number, first PSN and address. UnmarshalBinary treats its
+// bytes as the peer's, untrusted: it refuses a QPN or PSN beyond 24 bits,
+// QPN 0 or 1, and an address with neither GID nor LID, leaving e unchanged.
 type Endpoint struct {
 	QPN uint32
 	PSN uint32
@@ -544,10 +547,24 @@ func (e *Endpoint) UnmarshalBinary(b []byte) error {
 	if len(b) != EndpointSize {
 		return fmt.Errorf("goverbs: Endpoint is %d bytes, got %d", EndpointSize, len(b))
 	}
-	e.QPN = binary.BigEndian.Uint32(b)
-	e.PSN = binary.BigEndian.Uint32(b[4:])
-	copy(e.GID[:], b[8:24])
-	e.LID = binary.BigEndian.Uint16(b[24:])
+	var d Endpoint
+	d.QPN = binary.BigEndian.Uint32(b)
+	d.PSN = binary.BigEndian.Uint32(b[4:])
+	copy(d.GID[:], b[8:24])
+	d.LID = binary.BigEndian.Uint16(b[24:])
+	// The bytes come from the peer: what Connect would refuse later, or
+	// hand to the device unchecked, is refused here, naming the field.
+	switch {
+	case d.QPN > psnMask:
+		return fmt.Errorf("goverbs: Endpoint: QPN %#x is more than 24 bits", d.QPN)
+	case d.QPN < 2:
+		return fmt.Errorf("goverbs: Endpoint: QPN %d is a special QP (0 and 1 are the SMI and GSI QPs), not a connectable one", d.QPN)
+	case d.PSN > psnMask:
+		return fmt.Errorf("goverbs: Endpoint: PSN %#x is more than 24 bits", d.PSN)
+	case d.GID.IsZero() && d.LID == 0:
+		return errors.New("goverbs: Endpoint: neither a GID nor a LID: no address to connect to")
+	}
+	*e = d
 	return nil
 }
 

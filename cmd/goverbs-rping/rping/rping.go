@@ -10,6 +10,14 @@
 // terminated. The client stops after -C pings (0: forever) and
 // disconnects; the server serves one client until it disconnects.
 //
+// What the server trusts of the client: nothing it posts from. Each
+// advertisement must be 16 bytes (a completion of any other length ends the
+// session, as in rping), and its buffer must fit the server's -S buffer for
+// the read, hold the text for the write, and not wrap the address space
+// (see Advert), or the session ends with an error before anything is
+// posted. The rkey is the client's to get right: a wrong one fails the
+// operation at the client's device, never touching the server's memory.
+//
 // Flags as rping's: -s|-c, -a addr, -p port (7174), -C count, -S size (26
 // to 65535, default 64), -v (print the ping data: "ping data: ..." on the
 // client, "server ping data: ..." on the server), -V (the client compares
@@ -422,14 +430,18 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 			}
 			return fmt.Errorf("wait for RDMA_READ_ADV: %w", err)
 		}
-		addr, rkey, n := binary.BigEndian.Uint64(ctl), binary.BigEndian.Uint32(ctl[8:]), binary.BigEndian.Uint32(ctl[12:])
+		adv, err := ParseAdvert(ctl[:infoSize])
+		if err != nil {
+			return err
+		}
 		if cfg.Debug {
-			fmt.Fprintf(stdout, "Received rkey %x addr %x len %d from peer\n", rkey, addr, n)
+			fmt.Fprintf(stdout, "Received rkey %x addr %x len %d from peer\n", adv.RKey, adv.Addr, adv.Len)
 		}
-		if int(n) > len(sink) {
-			return fmt.Errorf("the client's buffer is %d bytes, more than -S %d", n, len(sink))
+		n, err := adv.ReadLen(len(sink))
+		if err != nil {
+			return fmt.Errorf("RDMA_READ_ADV: %w", err)
 		}
-		s.send.Reserve(1).SetRead(0, wrRDMA, hand.Signaled, s.buf.SGE(0, int(n)), addr, rkey)
+		s.send.Reserve(1).SetRead(0, wrRDMA, hand.Signaled, s.buf.SGE(0, n), adv.Addr, adv.RKey)
 		if err := s.post(); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
@@ -446,10 +458,16 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
 			return fmt.Errorf("wait for RDMA_WRITE_ADV: %w", err)
 		}
-		addr, rkey = binary.BigEndian.Uint64(ctl), binary.BigEndian.Uint32(ctl[8:])
-		// Echo the text and its NUL, as rping does.
-		wlen := min(len(cstr(sink))+1, len(sink))
-		s.send.Reserve(1).SetWrite(0, wrRDMA, hand.Signaled, s.buf.SGE(0, wlen), addr, rkey)
+		if adv, err = ParseAdvert(ctl[:infoSize]); err != nil {
+			return err
+		}
+		// Echo the text and its NUL, as rping does, into no more than the
+		// client advertised.
+		wlen, err := adv.WriteLen(min(len(cstr(sink))+1, len(sink)))
+		if err != nil {
+			return fmt.Errorf("RDMA_WRITE_ADV: %w", err)
+		}
+		s.send.Reserve(1).SetWrite(0, wrRDMA, hand.Signaled, s.buf.SGE(0, wlen), adv.Addr, adv.RKey)
 		if err := s.post(); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
