@@ -10,6 +10,7 @@ include mk/demo.mk
 include mk/arm64.mk
 
 FUZZTIME ?= 20s
+FUZZTIME_WIRE ?= 5s
 
 .PHONY: all deps generate check-generated vet test-go-min test test-go test-versions fuzz clean
 
@@ -58,10 +59,19 @@ test-go:
 test-versions: headers
 	$(GO) test -count=1 -v -run '.' ./tests/versions/
 
-# A bounded run of the loader fuzzer: no panic may escape cc/v4, and no
-# input may keep the generator busy for 10 s.
+# Bounded runs of every fuzz target, about 70 s in all (FUZZTIME each for
+# the generator's two, FUZZTIME_WIRE for the decoders of peer input):
+#   FuzzLoad      headers through cc/v4 and every stage: no panic, no hang
+#   FuzzEmit      the stages after cc/v4 on mutated IR: gofmt-clean Go that
+#                 type-checks, layouts equal to cc/v4's
+#   FuzzEndpoint  hand.Endpoint from a peer's bytes
+#   FuzzAdvert    goverbs-rping's buffer advertisements, and the RDMA read
+#                 and write built from them
 fuzz: headers
-	$(GO) test ./gen -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+	$(GO) test ./gen -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./gen -run '^$$' -fuzz '^FuzzEmit$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./hand -run '^$$' -fuzz '^FuzzEndpoint$$' -fuzztime $(FUZZTIME_WIRE)
+	$(GO) test ./cmd/goverbs-rping/rping -run '^$$' -fuzz '^FuzzAdvert$$' -fuzztime $(FUZZTIME_WIRE)
 
 # The releases whose rdma-core make test runs tests/rxe against besides the
 # host's (make test RXE_MATRIX_RELEASES='...' picks others): the oldest
