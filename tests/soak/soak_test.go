@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -57,8 +56,6 @@ func (u usage) String() string {
 	return b.String()
 }
 
-var resourceRE = regexp.MustCompile(`\b(pd|cq|qp|cm_id|mr|ctx|srq) (\d+)`)
-
 func measure(t *testing.T, dev, label string) usage {
 	t.Helper()
 	runtime.GC()
@@ -77,13 +74,7 @@ func measure(t *testing.T, dev, label string) usage {
 		t.Fatal(err)
 	}
 	u.fds = len(fds)
-	out, err := exec.Command("rdma", "resource", "show", dev).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rdma resource show %s: %v\n%s", dev, err, out)
-	}
-	for _, m := range resourceRE.FindAllStringSubmatch(string(out), -1) {
-		u.rdma[m[1]], _ = strconv.Atoi(m[2])
-	}
+	u.rdma = testkit.ResourceCounts(t, dev)
 	return u
 }
 

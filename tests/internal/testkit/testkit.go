@@ -6,6 +6,9 @@ package testkit
 
 import (
 	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,3 +96,21 @@ func CheckState(t testing.TB, qp *hand.QP, want verbs.QPState) {
 		t.Fatalf("QP %d is in state %d, want %d", qp.Num(), s, want)
 	}
 }
+
+// ResourceCounts returns the device's object counts as `rdma resource show
+// DEV` prints them (pd, cq, qp, cm_id, mr, ctx, srq): what a test compares
+// before and after to see that everything it made was released.
+func ResourceCounts(t testing.TB, dev string) map[string]int {
+	t.Helper()
+	out, err := exec.Command("rdma", "resource", "show", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma resource show %s: %v\n%s", dev, err, out)
+	}
+	counts := map[string]int{}
+	for _, m := range resourceRE.FindAllStringSubmatch(string(out), -1) {
+		counts[m[1]], _ = strconv.Atoi(m[2])
+	}
+	return counts
+}
+
+var resourceRE = regexp.MustCompile(`\b(pd|cq|qp|cm_id|mr|ctx|srq) (\d+)`)

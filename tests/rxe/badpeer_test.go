@@ -1,0 +1,200 @@
+package rxe
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
+	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
+)
+
+// Peers that lie. goverbs-rping's server (rping.Run) faces a scripted
+// client that speaks rdma_cm and the fast paths correctly but sends what it
+// should not. Each case names what it injects; each checks that the server
+// fails with a clear error within its deadline, released everything it
+// made (the device's resource counts are back where they were), and left
+// the client's memory as it was.
+
+const badPeerSize = 64 // the server's -S
+
+// badClient is the scripted peer: connected to the rping server, with a
+// 4 KiB MR whose bytes are a known pattern, and chains to send with.
+type badClient struct {
+	conn *hand.Conn
+	mr   *hand.MR
+	sc   *hand.SendChain
+	sp   *hand.Poller
+}
+
+// dialRping dials the server at port until it listens.
+func dialRping(t *testing.T, ctx context.Context, port int) *badClient {
+	t.Helper()
+	addr := netip.AddrPortFrom(ctlAddr(t), uint16(port)).String()
+	var conn *hand.Conn
+	var err error
+	for {
+		if conn, err = hand.Dial(ctx, addr, hand.ConnConfig{Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}}); err == nil {
+			break
+		}
+		if ctx.Err() != nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dialing the rping server: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // not listening yet
+	}
+	c := &badClient{conn: conn}
+	ctlCloseLater(t, conn)
+	c.mr, err = conn.PD().Alloc(4096, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
+	require.NoError(t, err)
+	ctlCloseLater(t, c.mr)
+	for i := range c.mr.Bytes() {
+		c.mr.Bytes()[i] = byte(i*7 + 3)
+	}
+	c.sc = testkit.SendChain(t, 1, 1)
+	c.sp, err = hand.NewPoller(conn.SendCQ(), 1)
+	require.NoError(t, err)
+	t.Cleanup(c.sp.Free)
+	// Room for the server's "go ahead" messages, as rping's client keeps.
+	rc := testkit.RecvChain(t, 2, 1)
+	v := rc.Reserve(2)
+	v.Set(0, 10, c.mr.SGE(3072, 16))
+	v.Set(1, 11, c.mr.SGE(3088, 16))
+	require.NoError(t, rc.PostRecv(conn.QP()))
+	return c
+}
+
+// send sends n bytes at offset off of the client's MR.
+func (c *badClient) send(t *testing.T, ctx context.Context, off, n int) {
+	t.Helper()
+	c.sc.Reserve(1).SetSend(0, 1, hand.Signaled, c.mr.SGE(off, n))
+	require.NoError(t, c.sc.PostSend(c.conn.QP()))
+	wcs, err := c.sp.Wait(ctx)
+	require.NoError(t, err)
+	require.True(t, wcs[0].OK(), "the client's send: %s", wcs[0].StatusString())
+}
+
+// advert writes rping's 16-byte advertisement at offset off of the MR.
+func (c *badClient) advert(off int, addr uint64, rkey, n uint32) {
+	b := c.mr.Bytes()[off : off+16]
+	binary.BigEndian.PutUint64(b, addr)
+	binary.BigEndian.PutUint32(b[8:], rkey)
+	binary.BigEndian.PutUint32(b[12:], n)
+}
+
+func TestBadPeerRping(t *testing.T) {
+	dev, _ := RequireDevice(t)
+	// librdmacm opens every device once per process, on first use, and
+	// keeps it: let that happen before the counts are taken.
+	_, err := hand.CMContext(dev)
+	require.NoError(t, err)
+	for k, tc := range []struct {
+		name   string
+		inject func(t *testing.T, ctx context.Context, c *badClient)
+		want   string // in the server's error
+	}{
+		{
+			name: "truncated advertisement (8 of 16 bytes)",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {
+				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
+				c.send(t, ctx, 1024, 8)
+			},
+			want: "received bogus data, size 8",
+		},
+		{
+			name: "advertised length beyond the server's buffer (65535 > -S 64)",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {
+				c.advert(1024, c.mr.Addr(), c.mr.RKey(), 65535)
+				c.send(t, ctx, 1024, 16)
+			},
+			want: "the peer's buffer is 65535 bytes, more than the 64 of -S",
+		},
+		{
+			name: "write-back buffer smaller than the text (4 bytes)",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {
+				copy(c.mr.Bytes(), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr\x00")
+				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
+				c.send(t, ctx, 1024, 16)
+				time.Sleep(300 * time.Millisecond) // the server reads the ping and says go ahead
+				c.advert(1024, c.mr.Addr()+2048, c.mr.RKey(), 4)
+				c.send(t, ctx, 1024, 16)
+			},
+			want: "too small for the",
+		},
+		{
+			name:   "connects and never sends",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {},
+			want:   "context deadline exceeded",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := testkit.ResourceCounts(t, dev)
+			port := 7480 + k
+			deadline := 3 * time.Second
+			sctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			served := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				served <- rping.Run(sctx, rping.Config{Server: true, Addr: ctlAddr(t).String(), Port: port, Size: badPeerSize},
+					io.Discard, io.Discard)
+			}()
+			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer ccancel()
+			var err error
+			func() {
+				c := dialRping(t, cctx, port)
+				pristine := bytes.Clone(c.mr.Bytes())
+				tc.inject(t, cctx, c)
+				select {
+				case err = <-served:
+				case <-time.After(deadline + 5*time.Second):
+					t.Fatalf("the server did not return within %v of its %v deadline", time.Since(start), deadline)
+				}
+				// The server wrote nothing into the client's memory: the
+				// client's own bytes are what it put there itself.
+				require.True(t, bytes.Equal(pristine[2048:3072], c.mr.Bytes()[2048:3072]), "the server wrote into the client's buffer")
+				require.NoError(t, c.mr.Close())
+				require.NoError(t, c.conn.Close())
+			}()
+			require.Error(t, err, "the server accepted the lie")
+			require.Contains(t, err.Error(), tc.want)
+			require.False(t, strings.Contains(err.Error(), "closing"), "the server failed to release something: %v", err)
+			took := time.Since(start)
+			require.Less(t, took, deadline+5*time.Second)
+			// Everything the server made is gone (the client's too).
+			waitCounts(t, dev, before)
+			t.Logf("injected: %s; server: %v (after %v)", tc.name, err, took.Round(time.Millisecond))
+		})
+	}
+}
+
+// waitCounts waits (a few seconds at most: the kernel releases rdma_cm ids
+// asynchronously) until the device's resource counts are want.
+func waitCounts(t *testing.T, dev string, want map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := testkit.ResourceCounts(t, dev)
+		same := len(got) == len(want)
+		for k, v := range want {
+			same = same && got[k] == v
+		}
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rdma resources %v after, %v before", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
