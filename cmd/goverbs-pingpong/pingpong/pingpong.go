@@ -3,8 +3,8 @@
 // libibverbs/examples/rc_pingpong.c) can be either end.
 //
 // The protocol: the server listens on TCP port 18515; the client connects
-// and sends its address (Dest) as text, the server connects its QP to it
-// and answers with its own, the client sends "done". Both sides keep
+// and sends its address as text (a pingaddr.Dest), the server connects its
+// QP to it and answers with its own, the client sends "done". Both sides keep
 // rx_depth receives posted; the client sends first, and each side sends
 // again once its previous send and a receive have completed, until each
 // has sent and received -n messages of -s bytes.
@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/pingaddr"
 )
 
 // Work request IDs, as the C tool numbers them; pending is a mask of them.
@@ -219,7 +220,7 @@ func Run(cfg Config, out io.Writer) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	my := Dest{LID: pa.LID, QPN: qp.Num(), PSN: hand.RandomPSN()}
+	my := pingaddr.Dest{LID: pa.LID, QPN: qp.Num(), PSN: hand.RandomPSN()}
 	if uint32(pa.LinkLayer) != hand.LinkLayerEthernet && my.LID == 0 {
 		return res, errors.New("couldn't get local LID")
 	}
@@ -228,15 +229,15 @@ func Run(cfg Config, out io.Writer) (res Result, err error) {
 		if err != nil {
 			return res, fmt.Errorf("can't read sgid of index %d: %w", cfg.GIDIndex, err)
 		}
-		my.GID = g
+		my.GID = pingaddr.GID(g)
 	}
 	fmt.Fprintf(out, "  local address:  %s\n", my)
 
-	var rem Dest
+	var rem pingaddr.Dest
 	if cfg.Server != "" {
 		rem, err = clientExchange(cfg, my)
 	} else {
-		rem, err = serverExchange(cfg, my, func(rem Dest) error { return connect(qp, cfg, my, rem) })
+		rem, err = serverExchange(cfg, my, func(rem pingaddr.Dest) error { return connect(qp, cfg, my, rem) })
 	}
 	if err != nil {
 		return res, err
@@ -279,11 +280,11 @@ func Run(cfg Config, out io.Writer) (res Result, err error) {
 
 // connect moves the QP from INIT to RTS towards rem with the C tool's
 // attributes.
-func connect(qp *hand.QP, cfg Config, my, rem Dest) error {
+func connect(qp *hand.QP, cfg Config, my, rem pingaddr.Dest) error {
 	path := hand.Path{Port: cfg.IBPort, DLID: rem.LID, SL: uint8(cfg.SL)}
 	// The C tool routes globally when the peer's interface ID is set.
-	if [8]byte(rem.GID[8:]) != [8]byte{} {
-		path.DGID, path.SGIDIndex, path.HopLimit = rem.GID, cfg.GIDIndex, 1
+	if rem.GID.InterfaceID() != 0 {
+		path.DGID, path.SGIDIndex, path.HopLimit = hand.GID(rem.GID), cfg.GIDIndex, 1
 	}
 	err := qp.ToRTR(hand.RTRAttr{Path: path, DestQPN: rem.QPN, RQPSN: rem.PSN, MTU: mtus[cfg.MTU],
 		MaxDestRDAtomic: 1, MinRNRTimer: 12})
@@ -297,56 +298,53 @@ func connect(qp *hand.QP, cfg Config, my, rem Dest) error {
 	return nil
 }
 
-func clientExchange(cfg Config, my Dest) (Dest, error) {
+func clientExchange(cfg Config, my pingaddr.Dest) (pingaddr.Dest, error) {
 	addr := net.JoinHostPort(cfg.Server, strconv.Itoa(cfg.Port))
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
-		return Dest{}, fmt.Errorf("couldn't connect to %s: %w", addr, err)
+		return pingaddr.Dest{}, fmt.Errorf("couldn't connect to %s: %w", addr, err)
 	}
 	defer conn.Close()
-	msg := my.Marshal()
-	if _, err := conn.Write(msg[:]); err != nil {
-		return Dest{}, fmt.Errorf("couldn't send local address: %w", err)
+	w := pingaddr.NewWriter(conn)
+	if err := w.WriteDest(my); err != nil {
+		return pingaddr.Dest{}, fmt.Errorf("couldn't send local address: %w", err)
 	}
-	if _, err := io.ReadFull(conn, msg[:]); err != nil {
-		return Dest{}, fmt.Errorf("couldn't read remote address: %w", err)
+	rem, err := pingaddr.NewReader(conn).ReadDest()
+	if err != nil {
+		return rem, fmt.Errorf("couldn't read remote address: %w", err)
 	}
-	if _, err := conn.Write(doneMsg); err != nil {
-		return Dest{}, fmt.Errorf("couldn't write done: %w", err)
+	if err := w.WriteDone(); err != nil {
+		return rem, fmt.Errorf("couldn't write done: %w", err)
 	}
-	return ParseDest(msg[:])
+	return rem, nil
 }
 
 // serverExchange waits for one client, reads its address, connects (as the
 // C server does, before answering) and sends its own.
-func serverExchange(cfg Config, my Dest, connect func(Dest) error) (Dest, error) {
+func serverExchange(cfg Config, my pingaddr.Dest, connect func(pingaddr.Dest) error) (pingaddr.Dest, error) {
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.Port))
 	if err != nil {
-		return Dest{}, fmt.Errorf("couldn't listen to port %d: %w", cfg.Port, err)
+		return pingaddr.Dest{}, fmt.Errorf("couldn't listen to port %d: %w", cfg.Port, err)
 	}
 	conn, err := ln.Accept()
 	ln.Close()
 	if err != nil {
-		return Dest{}, fmt.Errorf("accept: %w", err)
+		return pingaddr.Dest{}, fmt.Errorf("accept: %w", err)
 	}
 	defer conn.Close()
-	var msg [MsgSize]byte
-	if _, err := io.ReadFull(conn, msg[:]); err != nil {
-		return Dest{}, fmt.Errorf("couldn't read remote address: %w", err)
-	}
-	rem, err := ParseDest(msg[:])
+	r := pingaddr.NewReader(conn)
+	rem, err := r.ReadDest()
 	if err != nil {
-		return rem, err
+		return rem, fmt.Errorf("couldn't read remote address: %w", err)
 	}
 	if err := connect(rem); err != nil {
 		return rem, fmt.Errorf("couldn't connect to remote QP: %w", err)
 	}
-	msg = my.Marshal()
-	if _, err := conn.Write(msg[:]); err != nil {
+	if err := pingaddr.NewWriter(conn).WriteDest(my); err != nil {
 		return rem, fmt.Errorf("couldn't send local address: %w", err)
 	}
 	// The client's "done": it has our address.
-	if _, err := conn.Read(msg[:]); err != nil {
+	if err := r.ReadDone(); err != nil {
 		return rem, fmt.Errorf("couldn't read done: %w", err)
 	}
 	return rem, nil

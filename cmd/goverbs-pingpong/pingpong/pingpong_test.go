@@ -1,0 +1,66 @@
+package pingpong
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/pingaddr"
+)
+
+func TestParseArgs(t *testing.T) {
+	cfg, err := ParseArgs([]string{"192.0.2.1", "-d", "rxe0", "--gid-idx=1", "-n", "10", "-s", "64", "-c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, Size: 64, MTU: 1024,
+		RxDepth: 500, Iters: 10, GIDIndex: 1, Check: true}
+	if cfg != want {
+		t.Errorf("ParseArgs = %+v, want %+v", cfg, want)
+	}
+	for _, args := range [][]string{{"a", "b"}, {"-p", "70000"}, {"-m", "1000"}, {"-i", "0"}, {"-s", "0"}} {
+		if _, err := ParseArgs(args); err == nil {
+			t.Errorf("ParseArgs(%q): want an error", args)
+		}
+	}
+}
+
+// The side channel end to end over loopback TCP, no device needed: each
+// side learns the other's address, and the server connects before it
+// answers.
+func TestExchange(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	gid := pingaddr.GID(netip.MustParseAddr("::ffff:192.0.2.1").As16())
+	srvAddr := pingaddr.Dest{QPN: 0x11, PSN: 0x123456, GID: gid}
+	cliAddr := pingaddr.Dest{QPN: 0x12, PSN: 0xabcdef, GID: gid}
+	type result struct {
+		rem       pingaddr.Dest
+		connected bool
+		err       error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.rem, r.err = serverExchange(Config{Port: port}, srvAddr, func(pingaddr.Dest) error { r.connected = true; return nil })
+		done <- r
+	}()
+	var rem pingaddr.Dest
+	for i := 0; ; i++ { // until the server listens
+		if rem, err = clientExchange(Config{Server: "127.0.0.1", Port: port}, cliAddr); err == nil || i == 100 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || rem != srvAddr {
+		t.Errorf("client got %v, %v; want %v", rem, err, srvAddr)
+	}
+	if r := <-done; r.err != nil || r.rem != cliAddr || !r.connected {
+		t.Errorf("server got %v, %v (connected %v); want %v", r.rem, r.err, r.connected, cliAddr)
+	}
+}
