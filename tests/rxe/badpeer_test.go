@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goverbs/goverbs/cmd/goverbs-pingpong/pingpong"
 	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
@@ -197,4 +199,50 @@ func waitCounts(t *testing.T, dev string, want map[string]int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A peer that sends garbage instead of the ping-pong tools' address line.
+// Injected: 52 bytes of text that is no "LID:QPN:PSN:GID" line, sent to
+// goverbs-pingpong's server over its TCP side channel. Measured: the
+// server ends at once with pingaddr's error naming the field, and every
+// verbs object it made is released. (Nothing of the peer's memory is at
+// stake: the line is refused before any QP leaves INIT.)
+func TestBadPeerPingpongGarbageLine(t *testing.T) {
+	dev, gidIndex := RequireDevice(t)
+	before := testkit.ResourceCounts(t, dev)
+	const port = 18540
+	type result struct {
+		err error
+	}
+	served := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		_, err := pingpong.Run(pingpong.Config{Port: port, Device: dev, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 16,
+			Iters: 10, GIDIndex: gidIndex}, io.Discard)
+		served <- result{err}
+	}()
+	var side net.Conn
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if side, err = net.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port).String()); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the pingpong server never listened: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer side.Close()
+	garbage := make([]byte, 52) // the size of the C tools' message
+	copy(garbage, "this is not an address line, it is garbage!!!!!!!!!")
+	_, err = side.Write(garbage)
+	require.NoError(t, err)
+	var r result
+	select {
+	case r = <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not give up on a garbage address line within 10 s")
+	}
+	require.Error(t, r.err)
+	require.Contains(t, r.err.Error(), "pingaddr")
+	waitCounts(t, dev, before)
+	t.Logf("injected: %q; server: %v (after %v)", garbage[:20], r.err, time.Since(start).Round(time.Millisecond))
 }

@@ -162,9 +162,13 @@ type closer []func() error
 
 func (c *closer) add(f func() error) { *c = append(*c, f) }
 
-func (c closer) close(err *error) {
-	for i := len(c) - 1; i >= 0; i-- {
-		*err = errors.Join(*err, c[i]())
+// close runs the closers, last added first. Its receiver is a pointer so
+// that "defer cl.close(&err)", evaluated while cl is still empty, sees what
+// is added later (with a value receiver it closed nothing at all: found by
+// TestBadPeerPingpongGarbageLine, whose resource counts stayed up).
+func (c *closer) close(err *error) {
+	for i := len(*c) - 1; i >= 0; i-- {
+		*err = errors.Join(*err, (*c)[i]())
 	}
 }
 
