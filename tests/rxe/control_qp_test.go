@@ -180,17 +180,24 @@ func TestControlQPErrorAndReset(t *testing.T) {
 	ctlExchangeData(t, r, a, b)
 }
 
-// UD: an address handle from the peer's GID; the payload lands GRHSize
-// bytes into the receive buffer.
-func TestControlUD(t *testing.T) {
-	r := newCtlRig(t)
-	const qkey = 0x11111111
-	a, b := r.qp(t, hand.UD), r.qp(t, hand.UD)
+// udPair makes two UD QPs in RTS with qkey, and an AH to the rig's GID.
+func (r *ctlRig) udPair(t *testing.T, qkey uint32) (a, b *hand.QP, ah *hand.AH) {
+	t.Helper()
+	a, b = r.qp(t, hand.UD), r.qp(t, hand.UD)
 	require.NoError(t, a.ReadyUD(1, qkey, hand.RandomPSN()))
 	require.NoError(t, b.ReadyUD(1, qkey, hand.RandomPSN()))
 	ah, err := r.pd.NewAH(hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex})
 	require.NoError(t, err)
 	ctlCloseLater(t, ah)
+	return a, b, ah
+}
+
+// UD: an address handle from the peer's GID; the payload lands GRHSize
+// bytes into the receive buffer.
+func TestControlUD(t *testing.T) {
+	r := newCtlRig(t)
+	const qkey = 0x11111111
+	a, b, ah := r.udPair(t, qkey)
 
 	buf := r.mr.Bytes()
 	copy(buf, "datagram payload")
@@ -251,12 +258,7 @@ func TestControlQPLifetime(t *testing.T) {
 func TestControlUDReplyFromWC(t *testing.T) {
 	r := newCtlRig(t)
 	const qkey = 0x22222222
-	a, b := r.qp(t, hand.UD), r.qp(t, hand.UD)
-	require.NoError(t, a.ReadyUD(1, qkey, hand.RandomPSN()))
-	require.NoError(t, b.ReadyUD(1, qkey, hand.RandomPSN()))
-	ah, err := r.pd.NewAH(hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex})
-	require.NoError(t, err)
-	ctlCloseLater(t, ah)
+	a, b, ah := r.udPair(t, qkey)
 	p, err := hand.NewPoller(r.cq, 4)
 	require.NoError(t, err)
 	defer p.Free()
