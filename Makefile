@@ -59,7 +59,7 @@ test-go:
 test-versions: headers
 	$(GO) test -count=1 -v -run '.' ./tests/versions/
 
-# Bounded runs of the fuzz targets, about 80 s in all (FUZZTIME each for
+# Bounded runs of the fuzz targets, about 90 s in all (FUZZTIME each for
 # the generator's two, FUZZTIME_WIRE for the decoders of peer input):
 #   FuzzLoad      headers through cc/v4 and every stage: no panic, no hang
 #   FuzzEmit      the stages after cc/v4 on mutated IR: gofmt-clean Go that
@@ -67,6 +67,7 @@ test-versions: headers
 #   FuzzEndpoint  hand.Endpoint from a peer's bytes
 #   FuzzAdvert    goverbs-rping's buffer advertisements, and the RDMA read
 #                 and write built from them
+#   FuzzPeer      goverbs-perf's side-channel address (endpoint and buffer)
 #   FuzzParse     pingaddr: a ping-pong tool's address line from a peer
 #   FuzzReadSRQ   pingaddr: ibv_srq_pingpong's 256-line exchange
 fuzz: headers
@@ -74,6 +75,7 @@ fuzz: headers
 	$(GO) test ./gen -run '^$$' -fuzz '^FuzzEmit$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./hand -run '^$$' -fuzz '^FuzzEndpoint$$' -fuzztime $(FUZZTIME_WIRE)
 	$(GO) test ./cmd/goverbs-rping/rping -run '^$$' -fuzz '^FuzzAdvert$$' -fuzztime $(FUZZTIME_WIRE)
+	$(GO) test ./cmd/goverbs-perf/perf -run '^$$' -fuzz '^FuzzPeer$$' -fuzztime $(FUZZTIME_WIRE)
 	$(GO) test ./pingaddr -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME_WIRE)
 	$(GO) test ./pingaddr -run '^$$' -fuzz '^FuzzReadSRQ$$' -fuzztime $(FUZZTIME_WIRE)
 

@@ -13,7 +13,9 @@
 //
 // The two sides exchange QP number, PSN, GID, buffer address and rkey over
 // TCP, connect, and synchronise with one byte each way before the timed
-// part and after it. The data path (posting, polling) does not allocate.
+// part and after it. What the peer sends is checked before use (see
+// peer.unmarshal): a 24-bit QPN and PSN, an address, a buffer that does not
+// wrap; its rkey and the size of its buffer are its own to get right. The data path (posting, polling) does not allocate.
 // Sends are never inline, as perftest's default on rxe.
 package perf
 
@@ -142,12 +144,27 @@ func (p peer) marshal() []byte {
 	return binary.BigEndian.AppendUint32(b, p.RKey)
 }
 
-func (p *peer) unmarshal(b []byte) error {
-	if err := p.Endpoint.UnmarshalBinary(b[:hand.EndpointSize]); err != nil {
+// unmarshal decodes the peer's peerSize bytes. They are untrusted: the
+// endpoint is checked by Endpoint.UnmarshalBinary, and the buffer (the
+// target of the RDMA writes and reads of size bytes) must not wrap the
+// address space. The peer's buffer must hold size bytes, which the protocol
+// does not carry (both sides run with the same -s, as perftest's do); a
+// shorter one fails at the peer's device with a remote access error, never
+// touching local memory.
+func (p *peer) unmarshal(b []byte, size int) error {
+	if len(b) != peerSize {
+		return fmt.Errorf("the peer's address is %d bytes, want %d", len(b), peerSize)
+	}
+	var d peer
+	if err := d.Endpoint.UnmarshalBinary(b[:hand.EndpointSize]); err != nil {
 		return err
 	}
-	p.Addr = binary.BigEndian.Uint64(b[hand.EndpointSize:])
-	p.RKey = binary.BigEndian.Uint32(b[hand.EndpointSize+8:])
+	d.Addr = binary.BigEndian.Uint64(b[hand.EndpointSize:])
+	d.RKey = binary.BigEndian.Uint32(b[hand.EndpointSize+8:])
+	if size > 0 && d.Addr+uint64(size)-1 < d.Addr {
+		return fmt.Errorf("the peer's buffer at %#x cannot hold %d bytes: it wraps the address space", d.Addr, size)
+	}
+	*p = d
 	return nil
 }
 
@@ -227,7 +244,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return fmt.Errorf("reading the peer's address: %w", err)
 	}
 	var remote peer
-	if err := remote.unmarshal(buf); err != nil {
+	if err := remote.unmarshal(buf, cfg.Size); err != nil {
 		return err
 	}
 	path := hand.Path{Port: cfg.IBPort, DLID: remote.LID}

@@ -40,7 +40,7 @@ func TestPeerWire(t *testing.T) {
 		t.Fatalf("marshal: %d bytes, want %d", len(b), peerSize)
 	}
 	var q peer
-	if err := q.unmarshal(b); err != nil || q != p {
+	if err := q.unmarshal(b, 65536); err != nil || q != p {
 		t.Errorf("unmarshal = %+v, %v; want %+v", q, err, p)
 	}
 }
