@@ -8,15 +8,18 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-pingpong/pingpong"
 	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
+	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
 )
@@ -245,4 +248,42 @@ func TestBadPeerPingpongGarbageLine(t *testing.T) {
 	require.Contains(t, r.err.Error(), "pingaddr")
 	waitCounts(t, dev, before)
 	t.Logf("injected: %q; server: %v (after %v)", garbage[:20], r.err, time.Since(start).Round(time.Millisecond))
+}
+
+// A peer that tries to send more private data than the transport carries
+// (the IB CM's REQ holds 56 bytes after rdma_cm's header). Injected: a raw
+// librdmacm client (the generated layer, no hand) calls rdma_connect with
+// 57 bytes, and hand.Dial is asked for 57 too. Measured: librdmacm refuses
+// with EINVAL before anything goes on the wire, hand refuses before calling
+// C, and the listener sees no request at all.
+func TestBadPeerLongPrivateData(t *testing.T) {
+	_, gidIndex := RequireDevice(t)
+	l := ctlListen(t)
+	ch := cmChannel(t)
+	id := cmID(t, ch)
+	dst := sockaddrIn(l.Addr())
+	cmCall(t, "rdma_resolve_addr", rdmacm.ResolveAddr(id, nil, &dst, 5000))
+	cmExpect(t, ch, rdmacm.CMEventAddrResolved)
+	cmCall(t, "rdma_resolve_route", rdmacm.ResolveRoute(id, 5000))
+	cmExpect(t, ch, rdmacm.CMEventRouteResolved)
+	e := cmEnv(t, id, gidIndex)
+	cmQP(t, id, e, e.cq(t, 4), 4, 1)
+
+	data := make([]byte, 57)
+	var pin runtime.Pinner
+	pin.Pin(&data[0])
+	param := rdmacm.ConnParam{PrivateData: unsafe.Pointer(&data[0]), PrivateDataLen: uint8(len(data)), RetryCount: 7, RNRRetryCount: 7}
+	err := rdmacm.Connect(id, &param)
+	pin.Unpin()
+	require.ErrorIs(t, err, syscall.EINVAL, "rdma_connect with 57 bytes of private data")
+
+	_, err = hand.Dial(ctlContext(t, 5*time.Second), l.Addr().String(), hand.ConnConfig{PrivateData: data})
+	var attr *hand.AttrError
+	require.ErrorAs(t, err, &attr)
+
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = l.Accept(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the listener got a request")
+	t.Logf("injected: %d bytes of private data; librdmacm: rdma_connect refused (EINVAL); hand: %v; the listener saw nothing", len(data), attr)
 }
