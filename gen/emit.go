@@ -888,16 +888,6 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 				jen.Return(jen.Nil()))))
 		f.Line()
 	}
-	f.Comment("errnoOf is the errno of a failed call: the one C set (err, from cgo's two-result")
-	f.Comment("call) when it set one; else the one the result carries (r itself when positive, -r")
-	f.Comment("below -1); else EIO, the function failed without saying why.")
-	f.Func().Id("errnoOf").Params(jen.Id("err").Error(), jen.Id("r").Int64()).Qual("syscall", "Errno").Block(
-		jen.If(jen.List(jen.Id("e"), jen.Id("ok")).Op(":=").Id("err").Assert(jen.Qual("syscall", "Errno")), jen.Id("ok").Op("&&").Id("e").Op("!=").Lit(0)).Block(jen.Return(jen.Id("e"))),
-		jen.Switch().Block(
-			jen.Case(jen.Id("r").Op(">").Lit(0)).Block(jen.Return(jen.Qual("syscall", "Errno").Call(jen.Id("r")))),
-			jen.Case(jen.Id("r").Op("<").Lit(-1)).Block(jen.Return(jen.Qual("syscall", "Errno").Call(jen.Op("-").Id("r"))))),
-		jen.Return(jen.Qual("syscall", "EIO")))
-	f.Line()
 }
 
 // stub emits one Go function calling a C function through cgo, with the
@@ -938,26 +928,26 @@ func (e *emitter) stub(f *jen.File, fn *Func) error {
 	case NullErrno:
 		body = append(body,
 			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
-			jen.If(jen.Id("r").Op("==").Nil()).Block(jen.Return(jen.Nil(), site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Id("err"), jen.Lit(-1))))),
+			jen.If(jen.Id("r").Op("==").Nil()).Block(jen.Return(jen.Nil(), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Lit(-1)))),
 			jen.Return(value(), jen.Nil()))
 		results = append(results, e.goParamType(res), jen.Error())
 	case ErrnoResult:
 		body = append(body,
 			jen.Id("r").Op(":=").Add(call),
 			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
-			jen.Return(site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Nil(), jen.Int64().Call(jen.Id("r"))))))
+			jen.Return(site.Clone().Dot("Failed").Call(jen.Nil(), jen.Int64().Call(jen.Id("r")))))
 		results = append(results, jen.Error())
 	case MinusOneErrno:
 		body = append(body,
 			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
 			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
-			jen.Return(site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r"))))))
+			jen.Return(site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
 		results = append(results, jen.Error())
 	case CountOrError:
 		body = append(body,
 			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
 			jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
-			jen.Return(jen.Lit(0), site.Clone().Dot("Err").Call(jen.Id("errnoOf").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r"))))))
+			jen.Return(jen.Lit(0), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
 		results = append(results, jen.Int(), jen.Error())
 	case GetaddrinfoCode:
 		body = append(body,

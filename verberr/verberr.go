@@ -100,6 +100,24 @@ func (s *Site) Err(errno syscall.Errno) error {
 	return table[errno].Load()
 }
 
+// Failed is Err for a call that failed, from what cgo's two-result call
+// gave: the errno C set (err) when it set one; else the one the result r
+// carries (r itself when positive, -r below -1); else EIO, the function
+// failed without saying why. A stub passes r = -1 for a NULL result, and
+// err = nil for a function that returns its errno. It is never nil.
+func (s *Site) Failed(err error, r int64) error {
+	if e, ok := err.(syscall.Errno); ok && e != 0 {
+		return s.Err(e)
+	}
+	switch {
+	case r > 0:
+		return s.Err(syscall.Errno(r))
+	case r < -1:
+		return s.Err(syscall.Errno(-r))
+	}
+	return s.Err(syscall.EIO)
+}
+
 func (s *Site) newError(errno syscall.Errno) *Error {
 	e := &Error{fn: s.fn, errno: errno}
 	if errno == syscall.ENOSYS && s.available != nil {

@@ -94,3 +94,24 @@ func TestGAIError(t *testing.T) {
 		t.Errorf("message %q", e)
 	}
 }
+
+// Failed picks the errno as the conventions give it: C's errno first, then
+// the result's, then EIO.
+func TestSiteFailed(t *testing.T) {
+	s := NewSite("ibv_x", nil)
+	for _, tc := range []struct {
+		err  error
+		r    int64
+		want syscall.Errno
+	}{
+		{syscall.EAGAIN, -1, syscall.EAGAIN},          // -1 and errno
+		{nil, int64(syscall.EINVAL), syscall.EINVAL},  // an errno returned
+		{nil, -int64(syscall.ENOMEM), syscall.ENOMEM}, // a negated one
+		{nil, -1, syscall.EIO},                        // NULL or -1, errno unset
+		{syscall.Errno(0), -1, syscall.EIO},
+	} {
+		if got := s.Failed(tc.err, tc.r); got.(*Error).Errno() != tc.want {
+			t.Errorf("Failed(%v, %d) = %v, want %v", tc.err, tc.r, got, tc.want)
+		}
+	}
+}

@@ -471,22 +471,6 @@ func availability(externs ...string) func() error {
 	}
 }
 
-// errnoOf is the errno of a failed call: the one C set (err, from cgo's two-result
-// call) when it set one; else the one the result carries (r itself when positive, -r
-// below -1); else EIO, the function failed without saying why.
-func errnoOf(err error, r int64) syscall.Errno {
-	if e, ok := err.(syscall.Errno); ok && e != 0 {
-		return e
-	}
-	switch {
-	case r > 0:
-		return syscall.Errno(r)
-	case r < -1:
-		return syscall.Errno(-r)
-	}
-	return syscall.EIO
-}
-
 // CreateEventChannel calls rdma_create_event_channel (extern,
 // rdma/rdma_cma.h:242). When C returns NULL, it returns nil and a
 // *verberr.Error with the errno C set (error convention "NULL and errno", rule
@@ -494,7 +478,7 @@ func errnoOf(err error, r int64) syscall.Errno {
 func CreateEventChannel() (*EventChannel, error) {
 	r, err := C.rdma_create_event_channel()
 	if r == nil {
-		return nil, siteCreateEventChannel.Err(errnoOf(err, -1))
+		return nil, siteCreateEventChannel.Failed(err, -1)
 	}
 	return (*EventChannel)(unsafe.Pointer(r)), nil
 }
@@ -514,7 +498,7 @@ func CreateID(channel *EventChannel, id **CMID, context unsafe.Pointer, ps PortS
 	if r == 0 {
 		return nil
 	}
-	return siteCreateID.Err(errnoOf(err, int64(r)))
+	return siteCreateID.Failed(err, int64(r))
 }
 
 // CreateEp calls rdma_create_ep (extern, rdma/rdma_cma.h:306). When C returns
@@ -525,7 +509,7 @@ func CreateEp(id **CMID, res *Addrinfo, pd *verbs.PD, qpInitAttr *verbs.QPInitAt
 	if r == 0 {
 		return nil
 	}
-	return siteCreateEp.Err(errnoOf(err, int64(r)))
+	return siteCreateEp.Failed(err, int64(r))
 }
 
 // DestroyEp calls rdma_destroy_ep (extern, rdma/rdma_cma.h:318). It cannot
@@ -543,7 +527,7 @@ func DestroyID(id *CMID) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyID.Err(errnoOf(err, int64(r)))
+	return siteDestroyID.Failed(err, int64(r))
 }
 
 // BindAddr calls rdma_bind_addr (extern, rdma/rdma_cma.h:350). When C returns
@@ -554,7 +538,7 @@ func BindAddr(id *CMID, addr *Sockaddr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteBindAddr.Err(errnoOf(err, int64(r)))
+	return siteBindAddr.Failed(err, int64(r))
 }
 
 // ResolveAddr calls rdma_resolve_addr (extern, rdma/rdma_cma.h:375). When C
@@ -565,7 +549,7 @@ func ResolveAddr(id *CMID, srcAddr *Sockaddr, dstAddr *Sockaddr, timeoutMs int32
 	if r == 0 {
 		return nil
 	}
-	return siteResolveAddr.Err(errnoOf(err, int64(r)))
+	return siteResolveAddr.Failed(err, int64(r))
 }
 
 // ResolveRoute calls rdma_resolve_route (extern, rdma/rdma_cma.h:392). When C
@@ -576,7 +560,7 @@ func ResolveRoute(id *CMID, timeoutMs int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteResolveRoute.Err(errnoOf(err, int64(r)))
+	return siteResolveRoute.Failed(err, int64(r))
 }
 
 // CreateQP calls rdma_create_qp (extern, rdma/rdma_cma.h:415). When C returns
@@ -587,7 +571,7 @@ func CreateQP(id *CMID, pd *verbs.PD, qpInitAttr *verbs.QPInitAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteCreateQP.Err(errnoOf(err, int64(r)))
+	return siteCreateQP.Failed(err, int64(r))
 }
 
 // CreateQPEx calls rdma_create_qp_ex (extern, rdma/rdma_cma.h:417). When C
@@ -598,7 +582,7 @@ func CreateQPEx(id *CMID, qpInitAttr *verbs.QPInitAttrEx) error {
 	if r == 0 {
 		return nil
 	}
-	return siteCreateQPEx.Err(errnoOf(err, int64(r)))
+	return siteCreateQPEx.Failed(err, int64(r))
 }
 
 // DestroyQP calls rdma_destroy_qp (extern, rdma/rdma_cma.h:431). It cannot
@@ -616,7 +600,7 @@ func Connect(id *CMID, connParam *ConnParam) error {
 	if r == 0 {
 		return nil
 	}
-	return siteConnect.Err(errnoOf(err, int64(r)))
+	return siteConnect.Failed(err, int64(r))
 }
 
 // Establish calls rdma_establish (extern, rdma/rdma_cma.h:467). When C returns
@@ -627,7 +611,7 @@ func Establish(id *CMID) error {
 	if r == 0 {
 		return nil
 	}
-	return siteEstablish.Err(errnoOf(err, int64(r)))
+	return siteEstablish.Failed(err, int64(r))
 }
 
 // Listen calls rdma_listen (extern, rdma/rdma_cma.h:487). When C returns -1, it
@@ -638,7 +622,7 @@ func Listen(id *CMID, backlog int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteListen.Err(errnoOf(err, int64(r)))
+	return siteListen.Failed(err, int64(r))
 }
 
 // GetRequest calls rdma_get_request (extern, rdma/rdma_cma.h:492). When C
@@ -649,7 +633,7 @@ func GetRequest(listen *CMID, id **CMID) error {
 	if r == 0 {
 		return nil
 	}
-	return siteGetRequest.Err(errnoOf(err, int64(r)))
+	return siteGetRequest.Failed(err, int64(r))
 }
 
 // Accept calls rdma_accept (extern, rdma/rdma_cma.h:513). When C returns -1, it
@@ -660,7 +644,7 @@ func Accept(id *CMID, connParam *ConnParam) error {
 	if r == 0 {
 		return nil
 	}
-	return siteAccept.Err(errnoOf(err, int64(r)))
+	return siteAccept.Failed(err, int64(r))
 }
 
 // Reject calls rdma_reject (extern, rdma/rdma_cma.h:531). When C returns -1, it
@@ -671,7 +655,7 @@ func Reject(id *CMID, privateData unsafe.Pointer, privateDataLen uint8) error {
 	if r == 0 {
 		return nil
 	}
-	return siteReject.Err(errnoOf(err, int64(r)))
+	return siteReject.Failed(err, int64(r))
 }
 
 // RejectECE calls rdma_reject_ece (extern, rdma/rdma_cma.h:539). When C returns
@@ -682,7 +666,7 @@ func RejectECE(id *CMID, privateData unsafe.Pointer, privateDataLen uint8) error
 	if r == 0 {
 		return nil
 	}
-	return siteRejectECE.Err(errnoOf(err, int64(r)))
+	return siteRejectECE.Failed(err, int64(r))
 }
 
 // Notify calls rdma_notify (extern, rdma/rdma_cma.h:562). When C returns -1, it
@@ -693,7 +677,7 @@ func Notify(id *CMID, event verbs.EventType) error {
 	if r == 0 {
 		return nil
 	}
-	return siteNotify.Err(errnoOf(err, int64(r)))
+	return siteNotify.Failed(err, int64(r))
 }
 
 // Disconnect calls rdma_disconnect (extern, rdma/rdma_cma.h:573). When C
@@ -704,7 +688,7 @@ func Disconnect(id *CMID) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDisconnect.Err(errnoOf(err, int64(r)))
+	return siteDisconnect.Failed(err, int64(r))
 }
 
 // JoinMulticast calls rdma_join_multicast (extern, rdma/rdma_cma.h:593). When C
@@ -715,7 +699,7 @@ func JoinMulticast(id *CMID, addr *Sockaddr, context unsafe.Pointer) error {
 	if r == 0 {
 		return nil
 	}
-	return siteJoinMulticast.Err(errnoOf(err, int64(r)))
+	return siteJoinMulticast.Failed(err, int64(r))
 }
 
 // LeaveMulticast calls rdma_leave_multicast (extern, rdma/rdma_cma.h:611). When
@@ -726,7 +710,7 @@ func LeaveMulticast(id *CMID, addr *Sockaddr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteLeaveMulticast.Err(errnoOf(err, int64(r)))
+	return siteLeaveMulticast.Failed(err, int64(r))
 }
 
 // JoinMulticastEx calls rdma_join_multicast_ex (extern, rdma/rdma_cma.h:633).
@@ -737,7 +721,7 @@ func JoinMulticastEx(id *CMID, mcJoinAttr *CMJoinMcAttrEx, context unsafe.Pointe
 	if r == 0 {
 		return nil
 	}
-	return siteJoinMulticastEx.Err(errnoOf(err, int64(r)))
+	return siteJoinMulticastEx.Failed(err, int64(r))
 }
 
 // GetCMEvent calls rdma_get_cm_event (extern, rdma/rdma_cma.h:653). When C
@@ -748,7 +732,7 @@ func GetCMEvent(channel *EventChannel, event **CMEvent) error {
 	if r == 0 {
 		return nil
 	}
-	return siteGetCMEvent.Err(errnoOf(err, int64(r)))
+	return siteGetCMEvent.Failed(err, int64(r))
 }
 
 // ACKCMEvent calls rdma_ack_cm_event (extern, rdma/rdma_cma.h:666). When C
@@ -759,7 +743,7 @@ func ACKCMEvent(event *CMEvent) error {
 	if r == 0 {
 		return nil
 	}
-	return siteACKCMEvent.Err(errnoOf(err, int64(r)))
+	return siteACKCMEvent.Failed(err, int64(r))
 }
 
 // GetSrcPort calls rdma_get_src_port (extern, rdma/rdma_cma.h:668). It cannot
@@ -800,7 +784,7 @@ func GetPeerAddr(id *CMID) *Sockaddr {
 func GetDevices(numDevices *int32) (**verbs.Context, error) {
 	r, err := C.rdma_get_devices((*C.int)(unsafe.Pointer(numDevices)))
 	if r == nil {
-		return nil, siteGetDevices.Err(errnoOf(err, -1))
+		return nil, siteGetDevices.Failed(err, -1)
 	}
 	return (**verbs.Context)(unsafe.Pointer(r)), nil
 }
@@ -828,7 +812,7 @@ func SetOption(id *CMID, level int32, optname int32, optval unsafe.Pointer, optl
 	if r == 0 {
 		return nil
 	}
-	return siteSetOption.Err(errnoOf(err, int64(r)))
+	return siteSetOption.Failed(err, int64(r))
 }
 
 // MigrateID calls rdma_migrate_id (extern, rdma/rdma_cma.h:750). When C returns
@@ -839,7 +823,7 @@ func MigrateID(id *CMID, channel *EventChannel) error {
 	if r == 0 {
 		return nil
 	}
-	return siteMigrateID.Err(errnoOf(err, int64(r)))
+	return siteMigrateID.Failed(err, int64(r))
 }
 
 // Getaddrinfo calls rdma_getaddrinfo (extern, rdma/rdma_cma.h:755). When C
@@ -877,7 +861,7 @@ func InitQPAttr(id *CMID, qpAttr *verbs.QPAttr, qpAttrMask *int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteInitQPAttr.Err(errnoOf(err, int64(r)))
+	return siteInitQPAttr.Failed(err, int64(r))
 }
 
 // SetLocalECE calls rdma_set_local_ece (extern, rdma/rdma_cma.h:778). When C
@@ -888,7 +872,7 @@ func SetLocalECE(id *CMID, ece *verbs.ECE) error {
 	if r == 0 {
 		return nil
 	}
-	return siteSetLocalECE.Err(errnoOf(err, int64(r)))
+	return siteSetLocalECE.Failed(err, int64(r))
 }
 
 // GetRemoteECE calls rdma_get_remote_ece (extern, rdma/rdma_cma.h:786). When C
@@ -899,7 +883,7 @@ func GetRemoteECE(id *CMID, ece *verbs.ECE) error {
 	if r == 0 {
 		return nil
 	}
-	return siteGetRemoteECE.Err(errnoOf(err, int64(r)))
+	return siteGetRemoteECE.Failed(err, int64(r))
 }
 
 // ResolveAddrinfo calls rdma_resolve_addrinfo (extern, rdma/rdma_cma.h:796).
@@ -910,7 +894,7 @@ func ResolveAddrinfo(id *CMID, node *int8, service *int8, hints *Addrinfo) error
 	if r == 0 {
 		return nil
 	}
-	return siteResolveAddrinfo.Err(errnoOf(err, int64(r)))
+	return siteResolveAddrinfo.Failed(err, int64(r))
 }
 
 // QueryAddrinfo calls rdma_query_addrinfo (extern, rdma/rdma_cma.h:803). When C
@@ -921,7 +905,7 @@ func QueryAddrinfo(id *CMID, info **Addrinfo) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryAddrinfo.Err(errnoOf(err, int64(r)))
+	return siteQueryAddrinfo.Failed(err, int64(r))
 }
 
 // WriteCMEvent calls rdma_write_cm_event (extern, rdma/rdma_cma.h:808). When C
@@ -932,7 +916,7 @@ func WriteCMEvent(id *CMID, event CMEventType, status int32, arg uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteWriteCMEvent.Err(errnoOf(err, int64(r)))
+	return siteWriteCMEvent.Failed(err, int64(r))
 }
 
 // Seterrno calls rdma_seterrno (static inline, rdma/rdma_verbs.h:45). It cannot
@@ -951,7 +935,7 @@ func CreateSRQ(id *CMID, pd *verbs.PD, attr *verbs.SRQInitAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteCreateSRQ.Err(errnoOf(err, int64(r)))
+	return siteCreateSRQ.Failed(err, int64(r))
 }
 
 // CreateSRQEx calls rdma_create_srq_ex (extern, rdma/rdma_verbs.h:59). When C
@@ -962,7 +946,7 @@ func CreateSRQEx(id *CMID, attr *verbs.SRQInitAttrEx) error {
 	if r == 0 {
 		return nil
 	}
-	return siteCreateSRQEx.Err(errnoOf(err, int64(r)))
+	return siteCreateSRQEx.Failed(err, int64(r))
 }
 
 // DestroySRQ calls rdma_destroy_srq (extern, rdma/rdma_verbs.h:61). It cannot
@@ -978,7 +962,7 @@ func DestroySRQ(id *CMID) {
 func RegMsgs(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
 	r, err := C.rdma_reg_msgs((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))
 	if r == nil {
-		return nil, siteRegMsgs.Err(errnoOf(err, -1))
+		return nil, siteRegMsgs.Failed(err, -1)
 	}
 	return (*verbs.MR)(unsafe.Pointer(r)), nil
 }
@@ -989,7 +973,7 @@ func RegMsgs(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
 func RegRead(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
 	r, err := C.rdma_reg_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))
 	if r == nil {
-		return nil, siteRegRead.Err(errnoOf(err, -1))
+		return nil, siteRegRead.Failed(err, -1)
 	}
 	return (*verbs.MR)(unsafe.Pointer(r)), nil
 }
@@ -1000,7 +984,7 @@ func RegRead(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
 func RegWrite(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
 	r, err := C.rdma_reg_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), addr, C.size_t(length))
 	if r == nil {
-		return nil, siteRegWrite.Err(errnoOf(err, -1))
+		return nil, siteRegWrite.Failed(err, -1)
 	}
 	return (*verbs.MR)(unsafe.Pointer(r)), nil
 }
@@ -1013,7 +997,7 @@ func DeregMR(mr *verbs.MR) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDeregMR.Err(errnoOf(err, int64(r)))
+	return siteDeregMR.Failed(err, int64(r))
 }
 
 // PostRecvv calls rdma_post_recvv (static inline, rdma/rdma_verbs.h:99). When C
@@ -1024,7 +1008,7 @@ func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) err
 	if r == 0 {
 		return nil
 	}
-	return sitePostRecvv.Err(errnoOf(err, int64(r)))
+	return sitePostRecvv.Failed(err, int64(r))
 }
 
 // PostSendv calls rdma_post_sendv (static inline, rdma/rdma_verbs.h:116). When
@@ -1035,7 +1019,7 @@ func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 	if r == 0 {
 		return nil
 	}
-	return sitePostSendv.Err(errnoOf(err, int64(r)))
+	return sitePostSendv.Failed(err, int64(r))
 }
 
 // PostReadv calls rdma_post_readv (static inline, rdma/rdma_verbs.h:132). When
@@ -1046,7 +1030,7 @@ func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 	if r == 0 {
 		return nil
 	}
-	return sitePostReadv.Err(errnoOf(err, int64(r)))
+	return sitePostReadv.Failed(err, int64(r))
 }
 
 // PostWritev calls rdma_post_writev (static inline, rdma/rdma_verbs.h:150).
@@ -1057,7 +1041,7 @@ func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fl
 	if r == 0 {
 		return nil
 	}
-	return sitePostWritev.Err(errnoOf(err, int64(r)))
+	return sitePostWritev.Failed(err, int64(r))
 }
 
 // PostRecv calls rdma_post_recv (static inline, rdma/rdma_verbs.h:171). When C
@@ -1068,7 +1052,7 @@ func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 	if r == 0 {
 		return nil
 	}
-	return sitePostRecv.Err(errnoOf(err, int64(r)))
+	return sitePostRecv.Failed(err, int64(r))
 }
 
 // PostSend calls rdma_post_send (static inline, rdma/rdma_verbs.h:186). When C
@@ -1079,7 +1063,7 @@ func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 	if r == 0 {
 		return nil
 	}
-	return sitePostSend.Err(errnoOf(err, int64(r)))
+	return sitePostSend.Failed(err, int64(r))
 }
 
 // PostRead calls rdma_post_read (static inline, rdma/rdma_verbs.h:199). When C
@@ -1090,7 +1074,7 @@ func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 	if r == 0 {
 		return nil
 	}
-	return sitePostRead.Err(errnoOf(err, int64(r)))
+	return sitePostRead.Failed(err, int64(r))
 }
 
 // PostWrite calls rdma_post_write (static inline, rdma/rdma_verbs.h:213). When
@@ -1101,7 +1085,7 @@ func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uin
 	if r == 0 {
 		return nil
 	}
-	return sitePostWrite.Err(errnoOf(err, int64(r)))
+	return sitePostWrite.Failed(err, int64(r))
 }
 
 // PostUDSend calls rdma_post_ud_send (static inline, rdma/rdma_verbs.h:227).
@@ -1112,7 +1096,7 @@ func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length ui
 	if r == 0 {
 		return nil
 	}
-	return sitePostUDSend.Err(errnoOf(err, int64(r)))
+	return sitePostUDSend.Failed(err, int64(r))
 }
 
 // GetSendComp calls rdma_get_send_comp (static inline, rdma/rdma_verbs.h:252).
@@ -1124,7 +1108,7 @@ func GetSendComp(id *CMID, wc *verbs.WC) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteGetSendComp.Err(errnoOf(err, int64(r)))
+	return 0, siteGetSendComp.Failed(err, int64(r))
 }
 
 // GetRecvComp calls rdma_get_recv_comp (static inline, rdma/rdma_verbs.h:283).
@@ -1136,5 +1120,5 @@ func GetRecvComp(id *CMID, wc *verbs.WC) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteGetRecvComp.Err(errnoOf(err, int64(r)))
+	return 0, siteGetRecvComp.Failed(err, int64(r))
 }

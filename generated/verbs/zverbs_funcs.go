@@ -20,7 +20,6 @@ import (
 	"fmt"
 	libload "github.com/goverbs/goverbs/libload"
 	verberr "github.com/goverbs/goverbs/verberr"
-	"syscall"
 	"unsafe"
 )
 
@@ -2630,22 +2629,6 @@ func availability(externs ...string) func() error {
 	}
 }
 
-// errnoOf is the errno of a failed call: the one C set (err, from cgo's two-result
-// call) when it set one; else the one the result carries (r itself when positive, -r
-// below -1); else EIO, the function failed without saying why.
-func errnoOf(err error, r int64) syscall.Errno {
-	if e, ok := err.(syscall.Errno); ok && e != 0 {
-		return e
-	}
-	switch {
-	case r > 0:
-		return syscall.Errno(r)
-	case r < -1:
-		return syscall.Errno(-r)
-	}
-	return syscall.EIO
-}
-
 // WCStatusStr calls ibv_wc_status_str (extern, infiniband/verbs.h:515). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "values and strings").
@@ -2843,7 +2826,7 @@ func WRComplete(qp *QPEx) error {
 	if r == 0 {
 		return nil
 	}
-	return siteWRComplete.Err(errnoOf(nil, int64(r)))
+	return siteWRComplete.Failed(nil, int64(r))
 }
 
 // WRAbort calls ibv_wr_abort (static inline, infiniband/verbs.h:1513). It
@@ -2876,7 +2859,7 @@ func StartPoll(cq *CQEx, attr *PollCQAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteStartPoll.Err(errnoOf(nil, int64(r)))
+	return siteStartPoll.Failed(nil, int64(r))
 }
 
 // NextPoll calls ibv_next_poll (static inline, infiniband/verbs.h:1630). When C
@@ -2887,7 +2870,7 @@ func NextPoll(cq *CQEx) error {
 	if r == 0 {
 		return nil
 	}
-	return siteNextPoll.Err(errnoOf(nil, int64(r)))
+	return siteNextPoll.Failed(nil, int64(r))
 }
 
 // EndPoll calls ibv_end_poll (static inline, infiniband/verbs.h:1635). It
@@ -3032,7 +3015,7 @@ func PostWQRecv(wq *WQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
 	if r == 0 {
 		return nil
 	}
-	return sitePostWQRecv.Err(errnoOf(nil, int64(r)))
+	return sitePostWQRecv.Failed(nil, int64(r))
 }
 
 // VerbsGetCtx calls verbs_get_ctx (static inline, infiniband/verbs.h:2313). It
@@ -3050,7 +3033,7 @@ func VerbsGetCtx(ctx *Context) *VerbsContext {
 func GetDeviceList(numDevices *int32) (**Device, error) {
 	r, err := C.ibv_get_device_list((*C.int)(unsafe.Pointer(numDevices)))
 	if r == nil {
-		return nil, siteGetDeviceList.Err(errnoOf(err, -1))
+		return nil, siteGetDeviceList.Failed(err, -1)
 	}
 	return (**Device)(unsafe.Pointer(r)), nil
 }
@@ -3079,7 +3062,7 @@ func GetDeviceIndex(device *Device) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteGetDeviceIndex.Err(errnoOf(err, int64(r)))
+	return 0, siteGetDeviceIndex.Failed(err, int64(r))
 }
 
 // GetDeviceGUID calls ibv_get_device_guid (extern, infiniband/verbs.h:2423). It
@@ -3096,7 +3079,7 @@ func GetDeviceGUID(device *Device) Be64 {
 func OpenDevice(device *Device) (*Context, error) {
 	r, err := C.ibv_open_device((*C.struct_ibv_device)(unsafe.Pointer(device)))
 	if r == nil {
-		return nil, siteOpenDevice.Err(errnoOf(err, -1))
+		return nil, siteOpenDevice.Failed(err, -1)
 	}
 	return (*Context)(unsafe.Pointer(r)), nil
 }
@@ -3109,7 +3092,7 @@ func CloseDevice(context *Context) error {
 	if r == 0 {
 		return nil
 	}
-	return siteCloseDevice.Err(errnoOf(err, int64(r)))
+	return siteCloseDevice.Failed(err, int64(r))
 }
 
 // ImportDevice calls ibv_import_device (extern, infiniband/verbs.h:2438). When
@@ -3119,7 +3102,7 @@ func CloseDevice(context *Context) error {
 func ImportDevice(cmdFD int32) (*Context, error) {
 	r, err := C.ibv_import_device(C.int(cmdFD))
 	if r == nil {
-		return nil, siteImportDevice.Err(errnoOf(err, -1))
+		return nil, siteImportDevice.Failed(err, -1)
 	}
 	return (*Context)(unsafe.Pointer(r)), nil
 }
@@ -3130,7 +3113,7 @@ func ImportDevice(cmdFD int32) (*Context, error) {
 func ImportPD(context *Context, pdHandle uint32) (*PD, error) {
 	r, err := C.ibv_import_pd((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(pdHandle))
 	if r == nil {
-		return nil, siteImportPD.Err(errnoOf(err, -1))
+		return nil, siteImportPD.Failed(err, -1)
 	}
 	return (*PD)(unsafe.Pointer(r)), nil
 }
@@ -3148,7 +3131,7 @@ func UnimportPD(pd *PD) {
 func ImportMR(pd *PD, mrHandle uint32) (*MR, error) {
 	r, err := C.ibv_import_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint32_t(mrHandle))
 	if r == nil {
-		return nil, siteImportMR.Err(errnoOf(err, -1))
+		return nil, siteImportMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3166,7 +3149,7 @@ func UnimportMR(mr *MR) {
 func ImportDM(context *Context, dmHandle uint32) (*DM, error) {
 	r, err := C.ibv_import_dm((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint32_t(dmHandle))
 	if r == nil {
-		return nil, siteImportDM.Err(errnoOf(err, -1))
+		return nil, siteImportDM.Failed(err, -1)
 	}
 	return (*DM)(unsafe.Pointer(r)), nil
 }
@@ -3186,7 +3169,7 @@ func GetAsyncEvent(context *Context, event *AsyncEvent) error {
 	if r == 0 {
 		return nil
 	}
-	return siteGetAsyncEvent.Err(errnoOf(err, int64(r)))
+	return siteGetAsyncEvent.Failed(err, int64(r))
 }
 
 // ACKAsyncEvent calls ibv_ack_async_event (extern, infiniband/verbs.h:2491). It
@@ -3204,7 +3187,7 @@ func QueryDevice(context *Context, deviceAttr *DeviceAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryDevice.Err(errnoOf(nil, int64(r)))
+	return siteQueryDevice.Failed(nil, int64(r))
 }
 
 // QueryPortSpeed calls ibv_query_port_speed (extern, infiniband/verbs.h:2508).
@@ -3215,7 +3198,7 @@ func QueryPortSpeed(context *Context, portNum uint32, portSpeed *uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryPortSpeed.Err(errnoOf(nil, int64(r)))
+	return siteQueryPortSpeed.Failed(nil, int64(r))
 }
 
 // XXXQueryPort calls ___ibv_query_port (static inline,
@@ -3227,7 +3210,7 @@ func XXXQueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteXXXQueryPort.Err(errnoOf(nil, int64(r)))
+	return siteXXXQueryPort.Failed(nil, int64(r))
 }
 
 // QueryPort calls ibv_query_port (function-like macro expanding to
@@ -3239,7 +3222,7 @@ func QueryPort(context *Context, portNum uint8, portAttr *PortAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryPort.Err(errnoOf(nil, int64(r)))
+	return siteQueryPort.Failed(nil, int64(r))
 }
 
 // QueryGID calls ibv_query_gid (extern, infiniband/verbs.h:2537). When C
@@ -3250,7 +3233,7 @@ func QueryGID(context *Context, portNum uint8, index int32, gid *GID) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryGID.Err(errnoOf(err, int64(r)))
+	return siteQueryGID.Failed(err, int64(r))
 }
 
 // XQueryGIDEx calls _ibv_query_gid_ex (extern, infiniband/verbs.h:2540). When C
@@ -3261,7 +3244,7 @@ func XQueryGIDEx(context *Context, portNum uint32, gidIndex uint32, entry *GIDEn
 	if r == 0 {
 		return nil
 	}
-	return siteXQueryGIDEx.Err(errnoOf(nil, int64(r)))
+	return siteXQueryGIDEx.Failed(nil, int64(r))
 }
 
 // QueryGIDEx calls ibv_query_gid_ex (static inline, infiniband/verbs.h:2547).
@@ -3272,7 +3255,7 @@ func QueryGIDEx(context *Context, portNum uint32, gidIndex uint32, entry *GIDEnt
 	if r == 0 {
 		return nil
 	}
-	return siteQueryGIDEx.Err(errnoOf(nil, int64(r)))
+	return siteQueryGIDEx.Failed(nil, int64(r))
 }
 
 // XQueryGIDTable calls _ibv_query_gid_table (extern, infiniband/verbs.h:2555).
@@ -3284,7 +3267,7 @@ func XQueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flag
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteXQueryGIDTable.Err(errnoOf(err, int64(r)))
+	return 0, siteXQueryGIDTable.Failed(err, int64(r))
 }
 
 // QueryGIDTable calls ibv_query_gid_table (static inline,
@@ -3296,7 +3279,7 @@ func QueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flags
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteQueryGIDTable.Err(errnoOf(err, int64(r)))
+	return 0, siteQueryGIDTable.Failed(err, int64(r))
 }
 
 // QueryPkey calls ibv_query_pkey (extern, infiniband/verbs.h:2573). When C
@@ -3307,7 +3290,7 @@ func QueryPkey(context *Context, portNum uint8, index int32, pkey *Be16) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryPkey.Err(errnoOf(err, int64(r)))
+	return siteQueryPkey.Failed(err, int64(r))
 }
 
 // GetPkeyIndex calls ibv_get_pkey_index (extern, infiniband/verbs.h:2579). It
@@ -3319,7 +3302,7 @@ func GetPkeyIndex(context *Context, portNum uint8, pkey Be16) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteGetPkeyIndex.Err(errnoOf(err, int64(r)))
+	return 0, siteGetPkeyIndex.Failed(err, int64(r))
 }
 
 // AllocPD calls ibv_alloc_pd (extern, infiniband/verbs.h:2585). When C returns
@@ -3328,7 +3311,7 @@ func GetPkeyIndex(context *Context, portNum uint8, pkey Be16) (int, error) {
 func AllocPD(context *Context) (*PD, error) {
 	r, err := C.ibv_alloc_pd((*C.struct_ibv_context)(unsafe.Pointer(context)))
 	if r == nil {
-		return nil, siteAllocPD.Err(errnoOf(err, -1))
+		return nil, siteAllocPD.Failed(err, -1)
 	}
 	return (*PD)(unsafe.Pointer(r)), nil
 }
@@ -3341,7 +3324,7 @@ func DeallocPD(pd *PD) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDeallocPD.Err(errnoOf(nil, int64(r)))
+	return siteDeallocPD.Failed(nil, int64(r))
 }
 
 // CreateFlow calls ibv_create_flow (static inline, infiniband/verbs.h:2592).
@@ -3351,7 +3334,7 @@ func DeallocPD(pd *PD) error {
 func CreateFlow(qp *QP, flow *FlowAttr) (*Flow, error) {
 	r, err := C.ibv_create_flow((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_flow_attr)(unsafe.Pointer(flow)))
 	if r == nil {
-		return nil, siteCreateFlow.Err(errnoOf(err, -1))
+		return nil, siteCreateFlow.Failed(err, -1)
 	}
 	return (*Flow)(unsafe.Pointer(r)), nil
 }
@@ -3364,7 +3347,7 @@ func DestroyFlow(flowID *Flow) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyFlow.Err(errnoOf(nil, int64(r)))
+	return siteDestroyFlow.Failed(nil, int64(r))
 }
 
 // CreateFlowActionESP calls ibv_create_flow_action_esp (static inline,
@@ -3374,7 +3357,7 @@ func DestroyFlow(flowID *Flow) error {
 func CreateFlowActionESP(ctx *Context, esp *FlowActionESPAttr) (*FlowAction, error) {
 	r, err := C.ibv_create_flow_action_esp((*C.struct_ibv_context)(unsafe.Pointer(ctx)), (*C.struct_ibv_flow_action_esp_attr)(unsafe.Pointer(esp)))
 	if r == nil {
-		return nil, siteCreateFlowActionESP.Err(errnoOf(err, -1))
+		return nil, siteCreateFlowActionESP.Failed(err, -1)
 	}
 	return (*FlowAction)(unsafe.Pointer(r)), nil
 }
@@ -3388,7 +3371,7 @@ func ModifyFlowActionESP(action *FlowAction, esp *FlowActionESPAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteModifyFlowActionESP.Err(errnoOf(nil, int64(r)))
+	return siteModifyFlowActionESP.Failed(nil, int64(r))
 }
 
 // DestroyFlowAction calls ibv_destroy_flow_action (static inline,
@@ -3400,7 +3383,7 @@ func DestroyFlowAction(action *FlowAction) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyFlowAction.Err(errnoOf(nil, int64(r)))
+	return siteDestroyFlowAction.Failed(nil, int64(r))
 }
 
 // OpenXRCD calls ibv_open_xrcd (static inline, infiniband/verbs.h:2656). When C
@@ -3409,7 +3392,7 @@ func DestroyFlowAction(action *FlowAction) error {
 func OpenXRCD(context *Context, xrcdInitAttr *XRCDInitAttr) (*XRCD, error) {
 	r, err := C.ibv_open_xrcd((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_xrcd_init_attr)(unsafe.Pointer(xrcdInitAttr)))
 	if r == nil {
-		return nil, siteOpenXRCD.Err(errnoOf(err, -1))
+		return nil, siteOpenXRCD.Failed(err, -1)
 	}
 	return (*XRCD)(unsafe.Pointer(r)), nil
 }
@@ -3422,7 +3405,7 @@ func CloseXRCD(xrcd *XRCD) error {
 	if r == 0 {
 		return nil
 	}
-	return siteCloseXRCD.Err(errnoOf(nil, int64(r)))
+	return siteCloseXRCD.Failed(nil, int64(r))
 }
 
 // RegMRIOVA2 calls ibv_reg_mr_iova2 (extern, infiniband/verbs.h:2684). When C
@@ -3431,7 +3414,7 @@ func CloseXRCD(xrcd *XRCD) error {
 func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) (*MR, error) {
 	r, err := C.ibv_reg_mr_iova2((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))
 	if r == nil {
-		return nil, siteRegMRIOVA2.Err(errnoOf(err, -1))
+		return nil, siteRegMRIOVA2.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3442,7 +3425,7 @@ func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access 
 func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32, isAccessConst int32) (*MR, error) {
 	r, err := C.__ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access), C.int(isAccessConst))
 	if r == nil {
-		return nil, siteXXRegMR.Err(errnoOf(err, -1))
+		return nil, siteXXRegMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3454,7 +3437,7 @@ func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32, isAccess
 func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32) (*MR, error) {
 	r, err := C.goverbs_ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access))
 	if r == nil {
-		return nil, siteRegMR.Err(errnoOf(err, -1))
+		return nil, siteRegMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3466,7 +3449,7 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32) (*MR, erro
 func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32, isAccessConst int32) (*MR, error) {
 	r, err := C.__ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access), C.int(isAccessConst))
 	if r == nil {
-		return nil, siteXXRegMRIOVA.Err(errnoOf(err, -1))
+		return nil, siteXXRegMRIOVA.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3478,7 +3461,7 @@ func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access
 func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) (*MR, error) {
 	r, err := C.goverbs_ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))
 	if r == nil {
-		return nil, siteRegMRIOVA.Err(errnoOf(err, -1))
+		return nil, siteRegMRIOVA.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3489,7 +3472,7 @@ func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access u
 func RegDmabufMR(pd *PD, offset uint64, length uint64, iova uint64, fd int32, access int32) (*MR, error) {
 	r, err := C.ibv_reg_dmabuf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint64_t(offset), C.size_t(length), C.uint64_t(iova), C.int(fd), C.int(access))
 	if r == nil {
-		return nil, siteRegDmabufMR.Err(errnoOf(err, -1))
+		return nil, siteRegDmabufMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3500,7 +3483,7 @@ func RegDmabufMR(pd *PD, offset uint64, length uint64, iova uint64, fd int32, ac
 func RegMREx(pd *PD, mrInitAttr *MRInitAttr) (*MR, error) {
 	r, err := C.ibv_reg_mr_ex((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_mr_init_attr)(unsafe.Pointer(mrInitAttr)))
 	if r == nil {
-		return nil, siteRegMREx.Err(errnoOf(err, -1))
+		return nil, siteRegMREx.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3513,7 +3496,7 @@ func ReregMR(mr *MR, flags int32, pd *PD, addr unsafe.Pointer, length uint64, ac
 	if r == 0 {
 		return nil
 	}
-	return siteReregMR.Err(errnoOf(err, int64(r)))
+	return siteReregMR.Failed(err, int64(r))
 }
 
 // DeregMR calls ibv_dereg_mr (extern, infiniband/verbs.h:2761). When C returns
@@ -3524,7 +3507,7 @@ func DeregMR(mr *MR) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDeregMR.Err(errnoOf(nil, int64(r)))
+	return siteDeregMR.Failed(nil, int64(r))
 }
 
 // AllocMW calls ibv_alloc_mw (static inline, infiniband/verbs.h:2766). When C
@@ -3533,7 +3516,7 @@ func DeregMR(mr *MR) error {
 func AllocMW(pd *PD, type_ MWType) (*MW, error) {
 	r, err := C.ibv_alloc_mw((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.enum_ibv_mw_type(type_))
 	if r == nil {
-		return nil, siteAllocMW.Err(errnoOf(err, -1))
+		return nil, siteAllocMW.Failed(err, -1)
 	}
 	return (*MW)(unsafe.Pointer(r)), nil
 }
@@ -3546,7 +3529,7 @@ func DeallocMW(mw *MW) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDeallocMW.Err(errnoOf(nil, int64(r)))
+	return siteDeallocMW.Failed(nil, int64(r))
 }
 
 // IncRkey calls ibv_inc_rkey (static inline, infiniband/verbs.h:2791). It
@@ -3565,7 +3548,7 @@ func BindMW(qp *QP, mw *MW, mwBind *MWBind) error {
 	if r == 0 {
 		return nil
 	}
-	return siteBindMW.Err(errnoOf(nil, int64(r)))
+	return siteBindMW.Failed(nil, int64(r))
 }
 
 // CreateCompChannel calls ibv_create_comp_channel (extern,
@@ -3575,7 +3558,7 @@ func BindMW(qp *QP, mw *MW, mwBind *MWBind) error {
 func CreateCompChannel(context *Context) (*CompChannel, error) {
 	r, err := C.ibv_create_comp_channel((*C.struct_ibv_context)(unsafe.Pointer(context)))
 	if r == nil {
-		return nil, siteCreateCompChannel.Err(errnoOf(err, -1))
+		return nil, siteCreateCompChannel.Failed(err, -1)
 	}
 	return (*CompChannel)(unsafe.Pointer(r)), nil
 }
@@ -3589,7 +3572,7 @@ func DestroyCompChannel(channel *CompChannel) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyCompChannel.Err(errnoOf(nil, int64(r)))
+	return siteDestroyCompChannel.Failed(nil, int64(r))
 }
 
 // AdviseMR calls ibv_advise_mr (static inline, infiniband/verbs.h:2837). When C
@@ -3600,7 +3583,7 @@ func AdviseMR(pd *PD, advice UverbsAdviseMRAdvice, flags uint32, sgList *SGE, nu
 	if r == 0 {
 		return nil
 	}
-	return siteAdviseMR.Err(errnoOf(nil, int64(r)))
+	return siteAdviseMR.Failed(nil, int64(r))
 }
 
 // AllocDM calls ibv_alloc_dm (static inline, infiniband/verbs.h:2858). When C
@@ -3609,7 +3592,7 @@ func AdviseMR(pd *PD, advice UverbsAdviseMRAdvice, flags uint32, sgList *SGE, nu
 func AllocDM(context *Context, attr *AllocDMAttr) (*DM, error) {
 	r, err := C.ibv_alloc_dm((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_alloc_dm_attr)(unsafe.Pointer(attr)))
 	if r == nil {
-		return nil, siteAllocDM.Err(errnoOf(err, -1))
+		return nil, siteAllocDM.Failed(err, -1)
 	}
 	return (*DM)(unsafe.Pointer(r)), nil
 }
@@ -3622,7 +3605,7 @@ func FreeDM(dm *DM) error {
 	if r == 0 {
 		return nil
 	}
-	return siteFreeDM.Err(errnoOf(nil, int64(r)))
+	return siteFreeDM.Failed(nil, int64(r))
 }
 
 // DMExportDmabufFD calls ibv_dm_export_dmabuf_fd (extern,
@@ -3634,7 +3617,7 @@ func DMExportDmabufFD(dm *DM) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteDMExportDmabufFD.Err(errnoOf(err, int64(r)))
+	return 0, siteDMExportDmabufFD.Failed(err, int64(r))
 }
 
 // MemcpyToDM calls ibv_memcpy_to_dm (static inline, infiniband/verbs.h:2896).
@@ -3645,7 +3628,7 @@ func MemcpyToDM(dm *DM, dmOffset uint64, hostAddr unsafe.Pointer, length uint64)
 	if r == 0 {
 		return nil
 	}
-	return siteMemcpyToDM.Err(errnoOf(nil, int64(r)))
+	return siteMemcpyToDM.Failed(nil, int64(r))
 }
 
 // MemcpyFromDM calls ibv_memcpy_from_dm (static inline,
@@ -3657,7 +3640,7 @@ func MemcpyFromDM(hostAddr unsafe.Pointer, dm *DM, dmOffset uint64, length uint6
 	if r == 0 {
 		return nil
 	}
-	return siteMemcpyFromDM.Err(errnoOf(nil, int64(r)))
+	return siteMemcpyFromDM.Failed(nil, int64(r))
 }
 
 // AllocNullMR calls ibv_alloc_null_mr (static inline, infiniband/verbs.h:2914).
@@ -3667,7 +3650,7 @@ func MemcpyFromDM(hostAddr unsafe.Pointer, dm *DM, dmOffset uint64, length uint6
 func AllocNullMR(pd *PD) (*MR, error) {
 	r, err := C.ibv_alloc_null_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)))
 	if r == nil {
-		return nil, siteAllocNullMR.Err(errnoOf(err, -1))
+		return nil, siteAllocNullMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3678,7 +3661,7 @@ func AllocNullMR(pd *PD) (*MR, error) {
 func RegDMMR(pd *PD, dm *DM, dmOffset uint64, length uint64, access uint32) (*MR, error) {
 	r, err := C.ibv_reg_dm_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), C.size_t(length), C.uint(access))
 	if r == nil {
-		return nil, siteRegDMMR.Err(errnoOf(err, -1))
+		return nil, siteRegDMMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -3689,7 +3672,7 @@ func RegDMMR(pd *PD, dm *DM, dmOffset uint64, length uint64, access uint32) (*MR
 func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *CompChannel, compVector int32) (*CQ, error) {
 	r, err := C.ibv_create_cq((*C.struct_ibv_context)(unsafe.Pointer(context)), C.int(cqe), cqContext, (*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), C.int(compVector))
 	if r == nil {
-		return nil, siteCreateCQ.Err(errnoOf(err, -1))
+		return nil, siteCreateCQ.Failed(err, -1)
 	}
 	return (*CQ)(unsafe.Pointer(r)), nil
 }
@@ -3701,7 +3684,7 @@ func CreateCQ(context *Context, cqe int32, cqContext unsafe.Pointer, channel *Co
 func CreateCQEx(context *Context, cqAttr *CQInitAttrEx) (*CQEx, error) {
 	r, err := C.ibv_create_cq_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_cq_init_attr_ex)(unsafe.Pointer(cqAttr)))
 	if r == nil {
-		return nil, siteCreateCQEx.Err(errnoOf(err, -1))
+		return nil, siteCreateCQEx.Failed(err, -1)
 	}
 	return (*CQEx)(unsafe.Pointer(r)), nil
 }
@@ -3714,7 +3697,7 @@ func ResizeCQ(cq *CQ, cqe int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteResizeCQ.Err(errnoOf(nil, int64(r)))
+	return siteResizeCQ.Failed(nil, int64(r))
 }
 
 // DestroyCQ calls ibv_destroy_cq (extern, infiniband/verbs.h:2996). When C
@@ -3725,7 +3708,7 @@ func DestroyCQ(cq *CQ) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyCQ.Err(errnoOf(nil, int64(r)))
+	return siteDestroyCQ.Failed(nil, int64(r))
 }
 
 // GetCQEvent calls ibv_get_cq_event (extern, infiniband/verbs.h:3007). When C
@@ -3736,7 +3719,7 @@ func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error 
 	if r == 0 {
 		return nil
 	}
-	return siteGetCQEvent.Err(errnoOf(err, int64(r)))
+	return siteGetCQEvent.Failed(err, int64(r))
 }
 
 // ACKCQEvents calls ibv_ack_cq_events (extern, infiniband/verbs.h:3023). It
@@ -3755,7 +3738,7 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, sitePollCQ.Err(errnoOf(err, int64(r)))
+	return 0, sitePollCQ.Failed(err, int64(r))
 }
 
 // ReqNotifyCQ calls ibv_req_notify_cq (static inline, infiniband/verbs.h:3052).
@@ -3766,7 +3749,7 @@ func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteReqNotifyCQ.Err(errnoOf(nil, int64(r)))
+	return siteReqNotifyCQ.Failed(nil, int64(r))
 }
 
 // ModifyCQ calls ibv_modify_cq (static inline, infiniband/verbs.h:3057). When C
@@ -3777,7 +3760,7 @@ func ModifyCQ(cq *CQ, attr *ModifyCQAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteModifyCQ.Err(errnoOf(nil, int64(r)))
+	return siteModifyCQ.Failed(nil, int64(r))
 }
 
 // XQueryCompCntrCaps calls _ibv_query_comp_cntr_caps (extern,
@@ -3789,7 +3772,7 @@ func XQueryCompCntrCaps(context *Context, caps *CompCntrCaps, capsSize uint64) e
 	if r == 0 {
 		return nil
 	}
-	return siteXQueryCompCntrCaps.Err(errnoOf(nil, int64(r)))
+	return siteXQueryCompCntrCaps.Failed(nil, int64(r))
 }
 
 // QueryCompCntrCaps calls ibv_query_comp_cntr_caps (static inline,
@@ -3801,7 +3784,7 @@ func QueryCompCntrCaps(context *Context, caps *CompCntrCaps) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryCompCntrCaps.Err(errnoOf(nil, int64(r)))
+	return siteQueryCompCntrCaps.Failed(nil, int64(r))
 }
 
 // CreateCompCntr calls ibv_create_comp_cntr (extern, infiniband/verbs.h:3086).
@@ -3811,7 +3794,7 @@ func QueryCompCntrCaps(context *Context, caps *CompCntrCaps) error {
 func CreateCompCntr(context *Context, ccAttr *CompCntrInitAttr) (*CompCntr, error) {
 	r, err := C.ibv_create_comp_cntr((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_comp_cntr_init_attr)(unsafe.Pointer(ccAttr)))
 	if r == nil {
-		return nil, siteCreateCompCntr.Err(errnoOf(err, -1))
+		return nil, siteCreateCompCntr.Failed(err, -1)
 	}
 	return (*CompCntr)(unsafe.Pointer(r)), nil
 }
@@ -3825,7 +3808,7 @@ func DestroyCompCntr(compCntr *CompCntr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteDestroyCompCntr.Failed(nil, int64(r))
 }
 
 // SetCompCntr calls ibv_set_comp_cntr (extern, infiniband/verbs.h:3100). When C
@@ -3836,7 +3819,7 @@ func SetCompCntr(compCntr *CompCntr, value uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteSetCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteSetCompCntr.Failed(nil, int64(r))
 }
 
 // SetErrCompCntr calls ibv_set_err_comp_cntr (extern, infiniband/verbs.h:3107).
@@ -3847,7 +3830,7 @@ func SetErrCompCntr(compCntr *CompCntr, value uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteSetErrCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteSetErrCompCntr.Failed(nil, int64(r))
 }
 
 // IncCompCntr calls ibv_inc_comp_cntr (extern, infiniband/verbs.h:3114). When C
@@ -3858,7 +3841,7 @@ func IncCompCntr(compCntr *CompCntr, amount uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteIncCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteIncCompCntr.Failed(nil, int64(r))
 }
 
 // IncErrCompCntr calls ibv_inc_err_comp_cntr (extern, infiniband/verbs.h:3121).
@@ -3869,7 +3852,7 @@ func IncErrCompCntr(compCntr *CompCntr, amount uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteIncErrCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteIncErrCompCntr.Failed(nil, int64(r))
 }
 
 // ReadCompCntr calls ibv_read_comp_cntr (extern, infiniband/verbs.h:3128). When
@@ -3880,7 +3863,7 @@ func ReadCompCntr(compCntr *CompCntr, value *uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteReadCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteReadCompCntr.Failed(nil, int64(r))
 }
 
 // ReadErrCompCntr calls ibv_read_err_comp_cntr (extern,
@@ -3892,7 +3875,7 @@ func ReadErrCompCntr(compCntr *CompCntr, value *uint64) error {
 	if r == 0 {
 		return nil
 	}
-	return siteReadErrCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteReadErrCompCntr.Failed(nil, int64(r))
 }
 
 // CreateSRQ calls ibv_create_srq (extern, infiniband/verbs.h:3148). When C
@@ -3901,7 +3884,7 @@ func ReadErrCompCntr(compCntr *CompCntr, value *uint64) error {
 func CreateSRQ(pd *PD, srqInitAttr *SRQInitAttr) (*SRQ, error) {
 	r, err := C.ibv_create_srq((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_srq_init_attr)(unsafe.Pointer(srqInitAttr)))
 	if r == nil {
-		return nil, siteCreateSRQ.Err(errnoOf(err, -1))
+		return nil, siteCreateSRQ.Failed(err, -1)
 	}
 	return (*SRQ)(unsafe.Pointer(r)), nil
 }
@@ -3913,7 +3896,7 @@ func CreateSRQ(pd *PD, srqInitAttr *SRQInitAttr) (*SRQ, error) {
 func CreateSRQEx(context *Context, srqInitAttrEx *SRQInitAttrEx) (*SRQ, error) {
 	r, err := C.ibv_create_srq_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_srq_init_attr_ex)(unsafe.Pointer(srqInitAttrEx)))
 	if r == nil {
-		return nil, siteCreateSRQEx.Err(errnoOf(err, -1))
+		return nil, siteCreateSRQEx.Failed(err, -1)
 	}
 	return (*SRQ)(unsafe.Pointer(r)), nil
 }
@@ -3926,7 +3909,7 @@ func ModifySRQ(srq *SRQ, srqAttr *SRQAttr, srqAttrMask int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteModifySRQ.Err(errnoOf(nil, int64(r)))
+	return siteModifySRQ.Failed(nil, int64(r))
 }
 
 // QuerySRQ calls ibv_query_srq (extern, infiniband/verbs.h:3195). When C
@@ -3937,7 +3920,7 @@ func QuerySRQ(srq *SRQ, srqAttr *SRQAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQuerySRQ.Err(errnoOf(nil, int64(r)))
+	return siteQuerySRQ.Failed(nil, int64(r))
 }
 
 // GetSRQNum calls ibv_get_srq_num (static inline, infiniband/verbs.h:3197).
@@ -3948,7 +3931,7 @@ func GetSRQNum(srq *SRQ, srqNum *uint32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteGetSRQNum.Err(errnoOf(nil, int64(r)))
+	return siteGetSRQNum.Failed(nil, int64(r))
 }
 
 // DestroySRQ calls ibv_destroy_srq (extern, infiniband/verbs.h:3211). When C
@@ -3959,7 +3942,7 @@ func DestroySRQ(srq *SRQ) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroySRQ.Err(errnoOf(nil, int64(r)))
+	return siteDestroySRQ.Failed(nil, int64(r))
 }
 
 // PostSRQRecv calls ibv_post_srq_recv (static inline, infiniband/verbs.h:3220).
@@ -3970,7 +3953,7 @@ func PostSRQRecv(srq *SRQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
 	if r == 0 {
 		return nil
 	}
-	return sitePostSRQRecv.Err(errnoOf(nil, int64(r)))
+	return sitePostSRQRecv.Failed(nil, int64(r))
 }
 
 // PostSRQOps calls ibv_post_srq_ops (static inline, infiniband/verbs.h:3227).
@@ -3981,7 +3964,7 @@ func PostSRQOps(srq *SRQ, op *OpsWR, badOp **OpsWR) error {
 	if r == 0 {
 		return nil
 	}
-	return sitePostSRQOps.Err(errnoOf(nil, int64(r)))
+	return sitePostSRQOps.Failed(nil, int64(r))
 }
 
 // CreateQP calls ibv_create_qp (extern, infiniband/verbs.h:3244). When C
@@ -3990,7 +3973,7 @@ func PostSRQOps(srq *SRQ, op *OpsWR, badOp **OpsWR) error {
 func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 	r, err := C.ibv_create_qp((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))
 	if r == nil {
-		return nil, siteCreateQP.Err(errnoOf(err, -1))
+		return nil, siteCreateQP.Failed(err, -1)
 	}
 	return (*QP)(unsafe.Pointer(r)), nil
 }
@@ -4002,7 +3985,7 @@ func CreateQP(pd *PD, qpInitAttr *QPInitAttr) (*QP, error) {
 func CreateQPEx(context *Context, qpInitAttrEx *QPInitAttrEx) (*QP, error) {
 	r, err := C.ibv_create_qp_ex((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_qp_init_attr_ex)(unsafe.Pointer(qpInitAttrEx)))
 	if r == nil {
-		return nil, siteCreateQPEx.Err(errnoOf(err, -1))
+		return nil, siteCreateQPEx.Failed(err, -1)
 	}
 	return (*QP)(unsafe.Pointer(r)), nil
 }
@@ -4013,7 +3996,7 @@ func CreateQPEx(context *Context, qpInitAttrEx *QPInitAttrEx) (*QP, error) {
 func AllocTD(context *Context, initAttr *TDInitAttr) (*TD, error) {
 	r, err := C.ibv_alloc_td((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_td_init_attr)(unsafe.Pointer(initAttr)))
 	if r == nil {
-		return nil, siteAllocTD.Err(errnoOf(err, -1))
+		return nil, siteAllocTD.Failed(err, -1)
 	}
 	return (*TD)(unsafe.Pointer(r)), nil
 }
@@ -4026,7 +4009,7 @@ func DeallocTD(td *TD) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDeallocTD.Err(errnoOf(nil, int64(r)))
+	return siteDeallocTD.Failed(nil, int64(r))
 }
 
 // AllocParentDomain calls ibv_alloc_parent_domain (static inline,
@@ -4036,7 +4019,7 @@ func DeallocTD(td *TD) error {
 func AllocParentDomain(context *Context, attr *ParentDomainInitAttr) (*PD, error) {
 	r, err := C.ibv_alloc_parent_domain((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_parent_domain_init_attr)(unsafe.Pointer(attr)))
 	if r == nil {
-		return nil, siteAllocParentDomain.Err(errnoOf(err, -1))
+		return nil, siteAllocParentDomain.Failed(err, -1)
 	}
 	return (*PD)(unsafe.Pointer(r)), nil
 }
@@ -4047,7 +4030,7 @@ func AllocParentDomain(context *Context, attr *ParentDomainInitAttr) (*PD, error
 func AllocBuf(pd *PD, size uint64, buf **Buf) (unsafe.Pointer, error) {
 	r, err := C.ibv_alloc_buf((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.size_t(size), (**C.struct_ibv_buf)(unsafe.Pointer(buf)))
 	if r == nil {
-		return nil, siteAllocBuf.Err(errnoOf(err, -1))
+		return nil, siteAllocBuf.Failed(err, -1)
 	}
 	return unsafe.Pointer(r), nil
 }
@@ -4061,7 +4044,7 @@ func ExportBufDmabufFD(buf *Buf) (int, error) {
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteExportBufDmabufFD.Err(errnoOf(err, int64(r)))
+	return 0, siteExportBufDmabufFD.Failed(err, int64(r))
 }
 
 // FreeBuf calls ibv_free_buf (extern, infiniband/verbs.h:3342). It cannot fail:
@@ -4077,7 +4060,7 @@ func FreeBuf(buf *Buf) {
 func RegBufMR(pd *PD, buf *Buf, addr unsafe.Pointer, length uint64, access int32) (*MR, error) {
 	r, err := C.ibv_reg_buf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_buf)(unsafe.Pointer(buf)), addr, C.size_t(length), C.int(access))
 	if r == nil {
-		return nil, siteRegBufMR.Err(errnoOf(err, -1))
+		return nil, siteRegBufMR.Failed(err, -1)
 	}
 	return (*MR)(unsafe.Pointer(r)), nil
 }
@@ -4088,7 +4071,7 @@ func RegBufMR(pd *PD, buf *Buf, addr unsafe.Pointer, length uint64, access int32
 func AllocDmah(context *Context, attr *DmahInitAttr) (*Dmah, error) {
 	r, err := C.ibv_alloc_dmah((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_dmah_init_attr)(unsafe.Pointer(attr)))
 	if r == nil {
-		return nil, siteAllocDmah.Err(errnoOf(err, -1))
+		return nil, siteAllocDmah.Failed(err, -1)
 	}
 	return (*Dmah)(unsafe.Pointer(r)), nil
 }
@@ -4101,7 +4084,7 @@ func DeallocDmah(dmah *Dmah) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDeallocDmah.Err(errnoOf(nil, int64(r)))
+	return siteDeallocDmah.Failed(nil, int64(r))
 }
 
 // QueryRtValuesEx calls ibv_query_rt_values_ex (static inline,
@@ -4113,7 +4096,7 @@ func QueryRtValuesEx(context *Context, values *ValuesEx) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryRtValuesEx.Err(errnoOf(nil, int64(r)))
+	return siteQueryRtValuesEx.Failed(nil, int64(r))
 }
 
 // QueryDeviceEx calls ibv_query_device_ex (static inline,
@@ -4125,7 +4108,7 @@ func QueryDeviceEx(context *Context, input *QueryDeviceExInput, attr *DeviceAttr
 	if r == 0 {
 		return nil
 	}
-	return siteQueryDeviceEx.Err(errnoOf(nil, int64(r)))
+	return siteQueryDeviceEx.Failed(nil, int64(r))
 }
 
 // OpenQP calls ibv_open_qp (static inline, infiniband/verbs.h:3421). When C
@@ -4134,7 +4117,7 @@ func QueryDeviceEx(context *Context, input *QueryDeviceExInput, attr *DeviceAttr
 func OpenQP(context *Context, qpOpenAttr *QPOpenAttr) (*QP, error) {
 	r, err := C.ibv_open_qp((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_qp_open_attr)(unsafe.Pointer(qpOpenAttr)))
 	if r == nil {
-		return nil, siteOpenQP.Err(errnoOf(err, -1))
+		return nil, siteOpenQP.Failed(err, -1)
 	}
 	return (*QP)(unsafe.Pointer(r)), nil
 }
@@ -4147,7 +4130,7 @@ func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
 	if r == 0 {
 		return nil
 	}
-	return siteModifyQP.Err(errnoOf(nil, int64(r)))
+	return siteModifyQP.Failed(nil, int64(r))
 }
 
 // ModifyQPRateLimit calls ibv_modify_qp_rate_limit (static inline,
@@ -4159,7 +4142,7 @@ func ModifyQPRateLimit(qp *QP, attr *QPRateLimitAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteModifyQPRateLimit.Err(errnoOf(nil, int64(r)))
+	return siteModifyQPRateLimit.Failed(nil, int64(r))
 }
 
 // QPAttachCompCntr calls ibv_qp_attach_comp_cntr (extern,
@@ -4171,7 +4154,7 @@ func QPAttachCompCntr(qp *QP, compCntr *CompCntr, attr *QPAttachCompCntrAttr) er
 	if r == 0 {
 		return nil
 	}
-	return siteQPAttachCompCntr.Err(errnoOf(nil, int64(r)))
+	return siteQPAttachCompCntr.Failed(nil, int64(r))
 }
 
 // QueryQPDataInOrder calls ibv_query_qp_data_in_order (extern,
@@ -4190,7 +4173,7 @@ func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryQP.Err(errnoOf(nil, int64(r)))
+	return siteQueryQP.Failed(nil, int64(r))
 }
 
 // DestroyQP calls ibv_destroy_qp (extern, infiniband/verbs.h:3501). When C
@@ -4201,7 +4184,7 @@ func DestroyQP(qp *QP) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyQP.Err(errnoOf(nil, int64(r)))
+	return siteDestroyQP.Failed(nil, int64(r))
 }
 
 // CreateWQ calls ibv_create_wq (static inline, infiniband/verbs.h:3521). When C
@@ -4210,7 +4193,7 @@ func DestroyQP(qp *QP) error {
 func CreateWQ(context *Context, wqInitAttr *WQInitAttr) (*WQ, error) {
 	r, err := C.ibv_create_wq((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_wq_init_attr)(unsafe.Pointer(wqInitAttr)))
 	if r == nil {
-		return nil, siteCreateWQ.Err(errnoOf(err, -1))
+		return nil, siteCreateWQ.Failed(err, -1)
 	}
 	return (*WQ)(unsafe.Pointer(r)), nil
 }
@@ -4223,7 +4206,7 @@ func ModifyWQ(wq *WQ, wqAttr *WQAttr) error {
 	if r == 0 {
 		return nil
 	}
-	return siteModifyWQ.Err(errnoOf(nil, int64(r)))
+	return siteModifyWQ.Failed(nil, int64(r))
 }
 
 // DestroyWQ calls ibv_destroy_wq (static inline, infiniband/verbs.h:3573). When
@@ -4234,7 +4217,7 @@ func DestroyWQ(wq *WQ) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyWQ.Err(errnoOf(nil, int64(r)))
+	return siteDestroyWQ.Failed(nil, int64(r))
 }
 
 // CreateRWQIndTable calls ibv_create_rwq_ind_table (static inline,
@@ -4244,7 +4227,7 @@ func DestroyWQ(wq *WQ) error {
 func CreateRWQIndTable(context *Context, initAttr *RWQIndTableInitAttr) (*RWQIndTable, error) {
 	r, err := C.ibv_create_rwq_ind_table((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_rwq_ind_table_init_attr)(unsafe.Pointer(initAttr)))
 	if r == nil {
-		return nil, siteCreateRWQIndTable.Err(errnoOf(err, -1))
+		return nil, siteCreateRWQIndTable.Failed(err, -1)
 	}
 	return (*RWQIndTable)(unsafe.Pointer(r)), nil
 }
@@ -4258,7 +4241,7 @@ func DestroyRWQIndTable(rwqIndTable *RWQIndTable) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyRWQIndTable.Err(errnoOf(nil, int64(r)))
+	return siteDestroyRWQIndTable.Failed(nil, int64(r))
 }
 
 // PostSend calls ibv_post_send (static inline, infiniband/verbs.h:3630). When C
@@ -4269,7 +4252,7 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 	if r == 0 {
 		return nil
 	}
-	return sitePostSend.Err(errnoOf(nil, int64(r)))
+	return sitePostSend.Failed(nil, int64(r))
 }
 
 // PostRecv calls ibv_post_recv (static inline, infiniband/verbs.h:3639). When C
@@ -4280,7 +4263,7 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 	if r == 0 {
 		return nil
 	}
-	return sitePostRecv.Err(errnoOf(nil, int64(r)))
+	return sitePostRecv.Failed(nil, int64(r))
 }
 
 // CreateAH calls ibv_create_ah (extern, infiniband/verbs.h:3648). When C
@@ -4289,7 +4272,7 @@ func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
 func CreateAH(pd *PD, attr *AHAttr) (*AH, error) {
 	r, err := C.ibv_create_ah((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)))
 	if r == nil {
-		return nil, siteCreateAH.Err(errnoOf(err, -1))
+		return nil, siteCreateAH.Failed(err, -1)
 	}
 	return (*AH)(unsafe.Pointer(r)), nil
 }
@@ -4302,7 +4285,7 @@ func InitAHFromWC(context *Context, portNum uint8, wc *WC, grh *GRH, ahAttr *AHA
 	if r == 0 {
 		return nil
 	}
-	return siteInitAHFromWC.Err(errnoOf(err, int64(r)))
+	return siteInitAHFromWC.Failed(err, int64(r))
 }
 
 // CreateAHFromWC calls ibv_create_ah_from_wc (extern, infiniband/verbs.h:3677).
@@ -4312,7 +4295,7 @@ func InitAHFromWC(context *Context, portNum uint8, wc *WC, grh *GRH, ahAttr *AHA
 func CreateAHFromWC(pd *PD, wc *WC, grh *GRH, portNum uint8) (*AH, error) {
 	r, err := C.ibv_create_ah_from_wc((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)), (*C.struct_ibv_grh)(unsafe.Pointer(grh)), C.uint8_t(portNum))
 	if r == nil {
-		return nil, siteCreateAHFromWC.Err(errnoOf(err, -1))
+		return nil, siteCreateAHFromWC.Failed(err, -1)
 	}
 	return (*AH)(unsafe.Pointer(r)), nil
 }
@@ -4325,7 +4308,7 @@ func DestroyAH(ah *AH) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyAH.Err(errnoOf(nil, int64(r)))
+	return siteDestroyAH.Failed(nil, int64(r))
 }
 
 // AttachMcast calls ibv_attach_mcast (extern, infiniband/verbs.h:3696). When C
@@ -4336,7 +4319,7 @@ func AttachMcast(qp *QP, gid *GID, lid uint16) error {
 	if r == 0 {
 		return nil
 	}
-	return siteAttachMcast.Err(errnoOf(nil, int64(r)))
+	return siteAttachMcast.Failed(nil, int64(r))
 }
 
 // DetachMcast calls ibv_detach_mcast (extern, infiniband/verbs.h:3704). When C
@@ -4347,7 +4330,7 @@ func DetachMcast(qp *QP, gid *GID, lid uint16) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDetachMcast.Err(errnoOf(nil, int64(r)))
+	return siteDetachMcast.Failed(nil, int64(r))
 }
 
 // ForkInit calls ibv_fork_init (extern, infiniband/verbs.h:3712). When C
@@ -4358,7 +4341,7 @@ func ForkInit() error {
 	if r == 0 {
 		return nil
 	}
-	return siteForkInit.Err(errnoOf(nil, int64(r)))
+	return siteForkInit.Failed(nil, int64(r))
 }
 
 // IsForkInitialized calls ibv_is_fork_initialized (extern,
@@ -4402,7 +4385,7 @@ func ResolveEthL2FromGID(context *Context, attr *AHAttr, ethMAC *uint8, vid *uin
 	if r == 0 {
 		return nil
 	}
-	return siteResolveEthL2FromGID.Err(errnoOf(nil, int64(r)))
+	return siteResolveEthL2FromGID.Failed(nil, int64(r))
 }
 
 // IsQPTSupported calls ibv_is_qpt_supported (static inline,
@@ -4420,7 +4403,7 @@ func IsQPTSupported(caps uint32, qpt QPType) int32 {
 func CreateCounters(context *Context, initAttr *CountersInitAttr) (*Counters, error) {
 	r, err := C.ibv_create_counters((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_counters_init_attr)(unsafe.Pointer(initAttr)))
 	if r == nil {
-		return nil, siteCreateCounters.Err(errnoOf(err, -1))
+		return nil, siteCreateCounters.Failed(err, -1)
 	}
 	return (*Counters)(unsafe.Pointer(r)), nil
 }
@@ -4434,7 +4417,7 @@ func DestroyCounters(counters *Counters) error {
 	if r == 0 {
 		return nil
 	}
-	return siteDestroyCounters.Err(errnoOf(nil, int64(r)))
+	return siteDestroyCounters.Failed(nil, int64(r))
 }
 
 // AttachCountersPointFlow calls ibv_attach_counters_point_flow (static inline,
@@ -4446,7 +4429,7 @@ func AttachCountersPointFlow(counters *Counters, attr *CounterAttachAttr, flow *
 	if r == 0 {
 		return nil
 	}
-	return siteAttachCountersPointFlow.Err(errnoOf(nil, int64(r)))
+	return siteAttachCountersPointFlow.Failed(nil, int64(r))
 }
 
 // ReadCounters calls ibv_read_counters (static inline,
@@ -4458,7 +4441,7 @@ func ReadCounters(counters *Counters, countersValue *uint64, ncounters uint32, f
 	if r == 0 {
 		return nil
 	}
-	return siteReadCounters.Err(errnoOf(nil, int64(r)))
+	return siteReadCounters.Failed(nil, int64(r))
 }
 
 // FlowLabelToUDPSport calls ibv_flow_label_to_udp_sport (static inline,
@@ -4477,7 +4460,7 @@ func SetECE(qp *QP, ece *ECE) error {
 	if r == 0 {
 		return nil
 	}
-	return siteSetECE.Err(errnoOf(nil, int64(r)))
+	return siteSetECE.Failed(nil, int64(r))
 }
 
 // QueryECE calls ibv_query_ece (extern, infiniband/verbs.h:3817). When C
@@ -4488,5 +4471,5 @@ func QueryECE(qp *QP, ece *ECE) error {
 	if r == 0 {
 		return nil
 	}
-	return siteQueryECE.Err(errnoOf(nil, int64(r)))
+	return siteQueryECE.Failed(nil, int64(r))
 }
