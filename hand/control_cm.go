@@ -44,7 +44,7 @@ func CMContext(name string) (*Context, error) {
 	}
 	var n int32
 	list, err := rdmacm.GetDevices(&n)
-	const hint = "rdma_get_devices found none (load a driver; for soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)"
+	const hint = "rdma_get_devices found none " + loadDriverHint
 	switch {
 	case errors.Is(err, syscall.ENODEV):
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, hint, verbErr("rdma_get_devices", err))
@@ -550,8 +550,8 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 	if c.recvCQ == nil {
 		c.recvCQ = c.sendCQ
 	}
-	if cfg.AckTimeout > 31 {
-		return &AttrError{Op: op, Field: "AckTimeout", Reason: fmt.Sprintf("%d: at most 31 (a 5-bit exponent)", cfg.AckTimeout)}
+	if err := cfg.checkAckTimeout(op); err != nil {
+		return err
 	}
 	if cfg.AckTimeout != 0 {
 		// Before the QP reaches RTS, where rdma_cm applies it: in

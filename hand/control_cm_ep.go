@@ -47,6 +47,11 @@ func (cfg *ConnConfig) checkEP(op string) error {
 	if cfg.StepTimeout != 0 {
 		return &AttrError{Op: op, Field: "StepTimeout", Reason: "rdma_create_ep resolves the address and route with librdmacm's fixed 2 s each: bound the call with ctx, or use Dial"}
 	}
+	return cfg.checkAckTimeout(op)
+}
+
+// checkAckTimeout refuses an ACK timeout exponent rdma_cm cannot take.
+func (cfg *ConnConfig) checkAckTimeout(op string) error {
 	if cfg.AckTimeout > 31 {
 		return &AttrError{Op: op, Field: "AckTimeout", Reason: fmt.Sprintf("%d: at most 31 (a 5-bit exponent)", cfg.AckTimeout)}
 	}

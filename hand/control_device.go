@@ -81,10 +81,13 @@ func Open(name string) (*Context, error) {
 		return newContext(raw, n, false), nil
 	}
 	if len(devs) == 0 {
-		return nil, fmt.Errorf("%w: ibv_get_device_list found none (load a driver; for soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)", ErrNoDevice)
+		return nil, fmt.Errorf("%w: ibv_get_device_list found none %s", ErrNoDevice, loadDriverHint)
 	}
 	return nil, fmt.Errorf("%w named %q (found: %s)", ErrNoDevice, name, strings.Join(names, ", "))
 }
+
+// loadDriverHint is what Open and CMContext say when no device is there.
+const loadDriverHint = "(load a driver; for soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)"
 
 // deviceList is ibv_get_device_list with the commonest failure explained;
 // free releases the list (the devices stay valid while a context is open).
