@@ -77,4 +77,4 @@ perf-compare:
 		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
 	done; \
 	echo "perf-compare: booting the soft-RoCE VM; perftest and goverbs-perf on rxe0, sizes $(PERF_SIZES)"; \
-	"$$dir/rxevm" $(RXEVM_FLAGS) -timeout 20m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_SIZES) $(PERF_FLAGS)
+	"$$dir/rxevm" $(RXEVM_FLAGS) -timeout 45m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_SIZES) $(PERF_FLAGS)

@@ -1,20 +1,23 @@
 // Command goverbs-perfcompare runs perftest's C tools and goverbs-perf side
-// by side on one verbs device and prints a table of their message rates and
-// bandwidths, then one line per row for scripts:
+// by side on one verbs device and prints, per row, the minimum, median and
+// maximum of each tool over -reps runs and the Go/C ratio of the medians,
+// then one line per row for scripts:
 //
-//	perf <mode> <size> <c msg/s> <go msg/s> <go/c>
+//	perf <mode> <size> <c median msg/s> <go median msg/s> <go/c>
 //
 // It is what `make perf-compare` runs inside the soft-RoCE VM:
 //
 //	goverbs-perfcompare -perf /path/to/goverbs-perf -d rxe0 -x 1 -a 192.0.2.1
 //
-// Each row runs the C server and client, then the Go server and client,
-// with the same size, iterations and defaults (post list 1, CQ moderation
-// 100: like for like), and reads the client's result line. The message
-// rate of a latency row is 1e6 / t_typical[usec] (the median one-way
-// latency: the mean swings with every TCG stall). Each row is the best of
-// -reps runs of each tool, run alternately. Under TCG the absolute
-// figures mean nothing; the Go/C ratio of one boot is the result.
+// Each run of a row starts the C server and client, then the Go server and
+// client (C and Go alternate, so a slow stretch of the host hits both), with
+// the same size, iterations and defaults (post list 1, CQ moderation 100:
+// like for like), and reads the client's result line. The message rate of a
+// latency row is 1e6 / t_typical[usec] (the median one-way latency); its
+// 99th percentile and maximum are reported beside it, as medians over the
+// runs. goverbs-perf also reports the heap allocations of its timed loop:
+// any is an error. Under TCG the absolute figures mean nothing; the ratios
+// of one boot are the result.
 package main
 
 import (
@@ -24,8 +27,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,9 +39,10 @@ import (
 
 // result is a client's result row.
 type result struct {
-	msgRate float64 // messages a second
-	mbps    float64 // MB/sec (2^20), bandwidth modes
-	row     string  // the row as printed
+	msgRate  float64 // messages a second
+	mbps     float64 // MB/sec (2^20), bandwidth modes
+	p99, max float64 // latency modes: 99th percentile and maximum, usec
+	row      string  // the row as printed
 }
 
 // parseResult reads the row after perftest's "#bytes" header; the Go tool
@@ -62,7 +69,12 @@ func parseResult(out string, lat bool) (result, error) {
 			if err != nil || typical <= 0 {
 				return result{}, errors.Join(err, fmt.Errorf("result row %q: no t_typical", sc.Text()))
 			}
-			return result{msgRate: 1e6 / typical, row: sc.Text()}, nil
+			tmax, err1 := col(3)
+			p99, err2 := col(7)
+			if err := errors.Join(err1, err2); err != nil {
+				return result{}, err
+			}
+			return result{msgRate: 1e6 / typical, p99: p99, max: tmax, row: sc.Text()}, nil
 		}
 		avg, err := col(3) // BW average[MB/sec]
 		if err != nil {
@@ -96,7 +108,7 @@ func main() {
 	flag.IntVar(&o.bwIters, "bw-iters", 2000, "iterations of the bandwidth modes")
 	flag.IntVar(&o.latIters, "lat-iters", 500, "iterations of send_lat")
 	flag.IntVar(&o.port, "port", 19100, "first TCP port (one per run)")
-	flag.IntVar(&o.reps, "reps", 2, "runs of each tool per row; the best counts")
+	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
@@ -120,7 +132,37 @@ func main() {
 type row struct {
 	mode string
 	size int
-	c, g result
+	c, g []result // every run, in order
+}
+
+// spread is the minimum, median and maximum of xs (the mean of the middle
+// two for an even count).
+type spread struct{ min, med, max float64 }
+
+func spreadOf(xs []float64) spread {
+	if len(xs) == 0 {
+		return spread{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	return spread{min: s[0], med: (s[(n-1)/2] + s[n/2]) / 2, max: s[n-1]}
+}
+
+func field(rs []result, f func(result) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+func (r row) lat() bool { return r.mode == "send_lat" }
+
+// ratio is Go's median message rate over C's.
+func (r row) ratio() float64 {
+	rate := func(x result) float64 { return x.msgRate }
+	return spreadOf(field(r.g, rate)).med / spreadOf(field(r.c, rate)).med
 }
 
 func run(o options) error {
@@ -150,33 +192,48 @@ func run(o options) error {
 				if o.verbose {
 					fmt.Printf("  C : %s\n  Go: %s\n", strings.TrimSpace(c.row), strings.TrimSpace(g.row))
 				}
-				if c.msgRate > r.c.msgRate {
-					r.c = c
-				}
-				if g.msgRate > r.g.msgRate {
-					r.g = g
-				}
+				r.c, r.g = append(r.c, c), append(r.g, g)
 			}
-			fmt.Printf("ran %-8s %6d B: C %10.0f msg/s, Go %10.0f msg/s\n", mode, size, r.c.msgRate, r.g.msgRate)
+			fmt.Printf("ran %-8s %6d B: %d runs each, Go/C %.2f\n", mode, size, len(r.c), r.ratio())
 			rows = append(rows, r)
 		}
 	}
-	fmt.Println()
-	fmt.Printf("%-9s %6s %12s %12s %12s %12s %6s\n", "mode", "bytes", "C msg/s", "Go msg/s", "C MB/s", "Go MB/s", "Go/C")
-	for _, r := range rows {
-		mb := func(x result) string {
-			if x.mbps == 0 {
-				return "-"
-			}
-			return strconv.FormatFloat(x.mbps, 'f', 2, 64)
-		}
-		fmt.Printf("%-9s %6d %12.0f %12.0f %12s %12s %6.2f\n", r.mode, r.size, r.c.msgRate, r.g.msgRate, mb(r.c), mb(r.g), r.g.msgRate/r.c.msgRate)
-	}
-	fmt.Println()
-	for _, r := range rows {
-		fmt.Printf("perf %s %d %.0f %.0f %.2f\n", r.mode, r.size, r.c.msgRate, r.g.msgRate, r.g.msgRate/r.c.msgRate)
-	}
+	printTable(os.Stdout, rows)
 	return nil
+}
+
+// printTable prints the table of message rates, the latency rows' tails,
+// and the perf lines.
+func printTable(w io.Writer, rows []row) {
+	rate := func(x result) float64 { return x.msgRate }
+	fmt.Fprintf(w, "\nmessage rate, msg/s: min / median / max of each tool; Go/C is the ratio of the medians\n")
+	fmt.Fprintf(w, "%-9s %6s %28s %28s %6s\n", "mode", "bytes", "C", "Go", "Go/C")
+	for _, r := range rows {
+		c, g := spreadOf(field(r.c, rate)), spreadOf(field(r.g, rate))
+		fmt.Fprintf(w, "%-9s %6d %8.0f / %8.0f / %8.0f %8.0f / %8.0f / %8.0f %6.2f\n",
+			r.mode, r.size, c.min, c.med, c.max, g.min, g.med, g.max, r.ratio())
+	}
+	tails := false
+	for _, r := range rows {
+		if !r.lat() {
+			continue
+		}
+		if !tails {
+			fmt.Fprintf(w, "\nlatency tails, usec: median over the runs of each run's 99th percentile and maximum\n")
+			fmt.Fprintf(w, "%-9s %6s %10s %10s %6s %10s %10s %6s\n", "mode", "bytes", "C p99", "Go p99", "Go/C", "C max", "Go max", "Go/C")
+			tails = true
+		}
+		med := func(rs []result, f func(result) float64) float64 { return spreadOf(field(rs, f)).med }
+		p99 := func(x result) float64 { return x.p99 }
+		tmax := func(x result) float64 { return x.max }
+		cp, gp, cm, gm := med(r.c, p99), med(r.g, p99), med(r.c, tmax), med(r.g, tmax)
+		fmt.Fprintf(w, "%-9s %6d %10.2f %10.2f %6.2f %10.2f %10.2f %6.2f\n", r.mode, r.size, cp, gp, gp/cp, cm, gm, gm/cm)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		c, g := spreadOf(field(r.c, rate)), spreadOf(field(r.g, rate))
+		fmt.Fprintf(w, "perf %s %d %.0f %.0f %.2f\n", r.mode, r.size, c.med, g.med, r.ratio())
+	}
 }
 
 // pair runs name as a server and as a client of it on port and returns the
@@ -201,7 +258,33 @@ func pair(mode, name, addr string, args []string, port int) (result, error) {
 	if cerr != nil || serr != nil {
 		return result{}, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cerr, serr, cout, sout.String())
 	}
+	if !strings.HasPrefix(filepath.Base(name), "ib_") {
+		for side, out := range map[string]string{"client": string(cout), "server": sout.String()} {
+			if err := checkLoopAllocs(out); err != nil {
+				return result{}, fmt.Errorf("%s: %w", side, err)
+			}
+		}
+	}
 	return parseResult(string(cout), mode == "send_lat")
+}
+
+// allocsLine is how goverbs-perf reports the heap allocations of its timed
+// loop.
+const allocsLine = "heap allocations in the timed loop: "
+
+// checkLoopAllocs fails unless out reports a timed loop that allocated
+// nothing.
+func checkLoopAllocs(out string) error {
+	for line := range strings.Lines(out) {
+		if _, n, ok := strings.Cut(line, allocsLine); ok {
+			// "N (and K by the Go runtime alone)": N is the tool's own.
+			if n, _, _ = strings.Cut(strings.TrimSpace(n), " "); n != "0" {
+				return fmt.Errorf("goverbs-perf's timed loop allocated %s times on the heap; it must not allocate", n)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("goverbs-perf printed no %q line", strings.TrimSpace(allocsLine))
 }
 
 // waitListen waits until a TCP socket listens on port (/proc/net/tcp[6]).

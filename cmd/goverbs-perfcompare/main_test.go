@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Result rows as perftest 4.5 prints them (ib_send_bw and ib_send_lat on
 // rxe0 under TCG).
@@ -14,10 +17,69 @@ func TestParseResult(t *testing.T) {
 	lat := " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
 		" 4096    200          47.06          44180.10      1862.57  \t       2000.00     \t-nan\t\t26877.19 \t\t44180.10\n"
 	r, err = parseResult(lat, true)
-	if err != nil || r.msgRate != 1e6/1862.57 {
+	if err != nil || r.msgRate != 1e6/1862.57 || r.p99 != 26877.19 || r.max != 44180.10 {
 		t.Errorf("latency row: %+v, %v", r, err)
 	}
 	if _, err := parseResult("Couldn't connect\n", false); err == nil {
 		t.Error("no result row: want an error")
+	}
+}
+
+func TestSpread(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want spread
+	}{
+		{[]float64{5, 1, 3}, spread{1, 3, 5}},
+		{[]float64{4, 1, 3, 2}, spread{1, 2.5, 4}},
+		{[]float64{7}, spread{7, 7, 7}},
+		{nil, spread{}},
+	} {
+		if got := spreadOf(c.in); got != c.want {
+			t.Errorf("spreadOf(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+}
+
+// The ratio is of the medians, not of the best runs: one lucky Go run does
+// not move it.
+func TestTableMedians(t *testing.T) {
+	rs := func(rates ...float64) []result {
+		var out []result
+		for _, r := range rates {
+			out = append(out, result{msgRate: r, p99: 1e6 / r * 2, max: 1e6 / r * 10})
+		}
+		return out
+	}
+	rows := []row{
+		{mode: "send_bw", size: 64, c: rs(100, 90, 110, 100, 95), g: rs(80, 200, 85, 90, 70)},
+		{mode: "send_lat", size: 64, c: rs(10, 10, 10), g: rs(5, 5, 20)},
+	}
+	if got := rows[0].ratio(); got != 85.0/100 {
+		t.Errorf("send_bw ratio %v, want 0.85", got)
+	}
+	var b strings.Builder
+	printTable(&b, rows)
+	for _, want := range []string{
+		"send_bw       64       90 /      100 /      110       70 /       85 /      200   0.85",
+		"send_lat      64 ",
+		"perf send_bw 64 100 85 0.85",
+		"perf send_lat 64 10 5 0.50",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestCheckLoopAllocs(t *testing.T) {
+	if err := checkLoopAllocs("row\n heap allocations in the timed loop: 0 (and 7 by the Go runtime alone)\n"); err != nil {
+		t.Errorf("0 allocations: %v", err)
+	}
+	if err := checkLoopAllocs(" heap allocations in the timed loop: 3 (and 0 by the Go runtime alone)\n"); err == nil || !strings.Contains(err.Error(), "allocated 3 times") {
+		t.Errorf("3 allocations: %v", err)
+	}
+	if err := checkLoopAllocs("no such line\n"); err == nil {
+		t.Error("no line: want an error")
 	}
 }

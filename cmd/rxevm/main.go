@@ -87,6 +87,7 @@ type options struct {
 	timeout   time.Duration
 	mem       string
 	smp       int
+	icount    string
 	cacheDir  string
 	kernelPkg string
 	setupOnly bool
@@ -132,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "kill the VM after this long (boot included)")
 	fs.StringVar(&o.mem, "mem", "2G", "guest memory, as qemu -m takes it")
 	fs.IntVar(&o.smp, "smp", 2, "guest CPUs (each guest's; 1 by default with -hosts 2)")
+	fs.StringVar(&o.icount, "icount", "", "qemu's -icount `VALUE` (e.g. shift=5,sleep=off): guest time counts instructions, not host time (one vCPU thread)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1, or 2 for two linked guests (host a and host b)")
 	fs.DurationVar(&o.peerGrace, "peer-grace", 2*time.Minute, "with -hosts 2: how long one host may outlive the other")
 	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")
@@ -355,7 +357,7 @@ func newGuest(modules []string, k kernel, o options, net network, command []stri
 		return guest{}, err
 	}
 	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, root: o.root, workdir: o.workdir,
-		mem: o.mem, smp: o.smp, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
+		mem: o.mem, smp: o.smp, icount: o.icount, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
 }
 
 // writeInitrd writes the guest's initramfs, with the host's busybox, to a

@@ -26,6 +26,7 @@ type vm struct {
 	workdir string
 	mem     string
 	smp     int
+	icount  string   // qemu's -icount value; "" for real time
 	netArgs []string // the network's NICs; "-nic none" for a single host
 	quiet   bool     // keep the kernel's boot messages off the console
 
@@ -66,6 +67,9 @@ func (v vm) args() []string {
 		"-append", v.cmdline(),
 		"-virtfs", "local,path=" + qemuOptValue(v.root) + ",mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + qemuOptValue(v.workdir) + ",mount_tag=work,security_model=none,multidevs=remap",
+	}
+	if v.icount != "" {
+		a = append(a, "-icount", v.icount)
 	}
 	return append(a, v.netArgs...)
 }

@@ -1,8 +1,8 @@
 package rxe
 
 import (
-	"bytes"
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,58 +11,83 @@ import (
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
-// goverbs-perf in each of perftest's four modes, server and client in this
-// process on rxe0: the client's result row must carry the size and the
-// iterations asked for and a positive rate (make perf-compare sets the
-// rates against perftest's).
+// perfChildEnv makes this test binary run goverbs-perf (perf.Main with the
+// binary's arguments) instead of the tests: TestInteropPerfModes starts
+// each side of a run so, in a process of its own, because the allocation
+// count goverbs-perf reports for its timed loop is the process's.
+const perfChildEnv = "GOVERBS_TEST_RUN_PERF"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(perfChildEnv) == "1" {
+		os.Exit(perf.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// goverbs-perf in each of perftest's four modes, server and client each a
+// process of its own on rxe0, with perftest's defaults (one WR a post, one
+// in 100 signaled) and with post lists: the client's result row must carry
+// the size and the iterations asked for and a positive rate (make
+// perf-compare sets the rates against perftest's), and neither side's timed
+// loop may allocate.
 func TestInteropPerfModes(t *testing.T) {
 	device, gidIndex := RequireDevice(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(perfChildEnv, "1")
 	port := 18621
 	for _, mode := range []string{"send_bw", "write_bw", "read_bw", "send_lat"} {
-		t.Run(mode, func(t *testing.T) {
-			port++
-			ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
-			defer cancel()
-			args := []string{"-t", mode, "-d", device, "-x", strconv.Itoa(gidIndex), "-s", "4096", "-n", "300",
-				"-p", strconv.Itoa(port), "-l", "4", "-Q", "8"}
-			type run struct {
-				out  string
-				code int
-			}
-			srv := make(chan run, 1)
-			go func() {
-				var out bytes.Buffer
-				code := perf.Main(args, &out, &out)
-				srv <- run{out.String(), code}
-			}()
-			if err := tooltest.WaitListen(ctx, port); err != nil {
-				t.Fatalf("goverbs-perf server: %v", err)
-			}
-			var out bytes.Buffer
-			code := perf.Main(append(args, localAddr()), &out, &out)
-			var s run
-			select {
-			case s = <-srv:
-			case <-ctx.Done():
-				t.Fatalf("server did not finish; client (exit %d):\n%s", code, out.String())
-			}
-			t.Logf("client:\n%s\nserver:\n%s", out.String(), s.out)
-			if code != 0 || s.code != 0 {
-				t.Fatalf("client exit %d, server exit %d", code, s.code)
-			}
-			row := resultRow(out.String())
-			if len(row) < 5 || row[0] != "4096" || row[1] != "300" {
-				t.Fatalf("client result row %q: want 4096 bytes, 300 iterations", row)
-			}
-			col := 4 // MsgRate[Mpps]
-			if mode == "send_lat" {
-				col = 2 // t_min[usec]
-			}
-			if v, err := strconv.ParseFloat(row[col], 64); err != nil || v <= 0 {
-				t.Errorf("client result row %q: column %d is not a positive number", row, col+1)
-			}
-		})
+		for _, post := range []struct{ name, list, mod string }{{"defaults", "1", "100"}, {"lists", "4", "8"}} {
+			t.Run(mode+"/"+post.name, func(t *testing.T) {
+				port++
+				ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
+				defer cancel()
+				args := []string{"-t", mode, "-d", device, "-x", strconv.Itoa(gidIndex), "-s", "4096", "-n", "300",
+					"-p", strconv.Itoa(port), "-l", post.list, "-Q", post.mod}
+				srv := tooltest.StartC(t, ctx, "Go server", self, args...)
+				if err := tooltest.WaitListen(ctx, port); err != nil {
+					t.Fatalf("goverbs-perf server: %v\n%s", err, srv.Wait().Out)
+				}
+				cli := tooltest.StartC(t, ctx, "Go client", self, append(args, localAddr())...).Wait()
+				s := srv.Wait()
+				t.Logf("client:\n%s\nserver:\n%s", cli.Out, s.Out)
+				if cli.Failed() || s.Failed() {
+					t.Fatalf("client exit %d %s, server exit %d %s", cli.ExitCode, cli.Err, s.ExitCode, s.Err)
+				}
+				row := resultRow(cli.Out)
+				if len(row) < 5 || row[0] != "4096" || row[1] != "300" {
+					t.Fatalf("client result row %q: want 4096 bytes, 300 iterations", row)
+				}
+				col := 4 // MsgRate[Mpps]
+				if mode == "send_lat" {
+					col = 2 // t_min[usec]
+				}
+				if v, err := strconv.ParseFloat(row[col], 64); err != nil || v <= 0 {
+					t.Errorf("client result row %q: column %d is not a positive number", row, col+1)
+				}
+				for _, side := range []tooltest.Run{cli, s} {
+					if n := loopAllocs(side.Out); n != "0" {
+						t.Errorf("%s: heap allocations in the timed loop: %q, want 0", side.Name, n)
+					}
+				}
+			})
+		}
 	}
+}
+
+// loopAllocs returns the count goverbs-perf reports for its timed loop's
+// own allocations (the runtime's, reported beside it, are not the loop's
+// doing), "" when it reports none.
+func loopAllocs(out string) string {
+	for line := range strings.Lines(out) {
+		if _, n, ok := strings.Cut(line, "heap allocations in the timed loop:"); ok {
+			n, _, _ = strings.Cut(strings.TrimSpace(n), " ")
+			return n
+		}
+	}
+	return ""
 }
 
 // resultRow returns the fields of the row after perftest's "#bytes" header.

@@ -15,8 +15,17 @@
 // TCP, connect, and synchronise with one byte each way before the timed
 // part and after it. What the peer sends is checked before use (see
 // peer.unmarshal): a 24-bit QPN and PSN, an address, a buffer that does not
-// wrap; its rkey and the size of its buffer are its own to get right. The data path (posting, polling) does not allocate.
+// wrap; its rkey and the size of its buffer are its own to get right.
 // Sends are never inline, as perftest's default on rxe.
+//
+// The timed loop (posting, polling) does not allocate: each side prints
+// "heap allocations in the timed loop: N (and K by the Go runtime alone)"
+// after its results, counted from the heap profile between the two syncs
+// (N: stacks with a frame outside package runtime; K: the runtime's own,
+// such as the m and g of a thread it starts). Both are the process's, so
+// they mean something when the side runs alone in its process; tests/rxe
+// checks that N is 0. -cpuprofile FILE writes a CPU profile of the timed
+// part (the profiler's own allocations then count in N).
 package perf
 
 import (
@@ -27,6 +36,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -58,6 +69,8 @@ type Config struct {
 	CQMod    int
 	TxDepth  int
 	RxDepth  int
+
+	CPUProfile string // file for a CPU profile of the timed part; "" for none
 }
 
 // ParseArgs parses the command line.
@@ -77,6 +90,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.IntVar(&cfg.CQMod, "Q", cfg.CQMod, "CQ moderation")
 	fs.IntVar(&cfg.TxDepth, "tx-depth", cfg.TxDepth, "send queue depth")
 	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -176,6 +190,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 			err = errors.Join(err, closers[i]())
 		}
 	}()
+	allocs := newAllocCounter()
 	dev, err := hand.Open(cfg.Device)
 	if err != nil {
 		return err
@@ -258,11 +273,24 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	e.raddr, e.rkey = remote.Addr, remote.RKey
-	if err := sync(conn); err != nil {
+	// Counted from before the first sync, so that neither side collects
+	// garbage while the other one runs.
+	allocs.start()
+	if err := sync(conn, buf[:1]); err != nil {
 		return err
 	}
 
 	var elapsed time.Duration
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	switch {
 	case cfg.Mode == SendLat:
 		if err := e.latency(cfg.Server != ""); err != nil {
@@ -277,7 +305,9 @@ func Run(cfg Config, out io.Writer) (err error) {
 			return err
 		}
 	}
-	if err := sync(conn); err != nil {
+	own, rtAllocs, allocSites := allocs.stop()
+	pprof.StopCPUProfile()
+	if err := sync(conn, buf[:1]); err != nil {
 		return err
 	}
 	switch {
@@ -289,6 +319,10 @@ func Run(cfg Config, out io.Writer) (err error) {
 		fmt.Fprintln(out, rule)
 		fmt.Fprintf(out, " %s server: the client reports\n", cfg.Mode)
 		fmt.Fprintln(out, rule)
+	}
+	fmt.Fprintf(out, " heap allocations in the timed loop: %d (and %d by the Go runtime alone)\n", own, rtAllocs)
+	for _, s := range allocSites {
+		fmt.Fprintf(out, "   allocated at %s\n", s)
 	}
 	return nil
 }
@@ -305,13 +339,16 @@ func sideChannel(cfg Config) (net.Conn, error) {
 	return ln.Accept()
 }
 
-// sync exchanges one byte each way.
-func sync(c net.Conn) error {
-	if _, err := c.Write([]byte{1}); err != nil {
+// syncByte is what sync sends: a package variable, so that sending it does
+// not allocate.
+var syncByte = []byte{1}
+
+// sync exchanges one byte each way; buf (one byte) receives the peer's.
+func sync(c net.Conn, buf []byte) error {
+	if _, err := c.Write(syncByte); err != nil {
 		return err
 	}
-	var b [1]byte
-	_, err := io.ReadFull(c, b[:])
+	_, err := io.ReadFull(c, buf)
 	return err
 }
 
