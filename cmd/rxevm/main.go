@@ -133,7 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "kill the VM after this long (boot included)")
 	fs.StringVar(&o.mem, "mem", "2G", "guest memory, as qemu -m takes it")
 	fs.IntVar(&o.smp, "smp", 2, "guest CPUs (each guest's; 1 by default with -hosts 2)")
-	fs.StringVar(&o.icount, "icount", "", "qemu's -icount `VALUE` (e.g. shift=5,sleep=off): guest time counts instructions, not host time (one vCPU thread)")
+	fs.StringVar(&o.icount, "icount", "", "qemu's -icount `VALUE` (e.g. shift=3,sleep=off): guest time counts instructions, not host time; all vCPUs then share one host thread (with -smp 2 this kernel hangs bringing up the second CPU: see BENCHMARKS.md)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1, or 2 for two linked guests (host a and host b)")
 	fs.DurationVar(&o.peerGrace, "peer-grace", 2*time.Minute, "with -hosts 2: how long one host may outlive the other")
 	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")

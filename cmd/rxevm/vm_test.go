@@ -92,6 +92,13 @@ func TestQEMUArgs(t *testing.T) {
 	if !slices.Equal(args[len(args)-2:], []string{"-nic", "none"}) {
 		t.Errorf("qemu args do not end with the network's: %q", args)
 	}
+	if strings.Contains(joined, "icount") {
+		t.Errorf("qemu args count instructions unasked: %q", joined)
+	}
+	v.icount = "shift=3,sleep=off"
+	if joined := strings.Join(v.args(), " "); !strings.Contains(joined, "-icount shift=3,sleep=off -nic none") {
+		t.Errorf("qemu args lack -icount before the network's: %q", joined)
+	}
 	v.root = "/var/cache/roots/a,b"
 	if joined := strings.Join(v.args(), " "); !strings.Contains(joined, "local,path=/var/cache/roots/a,,b,mount_tag=hostroot,security_model=none,readonly=on,") {
 		t.Errorf("qemu args do not export the root read-only: %q", joined)
