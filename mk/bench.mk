@@ -16,7 +16,8 @@
 #                    cgo-ns/op), a bound loose enough for a loaded 2-core
 #                    machine and tight enough for an allocation or, at small
 #                    n, an extra crossing (BENCHMARKS.md, "The regression
-#                    gate"). About 15 s on 2 cores, 25 s with a retry.
+#                    gate"). 9-13 s of benchmarks on 2 cores, a few more
+#                    when cases run again.
 #   make test-hand   go test ./hand/..., then again built with
 #                    GOEXPERIMENT=cgocheck2, which catches a Go pointer stored
 #                    into C memory.
