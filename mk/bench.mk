@@ -55,6 +55,14 @@ bench:
 # shared machine one slow slice can push a case over, so those cases run
 # again and the gate takes, per case, the fastest Go side of all runs
 # (load only adds time); only a case still over the bound then fails it.
+#
+# The proof that it fails (2026-11-23, 2 cores): GOVERBS_BENCH_INJECT=alloc
+# make bench-gate fails in 10 s, every one of the 66 cases "1 allocs/op > 0"
+# (TestGateCatchesInjectedAlloc in hand/internal/benchratio asserts it on two
+# cases); =crossing (one more empty cgo call per op, 22-24 ns) fails too,
+# but only at n = 1 and narrowly: go-c 45-50 ns against bounds of 44-49 ns,
+# 13 cases still over by 0.6-3 ns after the retry; at n >= 8 one extra
+# crossing per call stays inside the bound.
 bench-gate:
 	@tmp=$${TMPDIR:-/tmp}/goverbs-bench-gate; mkdir -p $$tmp && \
 	$(GO) build -o $$tmp/benchratio ./hand/internal/benchratio && \
