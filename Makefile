@@ -84,7 +84,7 @@ fuzz: headers
 # pinned (bullseye, 33.2), Debian 13's (56.1) and unstable's (65.0).
 # bookworm is the host's, which rxe-test runs.
 test: RXE_MATRIX_RELEASES = bullseye trixie sid
-test: deps headers check-generated vet test-go-min test-go test-hand test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix
+test: deps headers check-generated vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix
 	@echo "make test: all suites passed"
 
 clean:

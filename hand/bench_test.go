@@ -2,6 +2,7 @@ package hand_test
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -80,6 +81,7 @@ func pair(b *testing.B, name string, n int, mkGo func(b *testing.B) (side, func(
 	b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 		goSide, done := mkGo(b)
 		defer done()
+		goSide = inject(b, goSide)
 		var goT, cT, cgoT time.Duration
 		chunk := 16
 		b.ResetTimer()
@@ -110,6 +112,39 @@ func pair(b *testing.B, name string, n int, mkGo func(b *testing.B) (side, func(
 		b.ReportMetric(float64(cT)/float64(b.N), "c-ns/op")
 		b.ReportMetric(float64(cgoT)/float64(b.N), "cgo-ns/op")
 	})
+}
+
+// benchInject is GOVERBS_BENCH_INJECT, a fault to inject into every Go side
+// so as to show that make bench-gate catches it (hand/internal/benchratio's
+// tests): "alloc" adds one heap allocation per op, "crossing" one more empty
+// cgo call per op. Unset, inject hands the Go side back as it is: the knob
+// costs the measured loops nothing.
+var benchInject = os.Getenv("GOVERBS_BENCH_INJECT")
+
+// injected keeps the injected allocations on the heap.
+var injected []byte
+
+func inject(b *testing.B, s side) side {
+	switch benchInject {
+	case "":
+		return s
+	case "alloc":
+		return func(iters int) error {
+			for range iters {
+				injected = make([]byte, 8)
+			}
+			return s(iters)
+		}
+	case "crossing":
+		return func(iters int) error {
+			for range iters {
+				cbench.Empty()
+			}
+			return s(iters)
+		}
+	}
+	b.Fatalf("GOVERBS_BENCH_INJECT=%q: want alloc, crossing or nothing", benchInject)
+	return nil
 }
 
 func BenchmarkFast(b *testing.B) {

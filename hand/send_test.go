@@ -1,8 +1,11 @@
 package hand_test
 
 import (
+	"bytes"
 	"encoding/binary"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -239,4 +242,100 @@ func TestSendChainEveryLength(t *testing.T) {
 		next += n
 	}
 	require.Equal(t, uint64(1024), r.fqp.SendStats().Doorbells, "one doorbell per post call")
+}
+
+// staged is the inline staging an SGE that SetInline filled points to. The
+// address is read back as a pointer from memory (a uintptr-to-Pointer
+// conversion would trip go vet). Not inlined: Go 1.26.8's compiler panics
+// (disjointTypes, while lowering a memmove) on the inlined form in
+// TestSetInlineIndexOutsideView.
+//
+//go:noinline
+func staged(s *verbs.SGE, n int) []byte {
+	addr := uintptr(s.Addr)
+	return unsafe.Slice(*(**byte)(unsafe.Pointer(&addr)), n)
+}
+
+// SetInline at every length its chain admits, on views that start past WR 0
+// (the view finds its staging from its capacity), for staging sizes around
+// the 16-byte fast path: the staged bytes and the SGE are right, nothing
+// beyond the payload or in another WR's staging changes, and the provider
+// sends the bytes.
+func TestSetInlineEveryLength(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for _, inlCap := range []int{0, 1, 7, 8, 15, 16, 17, 24, 40} {
+		c, err := hand.NewSendChain(4, 1, inlCap)
+		require.NoError(t, err)
+		fillAll := func(b byte) {
+			v := c.Reserve(4)
+			for k := range 4 {
+				v.SetInline(k, 0, 0, bytes.Repeat([]byte{b}, inlCap))
+			}
+			c.Reset()
+		}
+		fillAll(0xee)
+		base := c.WR(0).SGList.Addr // WR 0's staging, the start of the chain's
+		for n := 0; n <= inlCap; n++ {
+			fillAll(0xee)
+			data := make([]byte, n)
+			for j := range data {
+				data[j] = byte(n*7 + j + 1)
+			}
+			c.Reserve(1).SetSend(0, 99, hand.Signaled, sge(0))
+			v := c.Reserve(2) // WRs 1 and 2
+			v.SetInline(1, uint64(n), hand.Signaled, data)
+			w := c.WR(2)
+			require.Equal(t, verbs.WROpSend, w.Opcode)
+			require.Equal(t, uint32(hand.Signaled|verbs.SendInline), w.SendFlags)
+			require.Equal(t, int32(1), w.NumSGE)
+			require.Zero(t, w.ImmData)
+			require.Equal(t, uint64(n), w.WRID)
+			require.Equal(t, base+uint64(2*inlCap), w.SGList.Addr, "cap %d len %d: WR 2's staging", inlCap, n)
+			require.Equal(t, uint32(n), w.SGList.Length)
+			require.Zero(t, w.SGList.Lkey)
+			all := staged(&verbs.SGE{Addr: base}, 4*inlCap)
+			want := bytes.Repeat([]byte{0xee}, 4*inlCap)
+			copy(want[2*inlCap:], data)
+			require.Equal(t, want, all, "cap %d len %d: only WR 2's first %d bytes change", inlCap, n, n)
+			clear(data) // data may be reused at once
+			require.Equal(t, want, all)
+
+			if n <= 40 { // what the fake's 64-byte WQE holds after its 16-byte header and length
+				v.SetSend(0, 98, hand.Signaled, sge(1))
+				head := r.fqp.SendStats().Head
+				require.NoError(t, c.PostSendRaw(r.qp))
+				q := wqe(r.fqp.SendWQE(head + 2))
+				require.Equal(t, uint32(n)|0x80000000, q.u32(16))
+				require.Equal(t, want[2*inlCap:2*inlCap+n], q[20:20+n])
+				drain(t, r, 3)
+			}
+			c.Reset()
+		}
+		require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, inlCap+1)) }, "cap %d", inlCap)
+		c.Reset()
+		c.Free()
+	}
+}
+
+// An index outside the view panics before anything is staged.
+func TestSetInlineIndexOutsideView(t *testing.T) {
+	c, err := hand.NewSendChain(4, 1, 16)
+	require.NoError(t, err)
+	defer c.Free()
+	v := c.Reserve(4)
+	for k := range 4 {
+		v.SetInline(k, 0, 0, bytes.Repeat([]byte{0xee}, 16))
+	}
+	c.Reset()
+	before := bytes.Clone(staged(c.WR(0).SGList, 64))
+	v = c.Reserve(1)
+	data := []byte("0123456789abcdef")
+	require.Panics(t, func() { v.SetInline(1, 0, 0, data) })
+	require.Panics(t, func() { v.SetInline(-1, 0, 0, data) })
+	v = c.Reserve(3)
+	require.Panics(t, func() { v.SetInline(3, 0, 0, data) }, "past the chain's last WR")
+	require.Equal(t, before, staged(c.WR(0).SGList, 64))
+
+	_, err = hand.NewSendChain(1, 1, 1<<20+1)
+	require.ErrorIs(t, err, syscall.EINVAL, "inline staging over 1 MiB")
 }

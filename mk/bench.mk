@@ -9,6 +9,15 @@
 #                    alternately, best of BENCH_COUNT runs; see
 #                    BENCHMARKS.md). BENCH_CHECK=1 also fails on a
 #                    missed target.
+#   make bench-gate  make test's regression gate over every
+#                    BenchmarkFast/<entry>/<n> case: fails when a case
+#                    allocates, or when Go costs more than C plus two empty
+#                    cgo calls plus 1 ns per WR or completion (the case's own
+#                    cgo-ns/op), a bound loose enough for a loaded 2-core
+#                    machine and tight enough for an allocation or, at small
+#                    n, an extra crossing (BENCHMARKS.md, "The regression
+#                    gate"). 9-13 s of benchmarks on 2 cores, a few more
+#                    when cases run again.
 #   make test-hand   go test ./hand/..., then again built with
 #                    GOEXPERIMENT=cgocheck2, which catches a Go pointer stored
 #                    into C memory.
@@ -22,7 +31,14 @@ BENCH_CHECK ?=
 # cgocheck2 rebuilds the runtime; its own cache keeps the default one warm.
 CGOCHECK2_GOCACHE ?= $(or $(shell $(GO) env GOCACHE),$(HOME)/.cache/go-build)-cgocheck2
 
-.PHONY: bench test-hand
+# The gate: BENCH_GATE_COUNT runs of BENCH_GATE_TIME per case, best of them
+# (load only adds time), then BENCH_GATE_RETRY_COUNT more of just the cases
+# over the time bound.
+BENCH_GATE_COUNT ?= 3
+BENCH_GATE_TIME ?= 30ms
+BENCH_GATE_RETRY_COUNT ?= 5
+
+.PHONY: bench bench-gate test-hand
 
 # benchratio copies the go test output through and appends the summary; it
 # exits non-zero when a benchmark failed (and, with BENCH_CHECK, on a miss).
@@ -31,6 +47,38 @@ bench:
 	@$(GO) test -run '^$$' -bench '$(BENCH_RUN)' -benchmem -count $(BENCH_COUNT) \
 		-benchtime $(BENCH_TIME) $(BENCH_PKG) 2>&1 | \
 		$${TMPDIR:-/tmp}/goverbs-benchratio $(if $(BENCH_CHECK),-check)
+
+# The test binary is built once and run from hand/ (as go test runs it).
+# benchratio -gate exits 1 on an allocation, a failed run or a line without
+# allocs/op: the gate fails at once. It exits 2 when cases are only over the
+# time bound, after writing a -bench pattern selecting just them: on a
+# shared machine one slow slice can push a case over, so those cases run
+# again and the gate takes, per case, the fastest Go side of all runs
+# (load only adds time); only a case still over the bound then fails it.
+#
+# The proof that it fails (2026-11-23, 2 cores): GOVERBS_BENCH_INJECT=alloc
+# make bench-gate fails in 10 s, every one of the 66 cases "1 allocs/op > 0"
+# (TestGateCatchesInjectedAlloc in hand/internal/benchratio asserts it on two
+# cases); =crossing (one more empty cgo call per op, 22-24 ns) fails too,
+# but only at n = 1 and narrowly: go-c 45-50 ns against bounds of 44-49 ns,
+# 13 cases still over by 0.6-3 ns after the retry; at n >= 8 one extra
+# crossing per call stays inside the bound.
+bench-gate:
+	@tmp=$${TMPDIR:-/tmp}/goverbs-bench-gate; mkdir -p $$tmp && \
+	$(GO) build -o $$tmp/benchratio ./hand/internal/benchratio && \
+	$(GO) test -c -o $$tmp/hand.test $(BENCH_PKG) && \
+	start=$$(date +%s) && \
+	(cd $(BENCH_PKG) && $$tmp/hand.test -test.run '^$$' -test.bench '^BenchmarkCgoEmpty$$|^BenchmarkFast$$' \
+		-test.benchmem -test.count $(BENCH_GATE_COUNT) -test.benchtime $(BENCH_GATE_TIME)) >$$tmp/run.txt 2>&1; \
+	rc=0; $$tmp/benchratio -gate -brief -retry $$tmp/retry.txt <$$tmp/run.txt || rc=$$?; \
+	if [ $$rc = 2 ]; then \
+		echo "bench-gate: running the cases over the bound again ($(BENCH_GATE_RETRY_COUNT) x $(BENCH_GATE_TIME))"; \
+		(cd $(BENCH_PKG) && $$tmp/hand.test -test.run '^$$' -test.bench "$$(cat $$tmp/retry.txt)" \
+			-test.benchmem -test.count $(BENCH_GATE_RETRY_COUNT) -test.benchtime $(BENCH_GATE_TIME)) >$$tmp/rerun.txt 2>&1; \
+		rc=0; cat $$tmp/run.txt $$tmp/rerun.txt | $$tmp/benchratio -gate >/dev/null || rc=$$?; \
+	fi; \
+	echo "bench-gate: $$(( $$(date +%s) - start )) s of benchmarks; output in $$tmp"; \
+	if [ $$rc != 0 ]; then echo "bench-gate: FAILED (a fast path allocates or costs more than C + 2 cgo calls + 1 ns/WR)" >&2; exit 1; fi
 
 test-hand:
 	$(GO) test ./hand/...

@@ -17,12 +17,25 @@
 // With -check it also tells on stderr which cases miss the issue's target
 // (Go minus C at most 1.25 empty cgo calls plus 0.5 ns per WR or completion,
 // the cgo cost being the case's own cgo-ns/op when present; and 0 allocs/op)
-// and exits 1 if any does. It exits 1 when the input shows a failed test or
-// holds no case at all.
+// and exits 1 if any does. With -gate it does the same against the looser
+// bound of `make test`'s regression gate (make bench-gate): Go minus C at
+// most 2 empty cgo calls plus 1 ns per WR or completion, and 0 allocs/op.
+// The check is a target to work towards; the gate catches regressions (an
+// allocation, an extra crossing) without failing on a noisy machine. Every
+// message names the case, go-c, the bound and how the bound was computed.
+//
+// With -gate -retry FILE, a run whose only failures are cases over the time
+// bound writes a go test -bench pattern selecting just those cases to FILE
+// and exits 2, so that the caller can run them again before failing; an
+// allocation, a failed run or a case without allocs/op (no -benchmem) still
+// exits 1. -brief leaves the benchmark lines out of the copy to stdout.
+//
+// It exits 1 when the input shows a failed test or holds no case at all.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -45,35 +58,134 @@ type result struct {
 }
 
 type caseRatio struct {
-	name   string // entry/n
-	n      int
-	goNS   float64
-	cNS    float64
-	cgoNS  float64 // 0 when the line has none
-	allocs float64
+	name      string // entry/n
+	n         int
+	goNS      float64
+	cNS       float64
+	cgoNS     float64 // 0 when the line has none
+	allocs    float64
+	hasAllocs bool // the line carries allocs/op (go test -benchmem)
 }
 
+// A bound on go-c: cgoCalls empty cgo calls plus perWR ns per WR or
+// completion, and no allocation.
+type bound struct {
+	name     string
+	cgoCalls float64
+	perWR    float64
+	benchmem bool // a case without allocs/op misses (it cannot be judged)
+}
+
+var (
+	// checkBound is issue 3's target, what make bench BENCH_CHECK=1 checks.
+	checkBound = bound{"check", 1.25, 0.5, false}
+	// gateBound is make test's regression gate (issue 14): loose enough for
+	// a loaded 2-core machine, tight enough that an allocation or an extra
+	// crossing per WR shows.
+	gateBound = bound{"gate", 2, 1, true}
+)
+
+// Exit codes: exitMissed is also a failed run or unusable input;
+// exitRetry is -gate -retry's "only time misses, run them again".
+const (
+	exitMissed = 1
+	exitRetry  = 2
+)
+
 func main() {
-	check := flag.Bool("check", false, "report cases that miss the targets on stderr and exit 1 if any does")
-	flag.Parse()
-	res, failed, err := parse(os.Stdin, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchratio:", err)
-		os.Exit(1)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchratio", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	check := fs.Bool("check", false, "report cases over the target (1.25 cgo + 0.5 ns/WR, 0 allocs) on stderr and exit 1 if any is")
+	gate := fs.Bool("gate", false, "report cases over the gate's bound (2 cgo + 1 ns/WR, 0 allocs) on stderr and exit 1 if any is")
+	retry := fs.String("retry", "", "with -gate: when only time bounds are missed, write a -bench pattern of those cases to this file and exit 2")
+	brief := fs.Bool("brief", false, "leave the benchmark lines out of the copy to stdout")
+	if err := fs.Parse(args); err != nil {
+		return 2
 	}
-	write(os.Stdout, res)
+	if *retry != "" && !*gate {
+		fmt.Fprintln(stderr, "benchratio: -retry needs -gate")
+		return 2
+	}
+	echo := stdout
+	if *brief {
+		echo = nonBench{stdout}
+	}
+	res, failed, err := parse(stdin, echo)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchratio:", err)
+		return exitMissed
+	}
+	write(stdout, res)
 	code := 0
 	if failed {
-		fmt.Fprintln(os.Stderr, "benchratio: the benchmark run failed")
-		code = 1
+		fmt.Fprintln(stderr, "benchratio: the benchmark run failed")
+		code = exitMissed
 	}
 	if *check {
-		for _, m := range misses(res) {
-			fmt.Fprintln(os.Stderr, "benchratio: target missed:", m)
-			code = 1
+		for _, m := range misses(res, checkBound) {
+			fmt.Fprintln(stderr, "benchratio: target missed:", m)
+			code = exitMissed
 		}
 	}
-	os.Exit(code)
+	if *gate {
+		ms := misses(res, gateBound)
+		hard := failed
+		var slow []caseRatio
+		for _, m := range ms {
+			fmt.Fprintln(stderr, "benchratio: gate failed:", m)
+			if m.allocs || m.noAllocs {
+				hard = true
+			} else {
+				slow = append(slow, m.c)
+			}
+		}
+		switch {
+		case len(ms) == 0:
+			if !failed {
+				fmt.Fprintf(stderr, "benchratio: gate passed: %d cases within go-c <= 2 x cgo + 1 ns/WR, 0 allocs/op\n", len(res.cases))
+			}
+		case hard || *retry == "":
+			code = exitMissed
+		default:
+			if err := os.WriteFile(*retry, []byte(benchPattern(slow)+"\n"), 0o644); err != nil {
+				fmt.Fprintln(stderr, "benchratio:", err)
+				return exitMissed
+			}
+			if code == 0 {
+				code = exitRetry
+			}
+		}
+	}
+	return code
+}
+
+// nonBench copies every line but benchmark result lines.
+type nonBench struct{ w io.Writer }
+
+func (e nonBench) Write(p []byte) (int, error) {
+	if lineRE.Match(bytes.TrimRight(p, "\n")) {
+		return len(p), nil
+	}
+	return e.w.Write(p)
+}
+
+// benchPattern is a go test -bench pattern that selects just cases (each
+// level anchored; cases joined by a top-level |, which go test treats as
+// alternatives).
+func benchPattern(cases []caseRatio) string {
+	var alts []string
+	for _, c := range cases {
+		elems := []string{"^BenchmarkFast$"}
+		for _, e := range strings.Split(c.name, "/") {
+			elems = append(elems, "^"+regexp.QuoteMeta(e)+"$")
+		}
+		alts = append(alts, strings.Join(elems, "/"))
+	}
+	return strings.Join(alts, "|")
 }
 
 // parse copies in to echo and collects the figures.
@@ -121,7 +233,8 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 		if !okGo || !okC {
 			continue
 		}
-		cr := caseRatio{name: c, goNS: goNS, cNS: cNS, cgoNS: metrics["cgo-ns/op"], allocs: metrics["allocs/op"]}
+		allocs, hasAllocs := metrics["allocs/op"]
+		cr := caseRatio{name: c, goNS: goNS, cNS: cNS, cgoNS: metrics["cgo-ns/op"], allocs: allocs, hasAllocs: hasAllocs}
 		if i := strings.LastIndexByte(c, '/'); i >= 0 {
 			cr.n, _ = strconv.Atoi(c[i+1:])
 		}
@@ -132,11 +245,11 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 			continue
 		}
 		prev := &res.cases[i]
-		allocs := max(prev.allocs, cr.allocs)
+		worst, all := max(prev.allocs, cr.allocs), prev.hasAllocs && cr.hasAllocs
 		if cr.goNS < prev.goNS {
 			*prev = cr
 		}
-		prev.allocs = allocs
+		prev.allocs, prev.hasAllocs = worst, all
 	}
 	if err := sc.Err(); err != nil {
 		return result{}, failed, err
@@ -158,21 +271,35 @@ func write(w io.Writer, res result) {
 	}
 }
 
-// misses lists the cases over the target of issue 3.
-func misses(res result) []string {
-	var out []string
+// A miss is one case over one bound, with its message.
+type miss struct {
+	c        caseRatio
+	allocs   bool // it allocates (else it is over the time bound)
+	noAllocs bool // the line has no allocs/op to judge
+	msg      string
+}
+
+func (m miss) String() string { return m.msg }
+
+// misses lists the cases over bound b, each message naming the case, go-c,
+// the bound and how it was computed.
+func misses(res result, b bound) []miss {
+	var out []miss
 	for _, c := range res.cases {
-		cgo := c.cgoNS
+		cgo, from := c.cgoNS, "the case's cgo-ns/op"
 		if cgo == 0 {
-			cgo = res.cgo
+			cgo, from = res.cgo, "BenchmarkCgoEmpty"
 		}
-		budget := 1.25*cgo + 0.5*float64(c.n)
-		if d := c.goNS - c.cNS; d > budget {
-			out = append(out, fmt.Sprintf("%s: go-c %.1f ns > %.1f ns (1.25 x %.1f cgo + 0.5 x %d)",
-				c.name, d, budget, cgo, c.n))
+		limit := b.cgoCalls*cgo + b.perWR*float64(c.n)
+		if d := c.goNS - c.cNS; d > limit {
+			out = append(out, miss{c: c, msg: fmt.Sprintf("%s: go-c %.1f ns > %s bound %.1f ns (%g x %.1f ns cgo from %s + %g ns x %d WRs)",
+				c.name, d, b.name, limit, b.cgoCalls, cgo, from, b.perWR, c.n)})
 		}
 		if c.allocs != 0 {
-			out = append(out, fmt.Sprintf("%s: %.0f allocs/op", c.name, c.allocs))
+			out = append(out, miss{c: c, allocs: true, msg: fmt.Sprintf("%s: %.0f allocs/op > 0 (%s bound: no allocation)", c.name, c.allocs, b.name)})
+		}
+		if b.benchmem && !c.hasAllocs {
+			out = append(out, miss{c: c, noAllocs: true, msg: fmt.Sprintf("%s: no allocs/op on the line (run go test with -benchmem)", c.name)})
 		}
 	}
 	return out
