@@ -277,9 +277,11 @@ const allocsLine = "heap allocations in the timed loop: "
 func checkLoopAllocs(out string) error {
 	for line := range strings.Lines(out) {
 		if _, n, ok := strings.Cut(line, allocsLine); ok {
-			// "N (and K by the Go runtime alone)": N is the tool's own.
+			// "N (and K by the Go runtime alone)": N is the tool's own,
+			// and an "allocated at" line follows for each site.
 			if n, _, _ = strings.Cut(strings.TrimSpace(n), " "); n != "0" {
-				return fmt.Errorf("goverbs-perf's timed loop allocated %s times on the heap; it must not allocate", n)
+				_, sites, _ := strings.Cut(out, line)
+				return fmt.Errorf("goverbs-perf's timed loop allocated %s times on the heap; it must not allocate:\n%s", n, sites)
 			}
 			return nil
 		}

@@ -12,7 +12,7 @@ import (
 // program and tells the program's own from the runtime's. The runtime
 // allocates on its own account while a loop runs, for instance an m and a g
 // when it starts a thread to take over a P from a long cgo call; those are
-// not the loop's doing. It samples every allocation (runtime.MemProfileRate
+// not the loop's doing (see threadStarts). It samples every allocation (runtime.MemProfileRate
 // 1), which costs nothing while nothing allocates.
 type allocCounter struct {
 	before map[[32]uintptr]int64
@@ -73,17 +73,27 @@ func allocRecords() map[[32]uintptr]int64 {
 	return out
 }
 
+// threadStarts are the runtime functions that allocate a new thread's
+// bookkeeping (its m and g0). The runtime starts threads on its own account,
+// also from a goroutine's stack (exitsyscall, wakep), so the frames below
+// them say nothing about who allocated. A goroutine the program starts is
+// the program's.
+var threadStarts = []string{"runtime.allocm", "runtime.newm"}
+
 // firstOutsideRuntime returns the first frame of stk outside package
-// runtime as "function file:line" ("" when every frame is the runtime's),
-// and whether the stack is the counter's own (allocRecords).
+// runtime as "function file:line" ("" when the stack is the runtime's own:
+// every frame in the runtime, or a thread start), and whether
+// the stack is the counter's own (allocRecords).
 func firstOutsideRuntime(stk [32]uintptr) (site string, counter bool) {
 	frames := runtime.CallersFrames(trimStack(stk[:]))
 	for {
 		f, more := frames.Next()
-		if strings.HasSuffix(f.Function, ".allocRecords") {
+		switch {
+		case strings.HasSuffix(f.Function, ".allocRecords"):
 			return "", true
-		}
-		if site == "" && f.Function != "" && !strings.HasPrefix(f.Function, "runtime.") {
+		case slices.Contains(threadStarts, f.Function):
+			return "", false
+		case site == "" && f.Function != "" && !strings.HasPrefix(f.Function, "runtime."):
 			site = fmt.Sprintf("%s %s:%d", f.Function, filepath.Base(f.File), f.Line)
 		}
 		if !more {
