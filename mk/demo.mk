@@ -61,9 +61,12 @@ demo:
 
 # perf-compare: one VM boot runs perftest's ib_send_bw, ib_write_bw,
 # ib_read_bw and ib_send_lat and goverbs-perf in the same modes on rxe0, at
-# PERF_SIZES, like for like (post list 1, CQ moderation 100), and prints a
-# table and one `perf <mode> <size> <c msg/s> <go msg/s> <go/c>` line per
-# row (cmd/goverbs-perfcompare). Under TCG only the ratios mean anything.
+# PERF_SIZES, like for like (post list 1, CQ moderation 100), each tool 5
+# times a row, alternately (PERF_FLAGS='-reps N' for more), and prints the
+# min/median/max of each, the ratio of the medians, send_lat's tails, and one
+# `perf <mode> <size> <c median msg/s> <go median msg/s> <go/c>` line per
+# row (cmd/goverbs-perfcompare); a goverbs-perf loop that allocates fails
+# it. About 4 minutes. Under TCG only the ratios mean anything.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
 

@@ -22,7 +22,8 @@
 // "heap allocations in the timed loop: N (and K by the Go runtime alone)"
 // after its results, counted from the heap profile between the two syncs
 // (N: stacks with a frame outside package runtime; K: the runtime's own,
-// such as the m and g of a thread it starts). Both are the process's, so
+// stacks all in the runtime or starting a thread, whose m and g0 it
+// allocates even from the loop's stack). Both are the process's, so
 // they mean something when the side runs alone in its process; tests/rxe
 // checks that N is 0. -cpuprofile FILE writes a CPU profile of the timed
 // part (the profiler's own allocations then count in N).
@@ -290,6 +291,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
+		defer pprof.StopCPUProfile() // when the loop fails; stopping twice is harmless
 	}
 	switch {
 	case cfg.Mode == SendLat:
