@@ -26,7 +26,8 @@
 // allocates even from the loop's stack). Both are the process's, so
 // they mean something when the side runs alone in its process; tests/rxe
 // checks that N is 0. -cpuprofile FILE writes a CPU profile of the timed
-// part (the profiler's own allocations then count in N).
+// part, -trace FILE a runtime execution trace of it (go tool trace); the
+// profiler's and the tracer's own allocations then count in N.
 package perf
 
 import (
@@ -39,6 +40,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"time"
@@ -72,6 +74,7 @@ type Config struct {
 	RxDepth  int
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
+	Trace      string // file for a runtime execution trace of the timed part
 }
 
 // ParseArgs parses the command line.
@@ -92,6 +95,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.IntVar(&cfg.TxDepth, "tx-depth", cfg.TxDepth, "send queue depth")
 	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
+	fs.StringVar(&cfg.Trace, "trace", "", "write a runtime execution trace of the timed part to `file`")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -293,6 +297,17 @@ func Run(cfg Config, out io.Writer) (err error) {
 		}
 		defer pprof.StopCPUProfile() // when the loop fails; stopping twice is harmless
 	}
+	if cfg.Trace != "" {
+		f, err := os.Create(cfg.Trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
+	}
 	switch {
 	case cfg.Mode == SendLat:
 		if err := e.latency(cfg.Server != ""); err != nil {
@@ -309,6 +324,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	}
 	own, rtAllocs, allocSites := allocs.stop()
 	pprof.StopCPUProfile()
+	trace.Stop()
 	if err := sync(conn, buf[:1]); err != nil {
 		return err
 	}
