@@ -271,10 +271,17 @@ func Run(cfg Config, out io.Writer) (err error) {
 	if !remote.GID.IsZero() {
 		path.DGID, path.SGIDIndex = remote.GID, cfg.GIDIndex
 	}
-	if err := qp.ToRTR(hand.RTRAttr{Path: path, DestQPN: remote.QPN, RQPSN: remote.PSN}); err != nil {
+	// As perftest: as many RDMA reads in flight as the device allows
+	// ("Outstand reads"), where hand's default stops at 16; read_bw is
+	// bound by it.
+	da, err := dev.QueryDevice()
+	if err != nil {
 		return err
 	}
-	if err := qp.ToRTS(hand.RTSAttr{SQPSN: local.PSN}); err != nil {
+	if err := qp.ToRTR(hand.RTRAttr{Path: path, DestQPN: remote.QPN, RQPSN: remote.PSN, MaxDestRDAtomic: int(da.MaxQPRDAtom)}); err != nil {
+		return err
+	}
+	if err := qp.ToRTS(hand.RTSAttr{SQPSN: local.PSN, MaxRDAtomic: int(da.MaxQPInitRDAtom)}); err != nil {
 		return err
 	}
 	e.raddr, e.rkey = remote.Addr, remote.RKey
