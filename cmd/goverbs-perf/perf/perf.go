@@ -293,28 +293,17 @@ func Run(cfg Config, out io.Writer) (err error) {
 	}
 
 	var elapsed time.Duration
-	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile() // when the loop fails; stopping twice is harmless
+	// Both stop after the loop, or on the way out when the loop fails.
+	stopProfile, err := record(cfg.CPUProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return err
 	}
-	if cfg.Trace != "" {
-		f, err := os.Create(cfg.Trace)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return err
-		}
-		defer trace.Stop()
+	defer stopProfile()
+	stopTrace, err := record(cfg.Trace, trace.Start, trace.Stop)
+	if err != nil {
+		return err
 	}
+	defer stopTrace()
 	switch {
 	case cfg.Mode == SendLat:
 		if err := e.latency(cfg.Server != ""); err != nil {
@@ -330,8 +319,8 @@ func Run(cfg Config, out io.Writer) (err error) {
 		}
 	}
 	own, rtAllocs, allocSites := allocs.stop()
-	pprof.StopCPUProfile()
-	trace.Stop()
+	stopProfile()
+	stopTrace()
 	if err := sync(conn, buf[:1]); err != nil {
 		return err
 	}
@@ -350,6 +339,31 @@ func Run(cfg Config, out io.Writer) (err error) {
 		fmt.Fprintf(out, "   allocated at %s\n", s)
 	}
 	return nil
+}
+
+// record starts a profile or trace into the file path (nothing when path is
+// ""), and returns what stops it and closes the file, once however often it
+// is called.
+func record(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	stopped := false
+	return func() {
+		if !stopped {
+			stopped = true
+			stop()
+			f.Close()
+		}
+	}, nil
 }
 
 func sideChannel(cfg Config) (net.Conn, error) {
