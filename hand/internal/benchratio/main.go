@@ -85,11 +85,18 @@ var (
 	gateBound = bound{"gate", 2, 1, true}
 )
 
+// String is the bound as a formula: "2 x cgo + 1 ns/WR, 0 allocs/op".
+func (b bound) String() string {
+	return fmt.Sprintf("%g x cgo + %g ns/WR, 0 allocs/op", b.cgoCalls, b.perWR)
+}
+
 // Exit codes: exitMissed is also a failed run or unusable input;
-// exitRetry is -gate -retry's "only time misses, run them again".
+// exitRetry is -gate -retry's "only time misses, run them again", which
+// make bench-gate acts on, so a usage error has a code of its own.
 const (
 	exitMissed = 1
 	exitRetry  = 2
+	exitUsage  = 3
 )
 
 func main() {
@@ -99,16 +106,16 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchratio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	check := fs.Bool("check", false, "report cases over the target (1.25 cgo + 0.5 ns/WR, 0 allocs) on stderr and exit 1 if any is")
-	gate := fs.Bool("gate", false, "report cases over the gate's bound (2 cgo + 1 ns/WR, 0 allocs) on stderr and exit 1 if any is")
+	check := fs.Bool("check", false, "report cases over the target ("+checkBound.String()+") on stderr and exit 1 if any is")
+	gate := fs.Bool("gate", false, "report cases over the gate's bound ("+gateBound.String()+") on stderr and exit 1 if any is")
 	retry := fs.String("retry", "", "with -gate: when only time bounds are missed, write a -bench pattern of those cases to this file and exit 2")
 	brief := fs.Bool("brief", false, "leave the benchmark lines out of the copy to stdout")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return exitUsage
 	}
 	if *retry != "" && !*gate {
 		fmt.Fprintln(stderr, "benchratio: -retry needs -gate")
-		return 2
+		return exitUsage
 	}
 	echo := stdout
 	if *brief {
@@ -146,7 +153,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch {
 		case len(ms) == 0:
 			if !failed {
-				fmt.Fprintf(stderr, "benchratio: gate passed: %d cases within go-c <= 2 x cgo + 1 ns/WR, 0 allocs/op\n", len(res.cases))
+				fmt.Fprintf(stderr, "benchratio: gate passed: %d cases within go-c <= %s\n", len(res.cases), gateBound)
 			}
 		case hard || *retry == "":
 			code = exitMissed

@@ -120,6 +120,15 @@ func TestGateExitCodes(t *testing.T) {
 	}
 }
 
+// A usage error is not the gate's "run the slow cases again" (exit 2),
+// which make bench-gate acts on.
+func TestUsageErrorIsNotRetry(t *testing.T) {
+	for _, args := range [][]string{{"-nosuchflag"}, {"-retry", "x"}} {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, exitUsage, run(args, strings.NewReader(gateRun("824", "0")), &stdout, &stderr), "%q", args)
+	}
+}
+
 func TestBriefLeavesOutBenchmarkLines(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, run([]string{"-brief"}, strings.NewReader(sampleRun), &stdout, &stderr))
