@@ -35,6 +35,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 )
 
 // result is a client's result row.
@@ -268,25 +270,20 @@ func pair(mode, name, addr string, args []string, port int) (result, error) {
 	return parseResult(string(cout), mode == "send_lat")
 }
 
-// allocsLine is how goverbs-perf reports the heap allocations of its timed
-// loop.
-const allocsLine = "heap allocations in the timed loop: "
-
 // checkLoopAllocs fails unless out reports a timed loop that allocated
-// nothing.
+// nothing of its own (the runtime's own allocations are not the loop's).
 func checkLoopAllocs(out string) error {
-	for line := range strings.Lines(out) {
-		if _, n, ok := strings.Cut(line, allocsLine); ok {
-			// "N (and K by the Go runtime alone)": N is the tool's own,
-			// and an "allocated at" line follows for each site.
-			if n, _, _ = strings.Cut(strings.TrimSpace(n), " "); n != "0" {
-				_, sites, _ := strings.Cut(out, line)
-				return fmt.Errorf("goverbs-perf's timed loop allocated %s times on the heap; it must not allocate:\n%s", n, sites)
-			}
-			return nil
-		}
+	r, ok, err := loopallocs.Parse(out)
+	switch {
+	case err != nil:
+		return fmt.Errorf("goverbs-perf's allocation report: %w", err)
+	case !ok:
+		return errors.New("goverbs-perf reported no heap allocations of its timed loop")
+	case r.Own != 0:
+		return fmt.Errorf("goverbs-perf's timed loop allocated %d times on the heap; it must not allocate:\n  %s",
+			r.Own, strings.Join(r.Sites, "\n  "))
 	}
-	return fmt.Errorf("goverbs-perf printed no %q line", strings.TrimSpace(allocsLine))
+	return nil
 }
 
 // waitListen waits until a TCP socket listens on port (/proc/net/tcp[6]).

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf"
+	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
@@ -68,26 +69,14 @@ func TestInteropPerfModes(t *testing.T) {
 					t.Errorf("client result row %q: column %d is not a positive number", row, col+1)
 				}
 				for _, side := range []tooltest.Run{cli, s} {
-					if n := loopAllocs(side.Out); n != "0" {
-						t.Errorf("%s: heap allocations in the timed loop: %q, want 0", side.Name, n)
+					r, ok, err := loopallocs.Parse(side.Out)
+					if !ok || err != nil || r.Own != 0 {
+						t.Errorf("%s: heap allocations in the timed loop: %+v (reported: %v, %v), want 0 of the loop's own", side.Name, r, ok, err)
 					}
 				}
 			})
 		}
 	}
-}
-
-// loopAllocs returns the count goverbs-perf reports for its timed loop's
-// own allocations (the runtime's, reported beside it, are not the loop's
-// doing), "" when it reports none.
-func loopAllocs(out string) string {
-	for line := range strings.Lines(out) {
-		if _, n, ok := strings.Cut(line, "heap allocations in the timed loop:"); ok {
-			n, _, _ = strings.Cut(strings.TrimSpace(n), " ")
-			return n
-		}
-	}
-	return ""
 }
 
 // resultRow returns the fields of the row after perftest's "#bytes" header.

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 )
 
 // allocCounter counts the heap allocations between two points of the
@@ -30,7 +32,8 @@ func (a *allocCounter) start() { a.before = allocRecords() }
 // (anywhere on the allocating stack), and by the runtime alone, and where
 // the former were made (the first frame outside the runtime). The
 // counter's own snapshots and the side channel's handshake are left out.
-func (a *allocCounter) stop() (own, rt int64, where []string) {
+func (a *allocCounter) stop() loopallocs.Report {
+	var r loopallocs.Report
 	for stk, n := range allocRecords() {
 		n -= a.before[stk]
 		if n <= 0 {
@@ -40,14 +43,14 @@ func (a *allocCounter) stop() (own, rt int64, where []string) {
 		switch {
 		case leftOut:
 		case site == "":
-			rt += n
+			r.Runtime += n
 		default:
-			own += n
-			where = append(where, fmt.Sprintf("%s x%d", site, n))
+			r.Own += n
+			r.Sites = append(r.Sites, fmt.Sprintf("%s x%d", site, n))
 		}
 	}
-	slices.Sort(where)
-	return own, rt, where
+	slices.Sort(r.Sites)
+	return r
 }
 
 // allocRecords returns the cumulative allocation count of every stack in

@@ -15,14 +15,14 @@ func allocateOnce() { sink = make([]byte, 100) }
 func TestAllocCounter(t *testing.T) {
 	a := newAllocCounter()
 	a.start()
-	own, _, where := a.stop()
-	if own != 0 {
-		t.Fatalf("nothing allocated between start and stop, counted %d: %q", own, where)
+	r := a.stop()
+	if r.Own != 0 {
+		t.Fatalf("nothing allocated between start and stop, counted %d: %q", r.Own, r.Sites)
 	}
 	a.start()
 	allocateOnce()
-	own, _, where = a.stop()
-	if own != 1 || len(where) != 1 || !strings.Contains(where[0], "perf.allocateOnce allocs_test.go:") {
-		t.Fatalf("one allocation: counted %d at %q", own, where)
+	r = a.stop()
+	if r.Own != 1 || len(r.Sites) != 1 || !strings.Contains(r.Sites[0], "perf.allocateOnce allocs_test.go:") {
+		t.Fatalf("one allocation: counted %d at %q", r.Own, r.Sites)
 	}
 }

@@ -20,7 +20,7 @@
 //
 // The timed loop (posting, polling) does not allocate: each side prints
 // "heap allocations in the timed loop: N (and K by the Go runtime alone)"
-// after its results, counted from the heap profile between the two syncs
+// after its results (package loopallocs writes and reads it), counted from the heap profile between the two syncs
 // (N: stacks with a frame outside package runtime; K: the runtime's own,
 // stacks all in the runtime or starting a thread, whose m and g0 it
 // allocates even from the loop's stack). Both are the process's, so
@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 	"github.com/goverbs/goverbs/hand"
 )
 
@@ -318,7 +319,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 			return err
 		}
 	}
-	own, rtAllocs, allocSites := allocs.stop()
+	loopAllocs := allocs.stop()
 	stopProfile()
 	stopTrace()
 	if err := sync(conn, buf[:1]); err != nil {
@@ -334,10 +335,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 		fmt.Fprintf(out, " %s server: the client reports\n", cfg.Mode)
 		fmt.Fprintln(out, rule)
 	}
-	fmt.Fprintf(out, " heap allocations in the timed loop: %d (and %d by the Go runtime alone)\n", own, rtAllocs)
-	for _, s := range allocSites {
-		fmt.Fprintf(out, "   allocated at %s\n", s)
-	}
+	loopallocs.Write(out, loopAllocs)
 	return nil
 }
 
