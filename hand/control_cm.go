@@ -768,29 +768,10 @@ func (c *Conn) Close() error {
 	}, c.ch.fd.interrupt, c.ch.fd.undo)
 }
 
-// busyOwn reports user objects on the PD and CQ the Conn made.
+// busyOwn reports user objects on the PD and CQ the Conn made, other than
+// its own QP.
 func (c *Conn) busyOwn() error {
-	var own []*object
-	if c.ownPD {
-		own = append(own, &c.pd.object)
-	}
-	if c.ownCQ {
-		own = append(own, &c.sendCQ.object)
-	}
-	var children []string
-	for _, o := range own {
-		o.childMu.Lock()
-		for _, ch := range o.children {
-			if ch != &c.qp.object {
-				children = append(children, ch.label)
-			}
-		}
-		o.childMu.Unlock()
-	}
-	if len(children) > 0 {
-		return &BusyError{Object: c.label, Children: children}
-	}
-	return nil
+	return busyOwned(c.label, c.pd, c.ownPD, c.sendCQ, c.ownCQ, &c.qp.object)
 }
 
 // sockaddrBuf is a struct sockaddr_storage in Go memory (no pointers, so it

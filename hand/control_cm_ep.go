@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-	"slices"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -135,27 +134,7 @@ func (r *epResources) close() error {
 // busy reports user objects (beyond the QPs of Conns) still on the PD and
 // CQ the resources own, and those Conns' QPs.
 func (r *epResources) busy(label string) error {
-	var own []*object
-	if r.ownPD {
-		own = append(own, &r.pd.object)
-	}
-	if r.ownCQ {
-		own = append(own, &r.sendCQ.object)
-	}
-	var children []string
-	for _, o := range own {
-		o.childMu.Lock()
-		for _, c := range o.children {
-			if !slices.Contains(children, c.label) {
-				children = append(children, c.label)
-			}
-		}
-		o.childMu.Unlock()
-	}
-	if len(children) > 0 {
-		return &BusyError{Object: label, Children: children}
-	}
-	return nil
+	return busyOwned(label, r.pd, r.ownPD, r.sendCQ, r.ownCQ, nil)
 }
 
 // cmDeviceFor returns librdmacm's context of the device that has the IP

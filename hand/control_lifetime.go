@@ -119,6 +119,33 @@ func (o *object) busy() error {
 	return e
 }
 
+// busyOwned is busy for what an rdma_cm connection made for itself: a
+// *BusyError on label listing the children of pd (when ownPD) and cq (when
+// ownCQ) but skip, each once (an object on both, a QP, is a child of each).
+func busyOwned(label string, pd *PD, ownPD bool, cq *CQ, ownCQ bool, skip *object) error {
+	var own []*object
+	if ownPD {
+		own = append(own, &pd.object)
+	}
+	if ownCQ {
+		own = append(own, &cq.object)
+	}
+	var children []string
+	for _, o := range own {
+		o.childMu.Lock()
+		for _, c := range o.children {
+			if c != skip && !slices.Contains(children, c.label) {
+				children = append(children, c.label)
+			}
+		}
+		o.childMu.Unlock()
+	}
+	if len(children) > 0 {
+		return &BusyError{Object: label, Children: children}
+	}
+	return nil
+}
+
 // isClosed reports whether Close has completed.
 func (o *object) isClosed() bool {
 	o.mu.RLock()
