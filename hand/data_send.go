@@ -27,7 +27,10 @@ type SendChain struct {
 	// that a view finds it from its own capacity (see Reserve).
 	inlEnd unsafe.Pointer
 	inlCap int
-	inl16  int // 16 when inlCap >= 16 (SetInline's fixed 16-byte move fits), else -1
+	// inl16 is 16 when inlCap >= 16 (SetInline's fixed 16-byte move fits),
+	// else -1: derived from inlCap, but kept so that SetInline tests one
+	// equality, which keeps it within the inliner's budget.
+	inl16 int
 }
 
 // maxInlineCap bounds NewSendChain's inlineCap (SetInline slices the staging
