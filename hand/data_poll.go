@@ -350,6 +350,10 @@ func (p *ExPoller) Poll() ([]WC, error) {
 	return p.wc[:r], nil
 }
 
+// pollExReader is goverbs_poll_ex's address, for the C side of the
+// poll_cq_ex benchmark, which calls the very loop Poll does (export_test.go).
+func pollExReader() unsafe.Pointer { return unsafe.Pointer(C.goverbs_poll_ex) }
+
 // Timestamp is the completion timestamp (ibv_wc_read_completion_ts) of
 // completion i of the last Poll, when the poller's wcFlags hold
 // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP; 0 otherwise or for a failed completion.

@@ -5,7 +5,7 @@
 #   make bench       Go fast paths against C loops on the fake provider: the
 #                    standard benchmark lines (for benchstat), then
 #                    `cgo <ns>` and one `ratio <case> <go> <c> <go/c> <allocs>`
-#                    line per case (process CPU time, Go and C measured
+#                    line per case (thread CPU time, Go and C measured
 #                    alternately, best of BENCH_COUNT runs; see
 #                    BENCHMARKS.md). BENCH_CHECK=1 also fails on a
 #                    missed target.

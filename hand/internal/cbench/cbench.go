@@ -116,9 +116,12 @@ func Poll(cq unsafe.Pointer, n, iters int) error {
 	return errnoErr(C.cb_poll((*C.struct_ibv_cq)(cq), C.int(n), C.int64_t(iters)))
 }
 
-// PollEx reaps n completions per iteration through the extended CQ ops,
-// reading the fields wcFlags (enum ibv_create_cq_wc_flags) selects.
-func PollEx(cq unsafe.Pointer, n, iters int, wcFlags uint64) error {
-	return errnoErr(C.cb_poll_ex((*C.struct_ibv_cq_ex)(cq), C.int(n), C.int64_t(iters),
-		C.uint64_t(wcFlags)))
+// PollEx reaps n completions per iteration from cq (a struct ibv_cq_ex *)
+// with reader, a C function of goverbs_poll_ex's signature, into wc (n
+// struct ibv_wc) and ts (n uint64_t), both C memory, reading the fields
+// wcFlags (enum ibv_create_cq_wc_flags) selects; an iteration that gets
+// fewer fails with EAGAIN.
+func PollEx(reader, cq, wc, ts unsafe.Pointer, n, iters int, wcFlags uint64) error {
+	return errnoErr(C.cb_poll_ex(C.cb_poll_ex_reader(reader), (*C.struct_ibv_cq_ex)(cq),
+		(*C.struct_ibv_wc)(wc), (*C.uint64_t)(ts), C.int(n), C.int64_t(iters), C.uint64_t(wcFlags)))
 }

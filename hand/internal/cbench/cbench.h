@@ -61,9 +61,13 @@ int cb_rdma_post(struct rdma_cm_id *id, int kind, int n, int64_t iters);
 
 /* Polls n completions per iteration; returns 0 or -1 when a poll came back short. */
 int cb_poll(struct ibv_cq *cq, int n, int64_t iters);
-/* Extended polling: start_poll, next_poll n-1 times, end_poll; reads the fields
- * selected by wc_flags (enum ibv_create_cq_wc_flags) of each completion into
- * an array of n ibv_wc, as hand's ExPoller does. */
-int cb_poll_ex(struct ibv_cq_ex *cq, int n, int64_t iters, uint64_t wc_flags);
+/* A reader of up to n completions of an extended CQ into wc (and ts), with
+ * the signature of hand.c's goverbs_poll_ex: the count, or minus an errno. */
+typedef int (*cb_poll_ex_reader)(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags);
+/* Extended polling: calls reader for n completions per iteration into wc and
+ * ts (arrays of n), then reads wr_id and status of each; returns 0, -1 when a
+ * poll came back short, or the reader's errno. */
+int cb_poll_ex(cb_poll_ex_reader reader, struct ibv_cq_ex *cq, struct ibv_wc *wc, uint64_t *ts,
+	       int n, int64_t iters, uint64_t wc_flags);
 
 #endif

@@ -137,7 +137,6 @@ func TestEndlessPolling(t *testing.T) {
 	require.NoError(t, cbench.PostRecv(r.qp.Ptr(), 16, 1))
 	require.NoError(t, r.cq.SetEndless(true))
 	require.NoError(t, cbench.Poll(r.cq.Ptr(), 16, 1000))
-	require.NoError(t, cbench.PollEx(r.cq.ExPtr(), 16, 1000, 0xff))
 	require.Equal(t, 16, r.cq.Pending())
 	require.NoError(t, r.cq.SetEndless(false))
 	require.Equal(t, 0, r.cq.Pending())
@@ -150,7 +149,7 @@ func TestOverrunAndInjection(t *testing.T) {
 	require.True(t, r.cq.Overrun())
 	require.Equal(t, uint64(4), r.cq.Stats().Dropped)
 	require.Equal(t, 4, r.cq.Pending())
-	require.NoError(t, cbench.PollEx(r.cq.ExPtr(), 4, 1, 0xff))
+	require.NoError(t, cbench.Poll(r.cq.Ptr(), 4, 1))
 	require.Equal(t, uint64(4), r.cq.Stats().Polled)
 }
 
