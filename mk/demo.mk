@@ -81,3 +81,34 @@ perf-compare:
 	done; \
 	echo "perf-compare: booting the soft-RoCE VM; perftest and goverbs-perf on rxe0, sizes $(PERF_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) -timeout 45m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_SIZES) $(PERF_FLAGS)
+
+# perf-insns: counts the guest instructions per message of perftest and
+# goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at
+# PERF_INSNS_SIZES: qemu runs the VM with the insncount plugin
+# (cmd/goverbs-perfcompare/insncount, built here with gcc), goverbs-perfcompare
+# -insns runs each tool at the iterations and at four times them between the
+# plugin's markers, and -insns-report prints per row the instructions per
+# message by region (kernel, tool binary, each library) and the functions
+# where Go and C differ most. goverbs-perf is built as a PIE so that its
+# code is not at the addresses of the VM's other Go processes. About 2 minutes
+# for the defaults. The files stay in PERF_INSNS_DIR.
+PERF_INSNS_MODES ?= write_bw,send_lat
+PERF_INSNS_SIZES ?= 64
+PERF_INSNS_FLAGS ?= -bw-iters 5000 -lat-iters 2000
+PERF_INSNS_DIR ?= $(DEMO_TMPDIR)/goverbs-perf-insns
+
+.PHONY: perf-insns
+
+perf-insns:
+	@set -e; \
+	dir=$(PERF_INSNS_DIR); rm -rf "$$dir"; mkdir -p "$$dir/insns"; \
+	for c in rxevm goverbs-perfcompare; do \
+		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+	done; \
+	$(GO) build -buildmode=pie -o "$$dir/goverbs-perf" ./cmd/goverbs-perf; \
+	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -o "$$dir/insncount.so" \
+		cmd/goverbs-perfcompare/insncount/insncount.c; \
+	echo "perf-insns: booting the soft-RoCE VM with qemu's insncount plugin; $(PERF_INSNS_MODES) at $(PERF_INSNS_SIZES) B"; \
+	cd "$$dir" && ./rxevm $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -plugin "$$dir/insncount.so,out=$$dir/insns/snaps.txt" -timeout 45m -- \
+		./goverbs-perfcompare -perf ./goverbs-perf -insns insns -modes $(PERF_INSNS_MODES) -sizes $(PERF_INSNS_SIZES) $(PERF_INSNS_FLAGS); \
+	./goverbs-perfcompare -insns-report insns

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
+	"github.com/goverbs/goverbs/cmd/goverbs-perfcompare/insns"
 )
 
 // result is a client's result row.
@@ -97,6 +98,8 @@ type options struct {
 	bwIters, latIters       int
 	port, reps              int
 	verbose                 bool
+	modes                   []string
+	insns                   string // directory for -insns; "" for off
 }
 
 func main() {
@@ -112,7 +115,22 @@ func main() {
 	flag.IntVar(&o.port, "port", 19100, "first TCP port (one per run)")
 	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
+	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
+	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+
+		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
+	report := flag.String("insns-report", "", "on the host, after a -insns run: print the instructions per message of each tool from `DIR` "+
+		"(with the plugin's snaps.txt in it)")
+	top := flag.Int("insns-top", 25, "with -insns-report: how many functions to list per row")
+	filter := flag.String("insns-filter", "", "with -insns-report: list only functions whose region and name contain `TEXT`")
 	flag.Parse()
+	o.modes = strings.Split(*modes, ",")
+	if *report != "" {
+		if err := printInsns(os.Stdout, *report, *top, *filter); err != nil {
+			fmt.Fprintf(os.Stderr, "goverbs-perfcompare: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -170,7 +188,10 @@ func (r row) ratio() float64 {
 func run(o options) error {
 	var rows []row
 	port := o.port
-	for _, mode := range []string{"send_bw", "write_bw", "read_bw", "send_lat"} {
+	if o.insns != "" {
+		return runInsns(o)
+	}
+	for _, mode := range o.modes {
 		for _, size := range o.sizes {
 			r := row{mode: mode, size: size}
 			iters := o.bwIters
@@ -181,12 +202,12 @@ func run(o options) error {
 			cArgs := append([]string{"-F"}, common...)
 			goArgs := append([]string{"-t", mode}, common...)
 			for range max(o.reps, 1) {
-				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, port)
+				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, port, "")
 				if err != nil {
 					return fmt.Errorf("perftest %s %d: %w", mode, size, err)
 				}
 				port++
-				g, err := pair(mode, o.perf, o.addr, goArgs, port)
+				g, err := pair(mode, o.perf, o.addr, goArgs, port, "")
 				if err != nil {
 					return fmt.Errorf("goverbs-perf %s %d: %w", mode, size, err)
 				}
@@ -239,8 +260,12 @@ func printTable(w io.Writer, rows []row) {
 }
 
 // pair runs name as a server and as a client of it on port and returns the
-// client's result.
-func pair(mode, name, addr string, args []string, port int) (result, error) {
+// client's result. With maps (for -insns), it writes there the executable
+// mappings of both processes as they last were while they ran, and calls
+// insns.Marker once the server listens and again once both have ended:
+// the wait for the server to listen reads /proc/net/tcp, whose kernel
+// work, as large as thousands of messages', would otherwise be counted.
+func pair(mode, name, addr string, args []string, port int, maps string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args = append(args, "-p", strconv.Itoa(port))
@@ -255,19 +280,33 @@ func pair(mode, name, addr string, args []string, port int) (result, error) {
 		srv.Wait()
 		return result{}, fmt.Errorf("%w; server output:\n%s", err, sout.String())
 	}
-	cout, cerr := exec.CommandContext(ctx, name, append(args, addr)...).CombinedOutput()
+	var cout bytes.Buffer
+	cli := exec.CommandContext(ctx, name, append(args, addr)...)
+	cli.Stdout, cli.Stderr = &cout, &cout
+	cerr := cli.Start()
+	if cerr == nil {
+		if maps != "" {
+			insns.Marker() // the client's start counts: goverbs-perf's runtime does work perftest does not
+			stop := watchMaps(maps, srv.Process.Pid, cli.Process.Pid)
+			cerr = cli.Wait()
+			stop()
+			defer insns.Marker() // after the server's Wait
+		} else {
+			cerr = cli.Wait()
+		}
+	}
 	serr := srv.Wait()
 	if cerr != nil || serr != nil {
-		return result{}, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cerr, serr, cout, sout.String())
+		return result{}, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cerr, serr, cout.String(), sout.String())
 	}
 	if !strings.HasPrefix(filepath.Base(name), "ib_") {
-		for side, out := range map[string]string{"client": string(cout), "server": sout.String()} {
+		for side, out := range map[string]string{"client": cout.String(), "server": sout.String()} {
 			if err := checkLoopAllocs(out); err != nil {
 				return result{}, fmt.Errorf("%s: %w", side, err)
 			}
 		}
 	}
-	return parseResult(string(cout), mode == "send_lat")
+	return parseResult(cout.String(), mode == "send_lat")
 }
 
 // checkLoopAllocs fails unless out reports a timed loop that allocated

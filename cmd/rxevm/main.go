@@ -84,19 +84,21 @@ const (
 )
 
 type options struct {
-	timeout   time.Duration
-	mem       string
-	smp       int
-	icount    string
-	cacheDir  string
-	kernelPkg string
-	setupOnly bool
-	setupRoot string // a root recipe's name
-	root      string // the guest's root filesystem on the host
-	verbose   bool
-	env       []string // extra KEY=VALUE for the command
-	workdir   string
-	command   []string
+	timeout    time.Duration
+	mem        string
+	smp        int
+	icount     string
+	plugin     string
+	kernelArgs string
+	cacheDir   string
+	kernelPkg  string
+	setupOnly  bool
+	setupRoot  string // a root recipe's name
+	root       string // the guest's root filesystem on the host
+	verbose    bool
+	env        []string // extra KEY=VALUE for the command
+	workdir    string
+	command    []string
 
 	// Two-host mode.
 	hosts       int
@@ -134,6 +136,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mem, "mem", "2G", "guest memory, as qemu -m takes it")
 	fs.IntVar(&o.smp, "smp", 2, "guest CPUs (each guest's; 1 by default with -hosts 2)")
 	fs.StringVar(&o.icount, "icount", "", "qemu's -icount `VALUE` (e.g. shift=3,sleep=off): guest time counts instructions, not host time; all vCPUs then share one host thread (with -smp 2 this kernel hangs bringing up the second CPU: see BENCHMARKS.md)")
+	fs.StringVar(&o.plugin, "plugin", "", "qemu's -plugin `VALUE` (FILE.so,KEY=VALUE...): a TCG plugin, as goverbs-perfcompare's insncount (make perf-insns)")
+	fs.StringVar(&o.kernelArgs, "kernel-args", "", "more of the guest kernel's command line, as `ARGS` (e.g. clocksource=tsc tsc=reliable: see BENCHMARKS.md)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1, or 2 for two linked guests (host a and host b)")
 	fs.DurationVar(&o.peerGrace, "peer-grace", 2*time.Minute, "with -hosts 2: how long one host may outlive the other")
 	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")
@@ -357,7 +361,7 @@ func newGuest(modules []string, k kernel, o options, net network, command []stri
 		return guest{}, err
 	}
 	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, root: o.root, workdir: o.workdir,
-		mem: o.mem, smp: o.smp, icount: o.icount, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
+		mem: o.mem, smp: o.smp, icount: o.icount, plugin: o.plugin, kernelArgs: o.kernelArgs, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
 }
 
 // writeInitrd writes the guest's initramfs, with the host's busybox, to a

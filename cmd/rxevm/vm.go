@@ -19,16 +19,18 @@ import (
 // (the host's / by default) read-only and the working directory read-write
 // over 9p.
 type vm struct {
-	qemu    string // qemu-system-x86_64
-	kernel  string
-	initrd  string
-	root    string // the host directory the guest chroots into
-	workdir string
-	mem     string
-	smp     int
-	icount  string   // qemu's -icount value; "" for real time
-	netArgs []string // the network's NICs; "-nic none" for a single host
-	quiet   bool     // keep the kernel's boot messages off the console
+	qemu       string // qemu-system-x86_64
+	kernel     string
+	initrd     string
+	root       string // the host directory the guest chroots into
+	workdir    string
+	mem        string
+	smp        int
+	icount     string   // qemu's -icount value; "" for real time
+	plugin     string   // qemu's -plugin value; "" for none
+	kernelArgs string   // appended to the kernel command line
+	netArgs    []string // the network's NICs; "-nic none" for a single host
+	quiet      bool     // keep the kernel's boot messages off the console
 
 	// onKillPeer, when set, is called when the command prints the plan's
 	// killPeerMarker on a line (two-host mode).
@@ -71,14 +73,21 @@ func (v vm) args() []string {
 	if v.icount != "" {
 		a = append(a, "-icount", v.icount)
 	}
+	if v.plugin != "" {
+		a = append(a, "-plugin", v.plugin)
+	}
 	return append(a, v.netArgs...)
 }
 
 func (v vm) cmdline() string {
+	c := "console=ttyS0 panic=-1"
 	if v.quiet {
-		return "console=ttyS0 quiet panic=-1"
+		c = "console=ttyS0 quiet panic=-1"
 	}
-	return "console=ttyS0 panic=-1"
+	if v.kernelArgs != "" {
+		c += " " + v.kernelArgs
+	}
+	return c
 }
 
 // consoleNoise matches console lines that say nothing about the command:

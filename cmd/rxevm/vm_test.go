@@ -99,6 +99,13 @@ func TestQEMUArgs(t *testing.T) {
 	if joined := strings.Join(v.args(), " "); !strings.Contains(joined, "-icount shift=3,sleep=off -nic none") {
 		t.Errorf("qemu args lack -icount before the network's: %q", joined)
 	}
+	if strings.Contains(joined, "-plugin") {
+		t.Errorf("qemu args load a plugin unasked: %q", joined)
+	}
+	v.plugin = "/tmp/insncount.so,out=/tmp/snaps"
+	if joined := strings.Join(v.args(), " "); !strings.Contains(joined, "-plugin /tmp/insncount.so,out=/tmp/snaps -nic none") {
+		t.Errorf("qemu args lack -plugin before the network's: %q", joined)
+	}
 	v.root = "/var/cache/roots/a,b"
 	if joined := strings.Join(v.args(), " "); !strings.Contains(joined, "local,path=/var/cache/roots/a,,b,mount_tag=hostroot,security_model=none,readonly=on,") {
 		t.Errorf("qemu args do not export the root read-only: %q", joined)
