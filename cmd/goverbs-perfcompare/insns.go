@@ -51,10 +51,7 @@ func runInsns(o options) error {
 	port, interval := o.port, 0
 	for _, mode := range o.modes {
 		for _, size := range o.sizes {
-			iters := o.bwIters
-			if mode == "send_lat" {
-				iters = o.latIters
-			}
+			iters := o.iters(mode, size)
 			for _, tool := range []string{"c", "go"} {
 				for _, n := range []int{iters, 4 * iters} {
 					args := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n)}

@@ -96,6 +96,7 @@ type options struct {
 	perf, device, gid, addr string
 	sizes                   []int
 	bwIters, latIters       int
+	maxBytes                int
 	port, reps              int
 	verbose                 bool
 	modes                   []string
@@ -110,8 +111,9 @@ func main() {
 	flag.StringVar(&o.gid, "x", os.Getenv("RXE_GID_INDEX"), "GID index")
 	flag.StringVar(&o.addr, "a", os.Getenv("RXE_ADDR"), "this host's address on the device")
 	flag.StringVar(&sizes, "sizes", "64,4096,65536", "message sizes")
-	flag.IntVar(&o.bwIters, "bw-iters", 2000, "iterations of the bandwidth modes")
-	flag.IntVar(&o.latIters, "lat-iters", 500, "iterations of send_lat")
+	flag.IntVar(&o.bwIters, "bw-iters", 20000, "iterations of the bandwidth modes")
+	flag.IntVar(&o.latIters, "lat-iters", 5000, "iterations of send_lat")
+	flag.IntVar(&o.maxBytes, "max-bytes", 128<<20, "fewer iterations where a row would move more than this")
 	flag.IntVar(&o.port, "port", 19100, "first TCP port (one per run)")
 	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
@@ -179,6 +181,19 @@ func field(rs []result, f func(result) float64) []float64 {
 
 func (r row) lat() bool { return r.mode == "send_lat" }
 
+// iters is a row's iterations: -bw-iters or -lat-iters, fewer where they
+// would move more than -max-bytes.
+func (o options) iters(mode string, size int) int {
+	n := o.bwIters
+	if mode == "send_lat" {
+		n = o.latIters
+	}
+	if size > 0 && o.maxBytes/size < n {
+		n = max(o.maxBytes/size, 1)
+	}
+	return n
+}
+
 // ratio is Go's median message rate over C's.
 func (r row) ratio() float64 {
 	rate := func(x result) float64 { return x.msgRate }
@@ -194,10 +209,7 @@ func run(o options) error {
 	for _, mode := range o.modes {
 		for _, size := range o.sizes {
 			r := row{mode: mode, size: size}
-			iters := o.bwIters
-			if mode == "send_lat" {
-				iters = o.latIters
-			}
+			iters := o.iters(mode, size)
 			common := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
 			cArgs := append([]string{"-F"}, common...)
 			goArgs := append([]string{"-t", mode}, common...)

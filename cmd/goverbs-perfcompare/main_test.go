@@ -83,3 +83,23 @@ func TestCheckLoopAllocs(t *testing.T) {
 		t.Error("no line: want an error")
 	}
 }
+
+func TestIters(t *testing.T) {
+	o := options{bwIters: 20000, latIters: 5000, maxBytes: 128 << 20}
+	for _, c := range []struct {
+		mode string
+		size int
+		want int
+	}{
+		{"write_bw", 64, 20000},
+		{"write_bw", 4096, 20000},
+		{"write_bw", 65536, 2048},
+		{"send_lat", 64, 5000},
+		{"send_lat", 65536, 2048},
+		{"send_bw", 1 << 30, 1},
+	} {
+		if got := o.iters(c.mode, c.size); got != c.want {
+			t.Errorf("%s %d: %d iterations, want %d", c.mode, c.size, got, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
@@ -21,6 +22,7 @@ type engine struct {
 	posted int // receives outstanding
 	lat    []time.Duration
 	peak   float64 // bytes a second between two signaled completions, at best
+	ops    uint32  // posts and polls, for tick
 }
 
 func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
@@ -65,6 +67,7 @@ func (e *engine) fillRecv() error {
 	for i := range k {
 		v.Set(i, 0, e.sge)
 	}
+	e.tick()
 	if err := e.recv.PostRecv(e.qp); err != nil {
 		e.recv.Reset()
 		return fmt.Errorf("post receive: %w", err)
@@ -76,6 +79,35 @@ func (e *engine) fillRecv() error {
 // bwClient posts Iters WRs of the mode, PostList at a time, one in CQMod
 // signaled, keeping at most TxDepth outstanding, and returns the time from
 // the first post to the last completion.
+// yieldEvery is how many posts and polls tick lets pass between two yields:
+// often enough that a loop yields well within 10 ms even where each post
+// costs the kernel tens of microseconds (rxe under TCG), seldom enough that
+// the yields cost about 1% on real hardware, where 64 of them take 10 us or
+// more and a Gosched that finds nothing else to run some 150 ns.
+const yieldEvery = 64
+
+// tick counts a post or a poll, and every yieldEvery of them yields the
+// processor (runtime.Gosched), which a busy loop must do to keep the runtime
+// quiet: a goroutine that runs for 10 ms without being rescheduled gets
+// preempted by sysmon, which, finding it in a cgo call, takes its P and
+// hands it to another thread, then wakes every 20 us for the next
+// millisecond and more (its back-off starts over whenever it takes a P): up
+// to 9,000 wakeups a second of sysmon's thread, each taking a CPU from the
+// loop or its peer for a context switch there and back. A yield starts the
+// 10 ms over, so none of that happens (BENCHMARKS.md, "Go tools against
+// perftest"). With nothing else to run, Gosched returns at once.
+func (e *engine) tick() {
+	if e.ops++; e.ops%yieldEvery == 0 {
+		runtime.Gosched()
+	}
+}
+
+// poll ticks and polls the CQ.
+func (e *engine) poll() ([]hand.WC, error) {
+	e.tick()
+	return e.poller.Poll()
+}
+
 func (e *engine) bwClient() (time.Duration, error) {
 	cfg := e.cfg
 	var posted, done int
@@ -100,13 +132,14 @@ func (e *engine) bwClient() (time.Duration, error) {
 					v.SetRead(i, uint64(seq), flags, e.sge, e.raddr, e.rkey)
 				}
 			}
+			e.tick()
 			if err := e.send.PostSend(e.qp); err != nil {
 				e.send.Reset()
 				return 0, fmt.Errorf("post send: %w", err)
 			}
 			posted += n
 		}
-		wcs, err := e.poller.Poll()
+		wcs, err := e.poll()
 		if err != nil {
 			return 0, err
 		}
@@ -133,7 +166,7 @@ func (e *engine) bwServer() (time.Duration, error) {
 	var got int
 	var start time.Time
 	for got < e.cfg.Iters {
-		wcs, err := e.poller.Poll()
+		wcs, err := e.poll()
 		if err != nil {
 			return 0, err
 		}
@@ -182,6 +215,7 @@ func (e *engine) latency(client bool) error {
 // sendOne posts one signaled send; its completion is reaped by waitRecv.
 func (e *engine) sendOne(i int) error {
 	e.send.Reserve(1).SetSend(0, uint64(i), hand.Signaled, e.sge)
+	e.tick()
 	if err := e.send.PostSend(e.qp); err != nil {
 		e.send.Reset()
 		return fmt.Errorf("post send: %w", err)
@@ -193,7 +227,7 @@ func (e *engine) sendOne(i int) error {
 // on the way, and keeps the receive queue topped up.
 func (e *engine) waitRecv() error {
 	for {
-		wcs, err := e.poller.Poll()
+		wcs, err := e.poll()
 		if err != nil {
 			return err
 		}
