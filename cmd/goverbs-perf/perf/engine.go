@@ -11,18 +11,19 @@ import (
 // engine is the data path. Everything is allocated by newEngine; the
 // loops do not allocate until they fail.
 type engine struct {
-	cfg    Config
-	qp     *hand.QP
-	sge    hand.SGE
-	send   *hand.SendChain
-	recv   *hand.RecvChain
-	poller *hand.Poller
-	raddr  uint64
-	rkey   uint32
-	posted int // receives outstanding
-	lat    []time.Duration
-	peak   float64 // bytes a second between two signaled completions, at best
-	ops    uint32  // posts and polls, for tick
+	cfg       Config
+	qp        *hand.QP
+	sge       hand.SGE
+	send      *hand.SendChain
+	recv      *hand.RecvChain
+	poller    *hand.Poller
+	raddr     uint64
+	rkey      uint32
+	posted    int // receives outstanding
+	lat       []time.Duration
+	peak      float64   // bytes a second between two signaled completions, at best
+	ops       uint32    // posts and polls, for tick
+	lastYield time.Time // tick's last yield
 }
 
 func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
@@ -79,26 +80,34 @@ func (e *engine) fillRecv() error {
 // bwClient posts Iters WRs of the mode, PostList at a time, one in CQMod
 // signaled, keeping at most TxDepth outstanding, and returns the time from
 // the first post to the last completion.
-// yieldEvery is how many posts and polls tick lets pass between two yields:
-// often enough that a loop yields well within 10 ms even where each post
-// costs the kernel tens of microseconds (rxe under TCG), seldom enough that
-// the yields cost about 1% on real hardware, where 64 of them take 10 us or
-// more and a Gosched that finds nothing else to run some 150 ns.
-const yieldEvery = 64
+// yieldCheck is how many posts and polls tick lets pass between two looks
+// at the clock, and yieldPeriod how long it lets the loop run between two
+// yields: a look costs some 20 ns on real hardware (the vDSO), and 64 of the
+// slowest posts here (rxe under TCG, tens of microseconds each) stay within
+// a few milliseconds.
+const (
+	yieldCheck  = 64
+	yieldPeriod = 5 * time.Millisecond
+)
 
-// tick counts a post or a poll, and every yieldEvery of them yields the
-// processor (runtime.Gosched), which a busy loop must do to keep the runtime
-// quiet: a goroutine that runs for 10 ms without being rescheduled gets
-// preempted by sysmon, which, finding it in a cgo call, takes its P and
-// hands it to another thread, then wakes every 20 us for the next
-// millisecond and more (its back-off starts over whenever it takes a P): up
-// to 9,000 wakeups a second of sysmon's thread, each taking a CPU from the
-// loop or its peer for a context switch there and back. A yield starts the
-// 10 ms over, so none of that happens (BENCHMARKS.md, "Go tools against
-// perftest"). With nothing else to run, Gosched returns at once.
+// tick counts a post or a poll, and yields the processor (runtime.Gosched)
+// once yieldPeriod has passed since the last yield, which a busy loop must
+// do to keep the runtime quiet: a goroutine that runs for 10 ms without
+// being rescheduled gets preempted by sysmon, which, finding it in a cgo
+// call, takes its P and hands it to another thread, then wakes every 20 us
+// for the next millisecond and more (its back-off starts over whenever it
+// takes a P): thousands of wakeups a second of sysmon's thread, each taking
+// a CPU from the loop or its peer for a context switch there and back. A
+// yield starts the 10 ms over. Not more often: each Gosched that leaves a P
+// idle wakes a thread to look for work (wakep), a context switch too
+// (BENCHMARKS.md, "Go tools against perftest").
 func (e *engine) tick() {
-	if e.ops++; e.ops%yieldEvery == 0 {
+	if e.ops++; e.ops%yieldCheck != 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(e.lastYield) >= yieldPeriod {
 		runtime.Gosched()
+		e.lastYield = now
 	}
 }
 
