@@ -40,6 +40,10 @@ func TestParseFlags(t *testing.T) {
 	if o, err := parseFlags([]string{"-setup-root", "trixie"}, io.Discard); err != nil || o.setupRoot != "trixie" {
 		t.Errorf("parseFlags(-setup-root trixie): %+v, %v", o, err)
 	}
+	if o, err := parseFlags([]string{"-plugin", "/p.so,out=/s", "-kernel-args", "tsc=reliable", "--", "true"}, io.Discard); err != nil ||
+		o.plugin != "/p.so,out=/s" || o.kernelArgs != "tsc=reliable" {
+		t.Errorf("parseFlags(-plugin, -kernel-args): %+v, %v", o, err)
+	}
 	if o, err := parseFlags([]string{"-root", "/var/cache/r/sid/", "--", "true"}, io.Discard); err != nil || o.root != "/var/cache/r/sid" {
 		t.Errorf("parseFlags(-root /var/cache/r/sid/): root %q, %v", o.root, err)
 	}

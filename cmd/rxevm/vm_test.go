@@ -115,6 +115,21 @@ func TestQEMUArgs(t *testing.T) {
 	}
 }
 
+func TestKernelArgs(t *testing.T) {
+	v := vm{quiet: true}
+	if got := v.cmdline(); got != "console=ttyS0 quiet panic=-1" {
+		t.Errorf("cmdline %q", got)
+	}
+	v.kernelArgs = "clocksource=tsc tsc=reliable"
+	if got := v.cmdline(); got != "console=ttyS0 quiet panic=-1 clocksource=tsc tsc=reliable" {
+		t.Errorf("cmdline with -kernel-args: %q", got)
+	}
+	v.quiet = false
+	if got := v.cmdline(); got != "console=ttyS0 panic=-1 clocksource=tsc tsc=reliable" {
+		t.Errorf("verbose cmdline with -kernel-args: %q", got)
+	}
+}
+
 // fakeQEMU writes a shell script that stands in for qemu: it ignores its
 // arguments and runs body.
 func fakeQEMU(t *testing.T, body string) string {
