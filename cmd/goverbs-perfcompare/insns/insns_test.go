@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +117,11 @@ func main() {
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module probe\n"), 0o644))
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", "probe", ".")
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("needs the go command to build the probe program: %v", err)
+	}
+	build := exec.Command(goCmd, "build", "-o", "probe", ".")
 	build.Dir = dir
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
