@@ -89,6 +89,31 @@ perf-compare:
 	echo "perf-compare: booting the soft-RoCE VM; perftest and goverbs-perf on rxe0, sizes $(PERF_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 45m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_SIZES) $(PERF_FLAGS)
 
+# perf-tails: explains send_lat's slow round trips. One VM boot runs
+# goverbs-perf send_lat PERF_TAILS_RUNS times at each of PERF_TAILS_SIZES,
+# each under `perf record -a` (scheduler switches and wakeups, timer
+# interrupts, on CLOCK_MONOTONIC), the client writing each round trip's
+# start and length (-lat-dump); goverbs-perfcompare -tails then names, for
+# every round trip over 3 times the median, the likeliest cause within it
+# (cmd/goverbs-perfcompare/tails) and prints how often each kind of event
+# happened. Needs perf (linux-perf, installed when missing). About 20 s a
+# run under TCG, most of it perf's start.
+PERF_TAILS_RUNS ?= 3
+PERF_TAILS_SIZES ?= 64
+
+.PHONY: perf-tails
+
+perf-tails:
+	@set -e; \
+	command -v perf >/dev/null || { echo "perf-tails: installing linux-perf"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends linux-perf >/dev/null; }; \
+	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-tails.XXXXXX"); \
+	trap 'rm -rf "$$dir"' EXIT; \
+	for c in rxevm goverbs-perf goverbs-perfcompare; do \
+		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+	done; \
+	echo "perf-tails: booting the soft-RoCE VM; goverbs-perf send_lat under perf record, sizes $(PERF_TAILS_SIZES)"; \
+	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_TAILS_SIZES) -tails $(PERF_TAILS_RUNS)
+
 # perf-insns: counts the guest instructions per message of perftest and
 # goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at
 # PERF_INSNS_SIZES: qemu runs the VM with the insncount plugin

@@ -62,7 +62,7 @@ func runInsns(o options) error {
 						args = append([]string{"-F"}, args...)
 					}
 					maps := filepath.Join(o.insns, fmt.Sprintf("run-%d.maps", interval))
-					r, err := pair(mode, name, o.addr, args, port, maps)
+					r, err := pair(mode, name, o.addr, args, nil, port, maps)
 					if err != nil {
 						return fmt.Errorf("%s %s %d: %w", name, mode, size, err)
 					}

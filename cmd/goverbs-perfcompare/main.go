@@ -18,6 +18,10 @@
 // runs. goverbs-perf also reports the heap allocations of its timed loop:
 // any is an error. Under TCG the absolute figures mean nothing; the ratios
 // of one boot are the result.
+//
+// -insns counts instructions instead (make perf-insns, insns.go), and
+// -tails N explains goverbs-perf's slow send_lat round trips (make
+// perf-tails, tails.go).
 package main
 
 import (
@@ -101,6 +105,8 @@ type options struct {
 	verbose                 bool
 	modes                   []string
 	insns                   string // directory for -insns; "" for off
+	tails                   int    // runs for -tails; 0 for off
+	tailsSettle             time.Duration
 }
 
 func main() {
@@ -120,6 +126,9 @@ func main() {
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
 	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
+	flag.IntVar(&o.tails, "tails", 0, "explain send_lat's slow round trips instead (make perf-tails): run goverbs-perf `N` times a size "+
+		"under perf record and name, for each round trip over 3 times the median, the likeliest cause among the scheduler's events")
+	flag.DurationVar(&o.tailsSettle, "tails-settle", 5*time.Second, "with -tails: how long perf record gets to start before the client")
 	report := flag.String("insns-report", "", "on the host, after a -insns run: print the instructions per message of each tool from `DIR` "+
 		"(with the plugin's snaps.txt in it)")
 	top := flag.Int("insns-top", 25, "with -insns-report: how many functions to list per row")
@@ -206,6 +215,9 @@ func run(o options) error {
 	if o.insns != "" {
 		return runInsns(o)
 	}
+	if o.tails > 0 {
+		return runTails(o)
+	}
 	for _, mode := range o.modes {
 		for _, size := range o.sizes {
 			r := row{mode: mode, size: size}
@@ -214,12 +226,12 @@ func run(o options) error {
 			cArgs := append([]string{"-F"}, common...)
 			goArgs := append([]string{"-t", mode}, common...)
 			for range max(o.reps, 1) {
-				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, port, "")
+				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, nil, port, "")
 				if err != nil {
 					return fmt.Errorf("perftest %s %d: %w", mode, size, err)
 				}
 				port++
-				g, err := pair(mode, o.perf, o.addr, goArgs, port, "")
+				g, err := pair(mode, o.perf, o.addr, goArgs, nil, port, "")
 				if err != nil {
 					return fmt.Errorf("goverbs-perf %s %d: %w", mode, size, err)
 				}
@@ -277,7 +289,7 @@ func printTable(w io.Writer, rows []row) {
 // insns.Marker once the server listens and again once both have ended:
 // the wait for the server to listen reads /proc/net/tcp, whose kernel
 // work, as large as thousands of messages', would otherwise be counted.
-func pair(mode, name, addr string, args []string, port int, maps string) (result, error) {
+func pair(mode, name, addr string, args, clientArgs []string, port int, maps string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args = append(args, "-p", strconv.Itoa(port))
@@ -293,7 +305,7 @@ func pair(mode, name, addr string, args []string, port int, maps string) (result
 		return result{}, fmt.Errorf("%w; server output:\n%s", err, sout.String())
 	}
 	var cout bytes.Buffer
-	cli := exec.CommandContext(ctx, name, append(args, addr)...)
+	cli := exec.CommandContext(ctx, name, slices.Concat(args, clientArgs, []string{addr})...)
 	cli.Stdout, cli.Stderr = &cout, &cout
 	cerr := cli.Start()
 	if cerr == nil {

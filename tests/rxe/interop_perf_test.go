@@ -2,10 +2,15 @@ package rxe
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf"
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
@@ -51,7 +56,14 @@ func TestInteropPerfModes(t *testing.T) {
 				if err := tooltest.WaitListen(ctx, port); err != nil {
 					t.Fatalf("goverbs-perf server: %v\n%s", err, srv.Wait().Out)
 				}
-				cli := tooltest.StartC(t, ctx, "Go client", self, append(args, localAddr())...).Wait()
+				cliArgs := append(slices.Clone(args), localAddr())
+				dump := filepath.Join(t.TempDir(), "trips")
+				if mode == "send_lat" {
+					cliArgs = append(cliArgs, "-lat-dump", dump)
+				}
+				before := monotonicNow()
+				cli := tooltest.StartC(t, ctx, "Go client", self, cliArgs...).Wait()
+				after := monotonicNow()
 				s := srv.Wait()
 				t.Logf("client:\n%s\nserver:\n%s", cli.Out, s.Out)
 				if cli.Failed() || s.Failed() {
@@ -68,6 +80,9 @@ func TestInteropPerfModes(t *testing.T) {
 				if v, err := strconv.ParseFloat(row[col], 64); err != nil || v <= 0 {
 					t.Errorf("client result row %q: column %d is not a positive number", row, col+1)
 				}
+				if mode == "send_lat" {
+					checkLatDump(t, dump, 300, before, after)
+				}
 				for _, side := range []tooltest.Run{cli, s} {
 					r, ok, err := loopallocs.Parse(side.Out)
 					if !ok || err != nil || r.Own != 0 {
@@ -77,6 +92,41 @@ func TestInteropPerfModes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// checkLatDump checks goverbs-perf -lat-dump's file: n round trips, one
+// after another, within [before, after] on CLOCK_MONOTONIC.
+func checkLatDump(t *testing.T, path string, n int, before, after int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("-lat-dump: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("-lat-dump: %d lines, want %d", len(lines), n)
+	}
+	end := before
+	for i, l := range lines {
+		var start, length int64
+		if _, err := fmt.Sscanf(l, "%d %d", &start, &length); err != nil || length <= 0 {
+			t.Fatalf("-lat-dump line %d: %q: want start and a positive length (%v)", i+1, l, err)
+		}
+		if start < end {
+			t.Fatalf("-lat-dump line %d: starts at %d, before %d (the previous round trip's end or the client's start)", i+1, start, end)
+		}
+		end = start + length
+	}
+	if end > after {
+		t.Fatalf("-lat-dump: the last round trip ends at %d, after the client exited (%d)", end, after)
+	}
+}
+
+// monotonicNow reads CLOCK_MONOTONIC, the clock of -lat-dump.
+func monotonicNow() int64 {
+	var ts syscall.Timespec
+	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
 }
 
 // resultRow returns the fields of the row after perftest's "#bytes" header.

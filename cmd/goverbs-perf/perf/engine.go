@@ -21,6 +21,7 @@ type engine struct {
 	rkey      uint32
 	posted    int // receives outstanding
 	lat       []time.Duration
+	starts    []int64   // with Config.LatDump: each round trip's start, CLOCK_MONOTONIC ns
 	peak      float64   // bytes a second between two signaled completions, at best
 	ops       uint32    // posts and polls, for tick
 	lastYield time.Time // tick's last yield
@@ -42,6 +43,9 @@ func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, erro
 	}
 	if cfg.Mode == SendLat {
 		e.lat = make([]time.Duration, cfg.Iters)
+		if cfg.LatDump != "" {
+			e.starts = make([]int64, cfg.Iters)
+		}
 	}
 	return e, nil
 }
@@ -204,8 +208,20 @@ func (e *engine) bwServer() (time.Duration, error) {
 // latency runs Iters send ping-pongs: the client sends and waits for the
 // answer, timing each round trip; the server answers each message.
 func (e *engine) latency(client bool) error {
+	// The starts are kept on the kernel's CLOCK_MONOTONIC, which perf
+	// record -k CLOCK_MONOTONIC stamps its events with, as offsets from one
+	// reading of it: Go's monotonic clock is the same one, but does not
+	// show its value.
+	var anchor int64
+	base := time.Now()
+	if e.starts != nil {
+		anchor = monotonicNanos()
+	}
 	for i := range e.cfg.Iters {
 		t0 := time.Now()
+		if e.starts != nil {
+			e.starts[i] = anchor + int64(t0.Sub(base))
+		}
 		if client {
 			if err := e.sendOne(i); err != nil {
 				return err

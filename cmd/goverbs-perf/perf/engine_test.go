@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -35,5 +36,42 @@ func TestTickYields(t *testing.T) {
 	ticks(yieldCheck)
 	if yields < 2 {
 		t.Fatalf("no yield %v after the last", yieldPeriod)
+	}
+}
+
+// -lat-dump's file: one "start length" line per round trip, in order.
+func TestWriteLatDump(t *testing.T) {
+	path := t.TempDir() + "/trips"
+	err := writeLatDump(path, []int64{1000, 5000}, []time.Duration{3000, 2500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "1000 3000\n5000 2500\n"; got != want {
+		t.Fatalf("dump %q, want %q", got, want)
+	}
+	if err := writeLatDump("", nil, []time.Duration{1}); err != nil {
+		t.Fatalf("no path: %v, want nothing written and no error", err)
+	}
+	if err := writeLatDump(t.TempDir()+"/no/such/dir", []int64{1}, []time.Duration{1}); err == nil {
+		t.Fatal("unwritable path: no error")
+	}
+}
+
+// monotonicNanos is CLOCK_MONOTONIC, the clock perf stamps with -k
+// CLOCK_MONOTONIC: it moves with Go's monotonic clock, and is not the wall
+// clock.
+func TestMonotonicNanos(t *testing.T) {
+	t0, m0 := time.Now(), monotonicNanos()
+	time.Sleep(20 * time.Millisecond)
+	t1, m1 := time.Now(), monotonicNanos()
+	if d, md := t1.Sub(t0), time.Duration(m1-m0); md < d-5*time.Millisecond || md > d+5*time.Millisecond {
+		t.Fatalf("monotonicNanos moved %v while time.Now moved %v", md, d)
+	}
+	if wall := time.Now().UnixNano(); m1 > wall/2 {
+		t.Fatalf("monotonicNanos %d looks like the wall clock (%d)", m1, wall)
 	}
 }

@@ -27,7 +27,10 @@
 // they mean something when the side runs alone in its process; tests/rxe
 // checks that N is 0. -cpuprofile FILE writes a CPU profile of the timed
 // part, -trace FILE a runtime execution trace of it (go tool trace); the
-// profiler's and the tracer's own allocations then count in N.
+// profiler's and the tracer's own allocations then count in N. In send_lat,
+// -lat-dump FILE writes each round trip's start (CLOCK_MONOTONIC) and
+// length, for lining them up with the kernel's scheduler events
+// (goverbs-perfcompare -tails).
 package perf
 
 import (
@@ -76,6 +79,7 @@ type Config struct {
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
+	LatDump    string // send_lat: file for each round trip's start and length
 }
 
 // ParseArgs parses the command line.
@@ -97,6 +101,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
 	fs.StringVar(&cfg.Trace, "trace", "", "write a runtime execution trace of the timed part to `file`")
+	fs.StringVar(&cfg.LatDump, "lat-dump", "", "send_lat: write each round trip to `file`, one line of its start (CLOCK_MONOTONIC, ns) and its length (ns)")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -328,6 +333,9 @@ func Run(cfg Config, out io.Writer) (err error) {
 	switch {
 	case cfg.Mode == SendLat:
 		reportLat(out, cfg, e.lat)
+		if err := writeLatDump(cfg.LatDump, e.starts, e.lat); err != nil {
+			return err
+		}
 	case cfg.Server != "" || cfg.Mode == SendBW:
 		reportBW(out, cfg, elapsed, e.peak)
 	default:
@@ -399,6 +407,26 @@ func reportBW(out io.Writer, cfg Config, d time.Duration, peak float64) {
 	fmt.Fprintf(out, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n",
 		cfg.Size, cfg.Iters, peak/(1<<20), avg, float64(cfg.Iters)/sec/1e6)
 	fmt.Fprintln(out, rule)
+}
+
+// writeLatDump writes, when path is not "", one line per round trip: its
+// start on CLOCK_MONOTONIC and its length, both in nanoseconds, for
+// matching against the kernel's events (goverbs-perfcompare -tails).
+func writeLatDump(path string, starts []int64, lat []time.Duration) error {
+	if path == "" {
+		return nil
+	}
+	var b []byte
+	for i, d := range lat {
+		b = strconv.AppendInt(b, starts[i], 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(d), 10)
+		b = append(b, '\n')
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("-lat-dump: %w", err)
+	}
+	return nil
 }
 
 // reportLat prints perftest's latency table from one-way latencies

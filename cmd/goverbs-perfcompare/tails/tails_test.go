@@ -1,0 +1,94 @@
+package tails
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Lines as perf script prints them (-F comm,pid,tid,cpu,time,event,trace --ns).
+const script = `
+          swapper     0/0     [001]     9.990000000:                     sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=swapper/1 next_pid=0 next_prio=120
+    goverbs-perf   167/172   [000]    10.000001000:          irq_vectors:local_timer_entry: vector=236
+    goverbs-perf   167/172   [000]    10.000001050:                     sched:sched_wakeup: comm=goverbs-perf pid=169 prio=120 target_cpu=000
+    goverbs-perf   167/172   [000]    10.000001080:                     sched:sched_switch: prev_comm=goverbs-perf prev_pid=172 prev_prio=120 prev_state=R ==> next_comm=goverbs-perf next_pid=169 next_prio=120
+    goverbs-perf   159/163   [001]    10.000002010:                     sched:sched_wakeup: comm=goverbs-perf pid=159 prio=120 target_cpu=000
+    goverbs-perf   159/163   [001]    10.000003010:                     sched:sched_switch: prev_comm=goverbs-perf prev_pid=163 prev_prio=120 prev_state=R ==> next_comm=rcu_preempt next_pid=15 next_prio=120
+    goverbs-perf   159/163   [001]    10.000004010:          irq_vectors:local_timer_entry: vector=236
+    goverbs-perf   159/163   [001]    10.000004500:                     sched:sched_wakeup: comm=goverbs-perf pid=160 prio=120 target_cpu=001
+          swapper     0/0     [001]    10.000009000:                     sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=goverbs-perf next_pid=163 next_prio=120
+          swapper     0/0     [000]    10.002000000:                     sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=swapper/0 next_pid=0 next_prio=120
+`
+
+func TestParseEvents(t *testing.T) {
+	evs, err := ParseEvents(strings.NewReader("some note of perf's\n" + script))
+	require.NoError(t, err)
+	require.Len(t, evs, 10)
+	assert.Equal(t, Event{At: 10_000_001_050, Comm: "goverbs-perf", PID: 167, TID: 172, CPU: 0, Name: "sched_wakeup",
+		Trace: "comm=goverbs-perf pid=169 prio=120 target_cpu=000"}, evs[2])
+	assert.Equal(t, "swapper", evs[8].Comm)
+}
+
+func TestParseTrips(t *testing.T) {
+	trips, err := ParseTrips(strings.NewReader("100 20\n130 25\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []Trip{{100, 20}, {130, 25}}, trips)
+	_, err = ParseTrips(strings.NewReader("100 20\n130\n"))
+	assert.ErrorContains(t, err, "line 2")
+	_, err = ParseTrips(strings.NewReader("100 -1\n"))
+	assert.ErrorContains(t, err, "line 1")
+}
+
+// Each slow round trip is blamed on the likeliest event within it.
+func TestExplain(t *testing.T) {
+	evs, err := ParseEvents(strings.NewReader(script))
+	require.NoError(t, err)
+	at := func(us float64) int64 { return 10_000_000_000 + int64(us*1e3) }
+	var trips []Trip
+	for i := range 100 { // fast round trips, 1 us each, 10 us apart, before and after
+		trips = append(trips, Trip{at(-1000 + 10*float64(i)), time.Microsecond})
+	}
+	trips = append(trips,
+		Trip{at(0.9), 200 * time.Nanosecond},  // fast (below the limit) over the timer's wakeup
+		Trip{at(0.95), 10 * time.Microsecond}, // everything: the wakeup onto the other CPU comes first
+		Trip{at(2), 500 * time.Nanosecond},    // fast over the wakeup onto the other CPU
+		Trip{at(1.9), 1500 * time.Nanosecond}, // the wakeup from CPU 1 onto CPU 0, then rcu_preempt
+		Trip{at(2.5), 1500 * time.Nanosecond}, // rcu_preempt ran
+		Trip{at(3.9), 3 * time.Microsecond},   // a tick, then a wakeup on its CPU right after it: the timer's
+		Trip{at(5), 3 * time.Microsecond},     // nothing
+	)
+	for i := range 100 {
+		trips = append(trips, Trip{at(10 + 10*float64(i)), time.Microsecond})
+	}
+	rep, err := Explain(trips, evs, "goverbs-perf", 1.2)
+	require.NoError(t, err)
+	assert.Equal(t, time.Microsecond, rep.Median)
+	assert.Equal(t, 5, rep.Outliers)
+	assert.Equal(t, map[string]int{WokenOtherCPU: 2, TimerWake: 1, OtherTask: 1, Nothing: 1}, rep.Causes)
+	assert.Equal(t, map[string]int{Tick: 2, TimerWake: 2, WokenOtherCPU: 1, OtherTask: 1}, rep.Events)
+
+	var sum Report
+	sum.Add(rep)
+	sum.Add(rep)
+	assert.Equal(t, 10, sum.Outliers)
+	assert.Equal(t, 2, sum.Causes[OtherTask])
+	var b strings.Builder
+	sum.Print(&b)
+	assert.Contains(t, b.String(), "10 outliers")
+	assert.Contains(t, b.String(), "        2            -  "+Nothing)
+	assert.Contains(t, b.String(), "        2         1000  "+TimerWake) // 4 in 4 ms
+}
+
+// Events that start after the first round trip, or stop before the last
+// one ends, cannot explain it: an error, not a table of "nothing".
+func TestExplainNeedsCoverage(t *testing.T) {
+	evs, err := ParseEvents(strings.NewReader(script))
+	require.NoError(t, err)
+	_, err = Explain([]Trip{{9_000_000_000, time.Microsecond}, {10_000_002_000, time.Microsecond}}, evs, "goverbs-perf", 3)
+	assert.ErrorContains(t, err, "do not cover")
+	_, err = Explain(nil, evs, "goverbs-perf", 3)
+	assert.Error(t, err)
+}
