@@ -19,7 +19,9 @@
 // any is an error. Under TCG the absolute figures mean nothing; the ratios
 // of one boot are the result.
 //
-// -insns counts instructions instead (make perf-insns, insns.go), and
+// -loop c runs goverbs-perf's bandwidth loops written in C, in the Go
+// process (goverbs-perf -loop c), to tell the Go loop's cost from the Go
+// process's. -insns counts instructions instead (make perf-insns, insns.go), and
 // -tails N explains goverbs-perf's slow send_lat round trips (make
 // perf-tails, tails.go).
 package main
@@ -107,6 +109,7 @@ type options struct {
 	insns                   string // directory for -insns; "" for off
 	tails                   int    // runs for -tails; 0 for off
 	tailsSettle             time.Duration
+	loop                    string // goverbs-perf -loop: go, or c for its loops in C
 }
 
 func main() {
@@ -123,6 +126,7 @@ func main() {
 	flag.IntVar(&o.port, "port", 19100, "first TCP port (one per run)")
 	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
+	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go, or c to run its bandwidth loops in C in the Go process (make perf-icount)")
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
 	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
@@ -149,6 +153,10 @@ func main() {
 			os.Exit(2)
 		}
 		o.sizes = append(o.sizes, n)
+	}
+	if o.loop != "go" && (o.loop != "c" || slices.Contains(o.modes, "send_lat")) {
+		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c with the bandwidth modes only\n", o.loop)
+		os.Exit(2)
 	}
 	if o.device == "" || o.gid == "" || o.addr == "" {
 		fmt.Fprintln(os.Stderr, "goverbs-perfcompare: need -d, -x and -a (cmd/rxevm sets RXE_DEVICE, RXE_GID_INDEX, RXE_ADDR)")
@@ -224,7 +232,7 @@ func run(o options) error {
 			iters := o.iters(mode, size)
 			common := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
 			cArgs := append([]string{"-F"}, common...)
-			goArgs := append([]string{"-t", mode}, common...)
+			goArgs := append([]string{"-t", mode, "-loop", o.loop}, common...)
 			for range max(o.reps, 1) {
 				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, nil, port, "")
 				if err != nil {

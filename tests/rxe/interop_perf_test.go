@@ -32,7 +32,8 @@ func TestMain(m *testing.M) {
 
 // goverbs-perf in each of perftest's four modes, server and client each a
 // process of its own on rxe0, with perftest's defaults (one WR a post, one
-// in 100 signaled) and with post lists: the client's result row must carry
+// in 100 signaled) and with post lists, and the bandwidth modes with their
+// loops in C (-loop c, lists): the client's result row must carry
 // the size and the iterations asked for and a positive rate (make
 // perf-compare sets the rates against perftest's), and neither side's timed
 // loop may allocate.
@@ -45,13 +46,18 @@ func TestInteropPerfModes(t *testing.T) {
 	t.Setenv(perfChildEnv, "1")
 	port := 18621
 	for _, mode := range []string{"send_bw", "write_bw", "read_bw", "send_lat"} {
-		for _, post := range []struct{ name, list, mod string }{{"defaults", "1", "100"}, {"lists", "4", "8"}} {
+		for _, post := range []struct{ name, list, mod, loop string }{
+			{"defaults", "1", "100", "go"}, {"lists", "4", "8", "go"}, {"c_loop_lists", "4", "8", "c"},
+		} {
+			if post.loop == "c" && mode == "send_lat" {
+				continue // -loop c is the bandwidth loops'
+			}
 			t.Run(mode+"/"+post.name, func(t *testing.T) {
 				port++
 				ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 				defer cancel()
 				args := []string{"-t", mode, "-d", device, "-x", strconv.Itoa(gidIndex), "-s", "4096", "-n", "300",
-					"-p", strconv.Itoa(port), "-l", post.list, "-Q", post.mod}
+					"-p", strconv.Itoa(port), "-l", post.list, "-Q", post.mod, "-loop", post.loop}
 				srv := tooltest.StartC(t, ctx, "Go server", self, args...)
 				if err := tooltest.WaitListen(ctx, port); err != nil {
 					t.Fatalf("goverbs-perf server: %v\n%s", err, srv.Wait().Out)

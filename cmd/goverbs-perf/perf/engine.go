@@ -13,6 +13,7 @@ import (
 type engine struct {
 	cfg       Config
 	qp        *hand.QP
+	cq        *hand.CQ
 	sge       hand.SGE
 	send      *hand.SendChain
 	recv      *hand.RecvChain
@@ -28,7 +29,7 @@ type engine struct {
 }
 
 func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
-	e := &engine{cfg: cfg, qp: qp, sge: mr.SGE(0, cfg.Size)}
+	e := &engine{cfg: cfg, qp: qp, cq: cq, sge: mr.SGE(0, cfg.Size)}
 	var err error
 	if e.send, err = hand.NewSendChain(cfg.PostList, 1, 0); err != nil {
 		return nil, err
@@ -125,6 +126,9 @@ func (e *engine) poll() ([]hand.WC, error) {
 }
 
 func (e *engine) bwClient() (time.Duration, error) {
+	if e.cfg.Loop == CLoop {
+		return e.cloopClient()
+	}
 	cfg := e.cfg
 	var posted, done int
 	start := time.Now()
@@ -179,6 +183,9 @@ func (e *engine) bwClient() (time.Duration, error) {
 // bwServer receives Iters sends, topping the receive queue up when half of
 // it is used, and returns the time from the first receive to the last.
 func (e *engine) bwServer() (time.Duration, error) {
+	if e.cfg.Loop == CLoop {
+		return e.cloopServer()
+	}
 	var got int
 	var start time.Time
 	for got < e.cfg.Iters {

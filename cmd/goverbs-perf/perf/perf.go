@@ -30,7 +30,9 @@
 // profiler's and the tracer's own allocations then count in N. In send_lat,
 // -lat-dump FILE writes each round trip's start (CLOCK_MONOTONIC) and
 // length, for lining them up with the kernel's scheduler events
-// (goverbs-perfcompare -tails).
+// (goverbs-perfcompare -tails). -loop c runs the bandwidth loops written in
+// C (cloop.c) instead, in the same process, to tell what the Go loop costs
+// from what the Go process does (BENCHMARKS.md).
 package perf
 
 import (
@@ -76,6 +78,7 @@ type Config struct {
 	CQMod    int
 	TxDepth  int
 	RxDepth  int
+	Loop     Loop // the bandwidth loops' language: GoLoop or CLoop
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
@@ -102,6 +105,8 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
 	fs.StringVar(&cfg.Trace, "trace", "", "write a runtime execution trace of the timed part to `file`")
 	fs.StringVar(&cfg.LatDump, "lat-dump", "", "send_lat: write each round trip to `file`, one line of its start (CLOCK_MONOTONIC, ns) and its length (ns)")
+	loop := string(GoLoop)
+	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -115,6 +120,7 @@ func ParseArgs(args []string) (Config, error) {
 		args = fs.Args()[1:]
 	}
 	cfg.Mode = Mode(mode)
+	cfg.Loop = Loop(loop)
 	lat := cfg.Mode == SendLat
 	if cfg.Size == 0 {
 		cfg.Size = map[bool]int{false: 65536, true: 2}[lat]
@@ -125,6 +131,10 @@ func ParseArgs(args []string) (Config, error) {
 	switch {
 	case !slices.Contains([]Mode{SendBW, WriteBW, ReadBW, SendLat}, cfg.Mode):
 		return cfg, fmt.Errorf("-t %q: one of send_bw, write_bw, read_bw, send_lat", mode)
+	case cfg.Loop != GoLoop && cfg.Loop != CLoop:
+		return cfg, fmt.Errorf("-loop %q: go or c", loop)
+	case cfg.Loop == CLoop && cfg.Mode == SendLat:
+		return cfg, errors.New("-loop c: the bandwidth modes only (send_bw, write_bw, read_bw)")
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
 	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2:

@@ -13,7 +13,7 @@ import (
 func TestParseArgs(t *testing.T) {
 	cfg, err := ParseArgs([]string{"-t", "read_bw", "-d", "rxe0", "-x", "1", "-F", "192.0.2.1", "-l", "8"})
 	want := Config{Mode: ReadBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
-		Size: 65536, Iters: 5000, PostList: 8, CQMod: 100, TxDepth: 128, RxDepth: 512}
+		Size: 65536, Iters: 5000, PostList: 8, CQMod: 100, TxDepth: 128, RxDepth: 512, Loop: GoLoop}
 	if err != nil || cfg != want {
 		t.Errorf("ParseArgs = %+v, %v; want %+v", cfg, err, want)
 	}
@@ -25,7 +25,12 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || cfg.CQMod != 64 {
 		t.Errorf("CQ moderation is not capped at the send queue depth: %+v, %v", cfg, err)
 	}
-	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}} {
+	cfg, err = ParseArgs([]string{"-t", "write_bw", "-loop", "c"})
+	if err != nil || cfg.Loop != CLoop {
+		t.Errorf("-loop c: %+v, %v", cfg, err)
+	}
+	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"},
+		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
 		}

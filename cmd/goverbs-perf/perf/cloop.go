@@ -1,0 +1,91 @@
+package perf
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
+#include "cloop.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
+
+// Loop is the language of the bandwidth loops (-loop).
+type Loop string
+
+const (
+	// GoLoop runs the loops of engine.go over hand/: a cgo crossing per
+	// post and per poll.
+	GoLoop Loop = "go"
+	// CLoop runs the same loops written in C (cloop.c) in the same process,
+	// one crossing a run: against GoLoop it prices the Go loop, against
+	// perftest the Go process around it.
+	CLoop Loop = "c"
+)
+
+// cloopArgs describes the engine's run to cloop.c.
+func (e *engine) cloopArgs() C.struct_perf_cloop_args {
+	var op verbs.WROpcode
+	switch e.cfg.Mode {
+	case SendBW:
+		op = verbs.WROpSend
+	case WriteBW:
+		op = verbs.WROpRDMAWrite
+	case ReadBW:
+		op = verbs.WROpRDMARead
+	}
+	return C.struct_perf_cloop_args{
+		qp:        C.uintptr_t(uintptr(unsafe.Pointer(e.qp.Raw()))),
+		cq:        C.uintptr_t(uintptr(unsafe.Pointer(e.cq.Raw()))),
+		addr:      C.uint64_t(e.sge.Addr),
+		raddr:     C.uint64_t(e.raddr),
+		length:    C.uint32_t(e.sge.Length),
+		lkey:      C.uint32_t(e.sge.Lkey),
+		rkey:      C.uint32_t(e.rkey),
+		opcode:    C.int(op),
+		iters:     C.int(e.cfg.Iters),
+		post_list: C.int(e.cfg.PostList),
+		cq_mod:    C.int(e.cfg.CQMod),
+		tx_depth:  C.int(e.cfg.TxDepth),
+		rx_depth:  C.int(e.cfg.RxDepth),
+		posted:    C.int(e.posted),
+	}
+}
+
+// cloopErr is the error of a C loop that stopped, nil when it finished.
+func cloopErr(r *C.struct_perf_cloop_result) error {
+	if r.err == 0 {
+		return nil
+	}
+	op := C.GoString(r.op)
+	if op == "completion" {
+		return fmt.Errorf("completion of WR %d: %w", uint64(r.wr_id), hand.StatusError(verbs.WCStatus(r.err)))
+	}
+	return fmt.Errorf("%s (C loop): %w", op, syscall.Errno(r.err))
+}
+
+// cloopClient is bwClient in C.
+func (e *engine) cloopClient() (time.Duration, error) {
+	r := C.perf_cloop_client(e.cloopArgs())
+	if err := cloopErr(&r); err != nil {
+		return 0, err
+	}
+	e.peak = float64(r.peak)
+	return time.Duration(r.ns), nil
+}
+
+// cloopServer is bwServer in C.
+func (e *engine) cloopServer() (time.Duration, error) {
+	r := C.perf_cloop_server(e.cloopArgs())
+	if err := cloopErr(&r); err != nil {
+		return 0, err
+	}
+	e.posted = 0
+	return time.Duration(r.ns), nil
+}

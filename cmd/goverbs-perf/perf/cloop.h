@@ -1,0 +1,38 @@
+// The bandwidth loops of engine.go written in C, for goverbs-perf -loop c:
+// the same work in the same process without a cgo crossing per verb, so
+// that what the Go loop costs and what the Go process costs can be told
+// apart (BENCHMARKS.md).
+#ifndef GOVERBS_PERF_CLOOP_H
+#define GOVERBS_PERF_CLOOP_H
+
+#include <stdint.h>
+
+// perf_cloop_args is one run of a loop. Addresses are of C memory: the QP,
+// the CQ and the registered buffer.
+struct perf_cloop_args {
+	uintptr_t qp, cq;
+	uint64_t addr, raddr;
+	uint32_t length, lkey, rkey;
+	int opcode; // enum ibv_wr_opcode
+	int iters, post_list, cq_mod, tx_depth, rx_depth;
+	int posted; // receives already outstanding (server)
+};
+
+// perf_cloop_result is what a loop reports: its time from the first post
+// (client) or the first receive (server) to the last completion, and the
+// client's best rate between two polls that returned completions. When
+// err is not 0 the loop stopped: err is the failed call's return (an
+// errno) or, for a failed completion, its status, and op names the call.
+struct perf_cloop_result {
+	int64_t ns;
+	double peak; // bytes a second
+	int err;
+	const char *op;
+	uint64_t wr_id;
+};
+
+// Both take and return by value: no Go pointer crosses into C.
+struct perf_cloop_result perf_cloop_client(struct perf_cloop_args a);
+struct perf_cloop_result perf_cloop_server(struct perf_cloop_args a);
+
+#endif
