@@ -59,6 +59,16 @@ demo:
 	echo "demo: booting the soft-RoCE VM (10-25 s under TCG)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) -- sh "$$dir/demo.sh" "$$dir"
 
+# perf_tools builds rxevm, goverbs-perf and goverbs-perfcompare into a new
+# directory $$dir (goverbs-NAME.*), removed when the recipe ends.
+define perf_tools
+dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-$(1).XXXXXX"); \
+	trap 'rm -rf "$$dir"' EXIT; \
+	for c in rxevm goverbs-perf goverbs-perfcompare; do \
+		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+	done
+endef
+
 # perf-compare: one VM boot runs perftest's ib_send_bw, ib_write_bw,
 # ib_read_bw and ib_send_lat and goverbs-perf in the same modes on rxe0, at
 # PERF_SIZES, like for like (post list 1, CQ moderation 100), each tool 5
@@ -81,11 +91,7 @@ PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 
 perf-compare:
 	@set -e; \
-	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-perf.XXXXXX"); \
-	trap 'rm -rf "$$dir"' EXIT; \
-	for c in rxevm goverbs-perf goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done; \
+	$(call perf_tools,perf); \
 	echo "perf-compare: booting the soft-RoCE VM; perftest and goverbs-perf on rxe0, sizes $(PERF_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 45m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_SIZES) $(PERF_FLAGS)
 
@@ -106,11 +112,7 @@ PERF_TAILS_SIZES ?= 64
 perf-tails:
 	@set -e; \
 	command -v perf >/dev/null || { echo "perf-tails: installing linux-perf"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends linux-perf >/dev/null; }; \
-	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-tails.XXXXXX"); \
-	trap 'rm -rf "$$dir"' EXIT; \
-	for c in rxevm goverbs-perf goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done; \
+	$(call perf_tools,tails); \
 	echo "perf-tails: booting the soft-RoCE VM; goverbs-perf send_lat under perf record, sizes $(PERF_TAILS_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_TAILS_SIZES) -tails $(PERF_TAILS_RUNS)
 
@@ -130,11 +132,7 @@ PERF_ICOUNT_FLAGS ?=
 
 perf-icount:
 	@set -e; \
-	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-icount.XXXXXX"); \
-	trap 'rm -rf "$$dir"' EXIT; \
-	for c in rxevm goverbs-perf goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done; \
+	$(call perf_tools,icount); \
 	echo "perf-icount: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_ICOUNT_SIZES), Go loops then C loops"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 30m -- sh -c \
 		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; done' sh "$$dir"
