@@ -119,7 +119,7 @@ perf-tails:
 # perf-icount: write_bw and read_bw at PERF_ICOUNT_SIZES on one vCPU under
 # qemu's -icount shift=0,sleep=off, where guest time is instructions
 # executed (1 ns each), so host load does not move the rates and runs of one
-# tool agree within 1%. goverbs-perfcompare runs twice in the one boot:
+# tool agree within 2%. goverbs-perfcompare runs twice in the one boot:
 # goverbs-perf as it is (-loop go), then with its loops written in C in the
 # same process (-loop c), so the two tables tell what the Go loop costs
 # (go against c) from what the rest of the Go process costs (c against

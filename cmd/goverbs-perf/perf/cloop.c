@@ -149,6 +149,7 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args args)
 	}
 	r->ns = now_ns() - start;
 out:
+	r->posted = posted;
 	free(wrs);
 	return res;
 }

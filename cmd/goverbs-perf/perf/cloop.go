@@ -83,9 +83,9 @@ func (e *engine) cloopClient() (time.Duration, error) {
 // cloopServer is bwServer in C.
 func (e *engine) cloopServer() (time.Duration, error) {
 	r := C.perf_cloop_server(e.cloopArgs())
+	e.posted = int(r.posted)
 	if err := cloopErr(&r); err != nil {
 		return 0, err
 	}
-	e.posted = 0
 	return time.Duration(r.ns), nil
 }

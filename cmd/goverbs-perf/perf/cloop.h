@@ -29,6 +29,7 @@ struct perf_cloop_result {
 	int err;
 	const char *op;
 	uint64_t wr_id;
+	int posted; // receives still outstanding when the server's loop ends
 };
 
 // Both take and return by value: no Go pointer crosses into C.
