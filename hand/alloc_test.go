@@ -161,6 +161,10 @@ func TestNoAllocsPoll(t *testing.T) {
 	}
 	requireNoAllocs(t, "Poll", func() { consume(p.Poll()) })
 	requireNoAllocs(t, "ExPoller.Poll", func() { consume(x.Poll()) })
+	requireNoAllocs(t, "PollSpin", func() {
+		r.cq.HoldPolls(3)
+		consume(p.PollSpin(8))
+	})
 
 	r.cq.InjectStatus(1<<30, int(verbs.WCRemAccessErr), 1)
 	require.NoError(t, r.cq.SetEndless(false))

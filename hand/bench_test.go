@@ -55,6 +55,8 @@ func reportCPU(b *testing.B, start time.Duration) {
 var (
 	postSizes = []int{1, 8, 32, 64}
 	pollSizes = []int{1, 16, 64}
+	// emptySpins is poll_cq_spin's polls per iteration.
+	emptySpins = 64
 )
 
 // benchSGE is the scatter entry of WR i, as cbench's C loops fill it.
@@ -211,6 +213,25 @@ func BenchmarkFast(b *testing.B) {
 			return p.Poll, p.Free
 		}), func(iters int) error { return cbench.Poll(pr.cq.Ptr(), n, iters) })
 	}
+	// A busy-poll's empty spins: 64 polls of an empty CQ per iteration, in
+	// one crossing (PollSpin) against C's loop of 64 ibv_poll_cq calls.
+	empty := newRig(b, rigOpts{})
+	pair(b, "poll_cq_spin", emptySpins, func(b *testing.B) (side, func()) {
+		p, err := hand.NewPollerRaw(empty.vcq, 16)
+		require.NoError(b, err)
+		return func(iters int) error {
+			for range iters {
+				wcs, err := p.PollSpin(emptySpins)
+				if err != nil {
+					return err
+				}
+				if len(wcs) != 0 {
+					return syscall.EAGAIN
+				}
+			}
+			return nil
+		}, p.Free
+	}, func(iters int) error { return cbench.PollEmpty(empty.cq.Ptr(), 16, emptySpins, iters) })
 	for _, n := range pollSizes {
 		// The C side runs hand.c's own reader loop over the Go side's
 		// buffers (cbench.PollEx says why): what differs is Go's.

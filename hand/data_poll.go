@@ -204,6 +204,25 @@ func (p *Poller) Free() {
 // Poll or Free; it is empty when the CQ is. On failure it returns a
 // *PollError, owned by the poller. Poll does not allocate.
 func (p *Poller) Poll() ([]WC, error) {
+	return p.poll(1)
+}
+
+// PollSpin is Poll repeated up to polls times inside one cgo call: it
+// returns the completions of the first ibv_poll_cq that finds any, or its
+// failure, or an empty slice when all polls found the CQ empty. A loop
+// that busy-polls with Poll crosses into C once per empty poll, which costs
+// Go several times what the empty poll costs C; PollSpin crosses once per
+// polls of them. The goroutine cannot be preempted while it spins (it is in
+// C), so keep polls to what a few microseconds hold: tens, not thousands.
+// polls below 1 is an *AttrError. PollSpin does not allocate.
+func (p *Poller) PollSpin(polls int) ([]WC, error) {
+	if polls < 1 {
+		return nil, &AttrError{Op: "Poller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
+	}
+	return p.poll(polls)
+}
+
+func (p *Poller) poll(polls int) ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
@@ -213,8 +232,14 @@ func (p *Poller) Poll() ([]WC, error) {
 		}
 		defer p.owner.done()
 	}
-	r := int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
-		cptr(unsafe.Pointer(&p.wc[0]))))
+	var r int32
+	if polls == 1 {
+		r = int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
+			cptr(unsafe.Pointer(&p.wc[0]))))
+	} else {
+		r = int32(C.goverbs_poll_cq_spin(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
+			cptr(unsafe.Pointer(&p.wc[0])), C.int(polls)))
+	}
 	if r < 0 {
 		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
 		return nil, &p.err

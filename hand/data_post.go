@@ -13,6 +13,7 @@ package hand
 #cgo noescape goverbs_post_srq_recv
 #cgo noescape goverbs_post_send
 #cgo noescape goverbs_poll_cq
+#cgo noescape goverbs_poll_cq_spin
 #cgo noescape goverbs_cm_post_recvv
 #cgo noescape goverbs_cm_post_send
 #cgo noescape goverbs_poll_ex

@@ -51,6 +51,18 @@ int goverbs_poll_cq(uintptr_t cq, int n, uintptr_t wc)
 	return ibv_poll_cq((struct ibv_cq *)cq, n, (struct ibv_wc *)wc);
 }
 
+int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls)
+{
+	int ret = 0;
+
+	while (polls-- > 0) {
+		ret = ibv_poll_cq((struct ibv_cq *)cq, n, (struct ibv_wc *)wc);
+		if (ret != 0)
+			break;
+	}
+	return ret;
+}
+
 /* rdma_post_*v set errno on every failure (rdma_seterrno); EIO is a guard. */
 static inline int64_t cm_failed(int i)
 {

@@ -29,6 +29,14 @@ int goverbs_post_srq_recv(uintptr_t srq, uintptr_t first, uintptr_t last, uintpt
 int goverbs_post_send(uintptr_t qp, uintptr_t first, uintptr_t last, uintptr_t bad);
 int goverbs_poll_cq(uintptr_t cq, int n, uintptr_t wc);
 
+/*
+ * goverbs_poll_cq_spin calls ibv_poll_cq up to polls times, stopping at the
+ * first call that returns completions or fails, and returns what that call
+ * returned (0 when every call found the CQ empty): a busy-polling loop in Go
+ * crosses into C once per polls empty polls instead of once for each.
+ */
+int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls);
+
 /* Which rdma_post_*v goverbs_cm_post_send calls for each WR. */
 enum goverbs_cm_kind {
 	GOVERBS_CM_SENDV,

@@ -247,3 +247,65 @@ func TestConstructorsRejectBadSizes(t *testing.T) {
 	_, err = hand.NewExPollerRaw(nil, 1, 0)
 	require.Error(t, err)
 }
+
+// PollSpin polls in C until a poll finds completions, at most polls times,
+// and returns what that poll returned.
+func TestPollSpin(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	p, err := hand.NewPollerRaw(r.vcq, 16)
+	require.NoError(t, err)
+	defer p.Free()
+	polls := func() uint64 { return r.cq.Stats().Polls }
+
+	before := polls()
+	wcs, err := p.PollSpin(8)
+	require.NoError(t, err)
+	require.Empty(t, wcs)
+	require.Equal(t, uint64(8), polls()-before, "an empty CQ is polled polls times")
+
+	postRecvs(t, r, 100, 3)
+	r.cq.HoldPolls(5)
+	before = polls()
+	wcs, err = p.PollSpin(10)
+	require.NoError(t, err)
+	require.Len(t, wcs, 3)
+	for i := range wcs {
+		require.Equal(t, uint64(100+i), wcs[i].WRID())
+	}
+	require.Equal(t, uint64(6), polls()-before, "stops at the first poll that finds completions")
+
+	postRecvs(t, r, 200, 1)
+	r.cq.HoldPolls(5)
+	before = polls()
+	wcs, err = p.PollSpin(3)
+	require.NoError(t, err)
+	require.Empty(t, wcs, "the budget ran out first")
+	require.Equal(t, uint64(3), polls()-before)
+	wcs, err = p.PollSpin(3)
+	require.NoError(t, err)
+	require.Len(t, wcs, 1)
+	require.Equal(t, uint64(200), wcs[0].WRID())
+
+	postRecvs(t, r, 300, 2)
+	r.cq.HoldPolls(1)
+	r.cq.FailPoll(-5)
+	before = polls()
+	wcs, err = p.PollSpin(10)
+	require.Empty(t, wcs)
+	var pe *hand.PollError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, -5, pe.Ret)
+	require.Equal(t, uint64(2), polls()-before, "stops at the failing poll")
+	wcs, err = p.PollSpin(1)
+	require.NoError(t, err)
+	require.Len(t, wcs, 2, "a failed poll loses no completion")
+
+	_, err = p.PollSpin(0)
+	var ae *hand.AttrError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "polls", ae.Field)
+
+	p.Free()
+	_, err = p.PollSpin(4)
+	require.ErrorIs(t, err, hand.ErrFree)
+}

@@ -57,7 +57,7 @@ func runInsns(o options) error {
 					args := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n)}
 					name := "ib_" + mode
 					if tool == "go" {
-						name, args = o.perf, append([]string{"-t", mode}, args...)
+						name, args = o.perf, append(o.perfArgs(mode), args...)
 					} else {
 						args = append([]string{"-F"}, args...)
 					}

@@ -29,6 +29,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -51,6 +52,7 @@ type result struct {
 	msgRate  float64 // messages a second
 	mbps     float64 // MB/sec (2^20), bandwidth modes
 	p99, max float64 // latency modes: 99th percentile and maximum, usec
+	switches float64 // context switches in the whole guest while the client ran (pair: all; run: per message)
 	row      string  // the row as printed
 }
 
@@ -110,6 +112,17 @@ type options struct {
 	tails                   int    // runs for -tails; 0 for off
 	tailsSettle             time.Duration
 	loop                    string // goverbs-perf -loop: go, or c for its loops in C
+	spin                    int    // goverbs-perf -spin; 0 for its default
+}
+
+// perfArgs are goverbs-perf's arguments for mode beyond those it shares
+// with perftest.
+func (o options) perfArgs(mode string) []string {
+	args := []string{"-t", mode, "-loop", o.loop}
+	if o.spin > 0 {
+		args = append(args, "-spin", strconv.Itoa(o.spin))
+	}
+	return args
 }
 
 func main() {
@@ -127,6 +140,7 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
 	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go, or c to run its bandwidth loops in C in the Go process (make perf-icount)")
+	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
 	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
@@ -232,7 +246,7 @@ func run(o options) error {
 			iters := o.iters(mode, size)
 			common := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
 			cArgs := append([]string{"-F"}, common...)
-			goArgs := append([]string{"-t", mode, "-loop", o.loop}, common...)
+			goArgs := append(o.perfArgs(mode), common...)
 			for range max(o.reps, 1) {
 				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, nil, port, "")
 				if err != nil {
@@ -244,6 +258,8 @@ func run(o options) error {
 					return fmt.Errorf("goverbs-perf %s %d: %w", mode, size, err)
 				}
 				port++
+				c.switches /= float64(iters)
+				g.switches /= float64(iters)
 				if o.verbose {
 					fmt.Printf("  C : %s\n  Go: %s\n", strings.TrimSpace(c.row), strings.TrimSpace(g.row))
 				}
@@ -284,6 +300,17 @@ func printTable(w io.Writer, rows []row) {
 		cp, gp, cm, gm := med(r.c, p99), med(r.g, p99), med(r.c, tmax), med(r.g, tmax)
 		fmt.Fprintf(w, "%-9s %6d %10.2f %10.2f %6.2f %10.2f %10.2f %6.2f\n", r.mode, r.size, cp, gp, gp/cp, cm, gm, gm/cm)
 	}
+	// Context switches are how the tools' threads and the kernel's
+	// (ksoftirqd running rxe's tasklets) take turns: a switch under TCG
+	// costs tens of microseconds, and on one vCPU the count per message
+	// sets read_bw's rate (BENCHMARKS.md).
+	switches := func(x result) float64 { return x.switches }
+	fmt.Fprintf(w, "\ncontext switches per message, whole guest while the client ran, median over the runs\n")
+	fmt.Fprintf(w, "%-9s %6s %8s %8s %8s\n", "mode", "bytes", "C", "Go", "Go-C")
+	for _, r := range rows {
+		c, g := spreadOf(field(r.c, switches)).med, spreadOf(field(r.g, switches)).med
+		fmt.Fprintf(w, "%-9s %6d %8.3f %8.3f %+8.3f\n", r.mode, r.size, c, g, g-c)
+	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		c, g := spreadOf(field(r.c, rate)), spreadOf(field(r.g, rate))
@@ -315,6 +342,7 @@ func pair(mode, name, addr string, args, clientArgs []string, port int, maps str
 	var cout bytes.Buffer
 	cli := exec.CommandContext(ctx, name, slices.Concat(args, clientArgs, []string{addr})...)
 	cli.Stdout, cli.Stderr = &cout, &cout
+	switches0, swErr := contextSwitches()
 	cerr := cli.Start()
 	if cerr == nil {
 		if maps != "" {
@@ -327,9 +355,13 @@ func pair(mode, name, addr string, args, clientArgs []string, port int, maps str
 			cerr = cli.Wait()
 		}
 	}
+	switches1, swErr1 := contextSwitches()
 	serr := srv.Wait()
 	if cerr != nil || serr != nil {
 		return result{}, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cerr, serr, cout.String(), sout.String())
+	}
+	if err := cmp.Or(swErr, swErr1); err != nil {
+		return result{}, err
 	}
 	if !strings.HasPrefix(filepath.Base(name), "ib_") {
 		for side, out := range map[string]string{"client": cout.String(), "server": sout.String()} {
@@ -338,7 +370,28 @@ func pair(mode, name, addr string, args, clientArgs []string, port int, maps str
 			}
 		}
 	}
-	return parseResult(cout.String(), mode == "send_lat")
+	r, err := parseResult(cout.String(), mode == "send_lat")
+	r.switches = float64(switches1 - switches0)
+	return r, err
+}
+
+// contextSwitches is the guest's count of context switches since boot
+// (/proc/stat's ctxt).
+func contextSwitches() (uint64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseCtxt(string(b))
+}
+
+func parseCtxt(stat string) (uint64, error) {
+	for line := range strings.Lines(stat) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ctxt "); ok {
+			return strconv.ParseUint(v, 10, 64)
+		}
+	}
+	return 0, errors.New("/proc/stat has no ctxt line")
 }
 
 // checkLoopAllocs fails unless out reports a timed loop that allocated

@@ -47,7 +47,7 @@ func TestTableMedians(t *testing.T) {
 	rs := func(rates ...float64) []result {
 		var out []result
 		for _, r := range rates {
-			out = append(out, result{msgRate: r, p99: 1e6 / r * 2, max: 1e6 / r * 10})
+			out = append(out, result{msgRate: r, p99: 1e6 / r * 2, max: 1e6 / r * 10, switches: 1000 / r})
 		}
 		return out
 	}
@@ -64,11 +64,25 @@ func TestTableMedians(t *testing.T) {
 		"send_bw       64       90 /      100 /      110       70 /       85 /      200   0.85",
 		"send_lat      64 ",
 		"perf send_bw 64 100 85 0.85",
+		"send_bw       64   10.000   11.765   +1.765",
 		"perf send_lat 64 10 5 0.50",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+func TestParseCtxt(t *testing.T) {
+	n, err := parseCtxt("cpu  1 2 3\nintr 5 0\nctxt 123456\nbtime 1\n")
+	if err != nil || n != 123456 {
+		t.Errorf("parseCtxt = %d, %v; want 123456", n, err)
+	}
+	if _, err := parseCtxt("cpu 1\n"); err == nil {
+		t.Error("no ctxt line: want an error")
+	}
+	if n, err := contextSwitches(); err != nil || n == 0 {
+		t.Errorf("contextSwitches on this machine = %d, %v", n, err)
 	}
 }
 

@@ -214,18 +214,19 @@ func (e *vEnv) cq(t testing.TB, entries int) *vCQ {
 	return c
 }
 
-// reap waits for exactly n completions and returns copies of them. Between
-// empty polls it arms the CQ and sleeps in poll(2) on the completion
-// channel, so the wait costs no CPU and ends on an event, or fails the test
-// at vTimeout. Completions beyond n that arrive with the last batch fail the
-// test.
+// reap waits for exactly n completions and returns copies of them. It polls
+// with PollSpin, spinning in C a little before it arms the CQ, so that every
+// test that reaps polls the device through it. Between empty spins it arms
+// the CQ and sleeps in poll(2) on the completion channel, so the wait costs
+// little CPU and ends on an event, or fails the test at vTimeout.
+// Completions beyond n that arrive with the last batch fail the test.
 func (c *vCQ) reap(t testing.TB, n int) []hand.WC {
 	t.Helper()
 	deadline := time.Now().Add(vTimeout)
 	out := make([]hand.WC, 0, n)
 	armed := false
 	for len(out) < n {
-		wcs, err := c.poller.Poll()
+		wcs, err := c.poller.PollSpin(16)
 		if err != nil {
 			t.Fatalf("poll: %v", err)
 		}

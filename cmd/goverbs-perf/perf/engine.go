@@ -73,7 +73,7 @@ func (e *engine) fillRecv() error {
 	for i := range k {
 		v.Set(i, 0, e.sge)
 	}
-	e.tick()
+	e.tick(1)
 	if err := e.recv.PostRecv(e.qp); err != nil {
 		e.recv.Reset()
 		return fmt.Errorf("post receive: %w", err)
@@ -95,7 +95,7 @@ const (
 	yieldPeriod = 5 * time.Millisecond
 )
 
-// tick counts a post or a poll, and yields the processor (runtime.Gosched)
+// tick counts n posts or polls, and yields the processor (runtime.Gosched)
 // once yieldPeriod has passed since the last yield, which a busy loop must
 // do to keep the runtime quiet: a goroutine that runs for 10 ms without
 // being rescheduled gets preempted by sysmon, which, finding it in a cgo
@@ -106,8 +106,9 @@ const (
 // yield starts the 10 ms over. Not more often: each Gosched that leaves a P
 // idle wakes a thread to look for work (wakep), a context switch too
 // (BENCHMARKS.md, "Go tools against perftest").
-func (e *engine) tick() {
-	if e.ops++; e.ops%yieldCheck != 0 {
+func (e *engine) tick(n uint32) {
+	before := e.ops
+	if e.ops += n; e.ops/yieldCheck == before/yieldCheck {
 		return
 	}
 	if now := time.Now(); now.Sub(e.lastYield) >= yieldPeriod {
@@ -119,10 +120,14 @@ func (e *engine) tick() {
 // yield is runtime.Gosched; tests count the calls.
 var yield = runtime.Gosched
 
-// poll ticks and polls the CQ.
+// poll ticks and polls the CQ, up to Spin times in one cgo call
+// (hand.Poller.PollSpin): the loops poll only when they have nothing else
+// to do until a completion comes, so spinning in C changes nothing but the
+// crossings, one per Spin empty polls (BENCHMARKS.md, "Spinning in C").
+// tick counts the call as the Spin polls it may make.
 func (e *engine) poll() ([]hand.WC, error) {
-	e.tick()
-	return e.poller.Poll()
+	e.tick(uint32(e.cfg.Spin))
+	return e.poller.PollSpin(e.cfg.Spin)
 }
 
 func (e *engine) bwClient() (time.Duration, error) {
@@ -152,7 +157,7 @@ func (e *engine) bwClient() (time.Duration, error) {
 					v.SetRead(i, uint64(seq), flags, e.sge, e.raddr, e.rkey)
 				}
 			}
-			e.tick()
+			e.tick(1)
 			if err := e.send.PostSend(e.qp); err != nil {
 				e.send.Reset()
 				return 0, fmt.Errorf("post send: %w", err)
@@ -250,7 +255,7 @@ func (e *engine) latency(client bool) error {
 // sendOne posts one signaled send; its completion is reaped by waitRecv.
 func (e *engine) sendOne(i int) error {
 	e.send.Reserve(1).SetSend(0, uint64(i), hand.Signaled, e.sge)
-	e.tick()
+	e.tick(1)
 	if err := e.send.PostSend(e.qp); err != nil {
 		e.send.Reset()
 		return fmt.Errorf("post send: %w", err)

@@ -16,7 +16,7 @@ func TestTickYields(t *testing.T) {
 	var e engine
 	ticks := func(n int) {
 		for range n {
-			e.tick()
+			e.tick(1)
 		}
 	}
 	ticks(yieldCheck - 1)
@@ -36,6 +36,29 @@ func TestTickYields(t *testing.T) {
 	ticks(yieldCheck)
 	if yields < 2 {
 		t.Fatalf("no yield %v after the last", yieldPeriod)
+	}
+}
+
+// tick counts a spinning poll as its polls: one that may poll yieldCheck
+// times looks at the clock every time.
+func TestTickCountsSpins(t *testing.T) {
+	defer func(y func()) { yield = y }(yield)
+	yields := 0
+	yield = func() { yields++ }
+
+	var e engine
+	e.tick(yieldCheck - 1)
+	if yields != 0 {
+		t.Fatalf("%d yields before yieldCheck polls", yields)
+	}
+	e.tick(2)
+	if yields != 1 {
+		t.Fatalf("%d yields once yieldCheck polls were passed, want 1", yields)
+	}
+	time.Sleep(yieldPeriod)
+	e.tick(yieldCheck)
+	if yields != 2 {
+		t.Fatalf("%d yields after a spin of yieldCheck polls %v after the last yield, want 2", yields, yieldPeriod)
 	}
 }
 

@@ -79,6 +79,7 @@ type Config struct {
 	TxDepth  int
 	RxDepth  int
 	Loop     Loop // the bandwidth loops' language: GoLoop or CLoop
+	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
@@ -87,7 +88,7 @@ type Config struct {
 
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Config, error) {
-	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: 100, TxDepth: 128, RxDepth: 512}
+	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: 100, TxDepth: 128, RxDepth: 512, Spin: 16}
 	fs := flag.NewFlagSet("goverbs-perf", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var mode string
@@ -107,6 +108,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&cfg.LatDump, "lat-dump", "", "send_lat: write each round trip to `file`, one line of its start (CLOCK_MONOTONIC, ns) and its length (ns)")
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
+	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -137,8 +139,8 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, errors.New("-loop c: the bandwidth modes only (send_bw, write_bw, read_bw)")
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
-	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2:
-		return cfg, errors.New("-s, -n, -l, -Q and the depths must be positive")
+	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
+		return cfg, errors.New("-s, -n, -l, -Q, -spin and the depths must be positive")
 	}
 	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
 	cfg.PostList = min(cfg.PostList, cfg.TxDepth)

@@ -336,6 +336,24 @@ int cb_poll(struct ibv_cq *cq, int n, int64_t iters)
 	return ret;
 }
 
+int cb_poll_empty(struct ibv_cq *cq, int n, int polls, int64_t iters)
+{
+	struct ibv_wc *wc = calloc((size_t)n, sizeof(*wc));
+	int64_t it;
+	int ret = 0, j;
+
+	if (!wc)
+		return ENOMEM;
+	for (it = 0; it < iters && !ret; it++)
+		for (j = 0; j < polls; j++)
+			if (ibv_poll_cq(cq, n, wc) != 0) {
+				ret = -1;
+				break;
+			}
+	free(wc);
+	return ret;
+}
+
 /*
  * The reader is hand.c's own goverbs_poll_ex, the loop of start_poll,
  * next_poll and the ibv_wc_read_* calls a C program would write: Go's side

@@ -116,6 +116,12 @@ func Poll(cq unsafe.Pointer, n, iters int) error {
 	return errnoErr(C.cb_poll((*C.struct_ibv_cq)(cq), C.int(n), C.int64_t(iters)))
 }
 
+// PollEmpty polls cq (a struct ibv_cq *) for up to n completions polls
+// times per iteration, and fails with EAGAIN if a poll finds any.
+func PollEmpty(cq unsafe.Pointer, n, polls, iters int) error {
+	return errnoErr(C.cb_poll_empty((*C.struct_ibv_cq)(cq), C.int(n), C.int(polls), C.int64_t(iters)))
+}
+
 // PollEx reaps n completions per iteration from cq (a struct ibv_cq_ex *)
 // with reader, a C function of goverbs_poll_ex's signature, into wc (n
 // struct ibv_wc) and ts (n uint64_t), both C memory, reading the fields

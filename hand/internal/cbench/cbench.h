@@ -61,6 +61,10 @@ int cb_rdma_post(struct rdma_cm_id *id, int kind, int n, int64_t iters);
 
 /* Polls n completions per iteration; returns 0 or -1 when a poll came back short. */
 int cb_poll(struct ibv_cq *cq, int n, int64_t iters);
+
+/* polls times per iteration, an ibv_poll_cq of up to n completions from cq,
+ * which must stay empty: the C side of a busy-poll's empty spins. */
+int cb_poll_empty(struct ibv_cq *cq, int n, int polls, int64_t iters);
 /* A reader of up to n completions of an extended CQ into wc (and ts), with
  * the signature of hand.c's goverbs_poll_ex: the count, or minus an errno. */
 typedef int (*cb_poll_ex_reader)(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags);

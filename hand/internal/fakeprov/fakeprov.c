@@ -504,6 +504,16 @@ static int fake_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct fake_cq *cq = (struct fake_cq *)ibcq;
 	int i;
 
+	cq->poll_calls++;
+	if (cq->empty_polls) {
+		cq->empty_polls--;
+		return 0;
+	}
+	if (cq->poll_fail) {
+		i = cq->poll_fail;
+		cq->poll_fail = 0;
+		return i;
+	}
 	for (i = 0; i < n && cq->ci != cq->pi; i++) {
 		const struct fake_cqe *e = cqe_at(cq, cq->ci);
 		struct ibv_wc *w = &wc[i];

@@ -107,6 +107,12 @@ struct fake_cq {
 	uint64_t dropped;
 	uint64_t produced, polled;
 	uint64_t ts;           /* completion timestamp counter */
+	/* poll_cq: its calls, how many of the next ones find the ring empty
+	 * whatever it holds, and a failure (a negative return) for the one
+	 * after those */
+	uint64_t poll_calls;
+	uint32_t empty_polls;
+	int poll_fail;
 };
 
 struct fake_ctx {
