@@ -165,6 +165,10 @@ func TestNoAllocsPoll(t *testing.T) {
 		r.cq.HoldPolls(3)
 		consume(p.PollSpin(8))
 	})
+	requireNoAllocs(t, "ExPoller.PollSpin", func() {
+		r.cq.HoldPolls(3)
+		consume(x.PollSpin(8))
+	})
 
 	r.cq.InjectStatus(1<<30, int(verbs.WCRemAccessErr), 1)
 	require.NoError(t, r.cq.SetEndless(false))

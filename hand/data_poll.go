@@ -357,6 +357,21 @@ func (p *ExPoller) Free() {
 // everything but WRID, Status, VendorErr and QPNum of a failed completion. On
 // failure it returns a *PollError. Poll does not allocate.
 func (p *ExPoller) Poll() ([]WC, error) {
+	return p.poll(1)
+}
+
+// PollSpin is Poll repeated up to polls times inside one cgo call, as
+// Poller.PollSpin is: it returns at the first poll that reaps completions or
+// fails, or empty after polls empty ones. polls below 1 is an *AttrError.
+// PollSpin does not allocate.
+func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
+	if polls < 1 {
+		return nil, &AttrError{Op: "ExPoller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
+	}
+	return p.poll(polls)
+}
+
+func (p *ExPoller) poll(polls int) ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
@@ -366,8 +381,14 @@ func (p *ExPoller) Poll() ([]WC, error) {
 		}
 		defer p.owner.done()
 	}
-	r := C.goverbs_poll_ex(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
-		cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags))
+	var r C.int
+	if polls == 1 {
+		r = C.goverbs_poll_ex(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
+			cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags))
+	} else {
+		r = C.goverbs_poll_ex_spin(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
+			cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags), C.int(polls))
+	}
 	if r < 0 {
 		p.err = PollError{Op: "ibv_start_poll", Ret: int(-r)}
 		return nil, &p.err

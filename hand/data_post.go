@@ -17,6 +17,7 @@ package hand
 #cgo noescape goverbs_cm_post_recvv
 #cgo noescape goverbs_cm_post_send
 #cgo noescape goverbs_poll_ex
+#cgo noescape goverbs_poll_ex_spin
 #include <stdlib.h>
 #include "hand.h"
 */

@@ -201,3 +201,15 @@ int goverbs_poll_ex(uintptr_t cqp, uintptr_t wcp, uintptr_t tsp, int n, uint64_t
 	ibv_end_poll(cq);
 	return i;
 }
+
+int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, int polls)
+{
+	int ret = 0;
+
+	while (polls-- > 0) {
+		ret = goverbs_poll_ex(cq, wc, ts, n, wc_flags);
+		if (ret != 0)
+			break;
+	}
+	return ret;
+}

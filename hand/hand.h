@@ -70,4 +70,8 @@ int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);
  */
 int goverbs_poll_ex(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags);
 
+/* goverbs_poll_ex_spin is goverbs_poll_ex as goverbs_poll_cq_spin is
+ * ibv_poll_cq: up to polls calls, stopping at the first that reaps or fails. */
+int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, int polls);
+
 #endif

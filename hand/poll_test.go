@@ -249,63 +249,75 @@ func TestConstructorsRejectBadSizes(t *testing.T) {
 }
 
 // PollSpin polls in C until a poll finds completions, at most polls times,
-// and returns what that poll returned.
+// and returns what that poll returned; both pollers.
 func TestPollSpin(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	p, err := hand.NewPollerRaw(r.vcq, 16)
 	require.NoError(t, err)
 	defer p.Free()
+	x, err := hand.NewExPollerRaw(r.vcqEx, 16, allFlags)
+	require.NoError(t, err)
+	defer x.Free()
 	polls := func() uint64 { return r.cq.Stats().Polls }
+	for _, c := range []struct {
+		name  string
+		spin  func(int) ([]hand.WC, error)
+		errno int // what PollError.Ret says of FailPoll(-5)
+		free  func()
+	}{
+		{"poll_cq", p.PollSpin, -5, p.Free},
+		{"poll_cq_ex", x.PollSpin, 5, x.Free},
+	} {
+		before := polls()
+		wcs, err := c.spin(8)
+		require.NoError(t, err, c.name)
+		require.Empty(t, wcs, c.name)
+		require.Equal(t, uint64(8), polls()-before, "%s: an empty CQ is polled polls times", c.name)
 
-	before := polls()
-	wcs, err := p.PollSpin(8)
-	require.NoError(t, err)
-	require.Empty(t, wcs)
-	require.Equal(t, uint64(8), polls()-before, "an empty CQ is polled polls times")
+		postRecvs(t, r, 100, 3)
+		r.cq.HoldPolls(5)
+		before = polls()
+		wcs, err = c.spin(10)
+		require.NoError(t, err, c.name)
+		require.Len(t, wcs, 3, c.name)
+		for i := range wcs {
+			require.Equal(t, uint64(100+i), wcs[i].WRID(), c.name)
+		}
+		require.Equal(t, uint64(6), polls()-before, "%s: stops at the first poll that finds completions", c.name)
 
-	postRecvs(t, r, 100, 3)
-	r.cq.HoldPolls(5)
-	before = polls()
-	wcs, err = p.PollSpin(10)
-	require.NoError(t, err)
-	require.Len(t, wcs, 3)
-	for i := range wcs {
-		require.Equal(t, uint64(100+i), wcs[i].WRID())
+		postRecvs(t, r, 200, 1)
+		r.cq.HoldPolls(5)
+		before = polls()
+		wcs, err = c.spin(3)
+		require.NoError(t, err, c.name)
+		require.Empty(t, wcs, "%s: the budget ran out first", c.name)
+		require.Equal(t, uint64(3), polls()-before, c.name)
+		wcs, err = c.spin(3)
+		require.NoError(t, err, c.name)
+		require.Len(t, wcs, 1, c.name)
+		require.Equal(t, uint64(200), wcs[0].WRID(), c.name)
+
+		postRecvs(t, r, 300, 2)
+		r.cq.HoldPolls(1)
+		r.cq.FailPoll(-5)
+		before = polls()
+		wcs, err = c.spin(10)
+		require.Empty(t, wcs, c.name)
+		var pe *hand.PollError
+		require.ErrorAs(t, err, &pe, c.name)
+		require.Equal(t, c.errno, pe.Ret, c.name)
+		require.Equal(t, uint64(2), polls()-before, "%s: stops at the failing poll", c.name)
+		wcs, err = c.spin(1)
+		require.NoError(t, err, c.name)
+		require.Len(t, wcs, 2, "%s: a failed poll loses no completion", c.name)
+
+		_, err = c.spin(0)
+		var ae *hand.AttrError
+		require.ErrorAs(t, err, &ae, c.name)
+		require.Equal(t, "polls", ae.Field, c.name)
+
+		c.free()
+		_, err = c.spin(4)
+		require.ErrorIs(t, err, hand.ErrFree, c.name)
 	}
-	require.Equal(t, uint64(6), polls()-before, "stops at the first poll that finds completions")
-
-	postRecvs(t, r, 200, 1)
-	r.cq.HoldPolls(5)
-	before = polls()
-	wcs, err = p.PollSpin(3)
-	require.NoError(t, err)
-	require.Empty(t, wcs, "the budget ran out first")
-	require.Equal(t, uint64(3), polls()-before)
-	wcs, err = p.PollSpin(3)
-	require.NoError(t, err)
-	require.Len(t, wcs, 1)
-	require.Equal(t, uint64(200), wcs[0].WRID())
-
-	postRecvs(t, r, 300, 2)
-	r.cq.HoldPolls(1)
-	r.cq.FailPoll(-5)
-	before = polls()
-	wcs, err = p.PollSpin(10)
-	require.Empty(t, wcs)
-	var pe *hand.PollError
-	require.ErrorAs(t, err, &pe)
-	require.Equal(t, -5, pe.Ret)
-	require.Equal(t, uint64(2), polls()-before, "stops at the failing poll")
-	wcs, err = p.PollSpin(1)
-	require.NoError(t, err)
-	require.Len(t, wcs, 2, "a failed poll loses no completion")
-
-	_, err = p.PollSpin(0)
-	var ae *hand.AttrError
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, "polls", ae.Field)
-
-	p.Free()
-	_, err = p.PollSpin(4)
-	require.ErrorIs(t, err, hand.ErrFree)
 }

@@ -557,9 +557,22 @@ static inline int cq_ex_advance(struct fake_cq *cq)
 
 static int fake_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 {
+	struct fake_cq *cq = (struct fake_cq *)ibcq;
+	int fail;
+
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	return cq_ex_advance((struct fake_cq *)ibcq);
+	cq->poll_calls++;
+	if (cq->empty_polls) {
+		cq->empty_polls--;
+		return ENOENT;
+	}
+	if (cq->poll_fail) {
+		fail = -cq->poll_fail;
+		cq->poll_fail = 0;
+		return fail;
+	}
+	return cq_ex_advance(cq);
 }
 
 static int fake_next_poll(struct ibv_cq_ex *ibcq)

@@ -149,12 +149,14 @@ func (cq *CQ) SetEndless(on bool) error {
 	return nil
 }
 
-// HoldPolls makes the next k ibv_poll_cq calls find the CQ empty whatever
-// it holds, as a device's CQ is until its completions land.
+// HoldPolls makes the next k polls (ibv_poll_cq or ibv_start_poll calls)
+// find the CQ empty whatever it holds, as a device's CQ is until its
+// completions land.
 func (cq *CQ) HoldPolls(k int) { cq.c.empty_polls = C.uint32_t(k) }
 
-// FailPoll makes the next ibv_poll_cq call that is not held return ret, a
-// negative value, as a provider's poll does on a CQ it cannot read.
+// FailPoll makes the next poll that is not held fail: ibv_poll_cq returns
+// ret, a negative value, and ibv_start_poll -ret, as a provider does on a
+// CQ it cannot read.
 func (cq *CQ) FailPoll(ret int) { cq.c.poll_fail = C.int(ret) }
 
 // CQStats counts a CQ's completions.
@@ -162,7 +164,7 @@ type CQStats struct {
 	Produced uint64 // CQEs written
 	Polled   uint64 // CQEs reaped (by poll_cq or the extended ops)
 	Dropped  uint64 // CQEs lost to an overrun
-	Polls    uint64 // ibv_poll_cq calls
+	Polls    uint64 // ibv_poll_cq and ibv_start_poll calls
 	// Doorbell is the consumer index in the CQ's doorbell record (host order).
 	Doorbell uint32
 }
