@@ -167,3 +167,23 @@ perf-insns:
 	cd "$$dir" && ./rxevm $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -plugin "$$dir/insncount.so,out=$$dir/insns/snaps.txt" -timeout 45m -- \
 		./goverbs-perfcompare -perf ./goverbs-perf -insns insns -modes $(PERF_INSNS_MODES) -sizes $(PERF_INSNS_SIZES) $(PERF_INSNS_FLAGS); \
 	./goverbs-perfcompare -insns-report insns
+
+# bench-guest: hand's fast-path benchmarks (make bench's test binary, built
+# on the host) run inside the soft-RoCE VM, where TCG prices a cgo crossing
+# and a post as the perf targets' runs see them (BENCHMARKS.md, "The Go loop
+# apart from the Go process"). BENCH_GUEST_PATTERN picks the cases; about 3
+# minutes for the default.
+BENCH_GUEST_PATTERN ?= ^BenchmarkCgoEmpty$$|^BenchmarkFast$$/^(post_send_write|poll_cq|poll_cq_spin)$$/^(1|64)$$
+BENCH_GUEST_TIME ?= 200ms
+
+.PHONY: bench-guest
+
+bench-guest:
+	@set -e; \
+	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-bench-guest.XXXXXX"); \
+	trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
+	$(GO) test -c -o "$$dir/hand.test" ./hand; \
+	echo "bench-guest: booting the soft-RoCE VM; hand's benchmarks $(BENCH_GUEST_PATTERN) inside it"; \
+	cd hand && "$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 20m -- \
+		"$$dir/hand.test" -test.run '^$$' -test.bench '$(BENCH_GUEST_PATTERN)' -test.benchtime $(BENCH_GUEST_TIME)
