@@ -24,7 +24,9 @@ type engine struct {
 	lat       []time.Duration
 	starts    []int64   // with Config.LatDump: each round trip's start, CLOCK_MONOTONIC ns
 	peak      float64   // bytes a second between two signaled completions, at best
-	ops       uint32    // posts and polls, for tick
+	ops       uint32    // posts and polls since tick's last look at the clock
+	stride    uint32    // posts and polls between tick's looks
+	lastLook  time.Time // tick's last look
 	lastYield time.Time // tick's last yield
 }
 
@@ -82,16 +84,17 @@ func (e *engine) fillRecv() error {
 	return nil
 }
 
-// bwClient posts Iters WRs of the mode, PostList at a time, one in CQMod
-// signaled, keeping at most TxDepth outstanding, and returns the time from
-// the first post to the last completion.
-// yieldCheck is how many posts and polls tick lets pass between two looks
-// at the clock, and yieldPeriod how long it lets the loop run between two
-// yields: a look costs some 20 ns on real hardware (the vDSO), and 64 of the
-// slowest posts here (rxe under TCG, tens of microseconds each) stay within
-// a few milliseconds.
+// yieldCheck is the most posts and polls tick lets pass between two looks
+// at the clock, lookPeriod how far apart it keeps the looks, and
+// yieldPeriod how long it lets the loop run between two yields. A look
+// costs some 20 ns on real hardware (the vDSO), so where posts are fast
+// (64 B: tens of nanoseconds on hardware) it looks once every 64; where
+// they are slow it looks more often, down to every post: at 64 KiB under
+// TCG one post takes about a millisecond, and 64 of them let sysmon's 10 ms
+// pass unseen (BENCHMARKS.md, "Context switches at 64 KiB").
 const (
 	yieldCheck  = 64
+	lookPeriod  = yieldPeriod / 8
 	yieldPeriod = 5 * time.Millisecond
 )
 
@@ -106,12 +109,26 @@ const (
 // yield starts the 10 ms over. Not more often: each Gosched that leaves a P
 // idle wakes a thread to look for work (wakep), a context switch too
 // (BENCHMARKS.md, "Go tools against perftest").
+//
+// It looks at the clock once stride posts and polls have passed since the
+// last look, and adapts stride to the loop's pace: when a look comes more
+// than lookPeriod after the last it scales stride down in proportion, and
+// when it comes less than a quarter of that after, it doubles stride, up to
+// yieldCheck. The first tick looks (and yields).
 func (e *engine) tick(n uint32) {
-	before := e.ops
-	if e.ops += n; e.ops/yieldCheck == before/yieldCheck {
+	if e.ops += n; e.ops < e.stride {
 		return
 	}
-	if now := time.Now(); now.Sub(e.lastYield) >= yieldPeriod {
+	e.ops = 0
+	now := time.Now()
+	switch since := now.Sub(e.lastLook); {
+	case since > lookPeriod:
+		e.stride = uint32(max(1, int64(e.stride)*int64(lookPeriod)/int64(since)))
+	case since < lookPeriod/4 && e.stride < yieldCheck:
+		e.stride = max(1, 2*e.stride)
+	}
+	e.lastLook = now
+	if now.Sub(e.lastYield) >= yieldPeriod {
 		yield()
 		e.lastYield = now
 	}
@@ -130,6 +147,9 @@ func (e *engine) poll() ([]hand.WC, error) {
 	return e.poller.PollSpin(e.cfg.Spin)
 }
 
+// bwClient posts Iters WRs of the mode, PostList at a time, one in CQMod
+// signaled, keeping at most TxDepth outstanding, and returns the time from
+// the first post to the last completion.
 func (e *engine) bwClient() (time.Duration, error) {
 	if e.cfg.Loop == CLoop {
 		return e.cloopClient()

@@ -6,59 +6,87 @@ import (
 	"time"
 )
 
-// tick yields at its first look at the clock, then not again until
-// yieldPeriod has passed, looking once every yieldCheck calls.
-func TestTickYields(t *testing.T) {
-	defer func(y func()) { yield = y }(yield)
-	yields := 0
-	yield = func() { yields++ }
+// countYields replaces yield for the test and counts the calls.
+func countYields(t *testing.T) *int {
+	y := yield
+	t.Cleanup(func() { yield = y })
+	yields := new(int)
+	yield = func() { *yields++ }
+	return yields
+}
 
+// tick yields at its first look at the clock, then not again until
+// yieldPeriod has passed; fast ticks take its stride between looks up to
+// yieldCheck.
+func TestTickYields(t *testing.T) {
+	yields := countYields(t)
 	var e engine
-	ticks := func(n int) {
-		for range n {
-			e.tick(1)
-		}
-	}
-	ticks(yieldCheck - 1)
-	if yields != 0 {
-		t.Fatalf("%d yields before the first look at the clock", yields)
-	}
-	ticks(1)
-	if yields != 1 {
-		t.Fatalf("%d yields at the first look, want 1", yields)
+	e.tick(1)
+	if *yields != 1 {
+		t.Fatalf("%d yields at the first look, want 1", *yields)
 	}
 	start := time.Now()
-	ticks(10 * yieldCheck)
-	if time.Since(start) < yieldPeriod && yields != 1 {
-		t.Fatalf("%d yields within %v of the last, want none more", yields-1, yieldPeriod)
+	for range 100 * yieldCheck {
+		e.tick(1)
+	}
+	if time.Since(start) < yieldPeriod && *yields != 1 {
+		t.Fatalf("%d yields within %v of the last, want none more", *yields-1, yieldPeriod)
+	}
+	if e.stride != yieldCheck {
+		t.Fatalf("stride %d after fast ticks, want %d", e.stride, yieldCheck)
 	}
 	time.Sleep(yieldPeriod)
-	ticks(yieldCheck)
-	if yields < 2 {
-		t.Fatalf("no yield %v after the last", yieldPeriod)
+	for range yieldCheck {
+		e.tick(1)
+	}
+	if *yields < 2 {
+		t.Fatalf("no yield within %d ticks %v after the last", yieldCheck, yieldPeriod)
+	}
+}
+
+// Slow posts (a millisecond each, as 64 KiB ones under TCG) keep the
+// stride down, so the yields still come about every yieldPeriod; with 64
+// ticks between looks the loop would run 64 ms without one. A look that
+// comes late scales the stride down at once.
+func TestTickAdaptsToSlowPosts(t *testing.T) {
+	yields := countYields(t)
+	var e engine
+	start := time.Now()
+	for ticks := 0; ticks < 40 || time.Since(start) < 8*yieldPeriod; ticks++ {
+		time.Sleep(time.Millisecond)
+		e.tick(1)
+	}
+	if *yields < 5 {
+		t.Fatalf("%d yields in %v of ticks a millisecond apart, want at least 5 (stride %d)", *yields, time.Since(start), e.stride)
+	}
+	if e.stride > 2 {
+		t.Fatalf("stride %d with ticks a millisecond apart, want at most 2", e.stride)
+	}
+
+	e.stride, e.ops, e.lastLook = yieldCheck, 0, time.Now().Add(-16*lookPeriod)
+	e.tick(yieldCheck)
+	if want := uint32(yieldCheck / 16); e.stride > want {
+		t.Fatalf("stride %d after a look 16 lookPeriods late, want at most %d", e.stride, want)
 	}
 }
 
 // tick counts a spinning poll as its polls: one that may poll yieldCheck
 // times looks at the clock every time.
 func TestTickCountsSpins(t *testing.T) {
-	defer func(y func()) { yield = y }(yield)
-	yields := 0
-	yield = func() { yields++ }
-
+	yields := countYields(t)
 	var e engine
-	e.tick(yieldCheck - 1)
-	if yields != 0 {
-		t.Fatalf("%d yields before yieldCheck polls", yields)
+	for range 10 * yieldCheck {
+		e.tick(1)
 	}
-	e.tick(2)
-	if yields != 1 {
-		t.Fatalf("%d yields once yieldCheck polls were passed, want 1", yields)
+	*yields = 0
+	e.tick(yieldCheck - 1)
+	if *yields != 0 {
+		t.Fatalf("%d yields within %v", *yields, yieldPeriod)
 	}
 	time.Sleep(yieldPeriod)
 	e.tick(yieldCheck)
-	if yields != 2 {
-		t.Fatalf("%d yields after a spin of yieldCheck polls %v after the last yield, want 2", yields, yieldPeriod)
+	if *yields != 1 {
+		t.Fatalf("%d yields after a spin of yieldCheck polls %v after the last yield, want 1", *yields, yieldPeriod)
 	}
 }
 
