@@ -52,7 +52,7 @@ type result struct {
 	msgRate  float64 // messages a second
 	mbps     float64 // MB/sec (2^20), bandwidth modes
 	p99, max float64 // latency modes: 99th percentile and maximum, usec
-	switches float64 // context switches in the whole guest while the client ran (pair: all; run: per message)
+	switches float64 // context switches in the whole guest while the client ran
 	row      string  // the row as printed
 }
 
@@ -183,9 +183,10 @@ func main() {
 }
 
 type row struct {
-	mode string
-	size int
-	c, g []result // every run, in order
+	mode  string
+	size  int
+	iters int      // messages a run
+	c, g  []result // every run, in order
 }
 
 // spread is the minimum, median and maximum of xs (the mean of the middle
@@ -242,8 +243,8 @@ func run(o options) error {
 	}
 	for _, mode := range o.modes {
 		for _, size := range o.sizes {
-			r := row{mode: mode, size: size}
 			iters := o.iters(mode, size)
+			r := row{mode: mode, size: size, iters: iters}
 			common := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
 			cArgs := append([]string{"-F"}, common...)
 			goArgs := append(o.perfArgs(mode), common...)
@@ -258,8 +259,6 @@ func run(o options) error {
 					return fmt.Errorf("goverbs-perf %s %d: %w", mode, size, err)
 				}
 				port++
-				c.switches /= float64(iters)
-				g.switches /= float64(iters)
 				if o.verbose {
 					fmt.Printf("  C : %s\n  Go: %s\n", strings.TrimSpace(c.row), strings.TrimSpace(g.row))
 				}
@@ -304,11 +303,11 @@ func printTable(w io.Writer, rows []row) {
 	// (ksoftirqd running rxe's tasklets) take turns: a switch under TCG
 	// costs tens of microseconds, and on one vCPU the count per message
 	// sets read_bw's rate (BENCHMARKS.md).
-	switches := func(x result) float64 { return x.switches }
 	fmt.Fprintf(w, "\ncontext switches per message, whole guest while the client ran, median over the runs\n")
 	fmt.Fprintf(w, "%-9s %6s %8s %8s %8s\n", "mode", "bytes", "C", "Go", "Go-C")
 	for _, r := range rows {
-		c, g := spreadOf(field(r.c, switches)).med, spreadOf(field(r.g, switches)).med
+		perMsg := func(x result) float64 { return x.switches / float64(r.iters) }
+		c, g := spreadOf(field(r.c, perMsg)).med, spreadOf(field(r.g, perMsg)).med
 		fmt.Fprintf(w, "%-9s %6d %8.3f %8.3f %+8.3f\n", r.mode, r.size, c, g, g-c)
 	}
 	fmt.Fprintln(w)
