@@ -171,8 +171,8 @@ perf-insns:
 # bench-guest: hand's fast-path benchmarks (make bench's test binary, built
 # on the host) run inside the soft-RoCE VM, where TCG prices a cgo crossing
 # and a post as the perf targets' runs see them (BENCHMARKS.md, "The Go loop
-# apart from the Go process"). BENCH_GUEST_PATTERN picks the cases; about 3
-# minutes for the default.
+# apart from the Go process"). BENCH_GUEST_PATTERN picks the cases; about 15
+# seconds for the default.
 BENCH_GUEST_PATTERN ?= ^BenchmarkCgoEmpty$$|^BenchmarkFast$$/^(post_send_write|poll_cq|poll_cq_spin)$$/^(1|64)$$
 BENCH_GUEST_TIME ?= 200ms
 
