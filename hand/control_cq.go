@@ -23,6 +23,22 @@ type CompChannel struct {
 	mu      sync.Mutex
 	cqs     map[*verbs.CQ]*CQ
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
+
+	// The one waiter's (pollFD.acquire) state, kept here rather than in a
+	// closure so that a wait allocates nothing: readFn is readEvent, made
+	// once; ev is C memory for ibv_get_cq_event's two results.
+	readFn    func(fd uintptr) bool
+	ev        *cqEvent
+	waitOnly  *CQ
+	waitGot   *CQ
+	waitError error
+}
+
+// cqEvent is where ibv_get_cq_event writes the CQ and its context: C
+// memory, so the call passes no Go pointer and makes nothing escape.
+type cqEvent struct {
+	cq      *verbs.CQ
+	context unsafe.Pointer
 }
 
 // NewCompChannel creates a completion channel whose Wait parks on Go's
@@ -36,12 +52,19 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	if err != nil {
 		return nil, verbErr("ibv_create_comp_channel", err)
 	}
-	fd, err := newPollFD(raw.FD, "ibv_comp_channel")
+	ev, err := cmalloc(unsafe.Sizeof(cqEvent{}))
 	if err != nil {
 		verbs.DestroyCompChannel(raw)
 		return nil, err
 	}
-	ch := &CompChannel{ctx: c, raw: raw, fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}}
+	fd, err := newPollFD(raw.FD, "ibv_comp_channel")
+	if err != nil {
+		cfree(ev)
+		verbs.DestroyCompChannel(raw)
+		return nil, err
+	}
+	ch := &CompChannel{ctx: c, raw: raw, fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}, ev: (*cqEvent)(ev)}
+	ch.readFn = ch.readEvent
 	ch.init(fmt.Sprintf("CompChannel fd %d", raw.FD), &c.object)
 	return ch, nil
 }
@@ -58,6 +81,7 @@ func (ch *CompChannel) Close() error {
 			return err
 		}
 		ch.fd.close()
+		cfree(unsafe.Pointer(ch.ev))
 		return nil
 	}, ch.fd.interrupt, ch.fd.undo)
 }
@@ -73,7 +97,8 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 }
 
 // wait returns the next event's CQ, or, when only is set, waits for an
-// event of only and counts the others as pending for their own Wait.
+// event of only and counts the others as pending for their own Wait. It
+// allocates nothing when ctx cannot end (pollFD.waitHeld).
 func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
 	if err := ch.use(); err != nil {
 		return nil, err
@@ -82,43 +107,53 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
 	if cq := ch.takePending(only); cq != nil {
 		return cq, nil
 	}
-	var got *CQ
-	var failed error
-	err := ch.fd.wait(ctx, func() bool {
-		for {
-			if only != nil && only.isClosed() {
-				failed = ErrClosed // CQ.Close kicked the channel
-				return true
-			}
-			var raw *verbs.CQ
-			var cqContext unsafe.Pointer
-			switch err := verbs.GetCQEvent(ch.raw, &raw, &cqContext); {
-			case err == nil:
-			case errors.Is(err, syscall.EAGAIN): // the channel is non-blocking: nothing pending
-				return false
-			default:
-				failed = verbErr("ibv_get_cq_event", err)
-				return true
-			}
-			verbs.ACKCQEvents(raw, 1)
-			ch.mu.Lock()
-			cq := ch.cqs[raw]
-			if only != nil && cq != only {
-				if cq != nil {
-					ch.pending[cq]++
-				}
-				ch.mu.Unlock()
-				continue
-			}
-			ch.mu.Unlock()
-			got = cq
+	if err := ch.fd.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer ch.fd.release()
+	ch.waitOnly, ch.waitGot, ch.waitError = only, nil, nil
+	err := ch.fd.waitHeld(ctx, ch.readFn)
+	got := ch.waitGot
+	if err == nil {
+		err = ch.waitError
+	}
+	ch.waitOnly, ch.waitGot, ch.waitError = nil, nil, nil
+	return got, err
+}
+
+// readEvent is the waiter's read (pollFD.waitHeld): it reads events until
+// one for waitOnly (any, when nil), and reports false when the channel has
+// none left (EAGAIN: it is non-blocking).
+func (ch *CompChannel) readEvent(uintptr) bool {
+	only := ch.waitOnly
+	for {
+		if only != nil && only.isClosed() {
+			ch.waitError = ErrClosed // CQ.Close kicked the channel
 			return true
 		}
-	})
-	if err == nil {
-		err = failed
+		switch err := verbs.GetCQEvent(ch.raw, &ch.ev.cq, &ch.ev.context); {
+		case err == nil:
+		case errors.Is(err, syscall.EAGAIN):
+			return false
+		default:
+			ch.waitError = verbErr("ibv_get_cq_event", err)
+			return true
+		}
+		raw := ch.ev.cq
+		verbs.ACKCQEvents(raw, 1)
+		ch.mu.Lock()
+		cq := ch.cqs[raw]
+		if only != nil && cq != only {
+			if cq != nil {
+				ch.pending[cq]++
+			}
+			ch.mu.Unlock()
+			continue
+		}
+		ch.mu.Unlock()
+		ch.waitGot = cq
+		return true
 	}
-	return got, err
 }
 
 func (ch *CompChannel) takePending(only *CQ) *CQ {

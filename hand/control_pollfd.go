@@ -56,13 +56,32 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 // try reports that the fd had nothing (EAGAIN). It returns ctx.Err() when
 // ctx ends first and ErrClosed when interrupt closes the fd.
 func (p *pollFD) wait(ctx context.Context, try func() (done bool)) error {
+	if err := p.acquire(ctx); err != nil {
+		return err
+	}
+	defer p.release()
+	return p.waitHeld(ctx, func(uintptr) bool { return try() })
+}
+
+// acquire makes the caller the fd's one waiter, until release.
+func (p *pollFD) acquire(ctx context.Context) error {
 	select {
 	case p.sem <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-p.sem }()
+}
 
+func (p *pollFD) release() { <-p.sem }
+
+// waitHeld is wait for a caller that holds the fd (acquire), with try in
+// the form syscall.RawConn.Read calls. It allocates nothing when ctx cannot
+// end (ctx.Done() is nil, as for context.Background) and try was made
+// once, not per call: then a data-path waiter parks and wakes for free.
+// A ctx that can end costs the hook that cancels the wait
+// (context.AfterFunc), one allocation a call.
+func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool)) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -73,17 +92,19 @@ func (p *pollFD) wait(ctx context.Context, try func() (done bool)) error {
 	p.f.SetReadDeadline(time.Time{})
 	p.mu.Unlock()
 
-	stop := context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		if p.gen == gen && !p.closing {
-			p.f.SetReadDeadline(longAgo)
-		}
-		p.mu.Unlock()
-	})
-	defer stop()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			p.mu.Lock()
+			if p.gen == gen && !p.closing {
+				p.f.SetReadDeadline(longAgo)
+			}
+			p.mu.Unlock()
+		})
+		defer stop()
+	}
 
 	for {
-		err := p.rc.Read(func(uintptr) bool { return try() })
+		err := p.rc.Read(try)
 		if err == nil {
 			return nil
 		}

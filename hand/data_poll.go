@@ -257,9 +257,11 @@ func (p *Poller) poll(polls int) ([]WC, error) {
 //
 // The CQ must have a completion channel (CQOptions.Channel; a Conn's own
 // CQ has one), and the poller must come from NewPoller: a NewPollerRaw
-// poller gets an *AttrError. Completions already queued are returned
-// without allocating; a wait that parks allocates (the netpoller's deadline
-// and wake-up), once per wait, not per completion.
+// poller gets an *AttrError. It allocates nothing, parked or not, when
+// ctx cannot end (ctx.Done() is nil: context.Background): the busy-free
+// data path's wait. A ctx that can end costs the hook that cancels a parked
+// wait (context.AfterFunc), a few allocations a park, never one a
+// completion.
 func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 	if p.owner == nil || p.owner.ch == nil {
 		return nil, &AttrError{Op: "Poller.Wait", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
