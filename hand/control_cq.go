@@ -2,13 +2,13 @@ package hand
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"syscall"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // CompChannel is a completion event channel (struct ibv_comp_channel): the
@@ -65,6 +65,10 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	}
 	ch := &CompChannel{ctx: c, raw: raw, fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}, ev: (*cqEvent)(ev)}
 	ch.readFn = ch.readEvent
+	// The first wait's read of the empty channel fails with EAGAIN, and
+	// verberr makes each site's error for an errno once: read it now, so
+	// that no wait, the first one included, allocates.
+	verbs.GetCQEvent(ch.raw, &ch.ev.cq, &ch.ev.context)
 	ch.init(fmt.Sprintf("CompChannel fd %d", raw.FD), &c.object)
 	return ch, nil
 }
@@ -131,11 +135,12 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 			ch.waitError = ErrClosed // CQ.Close kicked the channel
 			return true
 		}
-		switch err := verbs.GetCQEvent(ch.raw, &ch.ev.cq, &ch.ev.context); {
-		case err == nil:
-		case errors.Is(err, syscall.EAGAIN):
-			return false
-		default:
+		if err := verbs.GetCQEvent(ch.raw, &ch.ev.cq, &ch.ev.context); err != nil {
+			// Not errors.Is: its type assertions fill per-site caches
+			// on the heap the first time they meet a type.
+			if ve, ok := err.(*verberr.Error); ok && ve.Errno() == syscall.EAGAIN {
+				return false // the channel is non-blocking: nothing pending
+			}
 			ch.waitError = verbErr("ibv_get_cq_event", err)
 			return true
 		}

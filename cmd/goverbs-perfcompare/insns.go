@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,12 +53,10 @@ func runInsns(o options) error {
 			iters := o.iters(mode, size)
 			for _, tool := range []string{"c", "go"} {
 				for _, n := range []int{iters, 4 * iters} {
-					args := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n)}
+					args := o.toolArgs(tool, mode, size, n)
 					name := "ib_" + mode
 					if tool == "go" {
-						name, args = o.perf, append(o.perfArgs(mode), args...)
-					} else {
-						args = append([]string{"-F"}, args...)
+						name = o.perf
 					}
 					maps := filepath.Join(o.insns, fmt.Sprintf("run-%d.maps", interval))
 					r, err := pair(mode, name, o.addr, args, nil, port, maps)

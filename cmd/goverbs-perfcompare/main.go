@@ -113,6 +113,20 @@ type options struct {
 	tailsSettle             time.Duration
 	loop                    string // goverbs-perf -loop: go, or c for its loops in C
 	spin                    int    // goverbs-perf -spin; 0 for its default
+	events                  bool   // both tools wait on completion events (-e)
+}
+
+// toolArgs are the arguments of tool ("c": perftest's ib_<mode>, "go":
+// goverbs-perf) for one run of n messages of size bytes in mode.
+func (o options) toolArgs(tool, mode string, size, n int) []string {
+	args := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(n)}
+	if o.events {
+		args = append(args, "-e")
+	}
+	if tool == "go" {
+		return append(o.perfArgs(mode), args...)
+	}
+	return append([]string{"-F"}, args...)
 }
 
 // perfArgs are goverbs-perf's arguments for mode beyond those it shares
@@ -141,6 +155,8 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
 	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go, or c to run its bandwidth loops in C in the Go process (make perf-icount)")
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
+	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
+		"what lets client and server share one vCPU (make perf-icount)")
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
 	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
@@ -168,8 +184,8 @@ func main() {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.loop != "go" && (o.loop != "c" || slices.Contains(o.modes, "send_lat")) {
-		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c with the bandwidth modes only\n", o.loop)
+	if o.loop != "go" && (o.loop != "c" || slices.Contains(o.modes, "send_lat") || o.events) {
+		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c with the bandwidth modes only and without -events\n", o.loop)
 		os.Exit(2)
 	}
 	if o.device == "" || o.gid == "" || o.addr == "" {
@@ -245,9 +261,7 @@ func run(o options) error {
 		for _, size := range o.sizes {
 			iters := o.iters(mode, size)
 			r := row{mode: mode, size: size, iters: iters}
-			common := []string{"-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
-			cArgs := append([]string{"-F"}, common...)
-			goArgs := append(o.perfArgs(mode), common...)
+			cArgs, goArgs := o.toolArgs("c", mode, size, iters), o.toolArgs("go", mode, size, iters)
 			for range max(o.reps, 1) {
 				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, nil, port, "")
 				if err != nil {

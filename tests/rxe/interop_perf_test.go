@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 // goverbs-perf in each of perftest's four modes, server and client each a
 // process of its own on rxe0, with perftest's defaults (one WR a post, one
 // in 100 signaled) and with post lists, and the bandwidth modes with their
-// loops in C (-loop c, lists): the client's result row must carry
+// loops in C (-loop c, lists), and with perftest's defaults waiting for
+// completion events (-e: the goroutine parks on the netpoller between
+// batches, hand.CQ.Wait): the client's result row must carry
 // the size and the iterations asked for and a positive rate (make
 // perf-compare sets the rates against perftest's), and neither side's timed
 // loop may allocate.
@@ -46,8 +48,12 @@ func TestInteropPerfModes(t *testing.T) {
 	t.Setenv(perfChildEnv, "1")
 	port := 18621
 	for _, mode := range []string{"send_bw", "write_bw", "read_bw", "send_lat"} {
-		for _, post := range []struct{ name, list, mod, loop string }{
-			{"defaults", "1", "100", "go"}, {"lists", "4", "8", "go"}, {"c_loop_lists", "4", "8", "c"},
+		for _, post := range []struct {
+			name, list, mod, loop string
+			events                bool
+		}{
+			{"defaults", "1", "100", "go", false}, {"lists", "4", "8", "go", false}, {"c_loop_lists", "4", "8", "c", false},
+			{"events", "1", "100", "go", true},
 		} {
 			if post.loop == "c" && mode == "send_lat" {
 				continue // -loop c is the bandwidth loops'
@@ -58,6 +64,9 @@ func TestInteropPerfModes(t *testing.T) {
 				defer cancel()
 				args := []string{"-t", mode, "-d", device, "-x", strconv.Itoa(gidIndex), "-s", "4096", "-n", "300",
 					"-p", strconv.Itoa(port), "-l", post.list, "-Q", post.mod, "-loop", post.loop}
+				if post.events {
+					args = append(args, "-e")
+				}
 				srv := tooltest.StartC(t, ctx, "Go server", self, args...)
 				if err := tooltest.WaitListen(ctx, port); err != nil {
 					t.Fatalf("goverbs-perf server: %v\n%s", err, srv.Wait().Out)

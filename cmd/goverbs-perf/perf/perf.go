@@ -32,7 +32,10 @@
 // length, for lining them up with the kernel's scheduler events
 // (goverbs-perfcompare -tails). -loop c runs the bandwidth loops written in
 // C (cloop.c) instead, in the same process, to tell what the Go loop costs
-// from what the Go process does (BENCHMARKS.md).
+// from what the Go process does (BENCHMARKS.md). -e waits for a completion
+// event before each poll instead of busy-polling, as perftest's -e: the
+// goroutine parks on the netpoller (hand.CQ.Wait), which is what lets
+// client, server and rxe share one CPU (make perf-icount).
 package perf
 
 import (
@@ -80,6 +83,7 @@ type Config struct {
 	RxDepth  int
 	Loop     Loop // the bandwidth loops' language: GoLoop or CLoop
 	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
+	Events   bool // wait for completions on a completion channel instead of busy-polling
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
@@ -109,6 +113,7 @@ func ParseArgs(args []string) (Config, error) {
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
+	fs.BoolVar(&cfg.Events, "e", false, "wait for a completion event before each poll (hand.CQ.Wait on the netpoller, ibv_get_cq_event, then ibv_req_notify_cq) instead of busy-polling, as perftest's -e")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -137,6 +142,8 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("-loop %q: go or c", loop)
 	case cfg.Loop == CLoop && cfg.Mode == SendLat:
 		return cfg, errors.New("-loop c: the bandwidth modes only (send_bw, write_bw, read_bw)")
+	case cfg.Loop == CLoop && cfg.Events:
+		return cfg, errors.New("-loop c: busy-polling only, not with -e")
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
 	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
@@ -229,11 +236,24 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	closers = append(closers, mr.Close)
-	cq, err := dev.NewCQ(cfg.TxDepth+cfg.RxDepth, hand.CQOptions{})
+	var cqOpts hand.CQOptions
+	if cfg.Events {
+		if cqOpts.Channel, err = dev.NewCompChannel(); err != nil {
+			return err
+		}
+		closers = append(closers, cqOpts.Channel.Close)
+	}
+	cq, err := dev.NewCQ(cfg.TxDepth+cfg.RxDepth, cqOpts)
 	if err != nil {
 		return err
 	}
 	closers = append(closers, cq.Close)
+	if cfg.Events {
+		// Armed before the first post, as perftest's -e (engine.poll).
+		if err := cq.RequestNotify(false); err != nil {
+			return err
+		}
+	}
 	qp, err := pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: cq,
 		Caps: hand.QPCaps{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {

@@ -29,12 +29,17 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || cfg.Loop != CLoop {
 		t.Errorf("-loop c: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-t", "send_lat", "-e"})
+	if err != nil || !cfg.Events {
+		t.Errorf("-e: %+v, %v", cfg, err)
+	}
 	cfg, err = ParseArgs([]string{"-spin", "1"})
 	if err != nil || cfg.Spin != 1 {
 		t.Errorf("-spin 1: %+v, %v", cfg, err)
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
-		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}} {
+		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"},
+		{"-t", "send_bw", "-loop", "c", "-e"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
 		}
