@@ -95,7 +95,10 @@ func (ch *CompChannel) Close() error {
 // must have been armed with RequestNotify, and is disarmed by the event:
 // arm it again before the next Wait. The waiting goroutine is parked on the
 // netpoller and holds no OS thread. Wait returns ctx.Err() when ctx ends
-// first and ErrClosed when the channel is closed.
+// first and ErrClosed when the channel is closed. With a ctx that cannot
+// end (ctx.Done() is nil: context.Background) it allocates nothing, parked
+// or not; one that can end costs the hook that cancels it, a few
+// allocations a wait.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil)
 }
@@ -289,7 +292,7 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 
 // Wait blocks until this CQ's channel delivers an event for this CQ (events
 // for other CQs sharing the channel are kept for their own Wait or for
-// CompChannel.Wait). See CompChannel.Wait.
+// CompChannel.Wait). See CompChannel.Wait, allocations included.
 func (cq *CQ) Wait(ctx context.Context) error {
 	if err := cq.use(); err != nil {
 		return err

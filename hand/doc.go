@@ -5,8 +5,10 @@
 //     chains of work requests with one cgo call (PostRecv, PostSRQRecv,
 //     PostSend, and rdma_cm's PostRecvv, PostSendv, PostReadv, PostWritev),
 //     Poller and ExPoller reap completions with one (Poll), or busy-poll
-//     up to n times with one (PollSpin). Files data_*.go, with their C side
-//     in hand.c.
+//     up to n times with one (PollSpin), or wait for one parked on the
+//     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll), which
+//     allocates nothing when its context cannot end (context.Background).
+//     Files data_*.go, with their C side in hand.c.
 //   - The control path: Open, Context, PD, MR, CQ and CompChannel, QP, SRQ,
 //     AH, MW, async events, and rdma_cm's Listen, Dial, ListenEP, DialEP and
 //     Conn. Files control_*.go. Every object is closed with Close, refuses

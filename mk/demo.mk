@@ -116,15 +116,18 @@ perf-tails:
 	echo "perf-tails: booting the soft-RoCE VM; goverbs-perf send_lat under perf record, sizes $(PERF_TAILS_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_TAILS_SIZES) -tails $(PERF_TAILS_RUNS)
 
-# perf-icount: write_bw and read_bw at PERF_ICOUNT_SIZES on one vCPU under
-# qemu's -icount shift=0,sleep=off, where guest time is instructions
-# executed (1 ns each), so host load does not move the rates and runs of one
-# tool agree within 2%. goverbs-perfcompare runs twice in the one boot:
-# goverbs-perf as it is (-loop go), then with its loops written in C in the
-# same process (-loop c), so the two tables tell what the Go loop costs
-# (go against c) from what the rest of the Go process costs (c against
-# perftest). send_bw and send_lat cannot run here: their servers busy-poll
-# and share the one vCPU with the client (BENCHMARKS.md). About 5 minutes.
+# perf-icount: the four modes at PERF_ICOUNT_SIZES on one vCPU under qemu's
+# -icount shift=0,sleep=off, where guest time is instructions executed (1 ns
+# each), so host load does not move the rates. goverbs-perfcompare runs three
+# times in the one boot: write_bw and read_bw busy-polling with goverbs-perf
+# as it is (-loop go), then with its loops written in C in the same process
+# (-loop c), so the two tables tell what the Go loop costs (go against c)
+# from what the rest of the Go process costs (c against perftest); then
+# send_bw and send_lat with both tools waiting for completion events
+# (-events, perftest's -e), since their busy-polling servers would share the
+# one vCPU with the client and hand over only at the scheduler's tick
+# (BENCHMARKS.md). perftest refuses -e for RDMA writes and reads. About 10
+# minutes.
 PERF_ICOUNT_SIZES ?= 64,4096
 PERF_ICOUNT_FLAGS ?=
 
@@ -133,9 +136,10 @@ PERF_ICOUNT_FLAGS ?=
 perf-icount:
 	@set -e; \
 	$(call perf_tools,icount); \
-	echo "perf-icount: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_ICOUNT_SIZES), Go loops then C loops"; \
-	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 30m -- sh -c \
-		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; done' sh "$$dir"
+	echo "perf-icount: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_ICOUNT_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events"; \
+	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 40m -- sh -c \
+		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; done; \
+		echo "== both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -events -modes send_bw,send_lat -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS)' sh "$$dir"
 
 # perf-insns: counts the guest instructions per message of perftest and
 # goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at

@@ -145,16 +145,19 @@ var yield = runtime.Gosched
 // crossings, one per Spin empty polls (BENCHMARKS.md, "Spinning in C").
 // tick counts the call as the Spin polls it may make.
 //
-// With Config.Events it polls as perftest's -e does: after a poll that
-// found nothing it first waits for the CQ's next completion event, parked
-// on the netpoller (hand.CQ.Wait), and arms the CQ again; after one that
-// found completions it polls at once, since those that came before the arm
-// raise no event. Waiting only on an empty CQ (hand.Poller.Wait polls,
-// arms, polls again, parks) measured 0.62 of perftest in send_bw 64 B on
-// one vCPU: the client, finding completions at each look, kept the CPU
-// from the server, whose receive queue ran dry (RNR NAKs, then
-// retransmission timeouts; BENCHMARKS.md, "Waiting for events"). A parked
-// goroutine is rescheduled when it wakes, so the loop does not tick.
+// With Config.Events it polls as perftest's -e does, which is what makes
+// the rows like for like: after a poll that found nothing it first waits
+// for the CQ's next completion event, parked on the netpoller
+// (hand.CQ.Wait), and arms the CQ again; after one that found completions
+// it polls at once, since those that came before the arm raise no event
+// (waiting before every poll, as a first version did, left those past the
+// poller's 16 unreaped at the end of a run, where no later completion
+// raised an event: the run hung).
+// hand.Poller.Wait, which polls, arms and polls again before it parks,
+// kept the CPU from the server on one vCPU: its receive queue ran dry (6
+// RNR NAKs a run, where perftest had none), though the rate came out the
+// same (BENCHMARKS.md, "Waiting for events"). A parked goroutine is
+// rescheduled when it wakes, so the loop does not tick.
 func (e *engine) poll() ([]hand.WC, error) {
 	if e.cfg.Events {
 		if e.drained {
