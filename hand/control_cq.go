@@ -118,6 +118,11 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
 		return nil, err
 	}
 	defer ch.fd.release()
+	// The waiter before may have read this CQ's event while this one
+	// waited for its turn.
+	if cq := ch.takePending(only); cq != nil {
+		return cq, nil
+	}
 	ch.waitOnly, ch.waitGot, ch.waitError = only, nil, nil
 	err := ch.fd.waitHeld(ctx, ch.readFn)
 	got := ch.waitGot

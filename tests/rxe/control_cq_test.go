@@ -71,6 +71,55 @@ func TestControlSharedChannel(t *testing.T) {
 	ctlReap(t, r.cq, 1)
 }
 
+// Two goroutines wait at once on two CQs of one channel, and the second's
+// event comes first, while the first holds the channel: the first reads it
+// and keeps it as pending, and the second, whose turn comes once the
+// first's own event arrives, must take it instead of parking. Injected: an
+// unsignaled send (only the receive it completes, on cq2, raises an event),
+// then, 200 ms later, a signaled RDMA write (an event on r.cq only).
+// Measured: both waits return; before the second looked at the pending
+// events once its turn came (2026-11-25), it parked until its context
+// ended.
+func TestControlSharedChannelConcurrentWaits(t *testing.T) {
+	r := newCtlRig(t)
+	cq2, err := r.ctx.NewCQ(16, hand.CQOptions{Channel: r.ch})
+	require.NoError(t, err)
+	ctlCloseLater(t, cq2)
+	a, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: cq2, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.NoError(t, err)
+	ctlCloseLater(t, a)
+	b := r.qp(t, hand.RC)
+	pa, pb := hand.RandomPSN(), hand.RandomPSN()
+	access := hand.AccessLocalWrite | hand.AccessRemoteWrite
+	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: access, PSN: pa, Remote: r.endpoint(b, pb)}))
+	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: access, PSN: pb, Remote: r.endpoint(a, pa)}))
+	sc, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+
+	require.NoError(t, r.cq.RequestNotify(false))
+	require.NoError(t, cq2.RequestNotify(false))
+	ctx := ctlContext(t, 20*time.Second)
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- r.cq.Wait(ctx) }()
+	time.Sleep(100 * time.Millisecond) // parked, holding the channel
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	go func() { second <- cq2.Wait(short) }()
+	time.Sleep(100 * time.Millisecond) // waiting for its turn
+
+	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
+	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))
+	require.NoError(t, sc.PostSend(b))
+	time.Sleep(200 * time.Millisecond) // the first reads cq2's event
+	sc.Reserve(1).SetWrite(0, 3, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+8192, r.mr.RKey())
+	require.NoError(t, sc.PostSend(b))
+	require.NoError(t, <-first)
+	require.NoError(t, <-second, "the second waiter missed the event the first one read for it")
+	require.EqualValues(t, 1, ctlReap(t, cq2, 1)[0].WRID)
+	require.EqualValues(t, 3, ctlReap(t, r.cq, 1)[0].WRID)
+}
+
 // A cancelled or expired context ends Wait promptly with the context's
 // error.
 func TestControlWaitCancelled(t *testing.T) {
