@@ -314,8 +314,9 @@ func (e *engine) sendOne(i int) error {
 	return nil
 }
 
-// waitRecv polls (or waits, with Config.Events) until a receive completes, reaping send completions
-// on the way, and keeps the receive queue topped up.
+// waitRecv polls (or waits, with Config.Events) until a receive completes,
+// reaping send completions on the way, and keeps the receive queue topped
+// up.
 func (e *engine) waitRecv() error {
 	for {
 		wcs, err := e.poll()

@@ -33,9 +33,9 @@
 // (goverbs-perfcompare -tails). -loop c runs the bandwidth loops written in
 // C (cloop.c) instead, in the same process, to tell what the Go loop costs
 // from what the Go process does (BENCHMARKS.md). -e waits for a completion
-// event before each poll instead of busy-polling, as perftest's -e: the
-// goroutine parks on the netpoller (hand.CQ.Wait), which is what lets
-// client, server and rxe share one CPU (make perf-icount).
+// event after a poll that found nothing instead of busy-polling, as
+// perftest's -e: the goroutine parks on the netpoller (hand.CQ.Wait), which
+// is what lets client, server and rxe share one CPU (make perf-icount).
 package perf
 
 import (
@@ -113,7 +113,7 @@ func ParseArgs(args []string) (Config, error) {
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
-	fs.BoolVar(&cfg.Events, "e", false, "wait for a completion event before each poll (hand.CQ.Wait on the netpoller, ibv_get_cq_event, then ibv_req_notify_cq) instead of busy-polling, as perftest's -e")
+	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (hand.CQ.Wait on the netpoller, ibv_get_cq_event, then ibv_req_notify_cq) instead of busy-polling, as perftest's -e")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
