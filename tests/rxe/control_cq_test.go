@@ -44,20 +44,30 @@ func TestControlWaitWakesOnCompletion(t *testing.T) {
 	ctlReap(t, r.cq, 2)
 }
 
+// sharedChannelPair makes a second CQ on the rig's channel and two
+// connected RC QPs: a sends on r.cq and receives on cq2, b does both on
+// r.cq. Either may RDMA-write the other.
+func sharedChannelPair(t *testing.T, r *ctlRig) (cq2 *hand.CQ, a, b *hand.QP) {
+	t.Helper()
+	cq2, err := r.ctx.NewCQ(16, hand.CQOptions{Channel: r.ch})
+	require.NoError(t, err)
+	ctlCloseLater(t, cq2)
+	a, err = r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: cq2, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.NoError(t, err)
+	ctlCloseLater(t, a)
+	b = r.qp(t, hand.RC)
+	pa, pb := hand.RandomPSN(), hand.RandomPSN()
+	access := hand.AccessLocalWrite | hand.AccessRemoteWrite
+	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: access, PSN: pa, Remote: r.endpoint(b, pb)}))
+	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: access, PSN: pb, Remote: r.endpoint(a, pa)}))
+	return cq2, a, b
+}
+
 // Two CQs on one channel: each CQ.Wait gets its own event, whichever
 // arrives first.
 func TestControlSharedChannel(t *testing.T) {
 	r := newCtlRig(t)
-	cq2, err := r.ctx.NewCQ(16, hand.CQOptions{Channel: r.ch})
-	require.NoError(t, err)
-	ctlCloseLater(t, cq2)
-	a, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: cq2, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
-	require.NoError(t, err)
-	ctlCloseLater(t, a)
-	b := r.qp(t, hand.RC)
-	pa, pb := hand.RandomPSN(), hand.RandomPSN()
-	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pa, Remote: r.endpoint(b, pb)}))
-	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: hand.AccessLocalWrite, PSN: pb, Remote: r.endpoint(a, pa)}))
+	cq2, a, b := sharedChannelPair(t, r)
 
 	// b sends to a: a's receive completes on cq2, b's send on r.cq.
 	require.NoError(t, r.cq.RequestNotify(false))
@@ -82,17 +92,7 @@ func TestControlSharedChannel(t *testing.T) {
 // ended.
 func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 	r := newCtlRig(t)
-	cq2, err := r.ctx.NewCQ(16, hand.CQOptions{Channel: r.ch})
-	require.NoError(t, err)
-	ctlCloseLater(t, cq2)
-	a, err := r.pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: r.cq, RecvCQ: cq2, Caps: hand.QPCaps{MaxSendWR: 4, MaxRecvWR: 4}})
-	require.NoError(t, err)
-	ctlCloseLater(t, a)
-	b := r.qp(t, hand.RC)
-	pa, pb := hand.RandomPSN(), hand.RandomPSN()
-	access := hand.AccessLocalWrite | hand.AccessRemoteWrite
-	require.NoError(t, a.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: access, PSN: pa, Remote: r.endpoint(b, pb)}))
-	require.NoError(t, b.Connect(hand.ConnectAttr{SGIDIndex: r.gidIndex, Access: access, PSN: pb, Remote: r.endpoint(a, pa)}))
+	cq2, a, b := sharedChannelPair(t, r)
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer sc.Free()
