@@ -123,16 +123,11 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 	if o.events {
 		args = append(args, "-e")
 	}
-	if tool == "go" {
-		return append(o.perfArgs(mode), args...)
+	if tool != "go" {
+		return append([]string{"-F"}, args...)
 	}
-	return append([]string{"-F"}, args...)
-}
-
-// perfArgs are goverbs-perf's arguments for mode beyond those it shares
-// with perftest.
-func (o options) perfArgs(mode string) []string {
-	args := []string{"-t", mode, "-loop", o.loop}
+	// goverbs-perf's own: its mode is a flag, perftest's the program.
+	args = append(args, "-t", mode, "-loop", o.loop)
 	if o.spin > 0 {
 		args = append(args, "-spin", strconv.Itoa(o.spin))
 	}

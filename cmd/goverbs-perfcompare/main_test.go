@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -115,5 +116,26 @@ func TestIters(t *testing.T) {
 		if got := o.iters(c.mode, c.size); got != c.want {
 			t.Errorf("%s %d: %d iterations, want %d", c.mode, c.size, got, c.want)
 		}
+	}
+}
+
+// Both tools get the same run; goverbs-perf also its mode and loop, and
+// -spin only when one was asked for; -events gives both -e.
+func TestToolArgs(t *testing.T) {
+	o := options{device: "rxe0", gid: "1", loop: "go"}
+	c, g := o.toolArgs("c", "send_bw", 64, 100), o.toolArgs("go", "send_bw", 64, 100)
+	if want := []string{"-F", "-d", "rxe0", "-x", "1", "-s", "64", "-n", "100"}; !slices.Equal(c, want) {
+		t.Errorf("perftest's arguments %q, want %q", c, want)
+	}
+	if want := []string{"-d", "rxe0", "-x", "1", "-s", "64", "-n", "100", "-t", "send_bw", "-loop", "go"}; !slices.Equal(g, want) {
+		t.Errorf("goverbs-perf's arguments %q, want %q", g, want)
+	}
+	o.spin, o.events = 4, true
+	c, g = o.toolArgs("c", "send_lat", 2, 5), o.toolArgs("go", "send_lat", 2, 5)
+	if !slices.Contains(c, "-e") || !slices.Contains(g, "-e") {
+		t.Errorf("-events: %q and %q, want -e in both", c, g)
+	}
+	if i := slices.Index(g, "-spin"); i < 0 || i+1 == len(g) || g[i+1] != "4" || slices.Contains(c, "-spin") {
+		t.Errorf("-spin 4: %q and %q, want it for goverbs-perf only", c, g)
 	}
 }

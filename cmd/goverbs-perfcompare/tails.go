@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -42,7 +41,7 @@ func runTails(o options) error {
 	port := o.port
 	for _, size := range o.sizes {
 		var sum tails.Report
-		args := []string{"-t", "send_lat", "-d", o.device, "-x", o.gid, "-s", strconv.Itoa(size), "-n", strconv.Itoa(o.iters("send_lat", size))}
+		args := o.toolArgs("go", "send_lat", size, o.iters("send_lat", size))
 		for run := range o.tails {
 			rep, err := tailRun(o, dir, comm, args, port)
 			port++
