@@ -499,21 +499,32 @@ static inline void cq_update_dbrec(struct fake_cq *cq)
 	cq->dbrec = htobe32(cq->ci & 0xffffff);
 }
 
-static int fake_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+/*
+ * poll_scripted counts a poll (ibv_poll_cq or ibv_start_poll) and plays what
+ * HoldPolls and FailPoll scripted for it: 1 when it must find the CQ empty,
+ * the scripted failure (negative) when it must fail, 0 when it reads the
+ * ring as usual.
+ */
+static int poll_scripted(struct fake_cq *cq)
 {
-	struct fake_cq *cq = (struct fake_cq *)ibcq;
-	int i;
+	int fail = cq->poll_fail;
 
 	cq->poll_calls++;
 	if (cq->empty_polls) {
 		cq->empty_polls--;
-		return 0;
+		return 1;
 	}
-	if (cq->poll_fail) {
-		i = cq->poll_fail;
-		cq->poll_fail = 0;
-		return i;
-	}
+	cq->poll_fail = 0;
+	return fail;
+}
+
+static int fake_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct fake_cq *cq = (struct fake_cq *)ibcq;
+	int i = poll_scripted(cq);
+
+	if (i)
+		return i > 0 ? 0 : i;
 	for (i = 0; i < n && cq->ci != cq->pi; i++) {
 		const struct fake_cqe *e = cqe_at(cq, cq->ci);
 		struct ibv_wc *w = &wc[i];
@@ -558,20 +569,13 @@ static inline int cq_ex_advance(struct fake_cq *cq)
 static int fake_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 {
 	struct fake_cq *cq = (struct fake_cq *)ibcq;
-	int fail;
+	int scripted;
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	cq->poll_calls++;
-	if (cq->empty_polls) {
-		cq->empty_polls--;
-		return ENOENT;
-	}
-	if (cq->poll_fail) {
-		fail = -cq->poll_fail;
-		cq->poll_fail = 0;
-		return fail;
-	}
+	scripted = poll_scripted(cq);
+	if (scripted)
+		return scripted > 0 ? ENOENT : -scripted;
 	return cq_ex_advance(cq);
 }
 
