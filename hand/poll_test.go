@@ -268,47 +268,47 @@ func TestPollSpin(t *testing.T) {
 		{"poll_cq", p.PollSpin, -5, p.Free},
 		{"poll_cq_ex", x.PollSpin, 5, x.Free},
 	} {
-		before := polls()
-		wcs, err := c.spin(8)
-		require.NoError(t, err, c.name)
+		// spin polls with c.spin(n), which must not fail, and returns
+		// what it reaped and how many polls that took.
+		spin := func(n int) ([]hand.WC, uint64) {
+			before := polls()
+			wcs, err := c.spin(n)
+			require.NoError(t, err, c.name)
+			return wcs, polls() - before
+		}
+		wcs, n := spin(8)
 		require.Empty(t, wcs, c.name)
-		require.Equal(t, uint64(8), polls()-before, "%s: an empty CQ is polled polls times", c.name)
+		require.Equal(t, uint64(8), n, "%s: an empty CQ is polled polls times", c.name)
 
 		postRecvs(t, r, 100, 3)
 		r.cq.HoldPolls(5)
-		before = polls()
-		wcs, err = c.spin(10)
-		require.NoError(t, err, c.name)
+		wcs, n = spin(10)
 		require.Len(t, wcs, 3, c.name)
 		for i := range wcs {
 			require.Equal(t, uint64(100+i), wcs[i].WRID(), c.name)
 		}
-		require.Equal(t, uint64(6), polls()-before, "%s: stops at the first poll that finds completions", c.name)
+		require.Equal(t, uint64(6), n, "%s: stops at the first poll that finds completions", c.name)
 
 		postRecvs(t, r, 200, 1)
 		r.cq.HoldPolls(5)
-		before = polls()
-		wcs, err = c.spin(3)
-		require.NoError(t, err, c.name)
+		wcs, n = spin(3)
 		require.Empty(t, wcs, "%s: the budget ran out first", c.name)
-		require.Equal(t, uint64(3), polls()-before, c.name)
-		wcs, err = c.spin(3)
-		require.NoError(t, err, c.name)
+		require.Equal(t, uint64(3), n, c.name)
+		wcs, _ = spin(3)
 		require.Len(t, wcs, 1, c.name)
 		require.Equal(t, uint64(200), wcs[0].WRID(), c.name)
 
 		postRecvs(t, r, 300, 2)
 		r.cq.HoldPolls(1)
 		r.cq.FailPoll(-5)
-		before = polls()
-		wcs, err = c.spin(10)
+		before := polls()
+		wcs, err := c.spin(10)
 		require.Empty(t, wcs, c.name)
 		var pe *hand.PollError
 		require.ErrorAs(t, err, &pe, c.name)
 		require.Equal(t, c.errno, pe.Ret, c.name)
 		require.Equal(t, uint64(2), polls()-before, "%s: stops at the failing poll", c.name)
-		wcs, err = c.spin(1)
-		require.NoError(t, err, c.name)
+		wcs, _ = spin(1)
 		require.Len(t, wcs, 2, "%s: a failed poll loses no completion", c.name)
 
 		_, err = c.spin(0)
