@@ -114,6 +114,7 @@ type options struct {
 	loop                    string // goverbs-perf -loop: go, or c for its loops in C
 	spin                    int    // goverbs-perf -spin; 0 for its default
 	events                  bool   // both tools wait on completion events (-e)
+	sysmonNap               bool   // goverbs-perf -sysmon-nap: the runtime's default sysmon with -e
 }
 
 // toolArgs are the arguments of tool ("c": perftest's ib_<mode>, "go":
@@ -130,6 +131,9 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 	args = append(args, "-t", mode, "-loop", o.loop)
 	if o.spin > 0 {
 		args = append(args, "-spin", strconv.Itoa(o.spin))
+	}
+	if o.sysmonNap {
+		args = append(args, "-sysmon-nap")
 	}
 	return args
 }
@@ -152,6 +156,8 @@ func main() {
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
 		"what lets client and server share one vCPU (make perf-icount)")
+	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events, the Go runtime's sysmon sleeps while the process idles, "+
+		"as by default, instead of being kept awake")
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
 	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")

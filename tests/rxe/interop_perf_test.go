@@ -35,7 +35,8 @@ func TestMain(m *testing.M) {
 // in 100 signaled) and with post lists, and the bandwidth modes with their
 // loops in C (-loop c, lists), and with perftest's defaults waiting for
 // completion events (-e: the goroutine parks on the netpoller between
-// batches, hand.CQ.Wait): the client's result row must carry
+// batches, hand.CQ.Wait, in a process restarted with the runtime's sysmon
+// kept awake, which each side must report): the client's result row must carry
 // the size and the iterations asked for and a positive rate (make
 // perf-compare sets the rates against perftest's), and neither side's timed
 // loop may allocate.
@@ -99,6 +100,10 @@ func TestInteropPerfModes(t *testing.T) {
 					checkLatDump(t, dump, 300, before, after)
 				}
 				for _, side := range []tooltest.Run{cli, s} {
+					// -e restarts the process with sysmon kept awake (perf/sysmon.go).
+					if awake := strings.Contains(side.Out, "\n sysmon: awake (GODEBUG schedtrace=2147483647)\n"); awake != post.events {
+						t.Errorf("%s: reports sysmon awake: %v, want %v (-e: %v)", side.Name, awake, post.events, post.events)
+					}
 					r, ok, err := loopallocs.Parse(side.Out)
 					if !ok || err != nil || r.Own != 0 {
 						t.Errorf("%s: heap allocations in the timed loop: %+v (reported: %v, %v), want 0 of the loop's own", side.Name, r, ok, err)

@@ -35,7 +35,10 @@
 // from what the Go process does (BENCHMARKS.md). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e: the goroutine parks on the netpoller (hand.CQ.Wait), which
-// is what lets client, server and rxe share one CPU (make perf-icount).
+// is what lets client, server and rxe share one CPU (make perf-icount). With
+// -e the process restarts itself first with the runtime's sysmon kept awake
+// (sysmon.go; -sysmon-nap leaves it the runtime's default), and prints which
+// it ran with (" sysmon: awake ..." or " sysmon: naps ...").
 package perf
 
 import (
@@ -84,6 +87,10 @@ type Config struct {
 	Loop     Loop // the bandwidth loops' language: GoLoop or CLoop
 	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
 	Events   bool // wait for completions on a completion channel instead of busy-polling
+	// SysmonNap leaves the Go runtime's sysmon its sleep while the process
+	// idles, as every Go program has it by default; without it, -e
+	// restarts the process with sysmon kept awake (sysmon.go).
+	SysmonNap bool
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
@@ -114,6 +121,8 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
 	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (hand.CQ.Wait on the netpoller, ibv_get_cq_event, then ibv_req_notify_cq) instead of busy-polling, as perftest's -e")
+	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
+		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -157,12 +166,17 @@ func ParseArgs(args []string) (Config, error) {
 	return cfg, nil
 }
 
-// Main runs the command and returns its exit status.
+// Main runs the command and returns its exit status. It is the process's:
+// with -e, and without -sysmon-nap, it first restarts the process (os.Args)
+// with sysmon kept awake (sysmonAwakeEnv), unless GODEBUG sets schedtrace.
 func Main(args []string, stdout, stderr io.Writer) int {
 	cfg, err := ParseArgs(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "goverbs-perf: %v\n", err)
 		return 1
+	}
+	if env, restart := sysmonAwakeEnv(cfg, os.Environ()); restart {
+		return restartWithEnv(env, stderr)
 	}
 	if err := Run(cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "goverbs-perf: %v\n", err)
@@ -374,6 +388,9 @@ func Run(cfg Config, out io.Writer) (err error) {
 		fmt.Fprintln(out, rule)
 		fmt.Fprintf(out, " %s server: the client reports\n", cfg.Mode)
 		fmt.Fprintln(out, rule)
+	}
+	if cfg.Events {
+		reportSysmon(out)
 	}
 	loopallocs.Write(out, loopAllocs)
 	return nil

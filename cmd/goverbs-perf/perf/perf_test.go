@@ -33,6 +33,10 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || !cfg.Events {
 		t.Errorf("-e: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-e", "-sysmon-nap"})
+	if err != nil || !cfg.Events || !cfg.SysmonNap {
+		t.Errorf("-e -sysmon-nap: %+v, %v", cfg, err)
+	}
 	cfg, err = ParseArgs([]string{"-spin", "1"})
 	if err != nil || cfg.Spin != 1 {
 		t.Errorf("-spin 1: %+v, %v", cfg, err)
