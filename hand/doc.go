@@ -63,4 +63,12 @@
 //
 // Chains and pollers are not safe for concurrent use; the control-path
 // objects are.
+//
+// A wait that parks costs the Go runtime more than C's blocking read: an
+// EAGAIN read before parking, two epoll_pwait, and, after the process sat
+// idle, a wake of the runtime's sysmon thread, which then naps before it
+// sleeps again. Where a wait comes once a message, busy-poll (PollSpin), or
+// start the program with GODEBUG=schedtrace=2147483647, which keeps
+// sysmon from that sleep (README.md, "An RC program with hand/";
+// goverbs-perf -e does it).
 package hand

@@ -126,8 +126,9 @@ perf-tails:
 # send_bw and send_lat with both tools waiting for completion events
 # (-events, perftest's -e), since their busy-polling servers would share the
 # one vCPU with the client and hand over only at the scheduler's tick
-# (BENCHMARKS.md). perftest refuses -e for RDMA writes and reads. About 10
-# minutes.
+# (BENCHMARKS.md); goverbs-perf -e keeps the Go runtime's sysmon awake
+# (PERF_ICOUNT_FLAGS=-sysmon-nap for the runtime's default). perftest
+# refuses -e for RDMA writes and reads. About 7 minutes.
 PERF_ICOUNT_SIZES ?= 64,4096
 PERF_ICOUNT_FLAGS ?=
 

@@ -135,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "kill the VM after this long (boot included)")
 	fs.StringVar(&o.mem, "mem", "2G", "guest memory, as qemu -m takes it")
 	fs.IntVar(&o.smp, "smp", 2, "guest CPUs (each guest's; 1 by default with -hosts 2)")
-	fs.StringVar(&o.icount, "icount", "", "qemu's -icount `VALUE` (e.g. shift=3,sleep=off): guest time counts instructions, not host time; all vCPUs then share one host thread (with -smp 2 this kernel hangs bringing up the second CPU: see BENCHMARKS.md)")
+	fs.StringVar(&o.icount, "icount", "", "qemu's -icount `VALUE` (e.g. shift=3,sleep=off): guest time counts instructions, not host time; all vCPUs then share one host thread (with -smp 2, Debian 12's qemu 7.2 never runs the second CPU once the first waits for it at boot, and the guest hangs: see BENCHMARKS.md)")
 	fs.StringVar(&o.plugin, "plugin", "", "qemu's -plugin `VALUE` (FILE.so,KEY=VALUE...): a TCG plugin, as goverbs-perfcompare's insncount (make perf-insns)")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "more of the guest kernel's command line, as `ARGS` (e.g. clocksource=tsc tsc=reliable: see BENCHMARKS.md)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1, or 2 for two linked guests (host a and host b)")

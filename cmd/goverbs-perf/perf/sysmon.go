@@ -24,10 +24,11 @@ import (
 // every schedtrace milliseconds. sysmonAwake sets the longest period a
 // GODEBUG value can hold, 2^31-1 ms (24.8 days): sysmon then stays in its
 // naps, which grow to 10 ms when it finds nothing to do. What that costs:
-// about 100 sysmon wakeups a second while the process idles, and one
-// "SCHED" line on stderr at start on a host up longer than 24.8 days (the
-// runtime counts the period from boot). GODEBUG is read once, when the
-// process starts, hence the restart (Main).
+// about 100 sysmon wakeups a second while the process idles; one "SCHED"
+// line on stderr at start on a host up longer than 24.8 days (the runtime
+// counts the period from boot); and a crash prints the scheduler's state
+// before its traceback. GODEBUG is read once, when the process starts,
+// hence the restart (Main).
 const sysmonAwake = "schedtrace=2147483647"
 
 // sysmonAwakeEnv returns environ with sysmonAwake added to GODEBUG, and
