@@ -41,10 +41,12 @@ func sysmonAwakeEnv(cfg Config, environ []string) ([]string, bool) {
 		return nil, false
 	}
 	env := make([]string, 0, len(environ)+1)
-	godebug := ""
+	godebug, found := "", false
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
-			godebug = v // the last one is the one getenv finds
+			if !found { // the first is the one the runtime and getenv read
+				godebug, found = v, true
+			}
 			continue
 		}
 		env = append(env, kv)
