@@ -38,7 +38,7 @@
 // is what lets client, server and rxe share one CPU (make perf-icount). With
 // -e the process restarts itself first with the runtime's sysmon kept awake
 // (sysmon.go; -sysmon-nap leaves it the runtime's default), and prints which
-// it ran with (" sysmon: awake ..." or " sysmon: naps ...").
+// it ran with (" sysmon: awake ..." or " sysmon: sleeps ...").
 package perf
 
 import (

@@ -85,11 +85,11 @@ func restartWithEnv(env []string, stderr io.Writer) int {
 
 // reportSysmon tells whether this process's sysmon may sleep while the
 // process waits for events: "awake" when GODEBUG's schedtrace is set to a
-// period, "naps" otherwise.
+// period, "sleeps" otherwise.
 func reportSysmon(out io.Writer) {
 	if v, _ := godebugValue(os.Getenv("GODEBUG"), "schedtrace"); v != "" && v != "0" {
 		fmt.Fprintf(out, " sysmon: awake (GODEBUG schedtrace=%s)\n", v)
 		return
 	}
-	fmt.Fprintln(out, " sysmon: naps when the process idles (the Go runtime's default)")
+	fmt.Fprintln(out, " sysmon: sleeps when the process idles (the Go runtime's default)")
 }

@@ -43,8 +43,8 @@ func TestSysmonAwakeEnv(t *testing.T) {
 func TestReportSysmon(t *testing.T) {
 	for _, c := range []struct{ godebug, want string }{
 		{"madvdontneed=1,schedtrace=2147483647", " sysmon: awake (GODEBUG schedtrace=2147483647)"},
-		{"schedtrace=2147483647,schedtrace=0", " sysmon: naps"},
-		{"", " sysmon: naps"},
+		{"schedtrace=2147483647,schedtrace=0", " sysmon: sleeps"},
+		{"", " sysmon: sleeps"},
 	} {
 		t.Setenv("GODEBUG", c.godebug)
 		var out bytes.Buffer
