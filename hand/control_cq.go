@@ -100,13 +100,33 @@ func (ch *CompChannel) Close() error {
 // or not; one that can end costs the hook that cancels it, a few
 // allocations a wait.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
-	return ch.wait(ctx, nil)
+	return ch.wait(ctx, nil, false)
+}
+
+// WaitThread is Wait with the waiting done on the calling goroutine's OS
+// thread: it blocks the thread in poll(2) on the channel's fd (and on an
+// eventfd that ctx's end and Close signal) instead of parking the goroutine
+// on the netpoller. A wake then costs two syscalls, poll and the event's
+// read, where Wait's costs five (the netpoller's epoll_pwait twice, a read
+// that finds nothing before it parks, the read, and the scheduler's run of
+// the goroutine); on one vCPU under -icount that lifted goverbs-perf's
+// event-driven send_bw at 64 B from 0.75 to 0.85 of perftest's
+// (BENCHMARKS.md, "Waiting on the thread"). The price is the thread: it is
+// held for the whole wait, like any blocking cgo call, so WaitThread suits
+// a few data-path goroutines, and Wait thousands of waiters. While it is
+// blocked, the runtime hands its P to another thread once it finds no
+// other P idle (after 20 us with GOMAXPROCS=1). Wait and WaitThread on one
+// channel take turns, as two Waits do. Allocations, ctx and Close are as
+// for Wait; WaitThread's first call on a channel makes the eventfd.
+func (ch *CompChannel) WaitThread(ctx context.Context) (*CQ, error) {
+	return ch.wait(ctx, nil, true)
 }
 
 // wait returns the next event's CQ, or, when only is set, waits for an
 // event of only and counts the others as pending for their own Wait. It
-// allocates nothing when ctx cannot end (pollFD.waitHeld).
-func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
+// waits on the netpoller (pollFD.waitHeld) or, with thread, in poll(2)
+// (pollFD.waitThreadHeld), and allocates nothing when ctx cannot end.
+func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, error) {
 	if err := ch.use(); err != nil {
 		return nil, err
 	}
@@ -124,7 +144,12 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ) (*CQ, error) {
 		return cq, nil
 	}
 	ch.waitOnly, ch.waitGot, ch.waitError = only, nil, nil
-	err := ch.fd.waitHeld(ctx, ch.readFn)
+	var err error
+	if thread {
+		err = ch.fd.waitThreadHeld(ctx, ch.readFn)
+	} else {
+		err = ch.fd.waitHeld(ctx, ch.readFn)
+	}
 	got := ch.waitGot
 	if err == nil {
 		err = ch.waitError
@@ -302,15 +327,25 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 // for other CQs sharing the channel are kept for their own Wait or for
 // CompChannel.Wait). See CompChannel.Wait, allocations included.
 func (cq *CQ) Wait(ctx context.Context) error {
+	return cq.wait(ctx, "CQ.Wait", false)
+}
+
+// WaitThread is Wait done on the calling goroutine's OS thread: see
+// CompChannel.WaitThread for what that costs and saves.
+func (cq *CQ) WaitThread(ctx context.Context) error {
+	return cq.wait(ctx, "CQ.WaitThread", true)
+}
+
+func (cq *CQ) wait(ctx context.Context, op string, thread bool) error {
 	if err := cq.use(); err != nil {
 		return err
 	}
 	ch := cq.ch
 	cq.done() // not held while parked: Close must not wait for the waiter
 	if ch == nil {
-		return &AttrError{Op: "CQ.Wait", Field: "Channel", Reason: "the CQ was made without a completion channel"}
+		return &AttrError{Op: op, Field: "Channel", Reason: "the CQ was made without a completion channel"}
 	}
-	_, err := ch.wait(ctx, cq)
+	_, err := ch.wait(ctx, cq, thread)
 	return err
 }
 

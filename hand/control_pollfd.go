@@ -1,5 +1,12 @@
 package hand
 
+/*
+#cgo nocallback goverbs_wait_fds
+#cgo noescape goverbs_wait_fds
+#include "hand.h"
+*/
+import "C"
+
 import (
 	"context"
 	"errors"
@@ -23,14 +30,23 @@ import (
 //
 // A file has one read deadline, which is how a context cancels the wait,
 // so waiters take turns.
+//
+// A waiter may instead block its OS thread in poll(2) on the library's fd
+// (waitThreadHeld), which costs fewer syscalls and no trip through the
+// scheduler per wake. poll cannot see a deadline, so that waiter also polls
+// an eventfd, wake, which whatever would move the deadline (a ctx's end,
+// kick, interrupt) makes readable.
 type pollFD struct {
+	fd  int32 // the library's, for waitThreadHeld
 	f   *os.File
 	rc  syscall.RawConn
 	sem chan struct{} // one waiter at a time
 
-	mu      sync.Mutex // guards closing, gen and every deadline change
+	mu      sync.Mutex // guards closing, gen, wake, woken and every deadline change
 	closing bool
-	gen     uint64 // which wait the current deadline belongs to
+	gen     uint64 // which wait the current deadline (or wake) belongs to
+	wake    int32  // the eventfd, made by the first waitThreadHeld; -1 before
+	woken   bool   // wake was signalled and not yet drained
 }
 
 var longAgo = time.Unix(1, 0)
@@ -49,7 +65,7 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 		f.Close()
 		return nil, err
 	}
-	return &pollFD{f: f, rc: rc, sem: make(chan struct{}, 1)}, nil
+	return &pollFD{fd: fd, f: f, rc: rc, sem: make(chan struct{}, 1), wake: -1}, nil
 }
 
 // wait calls try until it reports done, parking on the netpoller whenever
@@ -133,11 +149,90 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 	}
 }
 
+// waitThreadHeld is waitHeld with the wait done on the calling goroutine's
+// OS thread, blocked in poll(2) on the fd and on wake, rather than parked on
+// the netpoller: a wake costs poll and try's read, where the netpoller's
+// costs five syscalls and the scheduler's run of the goroutine. It holds
+// the thread (and, while it waits, its P: see CompChannel.WaitThread)
+// until it returns. try is called only once poll finds the fd readable, or
+// after a kick. It allocates nothing when ctx cannot end, and, as
+// waitHeld, one hook a call when it can.
+func (p *pollFD) waitThreadHeld(ctx context.Context, try func(fd uintptr) (done bool)) error {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	if p.wake < 0 {
+		w := C.goverbs_wake_open()
+		if w < 0 {
+			p.mu.Unlock()
+			return &VerbError{Op: "eventfd (the wake-up of CompChannel.WaitThread)", Errno: syscall.Errno(-w)}
+		}
+		p.wake = int32(w)
+	}
+	p.drainLocked() // a kick or cancel meant for a wait before this one
+	p.gen++
+	gen, wake := p.gen, C.int(p.wake)
+	p.mu.Unlock()
+
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			p.mu.Lock()
+			if p.gen == gen && !p.closing {
+				p.signalLocked()
+			}
+			p.mu.Unlock()
+		})
+		defer stop()
+	}
+
+	for {
+		r := C.goverbs_wait_fds(C.int(p.fd), wake)
+		if r < 0 {
+			return &VerbError{Op: "poll (CompChannel.WaitThread)", Errno: syscall.Errno(-r)}
+		}
+		if r&C.GOVERBS_WAKE_READY != 0 {
+			p.mu.Lock()
+			p.drainLocked()
+			closing := p.closing
+			p.mu.Unlock()
+			switch {
+			case closing:
+				return ErrClosed
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			// A kick, or an interrupt that was undone: try again.
+		}
+		if try(uintptr(p.fd)) {
+			return nil
+		}
+	}
+}
+
+// signalLocked makes wake readable, for a thread waiter; p.mu is held.
+func (p *pollFD) signalLocked() {
+	if p.wake >= 0 && !p.woken {
+		C.goverbs_wake_signal(C.int(p.wake))
+		p.woken = true
+	}
+}
+
+// drainLocked makes wake empty again; p.mu is held.
+func (p *pollFD) drainLocked() {
+	if p.woken {
+		C.goverbs_wake_drain(C.int(p.wake))
+		p.woken = false
+	}
+}
+
 // interrupt wakes the waiter (it returns ErrClosed) and refuses new ones.
 func (p *pollFD) interrupt() {
 	p.mu.Lock()
 	p.closing = true
 	p.f.SetReadDeadline(longAgo)
+	p.signalLocked()
 	p.mu.Unlock()
 }
 
@@ -147,6 +242,7 @@ func (p *pollFD) kick() {
 	p.mu.Lock()
 	if !p.closing {
 		p.f.SetReadDeadline(longAgo)
+		p.signalLocked()
 	}
 	p.mu.Unlock()
 }
@@ -159,8 +255,15 @@ func (p *pollFD) undo() {
 	p.mu.Unlock()
 }
 
-// close closes the duplicate; the library closes its own fd.
+// close closes the duplicate and wake, once no waiter is left; the library
+// closes its own fd.
 func (p *pollFD) close() {
 	p.interrupt()
 	p.f.Close()
+	p.mu.Lock()
+	if p.wake >= 0 {
+		syscall.Close(int(p.wake))
+		p.wake, p.woken = -1, false
+	}
+	p.mu.Unlock()
 }

@@ -133,49 +133,79 @@ func TestLifetimeConcurrentUseAndClose(t *testing.T) {
 	}
 }
 
-// pollFD parks on the netpoller: a pipe stands in for a completion channel.
+// pollFD parks on the netpoller (wait) or blocks its thread in poll(2)
+// (waitThreadHeld): a pipe stands in for a completion channel. Each way
+// wakes for data, a ctx's end, a kick and an interrupt, and undo revives
+// it. The netpoller's wait tries the read before it parks; the thread's
+// only once poll finds the fd readable or it was kicked.
 func TestPollFDWaitCancelInterrupt(t *testing.T) {
-	var fds [2]int
-	require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
-	r, w := fds[0], fds[1]
-	defer syscall.Close(r)
-	defer syscall.Close(w)
-	p, err := newPollFD(int32(r), "pipe")
-	require.NoError(t, err)
-	defer p.close()
+	for _, tc := range []struct {
+		name     string
+		minTries int // after a kick then a write
+		wait     func(p *pollFD, ctx context.Context, try func() bool) error
+	}{
+		{"netpoller", 3, func(p *pollFD, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
+		{"thread", 2, func(p *pollFD, ctx context.Context, try func() bool) error {
+			if err := p.acquire(ctx); err != nil {
+				return err
+			}
+			defer p.release()
+			return p.waitThreadHeld(ctx, func(uintptr) bool { return try() })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fds [2]int
+			require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
+			r, w := fds[0], fds[1]
+			defer syscall.Close(r)
+			defer syscall.Close(w)
+			p, err := newPollFD(int32(r), "pipe")
+			require.NoError(t, err)
+			defer p.close()
+			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, ctx, try) }
 
-	read := func() bool {
-		var b [1]byte
-		_, err := syscall.Read(r, b[:])
-		return err != syscall.EAGAIN
+			read := func() bool {
+				var b [1]byte
+				_, err := syscall.Read(r, b[:])
+				return err != syscall.EAGAIN
+			}
+			go func() { time.Sleep(20 * time.Millisecond); syscall.Write(w, []byte{1}) }()
+			require.NoError(t, wait(context.Background(), read))
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			require.ErrorIs(t, wait(ctx, read), context.DeadlineExceeded)
+
+			// A kick makes the waiter try again; it keeps waiting when nothing changed.
+			tries := 0
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				p.kick()
+				time.Sleep(20 * time.Millisecond)
+				syscall.Write(w, []byte{2})
+			}()
+			require.NoError(t, wait(context.Background(), func() bool { tries++; return read() }))
+			require.GreaterOrEqual(t, tries, tc.minTries, "after the kick, after the write")
+
+			// A kick with no waiter is not seen by the next wait.
+			p.kick()
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel2()
+			tries = 0
+			require.ErrorIs(t, wait(ctx2, func() bool { tries++; return read() }), context.DeadlineExceeded)
+			require.Equal(t, tc.minTries-2, tries, "a stale kick woke the wait")
+
+			errc := make(chan error)
+			go func() { errc <- wait(context.Background(), read) }()
+			time.Sleep(20 * time.Millisecond)
+			p.interrupt()
+			require.ErrorIs(t, <-errc, ErrClosed)
+			require.ErrorIs(t, wait(context.Background(), read), ErrClosed)
+			p.undo()
+			syscall.Write(w, []byte{3})
+			require.NoError(t, wait(context.Background(), read), "undo revives the fd")
+		})
 	}
-	go func() { time.Sleep(20 * time.Millisecond); syscall.Write(w, []byte{1}) }()
-	require.NoError(t, p.wait(context.Background(), read))
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, p.wait(ctx, read), context.DeadlineExceeded)
-
-	// A kick makes the waiter try again; it keeps waiting when nothing changed.
-	tries := 0
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		p.kick()
-		time.Sleep(20 * time.Millisecond)
-		syscall.Write(w, []byte{2})
-	}()
-	require.NoError(t, p.wait(context.Background(), func() bool { tries++; return read() }))
-	require.GreaterOrEqual(t, tries, 3, "first try, after the kick, after the write")
-
-	errc := make(chan error)
-	go func() { errc <- p.wait(context.Background(), read) }()
-	time.Sleep(20 * time.Millisecond)
-	p.interrupt()
-	require.ErrorIs(t, <-errc, ErrClosed)
-	require.ErrorIs(t, p.wait(context.Background(), read), ErrClosed)
-	p.undo()
-	syscall.Write(w, []byte{3})
-	require.NoError(t, p.wait(context.Background(), read), "undo revives the fd")
 }
 
 func TestEndpointEncoding(t *testing.T) {

@@ -1,6 +1,10 @@
 /* hand.c: see hand.h. */
 #include <errno.h>
+#include <poll.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "hand.h"
 
@@ -212,4 +216,46 @@ int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64
 			break;
 	}
 	return ret;
+}
+
+int goverbs_wait_fds(int fd, int wake)
+{
+	struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = wake, .events = POLLIN } };
+	int ret = 0;
+
+	for (;;) {
+		if (poll(p, 2, -1) >= 0)
+			break;
+		if (errno != EINTR)
+			return -errno;
+	}
+	if (p[0].revents)
+		ret |= GOVERBS_FD_READY;
+	if (p[1].revents)
+		ret |= GOVERBS_WAKE_READY;
+	return ret;
+}
+
+int goverbs_wake_open(void)
+{
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	return fd >= 0 ? fd : -errno;
+}
+
+/* The counter cannot overflow: pollFD signals it at most once between drains. */
+void goverbs_wake_signal(int wake)
+{
+	uint64_t one = 1;
+
+	while (write(wake, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}
+
+void goverbs_wake_drain(int wake)
+{
+	uint64_t n;
+
+	while (read(wake, &n, sizeof n) < 0 && errno == EINTR)
+		;
 }

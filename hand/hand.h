@@ -74,4 +74,22 @@ int goverbs_poll_ex(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc
  * ibv_poll_cq: up to polls calls, stopping at the first that reaps or fails. */
 int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, int polls);
 
+/*
+ * The thread wait (pollFD.waitThread): goverbs_wait_fds blocks the calling
+ * thread in poll(2) until fd or wake is readable (an error or hang-up on fd
+ * counts as readable: the read then reports it), retrying on EINTR. It
+ * returns GOVERBS_FD_READY, GOVERBS_WAKE_READY or both, or -errno.
+ * goverbs_wake_open makes the eventfd (non-blocking, close-on-exec) that
+ * goverbs_wake_signal makes readable and goverbs_wake_drain makes empty
+ * again; goverbs_wake_open returns -errno when it fails.
+ */
+enum {
+	GOVERBS_FD_READY = 1,
+	GOVERBS_WAKE_READY = 2,
+};
+int goverbs_wait_fds(int fd, int wake);
+int goverbs_wake_open(void);
+void goverbs_wake_signal(int wake);
+void goverbs_wake_drain(int wake);
+
 #endif

@@ -3,7 +3,9 @@ package rxe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,14 +18,37 @@ import (
 	"github.com/goverbs/goverbs/hand"
 )
 
-// A goroutine blocked in Wait wakes when a completion arrives.
+// waitWays are the two ways to wait for a completion event: parked on the
+// netpoller (Wait) and blocked on the thread in poll(2) (WaitThread).
+var waitWays = []struct {
+	name string
+	cq   func(*hand.CQ, context.Context) error
+	ch   func(*hand.CompChannel, context.Context) (*hand.CQ, error)
+}{
+	{"netpoller", (*hand.CQ).Wait, (*hand.CompChannel).Wait},
+	{"thread", (*hand.CQ).WaitThread, (*hand.CompChannel).WaitThread},
+}
+
+// forEachWaitWay runs test once for each of waitWays.
+func forEachWaitWay(t *testing.T, test func(t *testing.T, cqWait func(*hand.CQ, context.Context) error, chWait func(*hand.CompChannel, context.Context) (*hand.CQ, error))) {
+	for _, w := range waitWays {
+		t.Run(w.name, func(t *testing.T) { test(t, w.cq, w.ch) })
+	}
+}
+
+// A goroutine blocked in Wait (or WaitThread) wakes when a completion
+// arrives.
 func TestControlWaitWakesOnCompletion(t *testing.T) {
+	forEachWaitWay(t, testWaitWakesOnCompletion)
+}
+
+func testWaitWakesOnCompletion(t *testing.T, cqWait func(*hand.CQ, context.Context) error, chWait func(*hand.CompChannel, context.Context) (*hand.CQ, error)) {
 	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	require.NoError(t, r.cq.RequestNotify(false))
 
 	woke := make(chan error, 1)
-	go func() { woke <- r.cq.Wait(ctlContext(t, 20*time.Second)) }()
+	go func() { woke <- cqWait(r.cq, ctlContext(t, 20*time.Second)) }()
 	select {
 	case err := <-woke:
 		t.Fatalf("Wait returned before any completion: %v", err)
@@ -38,7 +63,7 @@ func TestControlWaitWakesOnCompletion(t *testing.T) {
 	require.NoError(t, r.cq.RequestNotify(false))
 	ctlPostRecv(t, b, r.mr, 3, 1, 4096, 64)
 	ctlPostSend(t, a, r.mr, 4, 0, 64)
-	cq, err := r.ch.Wait(ctlContext(t, 20*time.Second))
+	cq, err := chWait(r.ch, ctlContext(t, 20*time.Second))
 	require.NoError(t, err)
 	require.Same(t, r.cq, cq)
 	ctlReap(t, r.cq, 2)
@@ -89,8 +114,18 @@ func TestControlSharedChannel(t *testing.T) {
 // then, 200 ms later, a signaled RDMA write (an event on r.cq only).
 // Measured: both waits return; before the second looked at the pending
 // events once its turn came (2026-11-25), it parked until its context
-// ended.
+// ended. Run for each pair of waitWays (first, second).
 func TestControlSharedChannelConcurrentWaits(t *testing.T) {
+	for _, first := range waitWays {
+		for _, second := range waitWays {
+			t.Run(first.name+"/"+second.name, func(t *testing.T) {
+				testSharedChannelConcurrentWaits(t, first.cq, second.cq)
+			})
+		}
+	}
+}
+
+func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*hand.CQ, context.Context) error) {
 	r := newCtlRig(t)
 	cq2, a, b := sharedChannelPair(t, r)
 	sc, err := hand.NewSendChain(1, 1, 0)
@@ -101,11 +136,11 @@ func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 	require.NoError(t, cq2.RequestNotify(false))
 	ctx := ctlContext(t, 20*time.Second)
 	first, second := make(chan error, 1), make(chan error, 1)
-	go func() { first <- r.cq.Wait(ctx) }()
+	go func() { first <- firstWait(r.cq, ctx) }()
 	time.Sleep(100 * time.Millisecond) // parked, holding the channel
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	go func() { second <- cq2.Wait(short) }()
+	go func() { second <- secondWait(cq2, short) }()
 	time.Sleep(100 * time.Millisecond) // waiting for its turn
 
 	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
@@ -120,15 +155,19 @@ func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 	require.EqualValues(t, 3, ctlReap(t, r.cq, 1)[0].WRID)
 }
 
-// A cancelled or expired context ends Wait promptly with the context's
-// error.
+// A cancelled or expired context ends Wait (or WaitThread) promptly with
+// the context's error.
 func TestControlWaitCancelled(t *testing.T) {
+	forEachWaitWay(t, testWaitCancelled)
+}
+
+func testWaitCancelled(t *testing.T, cqWait func(*hand.CQ, context.Context) error, chWait func(*hand.CompChannel, context.Context) (*hand.CQ, error)) {
 	r := newCtlRig(t)
 	require.NoError(t, r.cq.RequestNotify(false))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- r.cq.Wait(ctx) }()
+	go func() { errc <- cqWait(r.cq, ctx) }()
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	cancel()
@@ -142,21 +181,26 @@ func TestControlWaitCancelled(t *testing.T) {
 
 	dctx, dcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer dcancel()
-	_, err := r.ch.Wait(dctx)
+	_, err := chWait(r.ch, dctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	// An already-cancelled context returns at once, and the channel still
 	// works afterwards.
-	_, err = r.ch.Wait(ctx)
+	_, err = chWait(r.ch, ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	a, b := r.pair(t, hand.RC)
 	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
 	ctlPostSend(t, a, r.mr, 2, 0, 64)
-	require.NoError(t, r.cq.Wait(ctlContext(t, 20*time.Second)))
+	require.NoError(t, cqWait(r.cq, ctlContext(t, 20*time.Second)))
 }
 
-// Close wakes a parked Wait with ErrClosed, for a CQ and for a channel.
+// Close wakes a parked Wait (or WaitThread) with ErrClosed, for a CQ and
+// for a channel.
 func TestControlWaitClosed(t *testing.T) {
+	forEachWaitWay(t, testWaitClosed)
+}
+
+func testWaitClosed(t *testing.T, cqWait func(*hand.CQ, context.Context) error, chWait func(*hand.CompChannel, context.Context) (*hand.CQ, error)) {
 	ctx, _ := ctlDevice(t)
 	ch, err := ctx.NewCompChannel()
 	require.NoError(t, err)
@@ -168,7 +212,7 @@ func TestControlWaitClosed(t *testing.T) {
 	require.ErrorAs(t, ch.Close(), &busy, "channel with a CQ")
 
 	errc := make(chan error, 1)
-	go func() { errc <- cq.Wait(context.Background()) }()
+	go func() { errc <- cqWait(cq, context.Background()) }()
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, cq.Close())
 	select {
@@ -178,11 +222,11 @@ func TestControlWaitClosed(t *testing.T) {
 		t.Fatal("CQ.Close did not wake CQ.Wait")
 	}
 	require.ErrorIs(t, cq.RequestNotify(false), hand.ErrClosed)
-	require.ErrorIs(t, cq.Wait(context.Background()), hand.ErrClosed)
+	require.ErrorIs(t, cqWait(cq, context.Background()), hand.ErrClosed)
 	_, err = cq.Poll(make([]verbs.WC, 1))
 	require.ErrorIs(t, err, hand.ErrClosed)
 
-	go func() { _, err := ch.Wait(context.Background()); errc <- err }()
+	go func() { _, err := chWait(ch, context.Background()); errc <- err }()
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, ch.Close())
 	select {
@@ -191,6 +235,8 @@ func TestControlWaitClosed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("CompChannel.Close did not wake Wait")
 	}
+	_, err = chWait(ch, context.Background())
+	require.ErrorIs(t, err, hand.ErrClosed)
 	require.NoError(t, ch.Close())
 }
 
@@ -224,6 +270,53 @@ func TestControlWaitHoldsNoThread(t *testing.T) {
 	wg.Wait()
 	t.Logf("OS threads: %d before, %d with %d waiters parked", before, during, n)
 	require.Less(t, during-before, 10, "waiters hold OS threads")
+}
+
+// WaitThread waits where it says: its thread is blocked in poll(2) on two
+// fds (the channel's and the wake-up eventfd) until the completion comes,
+// which it then returns.
+func TestControlWaitThreadBlocksInPoll(t *testing.T) {
+	r := newCtlRig(t)
+	a, b := r.pair(t, hand.RC)
+	require.NoError(t, r.cq.RequestNotify(false))
+	woke := make(chan error, 1)
+	go func() { woke <- r.cq.WaitThread(ctlContext(t, 20*time.Second)) }()
+	tid := waitBlockedInPoll(t, 2)
+	select {
+	case err := <-woke:
+		t.Fatalf("WaitThread returned before any completion: %v", err)
+	default:
+	}
+	t.Logf("WaitThread's thread %s is blocked in poll(2) on 2 fds", tid)
+	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
+	ctlPostSend(t, a, r.mr, 2, 0, 64)
+	require.NoError(t, <-woke)
+	ctlReap(t, r.cq, 2)
+}
+
+// waitBlockedInPoll returns the id of a thread of this process blocked in
+// poll(2) on nfds fds, waiting for one up to vTimeout.
+func waitBlockedInPoll(t *testing.T, nfds int) string {
+	t.Helper()
+	want := fmt.Sprintf("0x%x", nfds)
+	deadline := time.Now().Add(vTimeout)
+	for time.Now().Before(deadline) {
+		tasks, err := filepath.Glob("/proc/self/task/*/syscall")
+		require.NoError(t, err)
+		for _, path := range tasks {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue // the thread exited
+			}
+			// "7 0x7f... 0x2 0xffffffff ...": poll(2) is syscall 7 on amd64.
+			if f := strings.Fields(string(b)); len(f) > 2 && f[0] == "7" && f[2] == want {
+				return filepath.Base(filepath.Dir(path))
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no thread blocked in poll(2) on %d fds after %v", nfds, vTimeout)
+	return ""
 }
 
 func ctlThreads(t *testing.T) int {
@@ -381,4 +474,52 @@ func TestControlPollerWaitParkedNoAllocs(t *testing.T) {
 	})
 	require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
 	require.Zero(t, allocs, "Poller.Wait allocates when it parks")
+}
+
+// CQ.Wait and CQ.WaitThread allocate nothing when their context cannot
+// end, parked or blocked: the loop goverbs-perf -e runs (arm, wait, poll).
+// Injected: 20 waits, each on a CQ armed before the signaled RDMA write
+// that completes it is posted, 2 ms after the waiter asks. Measured: 0
+// allocations a wait, either way.
+func TestControlCQWaitNoAllocs(t *testing.T) {
+	forEachWaitWay(t, func(t *testing.T, cqWait func(*hand.CQ, context.Context) error, _ func(*hand.CompChannel, context.Context) (*hand.CQ, error)) {
+		r := newCtlRig(t)
+		a, _ := r.pair(t, hand.RC)
+		p, err := hand.NewPoller(r.cq, 1)
+		require.NoError(t, err)
+		defer p.Free()
+		sc, err := hand.NewSendChain(1, 1, 0)
+		require.NoError(t, err)
+		defer sc.Free()
+
+		kick, posted := make(chan struct{}), make(chan error)
+		go func() {
+			for range kick {
+				time.Sleep(2 * time.Millisecond)
+				sc.Reserve(1).SetWrite(0, 9, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+				posted <- sc.PostSend(a)
+			}
+		}()
+		defer close(kick)
+		waits := 0
+		allocs := testing.AllocsPerRun(20, func() {
+			if err := r.cq.RequestNotify(false); err != nil {
+				t.Fatalf("arm: %v", err)
+			}
+			kick <- struct{}{}
+			if err := cqWait(r.cq, context.Background()); err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+			if err := <-posted; err != nil {
+				t.Fatalf("post: %v", err)
+			}
+			wcs, err := p.Poll()
+			if err != nil || len(wcs) != 1 || !wcs[0].OK() || wcs[0].WRID() != 9 {
+				t.Fatalf("poll after the event: %v, %d completions", err, len(wcs))
+			}
+			waits++
+		})
+		require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
+		require.Zero(t, allocs, "the wait allocates")
+	})
 }
