@@ -114,7 +114,8 @@ type options struct {
 	loop                    string // goverbs-perf -loop: go, or c for its loops in C
 	spin                    int    // goverbs-perf -spin; 0 for its default
 	events                  bool   // both tools wait on completion events (-e)
-	sysmonNap               bool   // goverbs-perf -sysmon-nap: the runtime's default sysmon with -e
+	sysmonNap               bool   // goverbs-perf -sysmon-nap: the runtime's default sysmon with -e -wait netpoll
+	wait                    string // goverbs-perf -wait with -e; "" for its default (thread)
 }
 
 // toolArgs are the arguments of tool ("c": perftest's ib_<mode>, "go":
@@ -131,6 +132,9 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 	args = append(args, "-t", mode, "-loop", o.loop)
 	if o.spin > 0 {
 		args = append(args, "-spin", strconv.Itoa(o.spin))
+	}
+	if o.wait != "" {
+		args = append(args, "-wait", o.wait)
 	}
 	if o.sysmonNap {
 		args = append(args, "-sysmon-nap")
@@ -156,7 +160,9 @@ func main() {
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
 		"what lets client and server share one vCPU (make perf-icount)")
-	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events, the Go runtime's sysmon sleeps while the process idles, "+
+	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in poll(2), hand.CQ.WaitThread) "+
+		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
+	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events -wait netpoll, the Go runtime's sysmon sleeps while the process idles, "+
 		"as by default, instead of being kept awake")
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")
 	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make perf-insns): mark each run for qemu's insncount plugin, "+

@@ -120,7 +120,7 @@ func TestIters(t *testing.T) {
 }
 
 // Both tools get the same run; goverbs-perf also its mode and loop, and
-// -spin and -sysmon-nap only when asked for; -events gives both -e.
+// -spin, -wait and -sysmon-nap only when asked for; -events gives both -e.
 func TestToolArgs(t *testing.T) {
 	o := options{device: "rxe0", gid: "1", loop: "go"}
 	c, g := o.toolArgs("c", "send_bw", 64, 100), o.toolArgs("go", "send_bw", 64, 100)
@@ -138,12 +138,15 @@ func TestToolArgs(t *testing.T) {
 	if i := slices.Index(g, "-spin"); i < 0 || i+1 == len(g) || g[i+1] != "4" || slices.Contains(c, "-spin") {
 		t.Errorf("-spin 4: %q and %q, want it for goverbs-perf only", c, g)
 	}
-	if slices.Contains(g, "-sysmon-nap") {
-		t.Errorf("goverbs-perf's arguments %q have -sysmon-nap, which was not asked for", g)
+	if slices.Contains(g, "-sysmon-nap") || slices.Contains(g, "-wait") {
+		t.Errorf("goverbs-perf's arguments %q have -sysmon-nap or -wait, which were not asked for", g)
 	}
-	o.sysmonNap = true
+	o.sysmonNap, o.wait = true, "netpoll"
 	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
 	if !slices.Contains(g, "-sysmon-nap") || slices.Contains(c, "-sysmon-nap") {
 		t.Errorf("-sysmon-nap: %q and %q, want it for goverbs-perf only", c, g)
+	}
+	if i := slices.Index(g, "-wait"); i < 0 || i+1 == len(g) || g[i+1] != "netpoll" || slices.Contains(c, "-wait") {
+		t.Errorf("-wait netpoll: %q and %q, want it for goverbs-perf only", c, g)
 	}
 }

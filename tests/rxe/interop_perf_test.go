@@ -34,9 +34,11 @@ func TestMain(m *testing.M) {
 // process of its own on rxe0, with perftest's defaults (one WR a post, one
 // in 100 signaled) and with post lists, and the bandwidth modes with their
 // loops in C (-loop c, lists), and with perftest's defaults waiting for
-// completion events (-e: the goroutine parks on the netpoller between
-// batches, hand.CQ.Wait, in a process restarted with the runtime's sysmon
-// kept awake, which each side must report): the client's result row must carry
+// completion events (-e) both ways: blocked in poll(2) on the thread
+// (hand.CQ.WaitThread, the default), and parked on the netpoller
+// (-wait netpoll, hand.CQ.Wait) in a process restarted with the runtime's
+// sysmon kept awake; each side must report how it waited and, with the
+// netpoller only, sysmon awake. The client's result row must carry
 // the size and the iterations asked for and a positive rate (make
 // perf-compare sets the rates against perftest's), and neither side's timed
 // loop may allocate.
@@ -51,10 +53,10 @@ func TestInteropPerfModes(t *testing.T) {
 	for _, mode := range []string{"send_bw", "write_bw", "read_bw", "send_lat"} {
 		for _, post := range []struct {
 			name, list, mod, loop string
-			events                bool
+			wait                  string // -e -wait; "" for busy-polling
 		}{
-			{"defaults", "1", "100", "go", false}, {"lists", "4", "8", "go", false}, {"c_loop_lists", "4", "8", "c", false},
-			{"events", "1", "100", "go", true},
+			{"defaults", "1", "100", "go", ""}, {"lists", "4", "8", "go", ""}, {"c_loop_lists", "4", "8", "c", ""},
+			{"events", "1", "100", "go", "thread"}, {"events_netpoll", "1", "100", "go", "netpoll"},
 		} {
 			if post.loop == "c" && mode == "send_lat" {
 				continue // -loop c is the bandwidth loops'
@@ -65,8 +67,8 @@ func TestInteropPerfModes(t *testing.T) {
 				defer cancel()
 				args := []string{"-t", mode, "-d", device, "-x", strconv.Itoa(gidIndex), "-s", "4096", "-n", "300",
 					"-p", strconv.Itoa(port), "-l", post.list, "-Q", post.mod, "-loop", post.loop}
-				if post.events {
-					args = append(args, "-e")
+				if post.wait != "" {
+					args = append(args, "-e", "-wait", post.wait)
 				}
 				srv := tooltest.StartC(t, ctx, "Go server", self, args...)
 				if err := tooltest.WaitListen(ctx, port); err != nil {
@@ -100,9 +102,13 @@ func TestInteropPerfModes(t *testing.T) {
 					checkLatDump(t, dump, 300, before, after)
 				}
 				for _, side := range []tooltest.Run{cli, s} {
-					// -e restarts the process with sysmon kept awake (perf/sysmon.go).
-					if awake := strings.Contains(side.Out, "\n sysmon: awake (GODEBUG schedtrace=2147483647)\n"); awake != post.events {
-						t.Errorf("%s: reports sysmon awake: %v, want %v (-e: %v)", side.Name, awake, post.events, post.events)
+					// -e -wait netpoll restarts the process with sysmon kept
+					// awake (perf/sysmon.go); -wait thread needs no restart.
+					if awake, want := strings.Contains(side.Out, "\n sysmon: awake (GODEBUG schedtrace=2147483647)\n"), post.wait == "netpoll"; awake != want {
+						t.Errorf("%s: reports sysmon awake: %v, want %v (-wait %q)", side.Name, awake, want, post.wait)
+					}
+					if post.wait != "" && !strings.Contains(side.Out, "\n wait: "+post.wait+",") {
+						t.Errorf("%s: does not report \" wait: %s,\"", side.Name, post.wait)
 					}
 					r, ok, err := loopallocs.Parse(side.Out)
 					if !ok || err != nil || r.Own != 0 {

@@ -34,11 +34,14 @@
 // C (cloop.c) instead, in the same process, to tell what the Go loop costs
 // from what the Go process does (BENCHMARKS.md). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
-// perftest's -e: the goroutine parks on the netpoller (hand.CQ.Wait), which
-// is what lets client, server and rxe share one CPU (make perf-icount). With
-// -e the process restarts itself first with the runtime's sysmon kept awake
-// (sysmon.go; -sysmon-nap leaves it the runtime's default), and prints which
-// it ran with (" sysmon: awake ..." or " sysmon: sleeps ...").
+// perftest's -e, which is what lets client, server and rxe share one CPU
+// (make perf-icount): by default in poll(2) on the goroutine's thread
+// (-wait thread, hand.CQ.WaitThread), or parked on the netpoller (-wait
+// netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
+// first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves
+// it the runtime's default). With -e it prints how it waited (" wait:
+// thread ..." or " wait: netpoll ...") and its sysmon (" sysmon: awake ..."
+// or " sysmon: sleeps ...").
 package perf
 
 import (
@@ -87,15 +90,29 @@ type Config struct {
 	Loop     Loop // the bandwidth loops' language: GoLoop or CLoop
 	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
 	Events   bool // wait for completions on a completion channel instead of busy-polling
+	Wait     Wait // with Events, how: ThreadWait or NetpollWait
 	// SysmonNap leaves the Go runtime's sysmon its sleep while the process
-	// idles, as every Go program has it by default; without it, -e
-	// restarts the process with sysmon kept awake (sysmon.go).
+	// idles, as every Go program has it by default; without it, -e -wait
+	// netpoll restarts the process with sysmon kept awake (sysmon.go).
 	SysmonNap bool
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
 	LatDump    string // send_lat: file for each round trip's start and length
 }
+
+// Wait is how -e waits for a completion event (-wait).
+type Wait string
+
+const (
+	// ThreadWait blocks the goroutine's thread in poll(2) (hand.CQ.WaitThread):
+	// two syscalls a wake, as perftest's read and arm cost it one and one.
+	ThreadWait Wait = "thread"
+	// NetpollWait parks the goroutine on Go's netpoller (hand.CQ.Wait):
+	// no thread held, five syscalls a wake and the scheduler's run of the
+	// goroutine (BENCHMARKS.md, "Waiting on the thread").
+	NetpollWait Wait = "netpoll"
+)
 
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Config, error) {
@@ -120,8 +137,10 @@ func ParseArgs(args []string) (Config, error) {
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
-	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (hand.CQ.Wait on the netpoller, ibv_get_cq_event, then ibv_req_notify_cq) instead of busy-polling, as perftest's -e")
-	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
+	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
+	wait := string(ThreadWait)
+	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in poll(2) on the goroutine's thread (hand.CQ.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
+	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
@@ -137,6 +156,7 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	cfg.Mode = Mode(mode)
 	cfg.Loop = Loop(loop)
+	cfg.Wait = Wait(wait)
 	lat := cfg.Mode == SendLat
 	if cfg.Size == 0 {
 		cfg.Size = map[bool]int{false: 65536, true: 2}[lat]
@@ -149,6 +169,8 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("-t %q: one of send_bw, write_bw, read_bw, send_lat", mode)
 	case cfg.Loop != GoLoop && cfg.Loop != CLoop:
 		return cfg, fmt.Errorf("-loop %q: go or c", loop)
+	case cfg.Wait != ThreadWait && cfg.Wait != NetpollWait:
+		return cfg, fmt.Errorf("-wait %q: thread or netpoll", wait)
 	case cfg.Loop == CLoop && cfg.Mode == SendLat:
 		return cfg, errors.New("-loop c: the bandwidth modes only (send_bw, write_bw, read_bw)")
 	case cfg.Loop == CLoop && cfg.Events:
@@ -167,7 +189,7 @@ func ParseArgs(args []string) (Config, error) {
 }
 
 // Main runs the command and returns its exit status. It is the process's:
-// with -e, and without -sysmon-nap, it first restarts the process (os.Args)
+// with -e -wait netpoll, and without -sysmon-nap, it first restarts the process (os.Args)
 // with sysmon kept awake (sysmonAwakeEnv), unless GODEBUG sets schedtrace.
 func Main(args []string, stdout, stderr io.Writer) int {
 	cfg, err := ParseArgs(args)
@@ -390,6 +412,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 		fmt.Fprintln(out, rule)
 	}
 	if cfg.Events {
+		reportWait(out, cfg.Wait)
 		reportSysmon(out)
 	}
 	loopallocs.Write(out, loopAllocs)

@@ -13,7 +13,7 @@ import (
 func TestParseArgs(t *testing.T) {
 	cfg, err := ParseArgs([]string{"-t", "read_bw", "-d", "rxe0", "-x", "1", "-F", "192.0.2.1", "-l", "8"})
 	want := Config{Mode: ReadBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
-		Size: 65536, Iters: 5000, PostList: 8, CQMod: 100, TxDepth: 128, RxDepth: 512, Loop: GoLoop, Spin: 16}
+		Size: 65536, Iters: 5000, PostList: 8, CQMod: 100, TxDepth: 128, RxDepth: 512, Loop: GoLoop, Spin: 16, Wait: ThreadWait}
 	if err != nil || cfg != want {
 		t.Errorf("ParseArgs = %+v, %v; want %+v", cfg, err, want)
 	}
@@ -30,19 +30,19 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("-loop c: %+v, %v", cfg, err)
 	}
 	cfg, err = ParseArgs([]string{"-t", "send_lat", "-e"})
-	if err != nil || !cfg.Events {
-		t.Errorf("-e: %+v, %v", cfg, err)
+	if err != nil || !cfg.Events || cfg.Wait != ThreadWait {
+		t.Errorf("-e: %+v, %v; want it to wait on the thread", cfg, err)
 	}
-	cfg, err = ParseArgs([]string{"-e", "-sysmon-nap"})
-	if err != nil || !cfg.Events || !cfg.SysmonNap {
-		t.Errorf("-e -sysmon-nap: %+v, %v", cfg, err)
+	cfg, err = ParseArgs([]string{"-e", "-wait", "netpoll", "-sysmon-nap"})
+	if err != nil || !cfg.Events || cfg.Wait != NetpollWait || !cfg.SysmonNap {
+		t.Errorf("-e -wait netpoll -sysmon-nap: %+v, %v", cfg, err)
 	}
 	cfg, err = ParseArgs([]string{"-spin", "1"})
 	if err != nil || cfg.Spin != 1 {
 		t.Errorf("-spin 1: %+v, %v", cfg, err)
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
-		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"},
+		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
 		{"-t", "send_bw", "-loop", "c", "-e"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)

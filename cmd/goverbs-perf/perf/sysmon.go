@@ -32,12 +32,16 @@ import (
 const sysmonAwake = "schedtrace=2147483647"
 
 // sysmonAwakeEnv returns environ with sysmonAwake added to GODEBUG, and
-// true, when cfg waits for completion events (-e) and has not asked for
-// the runtime's default (-sysmon-nap), unless GODEBUG already sets
-// schedtrace: a value the user chose stands, and so does the one a process
-// restarted by Main has. Otherwise it returns nil and false.
+// true, when cfg waits for completion events on the netpoller (-e -wait
+// netpoll) and has not asked for the runtime's default (-sysmon-nap),
+// unless GODEBUG already sets schedtrace: a value the user chose stands,
+// and so does the one a process restarted by Main has. Otherwise it
+// returns nil and false. A wait on the thread (-wait thread) needs no
+// restart: its P stays busy in the syscall while it waits, so sysmon never
+// takes the sleep that the next wake would end (measured: the same rates
+// either way, BENCHMARKS.md, "Waiting on the thread").
 func sysmonAwakeEnv(cfg Config, environ []string) ([]string, bool) {
-	if !cfg.Events || cfg.SysmonNap {
+	if !cfg.Events || cfg.Wait != NetpollWait || cfg.SysmonNap {
 		return nil, false
 	}
 	env := make([]string, 0, len(environ)+1)
@@ -81,6 +85,15 @@ func restartWithEnv(env []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "goverbs-perf: -e: restarting with GODEBUG=...%s to keep the runtime's sysmon awake (-sysmon-nap runs without): %v\n", sysmonAwake, err)
 	return 1
+}
+
+// reportWait tells how the process waited for completion events (-wait).
+func reportWait(out io.Writer, w Wait) {
+	if w == ThreadWait {
+		fmt.Fprintln(out, " wait: thread, blocked in poll(2) (hand.CQ.WaitThread)")
+		return
+	}
+	fmt.Fprintln(out, " wait: netpoll, parked on the netpoller (hand.CQ.Wait)")
 }
 
 // reportSysmon tells whether this process's sysmon may sleep while the

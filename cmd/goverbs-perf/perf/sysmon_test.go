@@ -7,12 +7,13 @@ import (
 	"testing"
 )
 
-// -e restarts with schedtrace added to GODEBUG, keeping the rest of the
-// environment and of GODEBUG, unless the run does not wait for events, asks
-// for the runtime's default, or GODEBUG sets schedtrace (the restarted
-// process has it, so it does not restart again).
+// -e -wait netpoll restarts with schedtrace added to GODEBUG, keeping the
+// rest of the environment and of GODEBUG, unless the run does not wait for
+// events, waits on the thread, asks for the runtime's default, or GODEBUG
+// sets schedtrace (the restarted process has it, so it does not restart
+// again).
 func TestSysmonAwakeEnv(t *testing.T) {
-	events := Config{Events: true}
+	events := Config{Events: true, Wait: NetpollWait}
 	for _, c := range []struct {
 		name    string
 		cfg     Config
@@ -30,7 +31,8 @@ func TestSysmonAwakeEnv(t *testing.T) {
 		{"restarted already", events, []string{"GODEBUG=madvdontneed=1,schedtrace=2147483647"}, nil},
 		{"the user's schedtrace", events, []string{"GODEBUG=schedtrace=0"}, nil},
 		{"busy-polling", Config{}, []string{"PATH=/bin"}, nil},
-		{"-sysmon-nap", Config{Events: true, SysmonNap: true}, []string{"PATH=/bin"}, nil},
+		{"-sysmon-nap", Config{Events: true, Wait: NetpollWait, SysmonNap: true}, []string{"PATH=/bin"}, nil},
+		{"waits on the thread", Config{Events: true, Wait: ThreadWait}, []string{"PATH=/bin"}, nil},
 	} {
 		got, restart := sysmonAwakeEnv(c.cfg, c.environ)
 		if restart != (c.want != nil) || !slices.Equal(got, c.want) {
