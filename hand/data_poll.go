@@ -263,8 +263,19 @@ func (p *Poller) poll(polls int) ([]WC, error) {
 // wait (context.AfterFunc), a few allocations a park, never one a
 // completion.
 func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
+	return p.wait(ctx, "Poller.Wait", false)
+}
+
+// WaitThread is Wait with the waiting done on the calling goroutine's OS
+// thread, blocked in poll(2) (CQ.WaitThread): fewer syscalls a wake, and
+// the thread held while it waits (CompChannel.WaitThread).
+func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
+	return p.wait(ctx, "Poller.WaitThread", true)
+}
+
+func (p *Poller) wait(ctx context.Context, op string, thread bool) ([]WC, error) {
 	if p.owner == nil || p.owner.ch == nil {
-		return nil, &AttrError{Op: "Poller.Wait", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+		return nil, &AttrError{Op: op, Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
 	}
 	armed := false
 	for {
@@ -279,7 +290,7 @@ func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 			armed = true
 			continue
 		}
-		if err := p.owner.Wait(ctx); err != nil {
+		if err := p.owner.wait(ctx, op, thread); err != nil {
 			return nil, err
 		}
 		armed = false // the event disarmed it

@@ -5,9 +5,11 @@
 //     chains of work requests with one cgo call (PostRecv, PostSRQRecv,
 //     PostSend, and rdma_cm's PostRecvv, PostSendv, PostReadv, PostWritev),
 //     Poller and ExPoller reap completions with one (Poll), or busy-poll
-//     up to n times with one (PollSpin), or wait for one parked on the
-//     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll), which
-//     allocates nothing when its context cannot end (context.Background).
+//     up to n times with one (PollSpin), or wait for one, parked on the
+//     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll) or
+//     blocked in poll(2) on the goroutine's thread (Poller.WaitThread,
+//     CQ.WaitThread), which allocates nothing when its context cannot end
+//     (context.Background).
 //     Files data_*.go, with their C side in hand.c.
 //   - The control path: Open, Context, PD, MR, CQ and CompChannel, QP, SRQ,
 //     AH, MW, async events, and rdma_cm's Listen, Dial, ListenEP, DialEP and
@@ -65,10 +67,13 @@
 // objects are.
 //
 // A wait that parks costs the Go runtime more than C's blocking read: an
-// EAGAIN read before parking, two epoll_pwait, and, after the process sat
-// idle, a wake of the runtime's sysmon thread, which then naps before it
-// sleeps again. Where a wait comes once a message, busy-poll (PollSpin), or
-// start the program with GODEBUG=schedtrace=2147483647, which keeps
-// sysmon from that sleep (README.md, "An RC program with hand/";
-// goverbs-perf -e does it).
+// EAGAIN read before parking, two epoll_pwait, the scheduler's run of the
+// goroutine, and, after the process sat idle, a wake of the runtime's
+// sysmon thread, which then naps before it sleeps again. A wait on the
+// thread (WaitThread) costs poll(2) and the read, and holds the thread
+// while it waits. Where a wait comes once a message, wait on the thread or
+// busy-poll (PollSpin); to park there anyway, start the program with
+// GODEBUG=schedtrace=2147483647, which keeps sysmon from that sleep
+// (README.md, "An RC program with hand/"; goverbs-perf -e -wait netpoll
+// does it).
 package hand

@@ -441,7 +441,17 @@ func TestControlPollerWait(t *testing.T) {
 // asks (Wait arms and parks within microseconds). Measured: 0 allocations a
 // wait. Before the channel kept the waiter's state and the event in C
 // memory (2026-11-25), each wait cost 11 (checked: this test fails there).
+// The same for Poller.WaitThread.
 func TestControlPollerWaitParkedNoAllocs(t *testing.T) {
+	for _, w := range []struct {
+		name string
+		wait func(*hand.Poller, context.Context) ([]hand.WC, error)
+	}{{"netpoller", (*hand.Poller).Wait}, {"thread", (*hand.Poller).WaitThread}} {
+		t.Run(w.name, func(t *testing.T) { testPollerWaitParkedNoAllocs(t, w.wait) })
+	}
+}
+
+func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.Context) ([]hand.WC, error)) {
 	r := newCtlRig(t)
 	a, _ := r.pair(t, hand.RC)
 	p, err := hand.NewPoller(r.cq, 1)
@@ -463,7 +473,7 @@ func TestControlPollerWaitParkedNoAllocs(t *testing.T) {
 	waits := 0
 	allocs := testing.AllocsPerRun(20, func() {
 		kick <- struct{}{}
-		wcs, err := p.Wait(context.Background())
+		wcs, err := wait(p, context.Background())
 		if err != nil || len(wcs) != 1 || !wcs[0].OK() || wcs[0].WRID() != 7 {
 			t.Fatalf("parked Wait: %v, %d completions", err, len(wcs))
 		}
