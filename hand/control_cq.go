@@ -110,7 +110,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // read, where Wait's costs five (the netpoller's epoll_pwait twice, a read
 // that finds nothing before it parks, the read, and the scheduler's run of
 // the goroutine); on one vCPU under -icount that lifted goverbs-perf's
-// event-driven send_bw at 64 B from 0.75 to 0.85 of perftest's
+// event-driven send_bw at 64 B from 0.75 to 0.82 of perftest's
 // (BENCHMARKS.md, "Waiting on the thread"). The price is the thread: it is
 // held for the whole wait, like any blocking cgo call, so WaitThread suits
 // a few data-path goroutines, and Wait thousands of waiters. While it is
