@@ -115,14 +115,7 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 	p.mu.Unlock()
 
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			p.mu.Lock()
-			if p.gen == gen && !p.closing {
-				p.f.SetReadDeadline(longAgo)
-			}
-			p.mu.Unlock()
-		})
-		defer stop()
+		defer p.wakeOnDone(ctx, gen, false)()
 	}
 
 	for {
@@ -177,14 +170,7 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, try func(fd uintptr) (done 
 	p.mu.Unlock()
 
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			p.mu.Lock()
-			if p.gen == gen && !p.closing {
-				p.signalLocked()
-			}
-			p.mu.Unlock()
-		})
-		defer stop()
+		defer p.wakeOnDone(ctx, gen, true)()
 	}
 
 	for {
@@ -209,6 +195,23 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, try func(fd uintptr) (done 
 			return nil
 		}
 	}
+}
+
+// wakeOnDone wakes wait gen when ctx ends, unless another wait or a close
+// came first: through the read deadline, or, for a thread waiter, wake.
+// It returns what unhooks it (context.AfterFunc, one allocation).
+func (p *pollFD) wakeOnDone(ctx context.Context, gen uint64, thread bool) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		if p.gen == gen && !p.closing {
+			if thread {
+				p.signalLocked()
+			} else {
+				p.f.SetReadDeadline(longAgo)
+			}
+		}
+		p.mu.Unlock()
+	})
 }
 
 // signalLocked makes wake readable, for a thread waiter; p.mu is held.

@@ -3,9 +3,7 @@ package rxe
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -281,7 +279,7 @@ func TestControlWaitThreadBlocksInPoll(t *testing.T) {
 	require.NoError(t, r.cq.RequestNotify(false))
 	woke := make(chan error, 1)
 	go func() { woke <- r.cq.WaitThread(ctlContext(t, 20*time.Second)) }()
-	tid := waitBlockedInPoll(t, 2)
+	tid := waitBlockedIn(t, "poll(2) on 2 fds", 7, 1, 2)
 	select {
 	case err := <-woke:
 		t.Fatalf("WaitThread returned before any completion: %v", err)
@@ -292,31 +290,6 @@ func TestControlWaitThreadBlocksInPoll(t *testing.T) {
 	ctlPostSend(t, a, r.mr, 2, 0, 64)
 	require.NoError(t, <-woke)
 	ctlReap(t, r.cq, 2)
-}
-
-// waitBlockedInPoll returns the id of a thread of this process blocked in
-// poll(2) on nfds fds, waiting for one up to vTimeout.
-func waitBlockedInPoll(t *testing.T, nfds int) string {
-	t.Helper()
-	want := fmt.Sprintf("0x%x", nfds)
-	deadline := time.Now().Add(vTimeout)
-	for time.Now().Before(deadline) {
-		tasks, err := filepath.Glob("/proc/self/task/*/syscall")
-		require.NoError(t, err)
-		for _, path := range tasks {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				continue // the thread exited
-			}
-			// "7 0x7f... 0x2 0xffffffff ...": poll(2) is syscall 7 on amd64.
-			if f := strings.Fields(string(b)); len(f) > 2 && f[0] == "7" && f[2] == want {
-				return filepath.Base(filepath.Dir(path))
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("no thread blocked in poll(2) on %d fds after %v", nfds, vTimeout)
-	return ""
 }
 
 func ctlThreads(t *testing.T) int {
@@ -454,21 +427,7 @@ func TestControlPollerWaitParkedNoAllocs(t *testing.T) {
 func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.Context) ([]hand.WC, error)) {
 	r := newCtlRig(t)
 	a, _ := r.pair(t, hand.RC)
-	p, err := hand.NewPoller(r.cq, 1)
-	require.NoError(t, err)
-	defer p.Free()
-	sc, err := hand.NewSendChain(1, 1, 0)
-	require.NoError(t, err)
-	defer sc.Free()
-
-	kick, posted := make(chan struct{}), make(chan error)
-	go func() {
-		for range kick {
-			time.Sleep(2 * time.Millisecond)
-			sc.Reserve(1).SetWrite(0, 7, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
-			posted <- sc.PostSend(a)
-		}
-	}()
+	p, kick, posted := writeOnKick(t, r, a, 7)
 	defer close(kick)
 	waits := 0
 	allocs := testing.AllocsPerRun(20, func() {
@@ -495,21 +454,7 @@ func TestControlCQWaitNoAllocs(t *testing.T) {
 	forEachWaitWay(t, func(t *testing.T, cqWait func(*hand.CQ, context.Context) error, _ func(*hand.CompChannel, context.Context) (*hand.CQ, error)) {
 		r := newCtlRig(t)
 		a, _ := r.pair(t, hand.RC)
-		p, err := hand.NewPoller(r.cq, 1)
-		require.NoError(t, err)
-		defer p.Free()
-		sc, err := hand.NewSendChain(1, 1, 0)
-		require.NoError(t, err)
-		defer sc.Free()
-
-		kick, posted := make(chan struct{}), make(chan error)
-		go func() {
-			for range kick {
-				time.Sleep(2 * time.Millisecond)
-				sc.Reserve(1).SetWrite(0, 9, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
-				posted <- sc.PostSend(a)
-			}
-		}()
+		p, kick, posted := writeOnKick(t, r, a, 9)
 		defer close(kick)
 		waits := 0
 		allocs := testing.AllocsPerRun(20, func() {
@@ -532,4 +477,27 @@ func TestControlCQWaitNoAllocs(t *testing.T) {
 		require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
 		require.Zero(t, allocs, "the wait allocates")
 	})
+}
+
+// writeOnKick returns a poller of r.cq and a kick channel: each send on
+// kick makes a goroutine post, 2 ms later, a signaled 64-byte RDMA write
+// from a with wr_id wrid, and send the post's error on posted. Close kick
+// when done.
+func writeOnKick(t *testing.T, r *ctlRig, a *hand.QP, wrid uint64) (p *hand.Poller, kick chan struct{}, posted chan error) {
+	t.Helper()
+	p, err := hand.NewPoller(r.cq, 1)
+	require.NoError(t, err)
+	t.Cleanup(p.Free)
+	sc, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	t.Cleanup(sc.Free)
+	kick, posted = make(chan struct{}), make(chan error)
+	go func() {
+		for range kick {
+			time.Sleep(2 * time.Millisecond)
+			sc.Reserve(1).SetWrite(0, wrid, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+			posted <- sc.PostSend(a)
+		}
+	}()
+	return p, kick, posted
 }

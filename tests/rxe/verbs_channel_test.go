@@ -5,6 +5,7 @@ import (
 	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,11 +79,20 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 	mustOK(t, p.acq.reap(t, 1))
 }
 
-// waitBlockedInRead waits until a thread of this process sits in read(2)
-// on fd, and returns its id.
+// waitBlockedInRead returns the id of a thread of this process blocked in
+// read(2) on fd, waiting up to vTimeout for one.
 func waitBlockedInRead(t *testing.T, fd int32) string {
 	t.Helper()
-	want := fmt.Sprintf("0x%x", fd)
+	return waitBlockedIn(t, fmt.Sprintf("read(2) on fd %d", fd), 0, 0, uint64(fd))
+}
+
+// waitBlockedIn returns the id of a thread of this process blocked in
+// syscall nr (amd64's numbers: read is 0, poll 7) whose argument arg
+// (0-based) is v, as /proc/self/task/*/syscall shows it ("7 0x7f... 0x2
+// ..."), waiting up to vTimeout for one; what names it in the failure.
+func waitBlockedIn(t *testing.T, what string, nr, arg int, v uint64) string {
+	t.Helper()
+	wantNr, wantArg := strconv.Itoa(nr), fmt.Sprintf("0x%x", v)
 	deadline := time.Now().Add(vTimeout)
 	for time.Now().Before(deadline) {
 		tasks, err := filepath.Glob("/proc/self/task/*/syscall")
@@ -94,12 +104,12 @@ func waitBlockedInRead(t *testing.T, fd int32) string {
 			if err != nil {
 				continue // the thread exited
 			}
-			// "0 0x7 0x7ffd... 0x8 ...": read(2) is syscall 0 on amd64.
-			if f := strings.Fields(string(b)); len(f) > 1 && f[0] == "0" && f[1] == want {
+			if f := strings.Fields(string(b)); len(f) > arg+1 && f[0] == wantNr && f[arg+1] == wantArg {
 				return filepath.Base(filepath.Dir(path))
 			}
 		}
+		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("no thread blocked in read(2) on fd %d after %v", fd, vTimeout)
+	t.Fatalf("no thread blocked in %s after %v", what, vTimeout)
 	return ""
 }
