@@ -56,8 +56,8 @@ func (e *emitter) loaderDecls(spec *PackageSpec) string {
 		return ""
 	}
 	p := cPrefix(spec)
-	return fmt.Sprintf("\n// The run-time loader (z%s_load.c).\nint %sload(void);\nconst char *%sload_error(void);\nconst char *%spath(void);\nint %shas(int);\n",
-		spec.Name, p, p, p, p)
+	return fmt.Sprintf("\n// The run-time loader (z%s_load.c).\nint %sload(void);\nconst char *%sload_error(void);\nconst char *%spath(void);\nint %shas(int);\nvoid *%saddress(int);\n",
+		spec.Name, p, p, p, p, p)
 }
 
 // loaderAPI emits the Go side of the loader: Load, LibraryPath, Available
@@ -126,6 +126,17 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 		jen.If(jen.Id("err").Op(":=").Id("Load").Call(), jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err"))),
 		jen.If(jen.Qual("C", p+"has").Call(jen.Qual("C", "int").Call(jen.Id("i"))).Op("!=").Lit(0)).Block(jen.Return(jen.Nil())),
 		jen.Return(jen.Id("library").Dot("Missing").Call(jen.Id("function"), jen.Id("LibraryPath").Call())),
+	)
+	f.Line()
+	f.Commentf("Address returns where the extern function named function (its C name)")
+	f.Commentf("is in the loaded %s, for C code that calls it through a pointer:", lib.Soname)
+	f.Comment("several calls in one cgo crossing, with no run-time check of Go")
+	f.Comment("pointers. It returns 0 and Available's error when the function cannot")
+	f.Comment("be called. The address stays valid for the life of the process.")
+	f.Func().Id("Address").Params(jen.Id("function").String()).Params(jen.Uintptr(), jen.Error()).Block(
+		jen.If(jen.Id("err").Op(":=").Id("Available").Call(jen.Id("function")), jen.Id("err").Op("!=").Nil()).Block(
+			jen.Return(jen.Lit(0), jen.Id("err"))),
+		jen.Return(jen.Uintptr().Call(jen.Qual("C", p+"address").Call(jen.Qual("C", "int").Call(jen.Id("symbols").Index(jen.Id("function"))))), jen.Nil()),
 	)
 	f.Line()
 }
@@ -212,6 +223,10 @@ GOVERBS_HIDDEN const char *%[3]spath(void) {
 
 GOVERBS_HIDDEN int %[3]shas(int i) {
 	return i >= 0 && i < %[1]d && fn(i) != NULL;
+}
+
+GOVERBS_HIDDEN void *%[3]saddress(int i) {
+	return i >= 0 && i < %[1]d ? fn(i) : NULL;
 }
 `, len(ext), spec.Library.Soname, p)
 	for i, f := range ext {

@@ -1,5 +1,10 @@
 package hand
 
+/*
+#include "hand.h"
+*/
+import "C"
+
 import (
 	"context"
 	"fmt"
@@ -25,21 +30,33 @@ type CompChannel struct {
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
 
 	// The one waiter's (pollFD.acquire) state, kept here rather than in a
-	// closure so that a wait allocates nothing: readFn is readEvent, made
-	// once; ev is C memory for ibv_get_cq_event's two results.
+	// closure so that a wait allocates nothing: readFn is readEvent and
+	// stepFn readEventThread, made once; ev is C memory for
+	// ibv_get_cq_event's two results.
 	readFn    func(fd uintptr) bool
+	stepFn    threadStep
 	ev        *cqEvent
+	// The library's ibv_get_cq_event and ibv_ack_cq_events
+	// (verbs.Address), which the thread wait calls from C.
+	getFn, ackFn uintptr
 	waitOnly  *CQ
 	waitGot   *CQ
 	waitError error
 }
 
 // cqEvent is where ibv_get_cq_event writes the CQ and its context: C
-// memory, so the call passes no Go pointer and makes nothing escape.
+// memory, so the call passes no Go pointer and makes nothing escape. It is
+// struct goverbs_cq_event (hand.h), err included, which only the thread
+// wait writes.
 type cqEvent struct {
 	cq      *verbs.CQ
 	context unsafe.Pointer
+	err     int32
 }
+
+// The Go and C views of an event must agree.
+var _ [unsafe.Sizeof(cqEvent{}) - C.sizeof_struct_goverbs_cq_event]struct{}
+var _ [C.sizeof_struct_goverbs_cq_event - unsafe.Sizeof(cqEvent{})]struct{}
 
 // NewCompChannel creates a completion channel whose Wait parks on Go's
 // netpoller.
@@ -52,6 +69,16 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	if err != nil {
 		return nil, verbErr("ibv_create_comp_channel", err)
 	}
+	getFn, err := verbs.Address("ibv_get_cq_event")
+	if err != nil {
+		verbs.DestroyCompChannel(raw)
+		return nil, err
+	}
+	ackFn, err := verbs.Address("ibv_ack_cq_events")
+	if err != nil {
+		verbs.DestroyCompChannel(raw)
+		return nil, err
+	}
 	ev, err := cmalloc(unsafe.Sizeof(cqEvent{}))
 	if err != nil {
 		verbs.DestroyCompChannel(raw)
@@ -63,8 +90,10 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		verbs.DestroyCompChannel(raw)
 		return nil, err
 	}
-	ch := &CompChannel{ctx: c, raw: raw, fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}, ev: (*cqEvent)(ev)}
+	ch := &CompChannel{ctx: c, raw: raw, fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}, ev: (*cqEvent)(ev),
+		getFn: getFn, ackFn: ackFn}
 	ch.readFn = ch.readEvent
+	ch.stepFn = ch.readEventThread
 	// The first wait's read of the empty channel fails with EAGAIN, and
 	// verberr makes each site's error for an errno once: read it now, so
 	// that no wait, the first one included, allocates.
@@ -146,7 +175,7 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, er
 	ch.waitOnly, ch.waitGot, ch.waitError = only, nil, nil
 	var err error
 	if thread {
-		err = ch.fd.waitThreadHeld(ctx, ch.readFn)
+		err = ch.fd.waitThreadHeld(ctx, ch.stepFn)
 	} else {
 		err = ch.fd.waitHeld(ctx, ch.readFn)
 	}
@@ -177,21 +206,58 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 			ch.waitError = verbErr("ibv_get_cq_event", err)
 			return true
 		}
-		raw := ch.ev.cq
-		verbs.ACKCQEvents(raw, 1)
-		ch.mu.Lock()
-		cq := ch.cqs[raw]
-		if only != nil && cq != only {
-			if cq != nil {
-				ch.pending[cq]++
-			}
-			ch.mu.Unlock()
+		verbs.ACKCQEvents(ch.ev.cq, 1)
+		if ch.deliver(ch.ev.cq, only) {
+			return true
+		}
+	}
+}
+
+// readEventThread is the thread waiter's step (pollFD.waitThreadHeld): it
+// does what readEvent does, with the wait, the read and the
+// acknowledgement in one cgo call a wake (goverbs_wait_cq_event), and
+// reports false when wake woke it first.
+func (ch *CompChannel) readEventThread(_, wake int32) (bool, error) {
+	only := ch.waitOnly
+	for {
+		if only != nil && only.isClosed() {
+			ch.waitError = ErrClosed // CQ.Close kicked the channel
+			return true, nil
+		}
+		switch C.goverbs_wait_cq_event(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(wake), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev)))) {
+		case C.GOVERBS_WOKEN:
+			return false, nil
+		case C.GOVERBS_NO_EVENT:
 			continue
+		case C.GOVERBS_POLL_FAILED:
+			return false, &VerbError{Op: "poll (CompChannel.WaitThread)", Errno: syscall.Errno(ch.ev.err)}
+		case C.GOVERBS_READ_FAILED:
+			return false, &VerbError{Op: "ibv_get_cq_event", Errno: syscall.Errno(ch.ev.err)}
+		}
+		if ch.deliver(ch.ev.cq, only) {
+			return true, nil
+		}
+	}
+}
+
+// deliver files an event of raw, read and acknowledged, for the waiter
+// (waitOnly: any CQ when nil). It reports true and sets waitGot when the
+// event is the waiter's; one of another CQ is counted pending for that
+// CQ's own wait.
+func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
+	ch.mu.Lock()
+	cq := ch.cqs[raw]
+	if only != nil && cq != only {
+		if cq != nil {
+			ch.pending[cq]++
 		}
 		ch.mu.Unlock()
-		ch.waitGot = cq
-		return true
+		return false
 	}
+	ch.mu.Unlock()
+	ch.waitGot = cq
+	return true
 }
 
 func (ch *CompChannel) takePending(only *CQ) *CQ {

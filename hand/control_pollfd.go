@@ -3,6 +3,8 @@ package hand
 /*
 #cgo nocallback goverbs_wait_fds
 #cgo noescape goverbs_wait_fds
+#cgo nocallback goverbs_wait_cq_event
+#cgo noescape goverbs_wait_cq_event
 #include "hand.h"
 */
 import "C"
@@ -142,15 +144,21 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 	}
 }
 
+// A threadStep is what a thread waiter (waitThreadHeld) does between
+// wakes: it blocks the thread in C until it has what it waits for (done),
+// or until wake is readable (not done, no error; it leaves wake as it
+// found it). An error ends the wait.
+type threadStep func(fd, wake int32) (done bool, err error)
+
 // waitThreadHeld is waitHeld with the wait done on the calling goroutine's
-// OS thread, blocked in poll(2) on the fd and on wake, rather than parked on
-// the netpoller: a wake costs poll and try's read, where the netpoller's
-// costs five syscalls and the scheduler's run of the goroutine. It holds
-// the thread (and, while it waits, its P: see CompChannel.WaitThread)
-// until it returns. try is called only once poll finds the fd readable, or
-// after a kick. It allocates nothing when ctx cannot end, and, as
-// waitHeld, one hook a call when it can.
-func (p *pollFD) waitThreadHeld(ctx context.Context, try func(fd uintptr) (done bool)) error {
+// OS thread, blocked in poll(2) on the fd and on wake, inside step, rather
+// than parked on the netpoller: a wake costs poll and step's read, where
+// the netpoller's costs five syscalls and the scheduler's run of the
+// goroutine. It holds the thread (and, while it waits, its P: see
+// CompChannel.WaitThread) until it returns. After a kick it calls step
+// again. It allocates nothing when ctx cannot end and step was made once,
+// and, as waitHeld, one hook a call when ctx can end.
+func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -166,7 +174,7 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, try func(fd uintptr) (done 
 	}
 	p.drainLocked() // a kick or cancel meant for a wait before this one
 	p.gen++
-	gen, wake := p.gen, C.int(p.wake)
+	gen, wake := p.gen, p.wake
 	p.mu.Unlock()
 
 	if ctx.Done() != nil {
@@ -174,27 +182,32 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, try func(fd uintptr) (done 
 	}
 
 	for {
-		r := C.goverbs_wait_fds(C.int(p.fd), wake)
-		if r < 0 {
-			return &VerbError{Op: "poll (CompChannel.WaitThread)", Errno: syscall.Errno(-r)}
+		done, err := step(p.fd, wake)
+		if done || err != nil {
+			return err
 		}
-		if r&C.GOVERBS_WAKE_READY != 0 {
-			p.mu.Lock()
-			p.drainLocked()
-			closing := p.closing
-			p.mu.Unlock()
-			switch {
-			case closing:
-				return ErrClosed
-			case ctx.Err() != nil:
-				return ctx.Err()
-			}
-			// A kick, or an interrupt that was undone: try again.
+		p.mu.Lock()
+		p.drainLocked()
+		closing := p.closing
+		p.mu.Unlock()
+		switch {
+		case closing:
+			return ErrClosed
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
-		if try(uintptr(p.fd)) {
-			return nil
-		}
+		// A kick, or an interrupt that was undone: step again.
 	}
+}
+
+// waitFDs blocks the thread in poll(2) until fd or wake is readable, and
+// says which: the plain threadStep's wait, for a read that Go makes.
+func waitFDs(fd, wake int32) (fdReady, wakeReady bool, err error) {
+	r := C.goverbs_wait_fds(C.int(fd), C.int(wake))
+	if r < 0 {
+		return false, false, &VerbError{Op: "poll (a thread wait)", Errno: syscall.Errno(-r)}
+	}
+	return r&C.GOVERBS_FD_READY != 0, r&C.GOVERBS_WAKE_READY != 0, nil
 }
 
 // wakeOnDone wakes wait gen when ctx ends, unless another wait or a close

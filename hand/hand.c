@@ -259,3 +259,28 @@ void goverbs_wake_drain(int wake)
 	while (read(wake, &n, sizeof n) < 0 && errno == EINTR)
 		;
 }
+
+int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev)
+{
+	int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **) =
+		(int (*)(struct ibv_comp_channel *, struct ibv_cq **, void **))get;
+	void (*ack_cq_events)(struct ibv_cq *, unsigned int) = (void (*)(struct ibv_cq *, unsigned int))ack;
+	struct ibv_comp_channel *ch = (struct ibv_comp_channel *)channel;
+	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
+	int r = goverbs_wait_fds(ch->fd, wake);
+
+	if (r < 0) {
+		e->err = -r;
+		return GOVERBS_POLL_FAILED;
+	}
+	if (r & GOVERBS_WAKE_READY)
+		return GOVERBS_WOKEN;
+	if (get_cq_event(ch, &e->cq, &e->context) != 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return GOVERBS_NO_EVENT;
+		e->err = errno;
+		return GOVERBS_READ_FAILED;
+	}
+	ack_cq_events(e->cq, 1);
+	return GOVERBS_EVENT;
+}

@@ -75,7 +75,7 @@ int goverbs_poll_ex(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc
 int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, int polls);
 
 /*
- * The thread wait (pollFD.waitThread): goverbs_wait_fds blocks the calling
+ * The thread wait (pollFD.waitThreadHeld): goverbs_wait_fds blocks the calling
  * thread in poll(2) until fd or wake is readable (an error or hang-up on fd
  * counts as readable: the read then reports it), retrying on EINTR. It
  * returns GOVERBS_FD_READY, GOVERBS_WAKE_READY or both, or -errno.
@@ -91,5 +91,31 @@ int goverbs_wait_fds(int fd, int wake);
 int goverbs_wake_open(void);
 void goverbs_wake_signal(int wake);
 void goverbs_wake_drain(int wake);
+
+/* What goverbs_wait_cq_event writes: the event's CQ and context, or errno. */
+struct goverbs_cq_event {
+	struct ibv_cq *cq;
+	void *context;
+	int err;
+};
+
+/* goverbs_wait_cq_event's results. */
+enum {
+	GOVERBS_EVENT = 0,       /* ev->cq and ev->context hold an event, acknowledged */
+	GOVERBS_WOKEN = 1,       /* wake is readable; nothing was read */
+	GOVERBS_NO_EVENT = 2,    /* the fd was readable but the read found nothing (EAGAIN) */
+	GOVERBS_POLL_FAILED = 3, /* ev->err is poll's errno */
+	GOVERBS_READ_FAILED = 4, /* ev->err is ibv_get_cq_event's errno */
+};
+
+/*
+ * goverbs_wait_cq_event is CompChannel.WaitThread's one cgo crossing a wake:
+ * goverbs_wait_fds on channel's fd and wake, then, when only the fd is
+ * readable, one event read with get (ibv_get_cq_event; the fd is
+ * non-blocking) and acknowledged with ack (ibv_ack_cq_events). get and ack
+ * are the loaded library's functions (verbs.Address): this file cannot
+ * name the generated loader's trampolines, which live in package verbs.
+ */
+int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev);
 
 #endif

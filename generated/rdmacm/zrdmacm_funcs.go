@@ -252,6 +252,7 @@ int goverbs_rdmacm_load(void);
 const char *goverbs_rdmacm_load_error(void);
 const char *goverbs_rdmacm_path(void);
 int goverbs_rdmacm_has(int);
+void *goverbs_rdmacm_address(int);
 */
 import "C"
 
@@ -399,6 +400,18 @@ func Available(function string) error {
 		return nil
 	}
 	return library.Missing(function, LibraryPath())
+}
+
+// Address returns where the extern function named function (its C name)
+// is in the loaded librdmacm.so.1, for C code that calls it through a pointer:
+// several calls in one cgo crossing, with no run-time check of Go
+// pointers. It returns 0 and Available's error when the function cannot
+// be called. The address stays valid for the life of the process.
+func Address(function string) (uintptr, error) {
+	if err := Available(function); err != nil {
+		return 0, err
+	}
+	return uintptr(C.goverbs_rdmacm_address(C.int(symbols[function]))), nil
 }
 
 // The sites the stubs' errors come from: one per C function that can fail.

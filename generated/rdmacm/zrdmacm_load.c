@@ -115,6 +115,10 @@ GOVERBS_HIDDEN int goverbs_rdmacm_has(int i) {
 	return i >= 0 && i < 44 && fn(i) != NULL;
 }
 
+GOVERBS_HIDDEN void *goverbs_rdmacm_address(int i) {
+	return i >= 0 && i < 44 ? fn(i) : NULL;
+}
+
 // rdma_create_event_channel (rdma/rdma_cma.h:242)
 GOVERBS_HIDDEN void *rdma_create_event_channel(void) {
 	void * (*fn_)(void) = (void * (*)(void))fn(0);

@@ -2251,6 +2251,7 @@ int goverbs_verbs_load(void);
 const char *goverbs_verbs_load_error(void);
 const char *goverbs_verbs_path(void);
 int goverbs_verbs_has(int);
+void *goverbs_verbs_address(int);
 static inline int goverbs_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr) { return ibv_query_port(context, port_num, port_attr); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, unsigned int access) { return ibv_reg_mr(pd, addr, length, access); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access) { return ibv_reg_mr_iova(pd, addr, length, iova, access); }
@@ -2487,6 +2488,18 @@ func Available(function string) error {
 		return nil
 	}
 	return library.Missing(function, LibraryPath())
+}
+
+// Address returns where the extern function named function (its C name)
+// is in the loaded libibverbs.so.1, for C code that calls it through a pointer:
+// several calls in one cgo crossing, with no run-time check of Go
+// pointers. It returns 0 and Available's error when the function cannot
+// be called. The address stays valid for the life of the process.
+func Address(function string) (uintptr, error) {
+	if err := Available(function); err != nil {
+		return 0, err
+	}
+	return uintptr(C.goverbs_verbs_address(C.int(symbols[function]))), nil
 }
 
 // The sites the stubs' errors come from: one per C function that can fail.

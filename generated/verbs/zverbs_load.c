@@ -158,6 +158,10 @@ GOVERBS_HIDDEN int goverbs_verbs_has(int i) {
 	return i >= 0 && i < 87 && fn(i) != NULL;
 }
 
+GOVERBS_HIDDEN void *goverbs_verbs_address(int i) {
+	return i >= 0 && i < 87 ? fn(i) : NULL;
+}
+
 // ibv_wc_status_str (infiniband/verbs.h:515)
 GOVERBS_HIDDEN void *ibv_wc_status_str(uint32_t a0) {
 	void * (*fn_)(uint32_t) = (void * (*)(uint32_t))fn(0);
