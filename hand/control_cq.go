@@ -33,15 +33,15 @@ type CompChannel struct {
 	// closure so that a wait allocates nothing: readFn is readEvent and
 	// stepFn readEventThread, made once; ev is C memory for
 	// ibv_get_cq_event's two results.
-	readFn    func(fd uintptr) bool
-	stepFn    threadStep
-	ev        *cqEvent
+	readFn func(fd uintptr) bool
+	stepFn threadStep
+	ev     *cqEvent
 	// The library's ibv_get_cq_event and ibv_ack_cq_events
 	// (verbs.Address), which the thread wait calls from C.
 	getFn, ackFn uintptr
-	waitOnly  *CQ
-	waitGot   *CQ
-	waitError error
+	waitOnly     *CQ
+	waitGot      *CQ
+	waitError    error
 }
 
 // cqEvent is where ibv_get_cq_event writes the CQ and its context: C
@@ -135,12 +135,13 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // WaitThread is Wait with the waiting done on the calling goroutine's OS
 // thread: it blocks the thread in poll(2) on the channel's fd (and on an
 // eventfd that ctx's end and Close signal) instead of parking the goroutine
-// on the netpoller. A wake then costs two syscalls, poll and the event's
-// read, where Wait's costs five (the netpoller's epoll_pwait twice, a read
-// that finds nothing before it parks, the read, and the scheduler's run of
-// the goroutine); on one vCPU under -icount that lifted goverbs-perf's
-// event-driven send_bw at 64 B from 0.75 to 0.82 of perftest's
-// (BENCHMARKS.md, "Waiting on the thread"). The price is the thread: it is
+// on the netpoller. A wake then costs one cgo call and two syscalls, poll
+// and the event's read (ibv_get_cq_event, then ibv_ack_cq_events, called
+// from C), where Wait's costs five syscalls (the netpoller's epoll_pwait
+// twice, a read that finds nothing before it parks, the read, and the
+// scheduler's run of the goroutine); on one vCPU under -icount that lifted
+// goverbs-perf's event-driven send_bw at 64 B from 0.75 to 0.85 of
+// perftest's (BENCHMARKS.md, "Waiting on the thread"). The price is the thread: it is
 // held for the whole wait, like any blocking cgo call, so WaitThread suits
 // a few data-path goroutines, and Wait thousands of waiters. While it is
 // blocked, the runtime hands its P to another thread once it finds no
