@@ -125,22 +125,16 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 		if err == nil {
 			return nil
 		}
-		p.mu.Lock()
-		closing := p.closing
-		p.mu.Unlock()
-		switch {
-		case closing:
-			return ErrClosed
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			// A kick, or an interrupt that was undone: try again.
-			p.mu.Lock()
-			p.f.SetReadDeadline(time.Time{})
-			p.mu.Unlock()
-		default:
+		if err := p.ended(ctx); err != nil {
 			return err
 		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		// A kick, or an interrupt that was undone: try again.
+		p.mu.Lock()
+		p.f.SetReadDeadline(time.Time{})
+		p.mu.Unlock()
 	}
 }
 
@@ -188,16 +182,24 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 		}
 		p.mu.Lock()
 		p.drainLocked()
-		closing := p.closing
 		p.mu.Unlock()
-		switch {
-		case closing:
-			return ErrClosed
-		case ctx.Err() != nil:
-			return ctx.Err()
+		if err := p.ended(ctx); err != nil {
+			return err
 		}
 		// A kick, or an interrupt that was undone: step again.
 	}
+}
+
+// ended says why a woken wait must end: ErrClosed once interrupt closed
+// the fd, ctx's error once it ended; nil to wait on.
+func (p *pollFD) ended(ctx context.Context) error {
+	p.mu.Lock()
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		return ErrClosed
+	}
+	return ctx.Err()
 }
 
 // waitFDs blocks the thread in poll(2) until fd or wake is readable, and
