@@ -321,6 +321,14 @@ func (e *engine) sendOne(i int) error {
 	return nil
 }
 
+// latRefill is how many receives the latency loop reposts at once. perftest
+// reposts one a message; refilling half the queue (256 WRs) in one post, as
+// the bandwidth server does, made one round trip in 256 three times the
+// median under -icount (about 104 us at 64 B, the rxe provider writing 256
+// WRs), which set send_lat's maximum. 16 at a time costs one post a 16
+// messages and no round trip more than a few microseconds.
+const latRefill = 16
+
 // waitRecv polls (or waits, with Config.Events) until a receive completes,
 // reaping send completions on the way, and keeps the receive queue topped
 // up.
@@ -341,7 +349,7 @@ func (e *engine) waitRecv() error {
 			}
 		}
 		if got {
-			if e.posted <= e.cfg.RxDepth/2 {
+			if e.posted <= e.cfg.RxDepth-latRefill {
 				return e.fillRecv()
 			}
 			return nil

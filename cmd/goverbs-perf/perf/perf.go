@@ -501,26 +501,44 @@ func writeLatDump(path string, starts []int64, lat []time.Duration) error {
 	return nil
 }
 
-// reportLat prints perftest's latency table from one-way latencies
-// (half of each round trip).
+// latMeasureTail is how many of the longest round trips perftest leaves
+// out of its latency statistics (LAT_MEASURE_TAIL, print_report_lat).
+const latMeasureTail = 2
+
+// reportLat prints perftest's latency table from one-way latencies (half
+// of each round trip), computed as perftest's print_report_lat computes
+// it, so that the two tools' rows compare like for like: over the sorted
+// latencies, the median, average and deviation leave out the
+// latMeasureTail longest; t_max is the longest of those left out but one
+// (perftest prints delta[n-2] of its n); the percentiles are the sorted
+// whole at ceil(p*(n-2)). (perftest measures iters-1 intervals between its
+// posts; goverbs-perf times each of its iters round trips. perftest's
+// deviation truncates each difference to an int; this one does not.)
 func reportLat(out io.Writer, cfg Config, lat []time.Duration) {
 	us := make([]float64, len(lat))
 	for i, d := range lat {
 		us[i] = float64(d.Nanoseconds()) / 2e3
 	}
 	slices.Sort(us)
+	n := len(us)
+	m := max(1, n-latMeasureTail) // the latencies the statistics keep
+	median := us[m/2]
+	if (m-1)%2 != 0 {
+		median = (us[m/2] + us[m/2-1]) / 2
+	}
 	var sum, sq float64
-	for _, v := range us {
+	for _, v := range us[:m] {
 		sum += v
 	}
-	avg := sum / float64(len(us))
-	for _, v := range us {
+	avg := sum / float64(m)
+	for _, v := range us[:m] {
 		sq += (v - avg) * (v - avg)
 	}
-	pct := func(p float64) float64 { return us[min(len(us)-1, int(math.Ceil(p*float64(len(us))))-1)] }
+	at := func(i int) float64 { return us[min(n-1, i)] }
+	pct := func(p float64) float64 { return at(int(math.Ceil(p * float64(m)))) }
 	fmt.Fprintln(out, rule)
 	fmt.Fprintln(out, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
 	fmt.Fprintf(out, " %-7d %-10d   %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
-		cfg.Size, cfg.Iters, us[0], us[len(us)-1], us[len(us)/2], avg, math.Sqrt(sq/float64(len(us))), pct(0.99), pct(0.999))
+		cfg.Size, cfg.Iters, us[0], at(m), median, avg, math.Sqrt(sq/float64(m)), pct(0.99), pct(0.999))
 	fmt.Fprintln(out, rule)
 }
