@@ -218,7 +218,7 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 // does what readEvent does, with the wait, the read and the
 // acknowledgement in one cgo call a wake (goverbs_wait_cq_event), and
 // reports false when wake woke it first.
-func (ch *CompChannel) readEventThread(_, wake int32) (bool, error) {
+func (ch *CompChannel) readEventThread(wake int32) (bool, error) {
 	only := ch.waitOnly
 	for {
 		if only != nil && only.isClosed() {
@@ -232,9 +232,9 @@ func (ch *CompChannel) readEventThread(_, wake int32) (bool, error) {
 		case C.GOVERBS_NO_EVENT:
 			continue
 		case C.GOVERBS_POLL_FAILED:
-			return false, &VerbError{Op: "poll (CompChannel.WaitThread)", Errno: syscall.Errno(ch.ev.err)}
+			return false, errnoErr("poll (CompChannel.WaitThread)", syscall.Errno(ch.ev.err))
 		case C.GOVERBS_READ_FAILED:
-			return false, &VerbError{Op: "ibv_get_cq_event", Errno: syscall.Errno(ch.ev.err)}
+			return false, errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
 		}
 		if ch.deliver(ch.ev.cq, only) {
 			return true, nil

@@ -39,7 +39,6 @@ import (
 // an eventfd, wake, which whatever would move the deadline (a ctx's end,
 // kick, interrupt) makes readable.
 type pollFD struct {
-	fd  int32 // the library's, for waitThreadHeld
 	f   *os.File
 	rc  syscall.RawConn
 	sem chan struct{} // one waiter at a time
@@ -67,7 +66,7 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 		f.Close()
 		return nil, err
 	}
-	return &pollFD{fd: fd, f: f, rc: rc, sem: make(chan struct{}, 1), wake: -1}, nil
+	return &pollFD{f: f, rc: rc, sem: make(chan struct{}, 1), wake: -1}, nil
 }
 
 // wait calls try until it reports done, parking on the netpoller whenever
@@ -139,10 +138,10 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 }
 
 // A threadStep is what a thread waiter (waitThreadHeld) does between
-// wakes: it blocks the thread in C until it has what it waits for (done),
-// or until wake is readable (not done, no error; it leaves wake as it
-// found it). An error ends the wait.
-type threadStep func(fd, wake int32) (done bool, err error)
+// wakes: it blocks the thread in C, polling its fd and wake, until it has
+// what it waits for (done), or until wake is readable (not done, no error;
+// it leaves wake as it found it). An error ends the wait.
+type threadStep func(wake int32) (done bool, err error)
 
 // waitThreadHeld is waitHeld with the wait done on the calling goroutine's
 // OS thread, blocked in poll(2) on the fd and on wake, inside step, rather
@@ -162,7 +161,7 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 		w := C.goverbs_wake_open()
 		if w < 0 {
 			p.mu.Unlock()
-			return &VerbError{Op: "eventfd (the wake-up of CompChannel.WaitThread)", Errno: syscall.Errno(-w)}
+			return errnoErr("eventfd (the wake-up of CompChannel.WaitThread)", syscall.Errno(-w))
 		}
 		p.wake = int32(w)
 	}
@@ -176,7 +175,7 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	}
 
 	for {
-		done, err := step(p.fd, wake)
+		done, err := step(wake)
 		if done || err != nil {
 			return err
 		}
@@ -203,11 +202,12 @@ func (p *pollFD) ended(ctx context.Context) error {
 }
 
 // waitFDs blocks the thread in poll(2) until fd or wake is readable, and
-// says which: the plain threadStep's wait, for a read that Go makes.
+// says which: the wait of a threadStep whose read Go makes, as the tests'
+// (a test file cannot call C).
 func waitFDs(fd, wake int32) (fdReady, wakeReady bool, err error) {
 	r := C.goverbs_wait_fds(C.int(fd), C.int(wake))
 	if r < 0 {
-		return false, false, &VerbError{Op: "poll (a thread wait)", Errno: syscall.Errno(-r)}
+		return false, false, errnoErr("poll (a thread wait)", syscall.Errno(-r))
 	}
 	return r&C.GOVERBS_FD_READY != 0, r&C.GOVERBS_WAKE_READY != 0, nil
 }

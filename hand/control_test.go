@@ -145,15 +145,15 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 		name      string
 		minTries  int // after a kick then a write
 		idleTries int // in a wait that times out
-		wait      func(p *pollFD, ctx context.Context, try func() bool) error
+		wait      func(p *pollFD, fd int32, ctx context.Context, try func() bool) error
 	}{
-		{"netpoller", 3, 1, func(p *pollFD, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
-		{"thread", 1, 0, func(p *pollFD, ctx context.Context, try func() bool) error {
+		{"netpoller", 3, 1, func(p *pollFD, _ int32, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
+		{"thread", 1, 0, func(p *pollFD, fd int32, ctx context.Context, try func() bool) error {
 			if err := p.acquire(ctx); err != nil {
 				return err
 			}
 			defer p.release()
-			return p.waitThreadHeld(ctx, func(fd, wake int32) (bool, error) {
+			return p.waitThreadHeld(ctx, func(wake int32) (bool, error) {
 				_, woken, err := waitFDs(fd, wake)
 				if err != nil || woken {
 					return false, err
@@ -171,7 +171,7 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 			p, err := newPollFD(int32(r), "pipe")
 			require.NoError(t, err)
 			defer p.close()
-			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, ctx, try) }
+			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, int32(r), ctx, try) }
 
 			read := func() bool {
 				var b [1]byte

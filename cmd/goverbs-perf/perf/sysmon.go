@@ -83,7 +83,7 @@ func restartWithEnv(env []string, stderr io.Writer) int {
 	if err == nil {
 		err = syscall.Exec(exe, os.Args, env)
 	}
-	fmt.Fprintf(stderr, "goverbs-perf: -e: restarting with GODEBUG=...%s to keep the runtime's sysmon awake (-sysmon-nap runs without): %v\n", sysmonAwake, err)
+	fmt.Fprintf(stderr, "goverbs-perf: -e -wait netpoll: restarting with GODEBUG=...%s to keep the runtime's sysmon awake (-sysmon-nap runs without): %v\n", sysmonAwake, err)
 	return 1
 }
 
