@@ -8,7 +8,9 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -30,18 +32,21 @@ type CompChannel struct {
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
 
 	// The one waiter's (pollFD.acquire) state, kept here rather than in a
-	// closure so that a wait allocates nothing: readFn is readEvent and
-	// stepFn readEventThread, made once; ev is C memory for
-	// ibv_get_cq_event's two results.
-	readFn func(fd uintptr) bool
-	stepFn threadStep
-	ev     *cqEvent
+	// closure so that a wait allocates nothing: readFn is readEvent,
+	// stepFn readEventThread and pollStepFn pollEventThread, made once; ev
+	// is C memory for ibv_get_cq_event's two results.
+	readFn     func(fd uintptr) bool
+	stepFn     threadStep
+	pollStepFn threadStep
+	ev         *cqEvent
 	// The library's ibv_get_cq_event and ibv_ack_cq_events
 	// (verbs.Address), which the thread wait calls from C.
 	getFn, ackFn uintptr
 	waitOnly     *CQ
 	waitGot      *CQ
 	waitError    error
+	waitPoller   *Poller // Poller.WaitThread's, and how many it polled
+	waitPolled   int
 }
 
 // cqEvent is where ibv_get_cq_event writes the CQ and its context: C
@@ -52,6 +57,7 @@ type cqEvent struct {
 	cq      *verbs.CQ
 	context unsafe.Pointer
 	err     int32
+	polled  int32
 }
 
 // The Go and C views of an event must agree.
@@ -94,6 +100,7 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		getFn: getFn, ackFn: ackFn}
 	ch.readFn = ch.readEvent
 	ch.stepFn = ch.readEventThread
+	ch.pollStepFn = ch.pollEventThread
 	// The first wait's read of the empty channel fails with EAGAIN, and
 	// verberr makes each site's error for an errno once: read it now, so
 	// that no wait, the first one included, allocates.
@@ -242,13 +249,107 @@ func (ch *CompChannel) readEventThread(wake int32) (bool, error) {
 	}
 }
 
+// waitPoll is Poller.WaitThread: it returns how many completions p holds
+// once it has polled some, waiting for events on the thread in between
+// (pollEventThread). It polls first in C, holding the channel's turn. It
+// polls from Go first instead, one crossing more, in two cases: when
+// another waiter holds the turn, so that completions already queued do
+// not wait for another CQ's event; and when ctx can end, so that they do
+// not pay for the hook that would wake the thread (waitThreadHeld).
+func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
+	if err := ch.use(); err != nil {
+		return 0, err
+	}
+	defer ch.done()
+	if ctx.Done() != nil || !ch.fd.tryAcquire() {
+		wcs, err := p.Poll()
+		if err != nil || len(wcs) > 0 {
+			return len(wcs), err
+		}
+		if err := ch.fd.acquire(ctx); err != nil {
+			return 0, err
+		}
+	}
+	defer ch.fd.release()
+	// Events of p's CQ that another waiter read disarmed it (deliver), and
+	// the poll below makes up for them.
+	ch.dropPending(p.owner)
+	ch.waitPoller, ch.waitPolled, ch.waitError = p, 0, nil
+	err := ch.fd.waitThreadHeld(ctx, ch.pollStepFn)
+	n := ch.waitPolled
+	if err == nil {
+		err = ch.waitError
+	}
+	ch.waitPoller, ch.waitPolled, ch.waitError = nil, 0, nil
+	return n, err
+}
+
+// pollEventThread is Poller.WaitThread's step (pollFD.waitThreadHeld): one
+// cgo call (goverbs_wait_poll_cq) arms the poller's CQ unless it is armed,
+// polls it, and waits for events until a poll finds completions, re-arming
+// after each of the CQ's own events; it comes back to Go only for another
+// CQ's event, which it files (deliver), for a wake, or with the
+// completions. The CQ is held (use) across each call: CQ.Close's
+// interrupt sets closing and kicks the channel, and the write lock it then
+// takes waits for the call to return.
+func (ch *CompChannel) pollEventThread(wake int32) (bool, error) {
+	p := ch.waitPoller
+	cq := p.owner
+	for {
+		if err := cq.use(); err != nil {
+			ch.waitError = err
+			return true, nil
+		}
+		if cq.closing.Load() {
+			// Close is about to take the CQ: let go, and let it
+			// (the next use waits for it, or fails once it is done).
+			cq.done()
+			runtime.Gosched()
+			continue
+		}
+		armed := C.int(0)
+		if cq.armed.Load() {
+			armed = 1
+		} else {
+			cq.armed.Store(true) // before the arm: see RequestNotify
+		}
+		r := C.goverbs_wait_poll_cq(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(wake), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))),
+			C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed)
+		cq.done()
+		switch r {
+		case C.GOVERBS_POLLED:
+			ch.waitPolled = int(ch.ev.polled)
+			return true, nil
+		case C.GOVERBS_WOKEN:
+			return false, nil
+		case C.GOVERBS_EVENT:
+			ch.deliver(ch.ev.cq, cq) // another CQ's
+			continue
+		case C.GOVERBS_ARM_FAILED:
+			cq.armed.Store(false)
+			return false, errnoErr("ibv_req_notify_cq (Poller.WaitThread)", syscall.Errno(ch.ev.err))
+		case C.GOVERBS_POLL_CQ_FAILED:
+			p.err = PollError{Op: "ibv_poll_cq", Ret: int(ch.ev.err)}
+			return false, &p.err
+		case C.GOVERBS_POLL_FAILED:
+			return false, errnoErr("poll (Poller.WaitThread)", syscall.Errno(ch.ev.err))
+		default: // C.GOVERBS_READ_FAILED
+			return false, errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
+		}
+	}
+}
+
 // deliver files an event of raw, read and acknowledged, for the waiter
 // (waitOnly: any CQ when nil). It reports true and sets waitGot when the
 // event is the waiter's; one of another CQ is counted pending for that
-// CQ's own wait.
+// CQ's own wait. Either way the event disarmed its CQ.
 func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	ch.mu.Lock()
 	cq := ch.cqs[raw]
+	if cq != nil {
+		cq.armed.Store(false)
+	}
 	if only != nil && cq != only {
 		if cq != nil {
 			ch.pending[cq]++
@@ -259,6 +360,15 @@ func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	ch.mu.Unlock()
 	ch.waitGot = cq
 	return true
+}
+
+// dropPending forgets the events of cq that other waiters read.
+func (ch *CompChannel) dropPending(cq *CQ) {
+	ch.mu.Lock()
+	if len(ch.pending) > 0 {
+		delete(ch.pending, cq)
+	}
+	ch.mu.Unlock()
 }
 
 func (ch *CompChannel) takePending(only *CQ) *CQ {
@@ -281,6 +391,18 @@ func (ch *CompChannel) takePending(only *CQ) *CQ {
 	return nil
 }
 
+// interrupt is Close's first step: it makes a Poller.WaitThread that
+// holds the CQ let go of it, waking it if it is blocked, so that Close can
+// destroy the CQ. undo reverts it when Close fails.
+func (cq *CQ) interrupt() {
+	cq.closing.Store(true)
+	if cq.ch != nil {
+		cq.ch.fd.kick()
+	}
+}
+
+func (cq *CQ) undo() { cq.closing.Store(false) }
+
 // CQ is a completion queue (struct ibv_cq), or an extended one (struct
 // ibv_cq_ex) when made with CQOptions.Extended. Reap its completions with a
 // Poller (NewPoller(cq, n)) or, for an extended CQ, an ExPoller
@@ -294,6 +416,16 @@ type CQ struct {
 	size  int
 	// wcFlags are CQOptions.WCFlags of an extended CQ, for NewExPoller.
 	wcFlags verbs.CreateCQWCFlags
+	// armed is whether an event is due after the next completion: set by
+	// RequestNotify and Poller.WaitThread before they arm, cleared when an
+	// event of the CQ is read. Poller.WaitThread, which leaves the CQ
+	// armed, reads it to skip the arm (a system call on some providers)
+	// that the next wait would otherwise repeat.
+	armed atomic.Bool
+	// closing is set while Close waits for the CQ's users (its interrupt):
+	// Poller.WaitThread, which holds the CQ while it blocks, sees it
+	// before it blocks and lets go.
+	closing atomic.Bool
 }
 
 // CQOptions configures NewCQ.
@@ -387,7 +519,14 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		so = 1
 	}
-	return verbErr("ibv_req_notify_cq", verbs.ReqNotifyCQ(cq.raw, so))
+	// Set before the arm: set after it, an event the arm raised, read in
+	// between, would leave it set on a disarmed CQ.
+	cq.armed.Store(true)
+	if err := verbs.ReqNotifyCQ(cq.raw, so); err != nil {
+		cq.armed.Store(false)
+		return verbErr("ibv_req_notify_cq", err)
+	}
+	return nil
 }
 
 // Wait blocks until this CQ's channel delivers an event for this CQ (events
@@ -459,7 +598,7 @@ func (cq *CQ) Close() error {
 		}
 		cq.ctx.unregister(unsafe.Pointer(cq.raw))
 		return nil
-	}, nil, nil)
+	}, cq.interrupt, cq.undo)
 	if err == nil && cq.ch != nil {
 		cq.ch.fd.kick() // a CQ.Wait parked for this CQ sees it closed
 	}

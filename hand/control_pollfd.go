@@ -5,6 +5,8 @@ package hand
 #cgo noescape goverbs_wait_fds
 #cgo nocallback goverbs_wait_cq_event
 #cgo noescape goverbs_wait_cq_event
+#cgo nocallback goverbs_wait_poll_cq
+#cgo noescape goverbs_wait_poll_cq
 #include "hand.h"
 */
 import "C"
@@ -93,6 +95,17 @@ func (p *pollFD) acquire(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// tryAcquire is acquire when no one holds the fd, and false when someone
+// does.
+func (p *pollFD) tryAcquire() bool {
+	select {
+	case p.sem <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 

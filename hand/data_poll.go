@@ -263,19 +263,8 @@ func (p *Poller) poll(polls int) ([]WC, error) {
 // wait (context.AfterFunc), a few allocations a park, never one a
 // completion.
 func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
-	return p.wait(ctx, "Poller.Wait", false)
-}
-
-// WaitThread is Wait with the waiting done on the calling goroutine's OS
-// thread, blocked in poll(2) (CQ.WaitThread): fewer syscalls a wake, and
-// the thread held while it waits (CompChannel.WaitThread).
-func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
-	return p.wait(ctx, "Poller.WaitThread", true)
-}
-
-func (p *Poller) wait(ctx context.Context, op string, thread bool) ([]WC, error) {
 	if p.owner == nil || p.owner.ch == nil {
-		return nil, &AttrError{Op: op, Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+		return nil, &AttrError{Op: "Poller.Wait", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
 	}
 	armed := false
 	for {
@@ -290,11 +279,36 @@ func (p *Poller) wait(ctx context.Context, op string, thread bool) ([]WC, error)
 			armed = true
 			continue
 		}
-		if err := p.owner.wait(ctx, op, thread); err != nil {
+		if err := p.owner.wait(ctx, "Poller.Wait", false); err != nil {
 			return nil, err
 		}
 		armed = false // the event disarmed it
 	}
+}
+
+// WaitThread is Wait with the waiting done on the calling goroutine's OS
+// thread, blocked in poll(2) (CompChannel.WaitThread for what that costs
+// and saves), and with the loop in C: one cgo call polls, waits, reads and
+// acknowledges the event, arms the CQ again and polls again
+// (goverbs_wait_poll_cq), so a wake costs one crossing where Wait's loop
+// costs five. It arms as perftest's -e does, right after each event and
+// before the poll, and so leaves the CQ armed when it returns completions;
+// the next WaitThread that finds the CQ empty waits without arming it
+// again. Events of other CQs on the channel are kept for their own
+// waits. Close of the CQ wakes it with ErrClosed; ctx and allocations are
+// as for Wait.
+func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
+	if p.owner == nil || p.owner.ch == nil {
+		return nil, &AttrError{Op: "Poller.WaitThread", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+	}
+	if p.mem == nil {
+		return nil, ErrFree
+	}
+	n, err := p.owner.ch.waitPoll(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return p.wc[:n], nil
 }
 
 // ExPoller reaps completions from an extended CQ (struct ibv_cq_ex) with

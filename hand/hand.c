@@ -284,3 +284,37 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 	ack_cq_events(e->cq, 1);
 	return GOVERBS_EVENT;
 }
+
+int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev,
+			 uintptr_t cq, int n, uintptr_t wc, int armed)
+{
+	struct ibv_cq *c = (struct ibv_cq *)cq;
+	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
+	int r;
+
+	for (;;) {
+		if (!armed) {
+			r = ibv_req_notify_cq(c, 0);
+			if (r != 0) {
+				e->err = r;
+				return GOVERBS_ARM_FAILED;
+			}
+			armed = 1;
+		}
+		r = ibv_poll_cq(c, n, (struct ibv_wc *)wc);
+		if (r < 0) {
+			e->err = r;
+			return GOVERBS_POLL_CQ_FAILED;
+		}
+		if (r > 0) {
+			e->polled = r;
+			return GOVERBS_POLLED;
+		}
+		r = goverbs_wait_cq_event(get, ack, channel, wake, ev);
+		if (r == GOVERBS_NO_EVENT)
+			continue; /* readable, then read by nobody: poll again */
+		if (r != GOVERBS_EVENT || e->cq != c)
+			return r;
+		armed = 0; /* cq's event disarmed it */
+	}
+}

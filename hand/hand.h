@@ -92,11 +92,15 @@ int goverbs_wake_open(void);
 void goverbs_wake_signal(int wake);
 void goverbs_wake_drain(int wake);
 
-/* What goverbs_wait_cq_event writes: the event's CQ and context, or errno. */
+/*
+ * What goverbs_wait_cq_event writes: the event's CQ and context, or errno;
+ * and what goverbs_wait_poll_cq adds: how many completions it polled.
+ */
 struct goverbs_cq_event {
 	struct ibv_cq *cq;
 	void *context;
 	int err;
+	int polled;
 };
 
 /* goverbs_wait_cq_event's results. */
@@ -106,6 +110,10 @@ enum {
 	GOVERBS_NO_EVENT = 2,    /* the fd was readable but the read found nothing (EAGAIN) */
 	GOVERBS_POLL_FAILED = 3, /* ev->err is poll's errno */
 	GOVERBS_READ_FAILED = 4, /* ev->err is ibv_get_cq_event's errno */
+	/* goverbs_wait_poll_cq's own: */
+	GOVERBS_POLLED = 5,       /* ev->polled completions are in wc */
+	GOVERBS_ARM_FAILED = 6,   /* ev->err is ibv_req_notify_cq's errno */
+	GOVERBS_POLL_CQ_FAILED = 7, /* ev->err is ibv_poll_cq's negative result */
 };
 
 /*
@@ -117,5 +125,19 @@ enum {
  * name the generated loader's trampolines, which live in package verbs.
  */
 int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev);
+
+/*
+ * goverbs_wait_poll_cq is Poller.WaitThread's one cgo crossing a wake, the
+ * loop perftest's -e runs: it arms cq unless armed says it is armed
+ * (ibv_req_notify_cq), polls it into wc, and while that finds nothing,
+ * waits for the channel's next event (goverbs_wait_cq_event); an event of
+ * cq disarmed it, so it arms it again before it polls. It returns
+ * GOVERBS_POLLED with cq left armed; GOVERBS_EVENT with another CQ's event
+ * in ev, acknowledged, for Go to file; GOVERBS_WOKEN; or a failure. The
+ * caller holds cq (it may not be destroyed during the call) and the
+ * channel's turn.
+ */
+int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev,
+			 uintptr_t cq, int n, uintptr_t wc, int armed);
 
 #endif

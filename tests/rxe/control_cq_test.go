@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -334,6 +335,24 @@ func TestControlExtendedCQ(t *testing.T) {
 // the parked Wait returns the receive; the third returns
 // context.DeadlineExceeded.
 func TestControlPollerWait(t *testing.T) {
+	forEachPollerWait(t, testPollerWait)
+}
+
+// pollerWaits are Poller's two ways to wait: Wait parks on the netpoller,
+// WaitThread blocks in poll(2) with its loop in C.
+var pollerWaits = []struct {
+	name string
+	wait func(*hand.Poller, context.Context) ([]hand.WC, error)
+}{{"netpoller", (*hand.Poller).Wait}, {"thread", (*hand.Poller).WaitThread}}
+
+// forEachPollerWait runs test once for each of pollerWaits.
+func forEachPollerWait(t *testing.T, test func(t *testing.T, wait func(*hand.Poller, context.Context) ([]hand.WC, error))) {
+	for _, w := range pollerWaits {
+		t.Run(w.name, func(t *testing.T) { test(t, w.wait) })
+	}
+}
+
+func testPollerWait(t *testing.T, wait func(*hand.Poller, context.Context) ([]hand.WC, error)) {
 	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
 	p, err := hand.NewPoller(r.cq, 1)
@@ -355,7 +374,7 @@ func TestControlPollerWait(t *testing.T) {
 	time.Sleep(time.Second)
 	seen := 0
 	allocs := testing.AllocsPerRun(writes-2, func() {
-		wcs, err := p.Wait(ctx)
+		wcs, err := wait(p, ctx)
 		if err != nil || len(wcs) != 1 || !wcs[0].OK() {
 			t.Fatalf("Wait on a CQ with queued completions: %v, %d", err, len(wcs))
 		}
@@ -363,7 +382,7 @@ func TestControlPollerWait(t *testing.T) {
 	})
 	require.Zero(t, allocs, "Poller.Wait allocates on queued completions")
 	require.Equal(t, writes-1, seen) // AllocsPerRun runs once more to warm up
-	wcs, err := p.Wait(ctx)
+	wcs, err := wait(p, ctx)
 	require.NoError(t, err)
 	require.Len(t, wcs, 1)
 
@@ -371,7 +390,7 @@ func TestControlPollerWait(t *testing.T) {
 	ctlPostRecv(t, a, r.mr, 500, 1, 8192, 64)
 	done := make(chan []hand.WC, 1)
 	go func() {
-		wcs, err := p.Wait(ctx)
+		wcs, err := wait(p, ctx)
 		if err != nil {
 			t.Errorf("parked Wait: %v", err)
 		}
@@ -385,7 +404,7 @@ func TestControlPollerWait(t *testing.T) {
 		case w := <-done:
 			got = append(got, w...)
 			if len(got) < 2 {
-				go func() { w, _ := p.Wait(ctx); done <- w }()
+				go func() { w, _ := wait(p, ctx); done <- w }()
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("a parked Wait did not wake on the completion")
@@ -396,13 +415,13 @@ func TestControlPollerWait(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = p.Wait(short)
+	_, err = wait(p, short)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	raw, err := hand.NewPollerRaw(r.cq.Raw(), 1)
 	require.NoError(t, err)
 	defer raw.Free()
-	_, err = raw.Wait(ctx)
+	_, err = wait(raw, ctx)
 	var attr *hand.AttrError
 	require.ErrorAs(t, err, &attr, "a raw poller has no CQ to arm")
 }
@@ -416,12 +435,7 @@ func TestControlPollerWait(t *testing.T) {
 // memory (2026-11-25), each wait cost 11 (checked: this test fails there).
 // The same for Poller.WaitThread.
 func TestControlPollerWaitParkedNoAllocs(t *testing.T) {
-	for _, w := range []struct {
-		name string
-		wait func(*hand.Poller, context.Context) ([]hand.WC, error)
-	}{{"netpoller", (*hand.Poller).Wait}, {"thread", (*hand.Poller).WaitThread}} {
-		t.Run(w.name, func(t *testing.T) { testPollerWaitParkedNoAllocs(t, w.wait) })
-	}
+	forEachPollerWait(t, testPollerWaitParkedNoAllocs)
 }
 
 func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.Context) ([]hand.WC, error)) {
@@ -443,6 +457,138 @@ func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.
 	})
 	require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
 	require.Zero(t, allocs, "Poller.Wait allocates when it parks")
+}
+
+// Poller.WaitThread arms the CQ itself, leaves it armed when it returns
+// completions (perftest's order: arm after the event, then poll), and
+// arms it again once another wait has read its event. Injected: three
+// signaled RDMA writes, each posted 2 ms after the wait before it starts,
+// on a CQ nobody armed; the second is waited for with CQ.Wait (netpoller)
+// and no RequestNotify. Measured: each wait returns its write; a
+// WaitThread that did not arm first, or a CQ left unarmed, or a flag
+// still set after CQ.Wait read the event, would each end a wait at its
+// 5-second deadline instead.
+func TestControlPollerWaitThreadArming(t *testing.T) {
+	r := newCtlRig(t)
+	a, _ := r.pair(t, hand.RC)
+	p, kick, posted := writeOnKick(t, r, a, 11)
+	defer close(kick)
+	waitFor := func(what string, wait func(ctx context.Context) error) {
+		t.Helper()
+		kick <- struct{}{}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, wait(ctx), what)
+		require.NoError(t, <-posted)
+	}
+	waitThread := func(ctx context.Context) error {
+		wcs, err := p.WaitThread(ctx)
+		if err == nil && (len(wcs) != 1 || wcs[0].WRID() != 11) {
+			return fmt.Errorf("%d completions, want the write 11", len(wcs))
+		}
+		return err
+	}
+
+	waitFor("WaitThread on a CQ nobody armed", waitThread)
+	waitFor("CQ.Wait after WaitThread, without RequestNotify", r.cq.Wait)
+	wcs, err := p.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 1)
+	waitFor("WaitThread after CQ.Wait read the event", waitThread)
+}
+
+// CQ.Close wakes a Poller.WaitThread with ErrClosed. The wait holds the CQ
+// while it blocks in C, so Close must make it let go first (its
+// interrupt); closing at any point of the wait's start must neither
+// deadlock nor end the wait otherwise. Injected: 20 CQs on one channel,
+// each closed 0 to 50 ms after a WaitThread on it started. Measured: every
+// Close returns nil and every wait ErrClosed, within 5 s.
+func TestControlPollerWaitThreadClosed(t *testing.T) {
+	ctx, _ := ctlDevice(t)
+	ch, err := ctx.NewCompChannel()
+	require.NoError(t, err)
+	ctlCloseLater(t, ch)
+	delays := []time.Duration{0, 100 * time.Microsecond, 500 * time.Microsecond, 2 * time.Millisecond, 50 * time.Millisecond}
+	for i := range 20 {
+		cq, err := ctx.NewCQ(4, hand.CQOptions{Channel: ch})
+		require.NoError(t, err)
+		p, err := hand.NewPoller(cq, 1)
+		require.NoError(t, err)
+		waited, closed := make(chan error, 1), make(chan error, 1)
+		go func() { _, err := p.WaitThread(context.Background()); waited <- err }()
+		time.Sleep(delays[i%len(delays)])
+		go func() { closed <- cq.Close() }()
+		for range 2 {
+			select {
+			case err := <-waited:
+				require.ErrorIs(t, err, hand.ErrClosed, "wait %d", i)
+				waited = nil
+			case err := <-closed:
+				require.NoError(t, err, "close %d", i)
+				closed = nil
+			case <-time.After(5 * time.Second):
+				t.Fatalf("close %d, %v after the wait: Close or WaitThread still blocked 5 s later", i, delays[i%len(delays)])
+			}
+		}
+		p.Free()
+	}
+}
+
+// Poller.WaitThread on one CQ of a shared channel files another CQ's event
+// for that CQ's own wait, and waits on for its own. Injected: an
+// unsignaled send whose receive completes on cq2 (an event on cq2 only)
+// while the poller waits on r.cq, then, 200 ms later, a signaled RDMA
+// write (r.cq). Measured: the poller does not return for cq2's event;
+// cq2.Wait then returns at once with the filed event (the poller holds the
+// channel's turn, so it could not have read it itself); the poller returns
+// the write.
+func TestControlPollerWaitThreadSharedChannel(t *testing.T) {
+	r := newCtlRig(t)
+	cq2, a, b := sharedChannelPair(t, r)
+	sc, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	p, err := hand.NewPoller(r.cq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	require.NoError(t, cq2.RequestNotify(false))
+	ctx := ctlContext(t, 20*time.Second)
+	got := make(chan []uint64, 1)
+	go func() {
+		wcs, err := p.WaitThread(ctx)
+		if err != nil {
+			t.Errorf("WaitThread: %v", err)
+		}
+		var ids []uint64
+		for i := range wcs {
+			ids = append(ids, wcs[i].WRID())
+		}
+		got <- ids
+	}()
+	time.Sleep(100 * time.Millisecond) // blocked, holding the channel
+
+	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
+	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))
+	require.NoError(t, sc.PostSend(b))
+	time.Sleep(200 * time.Millisecond) // the poller reads cq2's event
+	select {
+	case ids := <-got:
+		t.Fatalf("WaitThread returned %v on another CQ's event", ids)
+	default:
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.NoError(t, cq2.Wait(short), "cq2's event, filed by the poller's wait")
+	require.EqualValues(t, 1, ctlReap(t, cq2, 1)[0].WRID)
+
+	sc.Reserve(1).SetWrite(0, 3, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+8192, r.mr.RKey())
+	require.NoError(t, sc.PostSend(b))
+	select {
+	case ids := <-got:
+		require.Equal(t, []uint64{3}, ids)
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitThread did not wake on its own CQ's completion")
+	}
 }
 
 // CQ.Wait and CQ.WaitThread allocate nothing when their context cannot

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // in 100 signaled) and with post lists, and the bandwidth modes with their
 // loops in C (-loop c, lists), and with perftest's defaults waiting for
 // completion events (-e) both ways: blocked in poll(2) on the thread
-// (hand.CQ.WaitThread, the default), and parked on the netpoller
+// (hand.Poller.WaitThread, the default), and parked on the netpoller
 // (-wait netpoll, hand.CQ.Wait) in a process restarted with the runtime's
 // sysmon kept awake; each side must report how it waited and, with the
 // netpoller only, sysmon awake. The client's result row must carry

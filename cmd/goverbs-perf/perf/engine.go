@@ -147,30 +147,28 @@ var yield = runtime.Gosched
 //
 // With Config.Events it polls as perftest's -e does, which is what makes
 // the rows like for like: after a poll that found nothing it first waits
-// for the CQ's next completion event (Config.Wait: blocked in poll(2) on
-// the thread, hand.CQ.WaitThread, or parked on the netpoller, hand.CQ.Wait)
-// and arms the CQ again; after one that found completions
-// it polls at once, since those that came before the arm raise no event
-// (waiting before every poll, as a first version did, left those past the
-// poller's 16 unreaped at the end of a run, where no later completion
-// raised an event: the run hung).
-// hand.Poller.Wait, which polls, arms and polls again before it parks,
-// kept the CPU from the server on one vCPU: its receive queue ran dry (6
-// RNR NAKs a run, where perftest had none), though the rate came out the
-// same (BENCHMARKS.md, "Waiting for events"). A goroutine that waited is
-// rescheduled when it wakes, so the loop does not tick.
+// for the CQ's next completion event and arms the CQ again; after one that
+// found completions it polls at once, since those that came before the arm
+// raise no event (waiting before every poll, as a first version did, left
+// those past the poller's 16 unreaped at the end of a run, where no later
+// completion raised an event: the run hung). With Config.Wait thread that
+// whole loop is hand.Poller.WaitThread, one cgo call a wake, blocked in
+// poll(2); with netpoll it is spelled out here, parked on the netpoller
+// (hand.CQ.Wait), since hand.Poller.Wait, which polls, arms and polls
+// again before it parks, kept the CPU from the server on one vCPU: its
+// receive queue ran dry (6 RNR NAKs a run, where perftest had none),
+// though the rate came out the same (BENCHMARKS.md, "Waiting for
+// events"). A goroutine that waited is rescheduled when it wakes, so the
+// loop does not tick.
 func (e *engine) poll() ([]hand.WC, error) {
 	if e.cfg.Events {
+		// Background: a context that cannot end keeps the wait free of
+		// allocations; the loops end by their counts.
+		if e.cfg.Wait != NetpollWait {
+			return e.poller.WaitThread(context.Background())
+		}
 		if e.drained {
-			// Background: a context that cannot end keeps the wait
-			// free of allocations; the loops end by their counts.
-			var err error
-			if e.cfg.Wait == NetpollWait {
-				err = e.cq.Wait(context.Background())
-			} else {
-				err = e.cq.WaitThread(context.Background())
-			}
-			if err != nil {
+			if err := e.cq.Wait(context.Background()); err != nil {
 				return nil, err
 			}
 			if err := e.cq.RequestNotify(false); err != nil {
