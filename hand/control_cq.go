@@ -140,28 +140,32 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 }
 
 // WaitThread is Wait with the waiting done on the calling goroutine's OS
-// thread: it blocks the thread in poll(2) on the channel's fd (and on an
+// thread: it blocks the thread in epoll_wait on the channel's fd (and on an
 // eventfd that ctx's end and Close signal) instead of parking the goroutine
-// on the netpoller. A wake then costs one cgo call and two syscalls, poll
-// and the event's read (ibv_get_cq_event, then ibv_ack_cq_events, called
-// from C), where Wait's costs five syscalls (the netpoller's epoll_pwait
-// twice, a read that finds nothing before it parks, the read, and the
-// scheduler's run of the goroutine); on one vCPU under -icount that lifted
-// goverbs-perf's event-driven send_bw at 64 B from 0.75 to 0.85 of
-// perftest's (BENCHMARKS.md, "Waiting on the thread"). The price is the thread: it is
-// held for the whole wait, like any blocking cgo call, so WaitThread suits
-// a few data-path goroutines, and Wait thousands of waiters. While it is
-// blocked, the runtime hands its P to another thread once it finds no
-// other P idle (after 20 us with GOMAXPROCS=1). Wait and WaitThread on one
-// channel take turns, as two Waits do. Allocations, ctx and Close are as
-// for Wait; WaitThread's first call on a channel makes the eventfd.
+// on the netpoller. A wake then costs one cgo call and two syscalls,
+// epoll_wait and the event's read (ibv_get_cq_event, then
+// ibv_ack_cq_events, called from C), where Wait's costs five syscalls (the
+// netpoller's epoll_pwait twice, a read that finds nothing before it
+// parks, the read, and the scheduler's run of the goroutine); on one vCPU
+// under -icount that lifted goverbs-perf's event-driven send_bw at 64 B
+// from 0.75 to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the
+// thread"; Poller.WaitThread, with its loop in C, to 0.89). The price is
+// the thread: it is held for the whole wait, like any blocking cgo call,
+// so WaitThread suits a few data-path goroutines, and Wait thousands of
+// waiters. While it is blocked, the runtime hands its P to another thread
+// once it finds no other P idle (after 20 us with GOMAXPROCS=1), and the
+// goroutine then resumes on another thread: a wait that long costs a
+// context switch or two more. Wait and WaitThread on one channel take
+// turns, as two Waits do. Allocations, ctx and Close are as for Wait;
+// WaitThread's first call on a channel makes the eventfd and the epoll
+// instance.
 func (ch *CompChannel) WaitThread(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, true)
 }
 
 // wait returns the next event's CQ, or, when only is set, waits for an
 // event of only and counts the others as pending for their own Wait. It
-// waits on the netpoller (pollFD.waitHeld) or, with thread, in poll(2)
+// waits on the netpoller (pollFD.waitHeld) or, with thread, in epoll_wait
 // (pollFD.waitThreadHeld), and allocates nothing when ctx cannot end.
 func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, error) {
 	if err := ch.use(); err != nil {
@@ -225,7 +229,7 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 // does what readEvent does, with the wait, the read and the
 // acknowledgement in one cgo call a wake (goverbs_wait_cq_event), and
 // reports false when wake woke it first.
-func (ch *CompChannel) readEventThread(wake int32) (bool, error) {
+func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
 	only := ch.waitOnly
 	for {
 		if only != nil && only.isClosed() {
@@ -233,7 +237,7 @@ func (ch *CompChannel) readEventThread(wake int32) (bool, error) {
 			return true, nil
 		}
 		switch C.goverbs_wait_cq_event(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
-			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(wake), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev)))) {
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(waiter), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev)))) {
 		case C.GOVERBS_WOKEN:
 			return false, nil
 		case C.GOVERBS_NO_EVENT:
@@ -292,7 +296,7 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 // completions. The CQ is held (use) across each call: CQ.Close's
 // interrupt sets closing and kicks the channel, and the write lock it then
 // takes waits for the call to return.
-func (ch *CompChannel) pollEventThread(wake int32) (bool, error) {
+func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
 	p := ch.waitPoller
 	cq := p.owner
 	for {
@@ -314,7 +318,7 @@ func (ch *CompChannel) pollEventThread(wake int32) (bool, error) {
 			cq.armed.Store(true) // before the arm: see RequestNotify
 		}
 		r := C.goverbs_wait_poll_cq(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
-			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(wake), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(waiter), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))),
 			C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed)
 		cq.done()
 		switch r {

@@ -35,20 +35,22 @@ import (
 // A file has one read deadline, which is how a context cancels the wait,
 // so waiters take turns.
 //
-// A waiter may instead block its OS thread in poll(2) on the library's fd
-// (waitThreadHeld), which costs fewer syscalls and no trip through the
-// scheduler per wake. poll cannot see a deadline, so that waiter also polls
-// an eventfd, wake, which whatever would move the deadline (a ctx's end,
-// kick, interrupt) makes readable.
+// A waiter may instead block its OS thread in epoll_wait on the library's
+// fd (waitThreadHeld), which costs fewer syscalls and no trip through the
+// scheduler per wake. epoll_wait cannot see a deadline, so that waiter's
+// epoll instance (waiter) also watches an eventfd, wake, which whatever
+// would move the deadline (a ctx's end, kick, interrupt) makes readable.
 type pollFD struct {
 	f   *os.File
 	rc  syscall.RawConn
+	fd  int32         // the library's, for waiter
 	sem chan struct{} // one waiter at a time
 
-	mu      sync.Mutex // guards closing, gen, wake, woken and every deadline change
+	mu      sync.Mutex // guards closing, gen, wake, waiter, woken and every deadline change
 	closing bool
 	gen     uint64 // which wait the current deadline (or wake) belongs to
 	wake    int32  // the eventfd, made by the first waitThreadHeld; -1 before
+	waiter  int32  // the epoll instance watching fd and wake, made with wake
 	woken   bool   // wake was signalled and not yet drained
 }
 
@@ -68,7 +70,7 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 		f.Close()
 		return nil, err
 	}
-	return &pollFD{f: f, rc: rc, sem: make(chan struct{}, 1), wake: -1}, nil
+	return &pollFD{f: f, rc: rc, fd: fd, sem: make(chan struct{}, 1), wake: -1, waiter: -1}, nil
 }
 
 // wait calls try until it reports done, parking on the netpoller whenever
@@ -151,16 +153,17 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 }
 
 // A threadStep is what a thread waiter (waitThreadHeld) does between
-// wakes: it blocks the thread in C, polling its fd and wake, until it has
-// what it waits for (done), or until wake is readable (not done, no error;
-// it leaves wake as it found it). An error ends the wait.
-type threadStep func(wake int32) (done bool, err error)
+// wakes: it blocks the thread in C on waiter (goverbs_wait_fds), which
+// watches the fd and wake, until it has what it waits for (done), or until
+// wake is readable (not done, no error; it leaves wake as it found it). An
+// error ends the wait.
+type threadStep func(waiter int32) (done bool, err error)
 
 // waitThreadHeld is waitHeld with the wait done on the calling goroutine's
-// OS thread, blocked in poll(2) on the fd and on wake, inside step, rather
-// than parked on the netpoller: a wake costs poll and step's read, where
-// the netpoller's costs five syscalls and the scheduler's run of the
-// goroutine. It holds the thread (and, while it waits, its P: see
+// OS thread, blocked in epoll_wait on the fd and on wake, inside step,
+// rather than parked on the netpoller: a wake costs epoll_wait and step's
+// read, where the netpoller's costs five syscalls and the scheduler's run
+// of the goroutine. It holds the thread (and, while it waits, its P: see
 // CompChannel.WaitThread) until it returns. After a kick it calls step
 // again. It allocates nothing when ctx cannot end and step was made once,
 // and, as waitHeld, one hook a call when ctx can end.
@@ -170,17 +173,15 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	if p.wake < 0 {
-		w := C.goverbs_wake_open()
-		if w < 0 {
+	if p.waiter < 0 {
+		if err := p.openWaiterLocked(); err != nil {
 			p.mu.Unlock()
-			return errnoErr("eventfd (the wake-up of CompChannel.WaitThread)", syscall.Errno(-w))
+			return err
 		}
-		p.wake = int32(w)
 	}
 	p.drainLocked() // a kick or cancel meant for a wait before this one
 	p.gen++
-	gen, wake := p.gen, p.wake
+	gen, waiter := p.gen, p.waiter
 	p.mu.Unlock()
 
 	if ctx.Done() != nil {
@@ -188,7 +189,7 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	}
 
 	for {
-		done, err := step(wake)
+		done, err := step(waiter)
 		if done || err != nil {
 			return err
 		}
@@ -214,13 +215,28 @@ func (p *pollFD) ended(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// waitFDs blocks the thread in poll(2) until fd or wake is readable, and
-// says which: the wait of a threadStep whose read Go makes, as the tests'
-// (a test file cannot call C).
-func waitFDs(fd, wake int32) (fdReady, wakeReady bool, err error) {
-	r := C.goverbs_wait_fds(C.int(fd), C.int(wake))
+// openWaiterLocked makes wake and waiter; p.mu is held.
+func (p *pollFD) openWaiterLocked() error {
+	w := C.goverbs_wake_open()
+	if w < 0 {
+		return errnoErr("eventfd (the wake-up of a thread wait)", syscall.Errno(-w))
+	}
+	ep := C.goverbs_waiter_open(C.int(p.fd), w)
+	if ep < 0 {
+		syscall.Close(int(w))
+		return errnoErr("epoll (a thread wait)", syscall.Errno(-ep))
+	}
+	p.wake, p.waiter = int32(w), int32(ep)
+	return nil
+}
+
+// waitFDs blocks the thread in epoll_wait on waiter until the fd or wake
+// is readable, and says which: the wait of a threadStep whose read Go
+// makes, as the tests' (a test file cannot call C).
+func waitFDs(waiter int32) (fdReady, wakeReady bool, err error) {
+	r := C.goverbs_wait_fds(C.int(waiter))
 	if r < 0 {
-		return false, false, errnoErr("poll (a thread wait)", syscall.Errno(-r))
+		return false, false, errnoErr("epoll_wait (a thread wait)", syscall.Errno(-r))
 	}
 	return r&C.GOVERBS_FD_READY != 0, r&C.GOVERBS_WAKE_READY != 0, nil
 }
@@ -286,15 +302,16 @@ func (p *pollFD) undo() {
 	p.mu.Unlock()
 }
 
-// close closes the duplicate and wake, once no waiter is left; the library
-// closes its own fd.
+// close closes the duplicate, waiter and wake, once no waiter is left; the
+// library closes its own fd.
 func (p *pollFD) close() {
 	p.interrupt()
 	p.f.Close()
 	p.mu.Lock()
-	if p.wake >= 0 {
+	if p.waiter >= 0 {
+		syscall.Close(int(p.waiter))
 		syscall.Close(int(p.wake))
-		p.wake, p.woken = -1, false
+		p.waiter, p.wake, p.woken = -1, -1, false
 	}
 	p.mu.Unlock()
 }

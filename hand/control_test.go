@@ -133,7 +133,7 @@ func TestLifetimeConcurrentUseAndClose(t *testing.T) {
 	}
 }
 
-// pollFD parks on the netpoller (wait) or blocks its thread in poll(2)
+// pollFD parks on the netpoller (wait) or blocks its thread in epoll_wait
 // (waitThreadHeld, with a step that reads once poll finds the fd
 // readable): a pipe stands in for a completion channel. Each way wakes for
 // data, a ctx's end and an interrupt, keeps waiting after a kick when
@@ -145,16 +145,16 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 		name      string
 		minTries  int // after a kick then a write
 		idleTries int // in a wait that times out
-		wait      func(p *pollFD, fd int32, ctx context.Context, try func() bool) error
+		wait      func(p *pollFD, ctx context.Context, try func() bool) error
 	}{
-		{"netpoller", 3, 1, func(p *pollFD, _ int32, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
-		{"thread", 1, 0, func(p *pollFD, fd int32, ctx context.Context, try func() bool) error {
+		{"netpoller", 3, 1, func(p *pollFD, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
+		{"thread", 1, 0, func(p *pollFD, ctx context.Context, try func() bool) error {
 			if err := p.acquire(ctx); err != nil {
 				return err
 			}
 			defer p.release()
-			return p.waitThreadHeld(ctx, func(wake int32) (bool, error) {
-				_, woken, err := waitFDs(fd, wake)
+			return p.waitThreadHeld(ctx, func(waiter int32) (bool, error) {
+				_, woken, err := waitFDs(waiter)
 				if err != nil || woken {
 					return false, err
 				}
@@ -171,7 +171,7 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 			p, err := newPollFD(int32(r), "pipe")
 			require.NoError(t, err)
 			defer p.close()
-			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, int32(r), ctx, try) }
+			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, ctx, try) }
 
 			read := func() bool {
 				var b [1]byte

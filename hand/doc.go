@@ -7,7 +7,7 @@
 //     Poller and ExPoller reap completions with one (Poll), or busy-poll
 //     up to n times with one (PollSpin), or wait for one, parked on the
 //     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll) or
-//     blocked in poll(2) on the goroutine's thread (Poller.WaitThread,
+//     blocked in epoll_wait on the goroutine's thread (Poller.WaitThread,
 //     CQ.WaitThread), which allocates nothing when its context cannot end
 //     (context.Background).
 //     Files data_*.go, with their C side in hand.c.
@@ -70,8 +70,9 @@
 // EAGAIN read before parking, two epoll_pwait, the scheduler's run of the
 // goroutine, and, after the process sat idle, a wake of the runtime's
 // sysmon thread, which then naps before it sleeps again. A wait on the
-// thread (WaitThread) costs poll(2) and the read, and holds the thread
-// while it waits. Where a wait comes once a message, wait on the thread or
+// thread (WaitThread) costs epoll_wait and the read, and holds the thread
+// while it waits; Poller.WaitThread also polls and re-arms in the same cgo
+// call, one crossing a wake. Where a wait comes once a message, wait on the thread or
 // busy-poll (PollSpin); to park there anyway, start the program with
 // GODEBUG=schedtrace=2147483647, which keeps sysmon from that sleep
 // (README.md, "An RC program with hand/"; goverbs-perf -e -wait netpoll

@@ -1,8 +1,8 @@
 /* hand.c: see hand.h. */
 #include <errno.h>
-#include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -218,21 +218,38 @@ int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64
 	return ret;
 }
 
-int goverbs_wait_fds(int fd, int wake)
+int goverbs_waiter_open(int fd, int wake)
 {
-	struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = wake, .events = POLLIN } };
-	int ret = 0;
+	struct epoll_event e = { .events = EPOLLIN };
+	int ep = epoll_create1(EPOLL_CLOEXEC), err;
+
+	if (ep < 0)
+		return -errno;
+	e.data.u32 = GOVERBS_FD_READY;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) == 0) {
+		e.data.u32 = GOVERBS_WAKE_READY;
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, wake, &e) == 0)
+			return ep;
+	}
+	err = errno;
+	close(ep);
+	return -err;
+}
+
+int goverbs_wait_fds(int waiter)
+{
+	struct epoll_event e[2];
+	int n, ret = 0;
 
 	for (;;) {
-		if (poll(p, 2, -1) >= 0)
+		n = epoll_wait(waiter, e, 2, -1);
+		if (n >= 0)
 			break;
 		if (errno != EINTR)
 			return -errno;
 	}
-	if (p[0].revents)
-		ret |= GOVERBS_FD_READY;
-	if (p[1].revents)
-		ret |= GOVERBS_WAKE_READY;
+	while (n-- > 0)
+		ret |= e[n].data.u32;
 	return ret;
 }
 
@@ -260,14 +277,14 @@ void goverbs_wake_drain(int wake)
 		;
 }
 
-int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev)
+int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t ev)
 {
 	int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **) =
 		(int (*)(struct ibv_comp_channel *, struct ibv_cq **, void **))get;
 	void (*ack_cq_events)(struct ibv_cq *, unsigned int) = (void (*)(struct ibv_cq *, unsigned int))ack;
 	struct ibv_comp_channel *ch = (struct ibv_comp_channel *)channel;
 	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
-	int r = goverbs_wait_fds(ch->fd, wake);
+	int r = goverbs_wait_fds(waiter);
 
 	if (r < 0) {
 		e->err = -r;
@@ -285,7 +302,7 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 	return GOVERBS_EVENT;
 }
 
-int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wake, uintptr_t ev,
+int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t ev,
 			 uintptr_t cq, int n, uintptr_t wc, int armed)
 {
 	struct ibv_cq *c = (struct ibv_cq *)cq;
@@ -310,7 +327,7 @@ int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wa
 			e->polled = r;
 			return GOVERBS_POLLED;
 		}
-		r = goverbs_wait_cq_event(get, ack, channel, wake, ev);
+		r = goverbs_wait_cq_event(get, ack, channel, waiter, ev);
 		if (r == GOVERBS_NO_EVENT)
 			continue; /* readable, then read by nobody: poll again */
 		if (r != GOVERBS_EVENT || e->cq != c)

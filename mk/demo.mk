@@ -126,7 +126,7 @@ perf-tails:
 # send_bw and send_lat with both tools waiting for completion events
 # (-events, perftest's -e), since their busy-polling servers would share the
 # one vCPU with the client and hand over only at the scheduler's tick
-# (BENCHMARKS.md); goverbs-perf -e waits blocked in poll(2) on its thread
+# (BENCHMARKS.md); goverbs-perf -e waits blocked in epoll_wait on its thread
 # (PERF_ICOUNT_FLAGS='-wait netpoll' parks on the netpoller, with the Go
 # runtime's sysmon kept awake; add -sysmon-nap for the runtime's default).
 # perftest refuses -e for RDMA writes and reads. About 7 minutes.

@@ -160,7 +160,7 @@ func main() {
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
 		"what lets client and server share one vCPU (make perf-icount)")
-	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in poll(2), hand.Poller.WaitThread) "+
+	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in epoll_wait, hand.Poller.WaitThread) "+
 		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
 	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events -wait netpoll, the Go runtime's sysmon sleeps while the process idles, "+
 		"as by default, instead of being kept awake")

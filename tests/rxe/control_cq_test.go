@@ -18,7 +18,7 @@ import (
 )
 
 // waitWays are the two ways to wait for a completion event: parked on the
-// netpoller (Wait) and blocked on the thread in poll(2) (WaitThread).
+// netpoller (Wait) and blocked on the thread in epoll_wait (WaitThread).
 var waitWays = []struct {
 	name string
 	cq   func(*hand.CQ, context.Context) error
@@ -271,26 +271,57 @@ func TestControlWaitHoldsNoThread(t *testing.T) {
 	require.Less(t, during-before, 10, "waiters hold OS threads")
 }
 
-// WaitThread waits where it says: its thread is blocked in poll(2) on two
-// fds (the channel's and the wake-up eventfd) until the completion comes,
-// which it then returns.
-func TestControlWaitThreadBlocksInPoll(t *testing.T) {
-	r := newCtlRig(t)
-	a, b := r.pair(t, hand.RC)
-	require.NoError(t, r.cq.RequestNotify(false))
-	woke := make(chan error, 1)
-	go func() { woke <- r.cq.WaitThread(ctlContext(t, 20*time.Second)) }()
-	tid := waitBlockedIn(t, "poll(2) on 2 fds", 7, 1, 2)
-	select {
-	case err := <-woke:
-		t.Fatalf("WaitThread returned before any completion: %v", err)
-	default:
+// WaitThread waits where it says: its thread is blocked in epoll_wait
+// for up to 2 events (the channel's fd and the wake-up eventfd) until the
+// completion comes, which it then returns; for CQ.WaitThread and for
+// Poller.WaitThread, whose loop is in C.
+func TestControlWaitThreadBlocksInEpoll(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wait func(r *ctlRig) error
+	}{
+		{"CQ", func(r *ctlRig) error {
+			if err := r.cq.RequestNotify(false); err != nil {
+				return err
+			}
+			return r.cq.WaitThread(ctlContext(t, 20*time.Second))
+		}},
+		{"Poller", func(r *ctlRig) error {
+			p, err := hand.NewPoller(r.cq, 2)
+			if err != nil {
+				return err
+			}
+			defer p.Free()
+			// Background: with a ctx that can end it first polls from Go.
+			wcs, err := p.WaitThread(context.Background())
+			if err == nil && len(wcs) == 0 {
+				err = errors.New("Poller.WaitThread returned no completion")
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCtlRig(t)
+			a, b := r.pair(t, hand.RC)
+			woke := make(chan error, 1)
+			go func() { woke <- tc.wait(r) }()
+			tid := waitBlockedIn(t, "epoll_wait for 2 events", 2, 2, 232, 281)
+			select {
+			case err := <-woke:
+				t.Fatalf("WaitThread returned before any completion: %v", err)
+			default:
+			}
+			t.Logf("WaitThread's thread %s is blocked in epoll_wait for 2 events", tid)
+			ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
+			ctlPostSend(t, a, r.mr, 2, 0, 64)
+			select {
+			case err := <-woke:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("WaitThread did not wake on the completion")
+			}
+		})
 	}
-	t.Logf("WaitThread's thread %s is blocked in poll(2) on 2 fds", tid)
-	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
-	ctlPostSend(t, a, r.mr, 2, 0, 64)
-	require.NoError(t, <-woke)
-	ctlReap(t, r.cq, 2)
 }
 
 func ctlThreads(t *testing.T) int {
@@ -339,7 +370,7 @@ func TestControlPollerWait(t *testing.T) {
 }
 
 // pollerWaits are Poller's two ways to wait: Wait parks on the netpoller,
-// WaitThread blocks in poll(2) with its loop in C.
+// WaitThread blocks in epoll_wait with its loop in C.
 var pollerWaits = []struct {
 	name string
 	wait func(*hand.Poller, context.Context) ([]hand.WC, error)

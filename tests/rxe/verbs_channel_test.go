@@ -83,16 +83,17 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 // read(2) on fd, waiting up to vTimeout for one.
 func waitBlockedInRead(t *testing.T, fd int32) string {
 	t.Helper()
-	return waitBlockedIn(t, fmt.Sprintf("read(2) on fd %d", fd), 0, 0, uint64(fd))
+	return waitBlockedIn(t, fmt.Sprintf("read(2) on fd %d", fd), 0, uint64(fd), 0)
 }
 
-// waitBlockedIn returns the id of a thread of this process blocked in
-// syscall nr (amd64's numbers: read is 0, poll 7) whose argument arg
-// (0-based) is v, as /proc/self/task/*/syscall shows it ("7 0x7f... 0x2
-// ..."), waiting up to vTimeout for one; what names it in the failure.
-func waitBlockedIn(t *testing.T, what string, nr, arg int, v uint64) string {
+// waitBlockedIn returns the id of a thread of this process blocked in one
+// of the syscalls nrs (amd64's numbers: read is 0, epoll_wait 232,
+// epoll_pwait 281) whose argument arg (0-based) is v, as
+// /proc/self/task/*/syscall shows it ("232 0x5 0x7f... 0x2 ..."), waiting
+// up to vTimeout for one; what names it in the failure.
+func waitBlockedIn(t *testing.T, what string, arg int, v uint64, nrs ...int) string {
 	t.Helper()
-	wantNr, wantArg := strconv.Itoa(nr), fmt.Sprintf("0x%x", v)
+	wantArg := fmt.Sprintf("0x%x", v)
 	deadline := time.Now().Add(vTimeout)
 	for time.Now().Before(deadline) {
 		tasks, err := filepath.Glob("/proc/self/task/*/syscall")
@@ -104,8 +105,14 @@ func waitBlockedIn(t *testing.T, what string, nr, arg int, v uint64) string {
 			if err != nil {
 				continue // the thread exited
 			}
-			if f := strings.Fields(string(b)); len(f) > arg+1 && f[0] == wantNr && f[arg+1] == wantArg {
-				return filepath.Base(filepath.Dir(path))
+			f := strings.Fields(string(b))
+			if len(f) <= arg+1 || f[arg+1] != wantArg {
+				continue
+			}
+			for _, nr := range nrs {
+				if f[0] == strconv.Itoa(nr) {
+					return filepath.Base(filepath.Dir(path))
+				}
 			}
 		}
 		time.Sleep(time.Millisecond)

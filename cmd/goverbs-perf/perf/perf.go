@@ -35,7 +35,7 @@
 // from what the Go process does (BENCHMARKS.md). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
-// (make perf-icount): by default in poll(2) on the goroutine's thread
+// (make perf-icount): by default in epoll_wait on the goroutine's thread
 // (-wait thread, hand.Poller.WaitThread), or parked on the netpoller (-wait
 // netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
 // first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves
@@ -105,7 +105,7 @@ type Config struct {
 type Wait string
 
 const (
-	// ThreadWait blocks the goroutine's thread in poll(2)
+	// ThreadWait blocks the goroutine's thread in epoll_wait
 	// (hand.Poller.WaitThread): one cgo call and three syscalls a wake
 	// (poll, the event's read, the arm), where perftest makes two (its
 	// blocking read, the arm).
@@ -141,7 +141,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
 	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
 	wait := string(ThreadWait)
-	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in poll(2) on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
+	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in epoll_wait on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
