@@ -153,9 +153,10 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // the thread: it is held for the whole wait, like any blocking cgo call,
 // so WaitThread suits a few data-path goroutines, and Wait thousands of
 // waiters. While it is blocked, the runtime hands its P to another thread
-// once it finds no other P idle (after 20 us with GOMAXPROCS=1), and the
-// goroutine then resumes on another thread: a wait that long costs a
-// context switch or two more. Wait and WaitThread on one channel take
+// once it finds no other P idle (after 20 us with GOMAXPROCS=1) and
+// starts another thread, so a wait that long costs about one context
+// switch more; the goroutine stays locked to its thread for the wait
+// (runtime.LockOSThread), which keeps it from moving to that thread. Wait and WaitThread on one channel take
 // turns, as two Waits do. Allocations, ctx and Close are as for Wait;
 // WaitThread's first call on a channel makes the eventfd and the epoll
 // instance.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -187,6 +188,16 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	if ctx.Done() != nil {
 		defer p.wakeOnDone(ctx, gen, true)()
 	}
+	// Locked, the goroutine comes back on the thread that waited. A wait
+	// longer than a sysmon tick loses the P (with GOMAXPROCS=1 after 20
+	// us) and another thread is started to spin; unlocked, the waiter
+	// that comes back and finds that thread holding the P queues the
+	// goroutine for it and sleeps, and the two threads trade roles every
+	// wait. send_bw -e at 4 KiB on one vCPU: 0.87 of perftest with 1.31
+	// more context switches a message, 0.92 with 0.50 locked
+	// (BENCHMARKS.md, "One crossing a wake").
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 
 	for {
 		done, err := step(waiter)
