@@ -154,9 +154,10 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // so WaitThread suits a few data-path goroutines, and Wait thousands of
 // waiters. While it is blocked, the runtime hands its P to another thread
 // once it finds no other P idle (after 20 us with GOMAXPROCS=1) and
-// starts another thread, so a wait that long costs about one context
-// switch more; the goroutine stays locked to its thread for the wait
-// (runtime.LockOSThread), which keeps it from moving to that thread. Wait and WaitThread on one channel take
+// starts another thread to look for work. WaitThread takes the channel's
+// fd off the netpoller, so that this thread, parked there, is not woken by
+// every event of a channel that only WaitThread uses; the next Wait puts
+// it back, at the cost of a few allocations, once. Wait and WaitThread on one channel take
 // turns, as two Waits do. Allocations, ctx and Close are as for Wait;
 // WaitThread's first call on a channel makes the eventfd and the epoll
 // instance.

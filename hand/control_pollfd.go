@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -42,12 +41,19 @@ import (
 // epoll instance (waiter) also watches an eventfd, wake, which whatever
 // would move the deadline (a ctx's end, kick, interrupt) makes readable.
 type pollFD struct {
-	f   *os.File
-	rc  syscall.RawConn
-	fd  int32         // the library's, for waiter
-	sem chan struct{} // one waiter at a time
+	name string
+	fd   int32         // the library's
+	sem  chan struct{} // one waiter at a time
 
-	mu      sync.Mutex // guards closing, gen, wake, waiter, woken and every deadline change
+	mu sync.Mutex // guards f, rc, closing, gen, wake, waiter, woken and every deadline change
+	// The duplicate on the netpoller, made with the pollFD and whenever
+	// waitHeld finds it gone; a thread waiter (waitThreadHeld) closes it,
+	// so that it does not wake the netpoller at every event of an fd that
+	// only thread waiters use, and with it, on one P, a thread parked in
+	// the netpoller after its P was taken from a blocked thread waiter
+	// (BENCHMARKS.md, "One crossing a wake").
+	f       *os.File
+	rc      syscall.RawConn
 	closing bool
 	gen     uint64 // which wait the current deadline (or wake) belongs to
 	wake    int32  // the eventfd, made by the first waitThreadHeld; -1 before
@@ -61,17 +67,39 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 	if err := syscall.SetNonblock(int(fd), true); err != nil {
 		return nil, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", name, err)
 	}
-	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-	if e != 0 {
-		return nil, &VerbError{Op: "fcntl(" + name + ", F_DUPFD_CLOEXEC)", Errno: e}
+	p := &pollFD{name: name, fd: fd, sem: make(chan struct{}, 1), wake: -1, waiter: -1}
+	if err := p.netpollLocked(); err != nil {
+		return nil, err
 	}
-	f := os.NewFile(dup, name)
+	return p, nil
+}
+
+// netpollLocked registers the duplicate with the netpoller unless it is;
+// p.mu is held (or p is new).
+func (p *pollFD) netpollLocked() error {
+	if p.f != nil {
+		return nil
+	}
+	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(p.fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return &VerbError{Op: "fcntl(" + p.name + ", F_DUPFD_CLOEXEC)", Errno: e}
+	}
+	f := os.NewFile(dup, p.name)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
-	return &pollFD{f: f, rc: rc, fd: fd, sem: make(chan struct{}, 1), wake: -1, waiter: -1}, nil
+	p.f, p.rc = f, rc
+	return nil
+}
+
+// setDeadlineLocked moves the netpoller waiter's read deadline, if there
+// is a netpoller waiter's file; p.mu is held.
+func (p *pollFD) setDeadlineLocked(t time.Time) {
+	if p.f != nil {
+		p.f.SetReadDeadline(t)
+	}
 }
 
 // wait calls try until it reports done, parking on the netpoller whenever
@@ -126,9 +154,14 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 		p.mu.Unlock()
 		return ErrClosed
 	}
+	if err := p.netpollLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
 	p.gen++
 	gen := p.gen
 	p.f.SetReadDeadline(time.Time{})
+	rc := p.rc
 	p.mu.Unlock()
 
 	if ctx.Done() != nil {
@@ -136,7 +169,7 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 	}
 
 	for {
-		err := p.rc.Read(try)
+		err := rc.Read(try)
 		if err == nil {
 			return nil
 		}
@@ -183,21 +216,18 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	p.drainLocked() // a kick or cancel meant for a wait before this one
 	p.gen++
 	gen, waiter := p.gen, p.waiter
+	// Off the netpoller while thread waiters use the fd: the caller holds
+	// the fd (acquire), so no netpoller waiter is using the file.
+	f := p.f
+	p.f, p.rc = nil, nil
 	p.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
 
 	if ctx.Done() != nil {
 		defer p.wakeOnDone(ctx, gen, true)()
 	}
-	// Locked, the goroutine comes back on the thread that waited. A wait
-	// longer than a sysmon tick loses the P (with GOMAXPROCS=1 after 20
-	// us) and another thread is started to spin; unlocked, the waiter
-	// that comes back and finds that thread holding the P queues the
-	// goroutine for it and sleeps, and the two threads trade roles every
-	// wait. send_bw -e at 4 KiB on one vCPU: 0.87 of perftest with 1.31
-	// more context switches a message, 0.92 with 0.50 locked
-	// (BENCHMARKS.md, "One crossing a wake").
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 
 	for {
 		done, err := step(waiter)
@@ -262,7 +292,7 @@ func (p *pollFD) wakeOnDone(ctx context.Context, gen uint64, thread bool) (stop 
 			if thread {
 				p.signalLocked()
 			} else {
-				p.f.SetReadDeadline(longAgo)
+				p.setDeadlineLocked(longAgo)
 			}
 		}
 		p.mu.Unlock()
@@ -289,7 +319,7 @@ func (p *pollFD) drainLocked() {
 func (p *pollFD) interrupt() {
 	p.mu.Lock()
 	p.closing = true
-	p.f.SetReadDeadline(longAgo)
+	p.setDeadlineLocked(longAgo)
 	p.signalLocked()
 	p.mu.Unlock()
 }
@@ -299,7 +329,7 @@ func (p *pollFD) interrupt() {
 func (p *pollFD) kick() {
 	p.mu.Lock()
 	if !p.closing {
-		p.f.SetReadDeadline(longAgo)
+		p.setDeadlineLocked(longAgo)
 		p.signalLocked()
 	}
 	p.mu.Unlock()
@@ -309,7 +339,7 @@ func (p *pollFD) kick() {
 func (p *pollFD) undo() {
 	p.mu.Lock()
 	p.closing = false
-	p.f.SetReadDeadline(time.Time{})
+	p.setDeadlineLocked(time.Time{})
 	p.mu.Unlock()
 }
 
@@ -317,7 +347,14 @@ func (p *pollFD) undo() {
 // library closes its own fd.
 func (p *pollFD) close() {
 	p.interrupt()
-	p.f.Close()
+	p.mu.Lock()
+	f := p.f
+	p.mu.Unlock()
+	if f != nil {
+		// Not under p.mu: Close waits for the netpoller waiter's read to
+		// return, and the waiter takes p.mu on its way out (ended).
+		f.Close()
+	}
 	p.mu.Lock()
 	if p.waiter >= 0 {
 		syscall.Close(int(p.waiter))

@@ -134,21 +134,23 @@ func TestLifetimeConcurrentUseAndClose(t *testing.T) {
 }
 
 // pollFD parks on the netpoller (wait) or blocks its thread in epoll_wait
-// (waitThreadHeld, with a step that reads once poll finds the fd
+// (waitThreadHeld, with a step that reads once epoll_wait finds the fd
 // readable): a pipe stands in for a completion channel. Each way wakes for
 // data, a ctx's end and an interrupt, keeps waiting after a kick when
 // nothing changed, and undo revives it. The netpoller's wait tries the
-// read before it parks and after a kick; the thread's step only once poll
-// finds the fd readable.
+// read before it parks and after a kick; the thread's step only once
+// epoll_wait finds the fd readable. The thread's wait leaves the fd off the
+// netpoller.
 func TestPollFDWaitCancelInterrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		minTries  int // after a kick then a write
-		idleTries int // in a wait that times out
+		minTries  int  // after a kick then a write
+		idleTries int  // in a wait that times out
+		netpolled bool // whether the fd ends up registered with the netpoller
 		wait      func(p *pollFD, ctx context.Context, try func() bool) error
 	}{
-		{"netpoller", 3, 1, func(p *pollFD, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
-		{"thread", 1, 0, func(p *pollFD, ctx context.Context, try func() bool) error {
+		{"netpoller", 3, 1, true, func(p *pollFD, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
+		{"thread", 1, 0, false, func(p *pollFD, ctx context.Context, try func() bool) error {
 			if err := p.acquire(ctx); err != nil {
 				return err
 			}
@@ -213,6 +215,9 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 			p.undo()
 			syscall.Write(w, []byte{3})
 			require.NoError(t, wait(context.Background(), read), "undo revives the fd")
+			// A thread wait takes the fd off the netpoller, where it would
+			// wake a parked thread at every event.
+			require.Equal(t, tc.netpolled, p.f != nil, "registered with the netpoller")
 		})
 	}
 }
