@@ -149,18 +149,18 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // parks, the read, and the scheduler's run of the goroutine); on one vCPU
 // under -icount that lifted goverbs-perf's event-driven send_bw at 64 B
 // from 0.75 to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the
-// thread"; Poller.WaitThread, with its loop in C, to 0.89). The price is
-// the thread: it is held for the whole wait, like any blocking cgo call,
-// so WaitThread suits a few data-path goroutines, and Wait thousands of
-// waiters. While it is blocked, the runtime hands its P to another thread
-// once it finds no other P idle (after 20 us with GOMAXPROCS=1) and
+// thread"; Poller.WaitThread, with its loop in C, to 0.90: "One crossing
+// a wake"). The price is the thread: it is held for the whole wait, like
+// any blocking cgo call, so WaitThread suits a few data-path goroutines,
+// and Wait thousands of waiters. While it is blocked, the runtime takes
+// its P once it finds no other P idle (after 20 us with GOMAXPROCS=1) and
 // starts another thread to look for work. WaitThread takes the channel's
-// fd off the netpoller, so that this thread, parked there, is not woken by
-// every event of a channel that only WaitThread uses; the next Wait puts
-// it back, at the cost of a few allocations, once. Wait and WaitThread on one channel take
-// turns, as two Waits do. Allocations, ctx and Close are as for Wait;
-// WaitThread's first call on a channel makes the eventfd and the epoll
-// instance.
+// fd off the netpoller, so that this thread, parked there, is not woken
+// by every event of a channel that only WaitThread uses; the next Wait
+// puts it back, at the cost of a few allocations, once. Wait and
+// WaitThread on one channel take turns, as two Waits do. Allocations, ctx
+// and Close are as for Wait; WaitThread's first call on a channel makes
+// the eventfd and the epoll instance.
 func (ch *CompChannel) WaitThread(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, true)
 }
@@ -245,7 +245,7 @@ func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
 		case C.GOVERBS_NO_EVENT:
 			continue
 		case C.GOVERBS_POLL_FAILED:
-			return false, errnoErr("poll (CompChannel.WaitThread)", syscall.Errno(ch.ev.err))
+			return false, errnoErr("epoll_wait (CompChannel.WaitThread)", syscall.Errno(ch.ev.err))
 		case C.GOVERBS_READ_FAILED:
 			return false, errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
 		}
@@ -339,7 +339,7 @@ func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
 			p.err = PollError{Op: "ibv_poll_cq", Ret: int(ch.ev.err)}
 			return false, &p.err
 		case C.GOVERBS_POLL_FAILED:
-			return false, errnoErr("poll (Poller.WaitThread)", syscall.Errno(ch.ev.err))
+			return false, errnoErr("epoll_wait (Poller.WaitThread)", syscall.Errno(ch.ev.err))
 		default: // C.GOVERBS_READ_FAILED
 			return false, errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
 		}
