@@ -422,9 +422,9 @@ type CQ struct {
 	size  int
 	// wcFlags are CQOptions.WCFlags of an extended CQ, for NewExPoller.
 	wcFlags verbs.CreateCQWCFlags
-	// armed is whether an event is due after the next completion: set by
-	// RequestNotify and Poller.WaitThread before they arm, cleared when an
-	// event of the CQ is read. Poller.WaitThread, which leaves the CQ
+	// armed is whether an event is due after the next completion, of any
+	// kind: set by RequestNotify and Poller.WaitThread before they arm,
+	// cleared when an event of the CQ is read. Poller.WaitThread, which leaves the CQ
 	// armed, reads it to skip the arm (a system call on some providers)
 	// that the next wait would otherwise repeat.
 	armed atomic.Bool
@@ -526,8 +526,9 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 		so = 1
 	}
 	// Set before the arm: set after it, an event the arm raised, read in
-	// between, would leave it set on a disarmed CQ.
-	cq.armed.Store(true)
+	// between, would leave it set on a disarmed CQ. An arm for solicited
+	// completions only leaves it clear: Poller.WaitThread arms for any.
+	cq.armed.Store(!solicitedOnly)
 	if err := verbs.ReqNotifyCQ(cq.raw, so); err != nil {
 		cq.armed.Store(false)
 		return verbErr("ibv_req_notify_cq", err)

@@ -492,13 +492,15 @@ func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.
 
 // Poller.WaitThread arms the CQ itself, leaves it armed when it returns
 // completions (perftest's order: arm after the event, then poll), and
-// arms it again once another wait has read its event. Injected: three
-// signaled RDMA writes, each posted 2 ms after the wait before it starts,
-// on a CQ nobody armed; the second is waited for with CQ.Wait (netpoller)
-// and no RequestNotify. Measured: each wait returns its write; a
-// WaitThread that did not arm first, or a CQ left unarmed, or a flag
-// still set after CQ.Wait read the event, would each end a wait at its
-// 5-second deadline instead.
+// arms it again once another wait has read its event, or once the CQ was
+// armed for solicited completions only. Injected: five signaled RDMA
+// writes, each posted 2 ms after the wait before it starts, on a CQ nobody
+// armed; the second and fourth are waited for with CQ.Wait (netpoller)
+// and no RequestNotify, the fifth after RequestNotify(true). Measured: each wait
+// returns its write; a WaitThread that did not arm first, or a CQ left
+// unarmed, or a flag still set after CQ.Wait read the event or after a
+// solicited-only arm, would each end a wait at its 5-second deadline
+// instead.
 func TestControlPollerWaitThreadArming(t *testing.T) {
 	r := newCtlRig(t)
 	a, _ := r.pair(t, hand.RC)
@@ -526,6 +528,15 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, wcs, 1)
 	waitFor("WaitThread after CQ.Wait read the event", waitThread)
+	// Disarmed again by CQ.Wait, then armed for solicited completions
+	// only, which a send's completion never is: not the arm WaitThread
+	// needs, so it arms for any.
+	waitFor("CQ.Wait after the second WaitThread", r.cq.Wait)
+	wcs, err = p.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 1)
+	require.NoError(t, r.cq.RequestNotify(true))
+	waitFor("WaitThread after RequestNotify(solicitedOnly)", waitThread)
 }
 
 // CQ.Close wakes a Poller.WaitThread with ErrClosed. The wait holds the CQ
