@@ -45,14 +45,13 @@ type CompChannel struct {
 	waitOnly     *CQ
 	waitGot      *CQ
 	waitError    error
-	waitPoller   *Poller // Poller.WaitThread's, and how many it polled
-	waitPolled   int
+	waitPoller   *Poller // Poller.WaitThread's
 }
 
 // cqEvent is where ibv_get_cq_event writes the CQ and its context: C
 // memory, so the call passes no Go pointer and makes nothing escape. It is
-// struct goverbs_cq_event (hand.h), err included, which only the thread
-// wait writes.
+// struct goverbs_cq_event (hand.h), err and polled included, which only
+// the thread waits write.
 type cqEvent struct {
 	cq      *verbs.CQ
 	context unsafe.Pointer
@@ -238,16 +237,15 @@ func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
 			ch.waitError = ErrClosed // CQ.Close kicked the channel
 			return true, nil
 		}
-		switch C.goverbs_wait_cq_event(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
-			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(waiter), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev)))) {
+		r := C.goverbs_wait_cq_event(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(waiter), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))))
+		switch r {
 		case C.GOVERBS_WOKEN:
 			return false, nil
 		case C.GOVERBS_NO_EVENT:
 			continue
-		case C.GOVERBS_POLL_FAILED:
-			return false, errnoErr("epoll_wait (CompChannel.WaitThread)", syscall.Errno(ch.ev.err))
-		case C.GOVERBS_READ_FAILED:
-			return false, errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
+		case C.GOVERBS_POLL_FAILED, C.GOVERBS_READ_FAILED:
+			return false, ch.waitFailed(r, "CompChannel.WaitThread")
 		}
 		if ch.deliver(ch.ev.cq, only) {
 			return true, nil
@@ -280,14 +278,17 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 	// Events of p's CQ that another waiter read disarmed it (deliver), and
 	// the poll below makes up for them.
 	ch.dropPending(p.owner)
-	ch.waitPoller, ch.waitPolled, ch.waitError = p, 0, nil
+	ch.waitPoller, ch.waitError = p, nil
 	err := ch.fd.waitThreadHeld(ctx, ch.pollStepFn)
-	n := ch.waitPolled
 	if err == nil {
 		err = ch.waitError
 	}
-	ch.waitPoller, ch.waitPolled, ch.waitError = nil, 0, nil
-	return n, err
+	ch.waitPoller, ch.waitError = nil, nil
+	if err != nil {
+		return 0, err
+	}
+	// The step ended without an error only on GOVERBS_POLLED.
+	return int(ch.ev.polled), nil
 }
 
 // pollEventThread is Poller.WaitThread's step (pollFD.waitThreadHeld): one
@@ -324,8 +325,7 @@ func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
 			C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed)
 		cq.done()
 		switch r {
-		case C.GOVERBS_POLLED:
-			ch.waitPolled = int(ch.ev.polled)
+		case C.GOVERBS_POLLED: // ev.polled completions
 			return true, nil
 		case C.GOVERBS_WOKEN:
 			return false, nil
@@ -338,12 +338,20 @@ func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
 		case C.GOVERBS_POLL_CQ_FAILED:
 			p.err = PollError{Op: "ibv_poll_cq", Ret: int(ch.ev.err)}
 			return false, &p.err
-		case C.GOVERBS_POLL_FAILED:
-			return false, errnoErr("epoll_wait (Poller.WaitThread)", syscall.Errno(ch.ev.err))
-		default: // C.GOVERBS_READ_FAILED
-			return false, errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
+		default: // C.GOVERBS_POLL_FAILED, C.GOVERBS_READ_FAILED
+			return false, ch.waitFailed(r, "Poller.WaitThread")
 		}
 	}
+}
+
+// waitFailed is the error of a thread wait's failed epoll_wait or read
+// (GOVERBS_POLL_FAILED, GOVERBS_READ_FAILED), from the errno in ev; op
+// names the wait.
+func (ch *CompChannel) waitFailed(r C.int, op string) error {
+	if r == C.GOVERBS_POLL_FAILED {
+		return errnoErr("epoll_wait ("+op+")", syscall.Errno(ch.ev.err))
+	}
+	return errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
 }
 
 // deliver files an event of raw, read and acknowledged, for the waiter

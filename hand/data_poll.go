@@ -263,8 +263,8 @@ func (p *Poller) poll(polls int) ([]WC, error) {
 // wait (context.AfterFunc), a few allocations a park, never one a
 // completion.
 func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
-	if p.owner == nil || p.owner.ch == nil {
-		return nil, &AttrError{Op: "Poller.Wait", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+	if err := p.waitable("Poller.Wait"); err != nil {
+		return nil, err
 	}
 	armed := false
 	for {
@@ -298,8 +298,8 @@ func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 // waits. Close of the CQ wakes it with ErrClosed; ctx and allocations are
 // as for Wait.
 func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
-	if p.owner == nil || p.owner.ch == nil {
-		return nil, &AttrError{Op: "Poller.WaitThread", Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+	if err := p.waitable("Poller.WaitThread"); err != nil {
+		return nil, err
 	}
 	if p.mem == nil {
 		return nil, ErrFree
@@ -309,6 +309,15 @@ func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
 		return nil, err
 	}
 	return p.wc[:n], nil
+}
+
+// waitable refuses a wait (op) on a poller without a CQ that has a
+// completion channel: a NewPollerRaw poller, or a CQ made without one.
+func (p *Poller) waitable(op string) error {
+	if p.owner == nil || p.owner.ch == nil {
+		return &AttrError{Op: op, Field: "cq", Reason: "needs a CQ with a completion channel, and a poller from NewPoller"}
+	}
+	return nil
 }
 
 // ExPoller reaps completions from an extended CQ (struct ibv_cq_ex) with

@@ -107,8 +107,8 @@ type Wait string
 const (
 	// ThreadWait blocks the goroutine's thread in epoll_wait
 	// (hand.Poller.WaitThread): one cgo call and three syscalls a wake
-	// (poll, the event's read, the arm), where perftest makes two (its
-	// blocking read, the arm).
+	// (epoll_wait, the event's read, the arm), where perftest makes two
+	// (its blocking read, the arm).
 	ThreadWait Wait = "thread"
 	// NetpollWait parks the goroutine on Go's netpoller (hand.CQ.Wait):
 	// no thread held, five syscalls a wake and the scheduler's run of the
