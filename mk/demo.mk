@@ -148,7 +148,9 @@ perf-icount:
 # PERF_INSNS_SIZES: qemu runs the VM with the insncount plugin
 # (cmd/goverbs-perfcompare/insncount, built here with gcc), goverbs-perfcompare
 # -insns runs each tool at the iterations and at four times them between the
-# plugin's markers, and -insns-report prints per row the instructions per
+# plugin's markers (perftest's bandwidth tools with -N, so that the peak
+# search of their report, quadratic in the iterations, is not counted as a
+# message's work), and -insns-report prints per row the instructions per
 # message by region (kernel, tool binary, each library) and the functions
 # where Go and C differ most. goverbs-perf is built as a PIE so that its
 # code is not at the addresses of the VM's other Go processes. About 2 minutes

@@ -126,6 +126,15 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 		args = append(args, "-e")
 	}
 	if tool != "go" {
+		if o.insns != "" && mode != "send_lat" {
+			// -N: no peak. perftest's bandwidth report searches every
+			// (post, completion) pair for the peak, after its timed
+			// loop: iterations^2 / (2 x CQ moderation) divisions, which
+			// -insns's difference of two run lengths would count as
+			// 1,400 instructions a message at 5,000 and 20,000 (700 at
+			// 2,500 and 10,000). Its loop then skips one rdtsc a post.
+			args = append(args, "-N")
+		}
 		return append([]string{"-F"}, args...)
 	}
 	// goverbs-perf's own: its mode is a flag, perftest's the program.

@@ -120,7 +120,8 @@ func TestIters(t *testing.T) {
 }
 
 // Both tools get the same run; goverbs-perf also its mode and loop, and
-// -spin, -wait and -sysmon-nap only when asked for; -events gives both -e.
+// -spin, -wait and -sysmon-nap only when asked for; -events gives both -e;
+// -insns gives perftest's bandwidth runs -N.
 func TestToolArgs(t *testing.T) {
 	o := options{device: "rxe0", gid: "1", loop: "go"}
 	c, g := o.toolArgs("c", "send_bw", 64, 100), o.toolArgs("go", "send_bw", 64, 100)
@@ -141,6 +142,17 @@ func TestToolArgs(t *testing.T) {
 	if slices.Contains(g, "-sysmon-nap") || slices.Contains(g, "-wait") {
 		t.Errorf("goverbs-perf's arguments %q have -sysmon-nap or -wait, which were not asked for", g)
 	}
+	o.insns = "insns"
+	if c := o.toolArgs("c", "send_bw", 64, 5); !slices.Contains(c, "-N") {
+		t.Errorf("-insns: perftest's bandwidth arguments %q, want -N (no peak search to count)", c)
+	}
+	if c := o.toolArgs("c", "send_lat", 64, 5); slices.Contains(c, "-N") {
+		t.Errorf("-insns: perftest's latency arguments %q have -N, a bandwidth option", c)
+	}
+	if g := o.toolArgs("go", "send_bw", 64, 5); slices.Contains(g, "-N") {
+		t.Errorf("-insns: goverbs-perf's arguments %q have -N", g)
+	}
+	o.insns = ""
 	o.sysmonNap, o.wait = true, "netpoll"
 	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
 	if !slices.Contains(g, "-sysmon-nap") || slices.Contains(c, "-sysmon-nap") {
