@@ -42,8 +42,8 @@ import (
 // would move the deadline (a ctx's end, kick, interrupt) makes readable.
 type pollFD struct {
 	name string
-	fd   int32         // the library's
-	sem  chan struct{} // one waiter at a time
+	fd   int32 // the library's
+	turn turn  // one waiter at a time
 
 	mu sync.Mutex // guards f, rc, closing, gen, wake, waiter, woken and every deadline change
 	// The duplicate on the netpoller, made with the pollFD and whenever
@@ -67,7 +67,7 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 	if err := syscall.SetNonblock(int(fd), true); err != nil {
 		return nil, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", name, err)
 	}
-	p := &pollFD{name: name, fd: fd, sem: make(chan struct{}, 1), wake: -1, waiter: -1}
+	p := &pollFD{name: name, fd: fd, wake: -1, waiter: -1}
 	if err := p.netpollLocked(); err != nil {
 		return nil, err
 	}
@@ -114,33 +114,13 @@ func (p *pollFD) wait(ctx context.Context, try func() (done bool)) error {
 }
 
 // acquire makes the caller the fd's one waiter, until release.
-func (p *pollFD) acquire(ctx context.Context) error {
-	if ctx.Done() == nil {
-		// Nothing to cancel it: a plain send costs less than a select
-		// (about 250 instructions a wait, measured with make perf-insns).
-		p.sem <- struct{}{}
-		return nil
-	}
-	select {
-	case p.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (p *pollFD) acquire(ctx context.Context) error { return p.turn.acquire(ctx) }
 
 // tryAcquire is acquire when no one holds the fd, and false when someone
 // does.
-func (p *pollFD) tryAcquire() bool {
-	select {
-	case p.sem <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
+func (p *pollFD) tryAcquire() bool { return p.turn.tryAcquire() }
 
-func (p *pollFD) release() { <-p.sem }
+func (p *pollFD) release() { p.turn.release() }
 
 // waitHeld is wait for a caller that holds the fd (acquire), with try in
 // the form syscall.RawConn.Read calls. It allocates nothing when ctx cannot

@@ -1,0 +1,94 @@
+package hand
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// turn lets one waiter at a time hold an event fd (pollFD): a lock whose
+// waiters give up when their context ends, and which is handed to them in
+// the order they came.
+//
+// A buffered channel used as a semaphore does the same, but each acquire
+// and release locks the channel's runtime lock: about 300 instructions a
+// wait on the data path (make perf-insns, send_bw with events), where a
+// turn nobody else wants costs a sync.Mutex's two atomic operations. A
+// waiter that finds the turn taken queues a channel of its own, which
+// release sends on; the channels are kept for reuse, so a contended turn
+// allocates only when more waiters queue than ever before.
+type turn struct {
+	mu      sync.Mutex
+	held    bool
+	waiters []chan struct{} // in arrival order; each is sent on once, when handed the turn
+	spare   []chan struct{} // empty channels of waiters gone
+}
+
+// acquire takes the turn, waiting for it if needed; it returns ctx.Err()
+// without the turn when ctx ends first.
+func (t *turn) acquire(ctx context.Context) error {
+	t.mu.Lock()
+	if !t.held {
+		t.held = true
+		t.mu.Unlock()
+		return nil
+	}
+	var ch chan struct{}
+	if n := len(t.spare); n > 0 {
+		ch = t.spare[n-1]
+		t.spare = t.spare[:n-1]
+	} else {
+		ch = make(chan struct{}, 1)
+	}
+	t.waiters = append(t.waiters, ch)
+	t.mu.Unlock()
+
+	select {
+	case <-ch:
+		t.reuse(ch)
+		return nil
+	case <-ctx.Done(): // nil, never ready, when ctx cannot end
+	}
+	t.mu.Lock()
+	if i := slices.Index(t.waiters, ch); i >= 0 {
+		t.waiters = slices.Delete(t.waiters, i, i+1)
+		t.spare = append(t.spare, ch)
+		t.mu.Unlock()
+		return ctx.Err()
+	}
+	t.mu.Unlock()
+	// release handed the turn to this waiter as ctx ended: the send is in
+	// ch already (release sends under mu). Pass the turn on.
+	<-ch
+	t.reuse(ch)
+	t.release()
+	return ctx.Err()
+}
+
+// tryAcquire takes the turn if nobody holds it, and reports whether it did.
+func (t *turn) tryAcquire() bool {
+	t.mu.Lock()
+	ok := !t.held
+	t.held = true
+	t.mu.Unlock()
+	return ok
+}
+
+// release hands the turn to the longest waiter, or frees it.
+func (t *turn) release() {
+	t.mu.Lock()
+	if len(t.waiters) > 0 {
+		ch := t.waiters[0]
+		t.waiters = slices.Delete(t.waiters, 0, 1)
+		ch <- struct{}{} // never blocks: ch is empty until this send
+	} else {
+		t.held = false
+	}
+	t.mu.Unlock()
+}
+
+func (t *turn) reuse(ch chan struct{}) {
+	t.mu.Lock()
+	t.spare = append(t.spare, ch)
+	t.mu.Unlock()
+}
