@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -63,7 +64,7 @@ func runInsns(o options) error {
 					if err != nil {
 						return fmt.Errorf("%s %s %d: %w", name, mode, size, err)
 					}
-					fmt.Fprintf(runs, "%d %s %s %d %d\n", interval, tool, mode, size, n)
+					fmt.Fprintf(runs, "%d %s %s %d %d %.1f\n", interval, tool, mode, size, n, r.msgRate)
 					fmt.Printf("ran %-3s %-8s %6d B, %6d messages: %.0f msg/s\n", tool, mode, size, n, r.msgRate)
 					// The snapshot pair after this one encloses the
 					// time between runs.
@@ -111,6 +112,7 @@ type insnRun struct {
 	mode     string
 	size     int
 	iters    int
+	rate     float64 // the client's messages a second; 0 in files written before it was kept
 }
 
 func readRuns(path string) ([]insnRun, error) {
@@ -123,7 +125,15 @@ func readRuns(path string) ([]insnRun, error) {
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		var r insnRun
-		if _, err := fmt.Sscanf(sc.Text(), "%d %s %s %d %d", &r.interval, &r.tool, &r.mode, &r.size, &r.iters); err != nil {
+		fields := strings.Fields(sc.Text())
+		_, err := fmt.Sscan(strings.Join(fields[:min(5, len(fields))], " "), &r.interval, &r.tool, &r.mode, &r.size, &r.iters)
+		if err == nil && len(fields) == 6 {
+			_, err = fmt.Sscan(fields[5], &r.rate)
+		}
+		if err == nil && len(fields) > 6 {
+			err = errors.New("more than six fields")
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %q: %v", path, line, sc.Text(), err)
 		}
 		runs = append(runs, r)
@@ -131,9 +141,24 @@ func readRuns(path string) ([]insnRun, error) {
 	return runs, sc.Err()
 }
 
+// nsPerMessage is the time a message of the two runs' difference, from
+// the clients' rates (messages over the timed loop); 0 if a rate is not
+// known.
+func nsPerMessage(short, long insnRun) float64 {
+	if short.rate <= 0 || long.rate <= 0 {
+		return 0
+	}
+	return (float64(long.iters)/long.rate - float64(short.iters)/short.rate) / float64(long.iters-short.iters) * 1e9
+}
+
 // printInsns prints, per row, the instructions per message of each tool
 // by region (the kernel, the tool's binary, each library) and the top
 // functions (those whose name holds filter) where Go's and C's differ most.
+// Where runs.txt kept the client's rates, it also prints each tool's time
+// a message, by the same difference of the two runs, and that time less
+// the instructions: under -icount shift=0 an instruction takes 1 ns of
+// guest time, so what is left is time the vCPU spent halted, with every
+// task of the guest waiting.
 func printInsns(w io.Writer, dir string, top int, filter string) error {
 	runs, err := readRuns(filepath.Join(dir, "runs.txt"))
 	if err != nil {
@@ -160,7 +185,10 @@ func printInsns(w io.Writer, dir string, top int, filter string) error {
 
 	// per[row][tool] is the instructions per message by "region" and by
 	// "region function".
-	type perTool struct{ regions, funcs map[string]float64 }
+	type perTool struct {
+		regions, funcs map[string]float64
+		ns             float64 // time a message by the client's rates; 0 if not kept
+	}
 	type rowKey struct {
 		mode string
 		size int
@@ -207,6 +235,7 @@ func printInsns(w io.Writer, dir string, top int, filter string) error {
 			per[k][tool] = perTool{
 				regions: insns.PerMessage(regions[0], regions[1], rs[0].iters, rs[1].iters),
 				funcs:   insns.PerMessage(funcs[0], funcs[1], rs[0].iters, rs[1].iters),
+				ns:      nsPerMessage(rs[0], rs[1]),
 			}
 		}
 	}
@@ -222,6 +251,10 @@ func printInsns(w io.Writer, dir string, top int, filter string) error {
 			return t
 		}
 		fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "all", sum(c.regions), sum(g.regions), sum(g.regions)-sum(c.regions))
+		if c.ns > 0 && g.ns > 0 {
+			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns (the client's rates)", c.ns, g.ns, g.ns-c.ns)
+			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns - all", c.ns-sum(c.regions), g.ns-sum(g.regions), (g.ns-sum(g.regions))-(c.ns-sum(c.regions)))
+		}
 		for _, r := range unionKeys(c.regions, g.regions) {
 			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", r, c.regions[r], g.regions[r], g.regions[r]-c.regions[r])
 		}
