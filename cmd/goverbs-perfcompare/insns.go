@@ -154,11 +154,12 @@ func nsPerMessage(short, long insnRun) float64 {
 // printInsns prints, per row, the instructions per message of each tool
 // by region (the kernel, the tool's binary, each library) and the top
 // functions (those whose name holds filter) where Go's and C's differ most.
-// Where runs.txt kept the client's rates, it also prints each tool's time
-// a message, by the same difference of the two runs, and that time less
-// the instructions: under -icount shift=0 an instruction takes 1 ns of
-// guest time, so what is left is time the vCPU spent halted, with every
-// task of the guest waiting.
+// Where runs.txt kept the client's rates, it also prints, for bandwidth
+// rows, each tool's time a message, by the same difference of the two
+// runs, and that time less the instructions. Under -icount shift=0 an
+// instruction advances guest time by 1 ns, so the two should agree; where
+// they part, guest time passed that the plugin did not count, such as a
+// halted vCPU (BENCHMARKS.md, "perftest's peak search").
 func printInsns(w io.Writer, dir string, top int, filter string) error {
 	runs, err := readRuns(filepath.Join(dir, "runs.txt"))
 	if err != nil {
@@ -251,7 +252,9 @@ func printInsns(w io.Writer, dir string, top int, filter string) error {
 			return t
 		}
 		fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "all", sum(c.regions), sum(g.regions), sum(g.regions)-sum(c.regions))
-		if c.ns > 0 && g.ns > 0 {
+		if c.ns > 0 && g.ns > 0 && strings.HasSuffix(k.mode, "_bw") {
+			// A latency row's rate is 1e6 / its median one-way time,
+			// not its messages over its loop.
 			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns (the client's rates)", c.ns, g.ns, g.ns-c.ns)
 			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns - all", c.ns-sum(c.regions), g.ns-sum(g.regions), (g.ns-sum(g.regions))-(c.ns-sum(c.regions)))
 		}
