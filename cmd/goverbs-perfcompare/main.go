@@ -126,7 +126,7 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 		args = append(args, "-e")
 	}
 	if tool != "go" {
-		if o.insns != "" && mode != "send_lat" {
+		if o.insns != "" && strings.HasSuffix(mode, "_bw") {
 			// -N: no peak. perftest's bandwidth report searches every
 			// (post, completion) pair for the peak, after its timed
 			// loop: iterations^2 / (2 x CQ moderation) divisions, which
