@@ -119,7 +119,7 @@ perf-tails:
 # perf-icount: the four modes at PERF_ICOUNT_SIZES on one vCPU under qemu's
 # -icount shift=0,sleep=off, where guest time is instructions executed (1 ns
 # each), so host load does not move the rates. goverbs-perfcompare runs three
-# times in the one boot: write_bw and read_bw busy-polling with goverbs-perf
+# times in the one boot (five with PERF_ICOUNT_PROCS): write_bw and read_bw busy-polling with goverbs-perf
 # as it is (-loop go), then with its loops written in C in the same process
 # (-loop c), so the two tables tell what the Go loop costs (go against c)
 # from what the rest of the Go process costs (c against perftest); then
@@ -129,19 +129,31 @@ perf-tails:
 # (BENCHMARKS.md); goverbs-perf -e waits blocked in epoll_wait on its thread
 # (PERF_ICOUNT_FLAGS='-wait netpoll' parks on the netpoller, with the Go
 # runtime's sysmon kept awake; add -sysmon-nap for the runtime's default).
-# perftest refuses -e for RDMA writes and reads. About 7 minutes.
+# perftest refuses -e for RDMA writes and reads. Then, for each count in
+# PERF_ICOUNT_PROCS, the Go loops and the event rows again with goverbs-perf
+# -gomaxprocs N: the one vCPU gives the Go runtime one P, and with none idle
+# its sysmon takes the P from any cgo call that outlasts its 20 us tick,
+# where on a host with more CPUs an idle P makes it leave the call alone;
+# 2 Ps on the one vCPU show that, at the price of the runtime's spinning
+# threads sharing the CPU. PERF_ICOUNT_PROCS= skips them. About 13 minutes
+# (7 without).
 PERF_ICOUNT_SIZES ?= 64,4096
 PERF_ICOUNT_FLAGS ?=
+PERF_ICOUNT_PROCS ?= 2
 
 .PHONY: perf-icount
 
 perf-icount:
 	@set -e; \
 	$(call perf_tools,icount); \
-	echo "perf-icount: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_ICOUNT_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events"; \
+	echo "perf-icount: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_ICOUNT_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events; then both again with goverbs-perf -gomaxprocs $(or $(PERF_ICOUNT_PROCS),(none))"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 40m -- sh -c \
 		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; done; \
-		echo "== both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -events -modes send_bw,send_lat -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS)' sh "$$dir"
+		echo "== both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -events -modes send_bw,send_lat -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; \
+		for procs in $(PERF_ICOUNT_PROCS); do \
+			echo "== goverbs-perf -gomaxprocs $$procs, busy-polling"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; \
+			echo "== goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -events -modes send_bw,send_lat -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; \
+		done' sh "$$dir"
 
 # perf-insns: counts the guest instructions per message of perftest and
 # goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at

@@ -116,6 +116,7 @@ type options struct {
 	events                  bool   // both tools wait on completion events (-e)
 	sysmonNap               bool   // goverbs-perf -sysmon-nap: the runtime's default sysmon with -e -wait netpoll
 	wait                    string // goverbs-perf -wait with -e; "" for its default (thread)
+	gomaxprocs              int    // goverbs-perf -gomaxprocs; 0 for Go's default
 }
 
 // toolArgs are the arguments of tool ("c": perftest's ib_<mode>, "go":
@@ -148,6 +149,9 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 	if o.sysmonNap {
 		args = append(args, "-sysmon-nap")
 	}
+	if o.gomaxprocs > 0 {
+		args = append(args, "-gomaxprocs", strconv.Itoa(o.gomaxprocs))
+	}
 	return args
 }
 
@@ -171,6 +175,7 @@ func main() {
 		"what lets client and server share one vCPU (make perf-icount)")
 	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in epoll_wait, hand.Poller.WaitThread) "+
 		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
+	flag.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "goverbs-perf's -gomaxprocs: the Go runtime's Ps; 0 leaves Go's default (1 on a one-vCPU VM, where 2 gives the runtime an idle P, as on a host with more CPUs)")
 	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events -wait netpoll, the Go runtime's sysmon sleeps while the process idles, "+
 		"as by default, instead of being kept awake")
 	modes := flag.String("modes", "send_bw,write_bw,read_bw,send_lat", "modes to run")

@@ -121,7 +121,8 @@ func TestIters(t *testing.T) {
 
 // Both tools get the same run; goverbs-perf also its mode and loop, and
 // -spin, -wait and -sysmon-nap only when asked for; -events gives both -e;
-// -insns gives perftest's bandwidth runs -N.
+// -insns gives perftest's bandwidth runs -N; -gomaxprocs goes to
+// goverbs-perf only.
 func TestToolArgs(t *testing.T) {
 	o := options{device: "rxe0", gid: "1", loop: "go"}
 	c, g := o.toolArgs("c", "send_bw", 64, 100), o.toolArgs("go", "send_bw", 64, 100)
@@ -153,6 +154,15 @@ func TestToolArgs(t *testing.T) {
 		t.Errorf("-insns: goverbs-perf's arguments %q have -N", g)
 	}
 	o.insns = ""
+	if g := o.toolArgs("go", "send_bw", 64, 5); slices.Contains(g, "-gomaxprocs") {
+		t.Errorf("goverbs-perf's arguments %q have -gomaxprocs, which was not asked for", g)
+	}
+	o.gomaxprocs = 2
+	c, g = o.toolArgs("c", "write_bw", 64, 5), o.toolArgs("go", "write_bw", 64, 5)
+	if i := slices.Index(g, "-gomaxprocs"); i < 0 || i+1 == len(g) || g[i+1] != "2" || slices.Contains(c, "-gomaxprocs") {
+		t.Errorf("-gomaxprocs 2: %q and %q, want it for goverbs-perf only", c, g)
+	}
+	o.gomaxprocs = 0
 	o.sysmonNap, o.wait = true, "netpoll"
 	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
 	if !slices.Contains(g, "-sysmon-nap") || slices.Contains(c, "-sysmon-nap") {

@@ -53,6 +53,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -95,6 +96,12 @@ type Config struct {
 	// idles, as every Go program has it by default; without it, -e -wait
 	// netpoll restarts the process with sysmon kept awake (sysmon.go).
 	SysmonNap bool
+	// GoMaxProcs sets the Go runtime's Ps (runtime.GOMAXPROCS) when
+	// above 0. On a one-CPU VM Go has one P, and with none idle sysmon
+	// takes it from any cgo call that outlasts its 20 us tick; with 2 it
+	// has an idle P, as on a host with more CPUs, and leaves such a call
+	// alone for 10 ms (BENCHMARKS.md, "Where Go stands").
+	GoMaxProcs int
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
@@ -144,6 +151,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in epoll_wait on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
+	fs.IntVar(&cfg.GoMaxProcs, "gomaxprocs", 0, "the Go runtime's Ps (runtime.GOMAXPROCS); 0 leaves Go's default, one per CPU it may use")
 	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
 	var hosts []string
 	for {
@@ -179,6 +187,8 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, errors.New("-loop c: busy-polling only, not with -e")
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
+	case cfg.GoMaxProcs < 0:
+		return cfg, fmt.Errorf("-gomaxprocs %d: 0 for Go's default, or the Ps to run with", cfg.GoMaxProcs)
 	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
 		return cfg, errors.New("-s, -n, -l, -Q, -spin and the depths must be positive")
 	}
@@ -252,6 +262,9 @@ func (p *peer) unmarshal(b []byte, size int) error {
 
 // Run runs one side of one test.
 func Run(cfg Config, out io.Writer) (err error) {
+	if cfg.GoMaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.GoMaxProcs)
+	}
 	var closers []func() error
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -416,6 +429,9 @@ func Run(cfg Config, out io.Writer) (err error) {
 	if cfg.Events {
 		reportWait(out, cfg.Wait)
 		reportSysmon(out)
+	}
+	if cfg.GoMaxProcs > 0 {
+		fmt.Fprintf(out, " runtime: GOMAXPROCS %d (-gomaxprocs)\n", runtime.GOMAXPROCS(0))
 	}
 	loopallocs.Write(out, loopAllocs)
 	return nil

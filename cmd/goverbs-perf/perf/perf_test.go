@@ -41,9 +41,13 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || cfg.Spin != 1 {
 		t.Errorf("-spin 1: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-gomaxprocs", "2"})
+	if err != nil || cfg.GoMaxProcs != 2 {
+		t.Errorf("-gomaxprocs 2: %+v, %v", cfg, err)
+	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
 		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
-		{"-t", "send_bw", "-loop", "c", "-e"}} {
+		{"-t", "send_bw", "-loop", "c", "-e"}, {"-gomaxprocs", "-1"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
 		}
