@@ -41,7 +41,8 @@
 // first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves
 // it the runtime's default). With -e it prints how it waited (" wait:
 // thread ..." or " wait: netpoll ...") and its sysmon (" sysmon: awake ..."
-// or " sysmon: sleeps ...").
+// or " sysmon: sleeps ..."). -gomaxprocs N sets the Go runtime's Ps, and
+// the report says so (" runtime: GOMAXPROCS N").
 package perf
 
 import (
