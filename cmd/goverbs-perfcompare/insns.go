@@ -126,7 +126,7 @@ func readRuns(path string) ([]insnRun, error) {
 	for line := 1; sc.Scan(); line++ {
 		var r insnRun
 		fields := strings.Fields(sc.Text())
-		_, err := fmt.Sscan(strings.Join(fields[:min(5, len(fields))], " "), &r.interval, &r.tool, &r.mode, &r.size, &r.iters)
+		_, err := fmt.Sscan(sc.Text(), &r.interval, &r.tool, &r.mode, &r.size, &r.iters)
 		if err == nil && len(fields) == 6 {
 			_, err = fmt.Sscan(fields[5], &r.rate)
 		}
@@ -252,9 +252,8 @@ func printInsns(w io.Writer, dir string, top int, filter string) error {
 			return t
 		}
 		fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "all", sum(c.regions), sum(g.regions), sum(g.regions)-sum(c.regions))
-		if c.ns > 0 && g.ns > 0 && strings.HasSuffix(k.mode, "_bw") {
-			// A latency row's rate is 1e6 / its median one-way time,
-			// not its messages over its loop.
+		if c.ns > 0 && g.ns > 0 && !latMode(k.mode) {
+			// A latency row's rate is not its messages over its loop.
 			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns (the client's rates)", c.ns, g.ns, g.ns-c.ns)
 			fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns - all", c.ns-sum(c.regions), g.ns-sum(g.regions), (g.ns-sum(g.regions))-(c.ns-sum(c.regions)))
 		}

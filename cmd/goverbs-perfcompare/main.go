@@ -127,7 +127,7 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 		args = append(args, "-e")
 	}
 	if tool != "go" {
-		if o.insns != "" && strings.HasSuffix(mode, "_bw") {
+		if o.insns != "" && !latMode(mode) {
 			// -N: no peak. perftest's bandwidth report searches every
 			// (post, completion) pair for the peak, after its timed
 			// loop: iterations^2 / (2 x CQ moderation) divisions, which
@@ -205,7 +205,7 @@ func main() {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.loop != "go" && (o.loop != "c" || slices.Contains(o.modes, "send_lat") || o.events) {
+	if o.loop != "go" && (o.loop != "c" || slices.ContainsFunc(o.modes, latMode) || o.events) {
 		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c with the bandwidth modes only and without -events\n", o.loop)
 		os.Exit(2)
 	}
@@ -248,13 +248,17 @@ func field(rs []result, f func(result) float64) []float64 {
 	return out
 }
 
-func (r row) lat() bool { return r.mode == "send_lat" }
+// latMode says whether mode is a latency mode (send_lat), whose rate is
+// 1e6 / its median one-way time, rather than a bandwidth mode (*_bw).
+func latMode(mode string) bool { return mode == "send_lat" }
+
+func (r row) lat() bool { return latMode(r.mode) }
 
 // iters is a row's iterations: -bw-iters or -lat-iters, fewer where they
 // would move more than -max-bytes.
 func (o options) iters(mode string, size int) int {
 	n := o.bwIters
-	if mode == "send_lat" {
+	if latMode(mode) {
 		n = o.latIters
 	}
 	if size > 0 && o.maxBytes/size < n {
@@ -404,7 +408,7 @@ func pair(mode, name, addr string, args, clientArgs []string, port int, maps str
 			}
 		}
 	}
-	r, err := parseResult(cout.String(), mode == "send_lat")
+	r, err := parseResult(cout.String(), latMode(mode))
 	r.switches = float64(switches1 - switches0)
 	return r, err
 }
