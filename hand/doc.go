@@ -74,8 +74,7 @@
 // while it waits; Poller.WaitThread also polls and re-arms in the same cgo
 // call, one crossing a wake. Where a wait comes once a message, wait on
 // the thread or busy-poll (PollSpin); to park there anyway, start the
-// program with
-// GODEBUG=schedtrace=2147483647, which keeps sysmon from that sleep
-// (README.md, "An RC program with hand/"; goverbs-perf -e -wait netpoll
-// does it).
+// program with GODEBUG=schedtrace=2147483647, which keeps sysmon from that
+// sleep (README.md, "An RC program with hand/"; goverbs-perf -e -wait
+// netpoll does it).
 package hand

@@ -496,11 +496,11 @@ func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.
 // armed for solicited completions only. Injected: five signaled RDMA
 // writes, each posted 2 ms after the wait before it starts, on a CQ nobody
 // armed; the second and fourth are waited for with CQ.Wait (netpoller)
-// and no RequestNotify, the fifth after RequestNotify(true). Measured: each wait
-// returns its write; a WaitThread that did not arm first, or a CQ left
-// unarmed, or a flag still set after CQ.Wait read the event or after a
-// solicited-only arm, would each end a wait at its 5-second deadline
-// instead.
+// and no RequestNotify, the fifth after RequestNotify(true). Measured:
+// each wait returns its write; a WaitThread that did not arm first, or a
+// CQ left unarmed, or a flag still set after CQ.Wait read the event or
+// after a solicited-only arm, would each end a wait at its 5-second
+// deadline instead.
 func TestControlPollerWaitThreadArming(t *testing.T) {
 	r := newCtlRig(t)
 	a, _ := r.pair(t, hand.RC)
