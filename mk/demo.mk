@@ -69,30 +69,76 @@ dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-$(1).XXXXXX"); \
 	done
 endef
 
-# perf-compare: one VM boot runs perftest's ib_send_bw, ib_write_bw,
-# ib_read_bw and ib_send_lat and goverbs-perf in the same modes on rxe0, at
-# PERF_SIZES, like for like (post list 1, CQ moderation 100), each tool 5
-# times a row, alternately (PERF_FLAGS='-reps N' for more), 20,000
-# messages a run (5,000 for send_lat, and no more than 128 MiB: 2,048 at
-# 64 KiB), and prints the
-# min/median/max of each, the ratio of the medians, send_lat's tails, and one
-# `perf <mode> <size> <c median msg/s> <go median msg/s> <go/c>` line per
-# row (cmd/goverbs-perfcompare); a goverbs-perf loop that allocates fails
-# it. About 5 minutes. Under TCG only the ratios mean anything.
+# perf-compare: goverbs-perf against perftest's ib_write_bw, ib_read_bw,
+# ib_send_bw and ib_send_lat on rxe0, like for like (post list 1, CQ
+# moderation 100), at PERF_SIZES, each tool 5 times a row, alternately
+# (PERF_FLAGS='-reps N' for more), 20,000 messages a run (5,000 round trips
+# for send_lat, and no more than 128 MiB: 2,048 at 64 KiB). Each table gives
+# per row the min/median/max of each tool, the ratio of the medians,
+# send_lat's tails, each tool's context switches a message, and one
+# `perf <mode> <size> <c median msg/s> <go median msg/s> <go/c>` line
+# (cmd/goverbs-perfcompare); a goverbs-perf loop that allocates fails it.
+#
+# The VM runs on one vCPU under qemu's -icount shift=0,sleep=off, where
+# guest time is instructions executed (1 ns each), so host load does not
+# move the rates: two complete runs agree within a few percent a row, where
+# in real time perftest alone spreads by up to 60% (BENCHMARKS.md, "How
+# perf-compare runs"). goverbs-perfcompare runs three times in the one boot
+# (five with PERF_PROCS): write_bw and read_bw busy-polling with
+# goverbs-perf as it is (-loop go), then with its loops written in C in the
+# same process (-loop c), so the two tables tell what the Go loop costs (go
+# against c) from what the rest of the Go process costs (c against
+# perftest); then send_bw and send_lat with both tools waiting for
+# completion events (-events, perftest's -e), since their busy-polling
+# servers would share the one vCPU with the client and hand over only at
+# the scheduler's tick; goverbs-perf -e waits blocked in epoll_wait on its
+# thread (PERF_FLAGS='-wait netpoll' parks on the netpoller, with the Go
+# runtime's sysmon kept awake; add -sysmon-nap for the runtime's default).
+# perftest refuses -e for RDMA writes and reads. Then, for each count in
+# PERF_PROCS, the Go loops and the event rows again with goverbs-perf
+# -gomaxprocs N: the one vCPU gives the Go runtime one P, and with none idle
+# its sysmon takes the P from any cgo call that outlasts its 20 us tick,
+# where on a host with more CPUs an idle P makes it leave the call alone;
+# 2 Ps on the one vCPU show that, at the price of the runtime's spinning
+# threads sharing the CPU. PERF_PROCS= skips them. About 18 minutes (11
+# without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
+PERF_PROCS ?= 2
 # The guest's clock: TCG's vCPUs fail the kernel's TSC check, and on HPET
 # every clock read (Go's runtime, perftest's timestamps) is a syscall and an
 # emulated device access; real machines read the TSC in the vDSO
 # (BENCHMARKS.md, "Go tools against perftest").
 PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 
-.PHONY: perf-compare
+.PHONY: perf-compare perf-icount
 
 perf-compare:
 	@set -e; \
 	$(call perf_tools,perf); \
-	echo "perf-compare: booting the soft-RoCE VM; perftest and goverbs-perf on rxe0, sizes $(PERF_SIZES)"; \
+	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
+	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 60m -- sh -c \
+		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; done; \
+		echo "== both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -events -modes send_bw,send_lat -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; \
+		for procs in $(PERF_PROCS); do \
+			echo "== goverbs-perf -gomaxprocs $$procs, busy-polling"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -modes write_bw,read_bw -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; \
+			echo "== goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -events -modes send_bw,send_lat -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; \
+		done' sh "$$dir"
+
+perf-icount: perf-compare
+
+# perf-compare-realtime: the same tools and rows in real time, on the VM's
+# 2 vCPUs under multi-threaded TCG, where send_bw's and send_lat's servers
+# busy-poll as perftest's do by default: what a user's two cores see, with
+# the host's load in it. Under TCG only the ratios mean anything, and runs
+# of one tool spread by 3-60% with the host's load, so a gap under about
+# 10% is not a measurement here. About 5 minutes.
+.PHONY: perf-compare-realtime
+
+perf-compare-realtime:
+	@set -e; \
+	$(call perf_tools,perf); \
+	echo "perf-compare-realtime: booting the soft-RoCE VM; perftest and goverbs-perf on rxe0, sizes $(PERF_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 45m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_SIZES) $(PERF_FLAGS)
 
 # perf-tails: explains send_lat's slow round trips. One VM boot runs
@@ -115,45 +161,6 @@ perf-tails:
 	$(call perf_tools,tails); \
 	echo "perf-tails: booting the soft-RoCE VM; goverbs-perf send_lat under perf record, sizes $(PERF_TAILS_SIZES)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_TAILS_SIZES) -tails $(PERF_TAILS_RUNS)
-
-# perf-icount: the four modes at PERF_ICOUNT_SIZES on one vCPU under qemu's
-# -icount shift=0,sleep=off, where guest time is instructions executed (1 ns
-# each), so host load does not move the rates. goverbs-perfcompare runs three
-# times in the one boot (five with PERF_ICOUNT_PROCS): write_bw and read_bw busy-polling with goverbs-perf
-# as it is (-loop go), then with its loops written in C in the same process
-# (-loop c), so the two tables tell what the Go loop costs (go against c)
-# from what the rest of the Go process costs (c against perftest); then
-# send_bw and send_lat with both tools waiting for completion events
-# (-events, perftest's -e), since their busy-polling servers would share the
-# one vCPU with the client and hand over only at the scheduler's tick
-# (BENCHMARKS.md); goverbs-perf -e waits blocked in epoll_wait on its thread
-# (PERF_ICOUNT_FLAGS='-wait netpoll' parks on the netpoller, with the Go
-# runtime's sysmon kept awake; add -sysmon-nap for the runtime's default).
-# perftest refuses -e for RDMA writes and reads. Then, for each count in
-# PERF_ICOUNT_PROCS, the Go loops and the event rows again with goverbs-perf
-# -gomaxprocs N: the one vCPU gives the Go runtime one P, and with none idle
-# its sysmon takes the P from any cgo call that outlasts its 20 us tick,
-# where on a host with more CPUs an idle P makes it leave the call alone;
-# 2 Ps on the one vCPU show that, at the price of the runtime's spinning
-# threads sharing the CPU. PERF_ICOUNT_PROCS= skips them. About 13 minutes
-# (7 without).
-PERF_ICOUNT_SIZES ?= 64,4096
-PERF_ICOUNT_FLAGS ?=
-PERF_ICOUNT_PROCS ?= 2
-
-.PHONY: perf-icount
-
-perf-icount:
-	@set -e; \
-	$(call perf_tools,icount); \
-	echo "perf-icount: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_ICOUNT_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events; then both again with goverbs-perf -gomaxprocs $(or $(PERF_ICOUNT_PROCS),(none))"; \
-	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 40m -- sh -c \
-		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; done; \
-		echo "== both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -events -modes send_bw,send_lat -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; \
-		for procs in $(PERF_ICOUNT_PROCS); do \
-			echo "== goverbs-perf -gomaxprocs $$procs, busy-polling"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -modes write_bw,read_bw -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; \
-			echo "== goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -events -modes send_bw,send_lat -sizes $(PERF_ICOUNT_SIZES) $(PERF_ICOUNT_FLAGS) || exit 1; \
-		done' sh "$$dir"
 
 # perf-insns: counts the guest instructions per message of perftest and
 # goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at

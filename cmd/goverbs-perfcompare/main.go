@@ -5,7 +5,8 @@
 //
 //	perf <mode> <size> <c median msg/s> <go median msg/s> <go/c>
 //
-// It is what `make perf-compare` runs inside the soft-RoCE VM:
+// It is what `make perf-compare` (on one vCPU under qemu's -icount) and `make
+// perf-compare-realtime` run inside the soft-RoCE VM:
 //
 //	goverbs-perfcompare -perf /path/to/goverbs-perf -d rxe0 -x 1 -a 192.0.2.1
 //
@@ -23,7 +24,8 @@
 // process (goverbs-perf -loop c), to tell the Go loop's cost from the Go
 // process's. -insns counts instructions instead (make perf-insns, insns.go), and
 // -tails N explains goverbs-perf's slow send_lat round trips (make
-// perf-tails, tails.go).
+// perf-tails, tails.go). On the host, -agree PCT LOG... says whether
+// complete perf-compare runs agree within PCT percent a row (agree.go).
 package main
 
 import (
@@ -169,10 +171,10 @@ func main() {
 	flag.IntVar(&o.port, "port", 19100, "first TCP port (one per run)")
 	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
-	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go, or c to run its bandwidth loops in C in the Go process (make perf-icount)")
+	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go, or c to run its bandwidth loops in C in the Go process (make perf-compare)")
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
-		"what lets client and server share one vCPU (make perf-icount)")
+		"what lets client and server share one vCPU (make perf-compare)")
 	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in epoll_wait, hand.Poller.WaitThread) "+
 		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
 	flag.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "goverbs-perf's -gomaxprocs: the Go runtime's Ps; 0 leaves Go's default (1 on a one-vCPU VM, where 2 gives the runtime an idle P, as on a host with more CPUs)")
@@ -188,8 +190,17 @@ func main() {
 		"(with the plugin's snaps.txt in it)")
 	top := flag.Int("insns-top", 25, "with -insns-report: how many functions to list per row")
 	filter := flag.String("insns-filter", "", "with -insns-report: list only functions whose region and name contain `TEXT`")
+	agreePct := flag.Float64("agree", 0, "on the host: read the perf-compare logs named after the flags and print each row's Go/C in each; "+
+		"fail if a row's ratios are more than `PCT` percent apart, or a log lacks a row")
 	flag.Parse()
 	o.modes = strings.Split(*modes, ",")
+	if *agreePct > 0 {
+		if err := agree(os.Stdout, flag.Args(), *agreePct/100); err != nil {
+			fmt.Fprintf(os.Stderr, "goverbs-perfcompare: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *report != "" {
 		if err := printInsns(os.Stdout, *report, *top, *filter); err != nil {
 			fmt.Fprintf(os.Stderr, "goverbs-perfcompare: %v\n", err)

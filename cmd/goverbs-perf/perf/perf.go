@@ -35,7 +35,7 @@
 // from what the Go process does (BENCHMARKS.md). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
-// (make perf-icount): by default in epoll_wait on the goroutine's thread
+// (make perf-compare): by default in epoll_wait on the goroutine's thread
 // (-wait thread, hand.Poller.WaitThread), or parked on the netpoller (-wait
 // netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
 // first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves

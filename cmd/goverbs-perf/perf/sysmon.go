@@ -14,7 +14,7 @@ import (
 // syscall or cgo call wakes it (entersyscall, runtime/proc.go): a futex
 // wake, a context switch to sysmon, and its nap of 20 us before it looks
 // again. A process that waits for a completion event once a message pays
-// that once a message: under make perf-icount it was 1 futex call, 0.5
+// that once a message: under -icount on one vCPU it was 1 futex call, 0.5
 // nanosleep and 1.5 context switches a message, and at send_lat 4 KiB
 // +4.4 context switches and 0.80 of perftest's rate (BENCHMARKS.md,
 // "Keeping sysmon awake").
