@@ -81,9 +81,10 @@ endef
 #
 # The VM runs on one vCPU under qemu's -icount shift=0,sleep=off, where
 # guest time is instructions executed (1 ns each), so host load does not
-# move the rates: two complete runs agree within a few percent a row, where
-# in real time perftest alone spreads by up to 60% (BENCHMARKS.md, "How
-# perf-compare runs"). goverbs-perfcompare runs three times in the one boot
+# move the rates: two complete runs agreed within 1.3% a row (check yours
+# with goverbs-perfcompare -agree 5 LOG1 LOG2), where in real time perftest
+# alone spreads by up to 60% (BENCHMARKS.md, "How perf-compare runs").
+# goverbs-perfcompare runs three times in the one boot
 # (five with PERF_PROCS): write_bw and read_bw busy-polling with
 # goverbs-perf as it is (-loop go), then with its loops written in C in the
 # same process (-loop c), so the two tables tell what the Go loop costs (go

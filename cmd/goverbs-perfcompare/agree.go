@@ -57,8 +57,8 @@ func readRatios(r io.Reader) (logRatios, error) {
 			continue
 		}
 		k := rowKey{pass: pass}
-		var c, g, ratio float64
-		if _, err := fmt.Sscan(strings.TrimPrefix(line, "perf "), &k.mode, &k.size, &c, &g, &ratio); err != nil {
+		var c, g, rounded float64 // the line's own ratio is read only to check the line's shape
+		if _, err := fmt.Sscan(strings.TrimPrefix(line, "perf "), &k.mode, &k.size, &c, &g, &rounded); err != nil {
 			return l, fmt.Errorf("line %d: %q: want perf <mode> <size> <c median> <go median> <go/c>: %v", n, line, err)
 		}
 		if c <= 0 || g <= 0 {
@@ -99,12 +99,12 @@ func printAgreement(w io.Writer, names []string, logs []logRatios, bound float64
 	worst := 0.0
 	fmt.Fprintf(w, "Go/C of each run (the ratio of its medians), and how far apart the runs are\n")
 	pass := ""
-	for j, k := range logs[0].keys {
+	for _, k := range logs[0].keys {
 		seen[k] = true
-		if k.pass != "" && (j == 0 || k.pass != pass) {
+		if k.pass != pass {
 			fmt.Fprintf(w, "== %s\n", k.pass)
+			pass = k.pass
 		}
-		pass = k.pass
 		rs := make([]float64, 0, len(logs))
 		for i, l := range logs {
 			r, ok := l.ratios[k]
