@@ -14,17 +14,17 @@ import (
 	"strings"
 )
 
-// rowKey names a row within a perf-compare log: the pass it ran in (the
+// logRow names a row within a perf-compare log: the pass it ran in (the
 // text of the last "== " line before it, "" before any), its mode and its
 // size. make perf-compare runs several passes in one boot, and a mode and
 // size recur in each.
-type rowKey struct {
+type logRow struct {
 	pass string
 	mode string
 	size int
 }
 
-func (k rowKey) String() string {
+func (k logRow) String() string {
 	if k.pass == "" {
 		return fmt.Sprintf("%s %d B", k.mode, k.size)
 	}
@@ -35,8 +35,8 @@ func (k rowKey) String() string {
 // (more digits than the line's rounded ratio), with the rows in the
 // order the log gave them.
 type logRatios struct {
-	keys   []rowKey
-	ratios map[rowKey]float64
+	keys   []logRow
+	ratios map[logRow]float64
 }
 
 // readRatios reads the `perf <mode> <size> <c median> <go median> <go/c>`
@@ -44,7 +44,7 @@ type logRatios struct {
 // it ignores every other line. A row given twice in one pass, a median
 // that is not positive, or a log without rows is an error naming the line.
 func readRatios(r io.Reader) (logRatios, error) {
-	l := logRatios{ratios: map[rowKey]float64{}}
+	l := logRatios{ratios: map[logRow]float64{}}
 	pass := ""
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
@@ -56,7 +56,7 @@ func readRatios(r io.Reader) (logRatios, error) {
 		if !strings.HasPrefix(line, "perf ") {
 			continue
 		}
-		k := rowKey{pass: pass}
+		k := logRow{pass: pass}
 		var c, g, rounded float64 // the line's own ratio is read only to check the line's shape
 		if _, err := fmt.Sscan(strings.TrimPrefix(line, "perf "), &k.mode, &k.size, &c, &g, &rounded); err != nil {
 			return l, fmt.Errorf("line %d: %q: want perf <mode> <size> <c median> <go median> <go/c>: %v", n, line, err)
@@ -95,12 +95,10 @@ func apart(xs []float64) float64 {
 // row that some log lacks.
 func printAgreement(w io.Writer, names []string, logs []logRatios, bound float64) error {
 	var bad []string
-	seen := map[rowKey]bool{}
 	worst := 0.0
 	fmt.Fprintf(w, "Go/C of each run (the ratio of its medians), and how far apart the runs are\n")
 	pass := ""
 	for _, k := range logs[0].keys {
-		seen[k] = true
 		if k.pass != pass {
 			fmt.Fprintf(w, "== %s\n", k.pass)
 			pass = k.pass
@@ -130,7 +128,7 @@ func printAgreement(w io.Writer, names []string, logs []logRatios, bound float64
 	}
 	for i, l := range logs[1:] {
 		for _, k := range l.keys {
-			if !seen[k] {
+			if _, ok := logs[0].ratios[k]; !ok {
 				bad = append(bad, fmt.Sprintf("%s: only in %s", k, names[i+1]))
 			}
 		}

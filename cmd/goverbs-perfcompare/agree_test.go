@@ -27,7 +27,7 @@ func readRatiosOf(t *testing.T, log string) logRatios {
 
 func TestReadRatios(t *testing.T) {
 	l := readRatiosOf(t, agreeLogA)
-	want := []rowKey{
+	want := []logRow{
 		{"goverbs-perf -loop go", "write_bw", 64},
 		{"goverbs-perf -loop go", "read_bw", 64},
 		{"goverbs-perf -loop c", "write_bw", 64},

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -125,13 +124,13 @@ func readRuns(path string) ([]insnRun, error) {
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		var r insnRun
-		fields := strings.Fields(sc.Text())
-		_, err := fmt.Sscan(sc.Text(), &r.interval, &r.tool, &r.mode, &r.size, &r.iters)
-		if err == nil && len(fields) == 6 {
-			_, err = fmt.Sscan(fields[5], &r.rate)
-		}
-		if err == nil && len(fields) > 6 {
-			err = errors.New("more than six fields")
+		// Five fields as first written, six since the rate is kept.
+		dst := []any{&r.interval, &r.tool, &r.mode, &r.size, &r.iters, &r.rate}
+		var err error
+		if n := len(strings.Fields(sc.Text())); n < 5 || n > len(dst) {
+			err = fmt.Errorf("%d fields, want 5 or 6", n)
+		} else {
+			_, err = fmt.Sscan(sc.Text(), dst[:n]...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %q: %v", path, line, sc.Text(), err)
