@@ -59,7 +59,7 @@ func runInsns(o options) error {
 						name = o.perf
 					}
 					maps := filepath.Join(o.insns, fmt.Sprintf("run-%d.maps", interval))
-					r, err := pair(mode, name, o.addr, args, nil, port, maps)
+					r, err := pair(mode, name, o.addr, args, sideArgs{}, port, maps)
 					if err != nil {
 						return fmt.Errorf("%s %s %d: %w", name, mode, size, err)
 					}

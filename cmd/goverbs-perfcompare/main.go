@@ -24,7 +24,8 @@
 // process (goverbs-perf -loop c), to tell the Go loop's cost from the Go
 // process's. -insns counts instructions instead (make perf-insns, insns.go), and
 // -tails N explains goverbs-perf's slow send_lat round trips (make
-// perf-tails, tails.go). On the host, -agree PCT LOG... says whether
+// perf-tails, tails.go), and -profile DIR takes CPU profiles of
+// goverbs-perf's rows (make perf-profile, profile.go). On the host, -agree PCT LOG... says whether
 // complete perf-compare runs agree within PCT percent a row (agree.go).
 package main
 
@@ -112,6 +113,7 @@ type options struct {
 	modes                   []string
 	insns                   string // directory for -insns; "" for off
 	tails                   int    // runs for -tails; 0 for off
+	profile                 string // directory for -profile; "" for off
 	tailsSettle             time.Duration
 	loop                    string // goverbs-perf -loop: go, or c for its loops in C
 	spin                    int    // goverbs-perf -spin; 0 for its default
@@ -185,6 +187,8 @@ func main() {
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
 	flag.IntVar(&o.tails, "tails", 0, "explain send_lat's slow round trips instead (make perf-tails): run goverbs-perf `N` times a size "+
 		"under perf record and name, for each round trip over 3 times the median, the likeliest cause among the scheduler's events")
+	flag.StringVar(&o.profile, "profile", "", "profile goverbs-perf instead (make perf-profile): run it once a row, server and client "+
+		"each writing a CPU profile of its timed part to `DIR`")
 	flag.DurationVar(&o.tailsSettle, "tails-settle", 5*time.Second, "with -tails: how long perf record gets to start before the client")
 	report := flag.String("insns-report", "", "on the host, after a -insns run: print the instructions per message of each tool from `DIR` "+
 		"(with the plugin's snaps.txt in it)")
@@ -293,18 +297,21 @@ func run(o options) error {
 	if o.tails > 0 {
 		return runTails(o)
 	}
+	if o.profile != "" {
+		return runProfile(o)
+	}
 	for _, mode := range o.modes {
 		for _, size := range o.sizes {
 			iters := o.iters(mode, size)
 			r := row{mode: mode, size: size, iters: iters}
 			cArgs, goArgs := o.toolArgs("c", mode, size, iters), o.toolArgs("go", mode, size, iters)
 			for range max(o.reps, 1) {
-				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, nil, port, "")
+				c, err := pair(mode, "ib_"+mode, o.addr, cArgs, sideArgs{}, port, "")
 				if err != nil {
 					return fmt.Errorf("perftest %s %d: %w", mode, size, err)
 				}
 				port++
-				g, err := pair(mode, o.perf, o.addr, goArgs, nil, port, "")
+				g, err := pair(mode, o.perf, o.addr, goArgs, sideArgs{}, port, "")
 				if err != nil {
 					return fmt.Errorf("goverbs-perf %s %d: %w", mode, size, err)
 				}
@@ -367,18 +374,22 @@ func printTable(w io.Writer, rows []row) {
 	}
 }
 
-// pair runs name as a server and as a client of it on port and returns the
-// client's result. With maps (for -insns), it writes there the executable
+// sideArgs are arguments that only one side of a pair gets, after the
+// arguments both get.
+type sideArgs struct{ server, client []string }
+
+// pair runs name as a server and as a client of it on port, each with args
+// and its own of extra, and returns the client's result. With maps (for -insns), it writes there the executable
 // mappings of both processes as they last were while they ran, and calls
 // insns.Marker once the server listens and again once both have ended:
 // the wait for the server to listen reads /proc/net/tcp, whose kernel
 // work, as large as thousands of messages', would otherwise be counted.
-func pair(mode, name, addr string, args, clientArgs []string, port int, maps string) (result, error) {
+func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args = append(args, "-p", strconv.Itoa(port))
 	var sout bytes.Buffer
-	srv := exec.CommandContext(ctx, name, args...)
+	srv := exec.CommandContext(ctx, name, slices.Concat(args, extra.server)...)
 	srv.Stdout, srv.Stderr = &sout, &sout
 	if err := srv.Start(); err != nil {
 		return result{}, err
@@ -389,7 +400,7 @@ func pair(mode, name, addr string, args, clientArgs []string, port int, maps str
 		return result{}, fmt.Errorf("%w; server output:\n%s", err, sout.String())
 	}
 	var cout bytes.Buffer
-	cli := exec.CommandContext(ctx, name, slices.Concat(args, clientArgs, []string{addr})...)
+	cli := exec.CommandContext(ctx, name, slices.Concat(args, extra.client, []string{addr})...)
 	cli.Stdout, cli.Stderr = &cout, &cout
 	switches0, swErr := contextSwitches()
 	cerr := cli.Start()

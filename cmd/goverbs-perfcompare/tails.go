@@ -80,7 +80,7 @@ func tailRun(o options, dir, comm string, args []string, port int) (tails.Report
 	// perf record has no "ready" signal; under TCG it takes seconds to
 	// start, and a loop it missed the start of is an error below.
 	time.Sleep(o.tailsSettle)
-	_, runErr := pair("send_lat", o.perf, o.addr, args, []string{"-lat-dump", dump}, port, "")
+	_, runErr := pair("send_lat", o.perf, o.addr, args, sideArgs{client: []string{"-lat-dump", dump}}, port, "")
 	rec.Process.Signal(syscall.SIGINT)
 	// Debian's perf is a wrapper script, which the signal ends too; perf
 	// itself still writes its file.

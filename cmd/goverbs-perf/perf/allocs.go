@@ -86,7 +86,9 @@ var threadStarts = []string{"runtime.allocm", "runtime.newm"}
 // firstOutsideRuntime returns the first frame of stk outside package
 // runtime as "function file:line" ("" when the stack is the runtime's own:
 // every frame in the runtime, or a thread start), and whether the stack is
-// left out: the counter's own (allocRecords) or the handshake's (sync).
+// left out: the counter's own (allocRecords), the handshake's (sync), or
+// the CPU profiler's and the execution tracer's (-cpuprofile, -trace, and
+// record, which opens their files).
 func firstOutsideRuntime(stk [32]uintptr) (site string, leftOut bool) {
 	frames := runtime.CallersFrames(trimStack(stk[:]))
 	for {
@@ -96,6 +98,14 @@ func firstOutsideRuntime(stk [32]uintptr) (site string, leftOut bool) {
 			// The counter's own snapshots, and the side channel's
 			// handshake, which the counted stretch starts with (a
 			// blocking read; see Run): neither is the timed loop.
+			return "", true
+		case strings.HasPrefix(f.Function, "runtime/pprof."), strings.HasPrefix(f.Function, "runtime/trace."),
+			strings.Contains(f.Function, "/perf.record"):
+			// Opening the file of the profile or the trace (record),
+			// starting and stopping the profiler or the tracer, and
+			// their goroutines that write it out while the loop runs:
+			// what -cpuprofile and -trace ask for, not the loop, which
+			// then still has to allocate nothing.
 			return "", true
 		case slices.Contains(threadStarts, f.Function):
 			return "", false

@@ -27,7 +27,7 @@
 // they mean something when the side runs alone in its process; tests/rxe
 // checks that N is 0. -cpuprofile FILE writes a CPU profile of the timed
 // part, -trace FILE a runtime execution trace of it (go tool trace); the
-// profiler's and the tracer's own allocations then count in N. In send_lat,
+// profiler's and the tracer's own allocations are not counted. In send_lat,
 // -lat-dump FILE writes each round trip's start (CLOCK_MONOTONIC) and
 // length, for lining them up with the kernel's scheduler events
 // (goverbs-perfcompare -tails). -loop c runs the bandwidth loops written in
@@ -408,9 +408,12 @@ func Run(cfg Config, out io.Writer) (err error) {
 			return err
 		}
 	}
-	loopAllocs := allocs.stop()
+	// The profile and the trace end with the loop, before the counter's
+	// collections and stack walks, which are not the loop's; what the
+	// profiler and the tracer allocate stopping is not counted (allocs.go).
 	stopProfile()
 	stopTrace()
+	loopAllocs := allocs.stop()
 	if err := sync(conn, buf[:1]); err != nil {
 		return err
 	}
