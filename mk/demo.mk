@@ -81,7 +81,7 @@ endef
 #
 # The VM runs on one vCPU under qemu's -icount shift=0,sleep=off, where
 # guest time is instructions executed (1 ns each), so host load does not
-# move the rates: two complete runs agreed within 1.3% a row (check yours
+# move the rates: three complete runs agreed within 2.8% a row (check yours
 # with goverbs-perfcompare -agree 5 LOG1 LOG2), where in real time perftest
 # alone spreads by up to 60% (BENCHMARKS.md, "How perf-compare runs").
 # goverbs-perfcompare runs three times in the one boot
