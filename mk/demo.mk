@@ -198,18 +198,17 @@ perf-insns:
 
 # perf-profile: CPU profiles (pprof) of goverbs-perf in the VM, on one vCPU
 # under -icount as perf-compare runs it: write_bw and read_bw busy-polling,
-# then send_bw and send_lat waiting for events, at PERF_PROFILE_SIZES,
-# each row once, the client and (in send_bw and send_lat, where it runs a
-# loop) the server each profiling its timed part (goverbs-perfcompare
-# -profile); then, on the host, `go tool pprof -top`
-# of each profile. pprof sees Go code only: a sample inside a cgo call (C,
-# and the kernel's work under it, rxe's doorbell and completions) counts
-# as runtime.cgocall's own, so what stands beside it is what Go adds, and
-# perf-insns is what splits the crossing from C. It samples at 100 Hz of
-# the process's CPU time, hence ten times perf-compare's messages (200,000,
-# 50,000 round trips, up to 1 GiB a row). The profiles stay in
-# PERF_PROFILE_DIR. PERF_PROFILE_FLAGS='... -gomaxprocs 2'
-# for two Ps. About 4 minutes.
+# then send_bw and send_lat waiting for events, at PERF_PROFILE_SIZES, each
+# row once, the client and (in send_bw and send_lat, where it runs a loop)
+# the server each profiling its timed part (goverbs-perfcompare -profile);
+# then, on the host, `go tool pprof -top` of each profile. pprof sees Go
+# code only: a sample inside a cgo call (C, and the kernel's work under it,
+# rxe's doorbell and completions) counts as runtime.cgocall's own, so what
+# stands beside it is what Go adds, and perf-insns is what splits the
+# crossing from C. It samples at 100 Hz of the process's CPU time, hence
+# ten times perf-compare's messages (200,000, 50,000 round trips, up to 1
+# GiB a row). The profiles stay in PERF_PROFILE_DIR. Add -gomaxprocs 2 to
+# PERF_PROFILE_FLAGS for two Ps. About 4 minutes.
 PERF_PROFILE_SIZES ?= 64,4096
 PERF_PROFILE_FLAGS ?= -bw-iters 200000 -lat-iters 50000 -max-bytes 1073741824
 PERF_PROFILE_TOP ?= 15
@@ -228,7 +227,7 @@ perf-profile:
 		'./goverbs-perfcompare -perf ./goverbs-perf -profile prof -modes write_bw,read_bw -sizes $(PERF_PROFILE_SIZES) $(PERF_PROFILE_FLAGS) && \
 		./goverbs-perfcompare -perf ./goverbs-perf -profile prof -events -modes send_bw,send_lat -sizes $(PERF_PROFILE_SIZES) $(PERF_PROFILE_FLAGS)'; \
 	for f in prof/*.prof; do \
-		echo; echo "== $$f"; $(GO) tool pprof -top -nodecount=$(PERF_PROFILE_TOP) ./goverbs-perf "$$f" 2>/dev/null; \
+		echo; echo "== $$f"; $(GO) tool pprof -top -nodecount=$(PERF_PROFILE_TOP) ./goverbs-perf "$$f"; \
 	done
 
 # bench-guest: hand's fast-path benchmarks (make bench's test binary, built

@@ -22,11 +22,12 @@
 //
 // -loop c runs goverbs-perf's bandwidth loops written in C, in the Go
 // process (goverbs-perf -loop c), to tell the Go loop's cost from the Go
-// process's. -insns counts instructions instead (make perf-insns, insns.go), and
-// -tails N explains goverbs-perf's slow send_lat round trips (make
-// perf-tails, tails.go), and -profile DIR takes CPU profiles of
-// goverbs-perf's rows (make perf-profile, profile.go). On the host, -agree PCT LOG... says whether
-// complete perf-compare runs agree within PCT percent a row (agree.go).
+// process's. -insns counts instructions instead (make perf-insns,
+// insns.go), -tails N explains goverbs-perf's slow send_lat round trips
+// (make perf-tails, tails.go), and -profile DIR takes CPU profiles of
+// goverbs-perf's rows (make perf-profile, profile.go). On the host, -agree
+// PCT LOG... says whether complete perf-compare runs agree within PCT
+// percent a row (agree.go).
 package main
 
 import (
@@ -187,8 +188,8 @@ func main() {
 		"running each tool at the iterations and twice them, and write the runs, the tools' maps and kallsyms to `DIR`")
 	flag.IntVar(&o.tails, "tails", 0, "explain send_lat's slow round trips instead (make perf-tails): run goverbs-perf `N` times a size "+
 		"under perf record and name, for each round trip over 3 times the median, the likeliest cause among the scheduler's events")
-	flag.StringVar(&o.profile, "profile", "", "profile goverbs-perf instead (make perf-profile): run it once a row, server and client "+
-		"each writing a CPU profile of its timed part to `DIR`")
+	flag.StringVar(&o.profile, "profile", "", "profile goverbs-perf instead (make perf-profile): run it once a row, the client and "+
+		"(in send_bw and send_lat) the server each writing a CPU profile of its timed part to `DIR`")
 	flag.DurationVar(&o.tailsSettle, "tails-settle", 5*time.Second, "with -tails: how long perf record gets to start before the client")
 	report := flag.String("insns-report", "", "on the host, after a -insns run: print the instructions per message of each tool from `DIR` "+
 		"(with the plugin's snaps.txt in it)")
@@ -379,11 +380,12 @@ func printTable(w io.Writer, rows []row) {
 type sideArgs struct{ server, client []string }
 
 // pair runs name as a server and as a client of it on port, each with args
-// and its own of extra, and returns the client's result. With maps (for -insns), it writes there the executable
-// mappings of both processes as they last were while they ran, and calls
-// insns.Marker once the server listens and again once both have ended:
-// the wait for the server to listen reads /proc/net/tcp, whose kernel
-// work, as large as thousands of messages', would otherwise be counted.
+// and then its own of extra, and returns the client's result. With maps
+// (for -insns), it writes there the executable mappings of both processes
+// as they last were while they ran, and calls insns.Marker once the server
+// listens and again once both have ended: the wait for the server to
+// listen reads /proc/net/tcp, whose kernel work, as large as thousands of
+// messages', would otherwise be counted.
 func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
