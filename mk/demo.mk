@@ -59,14 +59,19 @@ demo:
 	echo "demo: booting the soft-RoCE VM (10-25 s under TCG)"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) -- sh "$$dir/demo.sh" "$$dir"
 
-# perf_tools builds rxevm, goverbs-perf and goverbs-perfcompare into a new
-# directory $$dir (goverbs-NAME.*), removed when the recipe ends.
+# build_perf_tools builds rxevm, goverbs-perf and goverbs-perfcompare into
+# $$dir; perf_tools does it in a new directory (goverbs-NAME.*), removed
+# when the recipe ends.
+define build_perf_tools
+for c in rxevm goverbs-perf goverbs-perfcompare; do \
+		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+	done
+endef
+
 define perf_tools
 dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-$(1).XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	for c in rxevm goverbs-perf goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done
+	$(build_perf_tools)
 endef
 
 # perf-compare: goverbs-perf against perftest's ib_write_bw, ib_read_bw,
@@ -119,11 +124,13 @@ perf-compare:
 	$(call perf_tools,perf); \
 	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 60m -- sh -c \
-		'for loop in go c; do echo "== goverbs-perf -loop $$loop"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -loop $$loop -modes write_bw,read_bw -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; done; \
-		echo "== both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -events -modes send_bw,send_lat -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; \
+		'd=$$1; \
+		pass() { echo "== $$1"; shift; "$$d/goverbs-perfcompare" -perf "$$d/goverbs-perf" "$$@" -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; }; \
+		for loop in go c; do pass "goverbs-perf -loop $$loop" -loop $$loop -modes write_bw,read_bw; done; \
+		pass "both tools waiting for completion events (-e)" -events -modes send_bw,send_lat; \
 		for procs in $(PERF_PROCS); do \
-			echo "== goverbs-perf -gomaxprocs $$procs, busy-polling"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -modes write_bw,read_bw -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; \
-			echo "== goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)"; "$$1/goverbs-perfcompare" -perf "$$1/goverbs-perf" -gomaxprocs $$procs -events -modes send_bw,send_lat -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; \
+			pass "goverbs-perf -gomaxprocs $$procs, busy-polling" -gomaxprocs $$procs -modes write_bw,read_bw; \
+			pass "goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)" -gomaxprocs $$procs -events -modes send_bw,send_lat; \
 		done' sh "$$dir"
 
 perf-icount: perf-compare
@@ -219,9 +226,7 @@ PERF_PROFILE_DIR ?= $(DEMO_TMPDIR)/goverbs-perf-profile
 perf-profile:
 	@set -e; \
 	dir=$(PERF_PROFILE_DIR); rm -rf "$$dir"; mkdir -p "$$dir/prof"; \
-	for c in rxevm goverbs-perf goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done; \
+	$(build_perf_tools); \
 	echo "perf-profile: booting the soft-RoCE VM on one vCPU under -icount; goverbs-perf profiled at $(PERF_PROFILE_SIZES) B"; \
 	cd "$$dir" && ./rxevm $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 30m -- sh -c \
 		'./goverbs-perfcompare -perf ./goverbs-perf -profile prof -modes write_bw,read_bw -sizes $(PERF_PROFILE_SIZES) $(PERF_PROFILE_FLAGS) && \
