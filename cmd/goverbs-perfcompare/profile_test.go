@@ -89,10 +89,7 @@ func TestRunProfile(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	t.Setenv(fakeToolEnv, "1")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	port := freePorts(t, 3)
 
 	dir := filepath.Join(t.TempDir(), "profiles")
 	o := options{perf: exe, device: "rxe0", gid: "1", addr: fakeAddr, loop: "go", port: port,
@@ -116,4 +113,35 @@ func TestRunProfile(t *testing.T) {
 		got[e.Name()] = string(b)
 	}
 	require.Equal(t, want, got)
+}
+
+// freePorts finds n consecutive local TCP ports that are free together,
+// the run that runProfile takes one a row from, by holding all n at once
+// before it lets them go. The kernel chooses the first; a run whose next
+// ports are taken is skipped for another. Nothing holds the ports after
+// it returns, so another process could still take one in between; that
+// makes the test fail, never pass.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for attempt := 0; attempt < 20; attempt++ {
+		first, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		held := []net.Listener{first}
+		port := first.Addr().(*net.TCPAddr).Port
+		for i := 1; i < n; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+i))
+			if err != nil {
+				break
+			}
+			held = append(held, l)
+		}
+		for _, l := range held {
+			require.NoError(t, l.Close())
+		}
+		if len(held) == n {
+			return port
+		}
+	}
+	t.Fatalf("no %d consecutive free local TCP ports in 20 tries", n)
+	return 0
 }
