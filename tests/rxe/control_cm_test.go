@@ -239,22 +239,30 @@ func TestControlCMDialFailures(t *testing.T) {
 
 func TestControlCMAcceptCancelledAndClosed(t *testing.T) {
 	l := ctlListen(t)
+	ctlRequireAcceptEnds(t, "Listener", func(ctx context.Context) error { _, err := l.Accept(ctx); return err }, l.Close)
+}
+
+// ctlRequireAcceptEnds checks that a listener's Accept, blocked, returns
+// context.Canceled when its context is cancelled and ErrClosed when the
+// listener (named in the failure) closes, and that Accept after Close is
+// ErrClosed at once.
+func ctlRequireAcceptEnds(t *testing.T, name string, accept func(context.Context) error, closeListener func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { _, err := l.Accept(ctx); errc <- err }()
+	go func() { errc <- accept(ctx) }()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
 
-	go func() { _, err := l.Accept(context.Background()); errc <- err }()
+	go func() { errc <- accept(context.Background()) }()
 	time.Sleep(50 * time.Millisecond)
-	require.NoError(t, l.Close())
+	require.NoError(t, closeListener())
 	select {
 	case err := <-errc:
 		require.ErrorIs(t, err, hand.ErrClosed)
 	case <-time.After(5 * time.Second):
-		t.Fatal("Listener.Close did not wake Accept")
+		t.Fatalf("%s.Close did not wake Accept", name)
 	}
-	_, err := l.Accept(context.Background())
-	require.ErrorIs(t, err, hand.ErrClosed)
+	require.ErrorIs(t, accept(context.Background()), hand.ErrClosed)
 }

@@ -239,22 +239,5 @@ func TestControlCMEPDialFailures(t *testing.T) {
 
 func TestControlCMEPAcceptCancelledAndClosed(t *testing.T) {
 	l := cmepListen(t, hand.ConnConfig{})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { _, err := l.Accept(ctx); errc <- err }()
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
-
-	go func() { _, err := l.Accept(context.Background()); errc <- err }()
-	time.Sleep(50 * time.Millisecond)
-	require.NoError(t, l.Close())
-	select {
-	case err := <-errc:
-		require.ErrorIs(t, err, hand.ErrClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("EPListener.Close did not wake Accept")
-	}
-	_, err := l.Accept(context.Background())
-	require.ErrorIs(t, err, hand.ErrClosed)
+	ctlRequireAcceptEnds(t, "EPListener", func(ctx context.Context) error { _, err := l.Accept(ctx); return err }, l.Close)
 }
