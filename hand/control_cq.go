@@ -244,7 +244,7 @@ func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
 			return false, nil
 		case C.GOVERBS_NO_EVENT:
 			continue
-		case C.GOVERBS_POLL_FAILED, C.GOVERBS_READ_FAILED:
+		case C.GOVERBS_WAIT_FAILED, C.GOVERBS_READ_FAILED:
 			return false, ch.waitFailed(r, "CompChannel.WaitThread")
 		}
 		if ch.deliver(ch.ev.cq, only) {
@@ -338,17 +338,17 @@ func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
 		case C.GOVERBS_POLL_CQ_FAILED:
 			p.err = PollError{Op: "ibv_poll_cq", Ret: int(ch.ev.err)}
 			return false, &p.err
-		default: // C.GOVERBS_POLL_FAILED, C.GOVERBS_READ_FAILED
+		default: // C.GOVERBS_WAIT_FAILED, C.GOVERBS_READ_FAILED
 			return false, ch.waitFailed(r, "Poller.WaitThread")
 		}
 	}
 }
 
 // waitFailed is the error of a thread wait's failed epoll_wait or read
-// (GOVERBS_POLL_FAILED, GOVERBS_READ_FAILED), from the errno in ev; op
+// (GOVERBS_WAIT_FAILED, GOVERBS_READ_FAILED), from the errno in ev; op
 // names the wait.
 func (ch *CompChannel) waitFailed(r C.int, op string) error {
-	if r == C.GOVERBS_POLL_FAILED {
+	if r == C.GOVERBS_WAIT_FAILED {
 		return errnoErr("epoll_wait ("+op+")", syscall.Errno(ch.ev.err))
 	}
 	return errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))

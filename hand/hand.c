@@ -288,7 +288,7 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 
 	if (r < 0) {
 		e->err = -r;
-		return GOVERBS_POLL_FAILED;
+		return GOVERBS_WAIT_FAILED;
 	}
 	if (r & GOVERBS_WAKE_READY)
 		return GOVERBS_WOKEN;

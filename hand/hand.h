@@ -114,7 +114,7 @@ enum {
 	GOVERBS_EVENT = 0,       /* ev->cq and ev->context hold an event, acknowledged */
 	GOVERBS_WOKEN = 1,       /* wake is readable; nothing was read */
 	GOVERBS_NO_EVENT = 2,    /* the fd was readable but the read found nothing (EAGAIN) */
-	GOVERBS_POLL_FAILED = 3, /* ev->err is epoll_wait's errno */
+	GOVERBS_WAIT_FAILED = 3, /* ev->err is epoll_wait's errno */
 	GOVERBS_READ_FAILED = 4, /* ev->err is ibv_get_cq_event's errno */
 	/* goverbs_wait_poll_cq's own: */
 	GOVERBS_POLLED = 5,       /* ev->polled completions are in wc */
