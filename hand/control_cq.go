@@ -70,19 +70,19 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		return nil, err
 	}
 	defer c.done()
-	raw, err := verbs.CreateCompChannel(c.raw)
-	if err != nil {
-		return nil, verbErr("ibv_create_comp_channel", err)
-	}
+	// The functions the thread wait calls from C are looked up first, so
+	// that a library without them leaves nothing to undo.
 	getFn, err := verbs.Address("ibv_get_cq_event")
 	if err != nil {
-		verbs.DestroyCompChannel(raw)
 		return nil, err
 	}
 	ackFn, err := verbs.Address("ibv_ack_cq_events")
 	if err != nil {
-		verbs.DestroyCompChannel(raw)
 		return nil, err
+	}
+	raw, err := verbs.CreateCompChannel(c.raw)
+	if err != nil {
+		return nil, verbErr("ibv_create_comp_channel", err)
 	}
 	ev, err := cmalloc(unsafe.Sizeof(cqEvent{}))
 	if err != nil {
