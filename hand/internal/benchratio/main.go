@@ -143,12 +143,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		hard := failed
 		var slow []caseRatio
 		for _, m := range ms {
-			fmt.Fprintln(stderr, "benchratio: gate failed:", m)
 			if m.allocs || m.noAllocs {
 				hard = true
 			} else {
 				slow = append(slow, m.c)
 			}
+		}
+		// A miss that will be run again is not yet a failure: the log
+		// says so, so that a gate which passes on the retry never shows
+		// "gate failed" first.
+		verdict := "gate failed:"
+		if !hard && *retry != "" {
+			verdict = "over the gate's time bound, to run again:"
+		}
+		for _, m := range ms {
+			fmt.Fprintln(stderr, "benchratio:", verdict, m)
 		}
 		switch {
 		case len(ms) == 0:

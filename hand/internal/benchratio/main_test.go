@@ -93,7 +93,8 @@ func TestGateExitCodes(t *testing.T) {
 	}{
 		{"within", gateRun("824", "0"), []string{"-gate"}, 0, "gate passed: 2 cases"},
 		{"slow", gateRun("825", "0"), []string{"-gate"}, exitMissed, "gate failed: poll_cq/64: go-c 125.0 ns > gate bound 124.0 ns"},
-		{"slow, retry", gateRun("825", "0"), []string{"-gate", "-retry", retry}, exitRetry, "gate failed: poll_cq/64"},
+		{"slow, retry", gateRun("825", "0"), []string{"-gate", "-retry", retry}, exitRetry,
+			"over the gate's time bound, to run again: poll_cq/64: go-c 125.0 ns > gate bound 124.0 ns"},
 		// An allocation fails at once, retry or not.
 		{"allocates", gateRun("800", "1"), []string{"-gate", "-retry", retry}, exitMissed, "gate failed: poll_cq/64: 1 allocs/op > 0 (gate bound: no allocation)"},
 		{"slow and allocates", gateRun("900", "1"), []string{"-gate", "-retry", retry}, exitMissed, "allocs/op"},
@@ -114,6 +115,7 @@ func TestGateExitCodes(t *testing.T) {
 				require.ErrorIs(t, err, os.ErrNotExist, "a retry file only for exit 2")
 				return
 			}
+			require.NotContains(t, stderr.String(), "gate failed", "a case to run again has not failed yet")
 			require.NoError(t, err)
 			require.Equal(t, "^BenchmarkFast$/^poll_cq$/^64$\n", string(pat))
 		})
