@@ -152,8 +152,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// A miss that will be run again is not yet a failure: the log
 		// says so, so that a gate which passes on the retry never shows
 		// "gate failed" first.
+		retrying := !hard && *retry != ""
 		verdict := "gate failed:"
-		if !hard && *retry != "" {
+		if retrying {
 			verdict = "over the gate's time bound, to run again:"
 		}
 		for _, m := range ms {
@@ -164,7 +165,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if !failed {
 				fmt.Fprintf(stderr, "benchratio: gate passed: %d cases within go-c <= %s\n", len(res.cases), gateBound)
 			}
-		case hard || *retry == "":
+		case !retrying:
 			code = exitMissed
 		default:
 			if err := os.WriteFile(*retry, []byte(benchPattern(slow)+"\n"), 0o644); err != nil {
