@@ -159,11 +159,30 @@ func (p *pollFD) waitHeld(ctx context.Context, try func(fd uintptr) (done bool))
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		// A kick, or an interrupt that was undone: try again.
-		p.mu.Lock()
-		p.f.SetReadDeadline(time.Time{})
-		p.mu.Unlock()
+		// A kick, or an interrupt that was undone: try again. The deadline
+		// is cleared under p.mu only once neither an interrupt nor ctx's
+		// end has come since ended looked, for either sets it under p.mu
+		// and would be lost, leaving the wait parked until the fd's next
+		// event and Close waiting for it.
+		if err := p.rearmDeadline(ctx); err != nil {
+			return err
+		}
 	}
+}
+
+// rearmDeadline clears the netpoller waiter's read deadline after a kick,
+// unless the wait must end (ended's error).
+func (p *pollFD) rearmDeadline(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.f.SetReadDeadline(time.Time{})
+	return nil
 }
 
 // A threadStep is what a thread waiter (waitThreadHeld) does between

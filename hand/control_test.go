@@ -312,3 +312,61 @@ func TestCMContextWithoutDevice(t *testing.T) {
 	require.Contains(t, err.Error(), "load a driver")
 	t.Log(err)
 }
+
+// A netpoller waiter kicked over and over still ends at once on an
+// interrupt or a ctx's end that comes between a kick's wake and its
+// re-arm: neither may be lost, or the wait parks until the fd's next event
+// (and Close waits for it).
+func TestPollFDKicksDoNotLoseAnEnd(t *testing.T) {
+	for _, end := range []string{"interrupt", "cancel"} {
+		t.Run(end, func(t *testing.T) {
+			for iter := range 300 {
+				var fds [2]int
+				require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
+				p, err := newPollFD(int32(fds[0]), "pipe")
+				require.NoError(t, err)
+				read := func() bool {
+					var b [1]byte
+					_, err := syscall.Read(fds[0], b[:])
+					return err != syscall.EAGAIN
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				errc := make(chan error, 1)
+				go func() { errc <- p.wait(ctx, read) }()
+				stop := make(chan struct{})
+				kicked := make(chan struct{})
+				go func() {
+					defer close(kicked)
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+							p.kick()
+						}
+					}
+				}()
+				time.Sleep(100 * time.Microsecond)
+				want := context.Canceled
+				if end == "interrupt" {
+					p.interrupt()
+					want = ErrClosed
+				} else {
+					cancel()
+				}
+				select {
+				case err := <-errc:
+					require.ErrorIs(t, err, want, "iteration %d", iter)
+				case <-time.After(5 * time.Second):
+					t.Fatalf("iteration %d: the wait was still parked 5 s after the %s", iter, end)
+				}
+				close(stop)
+				<-kicked
+				cancel()
+				p.close()
+				syscall.Close(fds[0])
+				syscall.Close(fds[1])
+			}
+		})
+	}
+}
