@@ -52,8 +52,9 @@ type Context struct {
 	name     string
 	borrowed bool // librdmacm's context: Close does not close the device
 
-	evMu sync.Mutex
-	ev   *pollFD // the async event fd, made by the first NextEvent
+	evMu      sync.Mutex
+	ev        *pollFD // the async event fd, made by the first NextEvent
+	evClosing bool    // Close has begun: no NextEvent may make ev now
 
 	regMu sync.Mutex
 	reg   map[unsafe.Pointer]any // raw QP / CQ / SRQ -> *QP / *CQ / *SRQ, for async events

@@ -115,9 +115,15 @@ func (c *Context) convertEvent(raw *verbs.AsyncEvent) AsyncEvent {
 }
 
 // eventFD makes the async fd's poller on first use. The caller holds c.
+// Once Close has begun it returns ErrClosed: a poller made after Close's
+// interrupt would park a NextEvent that Close then waits for, until the
+// device's next event.
 func (c *Context) eventFD() (*pollFD, error) {
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
+	if c.evClosing {
+		return nil, ErrClosed
+	}
 	if c.ev == nil {
 		fd, err := newPollFD(c.raw.AsyncFD, "ibv_context async_fd")
 		if err != nil {
@@ -131,6 +137,7 @@ func (c *Context) eventFD() (*pollFD, error) {
 func (c *Context) interruptEvents() {
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
+	c.evClosing = true
 	if c.ev != nil {
 		c.ev.interrupt()
 	}
@@ -139,6 +146,7 @@ func (c *Context) interruptEvents() {
 func (c *Context) undoInterruptEvents() {
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
+	c.evClosing = false
 	if c.ev != nil {
 		c.ev.undo()
 	}

@@ -370,3 +370,40 @@ func TestPollFDKicksDoNotLoseAnEnd(t *testing.T) {
 		})
 	}
 }
+
+// A NextEvent that holds the Context when Close begins, but has not yet
+// made the async fd's poller, gets ErrClosed instead of making one that
+// Close's interrupt missed (and parking on it, with Close waiting behind).
+// The steps are NextEvent's, with Close run between its use and eventFD.
+func TestContextCloseBeforeFirstNextEventsPoller(t *testing.T) {
+	var fds [2]int
+	require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	mem, err := cmalloc(unsafe.Sizeof(verbs.Context{}))
+	require.NoError(t, err)
+	defer cfree(mem)
+	raw := (*verbs.Context)(mem)
+	*raw = verbs.Context{AsyncFD: int32(fds[0])}
+	c := newContext(raw, "fake", true) // borrowed: Close calls no C
+
+	require.NoError(t, c.use()) // NextEvent's use
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	require.Eventually(t, func() bool {
+		c.evMu.Lock()
+		defer c.evMu.Unlock()
+		return c.evClosing
+	}, 5*time.Second, time.Millisecond, "Close's interrupt")
+	_, err = c.eventFD() // NextEvent's next step
+	require.ErrorIs(t, err, ErrClosed)
+	c.done()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waiting 5 s after NextEvent let go")
+	}
+	_, err = c.NextEvent(context.Background())
+	require.ErrorIs(t, err, ErrClosed)
+}
