@@ -129,8 +129,10 @@ func (ch *CompChannel) Close() error {
 // returns that CQ; the event is acknowledged (ibv_ack_cq_events). The CQ
 // must have been armed with RequestNotify, and is disarmed by the event:
 // arm it again before the next Wait. The waiting goroutine is parked on the
-// netpoller and holds no OS thread. Wait returns ctx.Err() when ctx ends
-// first and ErrClosed when the channel is closed. With a ctx that cannot
+// netpoller and holds no OS thread. Events of a CQ this package did not
+// make (one made on Raw() through the generated layer) are acknowledged
+// and dropped. Wait returns ctx.Err() when ctx ends first and ErrClosed
+// when the channel is closed. With a ctx that cannot
 // end (ctx.Done() is nil: context.Background) it allocates nothing, parked
 // or not; one that can end costs the hook that cancels it, a few
 // allocations a wait.
@@ -357,17 +359,21 @@ func (ch *CompChannel) waitFailed(r C.int, op string) error {
 // deliver files an event of raw, read and acknowledged, for the waiter
 // (waitOnly: any CQ when nil). It reports true and sets waitGot when the
 // event is the waiter's; one of another CQ is counted pending for that
-// CQ's own wait. Either way the event disarmed its CQ.
+// CQ's own wait. Either way the event disarmed its CQ. An event of a CQ
+// the channel does not know is dropped: the CQ was closed after the event
+// was read (its ibv_destroy_cq waits only for the acknowledgement), or it
+// was made on Raw() outside this package; a Wait must not return it as a
+// nil *CQ with no error.
 func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	ch.mu.Lock()
 	cq := ch.cqs[raw]
-	if cq != nil {
-		cq.armed.Store(false)
+	if cq == nil {
+		ch.mu.Unlock()
+		return false
 	}
+	cq.armed.Store(false)
 	if only != nil && cq != only {
-		if cq != nil {
-			ch.pending[cq]++
-		}
+		ch.pending[cq]++
 		ch.mu.Unlock()
 		return false
 	}

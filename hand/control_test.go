@@ -407,3 +407,26 @@ func TestContextCloseBeforeFirstNextEventsPoller(t *testing.T) {
 	_, err = c.NextEvent(context.Background())
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// deliver files an event for the waiter, counts another CQ's as pending,
+// and drops one of a CQ the channel does not know (closed after its event
+// was read, or made outside this package), which a Wait for any CQ must
+// not return as a nil *CQ with no error.
+func TestCompChannelDeliver(t *testing.T) {
+	var rawA, rawB, rawGone verbs.CQ
+	a, b := &CQ{}, &CQ{}
+	ch := &CompChannel{cqs: map[*verbs.CQ]*CQ{&rawA: a, &rawB: b}, pending: map[*CQ]int{}}
+
+	require.False(t, ch.deliver(&rawGone, nil), "an unknown CQ's event, waiting for any")
+	require.Nil(t, ch.waitGot)
+	require.False(t, ch.deliver(&rawGone, a), "an unknown CQ's event, waiting for a")
+	require.Empty(t, ch.pending)
+
+	a.armed.Store(true)
+	require.True(t, ch.deliver(&rawA, nil))
+	require.Same(t, a, ch.waitGot)
+	require.False(t, a.armed.Load(), "the event disarmed a")
+
+	require.False(t, ch.deliver(&rawB, a), "b's event, waiting for a")
+	require.Equal(t, map[*CQ]int{b: 1}, ch.pending)
+}
