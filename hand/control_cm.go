@@ -198,9 +198,21 @@ func (ch *cmChannel) close() {
 
 // next returns the next event, acknowledged.
 func (ch *cmChannel) next(ctx context.Context) (cmEvent, error) {
-	var ev cmEvent
+	ev, _, err := ch.nextUnless(ctx, nil)
+	return ev, err
+}
+
+// nextUnless is next for a waiter that another may make needless: once
+// stop (if not nil) reports true, before a read, it returns ok false and
+// reads nothing. stop is asked after the waiter has the fd's turn, so a
+// waiter queued behind the one that got the event it waited for need not
+// wait for another.
+func (ch *cmChannel) nextUnless(ctx context.Context, stop func() bool) (ev cmEvent, ok bool, err error) {
 	var failed error
-	err := ch.fd.wait(ctx, func() bool {
+	err = ch.fd.wait(ctx, func() bool {
+		if stop != nil && stop() {
+			return true
+		}
 		var raw *rdmacm.CMEvent
 		switch err := rdmacm.GetCMEvent(ch.raw, &raw); {
 		case err == nil:
@@ -216,12 +228,13 @@ func (ch *cmChannel) next(ctx context.Context) (cmEvent, error) {
 			ev.data = append([]byte(nil), unsafe.Slice((*byte)(p.PrivateData), p.PrivateDataLen)...)
 		}
 		rdmacm.ACKCMEvent(raw)
+		ok = true
 		return true
 	})
 	if err == nil {
 		err = failed
 	}
-	return ev, err
+	return ev, ok, err
 }
 
 // expect waits for the event want; any other event is a *CMEventError.
@@ -306,9 +319,11 @@ func (l *Listener) Context() *Context {
 }
 
 // Close stops listening and wakes an Accept with ErrClosed. Accepted
-// connections and pending ConnRequests are unaffected.
+// connections and pending ConnRequests are unaffected. A failed
+// rdma_destroy_id is returned, with the Listener closed all the same: its
+// event channel is gone.
 func (l *Listener) Close() error {
-	return l.close(func() error {
+	return l.closeTearing(func() error { return nil }, func() error {
 		err := verbErr("rdma_destroy_id", rdmacm.DestroyID(l.id))
 		l.ch.close()
 		return err
@@ -645,7 +660,7 @@ func (c *Conn) fail(what string, err error) error {
 func (c *Conn) release() error {
 	var errs []error
 	if c.qp != nil {
-		errs = append(errs, c.qp.Close())
+		errs = append(errs, c.qp.closeOwned())
 	}
 	if c.id != nil {
 		errs = append(errs, verbErr("rdma_destroy_id", rdmacm.DestroyID(c.id)))
@@ -730,9 +745,16 @@ func (c *Conn) WaitDisconnect(ctx context.Context) error {
 
 func (c *Conn) waitDisconnected(ctx context.Context) error {
 	for !c.disconnected.Load() {
-		ev, err := c.ch.next(ctx)
+		// Disconnect and WaitDisconnect may wait together: the one that
+		// gets the event sets disconnected, and the other, next in turn,
+		// must not wait on for another event (TIMEWAIT_EXIT, seconds
+		// later, or none at all).
+		ev, ok, err := c.ch.nextUnless(ctx, c.disconnected.Load)
 		if err != nil {
 			return err
+		}
+		if !ok {
+			break
 		}
 		if ev.typ == rdmacm.CMEventDisconnected || ev.typ == rdmacm.CMEventDeviceRemoval {
 			if !c.disconnecting.Swap(true) {
@@ -756,11 +778,12 @@ func (c *Conn) waitDisconnected(ctx context.Context) error {
 // and closes the PD and CQ the Conn made itself. It fails with a *BusyError,
 // closing nothing, while MRs or other objects made on the Conn's own PD or
 // CQ are open.
+//
+// Once it has begun to tear down, the Conn is closed even if a step fails
+// (an MR registered on the Conn's own PD while Close ran): Close returns
+// what it could not release, and the Conn's methods return ErrClosed.
 func (c *Conn) Close() error {
-	return c.close(func() error {
-		if err := c.busyOwn(); err != nil {
-			return err
-		}
+	return c.closeTearing(c.busyOwn, func() error {
 		if !c.disconnecting.Swap(true) {
 			rdmacm.Disconnect(c.id)
 		}
@@ -768,10 +791,20 @@ func (c *Conn) Close() error {
 	}, c.ch.fd.interrupt, c.ch.fd.undo)
 }
 
-// busyOwn reports user objects on the PD and CQ the Conn made, other than
-// its own QP.
+// busyOwn reports user objects on what the Conn made for itself (its
+// Context wrapper, PD, CQ and completion channel), other than its QP.
 func (c *Conn) busyOwn() error {
-	return busyOwned(c.label, c.pd, c.ownPD, c.sendCQ, c.ownCQ, &c.qp.object)
+	owned := []*object{&c.ctx.object, &c.qp.object}
+	if c.ownPD {
+		owned = append(owned, &c.pd.object)
+	}
+	if c.ownCQ {
+		owned = append(owned, &c.sendCQ.object)
+	}
+	if c.cqCh != nil {
+		owned = append(owned, &c.cqCh.object)
+	}
+	return busyOwned(c.label, owned...)
 }
 
 // sockaddrBuf is a struct sockaddr_storage in Go memory (no pointers, so it

@@ -131,10 +131,21 @@ func (r *epResources) close() error {
 	return errors.Join(errs...)
 }
 
-// busy reports user objects (beyond the QPs of Conns) still on the PD and
-// CQ the resources own, and those Conns' QPs.
+// busy reports user objects still on what the resources made for
+// themselves (the Context wrapper, PD, CQ and completion channel): the
+// QPs of accepted Conns among them.
 func (r *epResources) busy(label string) error {
-	return busyOwned(label, r.pd, r.ownPD, r.sendCQ, r.ownCQ, nil)
+	owned := []*object{&r.ctx.object}
+	if r.ownPD {
+		owned = append(owned, &r.pd.object)
+	}
+	if r.ownCQ {
+		owned = append(owned, &r.sendCQ.object)
+	}
+	if r.cqCh != nil {
+		owned = append(owned, &r.cqCh.object)
+	}
+	return busyOwned(label, owned...)
 }
 
 // cmDeviceFor returns librdmacm's context of the device that has the IP
@@ -568,15 +579,9 @@ func (l *EPListener) getRequest(ctx context.Context) (*rdmacm.CMID, []byte, erro
 // ErrClosed. It fails with a *BusyError, closing nothing, while accepted
 // Conns or other objects use the PD or CQ the listener made itself.
 func (l *EPListener) Close() error {
-	return l.close(func() error {
-		if err := l.res.busy(l.label); err != nil {
-			return err
-		}
-		if l.id != nil {
-			rdmacm.DestroyEp(l.id)
-			l.fd.close()
-			l.id = nil // a Close retried after res.close failed must not destroy it again
-		}
+	return l.closeTearing(func() error { return l.res.busy(l.label) }, func() error {
+		rdmacm.DestroyEp(l.id)
+		l.fd.close()
 		return l.res.close()
 	}, l.fd.interrupt, l.fd.undo)
 }

@@ -119,22 +119,16 @@ func (o *object) busy() error {
 	return e
 }
 
-// busyOwned is busy for what an rdma_cm connection made for itself: a
-// *BusyError on label listing the children of pd (when ownPD) and cq (when
-// ownCQ) but skip, each once (an object on both, a QP, is a child of each).
-func busyOwned(label string, pd *PD, ownPD bool, cq *CQ, ownCQ bool, skip *object) error {
-	var own []*object
-	if ownPD {
-		own = append(own, &pd.object)
-	}
-	if ownCQ {
-		own = append(own, &cq.object)
-	}
+// busyOwned is busy for what an rdma_cm connection or listener made for
+// itself (its own Context wrapper, PD, CQ, completion channel, QP): a
+// *BusyError on label listing every child of those that is not one of
+// them, each once. Those children would make the teardown fail half-way.
+func busyOwned(label string, owned ...*object) error {
 	var children []string
-	for _, o := range own {
+	for _, o := range owned {
 		o.childMu.Lock()
 		for _, c := range o.children {
-			if c != skip && !slices.Contains(children, c.label) {
+			if !slices.Contains(owned, c) && !slices.Contains(children, c.label) {
 				children = append(children, c.label)
 			}
 		}
@@ -190,4 +184,25 @@ func (o *object) close(destroy func() error, interrupt, undo func()) error {
 		p.childMu.Unlock()
 	}
 	return nil
+}
+
+// closeTearing is close for an object whose teardown cannot be undone once
+// it has begun (a Conn: its rdma_cm id is destroyed first). check runs
+// with o write-locked and, failing, closes nothing; otherwise teardown
+// runs and o is closed whatever it returns, so that no method reaches
+// what it freed, and its error (what could not be released) is returned,
+// once.
+func (o *object) closeTearing(check, teardown func() error, interrupt, undo func()) error {
+	var left error
+	err := o.close(func() error {
+		if err := check(); err != nil {
+			return err
+		}
+		left = teardown()
+		return nil
+	}, interrupt, undo)
+	if err != nil {
+		return err
+	}
+	return left
 }

@@ -164,7 +164,19 @@ func (q *QP) PD() *PD { return q.pd }
 
 // Close destroys the QP. Outstanding work requests are discarded without
 // completions: move the QP to ERR and drain its CQs first to get them back.
+// The QP of a Conn is the Conn's: its Close returns a *BusyError naming
+// the Conn, and Conn.Close closes it (the Conn's posts, rdma_post_*v,
+// would otherwise reach a QP librdmacm had destroyed).
 func (q *QP) Close() error {
+	if q.cmID != nil && !q.isClosed() {
+		return &BusyError{Object: q.label, Owner: "its Conn"}
+	}
+	return q.closeOwned()
+}
+
+// closeOwned is Close without the owner's check: Close, or the owning
+// Conn's Close.
+func (q *QP) closeOwned() error {
 	return q.close(func() error {
 		if q.cmID != nil {
 			rdmacm.DestroyQP(q.cmID) // returns nothing; it destroys the QP (and CQs it made itself)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/libload"
 	"github.com/goverbs/goverbs/verberr"
@@ -52,6 +53,68 @@ func TestAttrAndBusyErrors(t *testing.T) {
 	err = &BusyError{Object: "PD 0x1", Children: []string{"MR lkey 0x5 (4096 bytes)", "RC QP 17"}}
 	require.EqualError(t, err, "goverbs: cannot close PD 0x1: still used by MR lkey 0x5 (4096 bytes), RC QP 17; close them first")
 	require.ErrorIs(t, err, syscall.EBUSY)
+	err = &BusyError{Object: "RC QP 17", Owner: "its Conn"}
+	require.EqualError(t, err, "goverbs: cannot close RC QP 17: it belongs to its Conn, whose Close closes it")
+	require.ErrorIs(t, err, syscall.EBUSY)
+}
+
+// A Conn's QP is the Conn's: QP.Close refuses, leaving it open, and the
+// Conn's own close (closeOwned) closes it; then QP.Close is a no-op.
+func TestOwnedQPClose(t *testing.T) {
+	q := &QP{cmID: &rdmacm.CMID{}}
+	q.init("RC QP 17")
+	var busy *BusyError
+	require.ErrorAs(t, q.Close(), &busy)
+	require.Equal(t, "its Conn", busy.Owner)
+	require.NoError(t, q.use(), "still open")
+	q.done()
+	require.NoError(t, q.close(func() error { return nil }, nil, nil)) // closeOwned's, without C
+	require.NoError(t, q.Close(), "closed by its owner: a second Close")
+}
+
+// busyOwned names the children of an owned object that are not owned
+// themselves, each once, wherever they hang.
+func TestBusyOwned(t *testing.T) {
+	var ctx, pd, cq, qp, mr, userPD object
+	ctx.init("Context")
+	pd.init("PD", &ctx)
+	cq.init("CQ", &ctx)
+	qp.init("QP", &pd, &cq)
+	require.NoError(t, busyOwned("Conn", &ctx, &pd, &cq, &qp))
+	mr.init("MR", &pd)
+	userPD.init("user PD", &ctx)
+	var busy *BusyError
+	require.ErrorAs(t, busyOwned("Conn", &ctx, &pd, &cq, &qp), &busy)
+	require.Equal(t, "Conn", busy.Object)
+	require.ElementsMatch(t, []string{"MR", "user PD"}, busy.Children)
+	require.Error(t, busyOwned("Conn", &ctx, &pd, &cq), "the QP, not owned, uses the PD")
+}
+
+// closeTearing closes nothing when check fails (and undoes the
+// interrupt), and once teardown has run the object is closed whatever
+// teardown returned, its error returned once.
+func TestLifetimeCloseTearing(t *testing.T) {
+	var o object
+	o.init("Conn")
+	var interrupted, undone, torn int
+	busy := errors.New("busy")
+	check := busy
+	teardown := func() error { torn++; return errors.New("the PD: still used") }
+	closeIt := func() error {
+		return o.closeTearing(func() error { return check }, teardown,
+			func() { interrupted++ }, func() { undone++ })
+	}
+	require.ErrorIs(t, closeIt(), busy)
+	require.Equal(t, []int{1, 1, 0}, []int{interrupted, undone, torn})
+	require.NoError(t, o.use(), "a failed check closes nothing")
+	o.done()
+
+	check = nil
+	require.EqualError(t, closeIt(), "the PD: still used")
+	require.Equal(t, 1, torn)
+	require.ErrorIs(t, o.use(), ErrClosed, "torn down: closed despite the error")
+	require.NoError(t, closeIt(), "second Close")
+	require.Equal(t, 1, torn)
 }
 
 func TestMemlockAdvice(t *testing.T) {

@@ -120,12 +120,19 @@ func (e *AttrError) Unwrap() error { return syscall.EINVAL }
 // This package never closes children implicitly: a child closed behind its
 // owner's back (an MR under a buffer a peer still writes into, a QP a poller
 // still reads) is a worse failure than an error at Close.
+//
+// Close on an object that another owns (the QP of a Conn) is a BusyError
+// too, naming the Owner, whose Close closes it.
 type BusyError struct {
 	Object   string   // the object Close was called on, e.g. "PD 0x3"
 	Children []string // what still depends on it, e.g. "MR lkey 0x104 (4096 bytes)"
+	Owner    string   // what owns Object and closes it, e.g. "its Conn"; empty for an object of its own
 }
 
 func (e *BusyError) Error() string {
+	if e.Owner != "" {
+		return "goverbs: cannot close " + e.Object + ": it belongs to " + e.Owner + ", whose Close closes it"
+	}
 	return "goverbs: cannot close " + e.Object + ": still used by " + strings.Join(e.Children, ", ") + "; close them first"
 }
 

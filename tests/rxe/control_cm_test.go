@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
@@ -78,6 +79,11 @@ func TestControlCMConnect(t *testing.T) {
 		require.Equal(t, verbs.QPSRts, s)
 		require.Equal(t, c.QP().Raw(), c.Raw().QP)
 	}
+	// The QP is the Conn's: closed alone, the Conn's posts would reach a
+	// QP librdmacm had destroyed.
+	var owned *hand.BusyError
+	require.ErrorAs(t, cli.QP().Close(), &owned)
+	require.Equal(t, "its Conn", owned.Owner)
 
 	// Data: buffers registered on each Conn's own PD.
 	smr, err := srv.PD().Alloc(4096, hand.AccessLocalWrite)
@@ -92,18 +98,43 @@ func TestControlCMConnect(t *testing.T) {
 	require.Equal(t, verbs.WCSuccess, wc.Status)
 	require.Equal(t, "over rdma_cm", string(smr.Bytes()[:wc.ByteLen]))
 
-	// The MR on the Conn's own PD keeps the Conn open.
+	// The MR on the Conn's own PD, and a PD made on the Conn's Context,
+	// keep the Conn open, with nothing torn down (the disconnect below
+	// needs the id).
+	upd, err := srv.Context().AllocPD()
+	require.NoError(t, err)
 	var busy *hand.BusyError
 	require.ErrorAs(t, srv.Close(), &busy)
-	require.Len(t, busy.Children, 1)
-	require.Contains(t, busy.Children[0], "MR lkey")
+	require.Len(t, busy.Children, 2, "%v", busy)
+	require.Contains(t, busy.Error(), "MR lkey")
+	require.Contains(t, busy.Error(), "PD ")
+	require.NoError(t, upd.Close())
 
+	// Disconnect and WaitDisconnect on one Conn at once: whichever reads
+	// the DISCONNECTED event, both return with it, not one at the next
+	// event (TIMEWAIT_EXIT, seconds later).
 	waited := make(chan error, 1)
 	go func() { waited <- srv.WaitDisconnect(ctlContext(t, 20*time.Second)) }()
+	cliWaited := make(chan time.Time, 1)
+	go func() {
+		err := cli.WaitDisconnect(ctx)
+		assert.NoError(t, err, "the client's WaitDisconnect")
+		cliWaited <- time.Now()
+	}()
 	start := time.Now()
 	require.NoError(t, cli.Disconnect(ctx))
+	disconnected := time.Now()
 	require.NoError(t, <-waited)
-	t.Logf("disconnected in %v", time.Since(start))
+	t.Logf("disconnected in %v", disconnected.Sub(start))
+	var late time.Duration
+	select {
+	case at := <-cliWaited:
+		late = at.Sub(disconnected)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client's WaitDisconnect had not returned 20 s after its Disconnect")
+	}
+	t.Logf("the client's WaitDisconnect returned %v after its Disconnect", late)
+	require.Less(t, late, 500*time.Millisecond, "the second waiter waited for another event")
 	s, err := srv.QP().State()
 	require.NoError(t, err)
 	require.Equal(t, verbs.QPSErr, s, "disconnect moves the QP to ERR")
