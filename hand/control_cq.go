@@ -8,6 +8,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -433,7 +434,7 @@ type CQ struct {
 	raw   *verbs.CQ
 	rawEx *verbs.CQEx
 	ch    *CompChannel
-	size  int
+	size  atomic.Int64 // Resize changes it while others read it
 	// wcFlags are CQOptions.WCFlags of an extended CQ, for NewExPoller.
 	wcFlags verbs.CreateCQWCFlags
 	// armed is whether an event is due after the next completion, of any
@@ -463,10 +464,18 @@ type CQOptions struct {
 	WCFlags  verbs.CreateCQWCFlags
 }
 
+// checkCQEntries refuses a CQ size the verbs' int cqe cannot hold.
+func checkCQEntries(op string, entries int) error {
+	if entries <= 0 || entries > math.MaxInt32 {
+		return &AttrError{Op: op, Field: "entries", Reason: fmt.Sprintf("%d: must be 1 to %d", entries, math.MaxInt32)}
+	}
+	return nil
+}
+
 // NewCQ creates a completion queue of at least entries entries.
 func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
-	if entries <= 0 {
-		return nil, &AttrError{Op: "Context.NewCQ", Field: "entries", Reason: fmt.Sprintf("%d: must be positive", entries)}
+	if err := checkCQEntries("Context.NewCQ", entries); err != nil {
+		return nil, err
 	}
 	var chObj *object
 	if o.Channel != nil {
@@ -499,7 +508,7 @@ func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
 		}
 		cq.raw = raw
 	}
-	cq.size = int(cq.raw.CQE)
+	cq.size.Store(int64(cq.raw.CQE))
 	cq.init(fmt.Sprintf("CQ %#x", cq.raw.Handle), &c.object, chObj)
 	if o.Channel != nil {
 		o.Channel.mu.Lock()
@@ -518,7 +527,7 @@ func (cq *CQ) Raw() *verbs.CQ { return cq.raw }
 func (cq *CQ) RawEx() *verbs.CQEx { return cq.rawEx }
 
 // Size returns the number of entries the CQ holds (at least what was asked).
-func (cq *CQ) Size() int { return cq.size }
+func (cq *CQ) Size() int { return int(cq.size.Load()) }
 
 // Channel returns the completion channel the CQ signals, or nil.
 func (cq *CQ) Channel() *CompChannel { return cq.ch }
@@ -593,6 +602,9 @@ func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
 
 // Resize changes the number of entries (ibv_resize_cq).
 func (cq *CQ) Resize(entries int) error {
+	if err := checkCQEntries("CQ.Resize", entries); err != nil {
+		return err
+	}
 	if err := cq.use(); err != nil {
 		return err
 	}
@@ -600,7 +612,7 @@ func (cq *CQ) Resize(entries int) error {
 	if err := verbErr("ibv_resize_cq", verbs.ResizeCQ(cq.raw, int32(entries))); err != nil {
 		return err
 	}
-	cq.size = int(cq.raw.CQE)
+	cq.size.Store(int64(cq.raw.CQE))
 	return nil
 }
 

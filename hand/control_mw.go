@@ -60,8 +60,9 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 	if mw.typ != verbs.MWType1 {
 		return 0, &AttrError{Op: "MW.Bind", Field: "type", Reason: "type 2 windows are bound by a work request"}
 	}
-	if offset < 0 || length < 0 || offset+length > mr.Len() {
-		return 0, &AttrError{Op: "MW.Bind", Field: "offset/length", Reason: fmt.Sprintf("[%d, %d) is outside the MR's %d bytes", offset, offset+length, mr.Len())}
+	// length > Len()-offset, not offset+length > Len(): the sum can wrap.
+	if offset < 0 || length < 0 || offset > mr.Len() || length > mr.Len()-offset {
+		return 0, &AttrError{Op: "MW.Bind", Field: "offset/length", Reason: fmt.Sprintf("%d bytes at %d are outside the MR's %d bytes", length, offset, mr.Len())}
 	}
 	bind := verbs.MWBind{
 		WRID:      wrID,

@@ -3,6 +3,7 @@ package hand
 import (
 	"context"
 	"errors"
+	"math"
 	"net/netip"
 	"os"
 	"sync"
@@ -492,4 +493,22 @@ func TestCompChannelDeliver(t *testing.T) {
 
 	require.False(t, ch.deliver(&rawB, a), "b's event, waiting for a")
 	require.Equal(t, map[*CQ]int{b: 1}, ch.pending)
+}
+
+// Sizes C's int would truncate, and an MW range whose end wraps, are
+// *AttrErrors before any C call.
+func TestSizeAttrErrors(t *testing.T) {
+	var ae *AttrError
+	_, err := (&Context{}).NewCQ(math.MaxInt32+1, CQOptions{})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "entries", ae.Field)
+	require.ErrorAs(t, (&CQ{}).Resize(0), &ae)
+	require.ErrorAs(t, (&CQ{}).Resize(1<<32), &ae)
+
+	mw, qp, mr := &MW{typ: verbs.MWType1}, &QP{}, &MR{length: 4096}
+	for _, r := range [][2]int{{math.MaxInt, 1}, {1, math.MaxInt}, {4097, 0}, {4000, 97}, {-1, 1}} {
+		_, err := mw.Bind(qp, mr, r[0], r[1], 0, 0)
+		require.ErrorAs(t, err, &ae, "offset %d length %d", r[0], r[1])
+		require.Equal(t, "offset/length", ae.Field)
+	}
 }

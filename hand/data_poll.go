@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync"
 	"syscall"
@@ -219,7 +220,8 @@ func (p *Poller) PollSpin(polls int) ([]WC, error) {
 	if polls < 1 {
 		return nil, &AttrError{Op: "Poller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
 	}
-	return p.poll(polls)
+	// C's int counts them: more than it holds would wrap (2^32 to 0).
+	return p.poll(min(polls, math.MaxInt32))
 }
 
 func (p *Poller) poll(polls int) ([]WC, error) {

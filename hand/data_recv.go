@@ -23,10 +23,11 @@ type RecvChain struct {
 	chain[verbs.RecvWR]
 }
 
-// NewRecvChain allocates a chain of up to capacity WRs of up to maxSGE
-// scatter entries each, in C memory. Free releases it.
+// NewRecvChain allocates a chain of up to capacity WRs (at most 2^24) of
+// up to maxSGE scatter entries each (at most 2^16), in C memory. Free
+// releases it.
 func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
-	if capacity <= 0 || maxSGE <= 0 {
+	if !chainSizeOK(capacity, maxSGE) {
 		return nil, syscall.EINVAL
 	}
 	wrSize := uintptr(capacity) * unsafe.Sizeof(verbs.RecvWR{})

@@ -33,15 +33,30 @@ type SendChain struct {
 	inl16 int
 }
 
+// maxChainWRs and maxChainSGE bound a chain's capacity and scatter entries
+// per WR, far above any device's queue depth (max_qp_wr) and max_sge, so
+// that the sizes NewRecvChain and NewSendChain compute cannot overflow.
+const (
+	maxChainWRs = 1 << 24
+	maxChainSGE = 1 << 16
+)
+
+// chainSizeOK reports whether a chain of capacity WRs of maxSGE entries
+// each is within those bounds.
+func chainSizeOK(capacity, maxSGE int) bool {
+	return capacity > 0 && capacity <= maxChainWRs && maxSGE > 0 && maxSGE <= maxChainSGE
+}
+
 // maxInlineCap bounds NewSendChain's inlineCap (SetInline slices the staging
 // as a [maxInlineCap]byte); providers' max_inline_data is far smaller.
 const maxInlineCap = 1 << 20
 
-// NewSendChain allocates a chain of up to capacity WRs of up to maxSGE
-// scatter entries each, with inlineCap bytes of inline staging per WR (0 when
-// SetInline is not used, at most 1 MiB), in C memory. Free releases it.
+// NewSendChain allocates a chain of up to capacity WRs (at most 2^24) of
+// up to maxSGE scatter entries each (at most 2^16), with inlineCap bytes of
+// inline staging per WR (0 when SetInline is not used, at most 1 MiB), in
+// C memory. Free releases it.
 func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
-	if capacity <= 0 || maxSGE <= 0 || inlineCap < 0 || inlineCap > maxInlineCap {
+	if !chainSizeOK(capacity, maxSGE) || inlineCap < 0 || inlineCap > maxInlineCap {
 		return nil, syscall.EINVAL
 	}
 	wrSize := uintptr(capacity) * unsafe.Sizeof(verbs.SendWR{})

@@ -339,3 +339,16 @@ func TestSetInlineIndexOutsideView(t *testing.T) {
 	_, err = hand.NewSendChain(1, 1, 1<<20+1)
 	require.ErrorIs(t, err, syscall.EINVAL, "inline staging over 1 MiB")
 }
+
+// Sizes whose products would overflow (capacity times scatter entries)
+// are EINVAL, not a panic or a short allocation.
+func TestChainSizeBounds(t *testing.T) {
+	for _, tc := range []struct{ capacity, maxSGE int }{
+		{0, 1}, {1, 0}, {1<<24 + 1, 1}, {1, 1<<16 + 1}, {1 << 40, 1 << 40},
+	} {
+		_, err := hand.NewRecvChain(tc.capacity, tc.maxSGE)
+		require.ErrorIs(t, err, syscall.EINVAL, "recv %+v", tc)
+		_, err = hand.NewSendChain(tc.capacity, tc.maxSGE, 0)
+		require.ErrorIs(t, err, syscall.EINVAL, "send %+v", tc)
+	}
+}
