@@ -746,9 +746,9 @@ func (c *Conn) WaitDisconnect(ctx context.Context) error {
 func (c *Conn) waitDisconnected(ctx context.Context) error {
 	for !c.disconnected.Load() {
 		// Disconnect and WaitDisconnect may wait together: the one that
-		// gets the event sets disconnected, and the other, next in turn,
-		// must not wait on for another event (TIMEWAIT_EXIT, seconds
-		// later, or none at all).
+		// gets the event sets disconnected (and kicks), and the other,
+		// next in turn or parked, must not wait on for another event
+		// (TIMEWAIT_EXIT, seconds later, or none at all).
 		ev, ok, err := c.ch.nextUnless(ctx, c.disconnected.Load)
 		if err != nil {
 			return err
@@ -762,13 +762,17 @@ func (c *Conn) waitDisconnected(ctx context.Context) error {
 				// or its Disconnect waits until the request times out.
 				rdmacm.Disconnect(c.id)
 			}
-			c.disconnected.Store(true)
 			if ev.status != 0 || ev.typ == rdmacm.CMEventDeviceRemoval {
 				// Torn down, but not by an answering peer: the kernel
 				// gave up on the disconnect request (ETIMEDOUT: the peer
 				// is gone), or the device went away.
 				c.disconnectErr = &CMEventError{Op: "rdma_disconnect", Event: ev.typ, Status: ev.status}
 			}
+			c.disconnected.Store(true) // after disconnectErr, which the other waiter then reads
+			// The other waiter may have taken the fd's turn between the
+			// read and the Store, found nothing, and parked: wake it to
+			// see disconnected.
+			c.ch.fd.kick()
 		}
 	}
 	return c.disconnectErr
