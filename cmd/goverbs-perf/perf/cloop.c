@@ -43,8 +43,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 	}
 	start = last = now_ns();
 	while (done < a->iters) {
-		while (posted < a->iters && posted - done + a->post_list <= a->tx_depth) {
-			int n = a->iters - posted < a->post_list ? a->iters - posted : a->post_list;
+		for (int n; (n = perf_cloop_next(a, posted, done)) > 0;) {
 			for (int i = 0; i < n; i++) {
 				int seq = posted + i;
 				struct ibv_send_wr *wr = &wrs[i];
@@ -54,7 +53,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 				wr->sg_list = &sge;
 				wr->num_sge = 1;
 				wr->opcode = a->opcode;
-				if ((seq + 1) % a->cq_mod == 0 || seq + 1 == a->iters)
+				if (perf_cloop_signaled(a, seq))
 					wr->send_flags = IBV_SEND_SIGNALED;
 				if (a->opcode != IBV_WR_SEND) {
 					wr->wr.rdma.remote_addr = a->raddr;

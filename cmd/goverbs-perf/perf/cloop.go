@@ -89,3 +89,11 @@ func (e *engine) cloopServer() (time.Duration, error) {
 	}
 	return time.Duration(r.ns), nil
 }
+
+// cloopPlan asks cloop.h's perf_cloop_next and perf_cloop_signaled what
+// p.next(posted, done) and p.signaled(posted) say, for the test that
+// holds the C loop to the Go one.
+func cloopPlan(p sendPlan, posted, done int) (next int, signaled bool) {
+	a := C.struct_perf_cloop_args{iters: C.int(p.Iters), post_list: C.int(p.PostList), cq_mod: C.int(p.CQMod), tx_depth: C.int(p.TxDepth)}
+	return int(C.perf_cloop_next(&a, C.int(posted), C.int(done))), C.perf_cloop_signaled(&a, C.int(posted)) != 0
+}

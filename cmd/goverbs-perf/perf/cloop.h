@@ -18,6 +18,24 @@ struct perf_cloop_args {
 	int posted; // receives already outstanding (server)
 };
 
+// perf_cloop_next and perf_cloop_signaled are the client's posting
+// arithmetic, sendPlan.next and sendPlan.signaled of plan.go: how many WRs
+// to post next having posted posted and seen done complete (0: poll
+// first), and whether WR seq asks for a completion. Both loops stop only
+// for the plans that sendPlan.check lets through; a test holds these to
+// the Go ones.
+static inline int perf_cloop_next(const struct perf_cloop_args *a, int posted, int done)
+{
+	if (posted >= a->iters || posted - done + a->post_list > a->tx_depth)
+		return 0;
+	return a->iters - posted < a->post_list ? a->iters - posted : a->post_list;
+}
+
+static inline int perf_cloop_signaled(const struct perf_cloop_args *a, int seq)
+{
+	return (seq + 1) % a->cq_mod == 0 || seq + 1 == a->iters;
+}
+
 // perf_cloop_result is what a loop reports: its time from the first post
 // (client) or the first receive (server) to the last completion, and the
 // client's best rate between two polls that returned completions. When

@@ -183,25 +183,24 @@ func (e *engine) poll() ([]hand.WC, error) {
 	return e.poller.PollSpin(e.cfg.Spin)
 }
 
-// bwClient posts Iters WRs of the mode, PostList at a time, one in CQMod
-// signaled, keeping at most TxDepth outstanding, and returns the time from
-// the first post to the last completion.
+// bwClient posts Iters WRs of the mode as the sendPlan says, and returns
+// the time from the first post to the last completion.
 func (e *engine) bwClient() (time.Duration, error) {
 	if e.cfg.Loop == CLoop {
 		return e.cloopClient()
 	}
 	cfg := e.cfg
+	plan := cfg.sendPlan()
 	var posted, done int
 	start := time.Now()
 	last, lastDone := start, 0
 	for done < cfg.Iters {
-		for posted < cfg.Iters && posted-done+cfg.PostList <= cfg.TxDepth {
-			n := min(cfg.PostList, cfg.Iters-posted)
+		for n := plan.next(posted, done); n > 0; n = plan.next(posted, done) {
 			v := e.send.Reserve(n)
 			for i := range n {
 				seq := posted + i
 				var flags hand.SendFlags
-				if (seq+1)%cfg.CQMod == 0 || seq+1 == cfg.Iters {
+				if plan.signaled(seq) {
 					flags = hand.Signaled
 				}
 				switch cfg.Mode {

@@ -6,8 +6,12 @@
 // read_bw, send_lat), -d device, -i port, -x GID index, -s size (default
 // 65536 for bandwidth, 2 for latency), -n iterations (5000 and 1000), -p TCP
 // port (18515), -l post list (WRs per ibv_post_send; default 1), -Q CQ
-// moderation (one signaled WR in Q; default 100), -tx-depth and -rx-depth
-// (perftest's -t and -r: 128 and 512; -t is the mode here). A host argument
+// moderation (one signaled WR in Q; default 100, or the post list when -l
+// is above 1, as perftest), -tx-depth and -rx-depth (perftest's -t and -r:
+// 128 and 512; -t is the mode here). Combinations the bandwidth client
+// could not finish are refused, by perftest's rules (sendPlan.check);
+// send_lat posts one signaled send at a time, whatever -l and -Q say.
+// A host argument
 // makes the client, which drives the test and reports it; the server
 // reports too for send_bw and send_lat.
 //
@@ -193,8 +197,19 @@ func ParseArgs(args []string) (Config, error) {
 	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
 		return cfg, errors.New("-s, -n, -l, -Q, -spin and the depths must be positive")
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// As perftest: a post list without -Q signals its last WR. send_lat
+	// posts one signaled send at a time, whatever -l and -Q say.
+	if cfg.PostList > 1 && !set["Q"] {
+		cfg.CQMod = cfg.PostList
+	}
 	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
-	cfg.PostList = min(cfg.PostList, cfg.TxDepth)
+	if !lat {
+		if err := cfg.sendPlan().check(); err != nil {
+			return cfg, err
+		}
+	}
 	if len(hosts) == 1 {
 		cfg.Server = hosts[0]
 	}

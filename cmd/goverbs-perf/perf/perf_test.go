@@ -13,13 +13,23 @@ import (
 func TestParseArgs(t *testing.T) {
 	cfg, err := ParseArgs([]string{"-t", "read_bw", "-d", "rxe0", "-x", "1", "-F", "192.0.2.1", "-l", "8"})
 	want := Config{Mode: ReadBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
-		Size: 65536, Iters: 5000, PostList: 8, CQMod: 100, TxDepth: 128, RxDepth: 512, Loop: GoLoop, Spin: 16, Wait: ThreadWait}
+		Size: 65536, Iters: 5000, PostList: 8, CQMod: 8, TxDepth: 128, RxDepth: 512, Loop: GoLoop, Spin: 16, Wait: ThreadWait}
 	if err != nil || cfg != want {
 		t.Errorf("ParseArgs = %+v, %v; want %+v", cfg, err, want)
 	}
 	cfg, err = ParseArgs([]string{"-t", "send_lat"})
 	if err != nil || cfg.Size != 2 || cfg.Iters != 1000 {
 		t.Errorf("send_lat defaults: %+v, %v", cfg, err)
+	}
+	cfg, err = ParseArgs([]string{"-l", "8", "-Q", "4"})
+	if err != nil || cfg.CQMod != 4 {
+		t.Errorf("-l 8 -Q 4: %+v, %v", cfg, err)
+	}
+	for _, mode := range []string{"write_bw", "send_lat"} { // as tests/rxe runs them
+		cfg, err = ParseArgs([]string{"-t", mode, "-n", "300", "-l", "4", "-Q", "8"})
+		if err != nil || cfg.PostList != 4 || cfg.CQMod != 8 {
+			t.Errorf("-t %s -n 300 -l 4 -Q 8: %+v, %v", mode, cfg, err)
+		}
 	}
 	cfg, err = ParseArgs([]string{"-Q", "1000", "-tx-depth", "64"})
 	if err != nil || cfg.CQMod != 64 {
