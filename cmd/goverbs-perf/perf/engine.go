@@ -326,6 +326,15 @@ func (e *engine) sendOne(i int) error {
 // messages and no round trip more than a few microseconds.
 const latRefill = 16
 
+// latNeedsRefill reports whether the latency loop tops its receive queue of
+// rxDepth up, posted receives being left after a message: when latRefill
+// are used, or, in a queue that small, all but one. The peer sends one
+// message and waits for the answer, so the one left takes the next message;
+// none left, the peer's send would wait on RNR retries for ever.
+func latNeedsRefill(posted, rxDepth int) bool {
+	return posted <= rxDepth-min(latRefill, rxDepth-1)
+}
+
 // waitRecv polls (or waits, with Config.Events) until a receive completes,
 // reaping send completions on the way, and keeps the receive queue topped
 // up.
@@ -346,7 +355,7 @@ func (e *engine) waitRecv() error {
 			}
 		}
 		if got {
-			if e.posted <= e.cfg.RxDepth-latRefill {
+			if latNeedsRefill(e.posted, e.cfg.RxDepth) {
 				return e.fillRecv()
 			}
 			return nil

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -124,5 +125,31 @@ func TestMonotonicNanos(t *testing.T) {
 	}
 	if wall := time.Now().UnixNano(); m1 > wall/2 {
 		t.Fatalf("monotonicNanos %d looks like the wall clock (%d)", m1, wall)
+	}
+}
+
+// With any receive queue ParseArgs accepts, the latency loop has a receive
+// posted for each of the peer's messages, and refills latRefill at a time
+// where the queue holds more than that.
+func TestLatRefill(t *testing.T) {
+	for depth := 2; depth <= 32; depth++ {
+		if _, err := ParseArgs([]string{"-t", "send_lat", "-rx-depth", strconv.Itoa(depth)}); err != nil {
+			t.Fatalf("-rx-depth %d: %v", depth, err)
+		}
+		posted, refills := depth, 0 // fillRecv's first post
+		const msgs = 1000
+		for i := range msgs {
+			if posted < 1 {
+				t.Fatalf("-rx-depth %d: message %d finds no receive posted", depth, i)
+			}
+			posted--
+			if latNeedsRefill(posted, depth) {
+				posted = depth
+				refills++
+			}
+		}
+		if want := msgs / min(latRefill, depth-1); refills != want {
+			t.Errorf("-rx-depth %d: %d refills in %d messages, want %d", depth, refills, msgs, want)
+		}
 	}
 }
