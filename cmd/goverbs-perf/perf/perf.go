@@ -128,6 +128,13 @@ const (
 	NetpollWait Wait = "netpoll"
 )
 
+// perftest's bounds on -s (1 to UINT_MAX/2) and -n (MIN_ITER, MAX_ITER).
+const (
+	maxSize  = math.MaxUint32 / 2
+	minIters = 5
+	maxIters = 1 << 32
+)
+
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Config, error) {
 	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: 100, TxDepth: 128, RxDepth: 512, Spin: 16}
@@ -173,10 +180,14 @@ func ParseArgs(args []string) (Config, error) {
 	cfg.Loop = Loop(loop)
 	cfg.Wait = Wait(wait)
 	lat := cfg.Mode == SendLat
-	if cfg.Size == 0 {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The defaults stand for absent flags only: an explicit -s 0 or -n 0
+	// is refused below, as perftest refuses it.
+	if !set["s"] {
 		cfg.Size = map[bool]int{false: 65536, true: 2}[lat]
 	}
-	if cfg.Iters == 0 {
+	if !set["n"] {
 		cfg.Iters = map[bool]int{false: 5000, true: 1000}[lat]
 	}
 	switch {
@@ -194,11 +205,13 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
 	case cfg.GoMaxProcs < 0:
 		return cfg, fmt.Errorf("-gomaxprocs %d: 0 for Go's default, or the Ps to run with", cfg.GoMaxProcs)
-	case cfg.Size < 1 || cfg.Iters < 1 || cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
-		return cfg, errors.New("-s, -n, -l, -Q, -spin and the depths must be positive")
+	case cfg.Size < 1 || cfg.Size > maxSize:
+		return cfg, fmt.Errorf("-s %d: the message size must be between 1 and %d (perftest's bounds, within an SGE's 32-bit length)", cfg.Size, maxSize)
+	case cfg.Iters < minIters || int64(cfg.Iters) > maxIters:
+		return cfg, fmt.Errorf("-n %d: the iterations must be between %d and %d (perftest's bounds)", cfg.Iters, minIters, maxIters)
+	case cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
+		return cfg, errors.New("-l, -Q, -spin and -tx-depth must be positive, -rx-depth at least 2")
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// As perftest: a post list without -Q signals its last WR. send_lat
 	// posts one signaled send at a time, whatever -l and -Q say.
 	if cfg.PostList > 1 && !set["Q"] {

@@ -21,6 +21,14 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || cfg.Size != 2 || cfg.Iters != 1000 {
 		t.Errorf("send_lat defaults: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-n", "5", "-s", "1"})
+	if err != nil || cfg.Iters != 5 || cfg.Size != 1 {
+		t.Errorf("-n 5 -s 1 (perftest's least): %+v, %v", cfg, err)
+	}
+	cfg, err = ParseArgs([]string{"-s", "2147483647"})
+	if err != nil || cfg.Size != 2147483647 {
+		t.Errorf("-s 2147483647 (perftest's most): %+v, %v", cfg, err)
+	}
 	cfg, err = ParseArgs([]string{"-l", "8", "-Q", "4"})
 	if err != nil || cfg.CQMod != 4 {
 		t.Errorf("-l 8 -Q 4: %+v, %v", cfg, err)
@@ -57,7 +65,9 @@ func TestParseArgs(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
 		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
-		{"-t", "send_bw", "-loop", "c", "-e"}, {"-gomaxprocs", "-1"}} {
+		{"-t", "send_bw", "-loop", "c", "-e"}, {"-gomaxprocs", "-1"},
+		{"-n", "0"}, {"-s", "0"}, {"-t", "send_lat", "-n", "0"}, {"-t", "send_lat", "-s", "0"}, {"-n", "-5"}, {"-n", "4"},
+		{"-s", "2147483648"}, {"-s", "4294967296"}, {"-n", "4294967297"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
 		}
