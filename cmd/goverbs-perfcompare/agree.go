@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 )
@@ -42,7 +43,8 @@ type logRatios struct {
 // readRatios reads the `perf <mode> <size> <c median> <go median> <go/c>`
 // lines of a perf-compare log and the "== " lines that name their passes;
 // it ignores every other line. A row given twice in one pass, a median
-// that is not positive, or a log without rows is an error naming the line.
+// that is not a positive finite number (NaN and Inf included), or a log
+// without rows is an error naming the line.
 func readRatios(r io.Reader) (logRatios, error) {
 	l := logRatios{ratios: map[logRow]float64{}}
 	pass := ""
@@ -61,8 +63,10 @@ func readRatios(r io.Reader) (logRatios, error) {
 		if _, err := fmt.Sscan(strings.TrimPrefix(line, "perf "), &k.mode, &k.size, &c, &g, &rounded); err != nil {
 			return l, fmt.Errorf("line %d: %q: want perf <mode> <size> <c median> <go median> <go/c>: %v", n, line, err)
 		}
-		if c <= 0 || g <= 0 {
-			return l, fmt.Errorf("line %d: %q: a median that is not positive", n, line)
+		// Sscan reads NaN and Inf, which the comparisons of the ratios
+		// would let through (a NaN is never apart).
+		if !finitePositive(c) || !finitePositive(g) || !finitePositive(g/c) {
+			return l, fmt.Errorf("line %d: %q: a median that is not a positive number", n, line)
 		}
 		if _, dup := l.ratios[k]; dup {
 			return l, fmt.Errorf("line %d: %s a second time", n, k)
@@ -78,6 +82,9 @@ func readRatios(r io.Reader) (logRatios, error) {
 	}
 	return l, nil
 }
+
+// finitePositive reports whether x is a number above 0 and below infinity.
+func finitePositive(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
 
 // apart is how far the largest of xs is above the smallest, as a fraction
 // of the smallest: 0.05 is 5%.

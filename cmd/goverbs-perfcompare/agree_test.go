@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,10 @@ func TestReadRatios(t *testing.T) {
 	for _, c := range []struct{ log, want string }{
 		{"== a\nperf write_bw 64 1 1 1.00\nperf write_bw 64 1 1 1.00\n", "line 3: write_bw 64 B (a) a second time"},
 		{"perf write_bw 64 0 1 0.00\n", "line 1"},
+		{"perf read_bw 64 NaN 100 NaN\n", "line 1"},
+		{"perf read_bw 64 100 NaN NaN\n", "line 1"},
+		{"perf read_bw 64 100 +Inf +Inf\n", "line 1"},
+		{"perf read_bw 64 1e-320 1e300 +Inf\n", "line 1"},
 		{"perf write_bw x 1 1 1.00\n", "line 1"},
 		{"ran write_bw 64 B\n", "no perf lines"},
 	} {
@@ -86,5 +91,22 @@ func TestPrintAgreement(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "read_bw 64 B (goverbs-perf -loop go): not in c") ||
 		!strings.Contains(err.Error(), "send_bw 64 B (goverbs-perf -loop go): only in c") {
 		t.Errorf("a row missing: %v", err)
+	}
+}
+
+// The reviewer's: a log whose medians are NaN agreed with any other.
+func TestAgreeRefusesNaN(t *testing.T) {
+	dir := t.TempDir()
+	a, b := dir+"/a.log", dir+"/b.log"
+	if err := os.WriteFile(a, []byte("perf read_bw 64 NaN 100 NaN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("perf read_bw 64 100 100 1.00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := agree(&out, []string{a, b}, 0.05)
+	if err == nil || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("agree(NaN log, good log): %v, want an error naming %s line 1\n%s", err, a, out.String())
 	}
 }
