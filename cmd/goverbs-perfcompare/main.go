@@ -39,6 +39,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,47 +62,64 @@ type result struct {
 }
 
 // parseResult reads the row after perftest's "#bytes" header; the Go tool
-// prints the same table.
-func parseResult(out string, lat bool) (result, error) {
+// prints the same table. A row whose message rate (a bandwidth row's
+// MsgRate, a latency row's t_typical) is not a positive finite number, or
+// whose latency tails are not finite and at least 0, is an error naming
+// tool and the row: a rate of 0 or NaN would make every ratio of the table
+// NaN or Inf.
+func parseResult(tool, out string, lat bool) (result, error) {
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		if !strings.Contains(sc.Text(), "#bytes") || !sc.Scan() {
 			continue
 		}
 		f := strings.Fields(sc.Text())
-		col := func(i int) (float64, error) {
+		col := func(i int, name string, positive bool) (float64, error) {
 			if i >= len(f) {
-				return 0, fmt.Errorf("result row %q: no column %d", sc.Text(), i+1)
+				return 0, fmt.Errorf("%s: result row %q: no column %d (%s)", tool, sc.Text(), i+1, name)
 			}
 			x, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
-				return 0, fmt.Errorf("result row %q: column %d: %w", sc.Text(), i+1, err)
+				return 0, fmt.Errorf("%s: result row %q: %s: %w", tool, sc.Text(), name, err)
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || positive && x == 0 {
+				return 0, fmt.Errorf("%s: result row %q: %s %s is not a %snumber", tool, sc.Text(), name, f[i],
+					map[bool]string{true: "positive ", false: "finite "}[positive])
 			}
 			return x, nil
 		}
 		if lat {
-			typical, err := col(4) // t_typical[usec], the median
-			if err != nil || typical <= 0 {
-				return result{}, errors.Join(err, fmt.Errorf("result row %q: no t_typical", sc.Text()))
+			typical, err := col(4, "t_typical[usec]", true) // the median
+			if err != nil {
+				return result{}, err
 			}
-			tmax, err1 := col(3)
-			p99, err2 := col(7)
+			tmax, err1 := col(3, "t_max[usec]", false)
+			p99, err2 := col(7, "99% percentile[usec]", false)
 			if err := errors.Join(err1, err2); err != nil {
 				return result{}, err
 			}
 			return result{msgRate: 1e6 / typical, p99: p99, max: tmax, row: sc.Text()}, nil
 		}
-		avg, err := col(3) // BW average[MB/sec]
+		avg, err := col(3, "BW average[MB/sec]", false)
 		if err != nil {
 			return result{}, err
 		}
-		mpps, err := col(4) // MsgRate[Mpps]
+		mpps, err := col(4, "MsgRate[Mpps]", true)
 		if err != nil {
 			return result{}, err
 		}
 		return result{msgRate: mpps * 1e6, mbps: avg, row: sc.Text()}, nil
 	}
-	return result{}, errors.New("no result row (no #bytes header)")
+	return result{}, fmt.Errorf("%s: no result row (no #bytes header)", tool)
+}
+
+// ratioText is the ratio x in %*.2f, or "-" where it is not a finite
+// number (a tool without runs, a latency tail of 0).
+func ratioText(x float64, width int) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return fmt.Sprintf("%*s", width, "-")
+	}
+	return fmt.Sprintf("%*.2f", width, x)
 }
 
 type options struct {
@@ -289,6 +307,9 @@ func (r row) ratio() float64 {
 	return spreadOf(field(r.g, rate)).med / spreadOf(field(r.c, rate)).med
 }
 
+// ratioText is ratio in %*.2f, or "-" where it is not a number.
+func (r row) ratioText(width int) string { return ratioText(r.ratio(), width) }
+
 func run(o options) error {
 	var rows []row
 	port := o.port
@@ -322,7 +343,7 @@ func run(o options) error {
 				}
 				r.c, r.g = append(r.c, c), append(r.g, g)
 			}
-			fmt.Printf("ran %-8s %6d B: %d runs each, Go/C %.2f\n", mode, size, len(r.c), r.ratio())
+			fmt.Printf("ran %-8s %6d B: %d runs each, Go/C %s\n", mode, size, len(r.c), r.ratioText(0))
 			rows = append(rows, r)
 		}
 	}
@@ -338,8 +359,8 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintf(w, "%-9s %6s %28s %28s %6s\n", "mode", "bytes", "C", "Go", "Go/C")
 	for _, r := range rows {
 		c, g := spreadOf(field(r.c, rate)), spreadOf(field(r.g, rate))
-		fmt.Fprintf(w, "%-9s %6d %8.0f / %8.0f / %8.0f %8.0f / %8.0f / %8.0f %6.2f\n",
-			r.mode, r.size, c.min, c.med, c.max, g.min, g.med, g.max, r.ratio())
+		fmt.Fprintf(w, "%-9s %6d %8.0f / %8.0f / %8.0f %8.0f / %8.0f / %8.0f %s\n",
+			r.mode, r.size, c.min, c.med, c.max, g.min, g.med, g.max, r.ratioText(6))
 	}
 	tails := false
 	for _, r := range rows {
@@ -355,7 +376,7 @@ func printTable(w io.Writer, rows []row) {
 		p99 := func(x result) float64 { return x.p99 }
 		tmax := func(x result) float64 { return x.max }
 		cp, gp, cm, gm := med(r.c, p99), med(r.g, p99), med(r.c, tmax), med(r.g, tmax)
-		fmt.Fprintf(w, "%-9s %6d %10.2f %10.2f %6.2f %10.2f %10.2f %6.2f\n", r.mode, r.size, cp, gp, gp/cp, cm, gm, gm/cm)
+		fmt.Fprintf(w, "%-9s %6d %10.2f %10.2f %s %10.2f %10.2f %s\n", r.mode, r.size, cp, gp, ratioText(gp/cp, 6), cm, gm, ratioText(gm/cm, 6))
 	}
 	// Context switches are how the tools' threads and the kernel's
 	// (ksoftirqd running rxe's tasklets) take turns: a switch under TCG
@@ -371,7 +392,7 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		c, g := spreadOf(field(r.c, rate)), spreadOf(field(r.g, rate))
-		fmt.Fprintf(w, "perf %s %d %.0f %.0f %.2f\n", r.mode, r.size, c.med, g.med, r.ratio())
+		fmt.Fprintf(w, "perf %s %d %.0f %.0f %s\n", r.mode, r.size, c.med, g.med, r.ratioText(0))
 	}
 }
 
@@ -432,7 +453,7 @@ func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps
 			}
 		}
 	}
-	r, err := parseResult(cout.String(), latMode(mode))
+	r, err := parseResult(filepath.Base(name), cout.String(), latMode(mode))
 	r.switches = float64(switches1 - switches0)
 	return r, err
 }

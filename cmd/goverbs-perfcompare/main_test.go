@@ -11,18 +11,57 @@ import (
 func TestParseResult(t *testing.T) {
 	bw := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
 		" 4096       200              0.00               53.84  \t\t   0.013783\n"
-	r, err := parseResult(bw, false)
+	r, err := parseResult("ib_send_bw", bw, false)
 	if err != nil || r.msgRate != 13783 || r.mbps != 53.84 {
 		t.Errorf("bandwidth row: %+v, %v", r, err)
 	}
 	lat := " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
 		" 4096    200          47.06          44180.10      1862.57  \t       2000.00     \t-nan\t\t26877.19 \t\t44180.10\n"
-	r, err = parseResult(lat, true)
+	r, err = parseResult("ib_send_lat", lat, true)
 	if err != nil || r.msgRate != 1e6/1862.57 || r.p99 != 26877.19 || r.max != 44180.10 {
 		t.Errorf("latency row: %+v, %v", r, err)
 	}
-	if _, err := parseResult("Couldn't connect\n", false); err == nil {
+	if _, err := parseResult("ib_send_bw", "Couldn't connect\n", false); err == nil {
 		t.Error("no result row: want an error")
+	}
+	// A rate that is not a positive number would make the ratios NaN or
+	// Inf: the error names the tool and the row.
+	bwHead, latHead := strings.Split(bw, "\n")[0]+"\n", strings.Split(lat, "\n")[0]+"\n"
+	for _, c := range []struct {
+		lat bool
+		row string
+	}{
+		{false, " 4096 200 0.00 0.00 0.000000"},
+		{false, " 4096 200 0.00 53.84 nan"},
+		{false, " 4096 200 0.00 53.84 -nan"},
+		{false, " 4096 200 0.00 53.84 inf"},
+		{false, " 4096 200 0.00 53.84 -0.5"},
+		{false, " 4096 200 0.00 nan 0.013783"},
+		{true, " 4096 200 47.06 44180.10 0.00 2000.00 -nan 26877.19 44180.10"},
+		{true, " 4096 200 47.06 44180.10 nan 2000.00 -nan 26877.19 44180.10"},
+		{true, " 4096 200 47.06 44180.10 1862.57 2000.00 -nan inf 44180.10"},
+		{true, " 4096 200 47.06 -nan 1862.57 2000.00 -nan 26877.19 44180.10"},
+	} {
+		head := map[bool]string{false: bwHead, true: latHead}[c.lat]
+		r, err := parseResult("goverbs-perf", head+c.row+"\n", c.lat)
+		if err == nil || !strings.Contains(err.Error(), "goverbs-perf") || !strings.Contains(err.Error(), c.row) {
+			t.Errorf("row %q: %+v, %v; want an error naming goverbs-perf and the row", c.row, r, err)
+		}
+	}
+}
+
+// No ratio prints as NaN or Inf: where a median is 0 (no runs, a zero
+// latency tail) the table says "-".
+func TestTableNoNaN(t *testing.T) {
+	rows := []row{
+		{mode: "send_bw", size: 64, iters: 2},
+		{mode: "send_lat", size: 64, iters: 2, c: []result{{msgRate: 10}}, g: []result{{msgRate: 5, p99: 3, max: 4}}},
+	}
+	var b strings.Builder
+	printTable(&b, rows)
+	if out := b.String(); strings.Contains(strings.ToLower(out), "nan") || strings.Contains(strings.ToLower(out), "inf") ||
+		!strings.Contains(out, "perf send_bw 64 0 0 -\n") || !strings.Contains(out, "perf send_lat 64 10 5 0.50\n") {
+		t.Errorf("table:\n%s", out)
 	}
 }
 
