@@ -401,7 +401,9 @@ func printTable(w io.Writer, rows []row) {
 type sideArgs struct{ server, client []string }
 
 // pair runs name as a server and as a client of it on port, each with args
-// and then its own of extra, and returns the client's result. With maps
+// and then its own of extra, and returns the client's result. When the
+// client fails, pair kills the server and returns the client's error with
+// both outputs. With maps
 // (for -insns), it writes there the executable mappings of both processes
 // as they last were while they ran, and calls insns.Marker once the server
 // listens and again once both have ended: the wait for the server to
@@ -439,9 +441,15 @@ func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps
 		}
 	}
 	switches1, swErr1 := contextSwitches()
-	serr := srv.Wait()
-	if cerr != nil || serr != nil {
-		return result{}, fmt.Errorf("client: %v, server: %v\nclient output:\n%s\nserver output:\n%s", cerr, serr, cout.String(), sout.String())
+	if cerr != nil {
+		// The server would wait for the client that failed until ctx
+		// ends, minutes later: the client's error is the run's.
+		srv.Process.Kill()
+		srv.Wait()
+		return result{}, fmt.Errorf("client: %v (server killed)\nclient output:\n%s\nserver output:\n%s", cerr, cout.String(), sout.String())
+	}
+	if serr := srv.Wait(); serr != nil {
+		return result{}, fmt.Errorf("server: %v\nclient output:\n%s\nserver output:\n%s", serr, cout.String(), sout.String())
 	}
 	if err := cmp.Or(swErr, swErr1); err != nil {
 		return result{}, err

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Result rows as perftest 4.5 prints them (ib_send_bw and ib_send_lat on
@@ -209,5 +211,24 @@ func TestToolArgs(t *testing.T) {
 	}
 	if i := slices.Index(g, "-wait"); i < 0 || i+1 == len(g) || g[i+1] != "netpoll" || slices.Contains(c, "-wait") {
 		t.Errorf("-wait netpoll: %q and %q, want it for goverbs-perf only", c, g)
+	}
+}
+
+// A client that fails at once ends the pair at once, the server killed
+// (it would wait for its client until pair's 3-minute bound), with the
+// client's error.
+func TestPairClientFails(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeToolEnv, "1")
+	start := time.Now()
+	_, err = pair("write_bw", exe, fakeAddr, []string{"-t", "write_bw"}, sideArgs{client: []string{"-fake-fail"}}, freePorts(t, 1), "")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("pair took %v", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "client: exit status 1") || !strings.Contains(err.Error(), "the client fails at once") {
+		t.Errorf("pair: %v, want the client's error", err)
 	}
 }

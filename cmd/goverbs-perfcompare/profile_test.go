@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,7 +18,8 @@ import (
 // a server that listens on -p and takes one connection, or, given fakeAddr
 // last, a client that connects. Each writes its side's name to the file of
 // its -cpuprofile, if it has one; both print a clean allocation report, and
-// the client a result row, as goverbs-perf does.
+// the client a result row, as goverbs-perf does. Given -fake-fail, the
+// client fails at once without connecting.
 const (
 	fakeToolEnv = "GOVERBS_PERFCOMPARE_FAKE_TOOL"
 	fakeAddr    = "192.0.2.1"
@@ -67,6 +70,9 @@ func fakeTool(args []string) error {
 		c.Close()
 		loopallocs.Write(os.Stdout, loopallocs.Report{})
 		return writeProfile("server")
+	}
+	if slices.Contains(args, "-fake-fail") {
+		return errors.New("-fake-fail: the client fails at once")
 	}
 	c, err := net.Dial("tcp", "127.0.0.1:"+port)
 	if err != nil {
