@@ -15,9 +15,10 @@ import (
 	"syscall"
 )
 
-// ErrNoLibrary matches every *LibraryError: the shared library could not be
-// loaded at all (rdma-core is not installed). A program can test for it and
-// fall back to another transport.
+// ErrNoLibrary matches a *LibraryError whose library file was not found
+// (rdma-core is not installed). A program can test for it and fall back to
+// another transport. A library that is there but fails to load (damaged, of
+// another architecture, lacking a library it needs) does not match it.
 var ErrNoLibrary = errors.New("goverbs: rdma-core library not installed")
 
 // ErrNotSupported matches every *MissingError: the loaded library is older
@@ -45,22 +46,35 @@ func (l *Library) Missing(function, path string) error {
 }
 
 // LibraryError says that an rdma-core library could not be loaded, and what
-// to install. It matches ErrNoLibrary and syscall.ENOSYS.
+// to install. It matches syscall.ENOSYS, and ErrNoLibrary when the library
+// file was not found.
 type LibraryError struct {
 	Soname  string
 	Package string
 	Reason  string // dlerror's text
 }
 
-func (e *LibraryError) Error() string {
-	return "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): rdma-core is not installed; install package " +
-		e.Package + " (rdma-core; on Debian and Ubuntu: apt-get install " + e.Package + " ibverbs-providers)"
+// notFound reports whether Reason says that the library itself was not
+// found, in glibc's words (dlerror names the file it could not open, which
+// may be a library the soname needs, installed apart). Other C libraries'
+// words count as a failure to load what was found.
+func (e *LibraryError) notFound() bool {
+	return e.Reason == e.Soname+": cannot open shared object file: No such file or directory"
 }
 
-// Is matches ErrNoLibrary and syscall.ENOSYS, the errno every call made
-// without the library reports.
+func (e *LibraryError) Error() string {
+	apt := "(rdma-core; on Debian and Ubuntu: apt-get install " + e.Package + " ibverbs-providers)"
+	if e.notFound() {
+		return "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): rdma-core is not installed; install package " + e.Package + " " + apt
+	}
+	return "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): it could not be loaded; if the library is damaged, reinstall package " +
+		e.Package + " (rdma-core; on Debian and Ubuntu: apt-get install --reinstall " + e.Package + " ibverbs-providers)"
+}
+
+// Is matches syscall.ENOSYS, the errno every call made without the
+// library reports, and ErrNoLibrary when the library was not found.
 func (e *LibraryError) Is(target error) bool {
-	return target == ErrNoLibrary || target == syscall.ENOSYS
+	return target == ErrNoLibrary && e.notFound() || target == syscall.ENOSYS
 }
 
 // MissingError says that the loaded library lacks a function, and which
