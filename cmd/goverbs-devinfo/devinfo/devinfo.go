@@ -5,7 +5,7 @@
 // Printed as ibv_devinfo (rdma-core 44.0) prints them: the device header
 // (hca_id, transport, fw_ver, GUIDs, vendor, hw_ver, board_id,
 // phys_port_cnt), the port lines, and with -v the struct ibv_device_attr
-// limits, the verbose port lines and the GID table as "GID[%3d]: ADDR, TYPE".
+// limits, the verbose port lines and the GID table (gidText).
 // Left out: the names under device_cap_flags, and ibv_devinfo's extended
 // -v sections (ODP, timestamp, TSO, RSS, packet pacing, tag matching, CQ
 // moderation caps).
@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,8 +245,9 @@ func printPort(w io.Writer, dev *hand.Context, port int, tr verbs.TransportType,
 			return err
 		}
 		for _, g := range gids {
-			key := fmt.Sprintf("GID[%3d]", g.Index)
-			p(key, "%s, %s", g.GID, g.Type)
+			if text, ok := gidText(g.GID, g.Type, pa.LinkLayer); ok {
+				p(fmt.Sprintf("GID[%3d]", g.Index), "%s", text)
+			}
 		}
 	}
 	fmt.Fprintln(w)
@@ -308,9 +310,54 @@ func mtuName(m verbs.MTU) string {
 	return pick(map[uint8]string{1: "256", 2: "512", 3: "1024", 4: "2048", 5: "4096"}, uint8(m), "invalid MTU")
 }
 
+// gidText is a GID line's value as ibv_devinfo prints it (print_all_port_gids
+// and print_formated_gid, rdma-core 44.0), and false where it prints no line.
+// It knows a GID's type as ibv_query_gid_type's sysfs type, where IB and
+// RoCE v1 are one: a RoCE v2 GID as inet_ntop writes it, any other in raw
+// groups of four hex digits; the type follows only on an Ethernet port. It
+// skips a GID whose interface ID (the low 8 bytes) is 0, and one of a type
+// it does not know.
+func gidText(g hand.GID, t hand.GIDType, linkLayer uint8) (string, bool) {
+	if [8]byte(g[8:]) == [8]byte{} {
+		return "", false
+	}
+	var text, typ string
+	switch t {
+	case hand.GIDTypeIB, hand.GIDTypeRoCEv1:
+		var b strings.Builder
+		for i := 0; i < 16; i += 2 {
+			if i > 0 {
+				b.WriteByte(':')
+			}
+			fmt.Fprintf(&b, "%02x%02x", g[i], g[i+1])
+		}
+		text, typ = b.String(), "RoCE v1"
+	case hand.GIDTypeRoCEv2:
+		text, typ = inetNtop6(g), "RoCE v2"
+	default:
+		return "", false
+	}
+	if uint32(linkLayer) == verbs.LinkLayerEthernet {
+		text += ", " + typ
+	}
+	return text, true
+}
+
+// inetNtop6 is glibc's inet_ntop(AF_INET6): RFC 5952's text, as netip's,
+// but for an address of six zero groups and a seventh that is not, which it
+// writes IPv4-compatible ("::192.0.2.1") where netip writes "::c000:201".
+func inetNtop6(g hand.GID) string {
+	if [12]byte(g[:12]) == [12]byte{} && (g[12] != 0 || g[13] != 0) {
+		return "::" + netip.AddrFrom4([4]byte(g[12:])).String()
+	}
+	return g.String()
+}
+
 func linkLayerName(l uint8) string {
 	switch uint32(l) {
-	case verbs.LinkLayerUnspecified, verbs.LinkLayerInfiniband:
+	case verbs.LinkLayerUnspecified:
+		return "Unspecified"
+	case verbs.LinkLayerInfiniband:
 		return "InfiniBand"
 	case verbs.LinkLayerEthernet:
 		return "Ethernet"

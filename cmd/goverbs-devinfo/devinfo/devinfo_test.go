@@ -1,6 +1,12 @@
 package devinfo
 
-import "testing"
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
+)
 
 // Lines as ibv_devinfo 44.0 prints them, tabs included.
 func TestTabs(t *testing.T) {
@@ -37,5 +43,44 @@ func TestParseArgs(t *testing.T) {
 func TestGUID(t *testing.T) {
 	if g := guid(0xb20875fffe5fb85e); g != "b208:75ff:fe5f:b85e" {
 		t.Errorf("guid = %q", g)
+	}
+}
+
+// GID lines as ibv_devinfo 44.0's print_formated_gid writes them: raw
+// groups for IB and RoCE v1, inet_ntop's text for RoCE v2, the type only on
+// an Ethernet port, nothing for a GID with a zero interface ID.
+func TestGIDText(t *testing.T) {
+	ib := hand.GID{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0xb2, 0x08, 0x75, 0xff, 0xfe, 0x5f, 0xb8, 0x5e}
+	v4 := hand.GIDFromAddr(netip.MustParseAddr("192.0.2.1"))
+	for _, c := range []struct {
+		gid  hand.GID
+		typ  hand.GIDType
+		ll   uint32
+		want string // "" for no line
+	}{
+		{ib, hand.GIDTypeIB, verbs.LinkLayerInfiniband, "fe80:0000:0000:0000:b208:75ff:fe5f:b85e"},
+		{ib, hand.GIDTypeIB, verbs.LinkLayerUnspecified, "fe80:0000:0000:0000:b208:75ff:fe5f:b85e"},
+		{ib, hand.GIDTypeRoCEv1, verbs.LinkLayerEthernet, "fe80:0000:0000:0000:b208:75ff:fe5f:b85e, RoCE v1"},
+		{ib, hand.GIDTypeRoCEv2, verbs.LinkLayerEthernet, "fe80::b208:75ff:fe5f:b85e, RoCE v2"},
+		{v4, hand.GIDTypeRoCEv1, verbs.LinkLayerEthernet, "0000:0000:0000:0000:0000:ffff:c000:0201, RoCE v1"},
+		{v4, hand.GIDTypeRoCEv2, verbs.LinkLayerEthernet, "::ffff:192.0.2.1, RoCE v2"},
+		{hand.GID{15: 1, 12: 0xc0}, hand.GIDTypeRoCEv2, verbs.LinkLayerEthernet, "::192.0.0.1, RoCE v2"},
+		{hand.GID{15: 1}, hand.GIDTypeRoCEv2, verbs.LinkLayerEthernet, "::1, RoCE v2"},
+		{hand.GID{0: 0x20, 1: 0x01, 2: 0x0d, 3: 0xb8}, hand.GIDTypeRoCEv2, verbs.LinkLayerEthernet, ""},
+		{ib, hand.GIDType(7), verbs.LinkLayerEthernet, ""},
+	} {
+		got, ok := gidText(c.gid, c.typ, uint8(c.ll))
+		if c.want == "" && ok || c.want != "" && got != c.want {
+			t.Errorf("gidText(%s, %v, link layer %d) = %q, %v; want %q", c.gid, c.typ, c.ll, got, ok, c.want)
+		}
+	}
+}
+
+func TestLinkLayerName(t *testing.T) {
+	for ll, want := range map[uint32]string{verbs.LinkLayerUnspecified: "Unspecified", verbs.LinkLayerInfiniband: "InfiniBand",
+		verbs.LinkLayerEthernet: "Ethernet", 7: "Unknown"} {
+		if got := linkLayerName(uint8(ll)); got != want {
+			t.Errorf("linkLayerName(%d) = %q, want %q", ll, got, want)
+		}
 	}
 }
