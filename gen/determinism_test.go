@@ -168,3 +168,51 @@ func backdate(t *testing.T, root string, when time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeterministicSameLine builds, many times, a header that declares
+// several functions on one line (and several in one declaration): cc/v4
+// hands them over in map order, and only a total order on them (file, line,
+// column, then name) makes every build emit the same bytes.
+func TestDeterministicSameLine(t *testing.T) {
+	headers := includeDir(t, map[string]string{
+		"infiniband/verbs.h": "int ibv_f1(int a); int ibv_f2(int b); int ibv_f3(int c); int ibv_f4(int d);\n" +
+			"int ibv_g1(void), ibv_g2(void), ibv_g3(void), ibv_g4(void);\n" +
+			"int ibv_v1(int a, ...); int ibv_v2(int a, ...); int ibv_v3(int a, ...);\n",
+		"rdma/rdma_verbs.h": "",
+		"rdma/rdma_cma.h":   "",
+	})
+	cfg := gen.Config{
+		Headers: headers, ImportRoot: "example.com/generated", Version: "1.0", Command: "verbsgen (gen test)",
+		Conventions: []gen.ConventionRule{{Name: "all", Convention: gen.CannotFail, Funcs: []string{"ibv_*"}}},
+	}
+	first, err := gen.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report bytes.Buffer
+	gen.Report(&report, first.IR)
+	for i := 0; i < 20; i++ {
+		again, err := gen.Build(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r bytes.Buffer
+		gen.Report(&r, again.IR)
+		if d := lineDiff(report.Bytes(), r.Bytes()); d != "" {
+			t.Fatalf("build %d: the report differs from the first build's: %s", i+2, d)
+		}
+		if len(again.Files) != len(first.Files) {
+			t.Fatalf("build %d emitted %v, the first %v", i+2, paths(again.Files), paths(first.Files))
+		}
+		for j, f := range again.Files {
+			if f.Path != first.Files[j].Path || !bytes.Equal(f.Data, first.Files[j].Data) {
+				t.Fatalf("build %d: %s differs from the first build's: %s", i+2, f.Path, lineDiff(first.Files[j].Data, f.Data))
+			}
+		}
+	}
+	for _, want := range []string{"ibv_f1 (infiniband/verbs.h:1)", "skipped function ibv_v1"} {
+		if !bytes.Contains(report.Bytes(), []byte(want)) {
+			t.Errorf("the report lacks %q:\n%s", want, report.String())
+		}
+	}
+}

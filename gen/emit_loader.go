@@ -43,7 +43,7 @@ func (e *emitter) externsOf(spec *PackageSpec) []*Func {
 			ext = append(ext, fn)
 		}
 	}
-	sort.SliceStable(ext, func(i, j int) bool { return ext[i].Pos.less(ext[j].Pos) })
+	sortByPos(ext, funcKey)
 	return ext
 }
 

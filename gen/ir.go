@@ -1,23 +1,45 @@
 package gen
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // Pos is a position in a header, with File relative to the include directory
-// (for example "infiniband/verbs.h").
+// (for example "infiniband/verbs.h"). Col only orders declarations that
+// share a line; messages and comments name file:line.
 type Pos struct {
 	File string
 	Line int
+	Col  int
 }
 
 func (p Pos) String() string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
 
-// less orders positions by file, then line; the generator sorts every
-// collection with it so that output never depends on map iteration order.
+// less orders positions by file, line, then column.
 func (p Pos) less(q Pos) bool {
 	if p.File != q.File {
 		return p.File < q.File
 	}
-	return p.Line < q.Line
+	if p.Line != q.Line {
+		return p.Line < q.Line
+	}
+	return p.Col < q.Col
+}
+
+// sortByPos sorts xs by source position, then name: a total order, so the
+// result never depends on the order xs were gathered in (cc/v4 hands
+// functions and macros over in map order, and several declarations can
+// share a position: "int a(void), b(void);").
+func sortByPos[T any](xs []T, key func(T) (Pos, string)) {
+	sort.Slice(xs, func(i, j int) bool {
+		pi, ni := key(xs[i])
+		pj, nj := key(xs[j])
+		if pi != pj {
+			return pi.less(pj)
+		}
+		return ni < nj
+	})
 }
 
 // TypeKind classifies a C type as far as the Go side needs to know.

@@ -46,15 +46,15 @@ type modeler struct {
 func (m *modeler) pos(n interface{ Position() token.Position }) (Pos, bool) {
 	p := n.Position()
 	if r, ok := m.l.rel(p.Filename); ok {
-		return Pos{File: r, Line: p.Line}, isTargetPath(r)
+		return Pos{File: r, Line: p.Line, Col: p.Column}, isTargetPath(r)
 	}
 	if u := uapiPath(p.Filename); kernelUAPI[u] {
-		return Pos{File: u, Line: p.Line}, true
+		return Pos{File: u, Line: p.Line, Col: p.Column}, true
 	}
 	if r, ok := m.l.sysRel(p.Filename); ok {
-		return Pos{File: r, Line: p.Line}, false
+		return Pos{File: r, Line: p.Line, Col: p.Column}, false
 	}
-	return Pos{File: p.Filename, Line: p.Line}, false
+	return Pos{File: p.Filename, Line: p.Line, Col: p.Column}, false
 }
 
 func (m *modeler) run() error {
@@ -99,18 +99,21 @@ func (m *modeler) run() error {
 		}
 		m.ir.Records = append(m.ir.Records, r)
 	}
-	sort.SliceStable(m.ir.Enums, func(i, j int) bool { return m.ir.Enums[i].Pos.less(m.ir.Enums[j].Pos) })
-	sort.SliceStable(m.ir.Funcs, func(i, j int) bool { return m.ir.Funcs[i].Pos.less(m.ir.Funcs[j].Pos) })
-	sort.SliceStable(m.ir.Shadowed, func(i, j int) bool { return m.ir.Shadowed[i].Pos.less(m.ir.Shadowed[j].Pos) })
-	sort.SliceStable(m.ir.Macros, func(i, j int) bool { return m.ir.Macros[i].Pos.less(m.ir.Macros[j].Pos) })
-	sort.SliceStable(m.ir.Aliases, func(i, j int) bool { return m.ir.Aliases[i].Pos.less(m.ir.Aliases[j].Pos) })
-	sort.SliceStable(m.ir.Skipped, func(i, j int) bool { return m.ir.Skipped[i].Pos.less(m.ir.Skipped[j].Pos) })
+	sortByPos(m.ir.Enums, func(e *Enum) (Pos, string) { return e.Pos, e.CName })
+	sortByPos(m.ir.Funcs, funcKey)
+	sortByPos(m.ir.Shadowed, funcKey)
+	sortByPos(m.ir.Macros, func(x *Macro) (Pos, string) { return x.Pos, x.Name })
+	sortByPos(m.ir.Aliases, func(a *Alias) (Pos, string) { return a.Pos, a.Name })
+	sortByPos(m.ir.Skipped, func(s Skip) (Pos, string) { return s.Pos, s.Kind + " " + s.Name })
 	for h := range m.headers {
 		m.ir.Headers = append(m.ir.Headers, h)
 	}
 	sort.Strings(m.ir.Headers)
 	return nil
 }
+
+// funcKey orders functions by position, then name.
+func funcKey(f *Func) (Pos, string) { return f.Pos, f.Name }
 
 func sortRecords(rs []*Record) {
 	sort.SliceStable(rs, func(i, j int) bool {
