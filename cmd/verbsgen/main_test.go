@@ -337,3 +337,37 @@ func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	}
 	return o.String(), e.String(), code
 }
+
+// TestSwitchToLayoutOnly: a -layout-only run into the output of a full run
+// removes the stubs and the loader that it no longer produces (they would
+// otherwise go on calling into a package that no longer matches), and
+// counts them as changed.
+func TestSwitchToLayoutOnly(t *testing.T) {
+	headers := headerSet(t, nil)
+	_, out, layout := fakeOutput(t)
+	args := []string{"-headers", headers, "-out", out, "-layout", layout, "-version", "0.0-test"}
+	if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	stubs := []string{filepath.Join(out, "verbs", "zverbs_funcs.go"), filepath.Join(out, "verbs", "zverbs_load.c")}
+	for _, p := range stubs {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the full run did not write %s: %v", p, err)
+		}
+	}
+	var stdout bytes.Buffer
+	if err := run(append(args, "-layout-only"), &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range stubs {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is left beside the -layout-only output", p)
+		}
+	}
+	if !regexp.MustCompile(`: \d+ files, [1-9]\d* changed\n$`).MatchString(stdout.String()) {
+		t.Errorf("the -layout-only run printed %q", stdout.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "doc.go")); err != nil {
+		t.Errorf("the hand-written doc.go is gone: %v", err)
+	}
+}
