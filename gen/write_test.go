@@ -1,10 +1,12 @@
 package gen_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/gen"
 )
@@ -80,4 +82,65 @@ func TestWriteRemovesStale(t *testing.T) {
 			t.Errorf("%s was removed: %v", p, err)
 		}
 	}
+}
+
+// TestWriteUndoes fails each rename of a commit in turn: every time, the
+// files already replaced, created or removed are restored (content, mode,
+// modification time), no temporary file or new directory is left, and the
+// error is returned. Then the same Write succeeds.
+func TestWriteUndoes(t *testing.T) {
+	root := t.TempDir()
+	out, layout := filepath.Join(root, "generated"), filepath.Join(root, "tests", "layout")
+	writeTree(t, root, map[string]string{
+		"generated/verbs/zverbs_types.go":       genHeader + "package verbs // old\n",
+		"generated/verbs/zverbs_funcs.go":       genHeader + "package verbs // old\n",
+		"generated/verbs/zverbs_types_amd64.go": genHeader + "package verbs // stale\n",
+		"generated/verbs/doc.go":                "package verbs\n",
+	})
+	files := []gen.File{
+		{Path: "verbs/zverbs_types.go", Data: []byte(genHeader + "package verbs // new\n")},
+		{Path: "verbs/zverbs_funcs.go", Data: []byte(genHeader + "package verbs // new\n")},
+		{Path: "verbs/zverbs_load.c", Data: []byte(genHeader)},
+		{Path: "rdmacm/zrdmacm_types.go", Data: []byte(genHeader + "package rdmacm\n")},
+		{Path: "layout/zlayout_c.go", Data: []byte(genHeader + "package layout\n")},
+	}
+	const renames = 6 // five files written, one removed
+	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	backdate(t, root, past)
+	before := fileSnapshot(t, root)
+	for n := 0; n < renames; n++ {
+		restore := gen.FailRenameAfter(n)
+		changed, err := gen.Write(out, layout, files)
+		restore()
+		if err == nil {
+			t.Fatalf("rename %d failed, yet Write succeeded (changed %v)", n+1, changed)
+		}
+		if changed != nil {
+			t.Errorf("rename %d failed, yet Write reports changes %v", n+1, changed)
+		}
+		t.Run(fmt.Sprintf("rename %d fails", n+1), func(t *testing.T) {
+			compareSnapshots(t, before, fileSnapshot(t, root))
+		})
+	}
+	changed, err := gen.Write(out, layout, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != renames {
+		t.Errorf("changed %v, want %d paths", changed, renames)
+	}
+}
+
+// fileSnapshot is snapshot without the directories' modification times,
+// which creating and removing a file in them changes.
+func fileSnapshot(t *testing.T, root string) map[string]fileState {
+	t.Helper()
+	s := snapshot(t, root)
+	for p, e := range s {
+		if e.mode.IsDir() {
+			e.mtime = time.Time{}
+			s[p] = e
+		}
+	}
+	return s
 }

@@ -8,7 +8,12 @@
 //	verbsgen verify -headers /usr/include
 //
 // On any error it prints one line naming the file and line, exits with
-// status 1, and leaves the output directories exactly as they were.
+// status 1, and leaves the files of the output directories as they were:
+// nothing is written before every stage has succeeded, and a failure while
+// writing undoes what was written (gen.Write). POSIX sets the limit: the
+// files are renamed into place one at a time, so a crash during those
+// renames, or a reader at that moment, can see old and new files mixed;
+// and the directories' own modification times may change.
 package main
 
 import (

@@ -134,7 +134,27 @@ func snapshot(t *testing.T, root string) map[string]entry {
 // (no temporary files left behind).
 func unchanged(t *testing.T, root string, before map[string]entry) {
 	t.Helper()
+	sameEntries(t, before, snapshot(t, root))
+}
+
+// unchangedFiles is unchanged but for the directories' modification times,
+// which making and removing a directory or file in them changes.
+func unchangedFiles(t *testing.T, root string, before map[string]entry) {
+	t.Helper()
 	after := snapshot(t, root)
+	for _, s := range []map[string]entry{before, after} {
+		for p, e := range s {
+			if e.mode.IsDir() {
+				e.mtime = time.Time{}
+				s[p] = e
+			}
+		}
+	}
+	sameEntries(t, before, after)
+}
+
+func sameEntries(t *testing.T, before, after map[string]entry) {
+	t.Helper()
 	for p, b := range before {
 		a, ok := after[p]
 		switch {
@@ -370,4 +390,23 @@ func TestSwitchToLayoutOnly(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "doc.go")); err != nil {
 		t.Errorf("the hand-written doc.go is gone: %v", err)
 	}
+}
+
+// TestBadOutputDir: when an output directory cannot be made (-layout below
+// a regular file), the run fails and removes the directories it had made
+// for the other packages: the tree holds the same files as before.
+func TestBadOutputDir(t *testing.T) {
+	headers := headerSet(t, nil)
+	root, out, _ := fakeOutput(t)
+	afile := filepath.Join(root, "afile")
+	if err := os.WriteFile(afile, []byte("not a directory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, root)
+	newOut := filepath.Join(out, "new")
+	err := run([]string{"-headers", headers, "-out", newOut, "-layout", filepath.Join(afile, "sub")}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "afile") {
+		t.Errorf("error %v, want one naming afile", err)
+	}
+	unchangedFiles(t, root, before)
 }
