@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -351,11 +352,13 @@ func sinceTable(irs []*IR) map[string]string {
 	return since
 }
 
-// versionLess orders rdma-core versions ("33.2" < "44.0" < "65.0") numerically.
+// versionLess orders rdma-core versions ("33.2" < "44.0" < "65.0")
+// numerically; Build has checked that they are dotted numbers.
 func versionLess(a, b string) bool {
 	as, bs := strings.Split(a, "."), strings.Split(b, ".")
 	for i := 0; i < len(as) && i < len(bs); i++ {
-		x, y := mustAtoi(as[i]), mustAtoi(bs[i])
+		x, _ := strconv.Atoi(as[i])
+		y, _ := strconv.Atoi(bs[i])
 		if x != y {
 			return x < y
 		}

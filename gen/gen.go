@@ -75,6 +75,41 @@ func VersionOf(headers string) string {
 	return ""
 }
 
+var (
+	// safeVersion is what a version may hold: it is pasted into comments,
+	// Go string literals and C string literals.
+	safeVersion = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~_-]*$`)
+	// numericVersion is a version that versionLess can order.
+	numericVersion = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
+)
+
+// checkVersions fails, naming the version, if version (the headers') could
+// not be pasted into the files, or if older releases are to date functions
+// and a version of them or of the headers cannot be ordered.
+func checkVersions(cfg Config, version string) error {
+	if version != "" && !safeVersion.MatchString(version) {
+		return fmt.Errorf("version %q: not an rdma-core version (letters, digits and .+~_- only)", version)
+	}
+	if cfg.LayoutOnly || len(cfg.Since) == 0 {
+		return nil
+	}
+	if version == "" {
+		return fmt.Errorf("the version of headers %s is unknown: comparing it with older releases (-since) needs a dotted number such as 65.0 (give -version)", cfg.Headers)
+	}
+	if !numericVersion.MatchString(version) {
+		return fmt.Errorf("version %q of headers %s is not a dotted number such as 65.0: it cannot be compared with older releases (-since)", version, cfg.Headers)
+	}
+	for _, dir := range cfg.Since {
+		switch v := VersionOf(dir); {
+		case v == "":
+			return fmt.Errorf("older release %s: no rdma-core version in the path (want .../rdma-core-VERSION)", dir)
+		case !numericVersion.MatchString(v):
+			return fmt.Errorf("older release %s: version %q is not a dotted number such as 65.0", dir, v)
+		}
+	}
+	return nil
+}
+
 // Build runs every stage but Write.
 func Build(cfg Config) (*Result, error) {
 	if cfg.Packages == nil {
@@ -86,6 +121,13 @@ func Build(cfg Config) (*Result, error) {
 	if cfg.Conventions == nil {
 		cfg.Conventions = Conventions
 	}
+	version := cfg.Version
+	if version == "" {
+		version = VersionOf(cfg.Headers)
+	}
+	if err := checkVersions(cfg, version); err != nil {
+		return nil, err
+	}
 	targets := cfg.Targets
 	if len(targets) == 0 {
 		targets = []Target{{}} // the host
@@ -96,10 +138,7 @@ func Build(cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		ir.Version = cfg.Version
-		if ir.Version == "" {
-			ir.Version = VersionOf(cfg.Headers)
-		}
+		ir.Version = version
 		if err := Names(ir, cfg.Packages); err != nil {
 			return nil, err
 		}

@@ -35,7 +35,12 @@ var goodRoots = map[string]string{
 // completed by files (a file whose content is "-" is left out).
 func headerSet(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return headerSetAt(t, t.TempDir(), files)
+}
+
+// headerSetAt is headerSet in directory dir.
+func headerSetAt(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
 	all := map[string]string{}
 	for p, c := range goodRoots {
 		all[p] = c
@@ -409,4 +414,38 @@ func TestBadOutputDir(t *testing.T) {
 		t.Errorf("error %v, want one naming afile", err)
 	}
 	unchangedFiles(t, root, before)
+}
+
+// TestBadVersion: a version that -since cannot order (unknown, or not a
+// dotted number) and a -version that could not be pasted into the files
+// are errors naming the version, before anything is written, not panics.
+func TestBadVersion(t *testing.T) {
+	old := headerSetAt(t, filepath.Join(t.TempDir(), "rdma-core-1.0"), nil)
+	unversioned := headerSet(t, nil)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // regexp
+	}{
+		{"unknown current version", []string{"-headers", unversioned, "-since", old},
+			`^the version of headers .* is unknown: comparing it with older releases \(-since\) needs a dotted number such as 65\.0 \(give -version\)$`},
+		{"current version not a number", []string{"-headers", unversioned, "-version", "1.0-test", "-since", old},
+			`^version "1\.0-test" of headers .* is not a dotted number such as 65\.0: it cannot be compared with older releases \(-since\)$`},
+		{"older release without a version", []string{"-headers", unversioned, "-version", "2.0", "-since", unversioned},
+			`^older release .*: no rdma-core version in the path \(want \.\.\./rdma-core-VERSION\)$`},
+		{"quote in -version", []string{"-headers", unversioned, "-version", `1.0"x`},
+			`^version "1\.0\\"x": not an rdma-core version \(letters, digits and \.\+~_- only\)$`},
+		{"newline in -version", []string{"-headers", unversioned, "-version", "1.0\nx"},
+			`^version "1\.0\\nx": not an rdma-core version`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, out, layout := fakeOutput(t)
+			before := snapshot(t, root)
+			err := run(append(tc.args, "-out", out, "-layout", layout), &bytes.Buffer{}, &bytes.Buffer{})
+			if err == nil || !regexp.MustCompile(tc.want).MatchString(err.Error()) {
+				t.Errorf("error\n\t%v\ndoes not match\n\t%s", err, tc.want)
+			}
+			unchanged(t, root, before)
+		})
+	}
 }
