@@ -68,6 +68,15 @@ func TestLoadErrors(t *testing.T) {
 			`^infiniband/verbs\.h:1: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
 		{"__packed__ before the tag", map[string]string{"infiniband/verbs.h": "int a;\nstruct __attribute__((__packed__)) ibv_packed {\n\tchar c;\n\tlong l;\n};\n"},
 			`^infiniband/verbs\.h:2: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
+		// Go aligns nothing beyond 8 bytes: a field of 16 would be a uint128.
+		{"aligned(16) struct", map[string]string{"infiniband/verbs.h": "int a;\nstruct ibv_a16 {\n\tint x;\n} __attribute__((aligned(16)));\n"},
+			`^infiniband/verbs\.h:2: struct ibv_a16: aligned to 16 bytes \(by an aligned attribute or _Alignas on it or on a member\): Go aligns to at most 8$`},
+		{"_Alignas(16) member", map[string]string{"infiniband/verbs.h": "struct ibv_b {\n\tint n;\n\t_Alignas(16) int x;\n};\n"},
+			`^infiniband/verbs\.h:1: struct ibv_b: aligned to 16 bytes \(by an aligned attribute or _Alignas on it or on a member\): Go aligns to at most 8$`},
+		{"aligned(16) member", map[string]string{"infiniband/verbs.h": "struct ibv_c {\n\tint n;\n\tint x __attribute__((aligned(16)));\n};\n"},
+			`^infiniband/verbs\.h:1: struct ibv_c: aligned to 16 bytes`},
+		{"member of an aligned(16) typedef", map[string]string{"infiniband/verbs.h": "typedef int ibv_i16 __attribute__((aligned(16)));\nstruct ibv_d {\n\tint n;\n\tibv_i16 x;\n};\n"},
+			`^infiniband/verbs\.h:4: struct ibv_d member x: its type ibv_i16 is aligned to 16 bytes: Go aligns to at most 8$`},
 		{"nameless member", map[string]string{"infiniband/verbs.h": "\nstruct ibv_a {\n\tint;\n\tint x;\n};\n"},
 			`^infiniband/verbs\.h:2: struct ibv_a: a member of type int declares no name`},
 	} {

@@ -254,6 +254,9 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 	r.Size, r.Align = t.Size(), int64(t.Align())
 	if !target {
 		r.System = true // opaque storage: only size and alignment matter
+		if err := checkAlign(r); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	if attr := t.Attributes(); attr != nil && (attr.IsAttrSet("__packed__") || attr.IsAttrSet("packed")) {
@@ -271,6 +274,10 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 			// "int;" declares nothing: gcc ignores it, cc/v4 gives it storage.
 			return nil, fmt.Errorf("%s: %s: a member of type %s declares no name (not supported: gcc ignores it, cc/v4 lays it out)", r.Pos, r.Describe(), mt)
 		}
+		if a := int64(mt.Align()); a > maxGoAlign {
+			return nil, fmt.Errorf("%s: %s member %s: its type %s is aligned to %d bytes: Go aligns to at most %d",
+				m.memberPos(r, f), r.Describe(), f.Name(), mt, a, maxGoAlign)
+		}
 		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
 		path := mem.Name
 		if mt.Kind() == cc.Array {
@@ -283,7 +290,34 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 		mem.Type = ty
 		r.Members = append(r.Members, mem)
 	}
+	if err := checkAlign(r); err != nil { // after the members, so that one to blame is named
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkAlign fails if r is aligned beyond what Go can lay out.
+func checkAlign(r *Record) error {
+	if r.Align > maxGoAlign {
+		return fmt.Errorf("%s: %s: aligned to %d bytes (by an aligned attribute or _Alignas on it or on a member): Go aligns to at most %d",
+			r.Pos, r.Describe(), r.Align, maxGoAlign)
+	}
+	return nil
+}
+
+// maxGoAlign is the largest alignment a Go type has (uint64, on every
+// architecture the generator targets): Go cannot lay out a C type aligned
+// beyond it.
+const maxGoAlign = 8
+
+// memberPos is where member f of r is declared: its declarator's line, or
+// r's for a member without one (an anonymous struct or union).
+func (m *modeler) memberPos(r *Record, f *cc.Field) Pos {
+	if d := f.Declarator(); d != nil {
+		p, _ := m.pos(d)
+		return p
+	}
+	return r.Pos
 }
 
 func numFields(t cc.Type) int {
