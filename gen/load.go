@@ -112,9 +112,9 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		msg := firstLine(err.Error())
 		if strings.HasPrefix(msg, "-:") || strings.HasPrefix(msg, endSource+":") {
 			// The headers ended inside a declaration; cc/v4 gives no
-			// position, or the sentinel's: name the end of the last root.
-			last := filepath.Join(abs, roots[len(roots)-1])
-			msg = fmt.Sprintf("%s:%d: unexpected end of input: the last declaration is incomplete", last, lastLine(last))
+			// position, or the sentinel's.
+			file, line := truncatedHeader(abs, roots)
+			msg = fmt.Sprintf("%s:%d: unexpected end of input: the last declaration is incomplete", file, line)
 		}
 		return nil, errors.New(msg)
 	}
@@ -134,17 +134,62 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 // endSource names the sentinel source Load appends after the headers.
 const endSource = "<verbsgen-end>"
 
-// lastLine is the number of the last line of file, 1 if unreadable.
-func lastLine(file string) int {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 1
+// truncatedHeader finds the header of dir that ends inside a declaration,
+// and the line of its last token, for an input that cc/v4 found to end
+// early: the roots are looked at first, then the other target headers.
+// Failing that, it names the last line of the last root.
+func truncatedHeader(dir string, roots []string) (string, int) {
+	files := make([]string, 0, len(roots))
+	for _, r := range roots {
+		files = append(files, filepath.Join(dir, r))
 	}
-	n := strings.Count(string(b), "\n")
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		n++
+	for _, sub := range []string{"infiniband", "rdma"} {
+		others, _ := filepath.Glob(filepath.Join(dir, sub, "*.h")) // sorted
+		for _, f := range others {
+			if !slices.Contains(files, f) {
+				files = append(files, f)
+			}
+		}
 	}
-	return max(n, 1)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if line, open := lastDeclaration(stripComments(string(data))); open {
+			return f, line
+		}
+	}
+	last := files[len(roots)-1]
+	data, _ := os.ReadFile(last)
+	return last, max(strings.Count(strings.TrimRight(string(data), "\n"), "\n")+1, 1)
+}
+
+// lastDeclaration returns the line of the last token of C text (comments
+// already removed) outside preprocessor directives, and whether the text
+// ends inside a declaration there: with a brace or parenthesis open, or on
+// a token other than ';' or '}'.
+func lastDeclaration(src string) (line int, open bool) {
+	lines := strings.Split(src, "\n")
+	var code strings.Builder
+	directive := false // inside a directive's continuation lines
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if directive || strings.HasPrefix(t, "#") {
+			directive = strings.HasSuffix(t, "\\")
+			continue
+		}
+		if t != "" {
+			line = i + 1
+		}
+		code.WriteString(l + "\n")
+	}
+	c := strings.TrimSpace(code.String())
+	if c == "" {
+		return 0, false
+	}
+	last := c[len(c)-1]
+	return line, depth(c, '(', ')') != 0 || depth(c, '{', '}') != 0 || last != ';' && last != '}'
 }
 
 // checkHermetic fails if a target header was found outside the include
@@ -314,8 +359,12 @@ func stripComments(s string) string {
 
 // parenDepth is the parenthesis balance of C text (comments already
 // removed), skipping string and character literals.
-func parenDepth(s string) int {
-	depth := 0
+func parenDepth(s string) int { return depth(s, '(', ')') }
+
+// depth is the balance of the brackets open and close in C text (comments
+// already removed), skipping string and character literals.
+func depth(s string, open, close byte) int {
+	d := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"' || c == '\'':
@@ -324,11 +373,11 @@ func parenDepth(s string) int {
 					i++
 				}
 			}
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
+		case c == open:
+			d++
+		case c == close:
+			d--
 		}
 	}
-	return depth
+	return d
 }

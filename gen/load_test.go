@@ -157,3 +157,33 @@ func TestLoadHermetic(t *testing.T) {
 		t.Errorf("error\n\t%s\ndoes not match\n\t%s", first, want)
 	}
 }
+
+// TestLoadTruncatedNamesTheFile: when the input ends inside a declaration,
+// the error names the header that ends there and the line of its last
+// token, not the last root header.
+func TestLoadTruncatedNamesTheFile(t *testing.T) {
+	const truncated = "struct ibv_x { int a; };\nstruct ibv_y {\n\tint *b\n"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  string // regexp; DIR is the include directory
+	}{
+		{"first root", map[string]string{"infiniband/verbs.h": truncated, "rdma/rdma_cma.h": "", "rdma/rdma_verbs.h": ""},
+			`^DIR/infiniband/verbs\.h:3: unexpected end of input`},
+		{"middle root", map[string]string{"infiniband/verbs.h": "int a;\n", "rdma/rdma_cma.h": "/* a comment */\n" + truncated + "/* and another */\n", "rdma/rdma_verbs.h": "#ifndef X\n#define X\n#endif\n"},
+			`^DIR/rdma/rdma_cma\.h:4: unexpected end of input`},
+		{"included header", map[string]string{"infiniband/verbs.h": "#include <infiniband/verbs_api.h>\n", "infiniband/verbs_api.h": "#ifndef A\n#define A\n" + truncated + "#endif\n",
+			"rdma/rdma_cma.h": "", "rdma/rdma_verbs.h": ""},
+			`^DIR/infiniband/verbs_api\.h:5: unexpected end of input`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := includeDir(t, tc.files)
+			err := loadModel(dir, gen.Roots)
+			abs, _ := filepath.Abs(dir)
+			want := strings.ReplaceAll(tc.want, "DIR", regexp.QuoteMeta(abs))
+			if err == nil || !regexp.MustCompile(want).MatchString(err.Error()) {
+				t.Errorf("error\n\t%v\ndoes not match\n\t%s", err, want)
+			}
+		})
+	}
+}
