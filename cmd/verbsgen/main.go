@@ -29,7 +29,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed, and asking for it is no failure
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "verbsgen:", err)
 		os.Exit(1)
 	}
@@ -56,8 +60,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	// Flags that would otherwise be ignored without a word.
+	if cfg.LayoutOnly && *since != "" {
+		return errors.New("-since dates stubs, which -layout-only does not emit")
+	}
+	if *layoutImport != "" && cfg.LayoutDir == "" {
+		return errors.New("-layout-import needs -layout")
 	}
 	if cfg.LayoutDir != "" {
 		cfg.LayoutPkg = *layoutImport
@@ -106,6 +117,9 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	if *dir == "" {
 		out, err := exec.Command("go", "list", "-f", "{{.Dir}}", *importRoot).Output()
 		if err != nil {
@@ -128,6 +142,14 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		len(res.IR.Records), *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
 	if len(mismatches) > 0 {
 		return errMismatch
+	}
+	return nil
+}
+
+// noArgs fails if arguments follow the flags: verbsgen takes none.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	return nil
 }

@@ -449,3 +449,35 @@ func TestBadVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestFlagMistakes: -h prints the usage and exits 0; arguments and flag
+// combinations that would be silently ignored are errors.
+func TestFlagMistakes(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"verify", "-h"}} {
+		stdout, stderr, code := runBinary(t, args...)
+		if code != 0 || stdout != "" || !strings.Contains(stderr, "Usage of verbsgen") || strings.Contains(stderr, "help requested") {
+			t.Errorf("%v: exit status %d, stdout %q, stderr %q; want 0 and only the usage", args, code, stdout, stderr)
+		}
+	}
+	headers := headerSet(t, nil)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "extra"}, "unexpected arguments: extra"},
+		{[]string{"-headers", headers, "-layout-only", "-since", headers}, "-since dates stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-layout-import", "example.com/layout"}, "-layout-import needs -layout"},
+	} {
+		root, out, _ := fakeOutput(t)
+		before := snapshot(t, root)
+		args := tc.args
+		if args[0] != "verify" {
+			args = append(args, "-out", out)
+		}
+		err := run(args, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+		unchanged(t, root, before)
+	}
+}
