@@ -279,11 +279,7 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 				m.memberPos(r, f), r.Describe(), f.Name(), mt, a, maxGoAlign)
 		}
 		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
-		path := mem.Name
-		if mt.Kind() == cc.Array {
-			path += "[0]"
-		}
-		ty, err := m.typeOf(mt, r, path)
+		ty, err := m.typeOf(mt, r, mem.Name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s member %s: %w", r.Pos, r.Describe(), mem.Name, err)
 		}
@@ -348,7 +344,8 @@ var cgoBase = map[cc.Kind]string{
 }
 
 // typeOf converts a C type. parent and path name the member an anonymous
-// record sits in, so it can be named and measured later.
+// record sits in (path reaches it from parent: the member's name, then [0]
+// for each array level), so it can be named and measured later.
 func (m *modeler) typeOf(t cc.Type, parent *Record, path string) (*Type, error) {
 	ty := &Type{Size: t.Size(), Align: int64(t.Align())}
 	if d := t.Typedef(); d != nil {
@@ -388,7 +385,7 @@ func (m *modeler) typeOf(t cc.Type, parent *Record, path string) (*Type, error) 
 		if ty.Len < 0 {
 			ty.Len = 0
 		}
-		e, err := m.typeOf(at.Elem(), parent, path)
+		e, err := m.typeOf(at.Elem(), parent, path+"[0]") // an element, one level down
 		if err != nil {
 			return nil, err
 		}

@@ -272,7 +272,8 @@ func Names(ir *IR, specs []PackageSpec) error {
 	var nested func(r *Record) string
 	nested = func(r *Record) string { // a nested record is named after its parent
 		if r.GoName == "" && r.Parent != nil {
-			r.GoName = nested(r.Parent) + fieldName(strings.TrimSuffix(r.ParentMember, "[0]"))
+			member, _, _ := strings.Cut(r.ParentMember, "[") // "grid[0][0]": the element of member grid
+			r.GoName = nested(r.Parent) + fieldName(member)
 			r.Package = r.Parent.Package
 		}
 		return r.GoName
