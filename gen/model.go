@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -260,28 +261,28 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 		return r, nil
 	}
 	if attr := t.Attributes(); attr != nil && (attr.IsAttrSet("__packed__") || attr.IsAttrSet("packed")) {
-		return nil, fmt.Errorf("%s: %s: __attribute__((packed)) is not supported (cc/v4 lays it out wrong)", r.Pos, r.Describe())
+		return nil, errorAt(r.Pos, nil, "%s: __attribute__((packed)) is not supported (cc/v4 lays it out wrong)", r.Describe())
 	}
 	n := numFields(t)
 	r.Members = r.Members[:0]
 	for i := 0; i < n; i++ {
 		f := fieldByIndex(t, i)
 		if f.IsBitfield() {
-			return nil, fmt.Errorf("%s: %s member %s: bit-fields are not supported", r.Pos, r.Describe(), f.Name())
+			return nil, errorAt(m.memberPos(r, f), nil, "%s member %s: bit-fields are not supported", r.Describe(), f.Name())
 		}
 		mt := f.Type()
 		if f.Name() == "" && mt.Kind() != cc.Struct && mt.Kind() != cc.Union {
 			// "int;" declares nothing: gcc ignores it, cc/v4 gives it storage.
-			return nil, fmt.Errorf("%s: %s: a member of type %s declares no name (not supported: gcc ignores it, cc/v4 lays it out)", r.Pos, r.Describe(), mt)
+			return nil, errorAt(m.memberPos(r, f), nil, "%s: a member of type %s declares no name (not supported: gcc ignores it, cc/v4 lays it out)", r.Describe(), mt)
 		}
 		if a := int64(mt.Align()); a > maxGoAlign {
-			return nil, fmt.Errorf("%s: %s member %s: its type %s is aligned to %d bytes: Go aligns to at most %d",
-				m.memberPos(r, f), r.Describe(), f.Name(), mt, a, maxGoAlign)
+			return nil, errorAt(m.memberPos(r, f), nil, "%s member %s: its type %s is aligned to %d bytes: Go aligns to at most %d",
+				r.Describe(), f.Name(), mt, a, maxGoAlign)
 		}
 		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
 		ty, err := m.typeOf(mt, r, mem.Name)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s member %s: %w", r.Pos, r.Describe(), mem.Name, err)
+			return nil, errorAt(m.memberPos(r, f), err, "%s member %s", r.Describe(), mem.Name)
 		}
 		mem.Type = ty
 		r.Members = append(r.Members, mem)
@@ -295,10 +296,31 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 // checkAlign fails if r is aligned beyond what Go can lay out.
 func checkAlign(r *Record) error {
 	if r.Align > maxGoAlign {
-		return fmt.Errorf("%s: %s: aligned to %d bytes (by an aligned attribute or _Alignas on it or on a member): Go aligns to at most %d",
-			r.Pos, r.Describe(), r.Align, maxGoAlign)
+		return errorAt(r.Pos, nil, "%s: aligned to %d bytes (by an aligned attribute or _Alignas on it or on a member): Go aligns to at most %d",
+			r.Describe(), r.Align, maxGoAlign)
 	}
 	return nil
+}
+
+// placedError is an error whose message begins with the file:line of the
+// declaration at fault: it is passed on as it is, so that a message names
+// one place, the innermost.
+type placedError struct{ msg string }
+
+func (e *placedError) Error() string { return e.msg }
+
+// errorAt is the error "p: what[: err]", what made from format and args, or
+// err itself if it already names its place.
+func errorAt(p Pos, err error, format string, args ...any) error {
+	var placed *placedError
+	if errors.As(err, &placed) {
+		return err
+	}
+	msg := p.String() + ": " + fmt.Sprintf(format, args...)
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return &placedError{msg}
 }
 
 // maxGoAlign is the largest alignment a Go type has (uint64, on every
@@ -454,7 +476,7 @@ func (m *modeler) enumFor(et *cc.EnumType) (*Enum, error) {
 	for _, en := range list {
 		v, ok := intValue(en.Value())
 		if !ok {
-			return nil, fmt.Errorf("%s: enumerator %s has no integer value", p, en.Token.SrcStr())
+			return nil, errorAt(p, nil, "enumerator %s has no integer value", en.Token.SrcStr())
 		}
 		ep, _ := m.pos(en)
 		e.Enumerators = append(e.Enumerators, &Enumerator{Name: en.Token.SrcStr(), Pos: ep, Value: v})
@@ -532,7 +554,7 @@ func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, stri
 	for i, prm := range params {
 		t, err := m.typeOf(prm.Type().Decay(), nil, "")
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: %s parameter %d: %w", p, name, i, err)
+			return nil, "", errorAt(p, err, "%s parameter %d", name, i)
 		}
 		if t.Kind == KRecord && t.Record.Parent != nil {
 			return nil, "takes an anonymous struct by value", nil
@@ -545,7 +567,7 @@ func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, stri
 	}
 	res, err := m.typeOf(ft.Result(), nil, "")
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %s result: %w", p, name, err)
+		return nil, "", errorAt(p, err, "%s result", name)
 	}
 	f.Result = res
 	return f, "", nil
