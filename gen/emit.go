@@ -452,6 +452,21 @@ func (e *emitter) enum(f *jen.File, en *Enum) {
 	f.Line()
 }
 
+// checkZeroSizeEnd fails if the Go struct of r would end in the zero-size
+// field last, ending at cur: Go then pads the struct (so that a pointer to
+// that field never points at the next object), and C does not.
+func checkZeroSizeEnd(r *Record, last *item, cur int64) error {
+	if last == nil || last.typ.Size != 0 || cur != r.Size || r.Size == 0 {
+		return nil
+	}
+	name := last.cPath
+	if last.kind == itemStorage {
+		name = fmt.Sprintf("(anonymous union @%d)", last.off)
+	}
+	return fmt.Errorf("%s: %s: member %s ends it with zero size, after which Go pads the struct (C does not): no Go layout matches",
+		r.Pos, r.Describe(), name)
+}
+
 // record emits the Go type of a struct or union and its accessors.
 func (e *emitter) record(f *jen.File, r *Record) error {
 	doc := fmt.Sprintf("%s mirrors %s (%s). Size %d, align %d.", r.GoName, r.Describe(), r.Pos, r.Size, r.Align)
@@ -488,10 +503,12 @@ func (e *emitter) record(f *jen.File, r *Record) error {
 		fields = append(fields, jen.Id("_").Index(jen.Lit(0)).Id(sizedInt(r.Align, false)).Comment(fmt.Sprintf("align %d", r.Align)))
 	}
 	var cur int64
+	var last *item // the last field
 	for _, it := range items {
 		if it.kind != itemField && it.kind != itemStorage {
 			continue
 		}
+		last = &it
 		if it.off > cur {
 			fields = append(fields, jen.Id("_").Index(jen.Lit(int(it.off-cur))).Byte().Comment(fmt.Sprintf("padding @%d", cur)))
 		}
@@ -506,6 +523,9 @@ func (e *emitter) record(f *jen.File, r *Record) error {
 		}
 		fields = append(fields, jen.Id(it.goName).Add(e.goType(it.typ)).Comment(comment))
 		cur = it.off + it.typ.Size
+	}
+	if err := checkZeroSizeEnd(r, last, cur); err != nil {
+		return err
 	}
 	if cur < r.Size {
 		fields = append(fields, jen.Id("_").Index(jen.Lit(int(r.Size-cur))).Byte().Comment(fmt.Sprintf("padding @%d", cur)))

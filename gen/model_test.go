@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,5 +61,35 @@ func TestAnonymousInArrays(t *testing.T) {
 	}
 	if out, err := exec.Command(cc, "-fsyntax-only", "-I", dir, src).CombinedOutput(); err != nil {
 		t.Errorf("gcc rejects the spellings: %v\n%s\n%s", err, out, asserts.String())
+	}
+}
+
+// TestTrailingZeroSize: Go pads a struct after a final zero-size field, C
+// does not, so a struct that ends in one (an empty struct, or a union of
+// __DECLARE_FLEX_ARRAYs) is refused, naming it; one whose zero-size member
+// is followed by a field or by padding is laid out.
+func TestTrailingZeroSize(t *testing.T) {
+	const empty = "struct ibv_e {};\n"
+	for _, tc := range []struct {
+		name, src string
+		want      string // regexp; empty: no error
+	}{
+		{"empty struct last", empty + "struct ibv_h {\n\tint a;\n\tstruct ibv_e e;\n};\n",
+			`^infiniband/verbs\.h:2: struct ibv_h: member e ends it with zero size, after which Go pads the struct \(C does not\): no Go layout matches$`},
+		{"flexible arrays in a union last", "struct ibv_f {\n\tint n;\n\tunion {\n\t\tstruct { struct { } __empty_a; int a[]; };\n\t\tstruct { struct { } __empty_b; char b[]; };\n\t};\n};\n",
+			`^infiniband/verbs\.h:1: struct ibv_f: member \(anonymous union @4\) ends it with zero size`},
+		{"empty struct first", empty + "struct ibv_k {\n\tstruct ibv_e e;\n\tint a;\n};\n", ""},
+		{"empty struct before padding", empty + "struct ibv_p {\n\tlong l;\n\tint a;\n\tstruct ibv_e e;\n};\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := includeDir(t, map[string]string{"infiniband/verbs.h": tc.src, "rdma/rdma_cma.h": "", "rdma/rdma_verbs.h": ""})
+			_, err := gen.Build(gen.Config{Headers: dir, ImportRoot: "example.com/generated", LayoutOnly: true, Version: "1.0"})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("error: %v", err)
+			case tc.want != "" && (err == nil || !regexp.MustCompile(tc.want).MatchString(err.Error())):
+				t.Errorf("error\n\t%v\ndoes not match\n\t%s", err, tc.want)
+			}
+		})
 	}
 }
