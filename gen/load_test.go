@@ -84,6 +84,15 @@ func TestLoadErrors(t *testing.T) {
 			`^infiniband/verbs\.h:1: struct ibv_c: aligned to 16 bytes`},
 		{"member of an aligned(16) typedef", map[string]string{"infiniband/verbs.h": "typedef int ibv_i16 __attribute__((aligned(16)));\nstruct ibv_d {\n\tint n;\n\tibv_i16 x;\n};\n"},
 			`^infiniband/verbs\.h:4: struct ibv_d member x: its type ibv_i16 is aligned to 16 bytes: Go aligns to at most 8$`},
+		// gcc rejects these definitions; cc/v4 takes them as incomplete types.
+		{"member of a forward-declared type", map[string]string{"infiniband/verbs.h": "struct ibv_y;\nstruct ibv_z {\n\tint a;\n\tstruct ibv_y y;\n};\n"},
+			`^infiniband/verbs\.h:4: struct ibv_z member y: its type struct ibv_y is incomplete \(declared, never defined\)$`},
+		{"flexible array not last", map[string]string{"infiniband/verbs.h": "struct ibv_x {\n\tint n;\n\tint a[];\n\tint b;\n};\n"},
+			`^infiniband/verbs\.h:3: struct ibv_x member a: a flexible array member must be the last member of a struct$`},
+		{"flexible array in a union", map[string]string{"infiniband/verbs.h": "union ibv_u {\n\tint n;\n\tint a[];\n};\n"},
+			`^infiniband/verbs\.h:3: union ibv_u member a: a union cannot hold a flexible array member \(wrap it in a struct, as __DECLARE_FLEX_ARRAY does\)$`},
+		{"flexible array in a nested union", map[string]string{"infiniband/verbs.h": "struct ibv_w {\n\tint n;\n\tunion {\n\t\tint m;\n\t\tint a[];\n\t} u;\n};\n"},
+			`^infiniband/verbs\.h:5: struct ibv_w member u \(union \{ \.\.\. \}\) member a: a union cannot hold a flexible array member`},
 		{"nameless member", map[string]string{"infiniband/verbs.h": "\nstruct ibv_a {\n\tint;\n\tint x;\n};\n"},
 			`^infiniband/verbs\.h:2: struct ibv_a: a member of type int declares no name`},
 	} {

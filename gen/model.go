@@ -67,8 +67,12 @@ func (m *modeler) run() error {
 		if !ok || tagOf(t) == "" {
 			continue
 		}
-		if _, err := m.recordFor(t, nil, ""); err != nil {
+		r, err := m.recordFor(t, nil, "")
+		if err != nil {
 			return err
+		}
+		if r.Incomplete { // a body that cc/v4 cannot complete
+			return m.whyIncomplete(r.Pos, r.Describe(), t)
 		}
 		m.headers[p.File] = true
 	}
@@ -291,6 +295,48 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 		return nil, err
 	}
 	return r, nil
+}
+
+// whyIncomplete explains why record type t, defined at p and described as
+// desc, is still incomplete for cc/v4 although it has a body: it names the
+// member at fault, in an anonymous record if need be, and the rule of C it
+// breaks (gcc rejects each of these definitions).
+func (m *modeler) whyIncomplete(p Pos, desc string, t cc.Type) error {
+	n := numFields(t)
+	for i := 0; i < n; i++ {
+		f := fieldByIndex(t, i)
+		ft := f.Type()
+		if !ft.IsIncomplete() {
+			continue
+		}
+		mp := p
+		if d := f.Declarator(); d != nil {
+			mp, _ = m.pos(d)
+		}
+		switch {
+		case ft.Kind() == cc.Array && t.Kind() == cc.Union:
+			return errorAt(mp, nil, "%s member %s: a union cannot hold a flexible array member (wrap it in a struct, as __DECLARE_FLEX_ARRAY does)", desc, f.Name())
+		case ft.Kind() == cc.Array && i < n-1:
+			return errorAt(mp, nil, "%s member %s: a flexible array member must be the last member of a struct", desc, f.Name())
+		case (ft.Kind() == cc.Struct || ft.Kind() == cc.Union) && tagOf(ft) == "" && ft.Typedef() == nil:
+			return m.whyIncomplete(mp, fmt.Sprintf("%s member %s (%s { ... })", desc, f.Name(), ft.Kind()), ft)
+		case ft.Kind() != cc.Array:
+			return errorAt(mp, nil, "%s member %s: its type %s is incomplete (declared, never defined)", desc, f.Name(), typeName(ft))
+		}
+	}
+	return errorAt(p, nil, "%s: its definition is incomplete (cc/v4 cannot lay it out)", desc)
+}
+
+// typeName spells a record or enum type by its typedef or tag, as C
+// declarations do ("struct ibv_y"), and any other type as cc/v4 does.
+func typeName(t cc.Type) string {
+	switch {
+	case t.Typedef() != nil:
+		return t.Typedef().Name()
+	case tagOf(t) != "":
+		return fmt.Sprintf("%s %s", t.Kind(), tagOf(t))
+	}
+	return t.String()
 }
 
 // checkAlign fails if r is aligned beyond what Go can lay out.
