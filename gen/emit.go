@@ -650,7 +650,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	f.PackageComment("")
 	for _, line := range strings.Split(wrapComment("Each stub returns what its C function's error convention calls for "+
 		"(gen.Conventions): a pointer and an error, an error, a count and an error, or the C value of a function "+
-		"that cannot fail. Its doc comment says which. The error is a *verberr.Error naming the C function "+
+		"that cannot fail (with an error too when an older pinned rdma-core release lacks it). Its doc comment says which. The error is a *verberr.Error naming the C function "+
 		"and its errno (errors.Is(err, syscall.EINVAL)); a failure seen before costs no allocation. cgo checks "+
 		"the whole Go object a pointer argument points into for Go pointers: pass locals or C memory."), "\n") {
 		f.PackageComment(line)
@@ -715,8 +715,9 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)
 	e.sites(f, spec, funcs)
+	newer := e.newerExterns(spec)
 	for _, fn := range funcs {
-		if err := e.stub(f, fn); err != nil {
+		if err := e.stub(f, fn, newer); err != nil {
 			return File{}, err
 		}
 	}
@@ -910,10 +911,51 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 	}
 }
 
+// A newerExtern is an extern function of the package's library that the
+// oldest release in EmitOptions.Since lacks: the extern's C name and the
+// first release with it.
+type newerExtern struct{ name, since string }
+
+// newerExterns maps each extern of spec's library that an older pinned
+// release lacks to what newerExtern says of it; nil without a loader or
+// without older releases.
+func (e *emitter) newerExterns(spec *PackageSpec) map[string]newerExtern {
+	if spec.Library.Soname == "" || len(e.opt.Since) == 0 {
+		return nil
+	}
+	oldest := ""
+	for _, v := range e.opt.Since {
+		if oldest == "" || versionLess(v, oldest) {
+			oldest = v
+		}
+	}
+	newer := map[string]newerExtern{}
+	for _, fn := range e.externsOf(spec) {
+		if v := e.opt.Since[fn.Name]; v != "" && v != oldest {
+			newer[fn.Name] = newerExtern{fn.Name, v}
+		}
+	}
+	return newer
+}
+
+// newerThanOldest returns the extern behind fn (itself, what a macro
+// expands to, or the "_name" extern an inline wraps) that an older pinned
+// release lacks, if there is one.
+func newerThanOldest(fn *Func, newer map[string]newerExtern) (newerExtern, bool) {
+	for _, n := range []string{fn.Name, fn.Target, "_" + fn.Name, "_" + fn.Target} {
+		if x, ok := newer[n]; ok {
+			return x, true
+		}
+	}
+	return newerExtern{}, false
+}
+
 // stub emits one Go function calling a C function through cgo, with the
 // signature its error convention gives (see Convention). No cgo type
-// appears in its signature.
-func (e *emitter) stub(f *jen.File, fn *Func) error {
+// appears in its signature. A function that cannot fail but that an older
+// pinned release lacks (newer) gets an error result too: without it, a
+// library that lacks the function would answer a plausible zero.
+func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) error {
 	var params, args []jen.Code
 	for _, p := range fn.Params {
 		params = append(params, jen.Id(p.GoName).Add(e.goParamType(p.Type)))
@@ -937,8 +979,29 @@ func (e *emitter) stub(f *jen.File, fn *Func) error {
 	site := jen.Id(siteName(fn))
 	var body []jen.Code
 	var results []jen.Code
+	doc := conventionDoc(fn)
 	switch fn.Convention {
 	case CannotFail:
+		if x, ok := newerThanOldest(fn, newer); ok {
+			doc = fmt.Sprintf("It cannot fail once called, but rdma-core releases before %s lack %s: "+
+				"when the loaded library does, it returns Available's error and calls nothing (error convention %q, rule %q).",
+				x.since, x.name, fn.Convention, fn.ConventionRule)
+			check := jen.Id("err").Op(":=").Id("Available").Call(jen.Lit(x.name))
+			if res.Kind == KVoid {
+				body = append(body, jen.If(check, jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err"))),
+					call, jen.Return(jen.Nil()))
+				results = append(results, jen.Error())
+				break
+			}
+			body = append(body,
+				jen.If(check, jen.Id("err").Op("!=").Nil()).Block(
+					jen.Var().Id("zero").Add(e.goParamType(res)),
+					jen.Return(jen.Id("zero"), jen.Id("err"))),
+				jen.Id("r").Op(":=").Add(call),
+				jen.Return(value(), jen.Nil()))
+			results = append(results, e.goParamType(res), jen.Error())
+			break
+		}
 		if res.Kind == KVoid {
 			body = append(body, call)
 			break
@@ -990,7 +1053,7 @@ func (e *emitter) stub(f *jen.File, fn *Func) error {
 	if fn.Kind == FuncMacro {
 		how += " expanding to " + fn.Target
 	}
-	for _, line := range strings.Split(wrapComment(fmt.Sprintf("%s calls %s (%s, %s). %s", fn.GoName, fn.Name, how, fn.Pos, conventionDoc(fn))), "\n") {
+	for _, line := range strings.Split(wrapComment(fmt.Sprintf("%s calls %s (%s, %s). %s", fn.GoName, fn.Name, how, fn.Pos, doc)), "\n") {
 		f.Comment(line)
 	}
 	sig := f.Func().Id(fn.GoName).Params(params...)

@@ -90,9 +90,10 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 	f.Line()
 	f.Commentf("Load opens %s, once: every stub does so on its first call, so calling", lib.Soname)
 	f.Comment("Load is needed only to learn early whether rdma-core is installed. It")
-	f.Commentf("returns nil, or a *libload.LibraryError (matching libload.ErrNoLibrary)")
-	f.Commentf("naming the library and the package to install. Without the library every")
-	f.Comment("extern function fails with errno ENOSYS and returns its failure value.")
+	f.Comment("returns nil, or a *libload.LibraryError naming the library and its package")
+	f.Comment("(matching libload.ErrNoLibrary when it is not installed). Without the")
+	f.Comment("library every extern function fails with errno ENOSYS and returns its")
+	f.Comment("failure value, and Available says so.")
 	f.Func().Id("Load").Params().Error().Block(
 		jen.If(jen.Qual("C", p+"load").Call().Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
 		jen.Return(jen.Id("library").Dot("LoadError").Call(jen.Qual("C", "GoString").Call(jen.Qual("C", p+"load_error").Call()))),

@@ -9,8 +9,9 @@
 //
 // Each stub returns what its C function's error convention calls for
 // (gen.Conventions): a pointer and an error, an error, a count and an error, or
-// the C value of a function that cannot fail. Its doc comment says which. The
-// error is a *verberr.Error naming the C function and its errno (errors.Is(err,
+// the C value of a function that cannot fail (with an error too when an older
+// pinned rdma-core release lacks it). Its doc comment says which. The error is
+// a *verberr.Error naming the C function and its errno (errors.Is(err,
 // syscall.EINVAL)); a failure seen before costs no allocation. cgo checks the
 // whole Go object a pointer argument points into for Go pointers: pass locals
 // or C memory.
@@ -358,9 +359,10 @@ var symbols = map[string]int{
 
 // Load opens librdmacm.so.1, once: every stub does so on its first call, so calling
 // Load is needed only to learn early whether rdma-core is installed. It
-// returns nil, or a *libload.LibraryError (matching libload.ErrNoLibrary)
-// naming the library and the package to install. Without the library every
-// extern function fails with errno ENOSYS and returns its failure value.
+// returns nil, or a *libload.LibraryError naming the library and its package
+// (matching libload.ErrNoLibrary when it is not installed). Without the
+// library every extern function fails with errno ENOSYS and returns its
+// failure value, and Available says so.
 func Load() error {
 	if C.goverbs_rdmacm_load() == 0 {
 		return nil

@@ -9,8 +9,9 @@
 //
 // Each stub returns what its C function's error convention calls for
 // (gen.Conventions): a pointer and an error, an error, a count and an error, or
-// the C value of a function that cannot fail. Its doc comment says which. The
-// error is a *verberr.Error naming the C function and its errno (errors.Is(err,
+// the C value of a function that cannot fail (with an error too when an older
+// pinned rdma-core release lacks it). Its doc comment says which. The error is
+// a *verberr.Error naming the C function and its errno (errors.Is(err,
 // syscall.EINVAL)); a failure seen before costs no allocation. cgo checks the
 // whole Go object a pointer argument points into for Go pointers: pass locals
 // or C memory.
@@ -2446,9 +2447,10 @@ var symbols = map[string]int{
 
 // Load opens libibverbs.so.1, once: every stub does so on its first call, so calling
 // Load is needed only to learn early whether rdma-core is installed. It
-// returns nil, or a *libload.LibraryError (matching libload.ErrNoLibrary)
-// naming the library and the package to install. Without the library every
-// extern function fails with errno ENOSYS and returns its failure value.
+// returns nil, or a *libload.LibraryError naming the library and its package
+// (matching libload.ErrNoLibrary when it is not installed). Without the
+// library every extern function fails with errno ENOSYS and returns its
+// failure value, and Available says so.
 func Load() error {
 	if C.goverbs_verbs_load() == 0 {
 		return nil
@@ -2683,11 +2685,17 @@ func MbpsToIbvRate(mbps int32) Rate {
 }
 
 // WROpcodeStr calls ibv_wr_opcode_str (extern, infiniband/verbs.h:1152). It
-// cannot fail: what C returns is the result (error convention "cannot fail",
-// rule "values and strings").
-func WROpcodeStr(opcode WROpcode) *int8 {
+// cannot fail once called, but rdma-core releases before 56.1 lack
+// ibv_wr_opcode_str: when the loaded library does, it returns Available's error
+// and calls nothing (error convention "cannot fail", rule "values and
+// strings").
+func WROpcodeStr(opcode WROpcode) (*int8, error) {
+	if err := Available("ibv_wr_opcode_str"); err != nil {
+		var zero *int8
+		return zero, err
+	}
 	r := C.ibv_wr_opcode_str(C.enum_ibv_wr_opcode(opcode))
-	return (*int8)(unsafe.Pointer(r))
+	return (*int8)(unsafe.Pointer(r)), nil
 }
 
 // QPToQPEx calls ibv_qp_to_qp_ex (extern, infiniband/verbs.h:1391). It cannot
@@ -3168,10 +3176,15 @@ func ImportDM(context *Context, dmHandle uint32) (*DM, error) {
 }
 
 // UnimportDM calls ibv_unimport_dm (extern, infiniband/verbs.h:2469). It cannot
-// fail: what C returns is the result (error convention "cannot fail", rule
-// "functions returning void").
-func UnimportDM(dm *DM) {
+// fail once called, but rdma-core releases before 44.0 lack ibv_unimport_dm:
+// when the loaded library does, it returns Available's error and calls nothing
+// (error convention "cannot fail", rule "functions returning void").
+func UnimportDM(dm *DM) error {
+	if err := Available("ibv_unimport_dm"); err != nil {
+		return err
+	}
 	C.ibv_unimport_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm)))
+	return nil
 }
 
 // GetAsyncEvent calls ibv_get_async_event (extern, infiniband/verbs.h:2478).
@@ -4060,11 +4073,16 @@ func ExportBufDmabufFD(buf *Buf) (int, error) {
 	return 0, siteExportBufDmabufFD.Failed(err, int64(r))
 }
 
-// FreeBuf calls ibv_free_buf (extern, infiniband/verbs.h:3342). It cannot fail:
-// what C returns is the result (error convention "cannot fail", rule "functions
-// returning void").
-func FreeBuf(buf *Buf) {
+// FreeBuf calls ibv_free_buf (extern, infiniband/verbs.h:3342). It cannot fail
+// once called, but rdma-core releases before 65.0 lack ibv_free_buf: when the
+// loaded library does, it returns Available's error and calls nothing (error
+// convention "cannot fail", rule "functions returning void").
+func FreeBuf(buf *Buf) error {
+	if err := Available("ibv_free_buf"); err != nil {
+		return err
+	}
 	C.ibv_free_buf((*C.struct_ibv_buf)(unsafe.Pointer(buf)))
+	return nil
 }
 
 // RegBufMR calls ibv_reg_buf_mr (extern, infiniband/verbs.h:3355). When C
@@ -4171,11 +4189,17 @@ func QPAttachCompCntr(qp *QP, compCntr *CompCntr, attr *QPAttachCompCntrAttr) er
 }
 
 // QueryQPDataInOrder calls ibv_query_qp_data_in_order (extern,
-// infiniband/verbs.h:3480). It cannot fail: what C returns is the result (error
-// convention "cannot fail", rule "values and strings").
-func QueryQPDataInOrder(qp *QP, op WROpcode, flags uint32) int32 {
+// infiniband/verbs.h:3480). It cannot fail once called, but rdma-core releases
+// before 44.0 lack ibv_query_qp_data_in_order: when the loaded library does, it
+// returns Available's error and calls nothing (error convention "cannot fail",
+// rule "values and strings").
+func QueryQPDataInOrder(qp *QP, op WROpcode, flags uint32) (int32, error) {
+	if err := Available("ibv_query_qp_data_in_order"); err != nil {
+		var zero int32
+		return zero, err
+	}
 	r := C.ibv_query_qp_data_in_order((*C.struct_ibv_qp)(unsafe.Pointer(qp)), C.enum_ibv_wr_opcode(op), C.uint32_t(flags))
-	return int32(r)
+	return int32(r), nil
 }
 
 // QueryQP calls ibv_query_qp (extern, infiniband/verbs.h:3494). When C returns
@@ -4358,11 +4382,17 @@ func ForkInit() error {
 }
 
 // IsForkInitialized calls ibv_is_fork_initialized (extern,
-// infiniband/verbs.h:3718). It cannot fail: what C returns is the result (error
-// convention "cannot fail", rule "values and strings").
-func IsForkInitialized() ForkStatus {
+// infiniband/verbs.h:3718). It cannot fail once called, but rdma-core releases
+// before 44.0 lack ibv_is_fork_initialized: when the loaded library does, it
+// returns Available's error and calls nothing (error convention "cannot fail",
+// rule "values and strings").
+func IsForkInitialized() (ForkStatus, error) {
+	if err := Available("ibv_is_fork_initialized"); err != nil {
+		var zero ForkStatus
+		return zero, err
+	}
 	r := C.ibv_is_fork_initialized()
-	return ForkStatus(r)
+	return ForkStatus(r), nil
 }
 
 // NodeTypeStr calls ibv_node_type_str (extern, infiniband/verbs.h:3723). It
