@@ -10,10 +10,9 @@
 // is above 1, as perftest), -tx-depth and -rx-depth (perftest's -t and -r:
 // 128 and 512; -t is the mode here). Combinations the bandwidth client
 // could not finish are refused, by perftest's rules (sendPlan.check);
-// send_lat posts one signaled send at a time, whatever -l and -Q say.
-// A host argument
-// makes the client, which drives the test and reports it; the server
-// reports too for send_bw and send_lat.
+// send_lat posts one signaled send at a time, whatever -l and -Q say. A
+// host argument makes the client, which drives the test and reports it;
+// the server reports too for send_bw and send_lat.
 //
 // The two sides exchange QP number, PSN, GID, buffer address and rkey over
 // TCP, connect, and synchronise with one byte each way before the timed
