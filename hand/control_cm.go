@@ -798,17 +798,25 @@ func (c *Conn) Close() error {
 // busyOwn reports user objects on what the Conn made for itself (its
 // Context wrapper, PD, CQ and completion channel), other than its QP.
 func (c *Conn) busyOwn() error {
-	owned := []*object{&c.ctx.object, &c.qp.object}
-	if c.ownPD {
-		owned = append(owned, &c.pd.object)
+	owned := ownObjects(c.ctx, c.pd, c.ownPD, c.sendCQ, c.ownCQ, c.cqCh)
+	return busyOwned(c.label, append(owned, &c.qp.object)...)
+}
+
+// ownObjects lists what an rdma_cm connection or listener made for itself:
+// its Context wrapper, and its PD, CQ and completion channel when it made
+// them (ownPD, ownCQ, ch not nil).
+func ownObjects(ctx *Context, pd *PD, ownPD bool, cq *CQ, ownCQ bool, ch *CompChannel) []*object {
+	owned := []*object{&ctx.object}
+	if ownPD {
+		owned = append(owned, &pd.object)
 	}
-	if c.ownCQ {
-		owned = append(owned, &c.sendCQ.object)
+	if ownCQ {
+		owned = append(owned, &cq.object)
 	}
-	if c.cqCh != nil {
-		owned = append(owned, &c.cqCh.object)
+	if ch != nil {
+		owned = append(owned, &ch.object)
 	}
-	return busyOwned(c.label, owned...)
+	return owned
 }
 
 // sockaddrBuf is a struct sockaddr_storage in Go memory (no pointers, so it

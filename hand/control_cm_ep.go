@@ -135,17 +135,7 @@ func (r *epResources) close() error {
 // themselves (the Context wrapper, PD, CQ and completion channel): the
 // QPs of accepted Conns among them.
 func (r *epResources) busy(label string) error {
-	owned := []*object{&r.ctx.object}
-	if r.ownPD {
-		owned = append(owned, &r.pd.object)
-	}
-	if r.ownCQ {
-		owned = append(owned, &r.sendCQ.object)
-	}
-	if r.cqCh != nil {
-		owned = append(owned, &r.cqCh.object)
-	}
-	return busyOwned(label, owned...)
+	return busyOwned(label, ownObjects(r.ctx, r.pd, r.ownPD, r.sendCQ, r.ownCQ, r.cqCh)...)
 }
 
 // cmDeviceFor returns librdmacm's context of the device that has the IP
