@@ -37,6 +37,12 @@ CGOCHECK2_GOCACHE ?= $(or $(shell $(GO) env GOCACHE),$(HOME)/.cache/go-build)-cg
 BENCH_GATE_COUNT ?= 3
 BENCH_GATE_TIME ?= 30ms
 BENCH_GATE_RETRY_COUNT ?= 5
+# The benchmark binary's bound (timeout(1), which sends SIGQUIT for Go's
+# goroutine dump): -test.timeout does not cover benchmarks, and a fast path
+# that spins would hang make test. Its exit status is checked: a crash, a
+# panic or the timeout part-way fails the gate, never leaves it to judge
+# the cases that ran before.
+BENCH_GATE_TIMEOUT ?= 10m
 
 .PHONY: bench bench-gate test-hand
 
@@ -64,17 +70,20 @@ bench:
 # 13 cases still over by 0.6-3 ns after the retry; at n >= 8 one extra
 # crossing per call stays inside the bound.
 bench-gate:
-	@tmp=$${TMPDIR:-/tmp}/goverbs-bench-gate; mkdir -p $$tmp && \
-	$(GO) build -o $$tmp/benchratio ./hand/internal/benchratio && \
-	$(GO) test -c -o $$tmp/hand.test $(BENCH_PKG) && \
-	start=$$(date +%s) && \
-	(cd $(BENCH_PKG) && $$tmp/hand.test -test.run '^$$' -test.bench '^BenchmarkCgoEmpty$$|^BenchmarkFast$$' \
-		-test.benchmem -test.count $(BENCH_GATE_COUNT) -test.benchtime $(BENCH_GATE_TIME)) >$$tmp/run.txt 2>&1; \
+	@set -e; mkdir -p "$${TMPDIR:-/tmp}"; tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/goverbs-bench-gate.XXXXXX"); \
+	$(GO) build -o $$tmp/benchratio ./hand/internal/benchratio; \
+	$(GO) test -c -o $$tmp/hand.test $(BENCH_PKG); \
+	start=$$(date +%s); \
+	bench() { (cd $(BENCH_PKG) && timeout -s QUIT -k 10s $(BENCH_GATE_TIMEOUT) $$tmp/hand.test -test.run '^$$' -test.bench "$$1" \
+		-test.benchmem -test.count "$$2" -test.benchtime $(BENCH_GATE_TIME)) >"$$3" 2>&1 || { \
+		st=$$?; tail -20 "$$3" >&2; \
+		echo "bench-gate: FAILED: the benchmark binary exited $$st (a crash, a panic or its timeout): no verdict on what it did not run; output in $$3" >&2; \
+		exit 1; }; }; \
+	bench '^BenchmarkCgoEmpty$$|^BenchmarkFast$$' $(BENCH_GATE_COUNT) $$tmp/run.txt; \
 	rc=0; $$tmp/benchratio -gate -brief -retry $$tmp/retry.txt <$$tmp/run.txt || rc=$$?; \
 	if [ $$rc = 2 ]; then \
 		echo "bench-gate: running the cases over the bound again ($(BENCH_GATE_RETRY_COUNT) x $(BENCH_GATE_TIME))"; \
-		(cd $(BENCH_PKG) && $$tmp/hand.test -test.run '^$$' -test.bench "$$(cat $$tmp/retry.txt)" \
-			-test.benchmem -test.count $(BENCH_GATE_RETRY_COUNT) -test.benchtime $(BENCH_GATE_TIME)) >$$tmp/rerun.txt 2>&1; \
+		bench "$$(cat $$tmp/retry.txt)" $(BENCH_GATE_RETRY_COUNT) $$tmp/rerun.txt; \
 		rc=0; cat $$tmp/run.txt $$tmp/rerun.txt | $$tmp/benchratio -gate >/dev/null || rc=$$?; \
 	fi; \
 	echo "bench-gate: $$(( $$(date +%s) - start )) s of benchmarks; output in $$tmp"; \
