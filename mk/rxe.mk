@@ -30,7 +30,9 @@
 #              root without rdma-core (tests/chroot-go.sh): building the
 #              repository must not need rdma-core's headers or libraries;
 #              then goverbs-devinfo, built and run there, must exit 1 with
-#              the loader's "cannot load libibverbs.so.1" error
+#              the loader's "cannot load libibverbs.so.1" error; and
+#              tests/chroot-go.sh must reach a directory under /tmp, where
+#              a clone may be
 
 GO ?= go
 # Packages whose tests run in the VM.
@@ -89,7 +91,9 @@ rxe-test:
 			n=$$((n + 1)); \
 		fi; \
 	done < "$$dir/pkgs"; \
-	for pkg in $$($(GO) list $(RXE_RACE_PKGS)); do \
+	race_pkgs=; \
+	if [ -n '$(strip $(RXE_RACE_PKGS))' ]; then race_pkgs=$$($(GO) list $(RXE_RACE_PKGS)); fi; \
+	for pkg in $$race_pkgs; do \
 		pkgdir=$$($(GO) list -f '{{.Dir}}' "$$pkg"); \
 		bin="$$dir/$$(echo "$$pkg" | tr / _).race.test"; \
 		$(GO) test -race -c -o "$$bin" "$$pkg"; \
@@ -116,7 +120,9 @@ rxe-test:
 
 # Both hosts run the same script: every test but the last in one process,
 # then the last in another, so that host a's death ends nothing else. The
-# log prefixes each line with its host ("a| ", "b| ").
+# log prefixes each line with its host ("a| ", "b| "). The first process's
+# exit status is printed before the last test (pair-first-status=N): host
+# a never reaches the script's exit, so its status would be lost.
 rxe-pair-test:
 	@set -e; \
 	dir=$$(mktemp -d "$(RXE_TMPDIR)/goverbs-pair.XXXXXX"); \
@@ -124,7 +130,7 @@ rxe-pair-test:
 	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
 	$(GO) test -c -o "$$dir/pair.test" $(RXE_PAIR_PKG); \
 	pkgdir=$$($(GO) list -f '{{.Dir}}' $(RXE_PAIR_PKG)); \
-	printf 'cd "%s" || exit 1\nst=0\n"%s" -test.v -test.skip '"'"'^%s$$'"'"' || st=1\n"%s" -test.v -test.run '"'"'^%s$$'"'"' || st=1\nexit $$st\n' \
+	printf 'cd "%s" || exit 1\nst=0\n"%s" -test.v -test.skip '"'"'^%s$$'"'"' || st=1\necho "pair-first-status=$$st"\n"%s" -test.v -test.run '"'"'^%s$$'"'"' || st=1\nexit $$st\n' \
 		"$$pkgdir" "$$dir/pair.test" '$(RXE_PAIR_LAST)' "$$dir/pair.test" '$(RXE_PAIR_LAST)' > "$$dir/run.sh"; \
 	echo 'rxe-pair-test: booting two linked VMs (host a 192.0.2.1, host b 192.0.2.2)'; \
 	start=$$(date +%s%N); \
@@ -140,6 +146,11 @@ rxe-pair-test:
 		"$$ran" "$$passed" "$$failed" "$$skipped" '$(RXE_PAIR_LAST)' $$((ms / 1000)) $$((ms % 1000 / 100)); \
 	if [ "$$rc" -eq 0 ] && [ "$$ran" -eq 0 ]; then echo "rxe-pair-test: no tests ran" >&2; rc=1; fi; \
 	if [ "$$rc" -eq 0 ] && [ "$$failed" -gt 0 ]; then echo "rxe-pair-test: $$failed tests failed" >&2; rc=1; fi; \
+	for h in a b; do \
+		if [ "$$rc" -eq 0 ] && ! grep -q "^$$h| pair-first-status=0" "$$dir/log"; then \
+			echo "rxe-pair-test: host $$h's run of every test but $(RXE_PAIR_LAST) did not exit 0 (no pair-first-status=0 line)" >&2; rc=1; \
+		fi; \
+	done; \
 	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-pair-test: $$skipped tests skipped inside the VMs, where nothing may skip" >&2; rc=1; fi; \
 	if [ "$$rc" -eq 0 ] && ! grep -q '^b| --- PASS: $(RXE_PAIR_LAST) ' "$$dir/log"; then echo "rxe-pair-test: host b did not pass $(RXE_PAIR_LAST)" >&2; rc=1; fi; \
 	exit $$rc
@@ -173,7 +184,14 @@ nordma-build:
 	1:*"cannot load libibverbs.so.1 (libibverbs.so.1: cannot open shared object file"*"install package libibverbs1"*) \
 		echo "nordma-build: without rdma-core the program starts and says what to install";; \
 	*) echo "nordma-build: FAILED: want exit status 1 and the loader's 'cannot load libibverbs.so.1' error" >&2; exit 1;; \
-	esac
+	esac; \
+	tmpdir=$$(mktemp -d /tmp/goverbs-chroot.XXXXXX); \
+	where=$$(GO='$(GO)' bash tests/chroot-go.sh "$$root" "$$tmpdir" /bin/pwd) || where=; \
+	rmdir "$$tmpdir"; \
+	if [ "$$where" != "$$tmpdir" ]; then \
+		echo "nordma-build: FAILED: tests/chroot-go.sh does not reach a directory under /tmp ($$tmpdir), where a clone may be" >&2; exit 1; \
+	fi; \
+	echo "nordma-build: tests/chroot-go.sh reaches a directory under /tmp, where a clone may be"
 
 .PHONY: soak
 soak:

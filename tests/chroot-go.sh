@@ -42,12 +42,16 @@ done
 exec unshare -m --propagation private /bin/sh -euc '
 root=$1 dir=$2 goroot=$3 modcache=$4
 shift 4
+# The tmpfs first: mounted after them, it would hide a DIR (a clone), Go
+# root or module cache under /tmp. Their mount points under /tmp are made
+# on it.
+mount -t tmpfs -o mode=1777 tmp "$root/tmp"
+mkdir -p "$root$dir" "$root$goroot" "$root$modcache"
 mount --bind "$dir" "$root$dir"
 mount --bind -o ro "$goroot" "$root$goroot"
 mount --bind -o ro "$modcache" "$root$modcache"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
-mount -t tmpfs -o mode=1777 tmp "$root/tmp"
 exec chroot "$root" /usr/bin/env -i \
 	PATH="$goroot/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
 	HOME=/root TMPDIR=/tmp GOMODCACHE="$modcache" GOPROXY=off GOTOOLCHAIN=local \
