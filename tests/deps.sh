@@ -38,6 +38,9 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A fresh machine's apt-daily may hold apt's locks when this runs: wait for
+# them (apt-get, unlike apt, does not by default).
+lock=(-o DPkg::Lock::Timeout=600)
+apt-get "${lock[@]}" update -qq
+apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "deps: installed ${#missing[@]} packages"

@@ -203,7 +203,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rxevm:", err)
 		os.Exit(exitFailure)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code, err := run(ctx, o, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

@@ -82,8 +82,11 @@ func (h *host) run(ctx context.Context, dir string, name string, args ...string)
 	return nil
 }
 
-// aptGet runs apt-get, through sudo when not root.
+// aptGet runs apt-get, through sudo when not root. It waits up to 10
+// minutes for apt's locks, which a fresh machine's apt-daily may hold
+// (apt-get, unlike apt, does not wait by default).
 func (h *host) aptGet(ctx context.Context, dir string, args ...string) error {
+	args = append([]string{"-o", "DPkg::Lock::Timeout=600"}, args...)
 	if os.Geteuid() != 0 {
 		return h.run(ctx, dir, "sudo", append([]string{"-n", "apt-get"}, args...)...)
 	}

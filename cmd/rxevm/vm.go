@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -188,6 +190,16 @@ func parseExitMarker(line, marker string) (before string, status int, ok bool) {
 	return before, n, true
 }
 
+// startLocked starts cmd from a goroutine locked to its thread, so that
+// the thread, whose end sends cmd's Pdeathsig, is not one that a locked
+// goroutine's exit would end: it unlocks after the start, and Go keeps
+// the thread.
+func startLocked(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return cmd.Start()
+}
+
 // run boots the guest, copies its console to stdout and returns the
 // command's exit status, killing qemu when timeout expires.
 func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdout io.Writer, h *host) (int, error) {
@@ -195,6 +207,9 @@ func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdo
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, v.qemu, v.args()...)
+	// qemu dies with rxevm, even by SIGKILL (see startLocked): a VM left
+	// running would hold the CPUs, with no timeout left to end it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = h.log
 	cmd.WaitDelay = 5 * time.Second // the console pipe must not outlive a killed qemu for long
 	pipe, err := cmd.StdoutPipe()
@@ -218,7 +233,7 @@ func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdo
 	if v.onKillPeer != nil {
 		con.killMarker, con.onKill = plan.killPeerMarker(), v.onKillPeer
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startLocked(cmd); err != nil {
 		return exitFailure, err
 	}
 	copyErr := con.copyFrom(pipe)
