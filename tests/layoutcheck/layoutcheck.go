@@ -31,15 +31,22 @@ func Int[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint
 }
 
 // Diff lists every disagreement between the C and Go tables: a value that
-// differs, or a key only one side has. It is empty when they agree.
+// differs, a key only one side has, or a key one side has twice (which
+// would let one of its values go unchecked). It is empty when they agree.
 func Diff(c, g []Row) []string {
+	var out []string
 	cm := make(map[string]uint64, len(c))
 	for _, r := range c {
+		if _, dup := cm[r.Key]; dup {
+			out = append(out, fmt.Sprintf("%s: C has the row twice", r.Key))
+		}
 		cm[r.Key] = r.Value
 	}
 	gm := make(map[string]uint64, len(g))
-	var out []string
 	for _, r := range g {
+		if _, dup := gm[r.Key]; dup {
+			out = append(out, fmt.Sprintf("%s: Go has the row twice", r.Key))
+		}
 		gm[r.Key] = r.Value
 		cv, ok := cm[r.Key]
 		switch {
