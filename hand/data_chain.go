@@ -54,18 +54,19 @@ func (c *chain[W]) free() {
 }
 
 // failed records a partial post from the bad_wr slot. A provider that fails
-// without setting bad_wr is taken to have posted nothing: the whole pending
-// chain stays, and no WR is lost.
+// without setting bad_wr (or names a WR outside the chain's pending ones)
+// leaves it unknown what it posted: the whole pending chain stays, no WR is
+// lost, and the PostError says Unknown, for a WR posted twice is no better.
 func (c *chain[W]) failed(op string, errno syscall.Errno) error {
-	idx := c.head
+	idx, unknown := c.head, true
 	if bad := *c.bad; bad != nil {
 		off := uintptr(unsafe.Pointer(bad)) - uintptr(unsafe.Pointer(&c.wr[0]))
 		size := unsafe.Sizeof(c.wr[0])
 		if k := int(off / size); off%size == 0 && k >= c.head && k < c.n {
-			idx = k
+			idx, unknown = k, false
 		}
 	}
-	c.err = PostError{Op: op, Index: idx, Posted: idx - c.head, Errno: errno}
+	c.err = PostError{Op: op, Index: idx, Posted: idx - c.head, Errno: errno, Unknown: unknown}
 	c.head = idx
 	return &c.err
 }

@@ -35,16 +35,30 @@ import (
 // queue; the failed WR and every WR after it were not posted and are still
 // in the chain, so the next post call starts again at Index.
 //
+// Unless Unknown: the provider failed without naming the WR (it left
+// bad_wr NULL), so which WRs are on the queue is not known. rdma-core's rxe
+// does so in two ways: a receive post to a QP in RESET posts none, and a
+// send post whose doorbell fails (a QP in RESET, among others) has queued
+// them all, and runs them once the QP is ready. The chain then keeps every
+// WR from where the call started, Index is that first one and Posted 0;
+// post them again only if none can have been queued, or Reset the chain
+// (move the QP to ERR and drain its CQ to learn which ran).
+//
 // The chain owns the PostError it returns and reuses it: it is valid until
 // the chain's next post call.
 type PostError struct {
-	Op     string        // the C entry point, e.g. "ibv_post_recv"
-	Index  int           // index of the failed WR in the chain (0 is the first WR reserved)
-	Posted int           // WRs this call posted before it
-	Errno  syscall.Errno // the error the provider returned
+	Op      string        // the C entry point, e.g. "ibv_post_recv"
+	Index   int           // index of the failed WR in the chain (0 is the first WR reserved)
+	Posted  int           // WRs this call posted before it
+	Errno   syscall.Errno // the error the provider returned
+	Unknown bool          // the provider did not say which WR failed: see above
 }
 
 func (e *PostError) Error() string {
+	if e.Unknown {
+		return e.Op + ": failed: " + e.Errno.Error() + ", naming no WR: the WRs from " + strconv.Itoa(e.Index) +
+			" on may or may not be on the queue"
+	}
 	return e.Op + ": WR " + strconv.Itoa(e.Index) + " failed: " + e.Errno.Error() +
 		" (" + strconv.Itoa(e.Posted) + " WRs before it posted)"
 }

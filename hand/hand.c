@@ -67,10 +67,17 @@ int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls)
 	return ret;
 }
 
-/* rdma_post_*v set errno on every failure (rdma_seterrno); EIO is a guard. */
+/*
+ * rdma_post_*v set errno on every failure (rdma_seterrno), to the
+ * provider's return, which some providers (rxe) make negative: it is
+ * turned positive, as errnoOf does for ibv_post_*. EIO is a guard.
+ */
 static inline int64_t cm_failed(int i)
 {
-	int e = errno ? errno : EIO;
+	int e = errno < 0 ? -errno : errno;
+
+	if (e == 0)
+		e = EIO;
 
 	return (int64_t)i << 32 | (uint32_t)e;
 }
@@ -159,6 +166,12 @@ static inline void read_one(struct ibv_cq_ex *cq, struct ibv_wc *w, uint64_t *ts
 	}
 	w->opcode = ibv_wc_read_opcode(cq);
 	w->wc_flags = ibv_wc_read_wc_flags(cq);
+	/*
+	 * Without IBV_WC_EX_WITH_IMM the value is not read: the flags that
+	 * announce one go too, or WC.Imm would answer (0, true).
+	 */
+	if (!(wc_flags & IBV_WC_EX_WITH_IMM))
+		w->wc_flags &= ~(unsigned int)(IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
 	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
 		w->byte_len = ibv_wc_read_byte_len(cq);
 	if ((wc_flags & IBV_WC_EX_WITH_IMM) && (w->wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)))

@@ -296,3 +296,72 @@ func TestEmptyPostIsNoOp(t *testing.T) {
 	require.NoError(t, sc.PostSendRaw(r.qp))
 	require.Zero(t, r.fqp.RecvStats().Doorbells+r.fqp.SendStats().Doorbells)
 }
+
+// rxe's provider returns -errno: every post path reports the errno itself,
+// the rdma_post_*v loops in C included (rdma_seterrno copies it as is).
+func TestNegativeErrnoFromProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arm  func(r *rig)
+		post func(r *rig, c *hand.RecvChain) error
+	}{
+		{"ibv_post_recv", func(r *rig) { r.fqp.FailRecvCallNegative(0, 1, syscall.ENOMEM) },
+			func(r *rig, c *hand.RecvChain) error { return c.PostRecvRaw(r.qp) }},
+		{"rdma_post_recvv", func(r *rig) { r.fqp.FailRecvCallNegative(1, 0, syscall.ENOMEM) },
+			func(r *rig, c *hand.RecvChain) error { return c.PostRecvvRaw(r.cmID(t, false)) }},
+		{"rdma_post_recvv", func(r *rig) { r.fsrq.FailRecvCallNegative(1, 0, syscall.ENOMEM) },
+			func(r *rig, c *hand.RecvChain) error { return c.PostRecvvRaw(r.cmID(t, true)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOpts{})
+			c, err := hand.NewRecvChain(4, 1)
+			require.NoError(t, err)
+			defer c.Free()
+			for i := range 3 {
+				c.Reserve(1).Set(0, uint64(i), sge(i))
+			}
+			tc.arm(r)
+			err = tc.post(r, c)
+			var pe *hand.PostError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, tc.name, pe.Op)
+			require.Equal(t, 1, pe.Index)
+			require.Equal(t, syscall.ENOMEM, pe.Errno, "%v", err)
+			require.ErrorIs(t, err, syscall.ENOMEM)
+		})
+	}
+}
+
+// A provider that fails naming no WR (bad_wr left NULL) may have queued
+// them all, as rxe's does when its doorbell fails: the PostError says the
+// outcome is unknown, in place of claiming nothing was posted, and the
+// chain keeps the WRs for the caller to decide.
+func TestPostFailureNamingNoWR(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	sc, err := hand.NewSendChain(4, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	for i := range 3 {
+		sc.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i))
+	}
+	r.fqp.FailSendDoorbell(-int(syscall.EINVAL))
+	err = sc.PostSendRaw(r.qp)
+	var pe *hand.PostError
+	require.ErrorAs(t, err, &pe)
+	require.True(t, pe.Unknown)
+	require.Equal(t, syscall.EINVAL, pe.Errno)
+	require.Equal(t, 0, pe.Index)
+	require.Equal(t, 0, pe.Posted)
+	require.Contains(t, err.Error(), "naming no WR")
+	require.Equal(t, 3, sc.Len(), "the chain keeps them")
+	requireIDs(t, drain(t, r, 3), 0, 3) // the fake, as rxe, queued them all
+	sc.Reset()
+
+	rc, err := hand.NewRecvChain(4, 1)
+	require.NoError(t, err)
+	defer rc.Free()
+	rc.Reserve(1).Set(0, 7, sge(0))
+	r.fqp.FailRecv(0, syscall.EAGAIN)
+	require.ErrorAs(t, rc.PostRecvRaw(r.qp), &pe)
+	require.False(t, pe.Unknown, "a failure that names its WR")
+}

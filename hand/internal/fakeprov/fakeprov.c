@@ -248,6 +248,11 @@ static int post_recv_wq(struct fake_wq *wq, struct fake_cq *cq, const struct fak
 	if (err) {
 		wq->failed++;
 		*bad_wr = wr;
+	} else if (wq->doorbell_fail) {
+		/* every WR queued, then a failure that names none (rxe's post_*_db) */
+		err = wq->doorbell_fail;
+		wq->doorbell_fail = 0;
+		wq->failed++;
 	}
 	return err;
 }
@@ -455,6 +460,11 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 	if (err) {
 		wq->failed++;
 		*bad_wr = wr;
+	} else if (wq->doorbell_fail) {
+		/* every WR queued, then a failure that names none (rxe's post_*_db) */
+		err = wq->doorbell_fail;
+		wq->doorbell_fail = 0;
+		wq->failed++;
 	}
 	return err;
 }

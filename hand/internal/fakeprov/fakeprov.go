@@ -254,6 +254,22 @@ func (q *QP) FailRecv(k int, errno syscall.Errno) { armFail(&q.c.rq, 0, k, errno
 // FailRecvCall is FailSendCall for ibv_post_recv.
 func (q *QP) FailRecvCall(skip, k int, errno syscall.Errno) { armFail(&q.c.rq, skip, k, errno) }
 
+// FailRecvCallNegative is FailRecvCall returning -errno, as rxe's provider
+// does.
+func (q *QP) FailRecvCallNegative(skip, k int, errno syscall.Errno) {
+	armFail(&q.c.rq, skip, k, errno)
+	q.c.rq.fail_errno = -q.c.rq.fail_errno
+}
+
+// FailSendDoorbell makes the next ibv_post_send queue every WR and then
+// return ret (as is: a negative one too) without setting *bad_wr, as rxe's
+// provider does when its doorbell fails. FailRecvDoorbell is the same for
+// ibv_post_recv.
+func (q *QP) FailSendDoorbell(ret int) { q.c.sq.doorbell_fail = C.int(ret) }
+
+// FailRecvDoorbell: see FailSendDoorbell.
+func (q *QP) FailRecvDoorbell(ret int) { q.c.rq.doorbell_fail = C.int(ret) }
+
 // RecvCompletion says what loopback receive completions report.
 type RecvCompletion struct {
 	ByteLen uint32 // 0: the sum of the WR's SGE lengths
@@ -313,6 +329,13 @@ func (s *SRQ) FailRecv(k int, errno syscall.Errno) { armFail(&s.c.rq, 0, k, errn
 
 // FailRecvCall is QP.FailSendCall for ibv_post_srq_recv.
 func (s *SRQ) FailRecvCall(skip, k int, errno syscall.Errno) { armFail(&s.c.rq, skip, k, errno) }
+
+// FailRecvCallNegative is FailRecvCall returning -errno, as rxe's provider
+// does.
+func (s *SRQ) FailRecvCallNegative(skip, k int, errno syscall.Errno) {
+	armFail(&s.c.rq, skip, k, errno)
+	s.c.rq.fail_errno = -s.c.rq.fail_errno
+}
 
 // SetRecvCompletion sets what this SRQ's completions report.
 func (s *SRQ) SetRecvCompletion(rc RecvCompletion) { setRecv(&s.c.recv, rc) }

@@ -49,8 +49,11 @@ struct fake_wq {
 	/* one-shot failure: after fail_skip more post calls, the next one fails
 	 * at chain index fail_at */
 	int fail_at;           /* -1 when disarmed */
-	int fail_errno;
+	int fail_errno;        /* as returned: negative for a provider that returns -errno */
 	uint32_t fail_skip;
+	/* one-shot: after queueing every WR, return this without setting
+	 * bad_wr, as rxe does when its doorbell fails; 0 when disarmed */
+	int doorbell_fail;
 	/* counters */
 	uint64_t posted;       /* WRs accepted */
 	uint64_t doorbells;    /* doorbell record writes */
