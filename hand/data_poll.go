@@ -391,8 +391,10 @@ func (p *ExPoller) Free() {
 
 // Poll reaps up to n completions in one cgo call. The slice aliases the
 // ExPoller's C-allocated buffer and is valid until the next Poll or Free; it
-// is empty when the CQ is. Fields wcFlags did not select are zero, and so is
-// everything but WRID, Status, VendorErr and QPNum of a failed completion. On
+// is empty when the CQ is. Fields wcFlags did not select are zero (without
+// WCExWithImm, the IBV_WC_WITH_IMM and IBV_WC_WITH_INV flags are cleared
+// too, so that Imm answers false), and so is everything but WRID, Status,
+// VendorErr and QPNum of a failed completion. On
 // failure it returns a *PollError. Poll does not allocate.
 func (p *ExPoller) Poll() ([]WC, error) {
 	return p.poll(1)
@@ -406,7 +408,8 @@ func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
 	if polls < 1 {
 		return nil, &AttrError{Op: "ExPoller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
 	}
-	return p.poll(polls)
+	// C's int counts them, as for Poller.PollSpin.
+	return p.poll(min(polls, math.MaxInt32))
 }
 
 func (p *ExPoller) poll(polls int) ([]WC, error) {

@@ -206,11 +206,23 @@ func TestExPollerSelectsFields(t *testing.T) {
 	require.Zero(t, wcs[0].ByteLen(), "not selected")
 	require.Zero(t, wcs[0].QPNum(), "not selected")
 	require.Zero(t, wcs[0].SrcQP(), "not selected")
-	imm, ok := wcs[0].Imm()
-	require.True(t, ok, "IBV_WC_WITH_IMM is in wc_flags, which are always read")
-	require.Zero(t, imm, "but the immediate data was not selected")
+	_, ok := wcs[0].Imm()
+	require.False(t, ok, "the immediate data was not selected: no (0, true)")
+	require.False(t, wcs[0].HasImm(), "nor a flag announcing it")
+	require.True(t, wcs[0].HasGRH(), "the other flags stay: wc_flags are always read")
 	require.Equal(t, verbs.WCRecv, wcs[0].Opcode(), "the opcode is always read")
 	require.Zero(t, x.Timestamp(0))
+
+	withImm, err := hand.NewExPollerRaw(r.vcqEx, 8, verbs.WCExWithImm)
+	require.NoError(t, err)
+	defer withImm.Free()
+	postRecvs(t, r, 0, 1)
+	wcs, err = withImm.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 1)
+	imm, ok := wcs[0].Imm()
+	require.True(t, ok)
+	require.Equal(t, uint32(3), imm, "selected")
 
 	ts, err := hand.NewExPollerRaw(r.vcqEx, 8, verbs.WCExWithCompletionTimestamp)
 	require.NoError(t, err)
@@ -310,6 +322,11 @@ func TestPollSpin(t *testing.T) {
 		require.Equal(t, uint64(2), polls()-before, "%s: stops at the failing poll", c.name)
 		wcs, _ = spin(1)
 		require.Len(t, wcs, 2, "%s: a failed poll loses no completion", c.name)
+
+		// More polls than C's int holds: not 2^32 -> 0 (nothing polled).
+		postRecvs(t, r, 400, 1)
+		wcs, _ = spin(1 << 32)
+		require.Len(t, wcs, 1, "%s: spin(2^32)", c.name)
 
 		_, err = c.spin(0)
 		var ae *hand.AttrError
