@@ -2,7 +2,9 @@ package hand
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -191,8 +193,15 @@ func (mr *MR) LKey() uint32 { return mr.lkey }
 // RKey returns the remote key, for a peer's RDMA read and write.
 func (mr *MR) RKey() uint32 { return mr.rkey }
 
-// SGE returns a scatter/gather entry for length bytes at offset.
+// SGE returns a scatter/gather entry for length bytes at offset. It
+// panics on a negative offset or length, or a length an SGE's 32 bits
+// cannot hold, which would silently become a shorter transfer. Bounds
+// within the MR are the device's to check (a local protection error).
 func (mr *MR) SGE(offset, length int) verbs.SGE {
+	if offset < 0 || length < 0 || length > math.MaxUint32 {
+		panic("goverbs: MR.SGE: offset " + strconv.Itoa(offset) + ", length " + strconv.Itoa(length) +
+			": negative, or a length over an SGE's 32 bits")
+	}
 	return verbs.SGE{Addr: mr.addr + uint64(offset), Length: uint32(length), Lkey: mr.lkey}
 }
 

@@ -512,3 +512,17 @@ func TestSizeAttrErrors(t *testing.T) {
 		require.Equal(t, "offset/length", ae.Field)
 	}
 }
+
+// SGE constructors panic on what an SGE's 32-bit length cannot hold, which
+// would otherwise become a shorter transfer (or, for a UD receive, less
+// room than the GRH).
+func TestSGELengthBounds(t *testing.T) {
+	mr := &MR{addr: 0x1000, length: 4096, lkey: 7}
+	require.Equal(t, verbs.SGE{Addr: 0x1010, Length: 100, Lkey: 7}, mr.SGE(16, 100))
+	require.NotPanics(t, func() { mr.SGE(0, math.MaxUint32) }, "past the MR: the device's to refuse")
+	for _, c := range [][2]int{{0, math.MaxUint32 + 1}, {-1, 1}, {0, -1}} {
+		require.Panics(t, func() { mr.SGE(c[0], c[1]) }, "offset %d length %d", c[0], c[1])
+	}
+	require.Equal(t, uint32(math.MaxUint32), UDRecvSGE(0, math.MaxUint32-uint32(GRHSize), 1).Length)
+	require.Panics(t, func() { UDRecvSGE(0, math.MaxUint32-uint32(GRHSize)+1, 1) })
+}

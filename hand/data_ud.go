@@ -2,7 +2,9 @@ package hand
 
 import (
 	"errors"
+	"math"
 	"net/netip"
+	"strconv"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -14,8 +16,14 @@ import (
 const GRHSize = int(unsafe.Sizeof(verbs.GRH{}))
 
 // UDRecvSGE is the scatter entry for a UD receive of up to payload bytes into
-// the buffer at addr: GRHSize bytes of GRH room, then the payload.
+// the buffer at addr: GRHSize bytes of GRH room, then the payload. It
+// panics when the two do not fit an SGE's 32-bit length, which would wrap
+// to less than the GRH.
 func UDRecvSGE(addr uint64, payload uint32, lkey uint32) verbs.SGE {
+	if payload > math.MaxUint32-uint32(GRHSize) {
+		panic("goverbs: UDRecvSGE: a payload of " + strconv.FormatUint(uint64(payload), 10) +
+			" bytes and the 40-byte GRH room do not fit an SGE's 32-bit length")
+	}
 	return verbs.SGE{Addr: addr, Length: payload + uint32(GRHSize), Lkey: lkey}
 }
 
