@@ -1,10 +1,10 @@
 package hand
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -198,12 +198,13 @@ func (mr *MR) RKey() uint32 { return mr.rkey }
 // cannot hold, which would silently become a shorter transfer. Bounds
 // within the MR are the device's to check (a local protection error).
 func (mr *MR) SGE(offset, length int) verbs.SGE {
-	if offset < 0 || length < 0 || length > math.MaxUint32 {
-		panic("goverbs: MR.SGE: offset " + strconv.Itoa(offset) + ", length " + strconv.Itoa(length) +
-			": negative, or a length over an SGE's 32 bits")
+	if offset < 0 || uint(length) > math.MaxUint32 { // a negative length too
+		panic(errBadSGE) // a value made once: SGE stays within the inliner's budget
 	}
 	return verbs.SGE{Addr: mr.addr + uint64(offset), Length: uint32(length), Lkey: mr.lkey}
 }
+
+var errBadSGE = errors.New("goverbs: MR.SGE: a negative offset or length, or a length over an SGE's 32 bits")
 
 // Close deregisters the MR and, for an Alloc MR, unmaps its memory. Make
 // sure no work request still refers to it: once Close returns, the memory

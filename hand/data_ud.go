@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"net/netip"
-	"strconv"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -21,11 +20,12 @@ const GRHSize = int(unsafe.Sizeof(verbs.GRH{}))
 // to less than the GRH.
 func UDRecvSGE(addr uint64, payload uint32, lkey uint32) verbs.SGE {
 	if payload > math.MaxUint32-uint32(GRHSize) {
-		panic("goverbs: UDRecvSGE: a payload of " + strconv.FormatUint(uint64(payload), 10) +
-			" bytes and the 40-byte GRH room do not fit an SGE's 32-bit length")
+		panic(errUDPayload) // a value made once: UDRecvSGE stays inlined
 	}
 	return verbs.SGE{Addr: addr, Length: payload + uint32(GRHSize), Lkey: lkey}
 }
+
+var errUDPayload = errors.New("goverbs: UDRecvSGE: the payload and the 40-byte GRH room do not fit an SGE's 32-bit length")
 
 // Errors of SplitUD; preallocated, so a failed split does not allocate.
 var (
