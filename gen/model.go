@@ -272,21 +272,21 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 	for i := 0; i < n; i++ {
 		f := fieldByIndex(t, i)
 		if f.IsBitfield() {
-			return nil, errorAt(m.memberPos(r, f), nil, "%s member %s: bit-fields are not supported", r.Describe(), f.Name())
+			return nil, errorAt(m.memberPos(f, r.Pos), nil, "%s member %s: bit-fields are not supported", r.Describe(), f.Name())
 		}
 		mt := f.Type()
 		if f.Name() == "" && mt.Kind() != cc.Struct && mt.Kind() != cc.Union {
 			// "int;" declares nothing: gcc ignores it, cc/v4 gives it storage.
-			return nil, errorAt(m.memberPos(r, f), nil, "%s: a member of type %s declares no name (not supported: gcc ignores it, cc/v4 lays it out)", r.Describe(), mt)
+			return nil, errorAt(m.memberPos(f, r.Pos), nil, "%s: a member of type %s declares no name (not supported: gcc ignores it, cc/v4 lays it out)", r.Describe(), mt)
 		}
 		if a := int64(mt.Align()); a > maxGoAlign {
-			return nil, errorAt(m.memberPos(r, f), nil, "%s member %s: its type %s is aligned to %d bytes: Go aligns to at most %d",
+			return nil, errorAt(m.memberPos(f, r.Pos), nil, "%s member %s: its type %s is aligned to %d bytes: Go aligns to at most %d",
 				r.Describe(), f.Name(), mt, a, maxGoAlign)
 		}
 		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
 		ty, err := m.typeOf(mt, r, mem.Name)
 		if err != nil {
-			return nil, errorAt(m.memberPos(r, f), err, "%s member %s", r.Describe(), mem.Name)
+			return nil, errorAt(m.memberPos(f, r.Pos), err, "%s member %s", r.Describe(), mem.Name)
 		}
 		mem.Type = ty
 		r.Members = append(r.Members, mem)
@@ -309,10 +309,7 @@ func (m *modeler) whyIncomplete(p Pos, desc string, t cc.Type) error {
 		if !ft.IsIncomplete() {
 			continue
 		}
-		mp := p
-		if d := f.Declarator(); d != nil {
-			mp, _ = m.pos(d)
-		}
+		mp := m.memberPos(f, p)
 		switch {
 		case ft.Kind() == cc.Array && t.Kind() == cc.Union:
 			return errorAt(mp, nil, "%s member %s: a union cannot hold a flexible array member (wrap it in a struct, as __DECLARE_FLEX_ARRAY does)", desc, f.Name())
@@ -374,14 +371,15 @@ func errorAt(p Pos, err error, format string, args ...any) error {
 // beyond it.
 const maxGoAlign = 8
 
-// memberPos is where member f of r is declared: its declarator's line, or
-// r's for a member without one (an anonymous struct or union).
-func (m *modeler) memberPos(r *Record, f *cc.Field) Pos {
+// memberPos is where member f is declared: its declarator's line, or
+// outer (its record's) for a member without one (an anonymous struct or
+// union).
+func (m *modeler) memberPos(f *cc.Field, outer Pos) Pos {
 	if d := f.Declarator(); d != nil {
 		p, _ := m.pos(d)
 		return p
 	}
-	return r.Pos
+	return outer
 }
 
 func numFields(t cc.Type) int {
