@@ -877,13 +877,11 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 		}
 		avail := jen.Nil()
 		if loader {
-			// The externs whose absence would explain an ENOSYS: the
-			// function itself, what a macro expands to, and the
-			// "_name" extern an inline of the same name wraps.
+			// The externs whose absence would explain an ENOSYS.
 			var names []jen.Code
 			seen := map[string]bool{}
-			for _, n := range []string{fn.Name, fn.Target, "_" + fn.Name, "_" + fn.Target} {
-				if n != "" && n != "_" && ext[n] && !seen[n] {
+			for _, n := range externsBehind(fn) {
+				if ext[n] && !seen[n] {
 					seen[n] = true
 					names = append(names, jen.Lit(n))
 				}
@@ -938,11 +936,20 @@ func (e *emitter) newerExterns(spec *PackageSpec) map[string]newerExtern {
 	return newer
 }
 
-// newerThanOldest returns the extern behind fn (itself, what a macro
-// expands to, or the "_name" extern an inline wraps) that an older pinned
+// externsBehind lists the names an extern that fn calls may have: fn's
+// own, what a macro expands to, and the "_name" extern an inline of the
+// same name wraps (the caller keeps those that are externs).
+func externsBehind(fn *Func) []string {
+	if fn.Target == "" {
+		return []string{fn.Name, "_" + fn.Name}
+	}
+	return []string{fn.Name, fn.Target, "_" + fn.Name, "_" + fn.Target}
+}
+
+// newerThanOldest returns the extern behind fn that an older pinned
 // release lacks, if there is one.
 func newerThanOldest(fn *Func, newer map[string]newerExtern) (newerExtern, bool) {
-	for _, n := range []string{fn.Name, fn.Target, "_" + fn.Name, "_" + fn.Target} {
+	for _, n := range externsBehind(fn) {
 		if x, ok := newer[n]; ok {
 			return x, true
 		}
