@@ -166,16 +166,15 @@ static inline void read_one(struct ibv_cq_ex *cq, struct ibv_wc *w, uint64_t *ts
 	}
 	w->opcode = ibv_wc_read_opcode(cq);
 	w->wc_flags = ibv_wc_read_wc_flags(cq);
-	/*
-	 * Without IBV_WC_EX_WITH_IMM the value is not read: the flags that
-	 * announce one go too, or WC.Imm would answer (0, true).
-	 */
-	if (!(wc_flags & IBV_WC_EX_WITH_IMM))
-		w->wc_flags &= ~(unsigned int)(IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
 	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
 		w->byte_len = ibv_wc_read_byte_len(cq);
-	if ((wc_flags & IBV_WC_EX_WITH_IMM) && (w->wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)))
-		w->imm_data = ibv_wc_read_imm_data(cq);
+	if (wc_flags & IBV_WC_EX_WITH_IMM) {
+		if (w->wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV))
+			w->imm_data = ibv_wc_read_imm_data(cq);
+	} else {
+		/* not read: the flags that announce it go too, or WC.Imm would answer (0, true) */
+		w->wc_flags &= ~(unsigned int)(IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
+	}
 	if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
 		w->qp_num = ibv_wc_read_qp_num(cq);
 	if (wc_flags & IBV_WC_EX_WITH_SRC_QP)
