@@ -63,12 +63,13 @@ func (e *LibraryError) notFound() bool {
 }
 
 func (e *LibraryError) Error() string {
-	apt := "(rdma-core; on Debian and Ubuntu: apt-get install " + e.Package + " ibverbs-providers)"
+	head := "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): "
 	if e.notFound() {
-		return "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): rdma-core is not installed; install package " + e.Package + " " + apt
+		return head + "rdma-core is not installed; install package " + e.Package +
+			" (rdma-core; on Debian and Ubuntu: apt-get install " + e.Package + " ibverbs-providers)"
 	}
-	return "goverbs: cannot load " + e.Soname + " (" + e.Reason + "): it could not be loaded; if the library is damaged, reinstall package " +
-		e.Package + " (rdma-core; on Debian and Ubuntu: apt-get install --reinstall " + e.Package + " ibverbs-providers)"
+	return head + "it could not be loaded; if the library is damaged, reinstall package " + e.Package +
+		" (rdma-core; on Debian and Ubuntu: apt-get install --reinstall " + e.Package + " ibverbs-providers)"
 }
 
 // Is matches syscall.ENOSYS, the errno every call made without the
