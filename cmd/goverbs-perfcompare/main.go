@@ -82,9 +82,12 @@ func parseResult(tool, out string, lat bool) (result, error) {
 			if err != nil {
 				return 0, fmt.Errorf("%s: result row %q: %s: %w", tool, sc.Text(), name, err)
 			}
-			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || positive && x == 0 {
-				return 0, fmt.Errorf("%s: result row %q: %s %s is not a %snumber", tool, sc.Text(), name, f[i],
-					map[bool]string{true: "positive ", false: "finite "}[positive])
+			if !finitePositive(x) && (positive || x != 0) {
+				want := "a finite number, at least 0"
+				if positive {
+					want = "a positive number"
+				}
+				return 0, fmt.Errorf("%s: result row %q: %s %s is not %s", tool, sc.Text(), name, f[i], want)
 			}
 			return x, nil
 		}
@@ -403,12 +406,11 @@ type sideArgs struct{ server, client []string }
 // pair runs name as a server and as a client of it on port, each with args
 // and then its own of extra, and returns the client's result. When the
 // client fails, pair kills the server and returns the client's error with
-// both outputs. With maps
-// (for -insns), it writes there the executable mappings of both processes
-// as they last were while they ran, and calls insns.Marker once the server
-// listens and again once both have ended: the wait for the server to
-// listen reads /proc/net/tcp, whose kernel work, as large as thousands of
-// messages', would otherwise be counted.
+// both outputs. With maps (for -insns), it writes there the executable
+// mappings of both processes as they last were while they ran, and calls
+// insns.Marker once the server listens and again once both have ended:
+// the wait for the server to listen reads /proc/net/tcp, whose kernel
+// work, as large as thousands of messages', would otherwise be counted.
 func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
