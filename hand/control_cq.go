@@ -133,10 +133,9 @@ func (ch *CompChannel) Close() error {
 // netpoller and holds no OS thread. Events of a CQ this package did not
 // make (one made on Raw() through the generated layer) are acknowledged
 // and dropped. Wait returns ctx.Err() when ctx ends first and ErrClosed
-// when the channel is closed. With a ctx that cannot
-// end (ctx.Done() is nil: context.Background) it allocates nothing, parked
-// or not; one that can end costs the hook that cancels it, a few
-// allocations a wait.
+// when the channel is closed. With a ctx that cannot end (ctx.Done() is
+// nil: context.Background) it allocates nothing, parked or not; one that
+// can end costs the hook that cancels it, a few allocations a wait.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, false)
 }

@@ -196,13 +196,19 @@ func TestCQFillUp(t *testing.T) {
 func TestExPollerSelectsFields(t *testing.T) {
 	r := newRig(t, rigOpts{typ: fakeprov.UD})
 	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{WCFlags: uint32(verbs.WCWithImm), Imm: 3, SrcQP: 0x55})
-	x, err := hand.NewExPollerRaw(r.vcqEx, 8, 0)
-	require.NoError(t, err)
-	defer x.Free()
-	postRecvs(t, r, 0, 2)
-	wcs, err := x.Poll()
-	require.NoError(t, err)
-	require.Len(t, wcs, 2)
+	// pollWith posts n receives and polls them with a new ExPoller
+	// reading the fields flags select.
+	pollWith := func(flags verbs.CreateCQWCFlags, n int) (*hand.ExPoller, []hand.WC) {
+		x, err := hand.NewExPollerRaw(r.vcqEx, 8, flags)
+		require.NoError(t, err)
+		t.Cleanup(x.Free)
+		postRecvs(t, r, 0, n)
+		wcs, err := x.Poll()
+		require.NoError(t, err)
+		require.Len(t, wcs, n)
+		return x, wcs
+	}
+	x, wcs := pollWith(0, 2)
 	require.Zero(t, wcs[0].ByteLen(), "not selected")
 	require.Zero(t, wcs[0].QPNum(), "not selected")
 	require.Zero(t, wcs[0].SrcQP(), "not selected")
@@ -213,24 +219,12 @@ func TestExPollerSelectsFields(t *testing.T) {
 	require.Equal(t, verbs.WCRecv, wcs[0].Opcode(), "the opcode is always read")
 	require.Zero(t, x.Timestamp(0))
 
-	withImm, err := hand.NewExPollerRaw(r.vcqEx, 8, verbs.WCExWithImm)
-	require.NoError(t, err)
-	defer withImm.Free()
-	postRecvs(t, r, 0, 1)
-	wcs, err = withImm.Poll()
-	require.NoError(t, err)
-	require.Len(t, wcs, 1)
+	_, wcs = pollWith(verbs.WCExWithImm, 1)
 	imm, ok := wcs[0].Imm()
 	require.True(t, ok)
 	require.Equal(t, uint32(3), imm, "selected")
 
-	ts, err := hand.NewExPollerRaw(r.vcqEx, 8, verbs.WCExWithCompletionTimestamp)
-	require.NoError(t, err)
-	defer ts.Free()
-	postRecvs(t, r, 0, 3)
-	wcs, err = ts.Poll()
-	require.NoError(t, err)
-	require.Len(t, wcs, 3)
+	ts, _ := pollWith(verbs.WCExWithCompletionTimestamp, 3)
 	require.NotZero(t, ts.Timestamp(0))
 	require.Greater(t, ts.Timestamp(2), ts.Timestamp(1))
 }
