@@ -357,6 +357,79 @@ func TestControlExtendedCQ(t *testing.T) {
 	require.NoError(t, cq.Close())
 }
 
+// An ExPoller reads what its extended CQ's wc_flags select, from rxe's
+// ibv_cq_ex readers. A UD send with immediate data 0x01020304 of 100 bytes:
+// with byte_len, imm, qp_num and src_qp selected, its receive reports the
+// 100 bytes after the GRH room, the immediate data, the receiving QP and the
+// sender; with byte_len alone, Imm answers none (IBV_WC_WITH_IMM cleared),
+// the QP numbers read 0 and the GRH flag, always read, stays. A completion
+// timestamp, which rxe lacks, is a clear "not supported" from
+// ibv_create_cq_ex on every release.
+func TestControlExPollerFields(t *testing.T) {
+	const imm, size, qkey = 0x01020304, 100, 0x22222222
+	all := verbs.WCExWithByteLen | verbs.WCExWithImm | verbs.WCExWithQPNum | verbs.WCExWithSrcQP
+	for _, tc := range []struct {
+		name  string
+		flags verbs.CreateCQWCFlags
+	}{{"all", all}, {"byte_len", verbs.WCExWithByteLen}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCtlRig(t)
+			cq, err := r.ctx.NewCQ(64, hand.CQOptions{Extended: true, WCFlags: tc.flags})
+			if requireNotSupportedBefore(t, err, "ibv_create_cq_ex") {
+				return
+			}
+			ctlCloseLater(t, cq)
+			a, b, ah := r.udPairOn(t, qkey, cq)
+			p, err := hand.NewExPoller(cq, 8)
+			require.NoError(t, err)
+			defer p.Free()
+
+			ctlPostRecv(t, b, r.mr, 1, 1, 4096, size+hand.GRHSize)
+			c, err := hand.NewSendChain(1, 1, 0)
+			require.NoError(t, err)
+			defer c.Free()
+			c.Reserve(1).SetUDImm(0, 2, hand.Signaled, imm, r.mr.SGE(0, size), ah.Raw(), b.Num(), qkey)
+			require.NoError(t, c.PostSend(a))
+
+			byID := map[uint64]hand.WC{}
+			deadline := time.Now().Add(10 * time.Second)
+			for len(byID) < 2 {
+				wcs, err := p.Poll()
+				require.NoError(t, err)
+				for _, wc := range wcs {
+					require.True(t, wc.OK(), "wr_id %d: %s", wc.WRID(), wc.StatusString())
+					byID[wc.WRID()] = wc
+				}
+				require.True(t, time.Now().Before(deadline), "%d of 2 completions after 10 s", len(byID))
+			}
+			send, recv := byID[2], byID[1]
+			require.Equal(t, verbs.WCSend, send.Opcode(), "the opcode is always read")
+			require.Equal(t, verbs.WCRecv, recv.Opcode())
+			require.True(t, recv.HasGRH(), "wc_flags are always read")
+			require.Equal(t, uint32(size+hand.GRHSize), recv.ByteLen())
+			got, ok := recv.Imm()
+			if tc.flags&verbs.WCExWithImm != 0 {
+				require.True(t, ok, "imm selected")
+				require.Equal(t, uint32(imm), got)
+				require.Equal(t, b.Num(), recv.QPNum())
+				require.Equal(t, a.Num(), recv.SrcQP())
+				require.Equal(t, a.Num(), send.QPNum())
+				return
+			}
+			require.False(t, ok, "imm not selected: no value to report")
+			require.False(t, recv.HasImm(), "nor the flag that announces one")
+			require.Zero(t, recv.QPNum(), "qp_num not selected")
+			require.Zero(t, recv.SrcQP(), "src_qp not selected")
+		})
+	}
+	t.Run("timestamp", func(t *testing.T) {
+		ctx, _ := ctlDevice(t)
+		_, err := ctx.NewCQ(64, hand.CQOptions{Extended: true, WCFlags: verbs.WCExWithCompletionTimestamp})
+		require.ErrorIs(t, err, hand.ErrNotSupported, "rxe has no completion timestamps")
+		require.ErrorContains(t, err, "ibv_create_cq_ex")
+	})
+}
+
 // Poller.Wait is rdma_get_send_comp / rdma_get_recv_comp without a thread:
 // a completion already queued comes back at once and allocates nothing; on
 // an empty CQ it arms, re-polls and parks until the event. Injected: 32

@@ -79,7 +79,14 @@ func newCtlRig(t *testing.T) *ctlRig {
 
 func (r *ctlRig) qp(t *testing.T, typ hand.QPType) *hand.QP {
 	t.Helper()
-	qp, err := r.pd.NewQP(hand.QPConfig{Type: typ, SendCQ: r.cq, Caps: hand.QPCaps{MaxSendWR: 64, MaxRecvWR: 1024, MaxInlineData: 64}})
+	return r.qpOn(t, typ, r.cq)
+}
+
+// qpOn makes a QP of typ on the rig's PD whose sends and receives complete
+// on cq.
+func (r *ctlRig) qpOn(t *testing.T, typ hand.QPType, cq *hand.CQ) *hand.QP {
+	t.Helper()
+	qp, err := r.pd.NewQP(hand.QPConfig{Type: typ, SendCQ: cq, Caps: hand.QPCaps{MaxSendWR: 64, MaxRecvWR: 1024, MaxInlineData: 64}})
 	require.NoError(t, err)
 	ctlCloseLater(t, qp)
 	return qp
@@ -119,12 +126,18 @@ func (r *ctlRig) exchange(t *testing.T, e hand.Endpoint) hand.Endpoint {
 // ctlPostRecv posts receives of size bytes at offset (wrIDs first, first+1...).
 func ctlPostRecv(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, offset, size int) {
 	t.Helper()
+	ctlPostRecvSlots(t, qp, mr, first, n, offset, size, 0)
+}
+
+// ctlPostRecvSlots is ctlPostRecv with receive i at offset+i*stride.
+func ctlPostRecvSlots(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, offset, size, stride int) {
+	t.Helper()
 	c, err := hand.NewRecvChain(n, 1)
 	require.NoError(t, err)
 	defer c.Free()
 	w := c.Reserve(n)
 	for i := range n {
-		w.Set(i, first+uint64(i), mr.SGE(offset, size))
+		w.Set(i, first+uint64(i), mr.SGE(offset+i*stride, size))
 	}
 	require.NoError(t, c.PostRecv(qp))
 }

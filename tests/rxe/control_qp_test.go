@@ -183,7 +183,13 @@ func TestControlQPErrorAndReset(t *testing.T) {
 // udPair makes two UD QPs in RTS with qkey, and an AH to the rig's GID.
 func (r *ctlRig) udPair(t *testing.T, qkey uint32) (a, b *hand.QP, ah *hand.AH) {
 	t.Helper()
-	a, b = r.qp(t, hand.UD), r.qp(t, hand.UD)
+	return r.udPairOn(t, qkey, r.cq)
+}
+
+// udPairOn is udPair with both QPs completing on cq.
+func (r *ctlRig) udPairOn(t *testing.T, qkey uint32, cq *hand.CQ) (a, b *hand.QP, ah *hand.AH) {
+	t.Helper()
+	a, b = r.qpOn(t, hand.UD, cq), r.qpOn(t, hand.UD, cq)
 	require.NoError(t, a.ReadyUD(1, qkey, hand.RandomPSN()))
 	require.NoError(t, b.ReadyUD(1, qkey, hand.RandomPSN()))
 	ah, err := r.pd.NewAH(hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex})
