@@ -48,9 +48,12 @@ BENCH_GATE_TIMEOUT ?= 10m
 
 # benchratio copies the go test output through and appends the summary; it
 # exits non-zero when a benchmark failed (and, with BENCH_CHECK, on a miss).
+# pipefail: it knows FAIL and panic lines, not a crash's "fatal error", so
+# go test's own exit status must count too.
 bench:
-	@$(GO) build -o $${TMPDIR:-/tmp}/goverbs-benchratio ./hand/internal/benchratio
-	@$(GO) test -run '^$$' -bench '$(BENCH_RUN)' -benchmem -count $(BENCH_COUNT) \
+	@set -eo pipefail; \
+	$(GO) build -o $${TMPDIR:-/tmp}/goverbs-benchratio ./hand/internal/benchratio; \
+	$(GO) test -run '^$$' -bench '$(BENCH_RUN)' -benchmem -count $(BENCH_COUNT) \
 		-benchtime $(BENCH_TIME) $(BENCH_PKG) 2>&1 | \
 		$${TMPDIR:-/tmp}/goverbs-benchratio $(if $(BENCH_CHECK),-check)
 
