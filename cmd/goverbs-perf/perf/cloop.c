@@ -33,7 +33,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 	struct ibv_sge sge = { .addr = a->addr, .length = a->length, .lkey = a->lkey };
 	struct ibv_send_wr *wrs = calloc(a->post_list, sizeof *wrs), *bad;
 	struct ibv_wc wc[POLL_BATCH];
-	int posted = 0, done = 0, last_done = 0;
+	int64_t posted = 0, done = 0, last_done = 0;
 	int64_t start, last;
 
 	memset(r, 0, sizeof *r);
@@ -45,10 +45,10 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 	while (done < a->iters) {
 		for (int n; (n = perf_cloop_next(a, posted, done)) > 0;) {
 			for (int i = 0; i < n; i++) {
-				int seq = posted + i;
+				int64_t seq = posted + i;
 				struct ibv_send_wr *wr = &wrs[i];
 				memset(wr, 0, sizeof *wr);
-				wr->wr_id = seq;
+				wr->wr_id = (uint64_t)seq;
 				wr->next = i + 1 < n ? &wrs[i + 1] : NULL;
 				wr->sg_list = &sge;
 				wr->num_sge = 1;
@@ -77,7 +77,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 				fail(r, "completion", wc[i].status, wc[i].wr_id);
 				goto out;
 			}
-			done = (int)wc[i].wr_id + 1;
+			done = (int64_t)wc[i].wr_id + 1;
 		}
 		if (got > 0) {
 			int64_t t = now_ns();
@@ -105,7 +105,8 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args args)
 	struct ibv_sge sge = { .addr = a->addr, .length = a->length, .lkey = a->lkey };
 	struct ibv_recv_wr *wrs = calloc(a->rx_depth, sizeof *wrs), *bad;
 	struct ibv_wc wc[POLL_BATCH];
-	int got = 0, posted = a->posted;
+	int64_t got = 0;
+	int posted = a->posted;
 	int64_t start = 0;
 
 	memset(r, 0, sizeof *r);

@@ -49,7 +49,7 @@ func (e *engine) cloopArgs() C.struct_perf_cloop_args {
 		lkey:      C.uint32_t(e.sge.Lkey),
 		rkey:      C.uint32_t(e.rkey),
 		opcode:    C.int(op),
-		iters:     C.int(e.cfg.Iters),
+		iters:     C.int64_t(e.cfg.Iters),
 		post_list: C.int(e.cfg.PostList),
 		cq_mod:    C.int(e.cfg.CQMod),
 		tx_depth:  C.int(e.cfg.TxDepth),
@@ -94,6 +94,6 @@ func (e *engine) cloopServer() (time.Duration, error) {
 // p.next(posted, done) and p.signaled(posted) say, for the test that
 // holds the C loop to the Go one.
 func cloopPlan(p sendPlan, posted, done int) (next int, signaled bool) {
-	a := C.struct_perf_cloop_args{iters: C.int(p.Iters), post_list: C.int(p.PostList), cq_mod: C.int(p.CQMod), tx_depth: C.int(p.TxDepth)}
-	return int(C.perf_cloop_next(&a, C.int(posted), C.int(done))), C.perf_cloop_signaled(&a, C.int(posted)) != 0
+	a := C.struct_perf_cloop_args{iters: C.int64_t(p.Iters), post_list: C.int(p.PostList), cq_mod: C.int(p.CQMod), tx_depth: C.int(p.TxDepth)}
+	return int(C.perf_cloop_next(&a, C.int64_t(posted), C.int64_t(done))), C.perf_cloop_signaled(&a, C.int64_t(posted)) != 0
 }

@@ -14,7 +14,8 @@ struct perf_cloop_args {
 	uint64_t addr, raddr;
 	uint32_t length, lkey, rkey;
 	int opcode; // enum ibv_wr_opcode
-	int iters, post_list, cq_mod, tx_depth, rx_depth;
+	int64_t iters; // up to -n's bound, 2^32
+	int post_list, cq_mod, tx_depth, rx_depth;
 	int posted; // receives already outstanding (server)
 };
 
@@ -24,14 +25,14 @@ struct perf_cloop_args {
 // first), and whether WR seq asks for a completion. Both loops stop only
 // for the plans that sendPlan.check lets through; a test holds these to
 // the Go ones.
-static inline int perf_cloop_next(const struct perf_cloop_args *a, int posted, int done)
+static inline int perf_cloop_next(const struct perf_cloop_args *a, int64_t posted, int64_t done)
 {
 	if (posted >= a->iters || posted - done + a->post_list > a->tx_depth)
 		return 0;
-	return a->iters - posted < a->post_list ? a->iters - posted : a->post_list;
+	return a->iters - posted < a->post_list ? (int)(a->iters - posted) : a->post_list;
 }
 
-static inline int perf_cloop_signaled(const struct perf_cloop_args *a, int seq)
+static inline int perf_cloop_signaled(const struct perf_cloop_args *a, int64_t seq)
 {
 	return (seq + 1) % a->cq_mod == 0 || seq + 1 == a->iters;
 }

@@ -98,3 +98,21 @@ func TestCLoopPlanMatches(t *testing.T) {
 		}
 	}
 }
+
+// -n goes to 2^32, past C's int: the C loop counts in int64_t. Checked at
+// the edges of int32 and of the run, where an int count would wrap.
+func TestCLoopPlanPastInt32(t *testing.T) {
+	p := sendPlan{Iters: maxIters, PostList: 4, CQMod: 64, TxDepth: 128}
+	for _, posted := range []int{1<<31 - 4, 1<<31 - 1, 1 << 31, 1<<31 + 63, maxIters - 64, maxIters - 2, maxIters - 1, maxIters} {
+		for _, behind := range []int{0, 1, 64, 128} {
+			done := max(posted-behind, 0)
+			n, sig := cloopPlan(p, posted, done)
+			if want := p.next(posted, done); n != want {
+				t.Errorf("posted %d done %d: C posts %d, Go %d", posted, done, n, want)
+			}
+			if want := p.signaled(posted); sig != want {
+				t.Errorf("C signals WR %d: %v, Go %v", posted, sig, want)
+			}
+		}
+	}
+}
