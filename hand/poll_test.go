@@ -147,9 +147,12 @@ func TestImmGRHAndSrcQP(t *testing.T) {
 	require.Equal(t, verbs.SGE{Addr: 5, Length: 140, Lkey: 6}, hand.UDRecvSGE(5, 100, 6))
 }
 
+// A UD datagram without a GRH still leaves the buffer's first 40 bytes to
+// it: SplitUD returns no GRH and the payload after them. A failed receive
+// is ErrUDFailed.
 func TestSplitUDWithoutGRHAndFailed(t *testing.T) {
-	r := newRig(t, rigOpts{})
-	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{ByteLen: 41})
+	r := newRig(t, rigOpts{typ: fakeprov.UD})
+	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{ByteLen: 41, NoGRH: true})
 	p, err := hand.NewPollerRaw(r.vcq, 4)
 	require.NoError(t, err)
 	defer p.Free()
@@ -159,10 +162,13 @@ func TestSplitUDWithoutGRHAndFailed(t *testing.T) {
 	wcs, err := p.Poll()
 	require.NoError(t, err)
 	require.Len(t, wcs, 2)
-	grh, payload, err := hand.SplitUD(make([]byte, 64), &wcs[0])
+	require.False(t, wcs[0].HasGRH())
+	buf := make([]byte, 64)
+	buf[hand.GRHSize] = 'x'
+	grh, payload, err := hand.SplitUD(buf, &wcs[0])
 	require.NoError(t, err)
-	require.Nil(t, grh, "RC receives have no GRH")
-	require.Len(t, payload, 1)
+	require.Nil(t, grh, "IBV_WC_GRH is clear")
+	require.Equal(t, []byte("x"), payload, "the payload after the GRH's room")
 	_, _, err = hand.SplitUD(make([]byte, 64), &wcs[1])
 	require.ErrorIs(t, err, hand.ErrUDFailed)
 }

@@ -233,7 +233,7 @@ static int post_recv_wq(struct fake_wq *wq, struct fake_cq *cq, const struct fak
 		wq->wrid[slot] = wr->wr_id;
 		wq->nbb[slot] = (uint16_t)wq->recv_stride;
 		if (wq->mode == FAKE_LOOPBACK && cq) {
-			uint32_t flags = rc->wc_flags | (ud ? IBV_WC_GRH : 0);
+			uint32_t flags = rc->wc_flags | (ud && !rc->no_grh ? IBV_WC_GRH : 0);
 
 			cq_push(cq, qpn, srqn, cqe_flags, (uint16_t)wq->head, rc->opcode,
 				rc->byte_len ? rc->byte_len : len, flags, rc->imm,

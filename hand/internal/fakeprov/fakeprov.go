@@ -273,10 +273,14 @@ func (q *QP) FailRecvDoorbell(ret int) { q.c.rq.doorbell_fail = C.int(ret) }
 // RecvCompletion says what loopback receive completions report.
 type RecvCompletion struct {
 	ByteLen uint32 // 0: the sum of the WR's SGE lengths
-	WCFlags uint32 // e.g. IBV_WC_WITH_IMM; UD QPs always add IBV_WC_GRH
+	WCFlags uint32 // e.g. IBV_WC_WITH_IMM; UD QPs add IBV_WC_GRH unless NoGRH
 	Imm     uint32 // host order
 	SrcQP   uint32 // 0: the receiving QP's number
 	Opcode  int    // 0: IBV_WC_RECV
+	// NoGRH: a UD receive reports a datagram that came without a GRH (one
+	// from the local subnet on InfiniBand); its first 40 bytes are still
+	// the GRH's room.
+	NoGRH bool
 }
 
 // SetRecvCompletion sets what this QP's receive completions report.
@@ -412,6 +416,10 @@ func setRecv(r *C.struct_fake_recv_cfg, rc RecvCompletion) {
 	r.wc_flags = C.uint32_t(rc.WCFlags)
 	r.imm = C.uint32_t(rc.Imm)
 	r.src_qp = C.uint32_t(rc.SrcQP)
+	r.no_grh = 0
+	if rc.NoGRH {
+		r.no_grh = 1
+	}
 	if rc.Opcode == 0 {
 		r.opcode = C.IBV_WC_RECV
 	} else {

@@ -65,10 +65,11 @@ struct fake_cq;
 /* What a receive completion reports (loopback mode). */
 struct fake_recv_cfg {
 	uint32_t byte_len;  /* 0: the sum of the WR's SGE lengths */
-	uint32_t wc_flags;  /* IBV_WC_WITH_IMM, ...; UD QPs always add IBV_WC_GRH */
+	uint32_t wc_flags;  /* IBV_WC_WITH_IMM, ...; UD QPs add IBV_WC_GRH unless no_grh */
 	uint32_t imm;       /* host order; written big-endian into the CQE */
 	uint32_t src_qp;    /* 0: the receiving QP's own number */
 	int opcode;         /* IBV_WC_RECV or IBV_WC_RECV_RDMA_WITH_IMM */
+	int no_grh;         /* a UD datagram that came without a GRH */
 };
 
 struct fake_qp {
