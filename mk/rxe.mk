@@ -7,8 +7,10 @@
 #              into its cache (once; rxe-test does it too when needed)
 #   rxe-test   build the test binaries of RXE_TEST_PKGS on the host, run them
 #              all with -test.v in one VM boot, then print how many tests ran
-#              and the VM's wall time; fails if any binary fails, if no test
-#              ran, or if any test skipped (inside the VM nothing may skip)
+#              and the VM's wall time; fails if any binary fails, if one of
+#              them ran no test (a race binary whose RXE_RACE_RUN matches
+#              nothing), or if any test skipped (inside the VM nothing may
+#              skip)
 #   soak       the long-run test (tests/soak) in a VM of its own: 1,000
 #              object-set cycles, 200 rdma_cm connections, a million
 #              messages; RSS, descriptors and `rdma resource` counts must end
@@ -87,7 +89,7 @@ rxe-test:
 		bin="$$dir/$$(echo "$$pkg" | tr / _).test"; \
 		$(GO) test -c -o "$$bin" "$$pkg"; \
 		if [ -f "$$bin" ]; then \
-			printf '(cd "%s" && "%s" -test.v) || st=1\n' "$$pkgdir" "$$bin" >> "$$dir/run.sh"; \
+			printf 'echo "rxe-test: binary %s"\n(cd "%s" && "%s" -test.v) || st=1\n' "$$(basename "$$bin")" "$$pkgdir" "$$bin" >> "$$dir/run.sh"; \
 			n=$$((n + 1)); \
 		fi; \
 	done < "$$dir/pkgs"; \
@@ -97,7 +99,7 @@ rxe-test:
 		pkgdir=$$($(GO) list -f '{{.Dir}}' "$$pkg"); \
 		bin="$$dir/$$(echo "$$pkg" | tr / _).race.test"; \
 		$(GO) test -race -c -o "$$bin" "$$pkg"; \
-		printf '(cd "%s" && "%s" -test.v -test.run '"'"'%s'"'"') || st=1\n' "$$pkgdir" "$$bin" '$(RXE_RACE_RUN)' >> "$$dir/run.sh"; \
+		printf 'echo "rxe-test: binary %s"\n(cd "%s" && "%s" -test.v -test.run '"'"'%s'"'"') || st=1\n' "$$(basename "$$bin")" "$$pkgdir" "$$bin" '$(RXE_RACE_RUN)' >> "$$dir/run.sh"; \
 		n=$$((n + 1)); \
 	done; \
 	echo 'exit $$st' >> "$$dir/run.sh"; \
@@ -115,6 +117,8 @@ rxe-test:
 	printf 'rxe-test: %d tests ran in the VM (%d passed, %d failed, %d skipped); VM wall time %d.%ds (boot included)\n' \
 		"$$ran" "$$passed" "$$failed" "$$skipped" $$((ms / 1000)) $$((ms % 1000 / 100)); \
 	if [ "$$rc" -eq 0 ] && [ "$$ran" -eq 0 ]; then echo "rxe-test: no tests ran" >&2; rc=1; fi; \
+	idle=$$(awk '/^rxe-test: binary /{if (b != "" && n == 0) print b; b = $$3; n = 0; next} /^=== RUN/{n++} END{if (b != "" && n == 0) print b}' "$$dir/log"); \
+	if [ "$$rc" -eq 0 ] && [ -n "$$idle" ]; then echo "rxe-test: these test binaries ran no test (does RXE_RACE_RUN match any?):" $$idle >&2; rc=1; fi; \
 	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-test: $$skipped tests skipped inside the VM, where nothing may skip" >&2; rc=1; fi; \
 	exit $$rc
 
