@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"modernc.org/cc/v4"
+	"modernc.org/token"
 )
 
 // hostConfig asks the host C compiler for its predefined macros and include
@@ -29,6 +30,9 @@ type Loaded struct {
 	// position in one of them is recorded relative to it
 	// ("bits/pthreadtypes.h"), the same on every machine and architecture.
 	System []string
+	// packPragmas are where "#pragma pack" occurred: cc/v4 ignores it, so
+	// Model refuses one in a target header.
+	packPragmas []token.Position
 }
 
 // Load parses and type-checks the root headers (paths relative to the include
@@ -89,6 +93,13 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 	cfg.UnsignedEnums = true
 	// Object-like macros get a value only when evaluated eagerly.
 	cfg.EvalAllMacros = true
+	var packPragmas []token.Position
+	cfg.PragmaHandler = func(toks []cc.Token) error {
+		if len(toks) > 0 && toks[0].SrcStr() == "pack" {
+			packPragmas = append(packPragmas, toks[0].Position())
+		}
+		return nil
+	}
 	cfg.IncludePaths = append([]string{abs}, host.IncludePaths...)
 	cfg.SysIncludePaths = append([]string{abs}, host.SysIncludePaths...)
 
@@ -118,7 +129,7 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		}
 		return nil, errors.New(msg)
 	}
-	l = &Loaded{AST: ast, Headers: abs, Roots: roots}
+	l = &Loaded{AST: ast, Headers: abs, Roots: roots, packPragmas: packPragmas}
 	for _, d := range append(append([]string(nil), host.IncludePaths...), host.SysIncludePaths...) {
 		if d != "" && filepath.IsAbs(d) && !slices.Contains(l.System, filepath.Clean(d)) {
 			l.System = append(l.System, filepath.Clean(d))

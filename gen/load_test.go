@@ -67,6 +67,29 @@ func TestLoadErrors(t *testing.T) {
 			`^infiniband/verbs\.h:1: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
 		{"__packed__ before the tag", map[string]string{"infiniband/verbs.h": "int a;\nstruct __attribute__((__packed__)) ibv_packed {\n\tchar c;\n\tlong l;\n};\n"},
 			`^infiniband/verbs\.h:2: struct ibv_packed: __attribute__\(\(packed\)\) is not supported`},
+		// cc/v4 applies packed to a struct's own definition only: on a
+		// member, an enum or a typedef's anonymous struct, and #pragma
+		// pack, it lays the type out unpacked, where gcc packs it
+		// (checked with gcc: i at 1, the enum 1 byte, the struct 9 bytes,
+		// i at 1). The layout assertions would catch each, but
+		// -layout-only output has none.
+		{"packed member", map[string]string{"infiniband/verbs.h": "struct ibv_pm {\n\tchar c;\n\tint i __attribute__((packed));\n};\n"},
+			`^infiniband/verbs\.h:3: __attribute__\(\(packed\)\) is not supported \(cc/v4 does not apply it here`},
+		{"packed enum", map[string]string{"infiniband/verbs.h": "int a;\nenum ibv_pe {\n\tIBV_PE_A = 1\n} __attribute__((packed));\n"},
+			`^infiniband/verbs\.h:4: __attribute__\(\(packed\)\) is not supported`},
+		{"packed typedef'd anonymous struct", map[string]string{"infiniband/verbs.h": "typedef struct {\n\tchar c;\n\tlong l;\n} __attribute__((__packed__)) ibv_tp;\n"},
+			`^infiniband/verbs\.h:4: __attribute__\(\(__packed__\)\) is not supported`},
+		{"#pragma pack", map[string]string{"infiniband/verbs.h": "int a;\n#pragma pack(push, 1)\nstruct ibv_pp {\n\tchar c;\n\tint i;\n};\n#pragma pack(pop)\n"},
+			`^infiniband/verbs\.h:2: #pragma pack is not supported \(cc/v4 ignores it`},
+		// cc/v4 does not parse an attribute between "enum" and the tag.
+		{"packed before an enum's tag", map[string]string{"infiniband/verbs.h": "enum __attribute__((packed)) ibv_pe {\n\tIBV_PE_A = 1\n};\n"},
+			`^DIR/infiniband/verbs\.h:1:\d+: `},
+		// gcc lets a typedef lower alignment: v at 4 in a 12-byte struct,
+		// which no Go struct with a uint64 field matches.
+		{"typedef lowering alignment", map[string]string{"infiniband/verbs.h": "typedef unsigned long ibv_u64a4 __attribute__((aligned(4)));\nstruct ibv_ta {\n\tint x;\n\tibv_u64a4 v;\n};\n"},
+			`^infiniband/verbs\.h:4: struct ibv_ta member v: its type ibv_u64a4 is aligned to 4 bytes \(an aligned attribute on a typedef lowers it\), where Go aligns it to 8: no Go layout matches$`},
+		{"array of a typedef lowering alignment", map[string]string{"infiniband/verbs.h": "typedef unsigned long ibv_u64a4 __attribute__((aligned(4)));\nstruct ibv_ta {\n\tint x;\n\tibv_u64a4 v[2];\n};\n"},
+			`^infiniband/verbs\.h:4: struct ibv_ta member v: its type .* is aligned to 4 bytes`},
 		// Go aligns nothing beyond 8 bytes: a field of 16 would be a uint128.
 		{"aligned(16) struct", map[string]string{"infiniband/verbs.h": "int a;\nstruct ibv_a16 {\n\tint x;\n} __attribute__((aligned(16)));\n"},
 			`^infiniband/verbs\.h:2: struct ibv_a16: aligned to 16 bytes \(by an aligned attribute or _Alignas on it or on a member\): Go aligns to at most 8$`},

@@ -24,7 +24,8 @@ var kernelUAPI = map[string]bool{
 // infiniband/ and rdma/ that the roots reach), each list sorted by source
 // position. What cannot be expressed in Go is listed in IR.Skipped with the
 // reason; constructs whose layout cc/v4 gets wrong (bit-fields, packed
-// structs) are errors naming the declaration.
+// structs, members and enums, #pragma pack) are errors naming the
+// declaration.
 func Model(l *Loaded) (*IR, error) {
 	m := &modeler{l: l, ir: &IR{}, records: map[string]*Record{}, enums: map[*cc.EnumType]*Enum{}}
 	if err := m.run(); err != nil {
@@ -85,6 +86,9 @@ func (m *modeler) run() error {
 			return err
 		}
 	}
+	if err := m.refusePacking(specs.packed); err != nil {
+		return err
+	}
 	if err := m.functions(); err != nil {
 		return err
 	}
@@ -117,6 +121,31 @@ func (m *modeler) run() error {
 	return nil
 }
 
+// refusePacking fails on a packed attribute or a #pragma pack in a target
+// header that the records' own check (recordFor) has not already refused:
+// cc/v4 ignores packed on a member or an enum, and #pragma pack, so it
+// would lay those types out as if unpacked, where gcc packs them. The
+// layout assertions and tests/layout would catch it, but -layout-only
+// output has neither.
+func (m *modeler) refusePacking(packed []*cc.AttributeValue) error {
+	for _, a := range packed {
+		if p, ok := m.pos(a); ok {
+			return errorAt(p, nil, "__attribute__((%s)) is not supported (cc/v4 does not apply it here: the layout would differ from C's)", a.Token.SrcStr())
+		}
+	}
+	for _, pp := range m.l.packPragmas {
+		if p, ok := m.pos(posOf(pp)); ok {
+			return errorAt(p, nil, "#pragma pack is not supported (cc/v4 ignores it: the layouts would differ from C's)")
+		}
+	}
+	return nil
+}
+
+// posOf lets a bare position go where a node's is asked for.
+type posOf token.Position
+
+func (p posOf) Position() token.Position { return token.Position(p) }
+
 // funcKey orders functions by position, then name.
 func funcKey(f *Func) (Pos, string) { return f.Pos, f.Name }
 
@@ -148,15 +177,17 @@ func tagOf(t cc.Type) string {
 	return tok.SrcStr()
 }
 
-// specifiers are the struct, union and enum specifiers with a body, in source order.
+// specifiers are the struct, union and enum specifiers with a body, and
+// the packed attributes, in source order.
 type specifiers struct {
 	records []*cc.StructOrUnionSpecifier
 	enums   []*cc.EnumSpecifier
+	packed  []*cc.AttributeValue
 }
 
 // collectSpecifiers walks the syntax tree (exported child pointers only;
 // function bodies are skipped) and gathers every struct, union and enum
-// specifier that has a body. The AST's own maps cannot be used: their order
+// specifier that has a body, and every packed attribute. The AST's own maps cannot be used: their order
 // changes between runs, and anonymous enums are not in them.
 func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 	var s specifiers
@@ -178,6 +209,10 @@ func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 		case *cc.EnumSpecifier:
 			if n.EnumeratorList != nil {
 				s.enums = append(s.enums, n)
+			}
+		case *cc.AttributeValue:
+			if name := n.Token.SrcStr(); name == "packed" || name == "__packed__" {
+				s.packed = append(s.packed, n)
 			}
 		case *cc.CompoundStatement:
 			return
@@ -288,6 +323,10 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 		if err != nil {
 			return nil, errorAt(m.memberPos(f, r.Pos), err, "%s member %s", r.Describe(), mem.Name)
 		}
+		if ga := goAlign(ty); ty.Align < ga {
+			return nil, errorAt(m.memberPos(f, r.Pos), nil, "%s member %s: its type %s is aligned to %d bytes (an aligned attribute on a typedef lowers it), where Go aligns it to %d: no Go layout matches",
+				r.Describe(), f.Name(), mt, ty.Align, ga)
+		}
 		mem.Type = ty
 		r.Members = append(r.Members, mem)
 	}
@@ -370,6 +409,19 @@ func errorAt(p Pos, err error, format string, args ...any) error {
 // architecture the generator targets): Go cannot lay out a C type aligned
 // beyond it.
 const maxGoAlign = 8
+
+// goAlign is the alignment of the Go type that mirrors t: a record's is its
+// C alignment (the emitter raises a struct's to it), anything else's is
+// its size's, or its element's, up to maxGoAlign.
+func goAlign(t *Type) int64 {
+	switch t.Kind {
+	case KArray:
+		return goAlign(t.Elem)
+	case KRecord:
+		return t.Align
+	}
+	return min(t.Size, maxGoAlign)
+}
 
 // memberPos is where member f is declared: its declarator's line, or
 // outer (its record's) for a member without one (an anonymous struct or
