@@ -123,8 +123,9 @@ func (m *modeler) run() error {
 
 // refusePacking fails on a packed attribute or a #pragma pack in a target
 // header that the records' own check (recordFor) has not already refused:
-// cc/v4 ignores packed on a member or an enum, and #pragma pack, so it
-// would lay those types out as if unpacked, where gcc packs them. The
+// cc/v4 ignores packed on a member, an enum or a typedef's anonymous
+// struct, and #pragma pack, so it would lay those types out as if
+// unpacked, where gcc packs them. The
 // layout assertions and tests/layout would catch it, but -layout-only
 // output has neither.
 func (m *modeler) refusePacking(packed []*cc.AttributeValue) error {
@@ -187,8 +188,9 @@ type specifiers struct {
 
 // collectSpecifiers walks the syntax tree (exported child pointers only;
 // function bodies are skipped) and gathers every struct, union and enum
-// specifier that has a body, and every packed attribute. The AST's own maps cannot be used: their order
-// changes between runs, and anonymous enums are not in them.
+// specifier that has a body, and every packed attribute. The AST's own
+// maps cannot be used: their order changes between runs, and anonymous
+// enums are not in them.
 func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 	var s specifiers
 	seen := map[uintptr]bool{}
