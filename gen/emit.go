@@ -937,13 +937,15 @@ func (e *emitter) newerExterns(spec *PackageSpec) map[string]newerExtern {
 }
 
 // externsBehind lists the names an extern that fn calls may have: fn's
-// own, what a macro expands to, and the "_name" extern an inline of the
-// same name wraps (the caller keeps those that are externs).
+// own, what a macro expands to, the "_name" extern an inline of the same
+// name wraps, and whatever an inline's body calls (the caller keeps those
+// that are externs).
 func externsBehind(fn *Func) []string {
-	if fn.Target == "" {
-		return []string{fn.Name, "_" + fn.Name}
+	names := []string{fn.Name, "_" + fn.Name}
+	if fn.Target != "" {
+		names = append(names, fn.Target, "_"+fn.Target)
 	}
-	return []string{fn.Name, fn.Target, "_" + fn.Name, "_" + fn.Target}
+	return append(names, fn.Calls...)
 }
 
 // newerThanOldest returns the extern behind fn that an older pinned

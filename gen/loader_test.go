@@ -14,8 +14,9 @@ import (
 // TestLoader generates the loader case (testdata/loader) against a fake
 // library that gcc builds here, in a temporary module, and runs the tests
 // of testdata/loader/loader_test.go.txt there: functions the library has are
-// reached through their trampolines (from stubs, a static inline and a
+// reached through their trampolines (from stubs, static inlines and a
 // macro's expansion); those it lacks return their convention's failure value
+// (an inline's, the error naming the extern its body calls)
 // and are reported by Available with the release that first declares them;
 // a package whose library is not installed reports a *libload.LibraryError
 // naming it and the package that provides it, and nothing crashes.
@@ -63,8 +64,8 @@ func TestLoader(t *testing.T) {
 		Since:      []string{filepath.Join(dir, "old", "rdma-core-0.1")},
 		Conventions: []gen.ConventionRule{
 			{Name: "values", Convention: gen.CannotFail,
-				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_twice", "ibv_missing_void", "ibv_missing_u16"}},
-			{Name: "constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_get_thing", "ibv_missing_ptr", "rdma_absent_ptr"}},
+				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_add_three", "ibv_twice", "ibv_missing_void", "ibv_missing_u16", "ibv_missing_u16_inline"}},
+			{Name: "constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_get_thing", "ibv_missing_ptr", "ibv_missing_ptr_inline", "rdma_absent_ptr"}},
 			{Name: "errno results", Convention: gen.ErrnoResult, Funcs: []string{"ibv_missing_errno"}},
 			{Name: "minus one", Convention: gen.MinusOneErrno, Funcs: []string{"ibv_missing_minus_one", "rdma_absent_int"}},
 		},

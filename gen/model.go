@@ -92,6 +92,7 @@ func (m *modeler) run() error {
 	if err := m.functions(); err != nil {
 		return err
 	}
+	m.inlineCalls(specs.defs)
 	if err := m.macros(); err != nil {
 		return err
 	}
@@ -184,6 +185,7 @@ type specifiers struct {
 	records []*cc.StructOrUnionSpecifier
 	enums   []*cc.EnumSpecifier
 	packed  []*cc.AttributeValue
+	defs    []*cc.FunctionDefinition
 }
 
 // collectSpecifiers walks the syntax tree (exported child pointers only;
@@ -216,6 +218,8 @@ func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 			if name := n.Token.SrcStr(); name == "packed" || name == "__packed__" {
 				s.packed = append(s.packed, n)
 			}
+		case *cc.FunctionDefinition:
+			s.defs = append(s.defs, n)
 		case *cc.CompoundStatement:
 			return
 		}
@@ -592,6 +596,72 @@ func intValue(v cc.Value) (uint64, bool) {
 		return uint64(x), true
 	}
 	return 0, false
+}
+
+// inlineCalls sets each static inline's Calls from the bodies of the
+// function definitions in the target headers (defs).
+func (m *modeler) inlineCalls(defs []*cc.FunctionDefinition) {
+	direct := map[string][]string{}
+	for _, d := range defs {
+		if _, target := m.pos(d.Declarator); target && d.CompoundStatement != nil {
+			direct[d.Declarator.Name()] = calledNames(d.CompoundStatement)
+		}
+	}
+	for _, f := range m.ir.Funcs {
+		if f.Kind != FuncInline {
+			continue
+		}
+		seen := map[string]bool{f.Name: true}
+		var visit func(name string)
+		visit = func(name string) {
+			for _, c := range direct[name] {
+				if !seen[c] {
+					seen[c] = true
+					f.Calls = append(f.Calls, c)
+					visit(c)
+				}
+			}
+		}
+		visit(f.Name)
+		sort.Strings(f.Calls)
+	}
+}
+
+// calledNames lists, sorted and once each, the identifiers that body calls
+// (f(...), not calls through pointers or members). Macros are already
+// expanded: a call through one names what it expands to.
+func calledNames(body *cc.CompoundStatement) []string {
+	set := map[string]bool{}
+	seen := map[uintptr]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		if v.Kind() == reflect.Interface {
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		if pe, ok := v.Interface().(*cc.PostfixExpression); ok && pe.Case == cc.PostfixExpressionCall {
+			if id, ok := pe.PostfixExpression.(*cc.PrimaryExpression); ok && id.Case == cc.PrimaryExpressionIdent {
+				set[id.Token.SrcStr()] = true
+			}
+		}
+		e := v.Elem()
+		t := e.Type()
+		for i := 0; i < e.NumField(); i++ {
+			if f := t.Field(i); f.IsExported() && (f.Type.Kind() == reflect.Pointer || f.Type.Kind() == reflect.Interface) {
+				walk(e.Field(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(body))
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // functions gathers prototypes and static inline definitions.

@@ -15,6 +15,7 @@ struct ibv_thing *ibv_get_thing(void);
 int ibv_twice(int x);
 #define ibv_twice(x) ibv_twice(x)
 static inline int ibv_add_two(int x) { return ibv_add_one(ibv_add_one(x)); }
+static inline int ibv_add_three(int x) { return ibv_add_two(x) + 1; }
 
 /* Not in it: the calls must fail with the convention's value. */
 int ibv_missing_errno(struct ibv_thing *t);
@@ -22,5 +23,7 @@ int ibv_missing_minus_one(void);
 struct ibv_thing *ibv_missing_ptr(uint8_t port);
 void ibv_missing_void(uint64_t v);
 uint16_t ibv_missing_u16(void);
+static inline uint16_t ibv_missing_u16_inline(void) { return ibv_missing_u16(); }
+static inline struct ibv_thing *ibv_missing_ptr_inline(uint8_t port) { return ibv_missing_ptr(port); }
 
 #endif
