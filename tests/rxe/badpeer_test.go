@@ -136,6 +136,29 @@ func TestBadPeerRping(t *testing.T) {
 			want: "too small for the",
 		},
 		{
+			// Not a lie, but out of turn: the write-back advertisement
+			// comes right behind the first, before the server's go-ahead,
+			// so it lands in the receive the server re-posts for it. The
+			// server must act on each in turn: read the text from the
+			// first, write it back where the second says.
+			name: "next advertisement sent before the go-ahead",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {
+				const text, back = "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ\x00", 3200
+				copy(c.mr.Bytes(), text)
+				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
+				c.advert(1040, c.mr.Addr()+back, c.mr.RKey(), badPeerSize)
+				c.sc.Reserve(1).SetSend(0, 1, 0, c.mr.SGE(1024, 16))
+				require.NoError(t, c.sc.PostSend(c.conn.QP()))
+				c.send(t, ctx, 1040, 16)
+				echo := c.mr.Bytes()[back : back+len(text)]
+				for end := time.Now().Add(2 * time.Second); string(echo) != text && time.Now().Before(end); {
+					time.Sleep(10 * time.Millisecond)
+				}
+				require.Equal(t, text, string(echo), "the text echoed where the second advertisement says")
+			},
+			want: "context deadline exceeded", // then the client sends nothing more
+		},
+		{
 			name:   "connects and never sends",
 			inject: func(t *testing.T, ctx context.Context, c *badClient) {},
 			want:   "context deadline exceeded",

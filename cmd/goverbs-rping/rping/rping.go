@@ -171,10 +171,13 @@ const (
 
 // session is one connection's buffers and fast-path objects.
 type session struct {
-	conn   *hand.Conn
-	qp     *hand.QP
-	cq     *hand.CQ
-	ctl    *hand.MR // [0,16) receives the peer's info, [16,32) is what we send
+	conn *hand.Conn
+	qp   *hand.QP
+	cq   *hand.CQ
+	ctl  *hand.MR // [0,16) receives the peer's info, [16,32) is what we send
+	// info is the last info received, copied from ctl before its receive
+	// is posted again: a peer's next message may land there at once.
+	info   [infoSize]byte
 	buf    *hand.MR // rping's rdma_buf: the RDMA sink
 	start  *hand.MR // the client's ping buffer (rping's start_buf)
 	recv   *hand.RecvChain
@@ -271,7 +274,8 @@ var errFlushed = errors.New("work request flushed")
 
 // waitFor waits for the next completion of opcode want, skipping send
 // completions, and returns its byte count. A received message is checked
-// to be rping's 16 bytes and the receive is posted again.
+// to be rping's 16 bytes and copied to s.info, and the receive is posted
+// again.
 func (s *session) waitFor(ctx context.Context, want hand.WCOpcode) (uint32, error) {
 	for {
 		wcs, err := s.poller.Poll()
@@ -311,6 +315,7 @@ func (s *session) waitFor(ctx context.Context, want hand.WCOpcode) (uint32, erro
 			if n != infoSize {
 				return n, fmt.Errorf("received bogus data, size %d", n)
 			}
+			copy(s.info[:], s.ctl.Bytes())
 			if err := s.postRecv(); err != nil {
 				return n, fmt.Errorf("post recv error: %w", err)
 			}
@@ -430,7 +435,7 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 			}
 			return fmt.Errorf("wait for RDMA_READ_ADV: %w", err)
 		}
-		adv, err := ParseAdvert(ctl[:infoSize])
+		adv, err := ParseAdvert(s.info[:])
 		if err != nil {
 			return err
 		}
@@ -458,7 +463,7 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
 			return fmt.Errorf("wait for RDMA_WRITE_ADV: %w", err)
 		}
-		if adv, err = ParseAdvert(ctl[:infoSize]); err != nil {
+		if adv, err = ParseAdvert(s.info[:]); err != nil {
 			return err
 		}
 		// Echo the text and its NUL, as rping does, into no more than the
