@@ -948,15 +948,18 @@ func externsBehind(fn *Func) []string {
 	return append(names, fn.Calls...)
 }
 
-// newerThanOldest returns the extern behind fn that an older pinned
-// release lacks, if there is one.
-func newerThanOldest(fn *Func, newer map[string]newerExtern) (newerExtern, bool) {
+// newerThanOldest returns the externs behind fn that an older pinned
+// release lacks, each once, in externsBehind's order.
+func newerThanOldest(fn *Func, newer map[string]newerExtern) []newerExtern {
+	var xs []newerExtern
+	seen := map[string]bool{}
 	for _, n := range externsBehind(fn) {
-		if x, ok := newer[n]; ok {
-			return x, true
+		if x, ok := newer[n]; ok && !seen[n] {
+			seen[n] = true
+			xs = append(xs, x)
 		}
 	}
-	return newerExtern{}, false
+	return xs
 }
 
 // stub emits one Go function calling a C function through cgo, with the
@@ -991,21 +994,32 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 	doc := conventionDoc(fn)
 	switch fn.Convention {
 	case CannotFail:
-		if x, ok := newerThanOldest(fn, newer); ok {
-			doc = fmt.Sprintf("It cannot fail once called, but rdma-core releases before %s lack %s: "+
+		if xs := newerThanOldest(fn, newer); len(xs) > 0 {
+			var lacks []string
+			var names []jen.Code
+			for _, x := range xs {
+				lacks = append(lacks, fmt.Sprintf("before %s lack %s", x.since, x.name))
+				names = append(names, jen.Lit(x.name))
+			}
+			doc = fmt.Sprintf("It cannot fail once called, but rdma-core releases %s: "+
 				"when the loaded library does, it returns Available's error and calls nothing (error convention %q, rule %q).",
-				x.since, x.name, fn.Convention, fn.ConventionRule)
-			check := jen.Id("err").Op(":=").Id("Available").Call(jen.Lit(x.name))
+				strings.Join(lacks, ", and "), fn.Convention, fn.ConventionRule)
+			// fail returns Available's error for a missing extern.
+			fail := func(ret ...jen.Code) jen.Code {
+				check := jen.Id("err").Op(":=").Id("Available").Call(names[0])
+				if len(names) == 1 {
+					return jen.If(check, jen.Id("err").Op("!=").Nil()).Block(ret...)
+				}
+				return jen.For(jen.List(jen.Id("_"), jen.Id("n")).Op(":=").Range().Index().String().Values(names...)).Block(
+					jen.If(jen.Id("err").Op(":=").Id("Available").Call(jen.Id("n")), jen.Id("err").Op("!=").Nil()).Block(ret...))
+			}
 			if res.Kind == KVoid {
-				body = append(body, jen.If(check, jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err"))),
-					call, jen.Return(jen.Nil()))
+				body = append(body, fail(jen.Return(jen.Id("err"))), call, jen.Return(jen.Nil()))
 				results = append(results, jen.Error())
 				break
 			}
 			body = append(body,
-				jen.If(check, jen.Id("err").Op("!=").Nil()).Block(
-					jen.Var().Id("zero").Add(e.goParamType(res)),
-					jen.Return(jen.Id("zero"), jen.Id("err"))),
+				fail(jen.Var().Id("zero").Add(e.goParamType(res)), jen.Return(jen.Id("zero"), jen.Id("err"))),
 				jen.Id("r").Op(":=").Add(call),
 				jen.Return(value(), jen.Nil()))
 			results = append(results, e.goParamType(res), jen.Error())

@@ -198,9 +198,10 @@ type Func struct {
 	Result *Type
 	// Target is, for a macro, the function its expansion calls.
 	Target string
-	// Calls is, for a static inline, every function its body calls,
-	// directly or through the other inlines it calls, sorted: the externs
-	// among them are what the inline needs from the library.
+	// Calls is, for a static inline (and a macro expanding to one), every
+	// name its body calls, directly or through the other inlines it calls,
+	// sorted (builtins and libc included): the package library's externs
+	// among them are what it needs from that library.
 	Calls []string
 	// Convention is how the function reports failure (AssignConventions),
 	// and ConventionRule the name of the rule of the table that said so.

@@ -92,10 +92,10 @@ func (m *modeler) run() error {
 	if err := m.functions(); err != nil {
 		return err
 	}
-	m.inlineCalls(specs.defs)
 	if err := m.macros(); err != nil {
 		return err
 	}
+	m.inlineCalls(specs.defs)
 
 	var top []*Record
 	for _, r := range m.records {
@@ -424,7 +424,7 @@ func goAlign(t *Type) int64 {
 	case KArray:
 		return goAlign(t.Elem)
 	case KRecord:
-		return t.Align
+		return t.Record.Align // the record's own: a typedef may lower t.Align
 	}
 	return min(t.Size, maxGoAlign)
 }
@@ -598,8 +598,9 @@ func intValue(v cc.Value) (uint64, bool) {
 	return 0, false
 }
 
-// inlineCalls sets each static inline's Calls from the bodies of the
-// function definitions in the target headers (defs).
+// inlineCalls sets the Calls of each static inline, and of each macro
+// whose expansion calls one, from the bodies of the function definitions
+// in the target headers (defs).
 func (m *modeler) inlineCalls(defs []*cc.FunctionDefinition) {
 	direct := map[string][]string{}
 	for _, d := range defs {
@@ -608,10 +609,14 @@ func (m *modeler) inlineCalls(defs []*cc.FunctionDefinition) {
 		}
 	}
 	for _, f := range m.ir.Funcs {
-		if f.Kind != FuncInline {
+		from := f.Name
+		switch {
+		case f.Kind == FuncMacro && direct[f.Target] != nil:
+			from = f.Target // an inline the macro calls: what it calls
+		case f.Kind != FuncInline:
 			continue
 		}
-		seen := map[string]bool{f.Name: true}
+		seen := map[string]bool{from: true}
 		var visit func(name string)
 		visit = func(name string) {
 			for _, c := range direct[name] {
@@ -622,7 +627,7 @@ func (m *modeler) inlineCalls(defs []*cc.FunctionDefinition) {
 				}
 			}
 		}
-		visit(f.Name)
+		visit(from)
 		sort.Strings(f.Calls)
 	}
 }
