@@ -88,6 +88,8 @@ func TestLoadErrors(t *testing.T) {
 		// which no Go struct with a uint64 field matches.
 		{"typedef lowering alignment", map[string]string{"infiniband/verbs.h": "typedef unsigned long ibv_u64a4 __attribute__((aligned(4)));\nstruct ibv_ta {\n\tint x;\n\tibv_u64a4 v;\n};\n"},
 			`^infiniband/verbs\.h:4: struct ibv_ta member v: its type ibv_u64a4 is aligned to 4 bytes \(an aligned attribute on a typedef lowers it\), where Go aligns it to 8: no Go layout matches$`},
+		{"struct typedef lowering alignment", map[string]string{"infiniband/verbs.h": "struct ibv_s8 {\n\tunsigned long x;\n};\ntypedef struct ibv_s8 ibv_s8a4 __attribute__((aligned(4)));\nstruct ibv_t {\n\tint x;\n\tibv_s8a4 v;\n};\n"},
+			`^infiniband/verbs\.h:7: struct ibv_t member v: its type ibv_s8a4 is aligned to 4 bytes .*where Go aligns it to 8`},
 		{"array of a typedef lowering alignment", map[string]string{"infiniband/verbs.h": "typedef unsigned long ibv_u64a4 __attribute__((aligned(4)));\nstruct ibv_ta {\n\tint x;\n\tibv_u64a4 v[2];\n};\n"},
 			`^infiniband/verbs\.h:4: struct ibv_ta member v: its type .* is aligned to 4 bytes`},
 		// Go aligns nothing beyond 8 bytes: a field of 16 would be a uint128.

@@ -24,6 +24,8 @@ struct ibv_thing *ibv_missing_ptr(uint8_t port);
 void ibv_missing_void(uint64_t v);
 uint16_t ibv_missing_u16(void);
 static inline uint16_t ibv_missing_u16_inline(void) { return ibv_missing_u16(); }
+/* Two externs newer than release 0.1, present and missing: both checked. */
+static inline int ibv_two_newer(void) { return ibv_add_one(0) + ibv_missing_u16(); }
 static inline struct ibv_thing *ibv_missing_ptr_inline(uint8_t port) { return ibv_missing_ptr(port); }
 
 #endif
