@@ -3,8 +3,10 @@ package gen
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -391,4 +393,36 @@ func depth(s string, open, close byte) int {
 		}
 	}
 	return d
+}
+
+// pragmaOperatorSource is the source name cc/v4 gives the text of a
+// _Pragma operator when it rescans it.
+const pragmaOperatorSource = "_Pragma_"
+
+// pragmaOperatorPack matches a _Pragma operator whose pragma is pack.
+var pragmaOperatorPack = regexp.MustCompile(`_Pragma\s*\(\s*"\s*pack\b`)
+
+// pragmaOperator finds the first _Pragma("pack...") in the headers under
+// dir, in lexical order of their paths, by reading their text.
+func pragmaOperator(dir string) (Pos, bool) {
+	var found Pos
+	ok := false
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || ok || d.IsDir() || !strings.HasSuffix(path, ".h") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if loc := pragmaOperatorPack.FindStringIndex(line); loc != nil {
+				rel, _ := filepath.Rel(dir, path)
+				found, ok = Pos{File: filepath.ToSlash(rel), Line: i + 1, Col: loc[0] + 1}, true
+				return filepath.SkipAll
+			}
+		}
+		return nil
+	})
+	return found, ok
 }

@@ -81,6 +81,15 @@ func TestLoadErrors(t *testing.T) {
 			`^infiniband/verbs\.h:4: __attribute__\(\(__packed__\)\) is not supported`},
 		{"#pragma pack", map[string]string{"infiniband/verbs.h": "int a;\n#pragma pack(push, 1)\nstruct ibv_pp {\n\tchar c;\n\tint i;\n};\n#pragma pack(pop)\n"},
 			`^infiniband/verbs\.h:2: #pragma pack is not supported \(cc/v4 ignores it`},
+		{"_Pragma pack", map[string]string{"infiniband/verbs.h": "int a;\n_Pragma(\"pack(push, 1)\")\nstruct ibv_pp {\n\tchar c;\n\tint i;\n};\n_Pragma(\"pack(pop)\")\n"},
+			`^infiniband/verbs\.h:2: _Pragma\("pack\.\.\."\) is not supported`},
+		{"_Pragma pack from a macro", map[string]string{"infiniband/verbs.h": "#define PACK(x) _Pragma(#x)\nPACK(pack(push, 1))\nstruct ibv_pp {\n\tchar c;\n\tint i;\n};\n"},
+			`^infiniband/verbs\.h: a _Pragma\("pack\.\.\."\) operator, from a macro, is not supported`},
+		// A header of the directory that is not a target header.
+		{"#pragma pack in an included header", map[string]string{
+			"infiniband/verbs.h": "#include <util/pack.h>\nstruct ibv_pp {\n\tchar c;\n\tint i;\n};\n",
+			"util/pack.h":        "int a;\n#pragma pack(push, 1)\n"},
+			`^util/pack\.h:2: #pragma pack is not supported`},
 		// cc/v4 does not parse an attribute between "enum" and the tag.
 		{"packed before an enum's tag", map[string]string{"infiniband/verbs.h": "enum __attribute__((packed)) ibv_pe {\n\tIBV_PE_A = 1\n};\n"},
 			`^DIR/infiniband/verbs\.h:1:\d+: `},

@@ -122,31 +122,36 @@ func (m *modeler) run() error {
 	return nil
 }
 
-// refusePacking fails on a packed attribute or a #pragma pack in a target
-// header that the records' own check (recordFor) has not already refused:
-// cc/v4 ignores packed on a member, an enum or a typedef's anonymous
-// struct, and #pragma pack, so it would lay those types out as if
-// unpacked, where gcc packs them. The
+// refusePacking fails on a packed attribute in a target header that the
+// records' own check (recordFor) has not already refused, or on a pack
+// pragma anywhere in the headers directory: cc/v4 ignores packed on a
+// member, an enum or a typedef's anonymous struct, and pack pragmas, so it
+// would lay those types out as if unpacked, where gcc packs them. The
 // layout assertions and tests/layout would catch it, but -layout-only
-// output has neither.
+// output has neither. A pack pragma in a header outside the directory (the
+// C library's) is left alone: it is the C library's business.
 func (m *modeler) refusePacking(packed []*cc.AttributeValue) error {
 	for _, a := range packed {
 		if p, ok := m.pos(a); ok {
 			return errorAt(p, nil, "__attribute__((%s)) is not supported (cc/v4 does not apply it here: the layout would differ from C's)", a.Token.SrcStr())
 		}
 	}
+	const why = "is not supported (cc/v4 ignores it: the layouts would differ from C's)"
 	for _, pp := range m.l.packPragmas {
-		if p, ok := m.pos(posOf(pp)); ok {
-			return errorAt(p, nil, "#pragma pack is not supported (cc/v4 ignores it: the layouts would differ from C's)")
+		if pp.Filename == pragmaOperatorSource {
+			// cc/v4 rescans a _Pragma operator's text as a source of its
+			// own, which says nothing of where the operator was.
+			if p, ok := pragmaOperator(m.l.Headers); ok {
+				return errorAt(p, nil, "_Pragma(\"pack...\") %s", why)
+			}
+			return fmt.Errorf("%s: a _Pragma(\"pack...\") operator, from a macro, %s", m.l.Roots[0], why)
+		}
+		if r, ok := m.l.rel(pp.Filename); ok {
+			return errorAt(Pos{File: r, Line: pp.Line, Col: pp.Column}, nil, "#pragma pack %s", why)
 		}
 	}
 	return nil
 }
-
-// posOf lets a bare position go where a node's is asked for.
-type posOf token.Position
-
-func (p posOf) Position() token.Position { return token.Position(p) }
 
 // funcKey orders functions by position, then name.
 func funcKey(f *Func) (Pos, string) { return f.Pos, f.Name }
