@@ -12,9 +12,10 @@ import (
 )
 
 // Inline sends (SendWRs.SetInline) on rxe, whose provider copies an inline
-// WR's payload into the WQE at post time. Every length from 0 to the QP's
-// max_inline_data lands byte for byte and no further, although all of them
-// came from one Go buffer overwritten as soon as each SetInline returned:
+// WR's payload into the WQE at post time. Lengths from 0 to the QP's
+// max_inline_data (both ends, around 16, 32 and 64, and one below the
+// limit) land byte for byte and no further, although all of them came from
+// one Go buffer overwritten as soon as each SetInline returned:
 // the payload is copied into the chain's C staging, which the WR's SGE
 // points at. 16 bytes takes SetInline's fixed-size path, the others copy.
 func TestControlInlineSend(t *testing.T) {
