@@ -620,6 +620,42 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 	waitFor("WaitThread after RequestNotify(solicitedOnly)", waitThread)
 }
 
+// A Poller.WaitThread whose ctx can end polls from Go before it takes the
+// channel. When that poll finds a completion already queued, on a CQ a
+// CQ.Wait had disarmed, it must still leave the CQ armed, as its C loop
+// does, so that a CQ.Wait without RequestNotify sees the next completion's
+// event. Injected: a write completed and its event read by CQ.Wait before
+// the WaitThread, then a second write. Measured: the WaitThread returns
+// the first; CQ.Wait returns on the second's event (before the fix it
+// timed out at 5 s; stop 33's first CI run met this in
+// TestControlPollerWaitThreadArming, whose write had completed before the
+// wait began).
+func TestControlPollerWaitThreadQueuedLeavesArmed(t *testing.T) {
+	r := newCtlRig(t)
+	a, _ := r.pair(t, hand.RC)
+	p, kick, posted := writeOnKick(t, r, a, 11)
+	defer close(kick)
+	ctx := ctlContext(t, 20*time.Second)
+	require.NoError(t, r.cq.RequestNotify(false))
+	kick <- struct{}{}
+	require.NoError(t, <-posted)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, r.cq.Wait(wctx), "the first write's event")
+	// Disarmed by that event; the write's completion is queued.
+	wcs, err := p.WaitThread(ctx)
+	require.NoError(t, err)
+	require.Len(t, wcs, 1, "the queued completion")
+	kick <- struct{}{}
+	require.NoError(t, <-posted)
+	wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, r.cq.Wait(wctx), "CQ.Wait without RequestNotify after a WaitThread that returned a queued completion")
+	wcs, err = p.Poll()
+	require.NoError(t, err)
+	require.Len(t, wcs, 1, "the second write")
+}
+
 // CQ.Close wakes a Poller.WaitThread with ErrClosed. The wait holds the CQ
 // while it blocks in C, so Close must make it let go first (its
 // interrupt); closing at any point of the wait's start must neither
