@@ -258,16 +258,28 @@ func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
 // waitPoll is Poller.WaitThread: it returns how many completions p holds
 // once it has polled some, waiting for events on the thread in between
 // (pollEventThread). It polls first in C, holding the channel's turn. It
-// polls from Go first instead, one crossing more, in two cases: when
-// another waiter holds the turn, so that completions already queued do
-// not wait for another CQ's event; and when ctx can end, so that they do
-// not pay for the hook that would wake the thread (waitThreadHeld).
+// polls from Go first instead, one crossing more (two when the CQ must be
+// armed first), in two cases: when another waiter holds the turn, so that
+// completions already queued do not wait for another CQ's event; and when
+// ctx can end, so that they do not pay for the hook that would wake the
+// thread (waitThreadHeld).
 func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 	if err := ch.use(); err != nil {
 		return 0, err
 	}
 	defer ch.done()
 	if ctx.Done() != nil || !ch.fd.tryAcquire() {
+		// Arm unless armed, then poll, as the C loop does: completions
+		// returned from here must leave the CQ armed too, or a CQ.Wait
+		// after this wait, without RequestNotify, never sees the next
+		// completion's event (the CQ is disarmed after a CQ.Wait read
+		// its event). Armed already, as it stays between WaitThreads,
+		// this costs nothing.
+		if !p.owner.armed.Load() {
+			if err := p.owner.RequestNotify(false); err != nil {
+				return 0, err
+			}
+		}
 		wcs, err := p.Poll()
 		if err != nil || len(wcs) > 0 {
 			return len(wcs), err
