@@ -585,11 +585,11 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := wait(ctx); err != nil {
-			// Seen once (rdma-core 33.2, stop 33's first CI run, the
-			// fourth wait), never in 300 runs alone: say whether the
-			// write had completed, to tell a CQ left unarmed (no event
-			// for a completion that is there) from a write that never
-			// completed.
+			// Say whether the write had completed, to tell a CQ left
+			// unarmed (no event for a completion that is there) from a
+			// write that never completed. The one timeout seen (stop
+			// 33's first CI run, the fourth wait) was the former: see
+			// TestControlPollerWaitThreadQueuedLeavesArmed.
 			wcs, perr := p.Poll()
 			t.Fatalf("%s: %v; the post: %v; the CQ then held %d completions (poll error %v)", what, err, <-posted, len(wcs), perr)
 		}
