@@ -184,8 +184,8 @@ func tagOf(t cc.Type) string {
 	return tok.SrcStr()
 }
 
-// specifiers are the struct, union and enum specifiers with a body, and
-// the packed attributes, in source order.
+// specifiers are the struct, union and enum specifiers with a body, the
+// packed attributes and the function definitions, in source order.
 type specifiers struct {
 	records []*cc.StructOrUnionSpecifier
 	enums   []*cc.EnumSpecifier
@@ -195,9 +195,9 @@ type specifiers struct {
 
 // collectSpecifiers walks the syntax tree (exported child pointers only;
 // function bodies are skipped) and gathers every struct, union and enum
-// specifier that has a body, and every packed attribute. The AST's own
-// maps cannot be used: their order changes between runs, and anonymous
-// enums are not in them.
+// specifier that has a body, every packed attribute and every function
+// definition (its body unwalked). The AST's own maps cannot be used: their
+// order changes between runs, and anonymous enums are not in them.
 func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 	var s specifiers
 	seen := map[uintptr]bool{}
