@@ -200,17 +200,12 @@ type specifiers struct {
 // order changes between runs, and anonymous enums are not in them.
 func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 	var s specifiers
-	seen := map[uintptr]bool{}
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-			return
-		}
-		if seen[v.Pointer()] {
-			return
-		}
-		seen[v.Pointer()] = true
-		switch n := v.Interface().(type) {
+	var roots []any
+	for ; tu != nil; tu = tu.TranslationUnit {
+		roots = append(roots, tu.ExternalDeclaration)
+	}
+	walkAST(false, func(n any) bool {
+		switch n := n.(type) {
 		case *cc.StructOrUnionSpecifier:
 			if n.StructDeclarationList != nil {
 				s.records = append(s.records, n)
@@ -226,22 +221,43 @@ func collectSpecifiers(tu *cc.TranslationUnit) specifiers {
 		case *cc.FunctionDefinition:
 			s.defs = append(s.defs, n)
 		case *cc.CompoundStatement:
+			return false
+		}
+		return true
+	}, roots...)
+	return s
+}
+
+// walkAST calls visit on each root and on every node below it, once each,
+// in source order, except below a node for which visit returns false. A
+// node's children are the exported fields of cc/v4's node structs that
+// hold a node by pointer and, with expressions, those that hold an
+// expression (an ExpressionNode interface).
+func walkAST(expressions bool, visit func(n any) (descend bool), roots ...any) {
+	seen := map[uintptr]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		if v.Kind() == reflect.Interface {
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		if !visit(v.Interface()) {
 			return
 		}
 		e := v.Elem()
 		t := e.Type()
 		for i := 0; i < e.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() || f.Type.Kind() != reflect.Pointer {
-				continue
+			if f := t.Field(i); f.IsExported() && (f.Type.Kind() == reflect.Pointer || expressions && f.Type.Kind() == reflect.Interface) {
+				walk(e.Field(i))
 			}
-			walk(e.Field(i))
 		}
 	}
-	for ; tu != nil; tu = tu.TranslationUnit {
-		walk(reflect.ValueOf(tu.ExternalDeclaration))
+	for _, r := range roots {
+		walk(reflect.ValueOf(r))
 	}
-	return s
 }
 
 // recordFor returns the IR record of a struct or union type, creating it on
@@ -642,30 +658,14 @@ func (m *modeler) inlineCalls(defs []*cc.FunctionDefinition) {
 // expanded: a call through one names what it expands to.
 func calledNames(body *cc.CompoundStatement) []string {
 	set := map[string]bool{}
-	seen := map[uintptr]bool{}
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		if v.Kind() == reflect.Interface {
-			v = v.Elem()
-		}
-		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || seen[v.Pointer()] {
-			return
-		}
-		seen[v.Pointer()] = true
-		if pe, ok := v.Interface().(*cc.PostfixExpression); ok && pe.Case == cc.PostfixExpressionCall {
+	walkAST(true, func(n any) bool {
+		if pe, ok := n.(*cc.PostfixExpression); ok && pe.Case == cc.PostfixExpressionCall {
 			if id, ok := pe.PostfixExpression.(*cc.PrimaryExpression); ok && id.Case == cc.PrimaryExpressionIdent {
 				set[id.Token.SrcStr()] = true
 			}
 		}
-		e := v.Elem()
-		t := e.Type()
-		for i := 0; i < e.NumField(); i++ {
-			if f := t.Field(i); f.IsExported() && (f.Type.Kind() == reflect.Pointer || f.Type.Kind() == reflect.Interface) {
-				walk(e.Field(i))
-			}
-		}
-	}
-	walk(reflect.ValueOf(body))
+		return true
+	}, body)
 	names := make([]string, 0, len(set))
 	for n := range set {
 		names = append(names, n)
