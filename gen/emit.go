@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -879,10 +880,8 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 		if loader {
 			// The externs whose absence would explain an ENOSYS.
 			var names []jen.Code
-			seen := map[string]bool{}
 			for _, n := range externsBehind(fn) {
-				if ext[n] && !seen[n] {
-					seen[n] = true
+				if ext[n] {
 					names = append(names, jen.Lit(n))
 				}
 			}
@@ -936,26 +935,30 @@ func (e *emitter) newerExterns(spec *PackageSpec) map[string]newerExtern {
 	return newer
 }
 
-// externsBehind lists the names an extern that fn calls may have: fn's
-// own, what a macro expands to, the "_name" extern an inline of the same
-// name wraps, and whatever an inline's body calls (the caller keeps those
-// that are externs).
+// externsBehind lists, once each, the names an extern that fn calls may
+// have: fn's own, what a macro expands to, the "_name" extern an inline of
+// the same name wraps, and whatever an inline's body calls (the caller
+// keeps those that are externs).
 func externsBehind(fn *Func) []string {
 	names := []string{fn.Name, "_" + fn.Name}
 	if fn.Target != "" {
 		names = append(names, fn.Target, "_"+fn.Target)
 	}
-	return append(names, fn.Calls...)
+	var once []string
+	for _, n := range append(names, fn.Calls...) {
+		if !slices.Contains(once, n) {
+			once = append(once, n)
+		}
+	}
+	return once
 }
 
 // newerThanOldest returns the externs behind fn that an older pinned
-// release lacks, each once, in externsBehind's order.
+// release lacks, in externsBehind's order.
 func newerThanOldest(fn *Func, newer map[string]newerExtern) []newerExtern {
 	var xs []newerExtern
-	seen := map[string]bool{}
 	for _, n := range externsBehind(fn) {
-		if x, ok := newer[n]; ok && !seen[n] {
-			seen[n] = true
+		if x, ok := newer[n]; ok {
 			xs = append(xs, x)
 		}
 	}
@@ -1006,9 +1009,8 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 				strings.Join(lacks, ", and "), fn.Convention, fn.ConventionRule)
 			// fail returns Available's error for a missing extern.
 			fail := func(ret ...jen.Code) jen.Code {
-				check := jen.Id("err").Op(":=").Id("Available").Call(names[0])
 				if len(names) == 1 {
-					return jen.If(check, jen.Id("err").Op("!=").Nil()).Block(ret...)
+					return jen.If(jen.Id("err").Op(":=").Id("Available").Call(names[0]), jen.Id("err").Op("!=").Nil()).Block(ret...)
 				}
 				return jen.For(jen.List(jen.Id("_"), jen.Id("n")).Op(":=").Range().Index().String().Values(names...)).Block(
 					jen.If(jen.Id("err").Op(":=").Id("Available").Call(jen.Id("n")), jen.Id("err").Op("!=").Nil()).Block(ret...))

@@ -32,8 +32,9 @@ type Loaded struct {
 	// position in one of them is recorded relative to it
 	// ("bits/pthreadtypes.h"), the same on every machine and architecture.
 	System []string
-	// packPragmas are where "#pragma pack" occurred: cc/v4 ignores it, so
-	// Model refuses one in a target header.
+	// packPragmas are where a pack pragma occurred (_Pragma_ for the
+	// operator's form): cc/v4 ignores them, so Model refuses one anywhere
+	// in the headers directory.
 	packPragmas []token.Position
 }
 
@@ -408,7 +409,7 @@ func pragmaOperator(dir string) (Pos, bool) {
 	var found Pos
 	ok := false
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || ok || d.IsDir() || !strings.HasSuffix(path, ".h") {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".h") {
 			return nil
 		}
 		data, err := os.ReadFile(path)
