@@ -36,7 +36,8 @@ func (p sendPlan) signaled(seq int) bool {
 // rules are perftest's (force_dependecies), with one allowance: a CQ
 // moderation that is a multiple of the post list, which perftest refuses
 // and tests/rxe runs (-l 4 -Q 8). They are enough: with one WR a post, CQMod
-// at most TxDepth puts a signaled WR within every TxDepth outstanding;
+// at most TxDepth (ParseArgs caps it there, as perftest does) puts a
+// signaled WR within every TxDepth outstanding;
 // with more, every signaled WR either ends a post list or ends a run of
 // whole post lists that fits in the send queue, so nothing outstanding is
 // left unaccounted for once it completes. perftest lets a post list
@@ -45,8 +46,6 @@ func (p sendPlan) check() error {
 	switch {
 	case p.PostList > p.TxDepth:
 		return fmt.Errorf("-l %d is above -tx-depth %d: a post list must fit in the send queue", p.PostList, p.TxDepth)
-	case p.CQMod > p.TxDepth:
-		return fmt.Errorf("-Q %d is above -tx-depth %d: the send queue fills before a signaled WR", p.CQMod, p.TxDepth)
 	case p.PostList > 1 && p.Iters%p.PostList != 0:
 		return fmt.Errorf("-n %d is not a multiple of -l %d (perftest: Number of iterations must be a multiple of post list size)", p.Iters, p.PostList)
 	case p.PostList > 1 && p.PostList%p.CQMod != 0 && p.CQMod%p.PostList != 0:
