@@ -35,13 +35,13 @@ func (p sendPlan) signaled(seq int) bool {
 // check returns why the client could not finish the plan, or nil. The
 // rules are perftest's (force_dependecies), with one allowance: a CQ
 // moderation that is a multiple of the post list, which perftest refuses
-// and tests/rxe runs (-l 4 -Q 8). They are enough: with one WR a post, CQMod
-// at most TxDepth (ParseArgs caps it there, as perftest does) puts a
-// signaled WR within every TxDepth outstanding;
-// with more, every signaled WR either ends a post list or ends a run of
-// whole post lists that fits in the send queue, so nothing outstanding is
-// left unaccounted for once it completes. perftest lets a post list
-// overflow the send queue, and ibv_post_send fail; this refuses it.
+// and tests/rxe runs (-l 4 -Q 8). They are enough: with one WR a post,
+// CQMod at most TxDepth (ParseArgs caps it there, as perftest does) puts a
+// signaled WR within every TxDepth outstanding; with more, every signaled
+// WR either ends a post list or ends a run of whole post lists that fits
+// in the send queue, so nothing outstanding is left unaccounted for once
+// it completes. perftest lets a post list overflow the send queue, and
+// ibv_post_send fail; this refuses it.
 func (p sendPlan) check() error {
 	switch {
 	case p.PostList > p.TxDepth:
