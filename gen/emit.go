@@ -465,7 +465,7 @@ func checkZeroSizeEnd(r *Record, last *item, cur int64) error {
 		name = fmt.Sprintf("(anonymous union @%d)", last.off)
 	}
 	return fmt.Errorf("%s: %s: member %s ends it with zero size, after which Go pads the struct (C does not): no Go layout matches",
-		r.Pos, r.Describe(), name)
+		last.pos, r.Describe(), name)
 }
 
 // record emits the Go type of a struct or union and its accessors.

@@ -132,6 +132,7 @@ type Member struct {
 	Type     *Type
 	Offset   int64
 	Flexible bool // flexible array member (T name[])
+	Pos      Pos  // where it is declared: for errors, which name the member
 }
 
 // Enum is a C enum, named or anonymous.

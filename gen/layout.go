@@ -20,6 +20,7 @@ type item struct {
 	off    int64 // absolute offset in the record
 	typ    *Type
 	shares string // for accessors: the union member the storage is named after
+	pos    Pos    // the member's declaration; a storage field's is its union's
 }
 
 // layoutOf lays a record out for Go: the fields in offset order and the
@@ -47,9 +48,9 @@ func memberItems(m *Member, base int64) []item {
 	off := base + m.Offset
 	switch {
 	case m.Flexible:
-		return []item{{kind: itemFlex, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type.Elem}}
+		return []item{{kind: itemFlex, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type.Elem, pos: m.Pos}}
 	case m.Name != "":
-		return []item{{kind: itemField, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type}}
+		return []item{{kind: itemField, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type, pos: m.Pos}}
 	case m.Type.Record != nil && !m.Type.Record.Union:
 		var items []item
 		for _, sub := range m.Type.Record.Members {
@@ -74,10 +75,10 @@ func unionItems(u *Record, off int64) []item {
 	shares := ""
 	if primary >= 0 {
 		m := u.Members[primary]
-		items = append(items, item{kind: itemField, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type})
+		items = append(items, item{kind: itemField, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type, pos: m.Pos})
 		shares = m.Name
 	} else {
-		items = append(items, item{kind: itemStorage, goName: "_", off: off,
+		items = append(items, item{kind: itemStorage, goName: "_", off: off, pos: u.Pos,
 			typ: &Type{Kind: KArray, Len: u.Size / u.Align, Size: u.Size, Align: u.Align,
 				Elem: &Type{Kind: KInt, Size: u.Align, Align: u.Align}}})
 	}
@@ -98,7 +99,7 @@ func unionItems(u *Record, off int64) []item {
 func accessorItems(m *Member, base int64) []item {
 	off := base + m.Offset
 	if m.Name != "" {
-		return []item{{kind: itemAccessor, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type}}
+		return []item{{kind: itemAccessor, cPath: m.Name, goName: fieldName(m.Name), off: off, typ: m.Type, pos: m.Pos}}
 	}
 	var items []item
 	for _, sub := range m.Type.Record.Members {
@@ -115,7 +116,7 @@ func checkLayout(r *Record, items []item) error {
 			continue
 		}
 		if other, ok := seen[it.goName]; ok {
-			return fmt.Errorf("%s: %s: members %s and %s both become %s", r.Pos, r.Describe(), other, it.cPath, it.goName)
+			return fmt.Errorf("%s: %s: members %s and %s both become %s", it.pos, r.Describe(), other, it.cPath, it.goName)
 		}
 		seen[it.goName] = it.cPath
 	}

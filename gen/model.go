@@ -345,7 +345,7 @@ func (m *modeler) recordFor(t cc.Type, parent *Record, member string) (*Record, 
 			return nil, errorAt(m.memberPos(f, r.Pos), nil, "%s member %s: its type %s is aligned to %d bytes: Go aligns to at most %d",
 				r.Describe(), f.Name(), mt, a, maxGoAlign)
 		}
-		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember()}
+		mem := &Member{Name: f.Name(), Offset: f.Offset(), Flexible: f.IsFlexibleArrayMember(), Pos: m.memberPos(f, r.Pos)}
 		ty, err := m.typeOf(mt, r, mem.Name)
 		if err != nil {
 			return nil, errorAt(m.memberPos(f, r.Pos), err, "%s member %s", r.Describe(), mem.Name)

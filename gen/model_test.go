@@ -66,8 +66,10 @@ func TestAnonymousInArrays(t *testing.T) {
 
 // TestTrailingZeroSize: Go pads a struct after a final zero-size field, C
 // does not, so a struct that ends in one (an empty struct, or a union of
-// __DECLARE_FLEX_ARRAYs) is refused, naming it; one whose zero-size member
-// is followed by a field or by padding is laid out.
+// __DECLARE_FLEX_ARRAYs) is refused, naming it at its line (an anonymous
+// one's is its struct's: cc/v4 keeps no position for it); one whose
+// zero-size member is followed by a field or by padding is laid out. Two
+// members that Go would name alike are refused at the second one's line.
 func TestTrailingZeroSize(t *testing.T) {
 	const empty = "struct ibv_e {};\n"
 	for _, tc := range []struct {
@@ -75,9 +77,11 @@ func TestTrailingZeroSize(t *testing.T) {
 		want      string // regexp; empty: no error
 	}{
 		{"empty struct last", empty + "struct ibv_h {\n\tint a;\n\tstruct ibv_e e;\n};\n",
-			`^infiniband/verbs\.h:2: struct ibv_h: member e ends it with zero size, after which Go pads the struct \(C does not\): no Go layout matches$`},
+			`^infiniband/verbs\.h:4: struct ibv_h: member e ends it with zero size, after which Go pads the struct \(C does not\): no Go layout matches$`},
 		{"flexible arrays in a union last", "struct ibv_f {\n\tint n;\n\tunion {\n\t\tstruct { struct { } __empty_a; int a[]; };\n\t\tstruct { struct { } __empty_b; char b[]; };\n\t};\n};\n",
 			`^infiniband/verbs\.h:1: struct ibv_f: member \(anonymous union @4\) ends it with zero size`},
+		{"members named alike", "struct ibv_d {\n\tint x;\n\tunion {\n\t\tint y;\n\t\tint _x;\n\t};\n};\n",
+			`^infiniband/verbs\.h:5: struct ibv_d: members x and _x both become X$`},
 		{"empty struct first", empty + "struct ibv_k {\n\tstruct ibv_e e;\n\tint a;\n};\n", ""},
 		{"empty struct before padding", empty + "struct ibv_p {\n\tlong l;\n\tint a;\n\tstruct ibv_e e;\n};\n", ""},
 	} {
