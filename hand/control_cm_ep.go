@@ -349,15 +349,18 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 		return nil, wrap(errors.Join(err, res.close()))
 	}
 	defer rdmacm.Freeaddrinfo(ai)
+	// res.objs stay held from rdma_create_ep until the listener is their
+	// child. They are released before res.close on a failure: closing an
+	// object this goroutine holds would wait on itself for ever.
 	release, err := useAll(res.objs...)
 	if err != nil {
 		return nil, wrap(errors.Join(err, res.close()))
 	}
-	defer release()
 	l := &EPListener{res: res, cfg: cfg}
 	attr := res.attr
 	var id *rdmacm.CMID                                                                           // its own variable: see createID
 	if err = verbErr("rdma_create_ep", rdmacm.CreateEp(&id, ai, res.pd.raw, &attr)); err != nil { // passive: binds, does not block
+		release()
 		return nil, wrap(errors.Join(err, res.close()))
 	}
 	l.id = id
@@ -366,8 +369,10 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	}
 	if err != nil {
 		rdmacm.DestroyEp(l.id)
+		release()
 		return nil, wrap(errors.Join(err, res.close()))
 	}
+	defer release()
 	l.addr = srcAddr(l.id)
 	// The listener keeps raw pointers to the PD and CQs for rdma_get_request:
 	// the caller's cannot close while it lives.
@@ -452,6 +457,10 @@ func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 	}
 	r.done = true
 	c := r.c
+	// Held while it accepts: a Conn.Close before Accept has freed the id.
+	if err := c.use(); err != nil {
+		return nil, err
+	}
 	var pin runtime.Pinner
 	param, err := c.param(r.l.cfg, &pin)
 	if err == nil {
@@ -461,9 +470,10 @@ func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 	if err == nil {
 		_, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished)
 	}
+	c.done()
 	if err != nil {
-		reject(c.id, nil)
-		return nil, c.fail("accept on "+r.l.addr.String(), err)
+		c.abandon(func() error { return nil }, nil)
+		return nil, fmt.Errorf("goverbs: accept on %s: %w", r.l.addr, err)
 	}
 	c.established()
 	return c, nil
@@ -479,9 +489,26 @@ func (r *EPRequest) Reject(data []byte) error {
 	if len(data) > maxRejectData {
 		return &AttrError{Op: "EPRequest.Reject", Field: "data", Reason: fmt.Sprintf("%d bytes: at most %d", len(data), maxRejectData)}
 	}
-	r.done = true
-	err := reject(r.c.id, data)
-	return errors.Join(err, r.c.release())
+	ran, err := r.c.abandon(r.c.busyOwn, data)
+	if !ran && err == nil {
+		return ErrClosed // Conn.Close came first: the id is gone
+	}
+	r.done = ran
+	return err
+}
+
+// abandon rejects the request with data and releases its Conn, closing it,
+// so that what the Conn freed is ErrClosed to every method, not reached
+// (Conn.QP, Conn.Close, RecvChain.PostRecvv). check runs first, as for
+// Close; ran says whether the teardown ran (not if check failed, or the
+// Conn was closed already). Its error is the rejection's and what could not
+// be released.
+func (c *Conn) abandon(check func() error, data []byte) (ran bool, err error) {
+	err = c.closeTearing(check, func() error {
+		ran = true
+		return errors.Join(reject(c.id, data), c.release())
+	}, c.ch.fd.interrupt, c.ch.fd.undo)
+	return ran, err
 }
 
 // take gets the next request and makes its Conn, with the id moved to an

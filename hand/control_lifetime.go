@@ -191,8 +191,16 @@ func (o *object) close(destroy func() error, interrupt, undo func()) error {
 // with o write-locked and, failing, closes nothing; otherwise teardown
 // runs and o is closed whatever it returns, so that no method reaches
 // what it freed, and its error (what could not be released) is returned,
-// once.
+// once. check also runs before interrupt: o's own children are not what
+// keeps it open (a Conn's are on what it owns), and a Close that ends in a
+// *BusyError must not have ended the waits on o with ErrClosed first.
 func (o *object) closeTearing(check, teardown func() error, interrupt, undo func()) error {
+	if o.isClosed() {
+		return nil
+	}
+	if err := check(); err != nil {
+		return err
+	}
 	var left error
 	err := o.close(func() error {
 		if err := check(); err != nil {

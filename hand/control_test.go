@@ -91,26 +91,37 @@ func TestBusyOwned(t *testing.T) {
 	require.Error(t, busyOwned("Conn", &ctx, &pd, &cq), "the QP, not owned, uses the PD")
 }
 
-// closeTearing closes nothing when check fails (and undoes the
-// interrupt), and once teardown has run the object is closed whatever
-// teardown returned, its error returned once.
+// closeTearing closes nothing when check fails: before the interrupt, so
+// that no wait on the object is ended, or, when check fails only under the
+// lock (a child made meanwhile), undoing the interrupt. Once teardown has
+// run the object is closed whatever teardown returned, its error returned
+// once.
 func TestLifetimeCloseTearing(t *testing.T) {
 	var o object
 	o.init("Conn")
 	var interrupted, undone, torn int
 	busy := errors.New("busy")
-	check := busy
+	checks := []error{busy}
+	check := func() error {
+		err := checks[0]
+		if len(checks) > 1 {
+			checks = checks[1:]
+		}
+		return err
+	}
 	teardown := func() error { torn++; return errors.New("the PD: still used") }
 	closeIt := func() error {
-		return o.closeTearing(func() error { return check }, teardown,
-			func() { interrupted++ }, func() { undone++ })
+		return o.closeTearing(check, teardown, func() { interrupted++ }, func() { undone++ })
 	}
 	require.ErrorIs(t, closeIt(), busy)
-	require.Equal(t, []int{1, 1, 0}, []int{interrupted, undone, torn})
+	require.Equal(t, []int{0, 0, 0}, []int{interrupted, undone, torn}, "a failed check interrupts nothing")
+	checks = []error{nil, busy}
+	require.ErrorIs(t, closeIt(), busy)
+	require.Equal(t, []int{1, 1, 0}, []int{interrupted, undone, torn}, "failing under the lock, it undoes the interrupt")
 	require.NoError(t, o.use(), "a failed check closes nothing")
 	o.done()
 
-	check = nil
+	checks = []error{nil}
 	require.EqualError(t, closeIt(), "the PD: still used")
 	require.Equal(t, 1, torn)
 	require.ErrorIs(t, o.use(), ErrClosed, "torn down: closed despite the error")

@@ -241,3 +241,144 @@ func TestControlCMEPAcceptCancelledAndClosed(t *testing.T) {
 	l := cmepListen(t, hand.ConnConfig{})
 	ctlRequireAcceptEnds(t, "EPListener", func(ctx context.Context) error { _, err := l.Accept(ctx); return err }, l.Close)
 }
+
+// A second listener on a port in use fails with EADDRINUSE from
+// rdma_create_ep, having closed the PD and CQs it made for itself: closing
+// them once hung, for the listener still held them. The port is free again
+// once the first listener closes.
+func TestControlCMEPListenAddrInUse(t *testing.T) {
+	l := cmepListen(t, hand.ConnConfig{})
+	type result struct {
+		l   *hand.EPListener
+		err error
+	}
+	listen := func() result {
+		done := make(chan result, 1)
+		go func() {
+			l2, err := hand.ListenEP(ctlContext(t, 10*time.Second), l.Addr().String(), hand.ConnConfig{})
+			done <- result{l2, err}
+		}()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("ListenEP on a port in use is still blocked after 10 s")
+			return result{}
+		}
+	}
+	r := listen()
+	require.ErrorIs(t, r.err, syscall.EADDRINUSE)
+	require.ErrorContains(t, r.err, "rdma_create_ep")
+	t.Log(r.err)
+
+	require.NoError(t, l.Close())
+	r = listen()
+	require.NoError(t, r.err, "the port is free once the first listener closed")
+	require.NoError(t, r.l.Close())
+}
+
+// An EPRequest's Conn, handed out before Accept, is closed by what ends the
+// request, so that nothing reaches the rdma_cm id it freed: after Reject,
+// after an Accept that fails (its context already ended), and when
+// Conn.Close comes first, in which case Accept and Reject say ErrClosed. The
+// client's DialEP fails each time. Before, the first two left the Conn open
+// over a freed id (its Close destroyed it again), and the third had Accept
+// call rdma_accept on it.
+func TestControlCMEPRequestEnds(t *testing.T) {
+	for _, end := range []string{"Reject", "failed Accept", "Conn.Close first"} {
+		t.Run(end, func(t *testing.T) {
+			l := cmepListen(t, hand.ConnConfig{})
+			mr, err := l.PD().Alloc(4096, hand.AccessLocalWrite)
+			require.NoError(t, err)
+			ctlCloseLater(t, mr)
+			dialed := make(chan error, 1)
+			go func() {
+				c, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+				if err == nil {
+					c.Close()
+				}
+				dialed <- err
+			}()
+			req, err := l.GetRequest(ctlContext(t, 20*time.Second))
+			require.NoError(t, err)
+			conn := req.Conn()
+			rc, err := hand.NewRecvChain(1, 1)
+			require.NoError(t, err)
+			defer rc.Free()
+			rc.Reserve(1).Set(0, 1, mr.SGE(0, 64))
+			require.NoError(t, rc.PostRecvv(conn), "receives may be posted before Accept")
+
+			switch end {
+			case "Reject":
+				require.NoError(t, req.Reject([]byte("no")))
+			case "failed Accept":
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				_, err := req.Accept(ctx)
+				require.ErrorIs(t, err, context.Canceled)
+				t.Log(err)
+			case "Conn.Close first":
+				require.NoError(t, conn.Close())
+				_, err := req.Accept(ctlContext(t, 5*time.Second))
+				require.ErrorIs(t, err, hand.ErrClosed)
+				require.ErrorIs(t, req.Reject(nil), hand.ErrClosed)
+			}
+			rc.Reserve(1).Set(0, 2, mr.SGE(64, 64))
+			require.ErrorIs(t, rc.PostRecvv(conn), hand.ErrClosed, "the Conn is closed: its id is gone")
+			require.ErrorIs(t, conn.Disconnect(ctlContext(t, 5*time.Second)), hand.ErrClosed)
+			require.NoError(t, conn.Close(), "a second Close is a no-op")
+			err = <-dialed
+			if end != "failed Accept" { // rdma_accept went out before the ended context was seen
+				require.Error(t, err, "the client is refused")
+			}
+			t.Logf("client: %v", err)
+			require.NoError(t, mr.Close())
+			require.NoError(t, l.Close(), "nothing of the request is left on the listener")
+		})
+	}
+}
+
+// A Close that fails with a *BusyError closes nothing, and ends nothing: a
+// Conn's WaitDisconnect and a listener's Accept, parked when it is refused,
+// go on waiting, and end with ErrClosed only once a Close succeeds. Before,
+// the interrupt that wakes them ran before the check, so they returned
+// ErrClosed from objects that stayed open.
+func TestControlCMEPBusyCloseEndsNoWait(t *testing.T) {
+	l := cmepListen(t, hand.ConnConfig{})
+	srvc := cmepServe(t, l)
+	cli, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+	require.NoError(t, err)
+	srv := <-srvc
+	require.NotNil(t, srv)
+	ctlCloseLater(t, srv)
+	mr, err := cli.PD().Alloc(4096, hand.AccessLocalWrite) // on the PD the client made for itself
+	require.NoError(t, err)
+
+	waited := make(chan error, 1)
+	go func() { waited <- cli.WaitDisconnect(ctlContext(t, 30*time.Second)) }()
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := l.Accept(ctlContext(t, 30*time.Second))
+		accepted <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // both parked
+
+	var be *hand.BusyError
+	require.ErrorAs(t, cli.Close(), &be, "an MR on the client's own PD")
+	require.ErrorAs(t, l.Close(), &be, "an accepted Conn")
+	t.Log(be)
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitDisconnect returned %v from a Close that closed nothing", err)
+	case err := <-accepted:
+		t.Fatalf("Accept returned %v from a Close that closed nothing", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	require.NoError(t, mr.Close())
+	require.NoError(t, cli.Close())
+	require.ErrorIs(t, <-waited, hand.ErrClosed)
+	require.NoError(t, srv.Close())
+	require.NoError(t, l.Close())
+	require.ErrorIs(t, <-accepted, hand.ErrClosed)
+}
