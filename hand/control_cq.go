@@ -31,6 +31,11 @@ type CompChannel struct {
 	mu      sync.Mutex
 	cqs     map[*verbs.CQ]*CQ
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
+	// filed is closed, and forgotten, when an event is filed in pending or
+	// a CQ of the channel closes: it wakes the waiters queued for the
+	// turn, which is held by a waiter that will not return for them
+	// (pendingOr). Made when a waiter first queues.
+	filed chan struct{}
 
 	// The one waiter's (pollFD.acquire) state, kept here rather than in a
 	// closure so that a wait allocates nothing: readFn is readEvent,
@@ -175,15 +180,12 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, er
 		return nil, err
 	}
 	defer ch.done()
-	if cq := ch.takePending(only); cq != nil {
-		return cq, nil
-	}
-	if err := ch.fd.acquire(ctx); err != nil {
-		return nil, err
+	if cq, err := ch.acquireFor(ctx, only); cq != nil || err != nil {
+		return cq, err
 	}
 	defer ch.fd.release()
-	// The waiter before may have read this CQ's event while this one
-	// waited for its turn.
+	// The waiter before may have read this CQ's event just before it let
+	// go of the turn.
 	if cq := ch.takePending(only); cq != nil {
 		return cq, nil
 	}
@@ -200,6 +202,65 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, er
 	}
 	ch.waitOnly, ch.waitGot, ch.waitError = nil, nil, nil
 	return got, err
+}
+
+// acquireFor takes the channel's turn for a wait for only (any CQ when
+// nil), or returns an event of only that another waiter read, or ErrClosed
+// when only closes, or ctx.Err(). Queued, it does not wait for the turn
+// alone: the holder may wait for its own CQ for ever while it files
+// events of only as pending, or while only closes, and would never hand
+// the turn on; filed wakes it to check.
+func (ch *CompChannel) acquireFor(ctx context.Context, only *CQ) (*CQ, error) {
+	if ch.fd.tryAcquire() {
+		return nil, nil
+	}
+	for {
+		cq, filed := ch.pendingOr(only)
+		if cq != nil {
+			return cq, nil
+		}
+		if only != nil && only.isClosed() {
+			return nil, ErrClosed
+		}
+		switch err := ch.fd.acquireOr(ctx, filed); err {
+		case nil:
+			return nil, nil
+		case errStopped:
+			continue
+		default:
+			return nil, err
+		}
+	}
+}
+
+// pendingOr takes an event of only (any CQ when nil) that another waiter
+// read, as takePending does, or, when there is none, returns filed (made
+// if need be), in one critical section, so that nothing filed between the
+// two goes unseen.
+func (ch *CompChannel) pendingOr(only *CQ) (*CQ, <-chan struct{}) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if cq := ch.takePendingLocked(only); cq != nil {
+		return cq, nil
+	}
+	return nil, ch.filedLocked()
+}
+
+// filedLocked returns filed, made if need be. ch.mu is held.
+func (ch *CompChannel) filedLocked() <-chan struct{} {
+	if ch.filed == nil {
+		ch.filed = make(chan struct{})
+	}
+	return ch.filed
+}
+
+// wakeQueuedLocked wakes the waiters queued for the turn (acquireFor), to
+// look again at pending and at their CQ. ch.mu is held.
+func (ch *CompChannel) wakeQueuedLocked() {
+	if ch.filed != nil {
+		close(ch.filed)
+		ch.filed = nil
+	}
 }
 
 // readEvent is the waiter's read (pollFD.waitHeld): it reads events until
@@ -268,7 +329,17 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 		return 0, err
 	}
 	defer ch.done()
-	if ctx.Done() != nil || !ch.fd.tryAcquire() {
+	for queued := ctx.Done() != nil || !ch.fd.tryAcquire(); queued; {
+		// Queued for the turn, it wakes when the holder files an event
+		// of p's CQ, or the CQ closes (acquireFor), to poll again. The
+		// poll below makes up for the events filed until now, as it
+		// does below for a holder.
+		ch.mu.Lock()
+		filed := ch.filedLocked()
+		if len(ch.pending) > 0 {
+			delete(ch.pending, p.owner)
+		}
+		ch.mu.Unlock()
 		// Arm unless armed, then poll, as the C loop does: completions
 		// returned from here must leave the CQ armed too, or a CQ.Wait
 		// after this wait, without RequestNotify, never sees the next
@@ -284,7 +355,11 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 		if err != nil || len(wcs) > 0 {
 			return len(wcs), err
 		}
-		if err := ch.fd.acquire(ctx); err != nil {
+		switch err := ch.fd.acquireOr(ctx, filed); err {
+		case nil:
+			queued = false
+		case errStopped:
+		default:
 			return 0, err
 		}
 	}
@@ -386,6 +461,7 @@ func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	cq.armed.Store(false)
 	if only != nil && cq != only {
 		ch.pending[cq]++
+		ch.wakeQueuedLocked()
 		ch.mu.Unlock()
 		return false
 	}
@@ -406,6 +482,10 @@ func (ch *CompChannel) dropPending(cq *CQ) {
 func (ch *CompChannel) takePending(only *CQ) *CQ {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	return ch.takePendingLocked(only)
+}
+
+func (ch *CompChannel) takePendingLocked(only *CQ) *CQ {
 	if len(ch.pending) == 0 {
 		return nil // the usual case; ranging over a map costs a few hundred instructions
 	}
@@ -636,11 +716,14 @@ func (cq *CQ) Close() error {
 		}
 		if cq.ch != nil {
 			cq.ch.mu.Lock()
-			delete(cq.ch.cqs, cq.raw)
+			if cq.ch.cqs[cq.raw] == cq { // else a new CQ got the freed address
+				delete(cq.ch.cqs, cq.raw)
+			}
 			delete(cq.ch.pending, cq)
+			cq.ch.wakeQueuedLocked() // a Wait queued for it sees it closed
 			cq.ch.mu.Unlock()
 		}
-		cq.ctx.unregister(unsafe.Pointer(cq.raw))
+		cq.ctx.unregister(unsafe.Pointer(cq.raw), cq)
 		return nil
 	}, cq.interrupt, cq.undo)
 	if err == nil && cq.ch != nil {

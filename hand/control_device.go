@@ -144,9 +144,14 @@ func (c *Context) register(raw unsafe.Pointer, obj any) {
 	c.regMu.Unlock()
 }
 
-func (c *Context) unregister(raw unsafe.Pointer) {
+// unregister forgets obj, made at raw, once it is destroyed: only if raw
+// still names obj, for once the object is freed its address may already
+// have gone to a new one, made on another goroutine and registered since.
+func (c *Context) unregister(raw unsafe.Pointer, obj any) {
 	c.regMu.Lock()
-	delete(c.reg, raw)
+	if c.reg[raw] == obj {
+		delete(c.reg, raw)
+	}
 	c.regMu.Unlock()
 }
 

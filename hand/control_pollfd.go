@@ -116,6 +116,12 @@ func (p *pollFD) wait(ctx context.Context, try func() (done bool)) error {
 // acquire makes the caller the fd's one waiter, until release.
 func (p *pollFD) acquire(ctx context.Context) error { return p.turn.acquire(ctx) }
 
+// acquireOr is acquire that gives up with errStopped when stop is ready
+// first (turn.acquireOr).
+func (p *pollFD) acquireOr(ctx context.Context, stop <-chan struct{}) error {
+	return p.turn.acquireOr(ctx, stop)
+}
+
 // tryAcquire is acquire when no one holds the fd, and false when someone
 // does.
 func (p *pollFD) tryAcquire() bool { return p.turn.tryAcquire() }

@@ -183,7 +183,7 @@ func (q *QP) closeOwned() error {
 		} else if err := verbErr("ibv_destroy_qp", verbs.DestroyQP(q.raw)); err != nil {
 			return err
 		}
-		q.ctx.unregister(unsafe.Pointer(q.raw))
+		q.ctx.unregister(unsafe.Pointer(q.raw), q)
 		return nil
 	}, nil, nil)
 }

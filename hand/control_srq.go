@@ -79,7 +79,7 @@ func (s *SRQ) Close() error {
 		if err := verbErr("ibv_destroy_srq", verbs.DestroySRQ(s.raw)); err != nil {
 			return err
 		}
-		s.pd.ctx.unregister(unsafe.Pointer(s.raw))
+		s.pd.ctx.unregister(unsafe.Pointer(s.raw), s)
 		return nil
 	}, nil, nil)
 }

@@ -2,6 +2,7 @@ package hand
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -24,9 +25,19 @@ type turn struct {
 	spare   []chan struct{} // empty channels of waiters gone
 }
 
+// errStopped is acquireOr's answer when stop came before the turn.
+var errStopped = errors.New("goverbs: stopped waiting for the turn")
+
 // acquire takes the turn, waiting for it if needed; it returns ctx.Err()
 // without the turn when ctx ends first.
-func (t *turn) acquire(ctx context.Context) error {
+func (t *turn) acquire(ctx context.Context) error { return t.acquireOr(ctx, nil) }
+
+// acquireOr is acquire that also gives up, with errStopped, when stop is
+// ready (closed) before the turn comes: a queued waiter's way to learn
+// that what it waits for may have come without the turn (another waiter
+// read its event). A nil stop never is. When the turn and stop come
+// together, the turn wins: the caller checks again with it held.
+func (t *turn) acquireOr(ctx context.Context, stop <-chan struct{}) error {
 	t.mu.Lock()
 	if !t.held {
 		t.held = true
@@ -43,24 +54,34 @@ func (t *turn) acquire(ctx context.Context) error {
 	t.waiters = append(t.waiters, ch)
 	t.mu.Unlock()
 
+	stopped := false
 	select {
 	case <-ch:
 		t.reuse(ch)
 		return nil
 	case <-ctx.Done(): // nil, never ready, when ctx cannot end
+	case <-stop:
+		stopped = true
 	}
 	t.mu.Lock()
 	if i := slices.Index(t.waiters, ch); i >= 0 {
 		t.waiters = slices.Delete(t.waiters, i, i+1)
 		t.spare = append(t.spare, ch)
 		t.mu.Unlock()
+		if stopped {
+			return errStopped
+		}
 		return ctx.Err()
 	}
 	t.mu.Unlock()
-	// release handed the turn to this waiter as ctx ended: the send is in
-	// ch already (release sends under mu). Pass the turn on.
+	// release handed the turn to this waiter as it gave up: the send is in
+	// ch already (release sends under mu). Keep it if stopped, else pass
+	// it on.
 	<-ch
 	t.reuse(ch)
+	if stopped {
+		return nil
+	}
 	t.release()
 	return ctx.Err()
 }

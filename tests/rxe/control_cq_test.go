@@ -107,24 +107,44 @@ func TestControlSharedChannel(t *testing.T) {
 
 // Two goroutines wait at once on two CQs of one channel, and the second's
 // event comes first, while the first holds the channel: the first reads it
-// and keeps it as pending, and the second, whose turn comes once the
-// first's own event arrives, must take it instead of parking. Injected: an
-// unsignaled send (only the receive it completes, on cq2, raises an event),
-// then, 200 ms later, a signaled RDMA write (an event on r.cq only).
-// Measured: both waits return; before the second looked at the pending
-// events once its turn came (2026-11-25), it parked until its context
-// ended. Run for each pair of waitWays (first, second).
+// and keeps it as pending, and the second, queued for the turn, must
+// return with it at once, while the first goes on waiting for its own.
+// Injected: an unsignaled send (only the receive it completes, on cq2,
+// raises an event), then, once the second has returned, a signaled RDMA
+// write (an event on r.cq only). Measured: both waits return, the second
+// first. Before the second looked at the pending events once its turn
+// came (2026-11-25), it parked until its context ended; before a filed
+// event woke it in the queue (2026-11-26), it returned only after the
+// first's own event, which would never come had it depended on the
+// second. Run for each pair of waitWays (first, second), and with the
+// second a Poller.WaitThread, which returns the completion itself.
 func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 	for _, first := range waitWays {
 		for _, second := range waitWays {
 			t.Run(first.name+"/"+second.name, func(t *testing.T) {
-				testSharedChannelConcurrentWaits(t, first.cq, second.cq)
+				testSharedChannelConcurrentWaits(t, first.cq, second.cq, nil)
 			})
 		}
+		t.Run(first.name+"/Poller.WaitThread", func(t *testing.T) {
+			var p *hand.Poller
+			testSharedChannelConcurrentWaits(t, first.cq, func(cq *hand.CQ, ctx context.Context) error {
+				var err error
+				if p, err = hand.NewPoller(cq, 4); err != nil {
+					return err
+				}
+				wcs, err := p.WaitThread(ctx)
+				if err == nil && (len(wcs) != 1 || wcs[0].WRID() != 1) {
+					err = fmt.Errorf("Poller.WaitThread returned %d completions, want the receive (wr_id 1)", len(wcs))
+				}
+				return err
+			}, func() { p.Free() })
+		})
 	}
 }
 
-func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*hand.CQ, context.Context) error) {
+// testSharedChannelConcurrentWaits runs the test; reaped, when not nil,
+// says that secondWait reaped cq2's completion, and frees what it used.
+func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*hand.CQ, context.Context) error, reaped func()) {
 	r := newCtlRig(t)
 	cq2, a, b := sharedChannelPair(t, r)
 	sc, err := hand.NewSendChain(1, 1, 0)
@@ -145,12 +165,20 @@ func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*
 	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
 	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))
 	require.NoError(t, sc.PostSend(b))
-	time.Sleep(200 * time.Millisecond) // the first reads cq2's event
+	require.NoError(t, <-second, "the second waiter missed the event the first one read for it")
+	select {
+	case err := <-first:
+		t.Fatalf("the first waiter returned %v with no event of its own", err)
+	default:
+	}
 	sc.Reserve(1).SetWrite(0, 3, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+8192, r.mr.RKey())
 	require.NoError(t, sc.PostSend(b))
 	require.NoError(t, <-first)
-	require.NoError(t, <-second, "the second waiter missed the event the first one read for it")
-	require.EqualValues(t, 1, ctlReap(t, cq2, 1)[0].WRID)
+	if reaped != nil {
+		reaped()
+	} else {
+		require.EqualValues(t, 1, ctlReap(t, cq2, 1)[0].WRID)
+	}
 	require.EqualValues(t, 3, ctlReap(t, r.cq, 1)[0].WRID)
 }
 

@@ -1,0 +1,172 @@
+package hand
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/generated/verbs"
+)
+
+// pipeChannel is a CompChannel whose events come from a pipe in place of
+// ibv_get_cq_event: each byte written names a CQ by its index. Its readFn
+// is readEvent with only the read replaced (the same closed check, the
+// same deliver); the rest (CQ.Wait, CompChannel.wait, the turn, pending,
+// filed) is the package's own code. The real channel is tested on
+// soft-RoCE (tests/rxe).
+type pipeChannel struct {
+	ch   *CompChannel
+	cqs  []*CQ
+	raws []verbs.CQ
+	r, w int
+}
+
+func newPipeChannel(t *testing.T, n int) *pipeChannel {
+	t.Helper()
+	var fds [2]int
+	require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
+	fd, err := newPollFD(int32(fds[0]), "pipe")
+	require.NoError(t, err)
+	pc := &pipeChannel{r: fds[0], w: fds[1], raws: make([]verbs.CQ, n)}
+	ch := &CompChannel{fd: fd, cqs: map[*verbs.CQ]*CQ{}, pending: map[*CQ]int{}}
+	ch.init("CompChannel pipe")
+	for i := range n {
+		cq := &CQ{ch: ch}
+		cq.init(fmt.Sprintf("CQ %d", i), &ch.object)
+		ch.cqs[&pc.raws[i]] = cq
+		pc.cqs = append(pc.cqs, cq)
+	}
+	ch.readFn = func(uintptr) bool {
+		only := ch.waitOnly
+		for {
+			if only != nil && only.isClosed() {
+				ch.waitError = ErrClosed
+				return true
+			}
+			var b [1]byte
+			if _, err := syscall.Read(pc.r, b[:]); err != nil {
+				if err == syscall.EAGAIN {
+					return false
+				}
+				ch.waitError = err
+				return true
+			}
+			if ch.deliver(&pc.raws[b[0]], only) {
+				return true
+			}
+		}
+	}
+	pc.ch = ch
+	t.Cleanup(func() {
+		fd.close()
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+	})
+	return pc
+}
+
+func (pc *pipeChannel) event(t *testing.T, i int) {
+	_, err := syscall.Write(pc.w, []byte{byte(i)})
+	require.NoError(t, err)
+}
+
+// closeCQ is CQ.Close without its C calls (ibv_destroy_cq, unregister).
+func (pc *pipeChannel) closeCQ(i int) error {
+	cq := pc.cqs[i]
+	err := cq.close(func() error {
+		cq.ch.mu.Lock()
+		delete(cq.ch.cqs, &pc.raws[i])
+		delete(cq.ch.pending, cq)
+		cq.ch.wakeQueuedLocked()
+		cq.ch.mu.Unlock()
+		return nil
+	}, cq.interrupt, cq.undo)
+	if err == nil {
+		cq.ch.fd.kick()
+	}
+	return err
+}
+
+// waitHolding starts a.Wait and returns once it holds the channel's turn.
+func (pc *pipeChannel) waitHolding(t *testing.T, i int) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- pc.cqs[i].Wait(ctx) }()
+	require.Eventually(t, func() bool {
+		tr := &pc.ch.fd.turn
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.held
+	}, 5*time.Second, time.Millisecond)
+	return done
+}
+
+// Two CQs on one channel: a CQ.Wait queued behind a wait for the other CQ
+// returns when the holder reads its event and files it, though the holder
+// goes on waiting. Before, it stayed queued until the other CQ's own event
+// came, for ever if that one waited for this one (a send CQ and a receive
+// CQ sharing a channel, the sender waiting for its send to complete before
+// the next message the peer replies to).
+func TestChannelQueuedWaitGetsFiledEvent(t *testing.T) {
+	pc := newPipeChannel(t, 2)
+	aDone := pc.waitHolding(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	bDone := make(chan error, 1)
+	go func() { bDone <- pc.cqs[1].Wait(ctx) }()
+	queued(t, &pc.ch.fd.turn, 1)
+
+	pc.event(t, 1)
+	require.NoError(t, <-bDone, "CQ 1's event was read by CQ 0's waiter")
+	select {
+	case err := <-aDone:
+		t.Fatalf("CQ 0's wait returned %v with no event of its own", err)
+	default:
+	}
+	pc.event(t, 0)
+	require.NoError(t, <-aDone)
+}
+
+// A waiter queued for a CQ that another event does not concern goes back
+// to waiting for the turn, and still gets it when the holder returns.
+func TestChannelQueuedWaitRequeues(t *testing.T) {
+	pc := newPipeChannel(t, 3)
+	aDone := pc.waitHolding(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cDone := make(chan error, 1)
+	go func() { cDone <- pc.cqs[2].Wait(ctx) }()
+	queued(t, &pc.ch.fd.turn, 1)
+
+	pc.event(t, 1) // filed for CQ 1, which nobody waits for
+	time.Sleep(50 * time.Millisecond)
+	queued(t, &pc.ch.fd.turn, 1)
+	pc.event(t, 0)
+	require.NoError(t, <-aDone)
+	pc.event(t, 2)
+	require.NoError(t, <-cDone)
+	pc.ch.mu.Lock()
+	defer pc.ch.mu.Unlock()
+	require.Equal(t, 1, pc.ch.pending[pc.cqs[1]], "CQ 1's event stays filed for its own Wait")
+}
+
+// CQ.Close wakes a CQ.Wait of that CQ queued behind another CQ's waiter
+// with ErrClosed, as it does a waiter holding the turn.
+func TestChannelCloseWakesQueuedWait(t *testing.T) {
+	pc := newPipeChannel(t, 2)
+	pc.waitHolding(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	bDone := make(chan error, 1)
+	go func() { bDone <- pc.cqs[1].Wait(ctx) }()
+	queued(t, &pc.ch.fd.turn, 1)
+
+	require.NoError(t, pc.closeCQ(1))
+	require.ErrorIs(t, <-bDone, ErrClosed)
+}
