@@ -443,14 +443,17 @@ func (l *EPListener) GetRequest(ctx context.Context) (*EPRequest, error) {
 
 // Conn is the connection the request becomes: its QP (Conn.QP) and rdma_cm
 // id take receives now (RecvChain.PostRecv, RecvChain.PostRecvv); nothing
-// may be sent before Accept returns it.
+// may be sent before Accept returns it. Reject and a failed Accept close
+// it; closing it first makes Accept and Reject return ErrClosed.
 func (r *EPRequest) Conn() *Conn { return r.c }
 
 // PrivateData returns what the client sent with the request.
 func (r *EPRequest) PrivateData() []byte { return r.c.peerData }
 
 // Accept accepts the request with the listener's ConnConfig.PrivateData and
-// waits until the connection is established.
+// waits until the connection is established. On failure, or when ctx has
+// ended already, it rejects the request and closes its Conn; after
+// Conn.Close it returns ErrClosed.
 func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 	if r.done {
 		return nil, ErrClosed
@@ -463,6 +466,12 @@ func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 	}
 	var pin runtime.Pinner
 	param, err := c.param(r.l.cfg, &pin)
+	if err == nil {
+		// An ended ctx rejects without accepting first: a connection
+		// accepted, then torn down, holds its rdma_cm id in the kernel's
+		// TIMEWAIT, and rdma_destroy_id waits that out (a minute on rxe).
+		err = ctx.Err()
+	}
 	if err == nil {
 		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
 	}
@@ -480,8 +489,9 @@ func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 }
 
 // Reject refuses the request, sending data (at most 148 bytes) to the
-// client, whose DialEP fails with a *CMEventError carrying it, and releases
-// its QP.
+// client, whose DialEP fails with a *CMEventError carrying it, and closes
+// its Conn (a *BusyError, closing nothing, while objects made on the
+// Conn's own Context live). After Conn.Close it returns ErrClosed.
 func (r *EPRequest) Reject(data []byte) error {
 	if r.done {
 		return ErrClosed
