@@ -140,11 +140,12 @@ func statusString(s verbs.WCStatus) string {
 	return "unknown status " + strconv.FormatUint(uint64(s), 10)
 }
 
-// PollError is a failed poll: ibv_poll_cq returned a negative value, or the
-// extended poll an errno. A poller owns the one it returns and reuses it.
+// PollError is a failed poll: ibv_poll_cq returned a negative value, or
+// ibv_start_poll of the extended poll a value other than 0 and ENOENT. A
+// poller owns the one it returns and reuses it.
 type PollError struct {
 	Op  string // "ibv_poll_cq" or "ibv_start_poll"
-	Ret int    // what the call returned
+	Ret int    // what the call returned, as the provider returned it
 }
 
 func (e *PollError) Error() string { return e.Op + " failed: " + strconv.Itoa(e.Ret) }
@@ -331,6 +332,7 @@ type ExPoller struct {
 	wc    []WC     // C memory
 	ts    []uint64 // C memory: completion timestamps
 	flags verbs.CreateCQWCFlags
+	fail  *C.int // C memory: goverbs_poll_ex's failure slot
 	mem   unsafe.Pointer
 	err   PollError
 }
@@ -368,7 +370,8 @@ func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPo
 		return nil, syscall.EINVAL
 	}
 	wcSize := uintptr(n) * unsafe.Sizeof(WC{})
-	mem, err := cmalloc(wcSize + uintptr(n)*8)
+	tsSize := uintptr(n) * 8
+	mem, err := cmalloc(wcSize + tsSize + 8)
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +379,7 @@ func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPo
 		cq:    cq,
 		wc:    unsafe.Slice((*WC)(mem), n),
 		ts:    unsafe.Slice((*uint64)(unsafe.Add(mem, wcSize)), n),
+		fail:  (*C.int)(unsafe.Add(mem, wcSize+tsSize)),
 		flags: wcFlags,
 		mem:   mem,
 	}, nil
@@ -394,8 +398,9 @@ func (p *ExPoller) Free() {
 // is empty when the CQ is. Fields wcFlags did not select are zero (without
 // WCExWithImm, the IBV_WC_WITH_IMM and IBV_WC_WITH_INV flags are cleared
 // too, so that Imm answers false), and so is everything but WRID, Status,
-// VendorErr and QPNum of a failed completion. On
-// failure it returns a *PollError. Poll does not allocate.
+// VendorErr and QPNum of a failed completion. When ibv_start_poll fails
+// it returns no completion and a *PollError, owned by the poller, with
+// what the provider returned. Poll does not allocate.
 func (p *ExPoller) Poll() ([]WC, error) {
 	return p.poll(1)
 }
@@ -422,16 +427,17 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 		}
 		defer p.owner.done()
 	}
+	cq, wc, ts, fail := cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
+		cptr(unsafe.Pointer(&p.ts[0])), cptr(unsafe.Pointer(p.fail))
 	var r C.int
 	if polls == 1 {
-		r = C.goverbs_poll_ex(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
-			cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags))
+		r = C.goverbs_poll_ex(cq, wc, ts, C.int(len(p.wc)), C.uint64_t(p.flags), fail)
 	} else {
-		r = C.goverbs_poll_ex_spin(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
-			cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags), C.int(polls))
+		r = C.goverbs_poll_ex_spin(cq, wc, ts, C.int(len(p.wc)), C.uint64_t(p.flags), fail, C.int(polls))
 	}
-	if r < 0 {
-		p.err = PollError{Op: "ibv_start_poll", Ret: int(-r)}
+	if r < 0 { // GOVERBS_POLL_FAILED: start_poll's value is in *p.fail
+		p.err = PollError{Op: "ibv_start_poll", Ret: int(*p.fail)}
+		*p.fail = 0
 		return nil, &p.err
 	}
 	return p.wc[:r], nil

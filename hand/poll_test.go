@@ -2,6 +2,8 @@ package hand_test
 
 import (
 	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -336,5 +338,66 @@ func TestPollSpin(t *testing.T) {
 		c.free()
 		_, err = c.spin(4)
 		require.ErrorIs(t, err, hand.ErrFree, c.name)
+	}
+}
+
+// exPolls returns Poll and PollSpin of an extended poller of n entries
+// over the rig's CQ, so each test runs on both.
+func exPolls(t *testing.T, r *rig, n int) map[string]func() ([]hand.WC, error) {
+	t.Helper()
+	x, err := hand.NewExPollerRaw(r.vcqEx, n, allFlags)
+	require.NoError(t, err)
+	t.Cleanup(x.Free)
+	return map[string]func() ([]hand.WC, error){
+		"Poll":     x.Poll,
+		"PollSpin": func() ([]hand.WC, error) { return x.PollSpin(4) },
+	}
+}
+
+// wrIDs polls until a poll finds the CQ empty and returns the wr_ids reaped.
+func wrIDs(t *testing.T, poll func() ([]hand.WC, error)) []uint64 {
+	t.Helper()
+	var ids []uint64
+	for {
+		wcs, err := poll()
+		require.NoError(t, err)
+		if len(wcs) == 0 {
+			return ids
+		}
+		for i := range wcs {
+			ids = append(ids, wcs[i].WRID())
+		}
+	}
+}
+
+// ibv_start_poll's failure is reported with the raw value the provider
+// returned, whatever its sign: mlx5, mlx4 and hns return CQ_POLL_ERR (-2,
+// which is also -ENOENT) for a CQE they cannot parse, irdma -EINVAL. The
+// poll returns no completion, not the last poll's again, and does not
+// panic on a poller smaller than the value.
+func TestExPollStartPollFailsRaw(t *testing.T) {
+	for _, c := range []struct{ n, ret int }{
+		{16, -2},
+		{1, -int(syscall.EINVAL)},
+		{16, int(syscall.EIO)},
+	} {
+		for _, name := range []string{"Poll", "PollSpin"} {
+			t.Run(fmt.Sprintf("%s/n=%d/ret=%d", name, c.n, c.ret), func(t *testing.T) {
+				r := newRig(t, rigOpts{})
+				poll := exPolls(t, r, c.n)[name]
+				postRecvs(t, r, 10, 3)
+				require.Equal(t, []uint64{10, 11, 12}, wrIDs(t, poll))
+
+				postRecvs(t, r, 20, 2)
+				r.cq.FailStartPollRaw(c.ret)
+				wcs, err := poll()
+				require.Nil(t, wcs)
+				var pe *hand.PollError
+				require.ErrorAs(t, err, &pe)
+				require.Equal(t, "ibv_start_poll", pe.Op)
+				require.Equal(t, c.ret, pe.Ret, "the raw value")
+				require.Equal(t, []uint64{20, 21}, wrIDs(t, poll), "the failed start_poll consumed nothing")
+			})
+		}
 	}
 }
