@@ -183,6 +183,13 @@ func TestNoAllocsPoll(t *testing.T) {
 		r.cq.FailStartPollRaw(-2)
 		failing(x.PollSpin(8))
 	})
+	requireNoAllocs(t, "ExPoller.Poll failing at ibv_next_poll", func() {
+		r.cq.FailNextPollRaw(-2)
+		if wcs, err := x.Poll(); err != nil || len(wcs) != 1 {
+			t.Fatalf("poll: %d, %v; want the completion before the failure", len(wcs), err)
+		}
+		failing(x.PollSpin(8))
+	})
 
 	r.cq.InjectStatus(1<<30, int(verbs.WCRemAccessErr), 1)
 	require.NoError(t, r.cq.SetEndless(false))

@@ -141,10 +141,10 @@ func statusString(s verbs.WCStatus) string {
 }
 
 // PollError is a failed poll: ibv_poll_cq returned a negative value, or
-// ibv_start_poll of the extended poll a value other than 0 and ENOENT. A
-// poller owns the one it returns and reuses it.
+// ibv_start_poll or ibv_next_poll of the extended poll a value other than 0
+// and ENOENT. A poller owns the one it returns and reuses it.
 type PollError struct {
-	Op  string // "ibv_poll_cq" or "ibv_start_poll"
+	Op  string // "ibv_poll_cq", "ibv_start_poll" or "ibv_next_poll"
 	Ret int    // what the call returned, as the provider returned it
 }
 
@@ -398,17 +398,23 @@ func (p *ExPoller) Free() {
 // is empty when the CQ is. Fields wcFlags did not select are zero (without
 // WCExWithImm, the IBV_WC_WITH_IMM and IBV_WC_WITH_INV flags are cleared
 // too, so that Imm answers false), and so is everything but WRID, Status,
-// VendorErr and QPNum of a failed completion. When ibv_start_poll fails
-// it returns no completion and a *PollError, owned by the poller, with
-// what the provider returned. Poll does not allocate.
+// VendorErr and QPNum of a failed completion.
+//
+// It returns completions or an error, never both: when ibv_start_poll
+// fails, no completion and a *PollError, owned by the poller, with what
+// the provider returned. When ibv_next_poll fails, it returns the
+// completions read before it, and the next Poll or PollSpin returns its
+// *PollError without polling; the completion that failed is lost where the
+// provider consumed it (mlx5, mlx4 and hns do). Poll does not allocate.
 func (p *ExPoller) Poll() ([]WC, error) {
 	return p.poll(1)
 }
 
 // PollSpin is Poll repeated up to polls times inside one cgo call, as
 // Poller.PollSpin is: it returns at the first poll that reaps completions or
-// fails, or empty after polls empty ones. polls below 1 is an *AttrError.
-// PollSpin does not allocate.
+// fails, or empty after polls empty ones; an ibv_next_poll failure is
+// reported as by Poll. polls below 1 is an *AttrError. PollSpin does not
+// allocate.
 func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
 	if polls < 1 {
 		return nil, &AttrError{Op: "ExPoller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
@@ -426,6 +432,12 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 			return nil, err
 		}
 		defer p.owner.done()
+	}
+	if *p.fail != 0 {
+		// next_poll's, kept while the last call returned the completions before it
+		p.err = PollError{Op: "ibv_next_poll", Ret: int(*p.fail)}
+		*p.fail = 0
+		return nil, &p.err
 	}
 	cq, wc, ts, fail := cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
 		cptr(unsafe.Pointer(&p.ts[0])), cptr(unsafe.Pointer(p.fail))

@@ -212,9 +212,14 @@ int goverbs_poll_ex(uintptr_t cqp, uintptr_t wcp, uintptr_t tsp, int n, uint64_t
 		read_one(cq, &wc[i], ts ? &ts[i] : NULL, wc_flags);
 		if (++i == n)
 			break;
-		/* ENOENT: drained; another error shows again at the next start_poll */
-		if (ibv_next_poll(cq))
+		ret = ibv_next_poll(cq);
+		if (ret) {
+			/* Not ENOENT, drained: a failure, whose completion mlx5, mlx4
+			 * and hns have consumed (end_poll publishes it). */
+			if (ret != ENOENT)
+				*(int *)fail = ret;
 			break;
+		}
 	}
 	ibv_end_poll(cq);
 	return i;

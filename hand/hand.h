@@ -70,7 +70,10 @@ int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);
  *
  * fail points to an int, 0 on entry, where a failure's value goes as the
  * provider returned it: start_poll's, with GOVERBS_POLL_FAILED (end_poll is
- * then not called, as ibv_create_cq_ex(3) says). It is kept raw because its
+ * then not called, as ibv_create_cq_ex(3) says); next_poll's, with the
+ * count of completions read before it, at least 1 (end_poll is called, and
+ * the completion that failed is lost where the provider consumed it, as
+ * mlx5, mlx4 and hns do). It is kept raw because its
  * sign does not decode it: providers return a positive errno (EBUSY, to
  * retry, while mlx5 reads its clock for
  * IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) or a negative code of their

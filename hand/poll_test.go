@@ -401,3 +401,35 @@ func TestExPollStartPollFailsRaw(t *testing.T) {
 		}
 	}
 }
+
+// A failure of ibv_next_poll after the first completion: the completion
+// read before it comes first, the *PollError at the next call, which polls
+// nothing, then what follows the completion the provider consumed with
+// the failure (mlx5's is gone).
+func TestExPollNextPollFails(t *testing.T) {
+	for _, ret := range []int{-2, int(syscall.EIO)} {
+		for _, name := range []string{"Poll", "PollSpin"} {
+			t.Run(fmt.Sprintf("%s/ret=%d", name, ret), func(t *testing.T) {
+				r := newRig(t, rigOpts{})
+				poll := exPolls(t, r, 16)[name]
+				postRecvs(t, r, 30, 3)
+				r.cq.FailNextPollRaw(ret)
+				wcs, err := poll()
+				require.NoError(t, err)
+				require.Len(t, wcs, 1)
+				require.Equal(t, uint64(30), wcs[0].WRID())
+
+				before := r.cq.Stats().Polls
+				wcs, err = poll()
+				require.Nil(t, wcs)
+				var pe *hand.PollError
+				require.ErrorAs(t, err, &pe)
+				require.Equal(t, "ibv_next_poll", pe.Op)
+				require.Equal(t, ret, pe.Ret, "the raw value")
+				require.Equal(t, before, r.cq.Stats().Polls, "the error comes without a poll")
+
+				require.Equal(t, []uint64{32}, wrIDs(t, poll), "reported once; 31 went with the failure")
+			})
+		}
+	}
+}
