@@ -181,16 +181,28 @@ func NewPoller(cq *CQ, n int) (*Poller, error) {
 // NewPollerRaw makes a poller that reaps up to n completions from cq per
 // Poll. cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
 // address, so that cgo does not check it for Go pointers at every call.
-// Free releases it.
+// n must be 1 to math.MaxInt32 (C's int counts completions), else it
+// returns EINVAL. Free releases it.
 func NewPollerRaw(cq *verbs.CQ, n int) (*Poller, error) {
-	if cq == nil || n <= 0 {
+	size, ok := pollerBytes(n, unsafe.Sizeof(WC{}), 0)
+	if cq == nil || !ok {
 		return nil, syscall.EINVAL
 	}
-	mem, err := cmalloc(uintptr(n) * unsafe.Sizeof(WC{}))
+	mem, err := cmalloc(size)
 	if err != nil {
 		return nil, err
 	}
 	return &Poller{cq: cq, wc: unsafe.Slice((*WC)(mem), n), mem: mem}, nil
+}
+
+// pollerBytes is the size of a poller's C memory: n entries of each bytes,
+// then extra. It is false when n is below 1, above what C's int holds, or
+// makes the size overflow (2^61 WCs are 0 bytes mod 2^64).
+func pollerBytes(n int, each, extra uintptr) (uintptr, bool) {
+	if n <= 0 || n > math.MaxInt32 || uintptr(n) > (^uintptr(0)-extra)/each {
+		return 0, false
+	}
+	return uintptr(n)*each + extra, true
 }
 
 // Free releases the poller's C memory, and with it the last Poll's completions.
@@ -363,15 +375,17 @@ func NewExPoller(cq *CQ, n int) (*ExPoller, error) {
 // Poll, reading the fields wcFlags selects: pass the wc_flags the CQ was
 // created with (ibv_create_cq_ex), since a provider may not implement the
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
-// error, vendor_err are always read. cq must be C memory, as for NewPollerRaw.
-// Free releases it.
+// error, vendor_err are always read. cq must be C memory, and n as for
+// NewPollerRaw. Free releases it.
 func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
-	if cq == nil || n <= 0 {
+	// each completion's WC and timestamp, then the failure slot
+	size, ok := pollerBytes(n, unsafe.Sizeof(WC{})+8, 8)
+	if cq == nil || !ok {
 		return nil, syscall.EINVAL
 	}
 	wcSize := uintptr(n) * unsafe.Sizeof(WC{})
 	tsSize := uintptr(n) * 8
-	mem, err := cmalloc(wcSize + tsSize + 8)
+	mem, err := cmalloc(size)
 	if err != nil {
 		return nil, err
 	}

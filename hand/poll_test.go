@@ -3,6 +3,7 @@ package hand_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"syscall"
 	"testing"
 
@@ -431,5 +432,28 @@ func TestExPollNextPollFails(t *testing.T) {
 				require.Equal(t, []uint64{32}, wrIDs(t, poll), "reported once; 31 went with the failure")
 			})
 		}
+	}
+}
+
+// A poller's size must fit C's int, and its arrays' bytes a uintptr: a
+// larger n is EINVAL, not a truncated count or a wrapped size (2^61 WCs
+// are 0 bytes mod 2^64).
+func TestPollerSizeBound(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for _, n := range []int{math.MaxInt32 + 1, 1 << 61, math.MaxInt} {
+		t.Run(fmt.Sprintf("NewPollerRaw/%d", n), func(t *testing.T) {
+			p, err := hand.NewPollerRaw(r.vcq, n)
+			if err == nil {
+				p.Free()
+			}
+			require.ErrorIs(t, err, syscall.EINVAL)
+		})
+		t.Run(fmt.Sprintf("NewExPollerRaw/%d", n), func(t *testing.T) {
+			x, err := hand.NewExPollerRaw(r.vcqEx, n, allFlags)
+			if err == nil {
+				x.Free()
+			}
+			require.ErrorIs(t, err, syscall.EINVAL)
+		})
 	}
 }
