@@ -150,6 +150,22 @@ type PollError struct {
 
 func (e *PollError) Error() string { return e.Op + " failed: " + strconv.Itoa(e.Ret) }
 
+// Unwrap returns Ret as a syscall.Errno when an extended poll's call
+// (ibv_start_poll, ibv_next_poll) returned a positive value, an errno, so
+// that errors.Is(err, syscall.EBUSY) finds the transient EBUSY which
+// ibv_create_cq_ex(3) says to retry (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK).
+// A negative Ret unwraps to nothing: providers return codes of their own
+// there (mlx5, mlx4 and hns CQ_POLL_ERR, -2, for a CQE they cannot parse,
+// which as -ENOENT would read as an empty CQ), and the -errno of others
+// (irdma's -EINVAL) cannot be told from them; compare Ret instead. Nor
+// does ibv_poll_cq's negative return unwrap, which is no errno either.
+func (e *PollError) Unwrap() error {
+	if e.Ret > 0 && e.Op != "ibv_poll_cq" {
+		return syscall.Errno(e.Ret)
+	}
+	return nil
+}
+
 // Poller reaps completions from a CQ with ibv_poll_cq into a C-allocated
 // array of struct ibv_wc.
 type Poller struct {

@@ -435,6 +435,42 @@ func TestExPollNextPollFails(t *testing.T) {
 	}
 }
 
+// PollError unwraps to the errno an extended poll returned (EBUSY, which
+// the man page says to retry, among them), and to nothing for a negative
+// value, a provider's own code (-2 is not ENOENT: the CQ was not empty),
+// or for ibv_poll_cq's negative return.
+func TestPollErrorUnwrap(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for name, poll := range exPolls(t, r, 4) {
+		r.cq.FailStartPollRaw(int(syscall.EBUSY))
+		_, err := poll()
+		require.ErrorIs(t, err, syscall.EBUSY, name)
+
+		postRecvs(t, r, 0, 2)
+		r.cq.FailNextPollRaw(int(syscall.EIO))
+		_, err = poll()
+		require.NoError(t, err, name)
+		_, err = poll()
+		require.ErrorIs(t, err, syscall.EIO, name)
+
+		r.cq.FailStartPollRaw(-2)
+		_, err = poll()
+		var pe *hand.PollError
+		require.ErrorAs(t, err, &pe, name)
+		require.NotErrorIs(t, err, syscall.ENOENT, name)
+		require.Nil(t, errors.Unwrap(err), name)
+	}
+	p, err := hand.NewPollerRaw(r.vcq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	r.cq.FailPoll(-int(syscall.EIO))
+	_, err = p.Poll()
+	var pe *hand.PollError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "ibv_poll_cq", pe.Op)
+	require.Nil(t, errors.Unwrap(err), "ibv_poll_cq's return is not an errno")
+}
+
 // A poller's size must fit C's int, and its arrays' bytes a uintptr: a
 // larger n is EINVAL, not a truncated count or a wrapped size (2^61 WCs
 // are 0 bytes mod 2^64).
