@@ -73,12 +73,11 @@ int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);
  * then not called, as ibv_create_cq_ex(3) says); next_poll's, with the
  * count of completions read before it, at least 1 (end_poll is called, and
  * the completion that failed is lost where the provider consumed it, as
- * mlx5, mlx4 and hns do). It is kept raw because its
- * sign does not decode it: providers return a positive errno (EBUSY, to
- * retry, while mlx5 reads its clock for
- * IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) or a negative code of their
- * own (mlx5, mlx4 and hns CQ_POLL_ERR, -2, which is -ENOENT too; irdma
- * -EINVAL).
+ * mlx5, mlx4 and hns do). It is kept raw because its sign does not decode
+ * it: providers return a positive errno (EBUSY, to retry, while mlx5 reads
+ * its clock for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) or a
+ * negative code of their own (mlx5, mlx4 and hns CQ_POLL_ERR, -2, which is
+ * -ENOENT too; irdma -EINVAL).
  */
 enum { GOVERBS_POLL_FAILED = -1 };
 int goverbs_poll_ex(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, uintptr_t fail);
