@@ -170,6 +170,27 @@ func TestNoAllocsPoll(t *testing.T) {
 		consume(x.PollSpin(8))
 	})
 
+	failing := func(wcs []hand.WC, err error) {
+		if err == nil || wcs != nil {
+			t.Fatalf("poll: %d, %v; want no completion and an error", len(wcs), err)
+		}
+	}
+	requireNoAllocs(t, "ExPoller.Poll failing at ibv_start_poll", func() {
+		r.cq.FailStartPollRaw(-2)
+		failing(x.Poll())
+	})
+	requireNoAllocs(t, "ExPoller.PollSpin failing at ibv_start_poll", func() {
+		r.cq.FailStartPollRaw(-2)
+		failing(x.PollSpin(8))
+	})
+	requireNoAllocs(t, "ExPoller.Poll failing at ibv_next_poll", func() {
+		r.cq.FailNextPollRaw(-2)
+		if wcs, err := x.Poll(); err != nil || len(wcs) != 1 {
+			t.Fatalf("poll: %d, %v; want the completion before the failure", len(wcs), err)
+		}
+		failing(x.PollSpin(8))
+	})
+
 	r.cq.InjectStatus(1<<30, int(verbs.WCRemAccessErr), 1)
 	require.NoError(t, r.cq.SetEndless(false))
 	postRecvs(t, r, 0, 64)

@@ -237,11 +237,11 @@ func BenchmarkFast(b *testing.B) {
 		// buffers (cbench.PollEx says why): what differs is Go's.
 		p, err := hand.NewExPollerRaw(pr.vcqEx, n, benchExFlags)
 		require.NoError(b, err)
-		wc, ts := p.Buffers()
+		wc, ts, fail := p.Buffers()
 		pair(b, "poll_cq_ex", n, benchPoll(n, func() (func() ([]hand.WC, error), func()) {
 			return p.Poll, func() {}
 		}), func(iters int) error {
-			return cbench.PollEx(hand.PollExReader(), pr.cq.ExPtr(), wc, ts, n, iters, uint64(benchExFlags))
+			return cbench.PollEx(hand.PollExReader(), pr.cq.ExPtr(), wc, ts, fail, n, iters, uint64(benchExFlags))
 		})
 		p.Free()
 	}
@@ -567,9 +567,9 @@ func TestCBenchPollEx(t *testing.T) {
 	p, err := hand.NewExPollerRaw(r.vcqEx, 16, benchExFlags)
 	require.NoError(t, err)
 	defer p.Free()
-	wc, ts := p.Buffers()
+	wc, ts, fail := p.Buffers()
 	pollEx := func(iters int) error {
-		return cbench.PollEx(hand.PollExReader(), r.cq.ExPtr(), wc, ts, 16, iters, uint64(benchExFlags))
+		return cbench.PollEx(hand.PollExReader(), r.cq.ExPtr(), wc, ts, fail, 16, iters, uint64(benchExFlags))
 	}
 
 	require.NoError(t, cbench.PostRecv(r.fqp.Ptr(), 16, 1))
@@ -589,4 +589,9 @@ func TestCBenchPollEx(t *testing.T) {
 	require.Equal(t, goIDs, cIDs, "the C side reads into the poller's array")
 	require.NoError(t, r.cq.SetEndless(false))
 	require.ErrorIs(t, pollEx(1), syscall.EAGAIN, "an empty CQ is a short poll")
+	r.cq.FailStartPollRaw(int(syscall.EBUSY))
+	require.ErrorIs(t, pollEx(1), syscall.EBUSY, "a failure is the C side's errno")
+	wcs, err = p.Poll()
+	require.NoError(t, err, "and leaves the poller's slot clear")
+	require.Empty(t, wcs)
 }

@@ -140,14 +140,31 @@ func statusString(s verbs.WCStatus) string {
 	return "unknown status " + strconv.FormatUint(uint64(s), 10)
 }
 
-// PollError is a failed poll: ibv_poll_cq returned a negative value, or the
-// extended poll an errno. A poller owns the one it returns and reuses it.
+// PollError is a failed poll: ibv_poll_cq returned a negative value, or
+// ibv_start_poll or ibv_next_poll of the extended poll a value other than 0
+// and ENOENT. A poller owns the one it returns and reuses it.
 type PollError struct {
-	Op  string // "ibv_poll_cq" or "ibv_start_poll"
-	Ret int    // what the call returned
+	Op  string // "ibv_poll_cq", "ibv_start_poll" or "ibv_next_poll"
+	Ret int    // what the call returned, as the provider returned it
 }
 
 func (e *PollError) Error() string { return e.Op + " failed: " + strconv.Itoa(e.Ret) }
+
+// Unwrap returns Ret as a syscall.Errno when an extended poll's call
+// (ibv_start_poll, ibv_next_poll) returned a positive value, an errno, so
+// that errors.Is(err, syscall.EBUSY) finds the transient EBUSY which
+// ibv_create_cq_ex(3) says to retry (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK).
+// A negative Ret unwraps to nothing: providers return codes of their own
+// there (mlx5, mlx4 and hns CQ_POLL_ERR, -2, for a CQE they cannot parse,
+// which as -ENOENT would read as an empty CQ), and the -errno of others
+// (irdma's -EINVAL) cannot be told from them; compare Ret instead. Nor
+// does ibv_poll_cq's negative return unwrap, which is no errno either.
+func (e *PollError) Unwrap() error {
+	if e.Ret > 0 && e.Op != "ibv_poll_cq" {
+		return syscall.Errno(e.Ret)
+	}
+	return nil
+}
 
 // Poller reaps completions from a CQ with ibv_poll_cq into a C-allocated
 // array of struct ibv_wc.
@@ -180,16 +197,28 @@ func NewPoller(cq *CQ, n int) (*Poller, error) {
 // NewPollerRaw makes a poller that reaps up to n completions from cq per
 // Poll. cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
 // address, so that cgo does not check it for Go pointers at every call.
-// Free releases it.
+// n must be 1 to math.MaxInt32 (C's int counts completions), else it
+// returns EINVAL. Free releases it.
 func NewPollerRaw(cq *verbs.CQ, n int) (*Poller, error) {
-	if cq == nil || n <= 0 {
+	size, ok := pollerBytes(n, unsafe.Sizeof(WC{}), 0)
+	if cq == nil || !ok {
 		return nil, syscall.EINVAL
 	}
-	mem, err := cmalloc(uintptr(n) * unsafe.Sizeof(WC{}))
+	mem, err := cmalloc(size)
 	if err != nil {
 		return nil, err
 	}
 	return &Poller{cq: cq, wc: unsafe.Slice((*WC)(mem), n), mem: mem}, nil
+}
+
+// pollerBytes is the size of a poller's C memory: n entries of each bytes,
+// then extra. It is false when n is below 1, above what C's int holds, or
+// makes the size overflow (2^61 WCs are 0 bytes mod 2^64).
+func pollerBytes(n int, each, extra uintptr) (uintptr, bool) {
+	if n <= 0 || n > math.MaxInt32 || uintptr(n) > (^uintptr(0)-extra)/each {
+		return 0, false
+	}
+	return uintptr(n)*each + extra, true
 }
 
 // Free releases the poller's C memory, and with it the last Poll's completions.
@@ -331,6 +360,7 @@ type ExPoller struct {
 	wc    []WC     // C memory
 	ts    []uint64 // C memory: completion timestamps
 	flags verbs.CreateCQWCFlags
+	fail  *C.int // C memory: goverbs_poll_ex's failure slot
 	mem   unsafe.Pointer
 	err   PollError
 }
@@ -361,14 +391,17 @@ func NewExPoller(cq *CQ, n int) (*ExPoller, error) {
 // Poll, reading the fields wcFlags selects: pass the wc_flags the CQ was
 // created with (ibv_create_cq_ex), since a provider may not implement the
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
-// error, vendor_err are always read. cq must be C memory, as for NewPollerRaw.
-// Free releases it.
+// error, vendor_err are always read. cq must be C memory, and n as for
+// NewPollerRaw. Free releases it.
 func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
-	if cq == nil || n <= 0 {
+	// each completion's WC and timestamp, then the failure slot
+	size, ok := pollerBytes(n, unsafe.Sizeof(WC{})+8, 8)
+	if cq == nil || !ok {
 		return nil, syscall.EINVAL
 	}
 	wcSize := uintptr(n) * unsafe.Sizeof(WC{})
-	mem, err := cmalloc(wcSize + uintptr(n)*8)
+	tsSize := uintptr(n) * 8
+	mem, err := cmalloc(size)
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +409,7 @@ func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPo
 		cq:    cq,
 		wc:    unsafe.Slice((*WC)(mem), n),
 		ts:    unsafe.Slice((*uint64)(unsafe.Add(mem, wcSize)), n),
+		fail:  (*C.int)(unsafe.Add(mem, wcSize+tsSize)),
 		flags: wcFlags,
 		mem:   mem,
 	}, nil
@@ -394,16 +428,23 @@ func (p *ExPoller) Free() {
 // is empty when the CQ is. Fields wcFlags did not select are zero (without
 // WCExWithImm, the IBV_WC_WITH_IMM and IBV_WC_WITH_INV flags are cleared
 // too, so that Imm answers false), and so is everything but WRID, Status,
-// VendorErr and QPNum of a failed completion. On
-// failure it returns a *PollError. Poll does not allocate.
+// VendorErr and QPNum of a failed completion.
+//
+// It returns completions or an error, never both: when ibv_start_poll
+// fails, no completion and a *PollError, owned by the poller, with what
+// the provider returned. When ibv_next_poll fails, it returns the
+// completions read before it, and the next Poll or PollSpin returns its
+// *PollError without polling; the completion that failed is lost where the
+// provider consumed it (mlx5, mlx4 and hns do). Poll does not allocate.
 func (p *ExPoller) Poll() ([]WC, error) {
 	return p.poll(1)
 }
 
 // PollSpin is Poll repeated up to polls times inside one cgo call, as
 // Poller.PollSpin is: it returns at the first poll that reaps completions or
-// fails, or empty after polls empty ones. polls below 1 is an *AttrError.
-// PollSpin does not allocate.
+// fails, or empty after polls empty ones; an ibv_next_poll failure is
+// reported as by Poll. polls below 1 is an *AttrError. PollSpin does not
+// allocate.
 func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
 	if polls < 1 {
 		return nil, &AttrError{Op: "ExPoller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
@@ -422,16 +463,23 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 		}
 		defer p.owner.done()
 	}
+	if *p.fail != 0 {
+		// next_poll's, kept while the last call returned the completions before it
+		p.err = PollError{Op: "ibv_next_poll", Ret: int(*p.fail)}
+		*p.fail = 0
+		return nil, &p.err
+	}
+	cq, wc, ts, fail := cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
+		cptr(unsafe.Pointer(&p.ts[0])), cptr(unsafe.Pointer(p.fail))
 	var r C.int
 	if polls == 1 {
-		r = C.goverbs_poll_ex(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
-			cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags))
+		r = C.goverbs_poll_ex(cq, wc, ts, C.int(len(p.wc)), C.uint64_t(p.flags), fail)
 	} else {
-		r = C.goverbs_poll_ex_spin(cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
-			cptr(unsafe.Pointer(&p.ts[0])), C.int(len(p.wc)), C.uint64_t(p.flags), C.int(polls))
+		r = C.goverbs_poll_ex_spin(cq, wc, ts, C.int(len(p.wc)), C.uint64_t(p.flags), fail, C.int(polls))
 	}
-	if r < 0 {
-		p.err = PollError{Op: "ibv_start_poll", Ret: int(-r)}
+	if r < 0 { // GOVERBS_POLL_FAILED: start_poll's value is in *p.fail
+		p.err = PollError{Op: "ibv_start_poll", Ret: int(*p.fail)}
+		*p.fail = 0
 		return nil, &p.err
 	}
 	return p.wc[:r], nil

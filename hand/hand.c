@@ -189,7 +189,7 @@ static inline void read_one(struct ibv_cq_ex *cq, struct ibv_wc *w, uint64_t *ts
 		*ts = ibv_wc_read_completion_ts(cq);
 }
 
-int goverbs_poll_ex(uintptr_t cqp, uintptr_t wcp, uintptr_t tsp, int n, uint64_t wc_flags)
+int goverbs_poll_ex(uintptr_t cqp, uintptr_t wcp, uintptr_t tsp, int n, uint64_t wc_flags, uintptr_t fail)
 {
 	struct ibv_cq_ex *cq = (struct ibv_cq_ex *)cqp;
 	struct ibv_wc *wc = (struct ibv_wc *)wcp;
@@ -204,26 +204,34 @@ int goverbs_poll_ex(uintptr_t cqp, uintptr_t wcp, uintptr_t tsp, int n, uint64_t
 	ret = ibv_start_poll(cq, &attr);
 	if (ret == ENOENT)
 		return 0;
-	if (ret)
-		return -ret;
+	if (ret) {
+		*(int *)fail = ret;
+		return GOVERBS_POLL_FAILED;
+	}
 	for (;;) {
 		read_one(cq, &wc[i], ts ? &ts[i] : NULL, wc_flags);
 		if (++i == n)
 			break;
-		/* ENOENT: drained; another error shows again at the next start_poll */
-		if (ibv_next_poll(cq))
+		ret = ibv_next_poll(cq);
+		if (ret) {
+			/* Not ENOENT, drained: a failure, whose completion mlx5, mlx4
+			 * and hns have consumed (end_poll publishes it). */
+			if (ret != ENOENT)
+				*(int *)fail = ret;
 			break;
+		}
 	}
 	ibv_end_poll(cq);
 	return i;
 }
 
-int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, int polls)
+int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, uintptr_t fail,
+			 int polls)
 {
 	int ret = 0;
 
 	while (polls-- > 0) {
-		ret = goverbs_poll_ex(cq, wc, ts, n, wc_flags);
+		ret = goverbs_poll_ex(cq, wc, ts, n, wc_flags, fail);
 		if (ret != 0)
 			break;
 	}

@@ -66,13 +66,26 @@ int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);
  * wc_flags asks for them). It reads only what wc_flags (enum
  * ibv_create_cq_wc_flags) selects, and of an error completion only wr_id,
  * status, vendor_err and qp_num; the rest of that ibv_wc is zero. It returns
- * the number reaped, or -errno.
+ * the number reaped, or GOVERBS_POLL_FAILED when ibv_start_poll failed.
+ *
+ * fail points to an int, 0 on entry, where a failure's value goes as the
+ * provider returned it: start_poll's, with GOVERBS_POLL_FAILED (end_poll is
+ * then not called, as ibv_create_cq_ex(3) says); next_poll's, with the
+ * count of completions read before it, at least 1 (end_poll is called, and
+ * the completion that failed is lost where the provider consumed it, as
+ * mlx5, mlx4 and hns do). It is kept raw because its sign does not decode
+ * it: providers return a positive errno (EBUSY, to retry, while mlx5 reads
+ * its clock for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) or a
+ * negative code of their own (mlx5, mlx4 and hns CQ_POLL_ERR, -2, which is
+ * -ENOENT too; irdma -EINVAL).
  */
-int goverbs_poll_ex(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags);
+enum { GOVERBS_POLL_FAILED = -1 };
+int goverbs_poll_ex(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, uintptr_t fail);
 
 /* goverbs_poll_ex_spin is goverbs_poll_ex as goverbs_poll_cq_spin is
  * ibv_poll_cq: up to polls calls, stopping at the first that reaps or fails. */
-int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, int polls);
+int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags, uintptr_t fail,
+			 int polls);
 
 /*
  * The thread wait (pollFD.waitThreadHeld): goverbs_waiter_open makes an

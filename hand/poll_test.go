@@ -2,6 +2,9 @@ package hand_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -336,5 +339,157 @@ func TestPollSpin(t *testing.T) {
 		c.free()
 		_, err = c.spin(4)
 		require.ErrorIs(t, err, hand.ErrFree, c.name)
+	}
+}
+
+// exPolls returns Poll and PollSpin of an extended poller of n entries
+// over the rig's CQ, so each test runs on both.
+func exPolls(t *testing.T, r *rig, n int) map[string]func() ([]hand.WC, error) {
+	t.Helper()
+	x, err := hand.NewExPollerRaw(r.vcqEx, n, allFlags)
+	require.NoError(t, err)
+	t.Cleanup(x.Free)
+	return map[string]func() ([]hand.WC, error){
+		"Poll":     x.Poll,
+		"PollSpin": func() ([]hand.WC, error) { return x.PollSpin(4) },
+	}
+}
+
+// wrIDs polls until a poll finds the CQ empty and returns the wr_ids reaped.
+func wrIDs(t *testing.T, poll func() ([]hand.WC, error)) []uint64 {
+	t.Helper()
+	var ids []uint64
+	for {
+		wcs, err := poll()
+		require.NoError(t, err)
+		if len(wcs) == 0 {
+			return ids
+		}
+		for i := range wcs {
+			ids = append(ids, wcs[i].WRID())
+		}
+	}
+}
+
+// ibv_start_poll's failure is reported with the raw value the provider
+// returned, whatever its sign: mlx5, mlx4 and hns return CQ_POLL_ERR (-2,
+// which is also -ENOENT) for a CQE they cannot parse, irdma -EINVAL. The
+// poll returns no completion, not the last poll's again, and does not
+// panic on a poller smaller than the value.
+func TestExPollStartPollFailsRaw(t *testing.T) {
+	for _, c := range []struct{ n, ret int }{
+		{16, -2},
+		{1, -int(syscall.EINVAL)},
+		{16, int(syscall.EIO)},
+	} {
+		for _, name := range []string{"Poll", "PollSpin"} {
+			t.Run(fmt.Sprintf("%s/n=%d/ret=%d", name, c.n, c.ret), func(t *testing.T) {
+				r := newRig(t, rigOpts{})
+				poll := exPolls(t, r, c.n)[name]
+				postRecvs(t, r, 10, 3)
+				require.Equal(t, []uint64{10, 11, 12}, wrIDs(t, poll))
+
+				postRecvs(t, r, 20, 2)
+				r.cq.FailStartPollRaw(c.ret)
+				wcs, err := poll()
+				require.Nil(t, wcs)
+				var pe *hand.PollError
+				require.ErrorAs(t, err, &pe)
+				require.Equal(t, "ibv_start_poll", pe.Op)
+				require.Equal(t, c.ret, pe.Ret, "the raw value")
+				require.Equal(t, []uint64{20, 21}, wrIDs(t, poll), "the failed start_poll consumed nothing")
+			})
+		}
+	}
+}
+
+// A failure of ibv_next_poll after the first completion: the completion
+// read before it comes first, the *PollError at the next call, which polls
+// nothing, then what follows the completion the provider consumed with
+// the failure (mlx5's is gone).
+func TestExPollNextPollFails(t *testing.T) {
+	for _, ret := range []int{-2, int(syscall.EIO)} {
+		for _, name := range []string{"Poll", "PollSpin"} {
+			t.Run(fmt.Sprintf("%s/ret=%d", name, ret), func(t *testing.T) {
+				r := newRig(t, rigOpts{})
+				poll := exPolls(t, r, 16)[name]
+				postRecvs(t, r, 30, 3)
+				r.cq.FailNextPollRaw(ret)
+				wcs, err := poll()
+				require.NoError(t, err)
+				require.Len(t, wcs, 1)
+				require.Equal(t, uint64(30), wcs[0].WRID())
+
+				before := r.cq.Stats().Polls
+				wcs, err = poll()
+				require.Nil(t, wcs)
+				var pe *hand.PollError
+				require.ErrorAs(t, err, &pe)
+				require.Equal(t, "ibv_next_poll", pe.Op)
+				require.Equal(t, ret, pe.Ret, "the raw value")
+				require.Equal(t, before, r.cq.Stats().Polls, "the error comes without a poll")
+
+				require.Equal(t, []uint64{32}, wrIDs(t, poll), "reported once; 31 went with the failure")
+			})
+		}
+	}
+}
+
+// PollError unwraps to the errno an extended poll returned (EBUSY, which
+// the man page says to retry, among them), and to nothing for a negative
+// value, a provider's own code (-2 is not ENOENT: the CQ was not empty),
+// or for ibv_poll_cq's negative return.
+func TestPollErrorUnwrap(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for name, poll := range exPolls(t, r, 4) {
+		r.cq.FailStartPollRaw(int(syscall.EBUSY))
+		_, err := poll()
+		require.ErrorIs(t, err, syscall.EBUSY, name)
+
+		postRecvs(t, r, 0, 2)
+		r.cq.FailNextPollRaw(int(syscall.EIO))
+		_, err = poll()
+		require.NoError(t, err, name)
+		_, err = poll()
+		require.ErrorIs(t, err, syscall.EIO, name)
+
+		r.cq.FailStartPollRaw(-2)
+		_, err = poll()
+		var pe *hand.PollError
+		require.ErrorAs(t, err, &pe, name)
+		require.NotErrorIs(t, err, syscall.ENOENT, name)
+		require.Nil(t, errors.Unwrap(err), name)
+	}
+	p, err := hand.NewPollerRaw(r.vcq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	r.cq.FailPoll(-int(syscall.EIO))
+	_, err = p.Poll()
+	var pe *hand.PollError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "ibv_poll_cq", pe.Op)
+	require.Nil(t, errors.Unwrap(err), "ibv_poll_cq's return is not an errno")
+}
+
+// A poller's size must fit C's int, and its arrays' bytes a uintptr: a
+// larger n is EINVAL, not a truncated count or a wrapped size (2^61 WCs
+// are 0 bytes mod 2^64).
+func TestPollerSizeBound(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	for _, n := range []int{math.MaxInt32 + 1, 1 << 61, math.MaxInt} {
+		t.Run(fmt.Sprintf("NewPollerRaw/%d", n), func(t *testing.T) {
+			p, err := hand.NewPollerRaw(r.vcq, n)
+			if err == nil {
+				p.Free()
+			}
+			require.ErrorIs(t, err, syscall.EINVAL)
+		})
+		t.Run(fmt.Sprintf("NewExPollerRaw/%d", n), func(t *testing.T) {
+			x, err := hand.NewExPollerRaw(r.vcqEx, n, allFlags)
+			if err == nil {
+				x.Free()
+			}
+			require.ErrorIs(t, err, syscall.EINVAL)
+		})
 	}
 }

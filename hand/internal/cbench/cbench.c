@@ -363,16 +363,19 @@ int cb_poll_empty(struct ibv_cq *cq, int n, int polls, int64_t iters)
  * 2026-11-24, BENCHMARKS.md): code placement, not Go.
  */
 int cb_poll_ex(cb_poll_ex_reader reader, struct ibv_cq_ex *cq, struct ibv_wc *wc, uint64_t *ts,
-	       int n, int64_t iters, uint64_t wc_flags)
+	       int *fail, int n, int64_t iters, uint64_t wc_flags)
 {
 	uint64_t sum = 0;
 	int64_t it;
 	int got, i;
 
 	for (it = 0; it < iters; it++) {
-		got = reader((uintptr_t)cq, (uintptr_t)wc, (uintptr_t)ts, n, wc_flags);
-		if (got < 0)
-			return -got;
+		got = reader((uintptr_t)cq, (uintptr_t)wc, (uintptr_t)ts, n, wc_flags, (uintptr_t)fail);
+		if (*fail) {
+			got = *fail;
+			*fail = 0;
+			return got > 0 ? got : EIO;
+		}
 		if (got != n)
 			return -1;
 		for (i = 0; i < n; i++)

@@ -124,10 +124,12 @@ func PollEmpty(cq unsafe.Pointer, n, polls, iters int) error {
 
 // PollEx reaps n completions per iteration from cq (a struct ibv_cq_ex *)
 // with reader, a C function of goverbs_poll_ex's signature, into wc (n
-// struct ibv_wc) and ts (n uint64_t), both C memory, reading the fields
-// wcFlags (enum ibv_create_cq_wc_flags) selects; an iteration that gets
-// fewer fails with EAGAIN.
-func PollEx(reader, cq, wc, ts unsafe.Pointer, n, iters int, wcFlags uint64) error {
+// struct ibv_wc) and ts (n uint64_t), with fail (an int) for its failure,
+// all C memory, reading the fields wcFlags (enum ibv_create_cq_wc_flags)
+// selects; an iteration that gets fewer fails with EAGAIN, a failure with
+// its errno (EIO for a provider's negative code).
+func PollEx(reader, cq, wc, ts, fail unsafe.Pointer, n, iters int, wcFlags uint64) error {
 	return errnoErr(C.cb_poll_ex(C.cb_poll_ex_reader(reader), (*C.struct_ibv_cq_ex)(cq),
-		(*C.struct_ibv_wc)(wc), (*C.uint64_t)(ts), C.int(n), C.int64_t(iters), C.uint64_t(wcFlags)))
+		(*C.struct_ibv_wc)(wc), (*C.uint64_t)(ts), (*C.int)(fail), C.int(n), C.int64_t(iters),
+		C.uint64_t(wcFlags)))
 }

@@ -66,12 +66,15 @@ int cb_poll(struct ibv_cq *cq, int n, int64_t iters);
  * which must stay empty: the C side of a busy-poll's empty spins. */
 int cb_poll_empty(struct ibv_cq *cq, int n, int polls, int64_t iters);
 /* A reader of up to n completions of an extended CQ into wc (and ts), with
- * the signature of hand.c's goverbs_poll_ex: the count, or minus an errno. */
-typedef int (*cb_poll_ex_reader)(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags);
+ * the signature of hand.c's goverbs_poll_ex: the count, or a negative value
+ * after a failure, whose value it stores into *fail (an int, 0 on entry). */
+typedef int (*cb_poll_ex_reader)(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64_t wc_flags,
+				 uintptr_t fail);
 /* Extended polling: calls reader for n completions per iteration into wc and
- * ts (arrays of n), then reads wr_id and status of each; returns 0, -1 when a
- * poll came back short, or the reader's errno. */
+ * ts (arrays of n), checks *fail, then reads wr_id and status of each;
+ * returns 0, -1 when a poll came back short, or, after a failure, its value
+ * if an errno, else EIO, and clears *fail, as ExPoller.Poll does. */
 int cb_poll_ex(cb_poll_ex_reader reader, struct ibv_cq_ex *cq, struct ibv_wc *wc, uint64_t *ts,
-	       int n, int64_t iters, uint64_t wc_flags);
+	       int *fail, int n, int64_t iters, uint64_t wc_flags);
 
 #endif

@@ -586,12 +586,31 @@ static int fake_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr
 	scripted = poll_scripted(cq);
 	if (scripted)
 		return scripted > 0 ? ENOENT : -scripted;
+	if (cq->start_poll_ret) {
+		scripted = cq->start_poll_ret;
+		cq->start_poll_ret = 0;
+		return scripted;
+	}
 	return cq_ex_advance(cq);
 }
 
+/*
+ * A scripted next_poll failure consumes the CQE first, as mlx5's does for
+ * one it cannot parse (mlx5_get_next_cqe has advanced cons_index, which
+ * end_poll then publishes): that completion is lost.
+ */
 static int fake_next_poll(struct ibv_cq_ex *ibcq)
 {
-	return cq_ex_advance((struct fake_cq *)ibcq);
+	struct fake_cq *cq = (struct fake_cq *)ibcq;
+	int ret = cq->next_poll_ret;
+
+	if (ret) {
+		cq->next_poll_ret = 0;
+		if (cq_ex_advance(cq))
+			return ENOENT;
+		return ret;
+	}
+	return cq_ex_advance(cq);
 }
 
 static void fake_end_poll(struct ibv_cq_ex *ibcq)

@@ -159,6 +159,18 @@ func (cq *CQ) HoldPolls(k int) { cq.c.empty_polls = C.uint32_t(k) }
 // CQ it cannot read.
 func (cq *CQ) FailPoll(ret int) { cq.c.poll_fail = C.int(ret) }
 
+// FailStartPollRaw makes the next ibv_start_poll that is not held return
+// ret as is, consuming nothing: a positive errno (EBUSY, as mlx5 returns
+// while its clock information is being updated) or a provider's negative
+// code (mlx5's CQ_POLL_ERR, -2; irdma's -EINVAL).
+func (cq *CQ) FailStartPollRaw(ret int) { cq.c.start_poll_ret = C.int(ret) }
+
+// FailNextPollRaw makes the next ibv_next_poll consume its completion and
+// return ret as is, as mlx5 does with a CQE it cannot parse: that
+// completion is lost. With none to consume it returns ENOENT, and ret
+// is spent.
+func (cq *CQ) FailNextPollRaw(ret int) { cq.c.next_poll_ret = C.int(ret) }
+
 // CQStats counts a CQ's completions.
 type CQStats struct {
 	Produced uint64 // CQEs written

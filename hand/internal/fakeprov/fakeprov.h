@@ -117,6 +117,11 @@ struct fake_cq {
 	uint64_t poll_calls;
 	uint32_t empty_polls;
 	int poll_fail;
+	/* one-shot, returned as is (0 when disarmed): by the next ibv_start_poll
+	 * that is not held, which consumes nothing; by the next ibv_next_poll,
+	 * after it consumes its CQE (ENOENT instead when there is none) */
+	int start_poll_ret;
+	int next_poll_ret;
 };
 
 struct fake_ctx {
