@@ -71,11 +71,13 @@ func (c *chain[W]) failed(op string, errno syscall.Errno) error {
 	return &c.err
 }
 
-// stopped records a partial post from a C loop over rdma_post_*v, which
-// reports how many WRs went through and the errno of the one that did not.
+// stopped records a partial post from a C loop doing what rdma_post_*v do,
+// one WR a call, which reports how many WRs went through (each call
+// succeeded), the errno of the one that did not, and whether the provider
+// named it: when it did not, that WR alone is in doubt, and stays pending.
 func (c *chain[W]) stopped(op string, r C.int64_t) error {
-	k, errno := split(r)
-	c.err = PostError{Op: op, Index: c.head + k, Posted: k, Errno: errno}
+	k, errno, unknown := split(r)
+	c.err = PostError{Op: op, Index: c.head + k, Posted: k, Errno: errno, Unknown: unknown, alone: unknown}
 	c.head += k
 	return &c.err
 }

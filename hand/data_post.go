@@ -36,13 +36,23 @@ import (
 // in the chain, so the next post call starts again at Index.
 //
 // Unless Unknown: the provider failed without naming the WR (it left
-// bad_wr NULL), so which WRs are on the queue is not known. rdma-core's rxe
-// does so in two ways: a receive post to a QP in RESET posts none, and a
-// send post whose doorbell fails (a QP in RESET, among others) has queued
-// them all, and runs them once the QP is ready. The chain then keeps every
-// WR from where the call started, Index is that first one and Posted 0;
-// post them again only if none can have been queued, or Reset the chain
-// (move the QP to ERR and drain its CQ to learn which ran).
+// bad_wr NULL), so whether the WR is on the queue is not known. rdma-core's
+// rxe does so in two ways: a receive post to a QP in RESET posts none, and
+// a send post whose doorbell fails (a QP in RESET or INIT, among others)
+// has queued them all, and runs them once the QP is ready.
+// What is in doubt depends on the call:
+//
+//   - PostRecv, PostSRQRecv and PostSend post the chain with one call: any
+//     WR from where the call started may be on the queue. The chain keeps
+//     them all; Index is the first of them and Posted 0.
+//   - PostRecvv, PostSendv, PostReadv and PostWritev post one WR a call:
+//     the Posted WRs before Index went, each with a call that succeeded;
+//     WR Index alone may be on the queue; those after it were not posted.
+//     The chain keeps WR Index and the rest.
+//
+// Either way, post the WRs in doubt again only if none can have been
+// queued; else Skip them, or Reset the chain (move the QP to ERR and drain
+// its CQ to learn which ran).
 //
 // The chain owns the PostError it returns and reuses it: it is valid until
 // the chain's next post call.
@@ -52,10 +62,17 @@ type PostError struct {
 	Posted  int           // WRs this call posted before it
 	Errno   syscall.Errno // the error the provider returned
 	Unknown bool          // the provider did not say which WR failed: see above
+
+	alone bool // Unknown, and WR Index was posted by a call of its own (rdma_post_*v)
 }
 
 func (e *PostError) Error() string {
-	if e.Unknown {
+	switch {
+	case e.Unknown && e.alone:
+		return e.Op + ": WR " + strconv.Itoa(e.Index) + " failed: " + e.Errno.Error() +
+			", naming no WR: it may or may not be on the queue (" + strconv.Itoa(e.Posted) +
+			" WRs before it posted, none after it)"
+	case e.Unknown:
 		return e.Op + ": failed: " + e.Errno.Error() + ", naming no WR: the WRs from " + strconv.Itoa(e.Index) +
 			" on may or may not be on the queue"
 	}
@@ -95,7 +112,9 @@ func cfree(p unsafe.Pointer) { C.free(p) }
 // may move or free Go memory under it.
 func cptr(p unsafe.Pointer) C.uintptr_t { return C.uintptr_t(uintptr(p)) }
 
-// split decodes goverbs_cm_post_*'s result: 0, or index << 32 | errno.
-func split(r C.int64_t) (int, syscall.Errno) {
-	return int(r >> 32), syscall.Errno(uint32(r))
+// split decodes goverbs_cm_post_*'s result: 0, or index << 32 | errno,
+// with GOVERBS_CM_UNKNOWN beside the errno when the provider named no WR.
+func split(r C.int64_t) (k int, errno syscall.Errno, unknown bool) {
+	low := uint32(r)
+	return int(r >> 32), syscall.Errno(low &^ C.GOVERBS_CM_UNKNOWN), low&C.GOVERBS_CM_UNKNOWN != 0
 }

@@ -133,9 +133,9 @@ func (c *RecvChain) PostSRQRecv(srq *SRQ) error {
 	return c.PostSRQRecvRaw(srq.raw)
 }
 
-// PostRecvv posts each pending WR with rdma_post_recvv on conn's rdma_cm
-// id, or to the SRQ conn's QP was made with (ConnConfig.SRQ); see
-// PostRecvvRaw. It returns ErrClosed once conn is closed.
+// PostRecvv does what rdma_post_recvv does for each pending WR on conn's
+// rdma_cm id, posting to the SRQ conn's QP was made with (ConnConfig.SRQ)
+// if any; see PostRecvvRaw. It returns ErrClosed once conn is closed.
 func (c *RecvChain) PostRecvv(conn *Conn) error {
 	if err := conn.use(); err != nil {
 		return err
@@ -180,15 +180,17 @@ func (c *RecvChain) PostSRQRecvRaw(srq *verbs.SRQ) error {
 	return c.failed("ibv_post_srq_recv", errnoOf(rc))
 }
 
-// PostRecvvRaw posts each pending WR with rdma_post_recvv on id: the WR's
-// wr_id is the context that comes back as the completion's wr_id, its
-// scatter list the sgl. Like rdma_post_recvv it posts to id's SRQ when the
-// id has one (rdma_create_srq); and when the id has none but its QP was made
-// on an SRQ (ibv_create_qp with one, then rdma_create_qp... or hand's
-// ConnConfig.SRQ), to that SRQ with ibv_post_srq_recv, where
-// rdma_post_recvv would post to the QP and fail. It is one cgo call for the
-// whole chain, stopping at the first failure with a *PostError like
-// PostRecvRaw. It does not allocate.
+// PostRecvvRaw does for each pending WR what rdma_post_recvv does on id: it
+// posts a WR of its own with the WR's wr_id (the context that comes back as
+// the completion's wr_id) and scatter list, to id's SRQ when the id has one
+// (rdma_create_srq), else to its QP. When the id has none but its QP was
+// made on an SRQ (ibv_create_qp with one, then rdma_create_qp... or hand's
+// ConnConfig.SRQ), it posts to that SRQ with ibv_post_srq_recv, where
+// rdma_post_recvv would post to the QP and fail. Unlike rdma_post_recvv it
+// keeps the bad_wr the provider returns, so that a failure naming no WR
+// comes back as a *PostError with Unknown set, for the one WR in doubt. It
+// is one cgo call for the whole chain, stopping at the first failure with a
+// *PostError like PostRecvRaw. It does not allocate.
 func (c *RecvChain) PostRecvvRaw(id *rdmacm.CMID) error {
 	if c.head == c.n {
 		return nil

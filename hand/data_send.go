@@ -307,23 +307,28 @@ func (c *SendChain) PostSendRaw(qp *verbs.QP) error {
 	return c.failed("ibv_post_send", errnoOf(rc))
 }
 
-// PostSendvRaw posts each pending WR with rdma_post_sendv on id: wr_id is the
-// context that comes back as the completion's wr_id; the scatter list and
-// send_flags are the WR's; its opcode is ignored (a send). One cgo call for
-// the chain, stopping at the first failure with a *PostError. It does not
-// allocate.
+// PostSendvRaw does for each pending WR what rdma_post_sendv does: it
+// posts a WR of its own with ibv_post_send to id's QP, with the WR's wr_id
+// (the context that comes back as the completion's wr_id), scatter list and
+// send_flags; its opcode is ignored (a send). Unlike rdma_post_sendv it
+// keeps the bad_wr the provider returns, so that a failure naming no WR
+// comes back as a *PostError with Unknown set, for the one WR in doubt.
+// One cgo call for the chain, stopping at the first failure with a
+// *PostError. It does not allocate.
 func (c *SendChain) PostSendvRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_SENDV, "rdma_post_sendv")
 }
 
-// PostReadvRaw is PostSendvRaw with rdma_post_readv: each WR reads from its
-// remote address and rkey (as SetRead sets them) into its scatter list.
+// PostReadvRaw is PostSendvRaw doing what rdma_post_readv does: each WR reads
+// from its remote address and rkey (as SetRead sets them) into its scatter
+// list.
 func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_READV, "rdma_post_readv")
 }
 
-// PostWritevRaw is PostSendvRaw with rdma_post_writev: each WR writes its scatter
-// list to its remote address and rkey (as SetWrite sets them).
+// PostWritevRaw is PostSendvRaw doing what rdma_post_writev does: each WR
+// writes its scatter list to its remote address and rkey (as SetWrite sets
+// them).
 func (c *SendChain) PostWritevRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_WRITEV, "rdma_post_writev")
 }

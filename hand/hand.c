@@ -68,18 +68,25 @@ int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls)
 }
 
 /*
- * rdma_post_*v set errno on every failure (rdma_seterrno), to the
+ * The rdma_post_*v loops below build each WR as the rdma_post_*v inline of
+ * rdma/rdma_verbs.h builds it and post it with the ibv_post_* inline that
+ * one calls, but keep the bad_wr rdma_post_*v throws away: a provider that
+ * fails naming no WR (rxe, when its send doorbell fails or a receive meets
+ * a QP in RESET) may have queued it; a bad_wr other than the WR posted
+ * names none either. cm_failed encodes WR i's failure; ret is the
  * provider's return, which some providers (rxe) make negative: it is
  * turned positive, as errnoOf does for ibv_post_*. EIO is a guard.
  */
-static inline int64_t cm_failed(int i)
+static inline int64_t cm_failed(int i, int ret, int unknown)
 {
-	int e = errno < 0 ? -errno : errno;
+	uint32_t e = ret < 0 ? -(uint32_t)ret : (uint32_t)ret;
 
+	e &= ~GOVERBS_CM_UNKNOWN;
 	if (e == 0)
 		e = EIO;
-
-	return (int64_t)i << 32 | (uint32_t)e;
+	if (unknown)
+		e |= GOVERBS_CM_UNKNOWN;
+	return (int64_t)i << 32 | e;
 }
 
 int64_t goverbs_cm_post_recvv(uintptr_t idp, uintptr_t wrp, int n)
@@ -93,27 +100,22 @@ int64_t goverbs_cm_post_recvv(uintptr_t idp, uintptr_t wrp, int n)
 	 * on an SRQ the id does not know of (ibv_create_srq, then
 	 * rdma_create_qp with it in the attributes) leaves id->srq NULL, and
 	 * the post would go to the QP, which refuses it: post to the QP's SRQ
-	 * instead, one WR per call with the same wr_id and scatter list, as
-	 * rdma_post_recvv builds it.
+	 * instead.
 	 */
-	struct ibv_srq *srq = (id->srq == NULL && id->qp != NULL) ? id->qp->srq : NULL;
+	struct ibv_srq *srq = id->srq;
+
+	if (srq == NULL && id->qp != NULL)
+		srq = id->qp->srq;
 
 	for (i = 0; i < n; i++) {
-		if (srq != NULL) {
-			struct ibv_recv_wr one = {
-				.wr_id = wr[i].wr_id, .sg_list = wr[i].sg_list, .num_sge = wr[i].num_sge,
-			};
-			struct ibv_recv_wr *bad;
-			int ret = ibv_post_srq_recv(srq, &one, &bad);
+		struct ibv_recv_wr one = {
+			.wr_id = wr[i].wr_id, .next = NULL, .sg_list = wr[i].sg_list, .num_sge = wr[i].num_sge,
+		};
+		struct ibv_recv_wr *bad = NULL;
+		int ret = srq != NULL ? ibv_post_srq_recv(srq, &one, &bad) : ibv_post_recv(id->qp, &one, &bad);
 
-			if (ret) {
-				errno = ret;
-				return cm_failed(i);
-			}
-			continue;
-		}
-		if (rdma_post_recvv(id, (void *)(uintptr_t)wr[i].wr_id, wr[i].sg_list, wr[i].num_sge))
-			return cm_failed(i);
+		if (ret)
+			return cm_failed(i, ret, bad != &one);
 	}
 	return 0;
 }
@@ -122,30 +124,38 @@ int64_t goverbs_cm_post_send(uintptr_t idp, int kind, uintptr_t wrp, int n)
 {
 	struct rdma_cm_id *id = (struct rdma_cm_id *)idp;
 	struct ibv_send_wr *wr = (struct ibv_send_wr *)wrp;
-	int i, ret;
+	enum ibv_wr_opcode op;
+	int i;
 
+	switch (kind) {
+	case GOVERBS_CM_SENDV:
+		op = IBV_WR_SEND;
+		break;
+	case GOVERBS_CM_READV:
+		op = IBV_WR_RDMA_READ;
+		break;
+	case GOVERBS_CM_WRITEV:
+		op = IBV_WR_RDMA_WRITE;
+		break;
+	default:
+		return cm_failed(0, EINVAL, 0);
+	}
 	for (i = 0; i < n; i++) {
-		struct ibv_send_wr *w = &wr[i];
-		void *ctx = (void *)(uintptr_t)w->wr_id;
+		const struct ibv_send_wr *w = &wr[i];
+		struct ibv_send_wr one = {
+			.wr_id = w->wr_id, .next = NULL, .sg_list = w->sg_list, .num_sge = w->num_sge,
+			.opcode = op, .send_flags = w->send_flags,
+		};
+		struct ibv_send_wr *bad = NULL;
+		int ret;
 
-		switch (kind) {
-		case GOVERBS_CM_SENDV:
-			ret = rdma_post_sendv(id, ctx, w->sg_list, w->num_sge, (int)w->send_flags);
-			break;
-		case GOVERBS_CM_READV:
-			ret = rdma_post_readv(id, ctx, w->sg_list, w->num_sge, (int)w->send_flags,
-					      w->wr.rdma.remote_addr, w->wr.rdma.rkey);
-			break;
-		case GOVERBS_CM_WRITEV:
-			ret = rdma_post_writev(id, ctx, w->sg_list, w->num_sge, (int)w->send_flags,
-					       w->wr.rdma.remote_addr, w->wr.rdma.rkey);
-			break;
-		default:
-			errno = EINVAL;
-			ret = -1;
+		if (op != IBV_WR_SEND) {
+			one.wr.rdma.remote_addr = w->wr.rdma.remote_addr;
+			one.wr.rdma.rkey = w->wr.rdma.rkey;
 		}
+		ret = ibv_post_send(id->qp, &one, &bad);
 		if (ret)
-			return cm_failed(i);
+			return cm_failed(i, ret, bad != &one);
 	}
 	return 0;
 }

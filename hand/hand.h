@@ -37,7 +37,7 @@ int goverbs_poll_cq(uintptr_t cq, int n, uintptr_t wc);
  */
 int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls);
 
-/* Which rdma_post_*v goverbs_cm_post_send calls for each WR. */
+/* Which rdma_post_*v goverbs_cm_post_send does for each WR. */
 enum goverbs_cm_kind {
 	GOVERBS_CM_SENDV,
 	GOVERBS_CM_READV,
@@ -45,17 +45,25 @@ enum goverbs_cm_kind {
 };
 
 /*
- * goverbs_cm_post_recvv calls rdma_post_recvv on id (a struct rdma_cm_id *)
- * once for each of the n WRs from wr (a struct ibv_recv_wr *) on (context =
- * wr_id, the WR's scatter list), stopping at the first failure. It returns
- * 0, or (index << 32 | errno) of the WR that failed.
+ * goverbs_cm_post_recvv does what rdma_post_recvv does on id (a struct
+ * rdma_cm_id *) once for each of the n WRs from wr (a struct ibv_recv_wr *)
+ * on: it builds a WR of its own as that inline does (wr_id = context, the
+ * WR's scatter list, next NULL) and posts it with ibv_post_srq_recv to
+ * id->srq, or to id->qp->srq when id->srq is NULL, else with ibv_post_recv
+ * to id->qp; unlike rdma_post_recvv it keeps the bad_wr the post returns.
+ * It stops at the first failure and returns 0, or index << 32 | errno of
+ * the WR that failed, with GOVERBS_CM_UNKNOWN set beside the errno when the
+ * provider failed without naming that WR (bad_wr left NULL): it may be on
+ * the queue. The WRs before index were posted; those after it were not.
  */
+#define GOVERBS_CM_UNKNOWN 0x80000000u
 int64_t goverbs_cm_post_recvv(uintptr_t id, uintptr_t wr, int n);
 
 /*
  * goverbs_cm_post_send is goverbs_cm_post_recvv for rdma_post_sendv,
- * rdma_post_readv and rdma_post_writev: it passes each WR's wr_id,
- * scatter list, send_flags and (read / write) wr.rdma.
+ * rdma_post_readv and rdma_post_writev, posting with ibv_post_send to
+ * id->qp: each WR gets the opcode of kind, and the WR's wr_id, scatter
+ * list, send_flags and (read / write) wr.rdma.
  */
 int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);
 

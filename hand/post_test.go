@@ -3,13 +3,16 @@ package hand_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 )
 
 // got is a completion copied out of a poller's buffer.
@@ -364,4 +367,115 @@ func TestPostFailureNamingNoWR(t *testing.T) {
 	r.fqp.FailRecv(0, syscall.EAGAIN)
 	require.ErrorAs(t, rc.PostRecvRaw(r.qp), &pe)
 	require.False(t, pe.Unknown, "a failure that names its WR")
+}
+
+// cmCase is an rdma_post_*v path with its fake failure knobs: the post
+// call after skip calls (each posts one WR) fails, having queued its WR and
+// naming none (doorbell), or naming the WR it refused (reject).
+type cmCase struct {
+	name     string // PostError.Op
+	path     string // the subtest's name
+	doorbell func(r *rig, skip int, ret int)
+	reject   func(r *rig, skip int, e syscall.Errno)
+	add      func(i int)
+	post     func() error
+	len      func() int
+	skip     func()
+}
+
+func cmCases(t *testing.T, r *rig) []cmCase {
+	t.Helper()
+	rc, err := hand.NewRecvChain(8, 1)
+	require.NoError(t, err)
+	t.Cleanup(rc.Free)
+	sc, err := hand.NewSendChain(8, 1, 0)
+	require.NoError(t, err)
+	t.Cleanup(sc.Free)
+	id, idSRQ := r.cmID(t, false), r.cmID(t, true)
+	// A QP made on the SRQ, with an id that does not know of it: the C loop
+	// posts to the QP's SRQ (the fallback rdma_post_recvv lacks).
+	onSRQ, err := r.p.NewQP(fakeprov.QPAttr{SendCQ: r.cq, RecvCQ: r.cq, SRQ: r.fsrq, MaxSendWR: 16, MaxSendSGE: 1})
+	require.NoError(t, err)
+	idOnSRQ, err := r.p.NewCMID(onSRQ, nil)
+	require.NoError(t, err)
+
+	recvAdd := func(i int) { rc.Reserve(1).Set(0, uint64(i), sge(i)) }
+	sendAdd := func(i int) { sc.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i)) }
+	readAdd := func(i int) { sc.Reserve(1).SetRead(0, uint64(i), hand.Signaled, sge(i), 0x200000, 0x5678) }
+	writeAdd := func(i int) { sc.Reserve(1).SetWrite(0, uint64(i), hand.Signaled, sge(i), 0x200000, 0x5678) }
+	sendDB := func(r *rig, skip, ret int) { r.fqp.FailSendDoorbellCall(skip, ret) }
+	sendReject := func(r *rig, skip int, e syscall.Errno) { r.fqp.FailSendCall(skip, 0, e) }
+	qpDB := func(r *rig, skip, ret int) { r.fqp.FailRecvDoorbellCall(skip, ret) }
+	qpReject := func(r *rig, skip int, e syscall.Errno) { r.fqp.FailRecvCall(skip, 0, e) }
+	srqDB := func(r *rig, skip, ret int) { r.fsrq.FailRecvDoorbellCall(skip, ret) }
+	srqReject := func(r *rig, skip int, e syscall.Errno) { r.fsrq.FailRecvCall(skip, 0, e) }
+	return []cmCase{
+		{"rdma_post_sendv", "sendv", sendDB, sendReject, sendAdd, func() error { return sc.PostSendvRaw(id) }, sc.Len, sc.Skip},
+		{"rdma_post_readv", "readv", sendDB, sendReject, readAdd, func() error { return sc.PostReadvRaw(id) }, sc.Len, sc.Skip},
+		{"rdma_post_writev", "writev", sendDB, sendReject, writeAdd, func() error { return sc.PostWritevRaw(id) }, sc.Len, sc.Skip},
+		{"rdma_post_recvv", "recvv QP", qpDB, qpReject, recvAdd, func() error { return rc.PostRecvvRaw(id) }, rc.Len, rc.Skip},
+		{"rdma_post_recvv", "recvv id's SRQ", srqDB, srqReject, recvAdd, func() error { return rc.PostRecvvRaw(idSRQ) }, rc.Len, rc.Skip},
+		{"rdma_post_recvv", "recvv QP's SRQ", srqDB, srqReject, recvAdd,
+			func() error { return rc.PostRecvvRaw((*rdmacm.CMID)(idOnSRQ)) }, rc.Len, rc.Skip},
+	}
+}
+
+// The rdma_post_*v paths post one WR a call. A call that fails naming no
+// WR, as rxe's does when its doorbell fails, may have queued its WR: the
+// PostError says Unknown, for that WR alone (the WRs before it went, each
+// with a call that succeeded; those after it were not posted), and the
+// chain keeps it and the rest, so that a caller does not post it twice
+// blindly. A call that names the WR it refused leaves that WR and the rest
+// to post again.
+func TestCMPostFailureNamingNoWR(t *testing.T) {
+	const n = 3
+	for ci, c0 := range cmCases(t, newRig(t, rigOpts{})) {
+		for _, k := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%s/doorbell at WR %d", c0.path, k), func(t *testing.T) {
+				r := newRig(t, rigOpts{})
+				c := cmCases(t, r)[ci]
+				for i := range n {
+					c.add(i)
+				}
+				c.doorbell(r, k, -int(syscall.EINVAL))
+				err := c.post()
+				var pe *hand.PostError
+				require.ErrorAs(t, err, &pe)
+				require.Equal(t, c.name, pe.Op)
+				require.True(t, pe.Unknown, "%v", err)
+				require.Equal(t, k, pe.Index)
+				require.Equal(t, k, pe.Posted)
+				require.Equal(t, syscall.EINVAL, pe.Errno)
+				require.ErrorContains(t, err, "naming no WR")
+				require.ErrorContains(t, err, "none after it")
+				require.Equal(t, n-k, c.len(), "the chain keeps the WR in doubt and the rest")
+				requireIDs(t, drain(t, r, k+1), 0, k+1) // the fake, as rxe, queued WR k
+
+				c.skip()
+				require.NoError(t, c.post())
+				requireIDs(t, drain(t, r, n-k-1), k+1, n-k-1) // each WR once
+			})
+			t.Run(fmt.Sprintf("%s/refused at WR %d", c0.path, k), func(t *testing.T) {
+				r := newRig(t, rigOpts{})
+				c := cmCases(t, r)[ci]
+				for i := range n {
+					c.add(i)
+				}
+				c.reject(r, k, syscall.EAGAIN)
+				err := c.post()
+				var pe *hand.PostError
+				require.ErrorAs(t, err, &pe)
+				require.False(t, pe.Unknown, "%v", err)
+				require.Equal(t, k, pe.Index)
+				require.Equal(t, k, pe.Posted)
+				require.Equal(t, syscall.EAGAIN, pe.Errno)
+				require.NotContains(t, err.Error(), "naming no WR")
+				require.Equal(t, n-k, c.len(), "the refused WR and the rest stay")
+				requireIDs(t, drain(t, r, k), 0, k)
+
+				require.NoError(t, c.post(), "they post again")
+				requireIDs(t, drain(t, r, n-k), k, n-k)
+			})
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -380,4 +381,110 @@ func TestControlCMEPBusyCloseEndsNoWait(t *testing.T) {
 	require.NoError(t, srv.Close())
 	require.NoError(t, l.Close())
 	require.ErrorIs(t, <-accepted, hand.ErrClosed)
+}
+
+// A send posted with PostSendv before Accept, on the request's Conn, whose
+// QP rdma_get_request left in INIT: rxe's provider queues the WR, then its
+// doorbell (an empty post_send to the kernel, which refuses a QP not yet
+// in RTS) fails, naming no WR. The PostError must say Unknown, not that WR
+// 0 was refused: WR 0 is queued, and runs at the next doorbell once the
+// QP is ready, so a caller that posted it again would send it twice.
+// Checked: the server skips WR 0 and posts WRs 1 and 2 after Accept; the
+// client, with a receive to spare, gets each message once, in order.
+// Then the client's QP, moved to RESET, refuses a receive the same way
+// (rxe queues none there), and PostRecvv keeps it.
+func TestControlCMEPSendBeforeAccept(t *testing.T) {
+	const msgs = 3
+	cfg := hand.ConnConfig{Caps: hand.QPCaps{MaxSendWR: msgs + 1, MaxRecvWR: msgs + 1}}
+	l := cmepListen(t, cfg)
+	smr, err := l.PD().Alloc(4096, hand.AccessLocalWrite)
+	require.NoError(t, err)
+	ctlCloseLater(t, smr)
+	type dialed struct {
+		c   *hand.Conn
+		err error
+	}
+	clic := make(chan dialed, 1)
+	go func() {
+		c, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(), cfg)
+		clic <- dialed{c, err}
+	}()
+	ctx := ctlContext(t, 20*time.Second)
+	req, err := l.GetRequest(ctx)
+	require.NoError(t, err)
+	state, stateErr := req.Conn().QP().State()
+
+	sc, err := hand.NewSendChain(msgs, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	v := sc.Reserve(msgs)
+	for i := range msgs {
+		msg := fmt.Sprintf("sent before accept %d", i)
+		copy(smr.Bytes()[i*64:], msg)
+		v.SetSend(i, uint64(i), hand.Signaled, smr.SGE(i*64, len(msg)))
+	}
+	early := sc.PostSendv(req.Conn())
+	// Accept before asserting, so that a failure does not leave DialEP
+	// waiting.
+	srv, err := req.Accept(ctx)
+	require.NoError(t, err)
+	ctlCloseLater(t, srv)
+	d := <-clic
+	require.NoError(t, d.err)
+	cli := d.c
+	ctlCloseLater(t, cli)
+
+	require.NoError(t, stateErr)
+	require.Equal(t, verbs.QPSInit, state, "rdma_get_request's QP, before Accept")
+	var pe *hand.PostError
+	require.ErrorAs(t, early, &pe, "a send on a QP in INIT")
+	t.Logf("PostSendv on the QP in INIT: %v", early)
+	require.True(t, pe.Unknown, "rxe queued WR 0 and its doorbell failed, naming no WR: %v", early)
+	require.Equal(t, 0, pe.Index)
+	require.Equal(t, 0, pe.Posted)
+	require.Equal(t, msgs, sc.Len(), "the chain keeps WR 0 and the rest")
+
+	cmr, err := cli.PD().Alloc(4096, hand.AccessLocalWrite)
+	require.NoError(t, err)
+	ctlCloseLater(t, cmr)
+	rc, err := hand.NewRecvChain(msgs+1, 1)
+	require.NoError(t, err)
+	defer rc.Free()
+	rv := rc.Reserve(msgs + 1)
+	for i := range msgs + 1 {
+		rv.Set(i, uint64(10+i), cmr.SGE(i*64, 64))
+	}
+	require.NoError(t, rc.PostRecvv(cli))
+
+	sc.Skip() // rxe queued it: posting it again would send it twice
+	require.NoError(t, sc.PostSendv(srv))
+	for i, wc := range ctlReap(t, srv.SendCQ(), msgs) {
+		require.Equal(t, hand.StatusSuccess, wc.Status, "send %d: %s", wc.WRID, wcStatus(wc.Status))
+		require.Equal(t, uint64(i), wc.WRID, "WR 0, queued in INIT, runs first")
+	}
+	for i, wc := range ctlReap(t, cli.RecvCQ(), msgs) {
+		require.Equal(t, hand.StatusSuccess, wc.Status, "receive %d: %s", wc.WRID, wcStatus(wc.Status))
+		require.Equal(t, uint64(10+i), wc.WRID)
+		require.Equal(t, fmt.Sprintf("sent before accept %d", i), string(cmr.Bytes()[i*64:i*64+int(wc.ByteLen)]))
+	}
+	// Nothing more: no message came twice.
+	wc := make([]verbs.WC, 1)
+	for range 50 {
+		k, err := cli.RecvCQ().Poll(wc)
+		require.NoError(t, err)
+		require.Zero(t, k, "a fourth message arrived: wr_id %d", wc[0].WRID)
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("%d messages, the first posted in INIT, each received once", msgs)
+
+	require.NoError(t, cli.QP().ToReset())
+	rc.Reset()
+	rc.Reserve(1).Set(0, 20, cmr.SGE(0, 64))
+	err = rc.PostRecvv(cli)
+	require.ErrorAs(t, err, &pe, "a receive on a QP in RESET")
+	t.Logf("PostRecvv on the QP in RESET: %v", err)
+	require.True(t, pe.Unknown, "rxe refused it naming no WR: %v", err)
+	require.Equal(t, 0, pe.Index)
+	require.Equal(t, 0, pe.Posted)
+	require.Equal(t, 1, rc.Len(), "the chain keeps it")
 }

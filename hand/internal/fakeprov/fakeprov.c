@@ -111,6 +111,21 @@ static inline int wq_fail_index(struct fake_wq *wq)
 	return wq->fail_at;
 }
 
+/* The armed doorbell failure, if this post call (which queued every WR) is the one. */
+static inline int wq_doorbell_fail(struct fake_wq *wq)
+{
+	int ret = wq->doorbell_fail;
+
+	if (ret == 0)
+		return 0;
+	if (wq->doorbell_skip) {
+		wq->doorbell_skip--;
+		return 0;
+	}
+	wq->doorbell_fail = 0;
+	return ret;
+}
+
 static void wq_doorbell(struct fake_wq *wq, uint32_t nreq)
 {
 	if (!nreq)
@@ -248,10 +263,8 @@ static int post_recv_wq(struct fake_wq *wq, struct fake_cq *cq, const struct fak
 	if (err) {
 		wq->failed++;
 		*bad_wr = wr;
-	} else if (wq->doorbell_fail) {
+	} else if ((err = wq_doorbell_fail(wq)) != 0) {
 		/* every WR queued, then a failure that names none (rxe's post_*_db) */
-		err = wq->doorbell_fail;
-		wq->doorbell_fail = 0;
 		wq->failed++;
 	}
 	return err;
@@ -460,10 +473,8 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 	if (err) {
 		wq->failed++;
 		*bad_wr = wr;
-	} else if (wq->doorbell_fail) {
+	} else if ((err = wq_doorbell_fail(wq)) != 0) {
 		/* every WR queued, then a failure that names none (rxe's post_*_db) */
-		err = wq->doorbell_fail;
-		wq->doorbell_fail = 0;
 		wq->failed++;
 	}
 	return err;

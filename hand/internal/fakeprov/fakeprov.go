@@ -273,14 +273,21 @@ func (q *QP) FailRecvCallNegative(skip, k int, errno syscall.Errno) {
 	q.c.rq.fail_errno = -q.c.rq.fail_errno
 }
 
-// FailSendDoorbell makes the next ibv_post_send queue every WR and then
-// return ret (as is: a negative one too) without setting *bad_wr, as rxe's
-// provider does when its doorbell fails. FailRecvDoorbell is the same for
-// ibv_post_recv.
-func (q *QP) FailSendDoorbell(ret int) { q.c.sq.doorbell_fail = C.int(ret) }
+// FailSendDoorbell makes the next ibv_post_send on this QP queue every WR
+// and then return ret (as is: a negative one too) without setting *bad_wr,
+// as rxe's provider does when its doorbell fails. FailRecvDoorbell is the
+// same for ibv_post_recv.
+func (q *QP) FailSendDoorbell(ret int) { armDoorbell(&q.c.sq, 0, ret) }
+
+// FailSendDoorbellCall is FailSendDoorbell for the post call after the next
+// skip calls that queue every WR (each rdma_post_*v is a call of its own).
+func (q *QP) FailSendDoorbellCall(skip, ret int) { armDoorbell(&q.c.sq, skip, ret) }
 
 // FailRecvDoorbell: see FailSendDoorbell.
-func (q *QP) FailRecvDoorbell(ret int) { q.c.rq.doorbell_fail = C.int(ret) }
+func (q *QP) FailRecvDoorbell(ret int) { armDoorbell(&q.c.rq, 0, ret) }
+
+// FailRecvDoorbellCall is FailSendDoorbellCall for ibv_post_recv.
+func (q *QP) FailRecvDoorbellCall(skip, ret int) { armDoorbell(&q.c.rq, skip, ret) }
 
 // RecvCompletion says what loopback receive completions report.
 type RecvCompletion struct {
@@ -353,6 +360,9 @@ func (s *SRQ) FailRecvCallNegative(skip, k int, errno syscall.Errno) {
 	s.c.rq.fail_errno = -s.c.rq.fail_errno
 }
 
+// FailRecvDoorbellCall is QP.FailSendDoorbellCall for ibv_post_srq_recv.
+func (s *SRQ) FailRecvDoorbellCall(skip, ret int) { armDoorbell(&s.c.rq, skip, ret) }
+
 // SetRecvCompletion sets what this SRQ's completions report.
 func (s *SRQ) SetRecvCompletion(rc RecvCompletion) { setRecv(&s.c.recv, rc) }
 
@@ -421,6 +431,11 @@ func armFail(wq *C.struct_fake_wq, skip, k int, errno syscall.Errno) {
 	wq.fail_skip = C.uint32_t(skip)
 	wq.fail_at = C.int(k)
 	wq.fail_errno = C.int(errno)
+}
+
+func armDoorbell(wq *C.struct_fake_wq, skip, ret int) {
+	wq.doorbell_skip = C.uint32_t(skip)
+	wq.doorbell_fail = C.int(ret)
 }
 
 func setRecv(r *C.struct_fake_recv_cfg, rc RecvCompletion) {

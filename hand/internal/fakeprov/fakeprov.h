@@ -51,9 +51,11 @@ struct fake_wq {
 	int fail_at;           /* -1 when disarmed */
 	int fail_errno;        /* as returned: negative for a provider that returns -errno */
 	uint32_t fail_skip;
-	/* one-shot: after queueing every WR, return this without setting
+	/* one-shot: after doorbell_skip more post calls that queue every WR,
+	 * the next one returns this after queueing every WR, without setting
 	 * bad_wr, as rxe does when its doorbell fails; 0 when disarmed */
 	int doorbell_fail;
+	uint32_t doorbell_skip;
 	/* counters */
 	uint64_t posted;       /* WRs accepted */
 	uint64_t doorbells;    /* doorbell record writes */
