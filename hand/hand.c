@@ -108,11 +108,16 @@ int64_t goverbs_cm_post_recvv(uintptr_t idp, uintptr_t wrp, int n)
 		srq = id->qp->srq;
 
 	for (i = 0; i < n; i++) {
-		struct ibv_recv_wr one = {
-			.wr_id = wr[i].wr_id, .next = NULL, .sg_list = wr[i].sg_list, .num_sge = wr[i].num_sge,
-		};
-		struct ibv_recv_wr *bad = NULL;
-		int ret = srq != NULL ? ibv_post_srq_recv(srq, &one, &bad) : ibv_post_recv(id->qp, &one, &bad);
+		/* Field by field, as rdma_post_recvv: an initialiser would zero
+		 * the rest of the WR too, a cost per WR that C's loop lacks. */
+		struct ibv_recv_wr one, *bad = NULL;
+		int ret;
+
+		one.wr_id = wr[i].wr_id;
+		one.next = NULL;
+		one.sg_list = wr[i].sg_list;
+		one.num_sge = wr[i].num_sge;
+		ret = srq != NULL ? ibv_post_srq_recv(srq, &one, &bad) : ibv_post_recv(id->qp, &one, &bad);
 
 		if (ret)
 			return cm_failed(i, ret, bad != &one);
@@ -142,13 +147,16 @@ int64_t goverbs_cm_post_send(uintptr_t idp, int kind, uintptr_t wrp, int n)
 	}
 	for (i = 0; i < n; i++) {
 		const struct ibv_send_wr *w = &wr[i];
-		struct ibv_send_wr one = {
-			.wr_id = w->wr_id, .next = NULL, .sg_list = w->sg_list, .num_sge = w->num_sge,
-			.opcode = op, .send_flags = w->send_flags,
-		};
-		struct ibv_send_wr *bad = NULL;
+		/* Field by field, as rdma_post_sendv and the others: see above. */
+		struct ibv_send_wr one, *bad = NULL;
 		int ret;
 
+		one.wr_id = w->wr_id;
+		one.next = NULL;
+		one.sg_list = w->sg_list;
+		one.num_sge = w->num_sge;
+		one.opcode = op;
+		one.send_flags = w->send_flags;
 		if (op != IBV_WR_SEND) {
 			one.wr.rdma.remote_addr = w->wr.rdma.remote_addr;
 			one.wr.rdma.rkey = w->wr.rdma.rkey;
