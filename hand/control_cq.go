@@ -477,10 +477,7 @@ type CQOptions struct {
 
 // checkCQEntries refuses a CQ size the verbs' int cqe cannot hold.
 func checkCQEntries(op string, entries int) error {
-	if entries <= 0 || entries > math.MaxInt32 {
-		return &AttrError{Op: op, Field: "entries", Reason: fmt.Sprintf("%d: must be 1 to %d", entries, math.MaxInt32)}
-	}
-	return nil
+	return checkRange(op, "entries", entries, 1, math.MaxInt32)
 }
 
 // NewCQ creates a completion queue of at least entries entries.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
@@ -32,11 +33,33 @@ func (t QPType) String() string {
 	return fmt.Sprintf("QPType(%d)", uint32(t))
 }
 
-// QPCaps sizes a QP's queues.
+// QPCaps sizes a QP's queues. Each is 0 to 2^32-1, what struct
+// ibv_qp_cap holds (the device's limits are lower); a MaxSendSGE or
+// MaxRecvSGE of 0 means 1.
 type QPCaps struct {
 	MaxSendWR, MaxRecvWR   int
 	MaxSendSGE, MaxRecvSGE int
 	MaxInlineData          int
+}
+
+// check refuses a count struct ibv_qp_cap cannot hold, and no WRs either way.
+func (c QPCaps) check(op string) error {
+	for _, f := range [...]struct {
+		name string
+		v    int
+	}{
+		{"Caps.MaxSendWR", c.MaxSendWR}, {"Caps.MaxRecvWR", c.MaxRecvWR},
+		{"Caps.MaxSendSGE", c.MaxSendSGE}, {"Caps.MaxRecvSGE", c.MaxRecvSGE},
+		{"Caps.MaxInlineData", c.MaxInlineData},
+	} {
+		if err := checkRange(op, f.name, f.v, 0, math.MaxUint32); err != nil {
+			return err
+		}
+	}
+	if c.MaxSendWR == 0 && c.MaxRecvWR == 0 {
+		return &AttrError{Op: op, Field: "Caps", Reason: "MaxSendWR and MaxRecvWR are both zero"}
+	}
+	return nil
 }
 
 // QPConfig describes a QP for PD.NewQP.
@@ -107,8 +130,8 @@ func (cfg QPConfig) initAttr(pd *PD, op string) (verbs.QPInitAttr, []*object, er
 	if cfg.SRQ != nil && cfg.SRQ.pd.ctx.raw != pd.ctx.raw {
 		return attr, nil, &AttrError{Op: op, Field: "SRQ", Reason: "belongs to another device context than the PD"}
 	}
-	if cfg.Caps.MaxSendWR <= 0 && cfg.Caps.MaxRecvWR <= 0 {
-		return attr, nil, &AttrError{Op: op, Field: "Caps", Reason: "MaxSendWR and MaxRecvWR are both zero"}
+	if err := cfg.Caps.check(op); err != nil {
+		return attr, nil, err
 	}
 	attr = verbs.QPInitAttr{
 		SendCQ: cfg.SendCQ.raw,

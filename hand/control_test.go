@@ -513,6 +513,58 @@ func TestSizeAttrErrors(t *testing.T) {
 	}
 }
 
+// Counts the uint32 fields of struct ibv_qp_cap and struct ibv_srq_attr
+// cannot hold are *AttrErrors naming the field, before the object is even
+// used (the PD and SRQ here are closed: a count that got past the check
+// would meet ErrClosed). Converted, they wrapped: 2^32 WRs each way became
+// none, a negative limit 2^32-1.
+func TestCountAttrErrors(t *testing.T) {
+	ctx := &Context{}
+	pd, cq, srq := &PD{ctx: ctx}, &CQ{ctx: ctx}, &SRQ{}
+	pd.closed, srq.closed = true, true
+	var ae *AttrError
+	for _, c := range []struct {
+		field string
+		caps  QPCaps
+	}{
+		{"Caps.MaxSendWR", QPCaps{MaxSendWR: 1 << 32, MaxRecvWR: 1 << 32}},
+		{"Caps.MaxSendWR", QPCaps{MaxSendWR: -1, MaxRecvWR: 1}},
+		{"Caps.MaxRecvWR", QPCaps{MaxSendWR: 1, MaxRecvWR: -1}},
+		{"Caps.MaxSendSGE", QPCaps{MaxSendWR: 1, MaxSendSGE: -1}},
+		{"Caps.MaxRecvSGE", QPCaps{MaxRecvWR: 1, MaxRecvSGE: 1 << 32}},
+		{"Caps.MaxInlineData", QPCaps{MaxSendWR: 1, MaxInlineData: -1}},
+		{"Caps", QPCaps{MaxSendSGE: 1}},
+	} {
+		_, err := pd.NewQP(QPConfig{Type: RC, SendCQ: cq, Caps: c.caps})
+		require.ErrorAs(t, err, &ae, "%+v", c.caps)
+		require.Equal(t, c.field, ae.Field, "%+v", c.caps)
+		require.ErrorIs(t, err, syscall.EINVAL)
+	}
+	top := QPCaps{MaxSendWR: math.MaxUint32, MaxRecvWR: math.MaxUint32, MaxSendSGE: math.MaxUint32, MaxRecvSGE: math.MaxUint32, MaxInlineData: math.MaxUint32}
+	attr, _, err := QPConfig{Type: RC, SendCQ: cq, Caps: top}.initAttr(pd, "PD.NewQP")
+	require.NoError(t, err, "2^32-1 is the device's to refuse")
+	require.Equal(t, verbs.QPCap{MaxSendWR: math.MaxUint32, MaxRecvWR: math.MaxUint32, MaxSendSGE: math.MaxUint32, MaxRecvSGE: math.MaxUint32, MaxInlineData: math.MaxUint32}, attr.Cap)
+
+	for _, c := range []struct {
+		field string
+		cfg   SRQConfig
+	}{
+		{"MaxWR", SRQConfig{MaxWR: 1 << 32}},
+		{"MaxWR", SRQConfig{MaxWR: 0}},
+		{"MaxSGE", SRQConfig{MaxWR: 1, MaxSGE: -1}},
+		{"MaxSGE", SRQConfig{MaxWR: 1, MaxSGE: 1 << 32}},
+	} {
+		_, err := pd.NewSRQ(c.cfg)
+		require.ErrorAs(t, err, &ae, "%+v", c.cfg)
+		require.Equal(t, c.field, ae.Field, "%+v", c.cfg)
+	}
+	for _, limit := range []int{-1, 1 << 32} {
+		require.ErrorAs(t, srq.Arm(limit), &ae, "limit %d", limit)
+		require.Equal(t, "limit", ae.Field)
+	}
+	require.ErrorIs(t, srq.Arm(math.MaxUint32), ErrClosed, "2^32-1 passes the check")
+}
+
 // SGE constructors panic on what an SGE's 32-bit length cannot hold, which
 // would otherwise become a shorter transfer (or, for a UD receive, less
 // room than the GRH).
