@@ -496,7 +496,14 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := newCMChannel()
+	// rdma_get_request made the QP from a copy of the listener's attributes
+	// and dropped the caps the provider granted into it: ask the QP.
+	var granted verbs.QPAttr
+	err = verbErr("ibv_query_qp", verbs.QueryQP(id.QP, &granted, int32(verbs.QPAttrCap), &verbs.QPInitAttr{}))
+	var ch *cmChannel
+	if err == nil {
+		ch, err = newCMChannel()
+	}
 	if err == nil {
 		if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(id, ch.raw)); err != nil {
 			ch.close()
@@ -511,6 +518,7 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	c := &Conn{id: id, ch: ch, peerData: data, pd: res.pd, sendCQ: res.sendCQ, recvCQ: res.recvCQ,
 		ctx: newContext(id.Verbs, cString(id.Verbs.Device.Name[:]), true)}
 	attr := res.attr
+	attr.Cap = granted.Cap
 	c.qp = newQP(res.pd, id.QP, RC, &attr, id, res.objs)
 	return c, nil
 }
