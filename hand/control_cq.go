@@ -485,6 +485,11 @@ func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
 	if err := checkCQEntries("Context.NewCQ", entries); err != nil {
 		return nil, err
 	}
+	// The device refuses a vector at or above its num_comp_vectors; one the
+	// C int would truncate is refused here.
+	if err := checkRange("Context.NewCQ", "Vector", o.Vector, 0, math.MaxInt32); err != nil {
+		return nil, err
+	}
 	var chObj *object
 	if o.Channel != nil {
 		if o.Channel.ctx.raw != c.raw {

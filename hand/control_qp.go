@@ -298,6 +298,12 @@ func (p Path) check(ctx *Context, op string) (verbs.PortAttr, error) {
 	if p.Port < 0 || p.Port > 255 {
 		return pa, &AttrError{Op: op, Field: "Path.Port", Reason: fmt.Sprintf("%d: ports are numbered from 1", p.Port)}
 	}
+	if !p.DGID.IsZero() {
+		// struct ibv_global_route's sgid_index is 8 bits, whatever the table's length.
+		if err := checkRange(op, "Path.SGIDIndex", p.SGIDIndex, 0, math.MaxUint8); err != nil {
+			return pa, err
+		}
+	}
 	if err := verbErr(fmt.Sprintf("ibv_query_port(%d)", p.port()), verbs.QueryPort(ctx.raw, uint8(p.port()), &pa)); err != nil {
 		return pa, err
 	}
@@ -326,11 +332,14 @@ type InitAttr struct {
 
 // ToInit moves the QP from RESET to INIT.
 func (q *QP) ToInit(a InitAttr) error {
+	const op = "QP.ToInit"
+	if err := checkRange(op, "PkeyIndex", a.PkeyIndex, 0, math.MaxUint16); err != nil {
+		return err
+	}
 	if err := q.use(); err != nil {
 		return err
 	}
 	defer q.done()
-	const op = "QP.ToInit"
 	if s := q.raw.State; s != verbs.QPSReset {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not RESET", stateName(s))}
 	}
@@ -381,11 +390,16 @@ const psnMask = 1<<24 - 1
 
 // ToRTR moves the QP from INIT to RTR (ready to receive).
 func (q *QP) ToRTR(a RTRAttr) error {
+	const op = "QP.ToRTR"
+	if q.typ == RC {
+		if err := checkRange(op, "MaxDestRDAtomic", a.MaxDestRDAtomic, 0, math.MaxUint8); err != nil {
+			return err
+		}
+	}
 	if err := q.use(); err != nil {
 		return err
 	}
 	defer q.done()
-	const op = "QP.ToRTR"
 	if s := q.raw.State; s != verbs.QPSInit {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not INIT (call ToInit first)", stateName(s))}
 	}
@@ -464,11 +478,16 @@ type RTSAttr struct {
 
 // ToRTS moves the QP from RTR to RTS (ready to send).
 func (q *QP) ToRTS(a RTSAttr) error {
+	const op = "QP.ToRTS"
+	if q.typ == RC {
+		if err := checkRange(op, "MaxRDAtomic", a.MaxRDAtomic, 0, math.MaxUint8); err != nil {
+			return err
+		}
+	}
 	if err := q.use(); err != nil {
 		return err
 	}
 	defer q.done()
-	const op = "QP.ToRTS"
 	if s := q.raw.State; s != verbs.QPSRtr {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not RTR (call ToRTR first)", stateName(s))}
 	}

@@ -565,6 +565,53 @@ func TestCountAttrErrors(t *testing.T) {
 	require.ErrorIs(t, srq.Arm(math.MaxUint32), ErrClosed, "2^32-1 passes the check")
 }
 
+// Values the 8- and 16-bit fields, and C's int, cannot hold are
+// *AttrErrors naming the field, before the object is used (closed objects
+// here) or, for a GID index, before ibv_query_port. Converted, they
+// wrapped: a P_Key index of 2^16 became 0, an RDMA read depth of -1 became
+// 255, a GID index of 256 became 0, a CQ vector or dma-buf fd of 2^32 became 0.
+func TestNarrowFieldAttrErrors(t *testing.T) {
+	var ae *AttrError
+	closedQP := func(typ QPType) *QP {
+		q := &QP{typ: typ}
+		q.closed = true
+		return q
+	}
+	field := func(err error, want string, what any) {
+		t.Helper()
+		require.ErrorAs(t, err, &ae, "%v", what)
+		require.Equal(t, want, ae.Field, "%v", what)
+	}
+	for _, v := range []int{-1, 1 << 16} {
+		field(closedQP(UD).ToInit(InitAttr{PkeyIndex: v}), "PkeyIndex", v)
+	}
+	require.ErrorIs(t, closedQP(UD).ToInit(InitAttr{PkeyIndex: math.MaxUint16}), ErrClosed)
+	for _, v := range []int{-1, 256} {
+		field(closedQP(RC).ToRTR(RTRAttr{MaxDestRDAtomic: v}), "MaxDestRDAtomic", v)
+		field(closedQP(RC).ToRTS(RTSAttr{MaxRDAtomic: v}), "MaxRDAtomic", v)
+	}
+	require.ErrorIs(t, closedQP(RC).ToRTS(RTSAttr{MaxRDAtomic: 255}), ErrClosed)
+	require.ErrorIs(t, closedQP(UC).ToRTS(RTSAttr{MaxRDAtomic: -1}), ErrClosed, "only RC reads the depth")
+
+	// q.ctx is nil: the index must be refused before ibv_query_port,
+	// which would panic reaching for the Context.
+	q := &QP{typ: RC, raw: &verbs.QP{State: verbs.QPSInit}}
+	field(q.ToRTR(RTRAttr{Path: Path{DGID: GID{0xfe, 0x80}, SGIDIndex: 256}, DestQPN: 2}), "Path.SGIDIndex", 256)
+
+	c := &Context{}
+	c.closed = true
+	for _, v := range []int{-1, 1 << 32} {
+		_, err := c.NewCQ(1, CQOptions{Vector: v})
+		field(err, "Vector", v)
+	}
+	pd := &PD{}
+	pd.closed = true
+	for _, v := range []int{-1, 1 << 32} {
+		_, err := pd.RegisterDmabuf(v, 0, 4096, 0, AccessLocalWrite)
+		field(err, "fd", v)
+	}
+}
+
 // SGE constructors panic on what an SGE's 32-bit length cannot hold, which
 // would otherwise become a shorter transfer (or, for a UD receive, less
 // room than the GRH).
