@@ -46,7 +46,7 @@ func (cfg *ConnConfig) checkEP(op string) error {
 	if cfg.StepTimeout != 0 {
 		return &AttrError{Op: op, Field: "StepTimeout", Reason: "rdma_create_ep resolves the address and route with librdmacm's fixed 2 s each: bound the call with ctx, or use Dial"}
 	}
-	return cfg.checkAckTimeout(op)
+	return cfg.checkParams(op)
 }
 
 // checkAckTimeout refuses an ACK timeout exponent rdma_cm cannot take.

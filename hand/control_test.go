@@ -612,6 +612,35 @@ func TestNarrowFieldAttrErrors(t *testing.T) {
 	}
 }
 
+// ConnConfig's connection parameters that struct rdma_conn_param cannot
+// carry are *AttrErrors before DialEP and ListenEP look for a device: a
+// negative read depth (which became 255) or a retry count outside 0 to 7
+// (which became the default).
+func TestConnParamAttrErrors(t *testing.T) {
+	var ae *AttrError
+	for _, c := range []struct {
+		field string
+		cfg   ConnConfig
+	}{
+		{"ResponderResources", ConnConfig{ResponderResources: -1}},
+		{"InitiatorDepth", ConnConfig{InitiatorDepth: -1}},
+		{"RetryCount", ConnConfig{RetryCount: 8}},
+		{"RetryCount", ConnConfig{RetryCount: -2}},
+		{"RNRRetryCount", ConnConfig{RNRRetryCount: 8}},
+		{"AckTimeout", ConnConfig{AckTimeout: 32}},
+	} {
+		_, err := DialEP(context.Background(), "192.0.2.1:7471", c.cfg)
+		require.ErrorAs(t, err, &ae, "%s", c.field)
+		require.Equal(t, c.field, ae.Field)
+		_, err = ListenEP(context.Background(), "192.0.2.1:0", c.cfg)
+		require.ErrorAs(t, err, &ae, "%s", c.field)
+		require.Equal(t, c.field, ae.Field)
+	}
+	for _, cfg := range []ConnConfig{{RetryCount: NoRetry, RNRRetryCount: 7}, {ResponderResources: 1000}} {
+		require.NoError(t, cfg.checkParams("DialEP"), "%+v", cfg)
+	}
+}
+
 // SGE constructors panic on what an SGE's 32-bit length cannot hold, which
 // would otherwise become a shorter transfer (or, for a UD receive, less
 // room than the GRH).
