@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -90,8 +91,8 @@ type ConnConfig struct {
 	// (ResponderResources) and this side at the peer (InitiatorDepth);
 	// 0 means 16, or the device maximum if lower.
 	ResponderResources, InitiatorDepth int
-	// Transport and RNR retries; 0 means 6 and 7 (see RTSAttr), NoRetry
-	// none.
+	// Transport and RNR retries, 0 to 7 (7 RNR retries mean forever); 0
+	// means 6 and 7 (see RTSAttr), NoRetry none.
 	RetryCount, RNRRetryCount int
 	// AckTimeout is the QP's local ACK timeout, 4.096 us * 2^AckTimeout
 	// (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT): with RetryCount it
@@ -565,7 +566,7 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 	if c.recvCQ == nil {
 		c.recvCQ = c.sendCQ
 	}
-	if err := cfg.checkAckTimeout(op); err != nil {
+	if err := cfg.checkParams(op); err != nil {
 		return err
 	}
 	if cfg.AckTimeout != 0 {
@@ -604,6 +605,27 @@ func cqCtx(cq *CQ) *Context {
 		return nil
 	}
 	return cq.ctx
+}
+
+// checkParams refuses what struct rdma_conn_param and the ACK timeout
+// option cannot carry: a negative ResponderResources or InitiatorDepth
+// (param makes more than 255 into 255), a retry count other than 0 to 7 or
+// NoRetry, as RTSAttr's, and an ACK timeout exponent over 31.
+func (cfg *ConnConfig) checkParams(op string) error {
+	depth := func(field string, v int) error {
+		if v < 0 {
+			return &AttrError{Op: op, Field: field, Reason: fmt.Sprintf("%d: must be 0 or more", v)}
+		}
+		return nil
+	}
+	retry := func(field string, v int) error {
+		if v != NoRetry && (v < 0 || v > 7) {
+			return &AttrError{Op: op, Field: field, Reason: fmt.Sprintf("%d: 0 to 7, or NoRetry", v)}
+		}
+		return nil
+	}
+	return cmp.Or(depth("ResponderResources", cfg.ResponderResources), depth("InitiatorDepth", cfg.InitiatorDepth),
+		retry("RetryCount", cfg.RetryCount), retry("RNRRetryCount", cfg.RNRRetryCount), cfg.checkAckTimeout(op))
 }
 
 // param is the struct rdma_conn_param of cfg. Its private data points at Go

@@ -46,7 +46,7 @@ func (cfg *ConnConfig) checkEP(op string) error {
 	if cfg.StepTimeout != 0 {
 		return &AttrError{Op: op, Field: "StepTimeout", Reason: "rdma_create_ep resolves the address and route with librdmacm's fixed 2 s each: bound the call with ctx, or use Dial"}
 	}
-	return cfg.checkAckTimeout(op)
+	return cfg.checkParams(op)
 }
 
 // checkAckTimeout refuses an ACK timeout exponent rdma_cm cannot take.
@@ -533,7 +533,14 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := newCMChannel()
+	// rdma_get_request made the QP from a copy of the listener's attributes
+	// and dropped the caps the provider granted into it: ask the QP.
+	var granted verbs.QPAttr
+	err = verbErr("ibv_query_qp", verbs.QueryQP(id.QP, &granted, int32(verbs.QPAttrCap), &verbs.QPInitAttr{}))
+	var ch *cmChannel
+	if err == nil {
+		ch, err = newCMChannel()
+	}
 	if err == nil {
 		if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(id, ch.raw)); err != nil {
 			ch.close()
@@ -548,6 +555,7 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	c := &Conn{id: id, ch: ch, peerData: data, pd: res.pd, sendCQ: res.sendCQ, recvCQ: res.recvCQ,
 		ctx: newContext(id.Verbs, cString(id.Verbs.Device.Name[:]), true)}
 	attr := res.attr
+	attr.Cap = granted.Cap
 	c.qp = newQP(res.pd, id.QP, RC, &attr, id, res.objs)
 	return c, nil
 }

@@ -557,15 +557,17 @@ type CQOptions struct {
 
 // checkCQEntries refuses a CQ size the verbs' int cqe cannot hold.
 func checkCQEntries(op string, entries int) error {
-	if entries <= 0 || entries > math.MaxInt32 {
-		return &AttrError{Op: op, Field: "entries", Reason: fmt.Sprintf("%d: must be 1 to %d", entries, math.MaxInt32)}
-	}
-	return nil
+	return checkRange(op, "entries", entries, 1, math.MaxInt32)
 }
 
 // NewCQ creates a completion queue of at least entries entries.
 func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
 	if err := checkCQEntries("Context.NewCQ", entries); err != nil {
+		return nil, err
+	}
+	// The device refuses a vector at or above its num_comp_vectors; one the
+	// C int would truncate is refused here.
+	if err := checkRange("Context.NewCQ", "Vector", o.Vector, 0, math.MaxInt32); err != nil {
 		return nil, err
 	}
 	var chObj *object

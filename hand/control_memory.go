@@ -147,6 +147,9 @@ func (pd *PD) register(buf []byte, access Access, owned bool) (*MR, error) {
 // caller keeps fd open until Close. Providers without dma-buf support
 // (soft-RoCE among them) fail with ErrNotSupported.
 func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access) (*MR, error) {
+	if err := checkRange("PD.RegisterDmabuf", "fd", fd, 0, math.MaxInt32); err != nil {
+		return nil, err
+	}
 	if err := pd.use(); err != nil {
 		return nil, err
 	}

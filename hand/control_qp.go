@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
@@ -32,11 +33,33 @@ func (t QPType) String() string {
 	return fmt.Sprintf("QPType(%d)", uint32(t))
 }
 
-// QPCaps sizes a QP's queues.
+// QPCaps sizes a QP's queues. Each is 0 to 2^32-1, what struct
+// ibv_qp_cap holds (the device's limits are lower); a MaxSendSGE or
+// MaxRecvSGE of 0 means 1.
 type QPCaps struct {
 	MaxSendWR, MaxRecvWR   int
 	MaxSendSGE, MaxRecvSGE int
 	MaxInlineData          int
+}
+
+// check refuses a count struct ibv_qp_cap cannot hold, and no WRs either way.
+func (c QPCaps) check(op string) error {
+	for _, f := range [...]struct {
+		name string
+		v    int
+	}{
+		{"Caps.MaxSendWR", c.MaxSendWR}, {"Caps.MaxRecvWR", c.MaxRecvWR},
+		{"Caps.MaxSendSGE", c.MaxSendSGE}, {"Caps.MaxRecvSGE", c.MaxRecvSGE},
+		{"Caps.MaxInlineData", c.MaxInlineData},
+	} {
+		if err := checkRange(op, f.name, f.v, 0, math.MaxUint32); err != nil {
+			return err
+		}
+	}
+	if c.MaxSendWR == 0 && c.MaxRecvWR == 0 {
+		return &AttrError{Op: op, Field: "Caps", Reason: "MaxSendWR and MaxRecvWR are both zero"}
+	}
+	return nil
 }
 
 // QPConfig describes a QP for PD.NewQP.
@@ -107,8 +130,8 @@ func (cfg QPConfig) initAttr(pd *PD, op string) (verbs.QPInitAttr, []*object, er
 	if cfg.SRQ != nil && cfg.SRQ.pd.ctx.raw != pd.ctx.raw {
 		return attr, nil, &AttrError{Op: op, Field: "SRQ", Reason: "belongs to another device context than the PD"}
 	}
-	if cfg.Caps.MaxSendWR <= 0 && cfg.Caps.MaxRecvWR <= 0 {
-		return attr, nil, &AttrError{Op: op, Field: "Caps", Reason: "MaxSendWR and MaxRecvWR are both zero"}
+	if err := cfg.Caps.check(op); err != nil {
+		return attr, nil, err
 	}
 	attr = verbs.QPInitAttr{
 		SendCQ: cfg.SendCQ.raw,
@@ -275,6 +298,12 @@ func (p Path) check(ctx *Context, op string) (verbs.PortAttr, error) {
 	if p.Port < 0 || p.Port > 255 {
 		return pa, &AttrError{Op: op, Field: "Path.Port", Reason: fmt.Sprintf("%d: ports are numbered from 1", p.Port)}
 	}
+	if !p.DGID.IsZero() {
+		// struct ibv_global_route's sgid_index is 8 bits, whatever the table's length.
+		if err := checkRange(op, "Path.SGIDIndex", p.SGIDIndex, 0, math.MaxUint8); err != nil {
+			return pa, err
+		}
+	}
 	if err := verbErr(fmt.Sprintf("ibv_query_port(%d)", p.port()), verbs.QueryPort(ctx.raw, uint8(p.port()), &pa)); err != nil {
 		return pa, err
 	}
@@ -303,11 +332,14 @@ type InitAttr struct {
 
 // ToInit moves the QP from RESET to INIT.
 func (q *QP) ToInit(a InitAttr) error {
+	const op = "QP.ToInit"
+	if err := checkRange(op, "PkeyIndex", a.PkeyIndex, 0, math.MaxUint16); err != nil {
+		return err
+	}
 	if err := q.use(); err != nil {
 		return err
 	}
 	defer q.done()
-	const op = "QP.ToInit"
 	if s := q.raw.State; s != verbs.QPSReset {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not RESET", stateName(s))}
 	}
@@ -358,11 +390,16 @@ const psnMask = 1<<24 - 1
 
 // ToRTR moves the QP from INIT to RTR (ready to receive).
 func (q *QP) ToRTR(a RTRAttr) error {
+	const op = "QP.ToRTR"
+	if q.typ == RC {
+		if err := checkRange(op, "MaxDestRDAtomic", a.MaxDestRDAtomic, 0, math.MaxUint8); err != nil {
+			return err
+		}
+	}
 	if err := q.use(); err != nil {
 		return err
 	}
 	defer q.done()
-	const op = "QP.ToRTR"
 	if s := q.raw.State; s != verbs.QPSInit {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not INIT (call ToInit first)", stateName(s))}
 	}
@@ -441,11 +478,16 @@ type RTSAttr struct {
 
 // ToRTS moves the QP from RTR to RTS (ready to send).
 func (q *QP) ToRTS(a RTSAttr) error {
+	const op = "QP.ToRTS"
+	if q.typ == RC {
+		if err := checkRange(op, "MaxRDAtomic", a.MaxRDAtomic, 0, math.MaxUint8); err != nil {
+			return err
+		}
+	}
 	if err := q.use(); err != nil {
 		return err
 	}
 	defer q.done()
-	const op = "QP.ToRTS"
 	if s := q.raw.State; s != verbs.QPSRtr {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not RTR (call ToRTR first)", stateName(s))}
 	}

@@ -2,6 +2,7 @@ package hand
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -16,7 +17,8 @@ type SRQ struct {
 	raw *verbs.SRQ
 }
 
-// SRQConfig sizes an SRQ.
+// SRQConfig sizes an SRQ. Its counts are at most 2^32-1, what struct
+// ibv_srq_attr holds (the device's limits are lower).
 type SRQConfig struct {
 	MaxWR  int
 	MaxSGE int // 0 means 1
@@ -28,8 +30,11 @@ type SRQConfig struct {
 
 // NewSRQ creates a shared receive queue.
 func (pd *PD) NewSRQ(cfg SRQConfig) (*SRQ, error) {
-	if cfg.MaxWR <= 0 {
-		return nil, &AttrError{Op: "PD.NewSRQ", Field: "MaxWR", Reason: fmt.Sprintf("%d: must be positive", cfg.MaxWR)}
+	if err := checkRange("PD.NewSRQ", "MaxWR", cfg.MaxWR, 1, math.MaxUint32); err != nil {
+		return nil, err
+	}
+	if err := checkRange("PD.NewSRQ", "MaxSGE", cfg.MaxSGE, 0, math.MaxUint32); err != nil {
+		return nil, err
 	}
 	if cfg.Limit < 0 || cfg.Limit > cfg.MaxWR {
 		return nil, &AttrError{Op: "PD.NewSRQ", Field: "Limit", Reason: fmt.Sprintf("%d: between 0 and MaxWR", cfg.Limit)}
@@ -55,6 +60,9 @@ func (s *SRQ) Raw() *verbs.SRQ { return s.raw }
 // Arm sets the SRQ limit (ibv_modify_srq with IBV_SRQ_LIMIT): when fewer
 // than limit receives remain, the device raises EventSRQLimitReached once.
 func (s *SRQ) Arm(limit int) error {
+	if err := checkRange("SRQ.Arm", "limit", limit, 0, math.MaxUint32); err != nil {
+		return err
+	}
 	if err := s.use(); err != nil {
 		return err
 	}

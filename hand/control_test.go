@@ -524,6 +524,134 @@ func TestSizeAttrErrors(t *testing.T) {
 	}
 }
 
+// Counts the uint32 fields of struct ibv_qp_cap and struct ibv_srq_attr
+// cannot hold are *AttrErrors naming the field, before the object is even
+// used (the PD and SRQ here are closed: a count that got past the check
+// would meet ErrClosed). Converted, they wrapped: 2^32 WRs each way became
+// none, a negative limit 2^32-1.
+func TestCountAttrErrors(t *testing.T) {
+	ctx := &Context{}
+	pd, cq, srq := &PD{ctx: ctx}, &CQ{ctx: ctx}, &SRQ{}
+	pd.closed, srq.closed = true, true
+	var ae *AttrError
+	for _, c := range []struct {
+		field string
+		caps  QPCaps
+	}{
+		{"Caps.MaxSendWR", QPCaps{MaxSendWR: 1 << 32, MaxRecvWR: 1 << 32}},
+		{"Caps.MaxSendWR", QPCaps{MaxSendWR: -1, MaxRecvWR: 1}},
+		{"Caps.MaxRecvWR", QPCaps{MaxSendWR: 1, MaxRecvWR: -1}},
+		{"Caps.MaxSendSGE", QPCaps{MaxSendWR: 1, MaxSendSGE: -1}},
+		{"Caps.MaxRecvSGE", QPCaps{MaxRecvWR: 1, MaxRecvSGE: 1 << 32}},
+		{"Caps.MaxInlineData", QPCaps{MaxSendWR: 1, MaxInlineData: -1}},
+		{"Caps", QPCaps{MaxSendSGE: 1}},
+	} {
+		_, err := pd.NewQP(QPConfig{Type: RC, SendCQ: cq, Caps: c.caps})
+		require.ErrorAs(t, err, &ae, "%+v", c.caps)
+		require.Equal(t, c.field, ae.Field, "%+v", c.caps)
+		require.ErrorIs(t, err, syscall.EINVAL)
+	}
+	top := QPCaps{MaxSendWR: math.MaxUint32, MaxRecvWR: math.MaxUint32, MaxSendSGE: math.MaxUint32, MaxRecvSGE: math.MaxUint32, MaxInlineData: math.MaxUint32}
+	attr, _, err := QPConfig{Type: RC, SendCQ: cq, Caps: top}.initAttr(pd, "PD.NewQP")
+	require.NoError(t, err, "2^32-1 is the device's to refuse")
+	require.Equal(t, verbs.QPCap{MaxSendWR: math.MaxUint32, MaxRecvWR: math.MaxUint32, MaxSendSGE: math.MaxUint32, MaxRecvSGE: math.MaxUint32, MaxInlineData: math.MaxUint32}, attr.Cap)
+
+	for _, c := range []struct {
+		field string
+		cfg   SRQConfig
+	}{
+		{"MaxWR", SRQConfig{MaxWR: 1 << 32}},
+		{"MaxWR", SRQConfig{MaxWR: 0}},
+		{"MaxSGE", SRQConfig{MaxWR: 1, MaxSGE: -1}},
+		{"MaxSGE", SRQConfig{MaxWR: 1, MaxSGE: 1 << 32}},
+	} {
+		_, err := pd.NewSRQ(c.cfg)
+		require.ErrorAs(t, err, &ae, "%+v", c.cfg)
+		require.Equal(t, c.field, ae.Field, "%+v", c.cfg)
+	}
+	for _, limit := range []int{-1, 1 << 32} {
+		require.ErrorAs(t, srq.Arm(limit), &ae, "limit %d", limit)
+		require.Equal(t, "limit", ae.Field)
+	}
+	require.ErrorIs(t, srq.Arm(math.MaxUint32), ErrClosed, "2^32-1 passes the check")
+}
+
+// Values the 8- and 16-bit fields, and C's int, cannot hold are
+// *AttrErrors naming the field, before the object is used (closed objects
+// here) or, for a GID index, before ibv_query_port. Converted, they
+// wrapped: a P_Key index of 2^16 became 0, an RDMA read depth of -1 became
+// 255, a GID index of 256 became 0, a CQ vector or dma-buf fd of 2^32 became 0.
+func TestNarrowFieldAttrErrors(t *testing.T) {
+	var ae *AttrError
+	closedQP := func(typ QPType) *QP {
+		q := &QP{typ: typ}
+		q.closed = true
+		return q
+	}
+	field := func(err error, want string, what any) {
+		t.Helper()
+		require.ErrorAs(t, err, &ae, "%v", what)
+		require.Equal(t, want, ae.Field, "%v", what)
+	}
+	for _, v := range []int{-1, 1 << 16} {
+		field(closedQP(UD).ToInit(InitAttr{PkeyIndex: v}), "PkeyIndex", v)
+	}
+	require.ErrorIs(t, closedQP(UD).ToInit(InitAttr{PkeyIndex: math.MaxUint16}), ErrClosed)
+	for _, v := range []int{-1, 256} {
+		field(closedQP(RC).ToRTR(RTRAttr{MaxDestRDAtomic: v}), "MaxDestRDAtomic", v)
+		field(closedQP(RC).ToRTS(RTSAttr{MaxRDAtomic: v}), "MaxRDAtomic", v)
+	}
+	require.ErrorIs(t, closedQP(RC).ToRTS(RTSAttr{MaxRDAtomic: 255}), ErrClosed)
+	require.ErrorIs(t, closedQP(UC).ToRTS(RTSAttr{MaxRDAtomic: -1}), ErrClosed, "only RC reads the depth")
+
+	// q.ctx is nil: the index must be refused before ibv_query_port,
+	// which would panic reaching for the Context.
+	q := &QP{typ: RC, raw: &verbs.QP{State: verbs.QPSInit}}
+	field(q.ToRTR(RTRAttr{Path: Path{DGID: GID{0xfe, 0x80}, SGIDIndex: 256}, DestQPN: 2}), "Path.SGIDIndex", 256)
+
+	c := &Context{}
+	c.closed = true
+	for _, v := range []int{-1, 1 << 32} {
+		_, err := c.NewCQ(1, CQOptions{Vector: v})
+		field(err, "Vector", v)
+	}
+	pd := &PD{}
+	pd.closed = true
+	for _, v := range []int{-1, 1 << 32} {
+		_, err := pd.RegisterDmabuf(v, 0, 4096, 0, AccessLocalWrite)
+		field(err, "fd", v)
+	}
+}
+
+// ConnConfig's connection parameters that struct rdma_conn_param cannot
+// carry are *AttrErrors before DialEP and ListenEP look for a device: a
+// negative read depth (which became 255) or a retry count outside 0 to 7
+// (which became the default).
+func TestConnParamAttrErrors(t *testing.T) {
+	var ae *AttrError
+	for _, c := range []struct {
+		field string
+		cfg   ConnConfig
+	}{
+		{"ResponderResources", ConnConfig{ResponderResources: -1}},
+		{"InitiatorDepth", ConnConfig{InitiatorDepth: -1}},
+		{"RetryCount", ConnConfig{RetryCount: 8}},
+		{"RetryCount", ConnConfig{RetryCount: -2}},
+		{"RNRRetryCount", ConnConfig{RNRRetryCount: 8}},
+		{"AckTimeout", ConnConfig{AckTimeout: 32}},
+	} {
+		_, err := DialEP(context.Background(), "192.0.2.1:7471", c.cfg)
+		require.ErrorAs(t, err, &ae, "%s", c.field)
+		require.Equal(t, c.field, ae.Field)
+		_, err = ListenEP(context.Background(), "192.0.2.1:0", c.cfg)
+		require.ErrorAs(t, err, &ae, "%s", c.field)
+		require.Equal(t, c.field, ae.Field)
+	}
+	for _, cfg := range []ConnConfig{{RetryCount: NoRetry, RNRRetryCount: 7}, {ResponderResources: 1000}} {
+		require.NoError(t, cfg.checkParams("DialEP"), "%+v", cfg)
+	}
+}
+
 // SGE constructors panic on what an SGE's 32-bit length cannot hold, which
 // would otherwise become a shorter transfer (or, for a UD receive, less
 // room than the GRH).

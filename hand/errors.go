@@ -2,6 +2,7 @@ package hand
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 
@@ -110,6 +111,16 @@ func (e *AttrError) Error() string { return "goverbs: " + e.Op + ": " + e.Field 
 
 // Unwrap returns syscall.EINVAL.
 func (e *AttrError) Unwrap() error { return syscall.EINVAL }
+
+// checkRange refuses v outside lo to hi, before a conversion to the C
+// field's narrower type would wrap it (a negative count to 2^32-1, 2^32 to
+// 0). hi is unsigned so that math.MaxUint32 needs no int to hold it.
+func checkRange(op, field string, v, lo int, hi uint64) error {
+	if v < lo || uint64(v) > hi {
+		return &AttrError{Op: op, Field: field, Reason: fmt.Sprintf("%d: must be %d to %d", v, lo, hi)}
+	}
+	return nil
+}
 
 // BusyError is returned by Close on an object that other live objects
 // depend on: a PD with MRs or QPs, a CQ that a QP uses, a Context with PDs.

@@ -238,6 +238,41 @@ func TestControlCMEPDialFailures(t *testing.T) {
 	require.Less(t, took, time.Second, "an ended context does not wait for rdma_create_ep")
 }
 
+// An accepted Conn's QP reports the caps the provider granted:
+// rdma_get_request makes the QP from a copy of the listener's attributes,
+// into which the granted caps go and are lost, so Caps must come from the
+// QP itself. rxe grants more than these caps ask: its queues hold a power
+// of two less one WRs, and a send WQE sized for 4 SGEs holds 64 bytes of
+// inline data, which it grants.
+//
+// A dialled Conn's caps are what rdma_create_qp's reply said, as for
+// PD.NewQP. Linux 6.1's rxe (the VM's) replies with the WR counts as asked
+// and sizes the queues after, so only the inline data and SGEs of the two
+// sides are compared.
+func TestControlCMEPGrantedCaps(t *testing.T) {
+	asked := hand.QPCaps{MaxSendWR: 10, MaxRecvWR: 10, MaxSendSGE: 4, MaxRecvSGE: 1, MaxInlineData: 20}
+	l := cmepListen(t, hand.ConnConfig{Caps: asked})
+	srvc := cmepServe(t, l)
+	cli, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{Caps: asked})
+	require.NoError(t, err)
+	ctlCloseLater(t, cli)
+	srv := <-srvc
+	require.NotNil(t, srv)
+	ctlCloseLater(t, srv)
+
+	_, ia, err := srv.QP().Query()
+	require.NoError(t, err)
+	granted := hand.QPCaps{MaxSendWR: int(ia.Cap.MaxSendWR), MaxRecvWR: int(ia.Cap.MaxRecvWR),
+		MaxSendSGE: int(ia.Cap.MaxSendSGE), MaxRecvSGE: int(ia.Cap.MaxRecvSGE), MaxInlineData: int(ia.Cap.MaxInlineData)}
+	got, dialled := srv.QP().Caps(), cli.QP().Caps()
+	t.Logf("asked %+v; accepted: ibv_query_qp %+v, Caps %+v; dialled: Caps %+v", asked, granted, got, dialled)
+	require.NotEqual(t, asked.MaxInlineData, granted.MaxInlineData, "rxe should have granted more inline data than asked")
+	require.Equal(t, granted, got, "the accepted Conn's Caps are what ibv_query_qp reports")
+	require.Equal(t, []int{dialled.MaxSendSGE, dialled.MaxRecvSGE, dialled.MaxInlineData},
+		[]int{got.MaxSendSGE, got.MaxRecvSGE, got.MaxInlineData}, "SGEs and inline data, dialled and accepted")
+	require.GreaterOrEqual(t, got.MaxSendWR, dialled.MaxSendWR)
+}
+
 func TestControlCMEPAcceptCancelledAndClosed(t *testing.T) {
 	l := cmepListen(t, hand.ConnConfig{})
 	ctlRequireAcceptEnds(t, "EPListener", func(ctx context.Context) error { _, err := l.Accept(ctx); return err }, l.Close)
