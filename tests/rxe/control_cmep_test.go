@@ -516,6 +516,14 @@ func TestControlCMEPSendBeforeAccept(t *testing.T) {
 	rc.Reset()
 	rc.Reserve(1).Set(0, 20, cmr.SGE(0, 64))
 	err = rc.PostRecvv(cli)
+	// rxe's provider refuses a receive on a QP in RESET from rdma-core 40.0
+	// on ("Providers/rxe: Fix bugs in rxe_post_recv"); before, it queues it.
+	if release, v := loadedRelease(t); !newer(v, [2]int{39, 99}) {
+		require.NoError(t, err, "rxe of rdma-core %s queues a receive in RESET", release)
+		require.Zero(t, rc.Len(), "posted")
+		t.Logf("rdma-core %s: rxe queues a receive on a QP in RESET, as before 40.0", release)
+		return
+	}
 	require.ErrorAs(t, err, &pe, "a receive on a QP in RESET")
 	t.Logf("PostRecvv on the QP in RESET: %v", err)
 	require.True(t, pe.Unknown, "rxe refused it naming no WR: %v", err)
