@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
 )
 
 // rdma_cm: connection setup over IP addresses (librdmacm), with the event
@@ -266,6 +267,10 @@ type Listener struct {
 	ch   *cmChannel
 	id   *rdmacm.CMID
 	addr netip.AddrPort
+	// The device context librdmacm bound the id to, nil on a wildcard
+	// address, and its name: read at Listen, for Close frees the id.
+	verbs *verbs.Context
+	dev   string
 }
 
 // Listen binds an rdma_cm listener to addr ("192.0.2.1:7471"; a port of 0
@@ -299,8 +304,19 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 		return fail(verbErr("rdma_listen", err))
 	}
 	l.addr = srcAddr(l.id)
+	l.verbs, l.dev = idDevice(l.id)
 	l.init("Listener " + l.addr.String())
 	return l, nil
+}
+
+// idDevice is the device context librdmacm bound id to and its name
+// (nil and "" when it is bound to none). The context is librdmacm's, open
+// for the process, and outlives the id.
+func idDevice(id *rdmacm.CMID) (*verbs.Context, string) {
+	if id.Verbs == nil {
+		return nil, ""
+	}
+	return id.Verbs, cString(id.Verbs.Device.Name[:])
 }
 
 // Addr returns the address the listener is bound to, with the port it got.
@@ -313,10 +329,10 @@ func (l *Listener) Raw() *rdmacm.CMID { return l.id }
 // (see CMContext), or nil when it listens on a wildcard address; use
 // ConnRequest.Context then.
 func (l *Listener) Context() *Context {
-	if l.id.Verbs == nil {
+	if l.verbs == nil {
 		return nil
 	}
-	return newContext(l.id.Verbs, cString(l.id.Verbs.Device.Name[:]), true)
+	return newContext(l.verbs, l.dev, true)
 }
 
 // Close stops listening and wakes an Accept with ErrClosed. Accepted
@@ -338,6 +354,11 @@ type ConnRequest struct {
 	ch   *cmChannel
 	data []byte
 	done bool
+	// Read when the request came: Reject, a failed Accept and the Conn's
+	// Close free the id.
+	remote netip.AddrPort
+	verbs  *verbs.Context
+	dev    string
 }
 
 // Accept waits for the next connection request. It returns ctx.Err() when
@@ -368,7 +389,9 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 			rdmacm.DestroyID(ev.id)
 			return nil, err
 		}
-		return &ConnRequest{id: ev.id, ch: ch, data: ev.data}, nil
+		r := &ConnRequest{id: ev.id, ch: ch, data: ev.data, remote: dstAddr(ev.id)}
+		r.verbs, r.dev = idDevice(ev.id)
+		return r, nil
 	}
 }
 
@@ -377,12 +400,12 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 func (r *ConnRequest) PrivateData() []byte { return r.data }
 
 // RemoteAddr returns the client's address.
-func (r *ConnRequest) RemoteAddr() netip.AddrPort { return dstAddr(r.id) }
+func (r *ConnRequest) RemoteAddr() netip.AddrPort { return r.remote }
 
 // Context returns librdmacm's device context the request came in on: make
 // the PD, CQs and MRs for its ConnConfig from it.
 func (r *ConnRequest) Context() *Context {
-	return newContext(r.id.Verbs, cString(r.id.Verbs.Device.Name[:]), true)
+	return newContext(r.verbs, r.dev, true)
 }
 
 // Reject refuses the request, sending data (at most 148 bytes) to the
@@ -403,6 +426,8 @@ func (r *ConnRequest) Reject(data []byte) error {
 
 // Accept creates the QP cfg describes, accepts the request with
 // cfg.PrivateData and waits until the connection is established.
+// With ctx ended already, it rejects the request instead, accepting
+// nothing.
 func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	if r.done {
 		return nil, ErrClosed
@@ -411,6 +436,14 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 		return nil, &AttrError{Op: "ConnRequest.Accept", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
 	}
 	r.done = true
+	if err := ctx.Err(); err != nil {
+		// Rejected without accepting first, as EPRequest.Accept does: an
+		// accepted, then torn-down id waits out TIMEWAIT in rdma_destroy_id.
+		reject(r.id, nil)
+		rdmacm.DestroyID(r.id)
+		r.ch.close()
+		return nil, fmt.Errorf("goverbs: accept: %w", err)
+	}
 	c := &Conn{id: r.id, ch: r.ch, peerData: r.data}
 	if err := c.setup(cfg, "ConnRequest.Accept"); err != nil {
 		reject(r.id, nil)

@@ -243,7 +243,7 @@ func (c *Context) checkODP() error {
 func MemlockLimit() (soft, hard uint64, err error) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(rlimitMemlock, &r); err != nil {
-		return 0, 0, err
+		return 0, 0, rlimitErr("getrlimit(RLIMIT_MEMLOCK)", err)
 	}
 	return r.Cur, r.Max, nil
 }
@@ -253,15 +253,24 @@ func MemlockLimit() (soft, hard uint64, err error) {
 func RaiseMemlockLimit() (uint64, error) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(rlimitMemlock, &r); err != nil {
-		return 0, err
+		return 0, rlimitErr("getrlimit(RLIMIT_MEMLOCK)", err)
 	}
 	if r.Cur != r.Max {
 		r.Cur = r.Max
 		if err := syscall.Setrlimit(rlimitMemlock, &r); err != nil {
-			return 0, err
+			return 0, rlimitErr("setrlimit(RLIMIT_MEMLOCK)", err)
 		}
 	}
 	return r.Cur, nil
+}
+
+// rlimitErr names the call that failed: a bare errno ("operation not
+// permitted") would not say which.
+func rlimitErr(op string, err error) error {
+	if errno, ok := err.(syscall.Errno); ok {
+		return errnoErr(op, errno)
+	}
+	return fmt.Errorf("goverbs: %s: %w", op, err)
 }
 
 // memlockHint says how to raise RLIMIT_MEMLOCK when a registration of

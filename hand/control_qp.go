@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
@@ -84,7 +85,7 @@ type QP struct {
 	num  uint32
 	typ  QPType
 	caps QPCaps
-	port int          // the port ToInit chose
+	port atomic.Int32 // the port ToInit chose: set under the read lock, which orders nothing between two users
 	cmID *rdmacm.CMID // set when rdma_cm made the QP: rdma_destroy_qp destroys it
 }
 
@@ -363,10 +364,13 @@ func (q *QP) ToInit(a InitAttr) error {
 		attr.Qkey = a.QKey
 		mask |= verbs.QPAttrQkey
 	}
+	// Before the modify, which makes the state INIT for a concurrent
+	// ToRTR to see; put back if it fails.
+	old := q.port.Swap(int32(port))
 	if err := q.modify(&attr, mask, "INIT"); err != nil {
+		q.port.Store(old)
 		return err
 	}
-	q.port = port
 	return nil
 }
 
@@ -406,10 +410,11 @@ func (q *QP) ToRTR(a RTRAttr) error {
 	attr := verbs.QPAttr{QPState: verbs.QPSRtr}
 	mask := verbs.QPAttrState
 	if q.typ != UD {
-		if a.Path.Port != 0 && a.Path.Port != q.port {
-			return &AttrError{Op: op, Field: "Path.Port", Reason: fmt.Sprintf("%d, but ToInit chose port %d", a.Path.Port, q.port)}
+		port := int(q.port.Load())
+		if a.Path.Port != 0 && a.Path.Port != port {
+			return &AttrError{Op: op, Field: "Path.Port", Reason: fmt.Sprintf("%d, but ToInit chose port %d", a.Path.Port, port)}
 		}
-		a.Path.Port = q.port
+		a.Path.Port = port
 		pa, err := a.Path.check(q.ctx, op)
 		if err != nil {
 			return err
@@ -425,7 +430,7 @@ func (q *QP) ToRTR(a RTRAttr) error {
 			mtu = pa.ActiveMTU
 		}
 		if mtu < verbs.MTU256 || mtu > pa.ActiveMTU {
-			return &AttrError{Op: op, Field: "MTU", Reason: fmt.Sprintf("%s: port %d's active MTU is %s", mtuName(mtu), q.port, mtuName(pa.ActiveMTU))}
+			return &AttrError{Op: op, Field: "MTU", Reason: fmt.Sprintf("%s: port %d's active MTU is %s", mtuName(mtu), a.Path.Port, mtuName(pa.ActiveMTU))}
 		}
 		attr.AHAttr = a.Path.ahAttr()
 		attr.PathMTU = mtu

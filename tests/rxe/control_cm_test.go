@@ -298,3 +298,53 @@ func ctlRequireAcceptEnds(t *testing.T, name string, accept func(context.Context
 	}
 	require.ErrorIs(t, accept(context.Background()), hand.ErrClosed)
 }
+
+// What a Listener and a ConnRequest say of themselves stays readable once
+// their rdma_cm id is freed: Listener.Context after Close, and a request's
+// RemoteAddr and Context after Reject. They read the freed id before (a
+// fault, or an address from freed memory). And a ConnRequest.Accept whose
+// context has ended rejects at once, accepting nothing: the client is
+// refused, and the call does not wait out the kernel's TIMEWAIT (a minute
+// on rxe) as it would had it accepted first.
+func TestControlCMRequestAfterEnd(t *testing.T) {
+	l := ctlListen(t)
+	dev := l.Context()
+	require.NotNil(t, dev, "bound to the VM's address, not a wildcard")
+	dial := func() <-chan error {
+		out := make(chan error, 1)
+		go func() {
+			c, err := hand.Dial(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+			if err == nil {
+				c.Close()
+			}
+			out <- err
+		}()
+		return out
+	}
+
+	dialed := dial()
+	req, err := l.Accept(ctlContext(t, 20*time.Second))
+	require.NoError(t, err)
+	from := req.RemoteAddr()
+	require.True(t, from.IsValid() && from.Port() != 0, "the client's address: %v", from)
+	require.NoError(t, req.Reject(nil))
+	require.Equal(t, from, req.RemoteAddr(), "after Reject")
+	require.Equal(t, dev.Name(), req.Context().Name(), "after Reject")
+	require.Error(t, <-dialed)
+
+	dialed = dial()
+	req, err = l.Accept(ctlContext(t, 20*time.Second))
+	require.NoError(t, err)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	_, err = req.Accept(ended, hand.ConnConfig{})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, time.Since(start), 5*time.Second)
+	err = <-dialed
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "rejected, not accepted and torn down")
+	t.Log(err)
+
+	require.NoError(t, l.Close())
+	require.Equal(t, dev.Name(), l.Context().Name(), "after Close")
+}

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"syscall"
 	"testing"
@@ -315,4 +316,35 @@ func TestControlUDReplyFromWC(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b here", string(payload))
 	require.Equal(t, b.Num(), back.SrcQP(), "the reply came from b")
+}
+
+// ToInit and ToRTR on two goroutines: ToRTR, retried while the QP is not
+// yet in INIT, must see the port ToInit chose as soon as it sees INIT.
+// ToInit stored the port after the modify, under a read lock that orders
+// nothing between two users: a data race (the race binary of make
+// rxe-test runs this test), and a ToRTR that could read port 0.
+func TestControlQPConcurrentInitRTR(t *testing.T) {
+	r := newCtlRig(t)
+	for range 20 {
+		q, peer := r.qp(t, hand.RC), r.qp(t, hand.RC)
+		require.NoError(t, peer.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite}))
+		path := hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex}
+		done := make(chan error, 1)
+		go func() {
+			for {
+				err := q.ToRTR(hand.RTRAttr{Path: path, DestQPN: peer.Num()})
+				var ae *hand.AttrError
+				if errors.As(err, &ae) && ae.Field == "state" {
+					continue // not INIT yet
+				}
+				done <- err
+				return
+			}
+		}()
+		require.NoError(t, q.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite}))
+		require.NoError(t, <-done)
+		s, err := q.State()
+		require.NoError(t, err)
+		require.Equal(t, verbs.QPSRtr, s)
+	}
 }
