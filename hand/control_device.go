@@ -56,9 +56,26 @@ type Context struct {
 	ev        *pollFD // the async event fd, made by the first NextEvent
 	evClosing bool    // Close has begun: no NextEvent may make ev now
 
-	regMu sync.Mutex
-	reg   map[unsafe.Pointer]any // raw QP / CQ / SRQ -> *QP / *CQ / *SRQ, for async events
+	reg *registry // the objects made on the device, for its async events
 }
+
+// registry maps the raw QPs, CQs and SRQs made on a device to the *QP,
+// *CQ and *SRQ that made them, so that an async event names them.
+type registry struct {
+	mu sync.Mutex
+	m  map[unsafe.Pointer]any
+}
+
+// cmRegistries are the registries of librdmacm's device contexts, one per
+// context: librdmacm hands out one ibv_context per device, and hand wraps
+// it afresh each time (CMContext, Conn.Context, ConnRequest.Context...), so
+// objects made through one wrapper must be found by events read through
+// another. librdmacm keeps its contexts open for the process, and so these
+// stay.
+var cmRegistries = struct {
+	sync.Mutex
+	m map[*verbs.Context]*registry
+}{m: map[*verbs.Context]*registry{}}
 
 // Open opens the device called name, or the first device when name is "".
 // Close closes it.
@@ -109,7 +126,18 @@ func deviceList() (devs []*verbs.Device, free func(), err error) {
 }
 
 func newContext(raw *verbs.Context, name string, borrowed bool) *Context {
-	c := &Context{raw: raw, name: name, borrowed: borrowed, reg: map[unsafe.Pointer]any{}}
+	c := &Context{raw: raw, name: name, borrowed: borrowed}
+	if borrowed {
+		cmRegistries.Lock()
+		c.reg = cmRegistries.m[raw]
+		if c.reg == nil {
+			c.reg = &registry{m: map[unsafe.Pointer]any{}}
+			cmRegistries.m[raw] = c.reg
+		}
+		cmRegistries.Unlock()
+	} else {
+		c.reg = &registry{m: map[unsafe.Pointer]any{}}
+	}
 	c.init("Context " + c.name)
 	return c
 }
@@ -139,26 +167,26 @@ func (c *Context) Close() error {
 }
 
 func (c *Context) register(raw unsafe.Pointer, obj any) {
-	c.regMu.Lock()
-	c.reg[raw] = obj
-	c.regMu.Unlock()
+	c.reg.mu.Lock()
+	c.reg.m[raw] = obj
+	c.reg.mu.Unlock()
 }
 
 // unregister forgets obj, made at raw, once it is destroyed: only if raw
 // still names obj, for once the object is freed its address may already
 // have gone to a new one, made on another goroutine and registered since.
 func (c *Context) unregister(raw unsafe.Pointer, obj any) {
-	c.regMu.Lock()
-	if c.reg[raw] == obj {
-		delete(c.reg, raw)
+	c.reg.mu.Lock()
+	if c.reg.m[raw] == obj {
+		delete(c.reg.m, raw)
 	}
-	c.regMu.Unlock()
+	c.reg.mu.Unlock()
 }
 
 func (c *Context) lookup(raw unsafe.Pointer) any {
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	return c.reg[raw]
+	c.reg.mu.Lock()
+	defer c.reg.mu.Unlock()
+	return c.reg.m[raw]
 }
 
 // QueryDevice returns the device attributes (ibv_query_device).

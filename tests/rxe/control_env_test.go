@@ -58,6 +58,12 @@ type ctlRig struct {
 func newCtlRig(t *testing.T) *ctlRig {
 	t.Helper()
 	ctx, gidIndex := ctlDevice(t)
+	return newCtlRigOn(t, ctx, gidIndex)
+}
+
+// newCtlRigOn is newCtlRig on ctx, whose GID gidIndex is the RoCE v2 one.
+func newCtlRigOn(t *testing.T, ctx *hand.Context, gidIndex int) *ctlRig {
+	t.Helper()
 	r := &ctlRig{ctx: ctx, gidIndex: gidIndex}
 	e, err := ctx.RoCEv2IPv4GID(1)
 	require.NoError(t, err)

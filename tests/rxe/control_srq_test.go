@@ -15,6 +15,32 @@ import (
 // delivered through the netpoller and naming the SRQ.
 func TestControlSRQAndLimitEvent(t *testing.T) {
 	r := newCtlRig(t)
+	testSRQLimitEvent(t, r, r.ctx)
+}
+
+// The same through librdmacm's context of the device: everything is made
+// on one CMContext handle, and the event is read through another, as a
+// program reads a device's events through hand.CMContext while its Conns
+// made their QPs through their own. The event still names the SRQ: the
+// handles of one librdmacm context share what was made through them.
+// Before, each handle knew only its own objects, and the event came with
+// a nil SRQ.
+func TestControlSRQLimitEventAcrossCMContexts(t *testing.T) {
+	name, gidIndex := RequireDevice(t)
+	made, err := hand.CMContext(name)
+	require.NoError(t, err)
+	ctlCloseLater(t, made)
+	read, err := hand.CMContext(name)
+	require.NoError(t, err)
+	ctlCloseLater(t, read)
+	require.NotSame(t, made, read, "two handles")
+	require.Equal(t, made.Raw(), read.Raw(), "of one librdmacm context")
+	testSRQLimitEvent(t, newCtlRigOn(t, made, gidIndex), read)
+}
+
+// testSRQLimitEvent arms an SRQ made on r, drains it below its limit, and
+// requires the limit event, read from events, to name the SRQ.
+func testSRQLimitEvent(t *testing.T, r *ctlRig, events *hand.Context) {
 	srq, err := r.pd.NewSRQ(hand.SRQConfig{MaxWR: 64})
 	require.NoError(t, err)
 	ctlCloseLater(t, srq)
@@ -47,7 +73,7 @@ func TestControlSRQAndLimitEvent(t *testing.T) {
 	require.Equal(t, uint32(7), a.SRQLimit)
 	require.GreaterOrEqual(t, a.MaxWR, uint32(64))
 
-	events := r.ctx.Events(ctlContext(t, 20*time.Second))
+	evc := events.Events(ctlContext(t, 20*time.Second))
 	for i := range send {
 		copy(r.mr.Bytes()[i*64:], []byte{byte('A' + i)})
 		ctlPostSend(t, send[i], r.mr, uint64(i), i*64, 1)
@@ -62,7 +88,7 @@ func TestControlSRQAndLimitEvent(t *testing.T) {
 	require.Equal(t, map[uint32]byte{recv[0].Num(): 'A', recv[1].Num(): 'B'}, got, "each receiving QP took one SRQ buffer")
 
 	select {
-	case ev := <-events:
+	case ev := <-evc:
 		t.Log(ev)
 		require.Equal(t, verbs.EventSRQLimitReached, ev.Type)
 		require.Same(t, srq, ev.SRQ)
