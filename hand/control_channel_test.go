@@ -170,3 +170,45 @@ func TestChannelCloseWakesQueuedWait(t *testing.T) {
 	require.NoError(t, pc.closeCQ(1))
 	require.ErrorIs(t, <-bDone, ErrClosed)
 }
+
+// A wait queued behind another CQ's waiter, woken by an event filed for
+// it, allocates nothing once warm: its wake channel is reused, where a
+// channel closed for each filing had to be made again for the next.
+func TestChannelQueuedWaitAllocates(t *testing.T) {
+	if raceEnabled {
+		t.Skip("built with -race, whose runtime allocates for the goroutines' channel operations: counted without it")
+	}
+	pc := newPipeChannel(t, 2)
+	pc.waitHolding(t, 0) // holds the turn, waiting for CQ 0 for ever
+	trigger, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	one := []byte{1}
+	go func() {
+		for {
+			select {
+			case <-trigger:
+			case <-stop:
+				return
+			}
+			for { // once CQ 1's wait is queued, raise CQ 1's event
+				pc.ch.fd.turn.mu.Lock()
+				n := len(pc.ch.fd.turn.waiters)
+				pc.ch.fd.turn.mu.Unlock()
+				if n == 1 {
+					break
+				}
+				time.Sleep(10 * time.Microsecond)
+			}
+			syscall.Write(pc.w, one)
+		}
+	}()
+	ctx := context.Background()
+	wait := func() {
+		trigger <- struct{}{}
+		if err := pc.cqs[1].Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait()
+	require.Zero(t, testing.AllocsPerRun(100, wait), "a queued CQ.Wait(context.Background()) allocates")
+}

@@ -484,7 +484,9 @@ func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 		c.abandon(func() error { return nil }, nil)
 		return nil, fmt.Errorf("goverbs: accept on %s: %w", r.l.addr, err)
 	}
-	c.established()
+	// Not c.established(): take named the Conn and read its addresses
+	// already, before it was handed out, for once c is let go a Close may
+	// free the id, and nothing may write what Close reads.
 	return c, nil
 }
 
@@ -557,6 +559,7 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	attr := res.attr
 	attr.Cap = granted.Cap
 	c.qp = newQP(res.pd, id.QP, RC, &attr, id, res.objs)
+	c.established() // the addresses are the request's: the Conn is named before it is handed out
 	return c, nil
 }
 

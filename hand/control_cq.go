@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,11 +32,12 @@ type CompChannel struct {
 	mu      sync.Mutex
 	cqs     map[*verbs.CQ]*CQ
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
-	// filed is closed, and forgotten, when an event is filed in pending or
-	// a CQ of the channel closes: it wakes the waiters queued for the
-	// turn, which is held by a waiter that will not return for them
-	// (pendingOr). Made when a waiter first queues.
-	filed chan struct{}
+	// watchers are the wake channels of the waiters queued for the turn
+	// (acquireFor, waitPoll), each sent on when an event is filed in
+	// pending or a CQ of the channel closes: the holder may never return
+	// for them. spareWatch keeps them, empty, for reuse, so that queued
+	// waits allocate only when more queue at once than ever before.
+	watchers, spareWatch []chan struct{}
 
 	// The one waiter's (pollFD.acquire) state, kept here rather than in a
 	// closure so that a wait allocates nothing: readFn is readEvent,
@@ -209,20 +211,23 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, er
 // when only closes, or ctx.Err(). Queued, it does not wait for the turn
 // alone: the holder may wait for its own CQ for ever while it files
 // events of only as pending, or while only closes, and would never hand
-// the turn on; filed wakes it to check.
+// the turn on; a watcher wakes it to check.
 func (ch *CompChannel) acquireFor(ctx context.Context, only *CQ) (*CQ, error) {
 	if ch.fd.tryAcquire() {
 		return nil, nil
 	}
 	for {
-		cq, filed := ch.pendingOr(only)
+		cq, w := ch.pendingOrWatch(only)
 		if cq != nil {
 			return cq, nil
 		}
 		if only != nil && only.isClosed() {
+			ch.unwatch(w)
 			return nil, ErrClosed
 		}
-		switch err := ch.fd.acquireOr(ctx, filed); err {
+		err := ch.fd.acquireOr(ctx, w)
+		ch.unwatch(w)
+		switch err {
 		case nil:
 			return nil, nil
 		case errStopped:
@@ -233,34 +238,57 @@ func (ch *CompChannel) acquireFor(ctx context.Context, only *CQ) (*CQ, error) {
 	}
 }
 
-// pendingOr takes an event of only (any CQ when nil) that another waiter
-// read, as takePending does, or, when there is none, returns filed (made
-// if need be), in one critical section, so that nothing filed between the
-// two goes unseen.
-func (ch *CompChannel) pendingOr(only *CQ) (*CQ, <-chan struct{}) {
+// pendingOrWatch takes an event of only (any CQ when nil) that another
+// waiter read, as takePending does, or, when there is none, returns a
+// watcher (watchLocked), in one critical section, so that nothing filed
+// between the two goes unseen.
+func (ch *CompChannel) pendingOrWatch(only *CQ) (*CQ, chan struct{}) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if cq := ch.takePendingLocked(only); cq != nil {
 		return cq, nil
 	}
-	return nil, ch.filedLocked()
+	return nil, ch.watchLocked()
 }
 
-// filedLocked returns filed, made if need be. ch.mu is held.
-func (ch *CompChannel) filedLocked() <-chan struct{} {
-	if ch.filed == nil {
-		ch.filed = make(chan struct{})
+// watchLocked returns a wake channel that the next filing or CQ close
+// sends on (wakeQueuedLocked); unwatch gives it back. ch.mu is held.
+func (ch *CompChannel) watchLocked() chan struct{} {
+	var w chan struct{}
+	if n := len(ch.spareWatch); n > 0 {
+		w = ch.spareWatch[n-1]
+		ch.spareWatch = ch.spareWatch[:n-1]
+	} else {
+		w = make(chan struct{}, 1)
 	}
-	return ch.filed
+	ch.watchers = append(ch.watchers, w)
+	return w
 }
 
-// wakeQueuedLocked wakes the waiters queued for the turn (acquireFor), to
-// look again at pending and at their CQ. ch.mu is held.
+// unwatch gives back w, emptied of a wake it did not take.
+func (ch *CompChannel) unwatch(w chan struct{}) {
+	ch.mu.Lock()
+	if i := slices.Index(ch.watchers, w); i >= 0 {
+		ch.watchers = slices.Delete(ch.watchers, i, i+1)
+	}
+	select {
+	case <-w:
+	default:
+	}
+	ch.spareWatch = append(ch.spareWatch, w)
+	ch.mu.Unlock()
+}
+
+// wakeQueuedLocked wakes the waiters queued for the turn (acquireFor,
+// waitPoll), to look again at pending and at their CQ. ch.mu is held.
 func (ch *CompChannel) wakeQueuedLocked() {
-	if ch.filed != nil {
-		close(ch.filed)
-		ch.filed = nil
+	for _, w := range ch.watchers {
+		select {
+		case w <- struct{}{}:
+		default: // woken already
+		}
 	}
+	ch.watchers = ch.watchers[:0]
 }
 
 // readEvent is the waiter's read (pollFD.waitHeld): it reads events until
@@ -335,7 +363,7 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 		// poll below makes up for the events filed until now, as it
 		// does below for a holder.
 		ch.mu.Lock()
-		filed := ch.filedLocked()
+		w := ch.watchLocked()
 		if len(ch.pending) > 0 {
 			delete(ch.pending, p.owner)
 		}
@@ -348,14 +376,18 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 		// this costs nothing.
 		if !p.owner.armed.Load() {
 			if err := p.owner.RequestNotify(false); err != nil {
+				ch.unwatch(w)
 				return 0, err
 			}
 		}
 		wcs, err := p.Poll()
 		if err != nil || len(wcs) > 0 {
+			ch.unwatch(w)
 			return len(wcs), err
 		}
-		switch err := ch.fd.acquireOr(ctx, filed); err {
+		err = ch.fd.acquireOr(ctx, w)
+		ch.unwatch(w)
+		switch err {
 		case nil:
 			queued = false
 		case errStopped:

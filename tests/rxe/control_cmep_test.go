@@ -531,3 +531,36 @@ func TestControlCMEPSendBeforeAccept(t *testing.T) {
 	require.Equal(t, 0, pe.Posted)
 	require.Equal(t, 1, rc.Len(), "the chain keeps it")
 }
+
+// EPRequest.Accept against a Close of the request's Conn on another
+// goroutine, 20 times: Accept returns the Conn, with the addresses the
+// request came with, or an error (ErrClosed when Close came first), and
+// nothing reads what Close freed. Accept named the Conn from its id after
+// letting go of it, where a Close could free the id first (a window, not
+// hit every run: the race binary of make rxe-test runs this test too).
+func TestControlCMEPAcceptConcurrentClose(t *testing.T) {
+	l := cmepListen(t, hand.ConnConfig{})
+	for range 20 {
+		dialed := make(chan *hand.Conn, 1)
+		go func() {
+			c, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+			if err != nil {
+				c = nil
+			}
+			dialed <- c
+		}()
+		req, err := l.GetRequest(ctlContext(t, 20*time.Second))
+		require.NoError(t, err)
+		closed := make(chan error, 1)
+		go func() { closed <- req.Conn().Close() }()
+		c, err := req.Accept(ctlContext(t, 20*time.Second))
+		require.NoError(t, <-closed)
+		if err == nil {
+			require.Equal(t, l.Addr(), c.LocalAddr())
+			require.True(t, c.RemoteAddr().IsValid())
+		}
+		if cli := <-dialed; cli != nil {
+			require.NoError(t, cli.Close())
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package hand
+
+const raceEnabled = false
