@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -170,6 +171,37 @@ var Conventions = []ConventionRule{
 			// errors.Is(err, syscall.ENOENT).
 			"ibv_start_poll", "ibv_next_poll"},
 	},
+}
+
+// ErrnoCopiers are the C functions that set errno to the value they are
+// given: librdmacm's rdma_seterrno (errno = ret), which the rdma_post_*,
+// rdma_get_*_comp and rdma_dereg_mr inlines pass what the provider
+// returned, a -errno from rxe (rdma-core 33.2), siw, cxgb4, qedr, erdma or
+// bnxt_re. A stub whose C function reads errno and calls one (its Calls)
+// calls it through a preamble wrapper that makes errno positive before cgo
+// reads it: cgo boxes an errno of 256 and up into its error result, one
+// allocation at every failed call that the stub's verberr.Site cannot
+// spare. verberr.Site.Failed reads a negative errno as its negation
+// anyway, wherever it comes from.
+var ErrnoCopiers = []string{"rdma_seterrno"}
+
+// readsErrno reports whether c's stub reads the errno C set.
+func (c Convention) readsErrno() bool {
+	return c == NullErrno || c == MinusOneErrno || c == CountOrError || c == GetaddrinfoCode
+}
+
+// copiesErrno reports whether fn's stub calls it through the wrapper that
+// ErrnoCopiers describes.
+func copiesErrno(fn *Func) bool {
+	if !fn.Convention.readsErrno() {
+		return false
+	}
+	for _, c := range fn.Calls {
+		if slices.Contains(ErrnoCopiers, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // matches reports whether rule entry pattern lists C function name.

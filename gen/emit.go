@@ -695,8 +695,9 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	}
 	pre.WriteString(e.layoutAssertions(spec))
 	pre.WriteString(e.loaderDecls(spec))
+	copiers := false
 	for _, fn := range funcs {
-		if fn.Kind != FuncMacro {
+		if fn.Kind != FuncMacro && !copiesErrno(fn) {
 			continue
 		}
 		// cgo cannot call a function-like macro: a static inline wrapper
@@ -706,12 +707,23 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			params = append(params, cDecl(p.Type, p.Name))
 			args = append(args, p.Name)
 		}
-		ret := "return "
-		if fn.Result.Kind == KVoid {
-			ret = ""
+		if fn.Kind == FuncMacro {
+			ret := "return "
+			if fn.Result.Kind == KVoid {
+				ret = ""
+			}
+			fmt.Fprintf(&pre, "static inline %s(%s) { %s%s(%s); }\n",
+				cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), ret, fn.Name, strings.Join(args, ", "))
+			continue
 		}
-		fmt.Fprintf(&pre, "static inline %s(%s) { %s%s(%s); }\n",
-			cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), ret, fn.Name, strings.Join(args, ", "))
+		// See ErrnoCopiers: errno made positive before cgo reads it.
+		if !copiers {
+			copiers = true
+			fmt.Fprintf(&pre, "// The wrappers below make errno positive where %s left a provider's\n"+
+				"// -errno in it: cgo would box an errno of 256 and up at every failed call.\n", strings.Join(ErrnoCopiers, " or "))
+		}
+		fmt.Fprintf(&pre, "static inline %s(%s) { %s = %s(%s); if (errno < 0) errno = -errno; return goverbs_r; }\n",
+			cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), cDecl(fn.Result, "goverbs_r"), fn.Name, strings.Join(args, ", "))
 	}
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)
@@ -840,7 +852,7 @@ func recordAssertions(b *strings.Builder, r *Record) int {
 
 // cName is the C function a stub calls: the macro's wrapper or the function.
 func cName(fn *Func) string {
-	if fn.Kind == FuncMacro {
+	if fn.Kind == FuncMacro || copiesErrno(fn) {
 		return "goverbs_" + fn.Name
 	}
 	return fn.Name

@@ -103,11 +103,14 @@ func (s *Site) Err(errno syscall.Errno) error {
 // Failed is Err for a call that failed, from what cgo's two-result call
 // gave: the errno C set (err) when it set one; else the one the result r
 // carries (r itself when positive, -r below -1); else EIO, the function
-// failed without saying why. A stub passes r = -1 for a NULL result, and
-// err = nil for a function that returns its errno. It is never nil.
+// failed without saying why. A negative errno is taken as its negation:
+// librdmacm's rdma_seterrno copies a provider's -errno into errno as is
+// (the rdma_post_* and rdma_get_*_comp inlines). A stub passes r = -1 for
+// a NULL result, and err = nil for a function that returns its errno. It
+// is never nil.
 func (s *Site) Failed(err error, r int64) error {
 	if e, ok := err.(syscall.Errno); ok && e != 0 {
-		return s.Err(e)
+		return s.Err(positive(e))
 	}
 	switch {
 	case r > 0:
@@ -116,6 +119,15 @@ func (s *Site) Failed(err error, r int64) error {
 		return s.Err(syscall.Errno(-r))
 	}
 	return s.Err(syscall.EIO)
+}
+
+// positive is errno made positive: cgo sign-extends C's int errno, so a
+// negative one is a huge Errno whose low 32 bits are negative.
+func positive(errno syscall.Errno) syscall.Errno {
+	if n := int32(errno); n < 0 {
+		return syscall.Errno(-int64(n))
+	}
+	return errno
 }
 
 func (s *Site) newError(errno syscall.Errno) *Error {

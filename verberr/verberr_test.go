@@ -115,3 +115,22 @@ func TestSiteFailed(t *testing.T) {
 		}
 	}
 }
+
+// librdmacm's rdma_seterrno copies a provider's -errno into errno (rxe in
+// rdma-core 33.2, siw, cxgb4...): cgo hands it over sign-extended, and
+// Failed reads it as the errno it negates, kept like any other.
+func TestSiteFailedNegativeErrno(t *testing.T) {
+	s := NewSite("rdma_post_recvv", nil)
+	n := -int32(syscall.ENOMEM)
+	negative := syscall.Errno(n) // what cgo gives for errno = -ENOMEM
+	err := s.Failed(negative, -1)
+	if !errors.Is(err, syscall.ENOMEM) || err.Error() != "rdma_post_recvv: cannot allocate memory" {
+		t.Fatalf("Failed(errno -ENOMEM, -1) = %v, want ENOMEM", err)
+	}
+	if s.Failed(negative, -1) != err || s.Err(syscall.ENOMEM) != err {
+		t.Error("a negated errno gets an error of its own, not the site's for ENOMEM")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Failed(negative, -1) }); n != 0 {
+		t.Errorf("a negated errno seen before allocates %v times", n)
+	}
+}
