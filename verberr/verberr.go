@@ -100,23 +100,31 @@ func (s *Site) Err(errno syscall.Errno) error {
 	return table[errno].Load()
 }
 
-// Failed is Err for a call that failed, from what cgo's two-result call
-// gave: the errno C set (err) when it set one; else the one the result r
-// carries (r itself when positive, -r below -1); else EIO, the function
-// failed without saying why. A negative errno is taken as its negation:
-// librdmacm's rdma_seterrno copies a provider's -errno into errno as is
-// (the rdma_post_* and rdma_get_*_comp inlines). A stub passes r = -1 for
-// a NULL result, and err = nil for a function that returns its errno. It
-// is never nil.
+// Failed is Err for a call that failed, from the result r and what cgo's
+// two-result call gave (err, the errno C left), in this order:
+//
+//   - r below -1: -r, an errno the function returned negated. errno is not
+//     read: a function that returns -errno need not set it, and may leave
+//     one from an earlier step (_ibv_query_gid_table falls back from an
+//     ioctl that left EPROTONOSUPPORT, then returns -EINVAL).
+//   - r = -1: the errno C set, if it set one. A negative errno is taken as
+//     its negation: librdmacm's rdma_seterrno copies a provider's -errno
+//     into errno as is (the rdma_post_* and rdma_get_*_comp inlines).
+//   - r above 0: r, an errno returned.
+//   - else EIO: the function failed without saying why.
+//
+// A stub passes r = -1 for a NULL result, and err = nil for a function
+// that returns its errno. It is never nil.
 func (s *Site) Failed(err error, r int64) error {
-	if e, ok := err.(syscall.Errno); ok && e != 0 {
-		return s.Err(positive(e))
-	}
 	switch {
-	case r > 0:
-		return s.Err(syscall.Errno(r))
 	case r < -1:
 		return s.Err(syscall.Errno(-r))
+	case r == -1:
+		if e, ok := err.(syscall.Errno); ok && e != 0 {
+			return s.Err(positive(e))
+		}
+	case r > 0:
+		return s.Err(syscall.Errno(r))
 	}
 	return s.Err(syscall.EIO)
 }

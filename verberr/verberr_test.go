@@ -95,8 +95,8 @@ func TestGAIError(t *testing.T) {
 	}
 }
 
-// Failed picks the errno as the conventions give it: C's errno first, then
-// the result's, then EIO.
+// Failed picks the errno as the conventions give it: a returned -errno
+// first, then for -1 (or NULL) C's errno, then a returned errno, then EIO.
 func TestSiteFailed(t *testing.T) {
 	s := NewSite("ibv_x", nil)
 	for _, tc := range []struct {
@@ -109,6 +109,11 @@ func TestSiteFailed(t *testing.T) {
 		{nil, -int64(syscall.ENOMEM), syscall.ENOMEM}, // a negated one
 		{nil, -1, syscall.EIO},                        // NULL or -1, errno unset
 		{syscall.Errno(0), -1, syscall.EIO},
+		// A returned errno wins over what an earlier step left in errno:
+		// _ibv_query_gid_table's -EINVAL after its ioctl probe's
+		// EPROTONOSUPPORT, and an errno returned as is.
+		{syscall.EPROTONOSUPPORT, -int64(syscall.EINVAL), syscall.EINVAL},
+		{syscall.ENOTTY, int64(syscall.EBUSY), syscall.EBUSY},
 	} {
 		if got := s.Failed(tc.err, tc.r); got.(*Error).Errno() != tc.want {
 			t.Errorf("Failed(%v, %d) = %v, want %v", tc.err, tc.r, got, tc.want)

@@ -4,6 +4,7 @@
 #define LOADER_VERBS_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct ibv_thing {
 	uint32_t id;
@@ -14,6 +15,8 @@ int ibv_add_one(int x);
 struct ibv_thing *ibv_get_thing(void);
 int ibv_twice(int x);
 #define ibv_twice(x) ibv_twice(x)
+ssize_t ibv_count_negated(void);
+int ibv_minus_one(void);
 static inline int ibv_add_two(int x) { return ibv_add_one(ibv_add_one(x)); }
 static inline int ibv_add_three(int x) { return ibv_add_two(x) + 1; }
 
