@@ -131,7 +131,14 @@ var Conventions = []ConventionRule{
 			"ibv_close_device", "ibv_init_ah_from_wc",
 			// ibv_rereg_mr returns one of the negative IBV_REREG_MR_ERR_*
 			// codes with errno set; the errno is the error.
-			"ibv_rereg_mr"},
+			"ibv_rereg_mr",
+			// 0, -1 with errno (ibv_query_gid's failure, or
+			// neigh_init_resources' ENOMEM), a -errno (-EINVAL,
+			// -EHOSTUNREACH, -ENOSYS) or nl_connect's negative libnl
+			// code, which reads as the errno of its number
+			// (libibverbs/verbs.c, neigh.c): Failed takes each as
+			// that order says.
+			"ibv_resolve_eth_l2_from_gid"},
 	},
 	{
 		Name: "counts, indexes and descriptors, negative on failure", Convention: CountOrError,
@@ -162,7 +169,7 @@ var Conventions = []ConventionRule{
 			"ibv_query_ece", "ibv_set_ece", "ibv_query_rt_values_ex", "ibv_resize_cq", "ibv_req_notify_cq",
 			"ibv_get_srq_num", "ibv_bind_mw", "ibv_advise_mr", "ibv_free_dm", "ibv_memcpy_to_dm",
 			"ibv_memcpy_from_dm", "ibv_attach_mcast", "ibv_detach_mcast", "ibv_fork_init",
-			"ibv_resolve_eth_l2_from_gid", "ibv_attach_counters_point_flow", "ibv_read_counters",
+			"ibv_attach_counters_point_flow", "ibv_read_counters",
 			"ibv_wr_complete", "ibv_qp_attach_comp_cntr", "_ibv_query_comp_cntr_caps", "ibv_query_comp_cntr_caps",
 			"ibv_set_comp_cntr", "ibv_set_err_comp_cntr", "ibv_inc_comp_cntr", "ibv_inc_err_comp_cntr",
 			"ibv_read_comp_cntr", "ibv_read_err_comp_cntr",

@@ -4420,15 +4420,15 @@ func EventTypeStr(event EventType) *int8 {
 }
 
 // ResolveEthL2FromGID calls ibv_resolve_eth_l2_from_gid (extern,
-// infiniband/verbs.h:3735). When C returns an errno, it returns it as a
-// *verberr.Error (error convention "errno returned", rule "verbs returning
-// their errno").
+// infiniband/verbs.h:3735). When C returns -1, it returns a *verberr.Error with
+// the errno C set (error convention "-1 and errno", rule "verbs returning -1
+// with errno").
 func ResolveEthL2FromGID(context *Context, attr *AHAttr, ethMAC *uint8, vid *uint16) error {
-	r := C.ibv_resolve_eth_l2_from_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)), (*C.uint8_t)(unsafe.Pointer(ethMAC)), (*C.uint16_t)(unsafe.Pointer(vid)))
+	r, err := C.ibv_resolve_eth_l2_from_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)), (*C.uint8_t)(unsafe.Pointer(ethMAC)), (*C.uint16_t)(unsafe.Pointer(vid)))
 	if r == 0 {
 		return nil
 	}
-	return siteResolveEthL2FromGID.Failed(nil, int64(r))
+	return siteResolveEthL2FromGID.Failed(err, int64(r))
 }
 
 // IsQPTSupported calls ibv_is_qpt_supported (static inline,
