@@ -67,6 +67,15 @@ type ConventionRule struct {
 	Name       string
 	Convention Convention
 	Funcs      []string
+	// NegativeCode: a negative result is not a -errno but a code of the
+	// function's own, which the error keeps (verberr.Error.Code); the
+	// stub's signature is Convention's. With CountOrError and ErrnoResult
+	// it is a provider's code and no errno is read (verberr.Site.
+	// ProviderCode): the error matches no errno, and an ErrnoResult's
+	// positive result is still its errno. CountOrError's functions with it
+	// must call no extern, whose absence (-1 and ENOSYS) would read as
+	// code -1. Other conventions cannot have it.
+	NegativeCode bool
 }
 
 // Conventions is the one table of how every rdma-core function reports
@@ -76,6 +85,24 @@ type ConventionRule struct {
 // headers at hand is reported, not fatal (an older or newer release may
 // need it).
 var Conventions = []ConventionRule{
+	{
+		// ibv_poll_cq(3): "a negative value" on failure, which is the
+		// provider's: mlx4, mlx5, mthca, hns and vmw_pvrdma return
+		// CQ_POLL_ERR (-2) for a CQE they cannot parse, others a -errno.
+		// As an errno, -2 would read as ENOENT.
+		Name: "poll: a count, or a provider's negative code", Convention: CountOrError, NegativeCode: true,
+		Funcs: []string{"ibv_poll_cq"},
+	},
+	{
+		// ENOENT means the CQ is empty, not a failure: the stub returns it
+		// as an error all the same, and callers test errors.Is(err,
+		// syscall.ENOENT); EBUSY is transient (ibv_create_cq_ex(3)). The
+		// same providers' CQ_POLL_ERR (-2) comes back as is, which as
+		// -ENOENT would read as an empty CQ, and after ibv_next_poll lose
+		// the completion unseen.
+		Name: "extended poll: 0, an errno, or a provider's negative code", Convention: ErrnoResult, NegativeCode: true,
+		Funcs: []string{"ibv_start_poll", "ibv_next_poll"},
+	},
 	{
 		Name: "values and strings", Convention: CannotFail,
 		Funcs: []string{"ibv_wc_status_str", "ibv_wr_opcode_str", "ibv_node_type_str", "ibv_port_state_str",
@@ -142,10 +169,13 @@ var Conventions = []ConventionRule{
 	},
 	{
 		Name: "counts, indexes and descriptors, negative on failure", Convention: CountOrError,
-		Funcs: []string{"ibv_poll_cq", "ibv_get_device_index", "ibv_get_pkey_index", "_ibv_query_gid_table",
+		Funcs: []string{"ibv_get_device_index", "ibv_get_pkey_index", "_ibv_query_gid_table",
 			"ibv_query_gid_table", "ibv_dm_export_dmabuf_fd", "ibv_export_buf_dmabuf_fd",
 			// rdma_get_*_comp return the number of completions (1), or -1
-			// with errno.
+			// with errno. rdma_seterrno puts ibv_poll_cq's negative
+			// result in errno too, where a provider's CQ_POLL_ERR (-2)
+			// cannot be told from -ENOENT: it reads as ENOENT (which
+			// means nothing special here).
 			"rdma_get_send_comp", "rdma_get_recv_comp"},
 	},
 	{
@@ -172,11 +202,7 @@ var Conventions = []ConventionRule{
 			"ibv_attach_counters_point_flow", "ibv_read_counters",
 			"ibv_wr_complete", "ibv_qp_attach_comp_cntr", "_ibv_query_comp_cntr_caps", "ibv_query_comp_cntr_caps",
 			"ibv_set_comp_cntr", "ibv_set_err_comp_cntr", "ibv_inc_comp_cntr", "ibv_inc_err_comp_cntr",
-			"ibv_read_comp_cntr", "ibv_read_err_comp_cntr",
-			// ENOENT means the CQ is empty, not a failure: the stub
-			// returns it as an error all the same, and callers test
-			// errors.Is(err, syscall.ENOENT).
-			"ibv_start_poll", "ibv_next_poll"},
+			"ibv_read_comp_cntr", "ibv_read_err_comp_cntr"},
 	},
 }
 
@@ -219,6 +245,28 @@ func matches(pattern, name string) bool {
 	return pattern == name
 }
 
+// negativeCodeProblem says why r's NegativeCode cannot apply to fn, or "".
+func (r *ConventionRule) negativeCodeProblem(fn *Func, externs map[string]bool) string {
+	if !r.NegativeCode {
+		return ""
+	}
+	switch r.Convention {
+	case ErrnoResult:
+		return ""
+	case CountOrError:
+		if fn.Kind != FuncInline {
+			return "NegativeCode with convention \"count or error\" needs a static inline: a missing extern's -1 would read as code -1"
+		}
+		for _, c := range fn.Calls {
+			if externs[c] {
+				return fmt.Sprintf("NegativeCode with convention \"count or error\" needs a function that calls no extern: %s's absence (-1) would read as code -1", c)
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("convention %q cannot have NegativeCode", r.Convention)
+}
+
 // AssignConventions gives every function of ir (those behind a macro
 // included) its convention from rules. It fails on a function no rule
 // lists, or one whose rule does not fit its result type, naming file:line;
@@ -230,8 +278,14 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 		msg string
 	}
 	var errs []problem
+	externs := map[string]bool{}
 	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
-		fn.Convention, fn.ConventionRule = Unassigned, ""
+		if fn.Kind == FuncExtern {
+			externs[fn.Name] = true
+		}
+	}
+	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
+		fn.Convention, fn.ConventionRule, fn.NegativeCode = Unassigned, "", false
 	rules:
 		for _, r := range rules {
 			for _, p := range r.Funcs {
@@ -243,7 +297,10 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s returns %s, which convention %q of rule %q (entry %q) cannot describe",
 						fn.Pos, fn.Name, cDecl(fn.Result, ""), r.Convention, r.Name, p)})
 				}
-				fn.Convention, fn.ConventionRule = r.Convention, r.Name
+				if msg := r.negativeCodeProblem(fn, externs); msg != "" {
+					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s: rule %q (entry %q): %s", fn.Pos, fn.Name, r.Name, p, msg)})
+				}
+				fn.Convention, fn.ConventionRule, fn.NegativeCode = r.Convention, r.Name, r.NegativeCode
 				break rules
 			}
 		}

@@ -2,6 +2,7 @@ package gen_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/goverbs/goverbs/gen"
@@ -41,18 +42,71 @@ func TestConventionsOfMixedReturns(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		want gen.Convention
+		code bool // NegativeCode
 		why  string
 	}{
-		{"ibv_resolve_eth_l2_from_gid", gen.MinusOneErrno,
+		{"ibv_resolve_eth_l2_from_gid", gen.MinusOneErrno, false,
 			"-1 with errno (its ibv_query_gid), or -errno: -1 must read errno"},
+		{"ibv_poll_cq", gen.CountOrError, true, "a provider's CQ_POLL_ERR (-2) is no -ENOENT"},
+		{"ibv_start_poll", gen.ErrnoResult, true, "a provider's CQ_POLL_ERR (-2) is no -ENOENT, an empty CQ"},
+		{"ibv_next_poll", gen.ErrnoResult, true, "a provider's CQ_POLL_ERR (-2) is no -ENOENT, an empty CQ"},
+		{"_ibv_query_gid_table", gen.CountOrError, false, "-errno returned"},
 	} {
 		f := funcs[c.name]
 		if f == nil {
 			t.Errorf("%s is not in the vendored headers", c.name)
 			continue
 		}
-		if f.Convention != c.want {
-			t.Errorf("%s: convention %q (rule %q), want %q: %s", c.name, f.Convention, f.ConventionRule, c.want, c.why)
+		if f.Convention != c.want || f.NegativeCode != c.code {
+			t.Errorf("%s: convention %q, NegativeCode %v (rule %q), want %q, %v: %s",
+				c.name, f.Convention, f.NegativeCode, f.ConventionRule, c.want, c.code, c.why)
+		}
+	}
+}
+
+// NegativeCode fits only the conventions whose stub can tell a code from
+// its failures: not NULL and errno, not an extern (or an inline calling
+// one) whose absence reads -1.
+func TestNegativeCodeRules(t *testing.T) {
+	dir := includeDir(t, map[string]string{"infiniband/verbs.h": `
+int ibv_ext_count(void);
+struct ibv_x;
+struct ibv_x *ibv_make(void);
+static inline int ibv_inline_count(void) { return 3; }
+static inline int ibv_calls_ext(void) { return ibv_ext_count(); }
+`})
+	l, err := gen.Load(dir, []string{"infiniband/verbs.h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir, err := gen.Model(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := func(name string, c gen.Convention) []gen.ConventionRule {
+		return []gen.ConventionRule{
+			{Name: "coded", Convention: c, NegativeCode: true, Funcs: []string{name}},
+			{Name: "rest", Convention: gen.CannotFail, Funcs: []string{"ibv_*"}},
+		}
+	}
+	for _, c := range []struct {
+		fn   string
+		conv gen.Convention
+		want string // "" for no error
+	}{
+		{"ibv_inline_count", gen.CountOrError, ""},
+		{"ibv_inline_count", gen.ErrnoResult, ""},
+		{"ibv_ext_count", gen.ErrnoResult, ""}, // a missing extern returns ENOSYS, an errno
+		{"ibv_ext_count", gen.CountOrError, "needs a static inline"},
+		{"ibv_calls_ext", gen.CountOrError, "ibv_ext_count's absence (-1) would read as code -1"},
+		{"ibv_make", gen.NullErrno, `convention "NULL and errno" cannot have NegativeCode`},
+	} {
+		err := gen.AssignConventions(ir, rules(c.fn, c.conv))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s, %s: %v", c.fn, c.conv, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.fn)):
+			t.Errorf("%s, %s: error %v, want one naming it and saying %q", c.fn, c.conv, err, c.want)
 		}
 	}
 }

@@ -1052,10 +1052,14 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 			jen.Return(value(), jen.Nil()))
 		results = append(results, e.goParamType(res), jen.Error())
 	case ErrnoResult:
+		fail := site.Clone().Dot("Failed").Call(jen.Nil(), jen.Int64().Call(jen.Id("r")))
+		if fn.NegativeCode {
+			fail = site.Clone().Dot("ProviderCode").Call(jen.Int64().Call(jen.Id("r")))
+		}
 		body = append(body,
 			jen.Id("r").Op(":=").Add(call),
 			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
-			jen.Return(site.Clone().Dot("Failed").Call(jen.Nil(), jen.Int64().Call(jen.Id("r")))))
+			jen.Return(fail))
 		results = append(results, jen.Error())
 	case MinusOneErrno:
 		body = append(body,
@@ -1064,10 +1068,18 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 			jen.Return(site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
 		results = append(results, jen.Error())
 	case CountOrError:
-		body = append(body,
-			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
-			jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
-			jen.Return(jen.Lit(0), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
+		if fn.NegativeCode {
+			// A provider's code, no errno to read.
+			body = append(body,
+				jen.Id("r").Op(":=").Add(call),
+				jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
+				jen.Return(jen.Lit(0), site.Clone().Dot("ProviderCode").Call(jen.Int64().Call(jen.Id("r")))))
+		} else {
+			body = append(body,
+				jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
+				jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
+				jen.Return(jen.Lit(0), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
+		}
 		results = append(results, jen.Int(), jen.Error())
 	case GetaddrinfoCode:
 		body = append(body,
@@ -1135,10 +1147,18 @@ func conventionDoc(fn *Func) string {
 	case NullErrno:
 		return "When C returns NULL, it returns nil and a *verberr.Error with the errno C set" + rule + "."
 	case ErrnoResult:
+		if fn.NegativeCode {
+			return "When C returns an errno, it returns it as a *verberr.Error; a negative value is the provider's own code, " +
+				"not an errno: a *verberr.Error whose Code it is, matching no errno" + rule + "."
+		}
 		return "When C returns an errno, it returns it as a *verberr.Error" + rule + "."
 	case MinusOneErrno:
 		return "When C returns -1, it returns a *verberr.Error with the errno C set" + rule + "."
 	case CountOrError:
+		if fn.NegativeCode {
+			return "It returns C's count; when C returns a negative value, the provider's own code, not an errno: " +
+				"0 and a *verberr.Error whose Code it is, matching no errno" + rule + "."
+		}
 		return "It returns C's count; when C returns a negative value, 0 and a *verberr.Error with the errno" + rule + "."
 	case GetaddrinfoCode:
 		return "When C fails, it returns a *verberr.Error for an errno or a *verberr.GAIError for a getaddrinfo code" + rule + "."

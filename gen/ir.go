@@ -205,9 +205,11 @@ type Func struct {
 	// among them are what it needs from that library.
 	Calls []string
 	// Convention is how the function reports failure (AssignConventions),
-	// and ConventionRule the name of the rule of the table that said so.
+	// and ConventionRule the name of the rule of the table that said so;
+	// NegativeCode is that rule's (ConventionRule.NegativeCode).
 	Convention     Convention
 	ConventionRule string
+	NegativeCode   bool
 
 	GoName  string
 	Package string

@@ -21,7 +21,7 @@ import (
 // a package whose library is not installed reports a *libload.LibraryError
 // naming it and the package that provides it, and nothing crashes; a
 // function's failure reads as its convention says (a returned -errno over
-// a stale errno, -1 with errno).
+// a stale errno, -1 with errno, a provider's negative code).
 func TestLoader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not compiling the loader case")
@@ -71,6 +71,8 @@ func TestLoader(t *testing.T) {
 			{Name: "errno results", Convention: gen.ErrnoResult, Funcs: []string{"ibv_missing_errno"}},
 			{Name: "minus one", Convention: gen.MinusOneErrno, Funcs: []string{"ibv_missing_minus_one", "ibv_minus_one", "rdma_absent_int"}},
 			{Name: "counts", Convention: gen.CountOrError, Funcs: []string{"ibv_count_negated"}},
+			{Name: "poll codes", Convention: gen.CountOrError, NegativeCode: true, Funcs: []string{"ibv_poll_like"}},
+			{Name: "start_poll codes", Convention: gen.ErrnoResult, NegativeCode: true, Funcs: []string{"ibv_start_poll_like"}},
 		},
 	})
 	if err != nil {
@@ -107,7 +109,7 @@ func TestLoader(t *testing.T) {
 		t.Fatalf("go test in the temporary module: %v\n%s", err, out)
 	}
 	for _, want := range []string{"--- PASS: TestLoaded", "--- PASS: TestMissingFunctions", "--- PASS: TestNoLibrary",
-		"--- PASS: TestErrnoOrder"} {
+		"--- PASS: TestErrnoOrder", "--- PASS: TestProviderCodes"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the loader case did not report %q:\n%s", want, out)
 		}

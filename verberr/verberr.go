@@ -1,11 +1,13 @@
 // Package verberr is the error a generated stub returns when its C function
-// fails: the function's C name, the errno it reported and, when the
-// installed rdma-core lacks the function altogether, why.
+// fails: the function's C name, the errno it reported (or the code of its
+// own it returned) and, when the installed rdma-core lacks the function
+// altogether, why.
 //
 // The generated packages (generated/verbs, generated/rdmacm) give every
-// function that can fail one Site. A Site hands out one *Error per errno and
-// keeps it, so a failing call on the data path (ibv_post_send out of room,
-// ENOMEM) allocates only the first time that function fails with that errno.
+// function that can fail one Site. A Site hands out one *Error per errno
+// (and code) and keeps it, so a failing call on the data path
+// (ibv_post_send out of room, ENOMEM) allocates only the first time that
+// function fails with that errno.
 // The errors are shared and immutable: compare them with errors.Is, read
 // them with errors.As.
 package verberr
@@ -19,10 +21,13 @@ import (
 // Error is a failed C call. errors.Is(err, syscall.EINVAL) holds when the
 // function reported EINVAL; when the library lacks the function, errors.Is
 // also matches what Missing matches (libload.ErrNotSupported, or
-// libload.ErrNoLibrary when rdma-core is not installed at all).
+// libload.ErrNoLibrary when rdma-core is not installed at all). A failure
+// that a provider reported with a code of its own (Code, with Errno 0)
+// matches no errno.
 type Error struct {
 	fn      string
 	errno   syscall.Errno
+	code    int
 	missing error
 	wrapped []error // what Unwrap returns, made once: errors.Is on the data path allocates nothing
 }
@@ -30,8 +35,19 @@ type Error struct {
 // Func is the C name of the function that failed ("ibv_create_qp").
 func (e *Error) Func() string { return e.fn }
 
-// Errno is what the function reported.
+// Errno is what the function reported; 0 when it reported only a
+// provider's code (see Code).
 func (e *Error) Errno() syscall.Errno { return e.errno }
+
+// Code is the negative result the function returned, for the functions
+// whose stub says that result is a code of their own rather than a
+// -errno (gen.ConventionRule.NegativeCode); 0 for every other failure.
+// ibv_poll_cq, ibv_start_poll and ibv_next_poll return a provider's code,
+// and Errno is 0: mlx4, mlx5, mthca, hns and vmw_pvrdma return
+// CQ_POLL_ERR, -2, for a completion they cannot parse, which as a -errno
+// would read as ENOENT, an empty CQ; other providers return a -errno that
+// cannot be told from such a code, so none is read as one.
+func (e *Error) Code() int { return e.code }
 
 // Missing is, when the function failed with ENOSYS because the loaded
 // library lacks it (or no library could be loaded), the loader's error that
@@ -39,8 +55,12 @@ func (e *Error) Errno() syscall.Errno { return e.errno }
 func (e *Error) Missing() error { return e.missing }
 
 // Error reads "ibv_create_qp: invalid argument", with the loader's account
-// appended in parentheses when the function is missing.
+// appended in parentheses when the function is missing; a provider's code
+// reads "ibv_poll_cq: failed: provider code -2".
 func (e *Error) Error() string {
+	if e.errno == 0 {
+		return e.fn + ": failed: provider code " + strconv.Itoa(e.code)
+	}
 	s := e.fn + ": " + e.errno.Error()
 	if e.missing != nil {
 		s += " (" + e.missing.Error() + ")"
@@ -48,13 +68,20 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the errno and, when set, the missing-function error. The
-// slice is shared: do not modify it.
+// Unwrap returns the errno (none for a provider's code alone) and, when
+// set, the missing-function error. The slice is shared: do not modify it.
 func (e *Error) Unwrap() []error { return e.wrapped }
 
 // maxErrno bounds the errnos a Site keeps; Linux's are below 134. A larger
-// one (a provider returning garbage) gets a fresh *Error each time.
-const maxErrno = 256
+// one (a provider returning garbage) gets a fresh *Error each time. Codes
+// (Error.Code) are kept from -1 down to -(maxCode-1), as errnos are.
+const (
+	maxErrno = 256
+	maxCode  = 256
+)
+
+// errnoTable holds a Site's errors by errno, for one code (0: none).
+type errnoTable [maxErrno]atomic.Pointer[Error]
 
 // Site is where one C function's errors come from. Its zero value is not
 // usable: the generated packages declare one per failing function with
@@ -65,7 +92,8 @@ type Site struct {
 	// the function is missing), or nil; consulted only for ENOSYS, the
 	// errno the loader gives a call it cannot make.
 	available func() error
-	errs      atomic.Pointer[[maxErrno]atomic.Pointer[Error]]
+	errs      atomic.Pointer[errnoTable]
+	codes     atomic.Pointer[[maxCode]atomic.Pointer[errnoTable]] // by -code, made when a code first comes
 }
 
 // NewSite returns the Site of the C function fn. available, if not nil,
@@ -85,19 +113,35 @@ func (s *Site) Err(errno syscall.Errno) error {
 	if errno == 0 {
 		return nil
 	}
-	if errno >= maxErrno {
-		return s.newError(errno)
+	return s.kept(0, errno)
+}
+
+// kept returns the site's *Error for code and errno, made the first time
+// and kept when both are within the tables' bounds.
+func (s *Site) kept(code int, errno syscall.Errno) *Error {
+	if errno >= maxErrno || code > 0 || code <= -maxCode {
+		return s.newError(code, errno)
 	}
-	table := s.errs.Load()
-	if table == nil {
-		s.errs.CompareAndSwap(nil, new([maxErrno]atomic.Pointer[Error]))
-		table = s.errs.Load()
+	var table *errnoTable
+	if code == 0 {
+		table = made(&s.errs)
+	} else {
+		table = made(&made(&s.codes)[-code])
 	}
 	if e := table[errno].Load(); e != nil {
 		return e
 	}
-	table[errno].CompareAndSwap(nil, s.newError(errno))
+	table[errno].CompareAndSwap(nil, s.newError(code, errno))
 	return table[errno].Load()
+}
+
+// made returns *p, set to a new T by the first caller to find it nil.
+func made[T any](p *atomic.Pointer[T]) *T {
+	if t := p.Load(); t != nil {
+		return t
+	}
+	p.CompareAndSwap(nil, new(T))
+	return p.Load()
 }
 
 // Failed is Err for a call that failed, from the result r and what cgo's
@@ -120,13 +164,33 @@ func (s *Site) Failed(err error, r int64) error {
 	case r < -1:
 		return s.Err(syscall.Errno(-r))
 	case r == -1:
-		if e, ok := err.(syscall.Errno); ok && e != 0 {
-			return s.Err(positive(e))
-		}
+		return s.Err(errnoOr(err, syscall.EIO))
 	case r > 0:
 		return s.Err(syscall.Errno(r))
 	}
 	return s.Err(syscall.EIO)
+}
+
+// ProviderCode is the error of a call whose negative result r is the
+// provider's own code, not a -errno, and which set no errno: ibv_poll_cq,
+// ibv_start_poll and ibv_next_poll (see Error.Code). Its Errno is 0, its
+// Code r, and it matches no errno: CQ_POLL_ERR (-2) must not read as
+// ENOENT, which from ibv_start_poll and ibv_next_poll means an empty CQ.
+// Each code is kept, as Err keeps each errno. An r of 0 or more (no code)
+// is read as Failed reads it, with no errno.
+func (s *Site) ProviderCode(r int64) error {
+	if r >= 0 {
+		return s.Failed(nil, r)
+	}
+	return s.kept(int(r), 0)
+}
+
+// errnoOr returns the errno C set (err), made positive, or otherwise.
+func errnoOr(err error, otherwise syscall.Errno) syscall.Errno {
+	if e, ok := err.(syscall.Errno); ok && e != 0 {
+		return positive(e)
+	}
+	return otherwise
 }
 
 // positive is errno made positive: cgo sign-extends C's int errno, so a
@@ -138,15 +202,17 @@ func positive(errno syscall.Errno) syscall.Errno {
 	return errno
 }
 
-func (s *Site) newError(errno syscall.Errno) *Error {
-	e := &Error{fn: s.fn, errno: errno}
+func (s *Site) newError(code int, errno syscall.Errno) *Error {
+	e := &Error{fn: s.fn, errno: errno, code: code}
 	if errno == syscall.ENOSYS && s.available != nil {
 		// Whether the library has the function does not change once it
 		// is loaded, and a call that got here has loaded it (or failed
 		// to, which does not change either): the answer can be kept.
 		e.missing = s.available()
 	}
-	e.wrapped = []error{e.errno}
+	if errno != 0 {
+		e.wrapped = []error{e.errno}
+	}
 	if e.missing != nil {
 		e.wrapped = append(e.wrapped, e.missing)
 	}

@@ -139,3 +139,43 @@ func TestSiteFailedNegativeErrno(t *testing.T) {
 		t.Errorf("a negated errno seen before allocates %v times", n)
 	}
 }
+
+// A provider's code (mlx5's CQ_POLL_ERR, -2, from ibv_poll_cq,
+// ibv_start_poll or ibv_next_poll) is kept as a code: it matches no errno
+// (not ENOENT, an empty CQ), says what it is, and is kept per code.
+func TestSiteProviderCode(t *testing.T) {
+	s := NewSite("ibv_start_poll", nil)
+	err := s.ProviderCode(-2)
+	var e *Error
+	if !errors.As(err, &e) || e.Code() != -2 || e.Errno() != 0 || e.Func() != "ibv_start_poll" {
+		t.Fatalf("ProviderCode(-2) = %#v", err)
+	}
+	if err.Error() != "ibv_start_poll: failed: provider code -2" {
+		t.Errorf("message %q", err)
+	}
+	for _, errno := range []syscall.Errno{syscall.ENOENT, syscall.EINTR, syscall.EIO} {
+		if errors.Is(err, errno) {
+			t.Errorf("a provider's code -2 matches %v", errno)
+		}
+	}
+	if s.ProviderCode(-2) != err || s.ProviderCode(-22) == err || s.Err(syscall.ENOENT) == err {
+		t.Error("codes are not kept one error each, apart from the errnos")
+	}
+	if c := s.ProviderCode(-22).(*Error); c.Code() != -22 || errors.Is(c, syscall.EINVAL) {
+		t.Errorf("ProviderCode(-22) = %v, code %d: a -errno from a provider is a code too", c, c.Code())
+	}
+	// Beyond the table: still right, allocated each time.
+	if far := s.ProviderCode(-1000).(*Error); far.Code() != -1000 || far.Errno() != 0 {
+		t.Errorf("ProviderCode(-1000) = %v", far)
+	}
+	// Not a code: read as Failed reads it (start_poll's positive errnos).
+	if busy := s.ProviderCode(int64(syscall.EBUSY)); !errors.Is(busy, syscall.EBUSY) || busy.(*Error).Code() != 0 {
+		t.Errorf("ProviderCode(EBUSY) = %v", busy)
+	}
+	if n := testing.AllocsPerRun(100, func() { s.ProviderCode(-2) }); n != 0 {
+		t.Errorf("a code seen before allocates %v times", n)
+	}
+	if s.Err(syscall.EINVAL).(*Error).Code() != 0 {
+		t.Error("an errno's error has a code")
+	}
+}

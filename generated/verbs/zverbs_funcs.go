@@ -2873,25 +2873,29 @@ func CQExToCQ(cq *CQEx) *CQ {
 }
 
 // StartPoll calls ibv_start_poll (static inline, infiniband/verbs.h:1624). When
-// C returns an errno, it returns it as a *verberr.Error (error convention
-// "errno returned", rule "verbs returning their errno").
+// C returns an errno, it returns it as a *verberr.Error; a negative value is
+// the provider's own code, not an errno: a *verberr.Error whose Code it is,
+// matching no errno (error convention "errno returned", rule "extended poll: 0,
+// an errno, or a provider's negative code").
 func StartPoll(cq *CQEx, attr *PollCQAttr) error {
 	r := C.ibv_start_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_poll_cq_attr)(unsafe.Pointer(attr)))
 	if r == 0 {
 		return nil
 	}
-	return siteStartPoll.Failed(nil, int64(r))
+	return siteStartPoll.ProviderCode(int64(r))
 }
 
 // NextPoll calls ibv_next_poll (static inline, infiniband/verbs.h:1630). When C
-// returns an errno, it returns it as a *verberr.Error (error convention "errno
-// returned", rule "verbs returning their errno").
+// returns an errno, it returns it as a *verberr.Error; a negative value is the
+// provider's own code, not an errno: a *verberr.Error whose Code it is,
+// matching no errno (error convention "errno returned", rule "extended poll: 0,
+// an errno, or a provider's negative code").
 func NextPoll(cq *CQEx) error {
 	r := C.ibv_next_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
 	if r == 0 {
 		return nil
 	}
-	return siteNextPoll.Failed(nil, int64(r))
+	return siteNextPoll.ProviderCode(int64(r))
 }
 
 // EndPoll calls ibv_end_poll (static inline, infiniband/verbs.h:1635). It
@@ -3756,15 +3760,16 @@ func ACKCQEvents(cq *CQ, nevents uint32) {
 }
 
 // PollCQ calls ibv_poll_cq (static inline, infiniband/verbs.h:3038). It returns
-// C's count; when C returns a negative value, 0 and a *verberr.Error with the
-// errno (error convention "count or error", rule "counts, indexes and
-// descriptors, negative on failure").
+// C's count; when C returns a negative value, the provider's own code, not an
+// errno: 0 and a *verberr.Error whose Code it is, matching no errno (error
+// convention "count or error", rule "poll: a count, or a provider's negative
+// code").
 func PollCQ(cq *CQ, numEntries int32, wc *WC) (int, error) {
-	r, err := C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r := C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, sitePollCQ.Failed(err, int64(r))
+	return 0, sitePollCQ.ProviderCode(int64(r))
 }
 
 // ReqNotifyCQ calls ibv_req_notify_cq (static inline, infiniband/verbs.h:3052).

@@ -17,6 +17,10 @@ int ibv_twice(int x);
 #define ibv_twice(x) ibv_twice(x)
 ssize_t ibv_count_negated(void);
 int ibv_minus_one(void);
+/* Return what they are given, as a provider's poll op would: a count or a
+ * provider's negative code; 0, an errno or such a code. */
+static inline int ibv_poll_like(int ret) { return ret; }
+static inline int ibv_start_poll_like(int ret) { return ret; }
 static inline int ibv_add_two(int x) { return ibv_add_one(ibv_add_one(x)); }
 static inline int ibv_add_three(int x) { return ibv_add_two(x) + 1; }
 
