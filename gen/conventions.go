@@ -74,7 +74,10 @@ type ConventionRule struct {
 	// ProviderCode): the error matches no errno, and an ErrnoResult's
 	// positive result is still its errno. CountOrError's functions with it
 	// must call no extern, whose absence (-1 and ENOSYS) would read as
-	// code -1. Other conventions cannot have it.
+	// code -1. With MinusOneErrno errno is set beside the code, and the
+	// error has both (verberr.Site.CodeAndErrno); a missing function's is
+	// ENOSYS with code -1. NullErrno, GetaddrinfoCode and CannotFail
+	// cannot have it.
 	NegativeCode bool
 }
 
@@ -153,12 +156,16 @@ var Conventions = []ConventionRule{
 			"rdma_reg_read", "rdma_reg_write"},
 	},
 	{
+		// ibv_rereg_mr(3): one of the negative IBV_REREG_MR_ERR_* codes,
+		// errno set. The code says whether the old MR, the new one or
+		// neither may still be used, which the errno cannot say.
+		Name: "ibv_rereg_mr: a negative code of its own, and errno", Convention: MinusOneErrno, NegativeCode: true,
+		Funcs: []string{"ibv_rereg_mr"},
+	},
+	{
 		Name: "verbs returning -1 with errno", Convention: MinusOneErrno,
 		Funcs: []string{"ibv_get_async_event", "ibv_get_cq_event", "ibv_query_gid", "ibv_query_pkey",
 			"ibv_close_device", "ibv_init_ah_from_wc",
-			// ibv_rereg_mr returns one of the negative IBV_REREG_MR_ERR_*
-			// codes with errno set; the errno is the error.
-			"ibv_rereg_mr",
 			// 0, -1 with errno (ibv_query_gid's failure, or
 			// neigh_init_resources' ENOMEM), a -errno (-EINVAL,
 			// -EHOSTUNREACH, -ENOSYS) or nl_connect's negative libnl
@@ -251,7 +258,7 @@ func (r *ConventionRule) negativeCodeProblem(fn *Func, externs map[string]bool) 
 		return ""
 	}
 	switch r.Convention {
-	case ErrnoResult:
+	case ErrnoResult, MinusOneErrno:
 		return ""
 	case CountOrError:
 		if fn.Kind != FuncInline {

@@ -51,6 +51,7 @@ func TestConventionsOfMixedReturns(t *testing.T) {
 		{"ibv_start_poll", gen.ErrnoResult, true, "a provider's CQ_POLL_ERR (-2) is no -ENOENT, an empty CQ"},
 		{"ibv_next_poll", gen.ErrnoResult, true, "a provider's CQ_POLL_ERR (-2) is no -ENOENT, an empty CQ"},
 		{"_ibv_query_gid_table", gen.CountOrError, false, "-errno returned"},
+		{"ibv_rereg_mr", gen.MinusOneErrno, true, "an IBV_REREG_MR_ERR_* code beside errno: which MR is valid"},
 	} {
 		f := funcs[c.name]
 		if f == nil {
@@ -96,7 +97,8 @@ static inline int ibv_calls_ext(void) { return ibv_ext_count(); }
 	}{
 		{"ibv_inline_count", gen.CountOrError, ""},
 		{"ibv_inline_count", gen.ErrnoResult, ""},
-		{"ibv_ext_count", gen.ErrnoResult, ""}, // a missing extern returns ENOSYS, an errno
+		{"ibv_ext_count", gen.ErrnoResult, ""},   // a missing extern returns ENOSYS, an errno
+		{"ibv_ext_count", gen.MinusOneErrno, ""}, // errno beside the code: a missing one's ENOSYS
 		{"ibv_ext_count", gen.CountOrError, "needs a static inline"},
 		{"ibv_calls_ext", gen.CountOrError, "ibv_ext_count's absence (-1) would read as code -1"},
 		{"ibv_make", gen.NullErrno, `convention "NULL and errno" cannot have NegativeCode`},

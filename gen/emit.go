@@ -1062,10 +1062,14 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 			jen.Return(fail))
 		results = append(results, jen.Error())
 	case MinusOneErrno:
+		fail := "Failed"
+		if fn.NegativeCode {
+			fail = "CodeAndErrno"
+		}
 		body = append(body,
 			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
 			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
-			jen.Return(site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
+			jen.Return(site.Clone().Dot(fail).Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
 		results = append(results, jen.Error())
 	case CountOrError:
 		if fn.NegativeCode {
@@ -1153,6 +1157,10 @@ func conventionDoc(fn *Func) string {
 		}
 		return "When C returns an errno, it returns it as a *verberr.Error" + rule + "."
 	case MinusOneErrno:
+		if fn.NegativeCode {
+			return "When C returns a negative code of its own, it returns a *verberr.Error with the errno C set, " +
+				"whose Code it is" + rule + "."
+		}
 		return "When C returns -1, it returns a *verberr.Error with the errno C set" + rule + "."
 	case CountOrError:
 		if fn.NegativeCode {

@@ -73,6 +73,8 @@ func TestLoader(t *testing.T) {
 			{Name: "counts", Convention: gen.CountOrError, Funcs: []string{"ibv_count_negated"}},
 			{Name: "poll codes", Convention: gen.CountOrError, NegativeCode: true, Funcs: []string{"ibv_poll_like"}},
 			{Name: "start_poll codes", Convention: gen.ErrnoResult, NegativeCode: true, Funcs: []string{"ibv_start_poll_like"}},
+			{Name: "codes and errno", Convention: gen.MinusOneErrno, NegativeCode: true,
+				Funcs: []string{"ibv_rereg_like", "ibv_missing_rereg_like"}},
 		},
 	})
 	if err != nil {

@@ -41,12 +41,18 @@ func (e *Error) Errno() syscall.Errno { return e.errno }
 
 // Code is the negative result the function returned, for the functions
 // whose stub says that result is a code of their own rather than a
-// -errno (gen.ConventionRule.NegativeCode); 0 for every other failure.
-// ibv_poll_cq, ibv_start_poll and ibv_next_poll return a provider's code,
-// and Errno is 0: mlx4, mlx5, mthca, hns and vmw_pvrdma return
-// CQ_POLL_ERR, -2, for a completion they cannot parse, which as a -errno
-// would read as ENOENT, an empty CQ; other providers return a -errno that
-// cannot be told from such a code, so none is read as one.
+// -errno (gen.ConventionRule.NegativeCode); 0 for every other failure:
+//
+//   - ibv_poll_cq, ibv_start_poll and ibv_next_poll: a provider's code,
+//     and Errno is 0. mlx4, mlx5, mthca, hns and vmw_pvrdma return
+//     CQ_POLL_ERR, -2, for a completion they cannot parse, which as a
+//     -errno would read as ENOENT, an empty CQ; other providers return a
+//     -errno that cannot be told from such a code, so none is read as one.
+//   - ibv_rereg_mr: one of the IBV_REREG_MR_ERR_* codes (verbs.ReregMRErr*),
+//     beside the errno it set. The code says what may still be used
+//     (ibv_rereg_mr(3)): the old MR after ERR_INPUT (-1) and
+//     ERR_DONT_FORK_NEW (-2), the new one after ERR_DO_FORK_OLD (-3),
+//     neither after ERR_CMD (-4) and ERR_CMD_AND_DO_FORK_NEW (-5).
 func (e *Error) Code() int { return e.code }
 
 // Missing is, when the function failed with ENOSYS because the loaded
@@ -54,14 +60,18 @@ func (e *Error) Code() int { return e.code }
 // names what is missing; nil otherwise.
 func (e *Error) Missing() error { return e.missing }
 
-// Error reads "ibv_create_qp: invalid argument", with the loader's account
-// appended in parentheses when the function is missing; a provider's code
-// reads "ibv_poll_cq: failed: provider code -2".
+// Error reads "ibv_create_qp: invalid argument", with the code in
+// parentheses when there is one ("ibv_rereg_mr: invalid argument (code
+// -1)") and the loader's account when the function is missing; a
+// provider's code alone reads "ibv_poll_cq: failed: provider code -2".
 func (e *Error) Error() string {
 	if e.errno == 0 {
 		return e.fn + ": failed: provider code " + strconv.Itoa(e.code)
 	}
 	s := e.fn + ": " + e.errno.Error()
+	if e.code != 0 {
+		s += " (code " + strconv.Itoa(e.code) + ")"
+	}
 	if e.missing != nil {
 		s += " (" + e.missing.Error() + ")"
 	}
@@ -183,6 +193,18 @@ func (s *Site) ProviderCode(r int64) error {
 		return s.Failed(nil, r)
 	}
 	return s.kept(int(r), 0)
+}
+
+// CodeAndErrno is the error of a call that failed with a negative code of
+// its own, r, and errno set (ibv_rereg_mr's IBV_REREG_MR_ERR_*): the errno
+// C set, as Failed reads it for -1 (EIO when none), and Code r. Each code
+// and errno pair is kept. An r of 0 or more (no code) is read as Failed
+// reads it.
+func (s *Site) CodeAndErrno(err error, r int64) error {
+	if r >= 0 {
+		return s.Failed(err, r)
+	}
+	return s.kept(int(r), errnoOr(err, syscall.EIO))
 }
 
 // errnoOr returns the errno C set (err), made positive, or otherwise.

@@ -179,3 +179,38 @@ func TestSiteProviderCode(t *testing.T) {
 		t.Error("an errno's error has a code")
 	}
 }
+
+// ibv_rereg_mr fails with an IBV_REREG_MR_ERR_* code and errno set: the
+// error has both, kept per pair.
+func TestSiteCodeAndErrno(t *testing.T) {
+	s := NewSite("ibv_rereg_mr", nil)
+	err := s.CodeAndErrno(syscall.EINVAL, -4)
+	var e *Error
+	if !errors.As(err, &e) || e.Code() != -4 || e.Errno() != syscall.EINVAL || !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("CodeAndErrno(EINVAL, -4) = %v", err)
+	}
+	if err.Error() != "ibv_rereg_mr: invalid argument (code -4)" {
+		t.Errorf("message %q", err)
+	}
+	if s.CodeAndErrno(syscall.EINVAL, -4) != err || s.CodeAndErrno(syscall.EINVAL, -1) == err ||
+		s.CodeAndErrno(syscall.ENOMEM, -4) == err || s.Err(syscall.EINVAL) == err {
+		t.Error("each code and errno pair is not kept apart")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.CodeAndErrno(syscall.EINVAL, -4) }); n != 0 {
+		t.Errorf("a pair seen before allocates %v times", n)
+	}
+	// No errno: EIO, with the code. A negated errno, made positive.
+	if c := s.CodeAndErrno(nil, -5).(*Error); c.Errno() != syscall.EIO || c.Code() != -5 {
+		t.Errorf("CodeAndErrno(nil, -5) = %v", c)
+	}
+	n := -int32(syscall.ENOMEM)
+	if c := s.CodeAndErrno(syscall.Errno(n), -4).(*Error); c.Errno() != syscall.ENOMEM {
+		t.Errorf("CodeAndErrno(-ENOMEM, -4) = %v", c)
+	}
+	// A missing function: ENOSYS, explained, with the code of its -1.
+	gone := NewSite("ibv_rereg_mr", func() error { return errGone })
+	if m := gone.CodeAndErrno(syscall.ENOSYS, -1).(*Error); !errors.Is(m, errGone) || m.Code() != -1 ||
+		m.Error() != "ibv_rereg_mr: function not implemented (code -1) (the library is gone)" {
+		t.Errorf("missing: %v", m)
+	}
+}

@@ -3519,14 +3519,15 @@ func RegMREx(pd *PD, mrInitAttr *MRInitAttr) (*MR, error) {
 }
 
 // ReregMR calls ibv_rereg_mr (extern, infiniband/verbs.h:2755). When C returns
-// -1, it returns a *verberr.Error with the errno C set (error convention "-1
-// and errno", rule "verbs returning -1 with errno").
+// a negative code of its own, it returns a *verberr.Error with the errno C set,
+// whose Code it is (error convention "-1 and errno", rule "ibv_rereg_mr: a
+// negative code of its own, and errno").
 func ReregMR(mr *MR, flags int32, pd *PD, addr unsafe.Pointer, length uint64, access int32) error {
 	r, err := C.ibv_rereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access))
 	if r == 0 {
 		return nil
 	}
-	return siteReregMR.Failed(err, int64(r))
+	return siteReregMR.CodeAndErrno(err, int64(r))
 }
 
 // DeregMR calls ibv_dereg_mr (extern, infiniband/verbs.h:2761). When C returns

@@ -18,3 +18,6 @@ int ibv_twice(int x) { return 2 * x; }
 ssize_t ibv_count_negated(void) { errno = EPROTONOSUPPORT; return -EINVAL; }
 /* -1 and errno. */
 int ibv_minus_one(void) { errno = EAGAIN; return -1; }
+/* A negative code of its own and errno (as ibv_rereg_mr's
+ * IBV_REREG_MR_ERR_CMD). */
+int ibv_rereg_like(void) { errno = EINVAL; return -4; }
