@@ -79,6 +79,14 @@ type ConventionRule struct {
 	// ENOSYS with code -1. NullErrno, GetaddrinfoCode and CannotFail
 	// cannot have it.
 	NegativeCode bool
+	// Unsupported, for a CountOrError function whose -1 sets no errno but
+	// says that it has nothing to give here, is what that means
+	// ("the kernel does not support device indexes"): the stub's error for
+	// -1 matches EOPNOTSUPP and says it (verberr.Site.Unsupported), rather
+	// than EIO or whatever errno an earlier call left. Other results below
+	// 0 read as Failed reads them. Only CountOrError without NegativeCode
+	// can have it.
+	Unsupported string
 }
 
 // Conventions is the one table of how every rdma-core function reports
@@ -175,8 +183,15 @@ var Conventions = []ConventionRule{
 			"ibv_resolve_eth_l2_from_gid"},
 	},
 	{
+		// ibv_get_device_index(3): "an index, or -1 if the kernel doesn't
+		// support device indexes"; libibverbs/device.c sets no errno.
+		Name: "ibv_get_device_index: an index, or -1", Convention: CountOrError,
+		Unsupported: "the kernel does not support device indexes",
+		Funcs:       []string{"ibv_get_device_index"},
+	},
+	{
 		Name: "counts, indexes and descriptors, negative on failure", Convention: CountOrError,
-		Funcs: []string{"ibv_get_device_index", "ibv_get_pkey_index", "_ibv_query_gid_table",
+		Funcs: []string{"ibv_get_pkey_index", "_ibv_query_gid_table",
 			"ibv_query_gid_table", "ibv_dm_export_dmabuf_fd", "ibv_export_buf_dmabuf_fd",
 			// rdma_get_*_comp return the number of completions (1), or -1
 			// with errno. rdma_seterrno puts ibv_poll_cq's negative
@@ -252,8 +267,12 @@ func matches(pattern, name string) bool {
 	return pattern == name
 }
 
-// negativeCodeProblem says why r's NegativeCode cannot apply to fn, or "".
-func (r *ConventionRule) negativeCodeProblem(fn *Func, externs map[string]bool) string {
+// problem says why r's NegativeCode or Unsupported cannot apply to fn, or
+// "".
+func (r *ConventionRule) problem(fn *Func, externs map[string]bool) string {
+	if r.Unsupported != "" && (r.Convention != CountOrError || r.NegativeCode) {
+		return fmt.Sprintf("convention %q cannot have Unsupported (only \"count or error\" without NegativeCode)", r.Convention)
+	}
 	if !r.NegativeCode {
 		return ""
 	}
@@ -292,7 +311,7 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 		}
 	}
 	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
-		fn.Convention, fn.ConventionRule, fn.NegativeCode = Unassigned, "", false
+		fn.Convention, fn.ConventionRule, fn.NegativeCode, fn.Unsupported = Unassigned, "", false, ""
 	rules:
 		for _, r := range rules {
 			for _, p := range r.Funcs {
@@ -304,10 +323,11 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s returns %s, which convention %q of rule %q (entry %q) cannot describe",
 						fn.Pos, fn.Name, cDecl(fn.Result, ""), r.Convention, r.Name, p)})
 				}
-				if msg := r.negativeCodeProblem(fn, externs); msg != "" {
+				if msg := r.problem(fn, externs); msg != "" {
 					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s: rule %q (entry %q): %s", fn.Pos, fn.Name, r.Name, p, msg)})
 				}
-				fn.Convention, fn.ConventionRule, fn.NegativeCode = r.Convention, r.Name, r.NegativeCode
+				fn.Convention, fn.ConventionRule = r.Convention, r.Name
+				fn.NegativeCode, fn.Unsupported = r.NegativeCode, r.Unsupported
 				break rules
 			}
 		}

@@ -58,16 +58,22 @@ func TestConventionsOfMixedReturns(t *testing.T) {
 			t.Errorf("%s is not in the vendored headers", c.name)
 			continue
 		}
-		if f.Convention != c.want || f.NegativeCode != c.code {
-			t.Errorf("%s: convention %q, NegativeCode %v (rule %q), want %q, %v: %s",
-				c.name, f.Convention, f.NegativeCode, f.ConventionRule, c.want, c.code, c.why)
+		if f.Convention != c.want || f.NegativeCode != c.code || f.Unsupported != "" {
+			t.Errorf("%s: convention %q, NegativeCode %v, Unsupported %q (rule %q), want %q, %v: %s",
+				c.name, f.Convention, f.NegativeCode, f.Unsupported, f.ConventionRule, c.want, c.code, c.why)
 		}
+	}
+	// ibv_get_device_index(3): -1, no errno, if the kernel does not
+	// support device indexes.
+	if f := funcs["ibv_get_device_index"]; f == nil || f.Convention != gen.CountOrError ||
+		f.Unsupported != "the kernel does not support device indexes" {
+		t.Errorf("ibv_get_device_index: %+v, want a count whose -1 says the kernel gives no device indexes", f)
 	}
 }
 
 // NegativeCode fits only the conventions whose stub can tell a code from
 // its failures: not NULL and errno, not an extern (or an inline calling
-// one) whose absence reads -1.
+// one) whose absence reads -1. Unsupported fits a count alone.
 func TestNegativeCodeRules(t *testing.T) {
 	dir := includeDir(t, map[string]string{"infiniband/verbs.h": `
 int ibv_ext_count(void);
@@ -84,26 +90,29 @@ static inline int ibv_calls_ext(void) { return ibv_ext_count(); }
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := func(name string, c gen.Convention) []gen.ConventionRule {
-		return []gen.ConventionRule{
-			{Name: "coded", Convention: c, NegativeCode: true, Funcs: []string{name}},
-			{Name: "rest", Convention: gen.CannotFail, Funcs: []string{"ibv_*"}},
-		}
-	}
 	for _, c := range []struct {
-		fn   string
-		conv gen.Convention
-		want string // "" for no error
+		fn          string
+		conv        gen.Convention
+		unsupported string // the rule's Unsupported; NegativeCode when ""
+		want        string // "" for no error
 	}{
-		{"ibv_inline_count", gen.CountOrError, ""},
-		{"ibv_inline_count", gen.ErrnoResult, ""},
-		{"ibv_ext_count", gen.ErrnoResult, ""},   // a missing extern returns ENOSYS, an errno
-		{"ibv_ext_count", gen.MinusOneErrno, ""}, // errno beside the code: a missing one's ENOSYS
-		{"ibv_ext_count", gen.CountOrError, "needs a static inline"},
-		{"ibv_calls_ext", gen.CountOrError, "ibv_ext_count's absence (-1) would read as code -1"},
-		{"ibv_make", gen.NullErrno, `convention "NULL and errno" cannot have NegativeCode`},
+		{"ibv_inline_count", gen.CountOrError, "", ""},
+		{"ibv_inline_count", gen.ErrnoResult, "", ""},
+		{"ibv_ext_count", gen.ErrnoResult, "", ""},   // a missing extern returns ENOSYS, an errno
+		{"ibv_ext_count", gen.MinusOneErrno, "", ""}, // errno beside the code: a missing one's ENOSYS
+		{"ibv_ext_count", gen.CountOrError, "", "needs a static inline"},
+		{"ibv_calls_ext", gen.CountOrError, "", "ibv_ext_count's absence (-1) would read as code -1"},
+		{"ibv_make", gen.NullErrno, "", `convention "NULL and errno" cannot have NegativeCode`},
+		{"ibv_ext_count", gen.CountOrError, "no index here", ""},
+		{"ibv_ext_count", gen.MinusOneErrno, "no index here", `convention "-1 and errno" cannot have Unsupported`},
 	} {
-		err := gen.AssignConventions(ir, rules(c.fn, c.conv))
+		rule := gen.ConventionRule{Name: "flagged", Convention: c.conv, Funcs: []string{c.fn}}
+		if c.unsupported != "" {
+			rule.Unsupported = c.unsupported
+		} else {
+			rule.NegativeCode = true
+		}
+		err := gen.AssignConventions(ir, []gen.ConventionRule{rule, {Name: "rest", Convention: gen.CannotFail, Funcs: []string{"ibv_*"}}})
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s, %s: %v", c.fn, c.conv, err)

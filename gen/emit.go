@@ -1081,7 +1081,12 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 		} else {
 			body = append(body,
 				jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
-				jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
+				jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())))
+			if fn.Unsupported != "" {
+				body = append(body, jen.If(jen.Id("r").Op("==").Lit(-1)).Block(
+					jen.Return(jen.Lit(0), site.Clone().Dot("Unsupported").Call(jen.Id("err"), jen.Lit(fn.Unsupported)))))
+			}
+			body = append(body,
 				jen.Return(jen.Lit(0), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
 		}
 		results = append(results, jen.Int(), jen.Error())
@@ -1166,6 +1171,10 @@ func conventionDoc(fn *Func) string {
 		if fn.NegativeCode {
 			return "It returns C's count; when C returns a negative value, the provider's own code, not an errno: " +
 				"0 and a *verberr.Error whose Code it is, matching no errno" + rule + "."
+		}
+		if fn.Unsupported != "" {
+			return "It returns C's count; when C returns -1, which says that " + fn.Unsupported + ", 0 and a *verberr.Error " +
+				"matching EOPNOTSUPP that says so; another negative value, 0 and a *verberr.Error with the errno" + rule + "."
 		}
 		return "It returns C's count; when C returns a negative value, 0 and a *verberr.Error with the errno" + rule + "."
 	case GetaddrinfoCode:

@@ -337,6 +337,9 @@ func Report(w io.Writer, ir *IR) {
 		if f.NegativeCode {
 			code = " (negative: a code of its own)"
 		}
+		if f.Unsupported != "" {
+			code = " (-1: " + f.Unsupported + ")"
+		}
 		fmt.Fprintf(w, "  %s (%s): %s%s, rule %q\n", f.Name, f.Pos, f.Convention, code, f.ConventionRule)
 	}
 	var totals []string

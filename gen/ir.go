@@ -206,10 +206,11 @@ type Func struct {
 	Calls []string
 	// Convention is how the function reports failure (AssignConventions),
 	// and ConventionRule the name of the rule of the table that said so;
-	// NegativeCode is that rule's (ConventionRule.NegativeCode).
+	// NegativeCode and Unsupported are that rule's (ConventionRule).
 	Convention     Convention
 	ConventionRule string
 	NegativeCode   bool
+	Unsupported    string
 
 	GoName  string
 	Package string

@@ -21,7 +21,8 @@ import (
 // a package whose library is not installed reports a *libload.LibraryError
 // naming it and the package that provides it, and nothing crashes; a
 // function's failure reads as its convention says (a returned -errno over
-// a stale errno, -1 with errno, a provider's negative code).
+// a stale errno, -1 with errno, a provider's negative code, a -1 that
+// means there is nothing to give).
 func TestLoader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not compiling the loader case")
@@ -75,6 +76,8 @@ func TestLoader(t *testing.T) {
 			{Name: "start_poll codes", Convention: gen.ErrnoResult, NegativeCode: true, Funcs: []string{"ibv_start_poll_like"}},
 			{Name: "codes and errno", Convention: gen.MinusOneErrno, NegativeCode: true,
 				Funcs: []string{"ibv_rereg_like", "ibv_missing_rereg_like"}},
+			{Name: "index or none", Convention: gen.CountOrError, Unsupported: "there is no index",
+				Funcs: []string{"ibv_index_like", "ibv_missing_index_like"}},
 		},
 	})
 	if err != nil {
@@ -111,7 +114,7 @@ func TestLoader(t *testing.T) {
 		t.Fatalf("go test in the temporary module: %v\n%s", err, out)
 	}
 	for _, want := range []string{"--- PASS: TestLoaded", "--- PASS: TestMissingFunctions", "--- PASS: TestNoLibrary",
-		"--- PASS: TestErrnoOrder", "--- PASS: TestProviderCodes"} {
+		"--- PASS: TestErrnoOrder", "--- PASS: TestProviderCodes", "--- PASS: TestUnsupported"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the loader case did not report %q:\n%s", want, out)
 		}

@@ -28,6 +28,7 @@ type Error struct {
 	fn      string
 	errno   syscall.Errno
 	code    int
+	note    string // what the failure means, when its errno alone cannot say
 	missing error
 	wrapped []error // what Unwrap returns, made once: errors.Is on the data path allocates nothing
 }
@@ -62,8 +63,9 @@ func (e *Error) Missing() error { return e.missing }
 
 // Error reads "ibv_create_qp: invalid argument", with the code in
 // parentheses when there is one ("ibv_rereg_mr: invalid argument (code
-// -1)") and the loader's account when the function is missing; a
-// provider's code alone reads "ibv_poll_cq: failed: provider code -2".
+// -1)"), what an Unsupported failure means, and the loader's account when
+// the function is missing; a provider's code alone reads "ibv_poll_cq:
+// failed: provider code -2".
 func (e *Error) Error() string {
 	if e.errno == 0 {
 		return e.fn + ": failed: provider code " + strconv.Itoa(e.code)
@@ -71,6 +73,9 @@ func (e *Error) Error() string {
 	s := e.fn + ": " + e.errno.Error()
 	if e.code != 0 {
 		s += " (code " + strconv.Itoa(e.code) + ")"
+	}
+	if e.note != "" {
+		s += " (" + e.note + ")"
 	}
 	if e.missing != nil {
 		s += " (" + e.missing.Error() + ")"
@@ -104,6 +109,7 @@ type Site struct {
 	available func() error
 	errs      atomic.Pointer[errnoTable]
 	codes     atomic.Pointer[[maxCode]atomic.Pointer[errnoTable]] // by -code, made when a code first comes
+	unsup     atomic.Pointer[Error]                               // Unsupported's
 }
 
 // NewSite returns the Site of the C function fn. available, if not nil,
@@ -205,6 +211,30 @@ func (s *Site) CodeAndErrno(err error, r int64) error {
 		return s.Failed(err, r)
 	}
 	return s.kept(int(r), errnoOr(err, syscall.EIO))
+}
+
+// Unsupported is the error of a call that returned -1 to say that it has
+// nothing to give here, setting no errno: ibv_get_device_index, whose -1
+// means that the kernel does not support device indexes
+// (ibv_get_device_index(3)). It matches EOPNOTSUPP and says why:
+// "ibv_get_device_index: operation not supported (the kernel does not
+// support device indexes)". why is the same at every call of a site (the
+// error is made once, with the first). The loader's own -1 for a function
+// it cannot call, with errno (err) ENOSYS, is that failure instead, as
+// Err(ENOSYS) gives it.
+func (s *Site) Unsupported(err error, why string) error {
+	if e, ok := err.(syscall.Errno); ok && e == syscall.ENOSYS {
+		if missing := s.kept(0, syscall.ENOSYS); missing.missing != nil {
+			return missing
+		}
+	}
+	if e := s.unsup.Load(); e != nil {
+		return e
+	}
+	e := s.newError(0, syscall.EOPNOTSUPP)
+	e.note = why
+	s.unsup.CompareAndSwap(nil, e)
+	return s.unsup.Load()
 }
 
 // errnoOr returns the errno C set (err), made positive, or otherwise.

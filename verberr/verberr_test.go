@@ -214,3 +214,32 @@ func TestSiteCodeAndErrno(t *testing.T) {
 		t.Errorf("missing: %v", m)
 	}
 }
+
+// ibv_get_device_index's -1, with no errno, means the kernel gives no
+// device indexes: EOPNOTSUPP, saying so, whatever errno was left; the
+// loader's -1 and ENOSYS for a missing function stays that.
+func TestSiteUnsupported(t *testing.T) {
+	const why = "the kernel does not support device indexes"
+	s := NewSite("ibv_get_device_index", func() error { return nil })
+	err := s.Unsupported(syscall.EPROTONOSUPPORT, why)
+	if !errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.EIO) {
+		t.Errorf("Unsupported = %v, want EOPNOTSUPP alone", err)
+	}
+	if err.Error() != "ibv_get_device_index: operation not supported (the kernel does not support device indexes)" {
+		t.Errorf("message %q", err)
+	}
+	if s.Unsupported(nil, why) != err || s.Err(syscall.EOPNOTSUPP) == err {
+		t.Error("Unsupported's error is not kept apart from the errno's")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Unsupported(nil, why) }); n != 0 {
+		t.Errorf("Unsupported allocates %v times after the first", n)
+	}
+	// The function is there: an ENOSYS errno is stale, not the loader's.
+	if e := s.Unsupported(syscall.ENOSYS, why); e != err {
+		t.Errorf("Unsupported(ENOSYS) with the function present = %v", e)
+	}
+	gone := NewSite("ibv_get_device_index", func() error { return errGone })
+	if e := gone.Unsupported(syscall.ENOSYS, why); !errors.Is(e, syscall.ENOSYS) || !errors.Is(e, errGone) {
+		t.Errorf("Unsupported(ENOSYS) with the function missing = %v, want the missing function's ENOSYS", e)
+	}
+}

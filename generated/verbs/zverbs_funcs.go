@@ -3079,13 +3079,17 @@ func GetDeviceName(device *Device) *int8 {
 }
 
 // GetDeviceIndex calls ibv_get_device_index (extern, infiniband/verbs.h:2418).
-// It returns C's count; when C returns a negative value, 0 and a *verberr.Error
-// with the errno (error convention "count or error", rule "counts, indexes and
-// descriptors, negative on failure").
+// It returns C's count; when C returns -1, which says that the kernel does not
+// support device indexes, 0 and a *verberr.Error matching EOPNOTSUPP that says
+// so; another negative value, 0 and a *verberr.Error with the errno (error
+// convention "count or error", rule "ibv_get_device_index: an index, or -1").
 func GetDeviceIndex(device *Device) (int, error) {
 	r, err := C.ibv_get_device_index((*C.struct_ibv_device)(unsafe.Pointer(device)))
 	if r >= 0 {
 		return int(r), nil
+	}
+	if r == -1 {
+		return 0, siteGetDeviceIndex.Unsupported(err, "the kernel does not support device indexes")
 	}
 	return 0, siteGetDeviceIndex.Failed(err, int64(r))
 }

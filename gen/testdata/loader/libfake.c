@@ -21,3 +21,6 @@ int ibv_minus_one(void) { errno = EAGAIN; return -1; }
 /* A negative code of its own and errno (as ibv_rereg_mr's
  * IBV_REREG_MR_ERR_CMD). */
 int ibv_rereg_like(void) { errno = EINVAL; return -4; }
+/* An index, or -1 and no errno when there is none to give (as
+ * ibv_get_device_index); errno left by an earlier call. */
+int ibv_index_like(int ret) { errno = EPROTONOSUPPORT; return ret; }
