@@ -727,8 +727,8 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	}
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)
-	e.sites(f, spec, funcs)
 	newer := e.newerExterns(spec)
+	e.sites(f, spec, funcs, newer)
 	for _, fn := range funcs {
 		if err := e.stub(f, fn, newer); err != nil {
 			return File{}, err
@@ -874,8 +874,9 @@ const verberrPath = "github.com/goverbs/goverbs/verberr"
 func siteName(fn *Func) string { return "site" + fn.GoName }
 
 // sites emits the verberr.Site of every function of the package that can
-// fail, and the helpers the stubs share.
-func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
+// fail, a function that cannot but that an older release lacks (newer)
+// included, and the helpers the stubs share.
+func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func, newer map[string]newerExtern) {
 	ext := map[string]bool{}
 	loader := spec.Library.Soname != "" && len(e.externsOf(spec)) > 0
 	if loader {
@@ -885,7 +886,7 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 	}
 	var defs []jen.Code
 	for _, fn := range funcs {
-		if fn.Convention == CannotFail || fn.Convention == Unassigned {
+		if fn.Convention == Unassigned || fn.Convention == CannotFail && len(newerThanOldest(fn, newer)) == 0 {
 			continue
 		}
 		avail := jen.Nil()
@@ -904,7 +905,8 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 	if len(defs) == 0 {
 		return
 	}
-	f.Comment("The sites the stubs' errors come from: one per C function that can fail.")
+	f.Comment("The sites the stubs' errors come from: one per C function that can fail, or")
+	f.Comment("that cannot but that an older pinned release lacks.")
 	f.Var().Defs(defs...)
 	f.Line()
 	if loader {
@@ -1017,23 +1019,26 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 				names = append(names, jen.Lit(x.name))
 			}
 			doc = fmt.Sprintf("It cannot fail once called, but rdma-core releases %s: "+
-				"when the loaded library does, it returns Available's error and calls nothing (error convention %q, rule %q).",
-				strings.Join(lacks, ", and "), fn.Convention, fn.ConventionRule)
-			// fail returns Available's error for a missing extern.
+				"when the loaded library does, it calls nothing and returns a *verberr.Error naming %s, "+
+				"ENOSYS with Available's error (error convention %q, rule %q).",
+				strings.Join(lacks, ", and "), fn.Name, fn.Convention, fn.ConventionRule)
+			// fail returns the site's ENOSYS, which carries Available's
+			// error, for a missing extern.
+			enosys := site.Clone().Dot("Err").Call(jen.Qual("syscall", "ENOSYS"))
 			fail := func(ret ...jen.Code) jen.Code {
 				if len(names) == 1 {
-					return jen.If(jen.Id("err").Op(":=").Id("Available").Call(names[0]), jen.Id("err").Op("!=").Nil()).Block(ret...)
+					return jen.If(jen.Id("Available").Call(names[0]).Op("!=").Nil()).Block(ret...)
 				}
 				return jen.For(jen.List(jen.Id("_"), jen.Id("n")).Op(":=").Range().Index().String().Values(names...)).Block(
-					jen.If(jen.Id("err").Op(":=").Id("Available").Call(jen.Id("n")), jen.Id("err").Op("!=").Nil()).Block(ret...))
+					jen.If(jen.Id("Available").Call(jen.Id("n")).Op("!=").Nil()).Block(ret...))
 			}
 			if res.Kind == KVoid {
-				body = append(body, fail(jen.Return(jen.Id("err"))), call, jen.Return(jen.Nil()))
+				body = append(body, fail(jen.Return(enosys)), call, jen.Return(jen.Nil()))
 				results = append(results, jen.Error())
 				break
 			}
 			body = append(body,
-				fail(jen.Var().Id("zero").Add(e.goParamType(res)), jen.Return(jen.Id("zero"), jen.Id("err"))),
+				fail(jen.Var().Id("zero").Add(e.goParamType(res)), jen.Return(jen.Id("zero"), enosys)),
 				jen.Id("r").Op(":=").Add(call),
 				jen.Return(value(), jen.Nil()))
 			results = append(results, e.goParamType(res), jen.Error())

@@ -67,7 +67,8 @@ func TestLoader(t *testing.T) {
 		Since:      []string{filepath.Join(dir, "old", "rdma-core-0.1")},
 		Conventions: []gen.ConventionRule{
 			{Name: "values", Convention: gen.CannotFail,
-				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_add_three", "ibv_twice", "ibv_missing_void", "ibv_missing_u16", "ibv_missing_u16_inline", "ibv_two_newer"}},
+				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_add_three", "ibv_twice", "ibv_missing_void", "ibv_missing_u16",
+					"ibv_missing_u16_inline", "ibv_two_newer", "rdma_absent_value"}},
 			{Name: "constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_get_thing", "ibv_missing_ptr", "ibv_missing_ptr_inline", "rdma_absent_ptr"}},
 			{Name: "errno results", Convention: gen.ErrnoResult, Funcs: []string{"ibv_missing_errno"}},
 			{Name: "minus one", Convention: gen.MinusOneErrno, Funcs: []string{"ibv_missing_minus_one", "ibv_minus_one", "rdma_absent_int"}},

@@ -430,7 +430,8 @@ func Address(function string) (uintptr, error) {
 	return uintptr(C.goverbs_rdmacm_address(C.int(symbols[function]))), nil
 }
 
-// The sites the stubs' errors come from: one per C function that can fail.
+// The sites the stubs' errors come from: one per C function that can fail, or
+// that cannot but that an older pinned release lacks.
 var (
 	siteCreateEventChannel = verberr.NewSite("rdma_create_event_channel", availability("rdma_create_event_channel"))
 	siteCreateID           = verberr.NewSite("rdma_create_id", availability("rdma_create_id"))
