@@ -9,6 +9,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 	"github.com/goverbs/goverbs/verberr"
 )
 
@@ -19,7 +20,7 @@ import (
 // rdma-core 33.2, siw, cxgb4, qedr, erdma, bnxt_re) in errno as is: the
 // stub reports ENOMEM, and a failure seen before allocates nothing.
 func TestGeneratedCMPostNegativeErrno(t *testing.T) {
-	r := sinkRig(t, 0)
+	r := sinkRig(t, fakeprov.RC)
 	id := r.cmID(t, false)
 	sg := new(verbs.SGE) // no Go pointer in it; allocated once, not per call
 	*sg = sge(0)
