@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -66,6 +67,26 @@ type ConventionRule struct {
 	Name       string
 	Convention Convention
 	Funcs      []string
+	// NegativeCode: a negative result is not a -errno but a code of the
+	// function's own, which the error keeps (verberr.Error.Code); the
+	// stub's signature is Convention's. With CountOrError and ErrnoResult
+	// it is a provider's code and no errno is read (verberr.Site.
+	// ProviderCode): the error matches no errno, and an ErrnoResult's
+	// positive result is still its errno. CountOrError's functions with it
+	// must call no extern, whose absence (-1 and ENOSYS) would read as
+	// code -1. With MinusOneErrno errno is set beside the code, and the
+	// error has both (verberr.Site.CodeAndErrno); a missing function's is
+	// ENOSYS with code -1. NullErrno, GetaddrinfoCode and CannotFail
+	// cannot have it.
+	NegativeCode bool
+	// Unsupported, for a CountOrError function whose -1 sets no errno but
+	// says that it has nothing to give here, is what that means
+	// ("the kernel does not support device indexes"): the stub's error for
+	// -1 matches EOPNOTSUPP and says it (verberr.Site.Unsupported), rather
+	// than EIO or whatever errno an earlier call left. Other results below
+	// 0 read as Failed reads them. Only CountOrError without NegativeCode
+	// can have it.
+	Unsupported string
 }
 
 // Conventions is the one table of how every rdma-core function reports
@@ -75,6 +96,24 @@ type ConventionRule struct {
 // headers at hand is reported, not fatal (an older or newer release may
 // need it).
 var Conventions = []ConventionRule{
+	{
+		// ibv_poll_cq(3): "a negative value" on failure, which is the
+		// provider's: mlx4, mlx5, mthca, hns and vmw_pvrdma return
+		// CQ_POLL_ERR (-2) for a CQE they cannot parse, others a -errno.
+		// As an errno, -2 would read as ENOENT.
+		Name: "poll: a count, or a provider's negative code", Convention: CountOrError, NegativeCode: true,
+		Funcs: []string{"ibv_poll_cq"},
+	},
+	{
+		// ENOENT means the CQ is empty, not a failure: the stub returns it
+		// as an error all the same, and callers test errors.Is(err,
+		// syscall.ENOENT); EBUSY is transient (ibv_create_cq_ex(3)). The
+		// same providers' CQ_POLL_ERR (-2) comes back as is, which as
+		// -ENOENT would read as an empty CQ, and after ibv_next_poll lose
+		// the completion unseen.
+		Name: "extended poll: 0, an errno, or a provider's negative code", Convention: ErrnoResult, NegativeCode: true,
+		Funcs: []string{"ibv_start_poll", "ibv_next_poll"},
+	},
 	{
 		Name: "values and strings", Convention: CannotFail,
 		Funcs: []string{"ibv_wc_status_str", "ibv_wr_opcode_str", "ibv_node_type_str", "ibv_port_state_str",
@@ -125,19 +164,40 @@ var Conventions = []ConventionRule{
 			"rdma_reg_read", "rdma_reg_write"},
 	},
 	{
+		// ibv_rereg_mr(3): one of the negative IBV_REREG_MR_ERR_* codes,
+		// errno set. The code says whether the old MR, the new one or
+		// neither may still be used, which the errno cannot say.
+		Name: "ibv_rereg_mr: a negative code of its own, and errno", Convention: MinusOneErrno, NegativeCode: true,
+		Funcs: []string{"ibv_rereg_mr"},
+	},
+	{
 		Name: "verbs returning -1 with errno", Convention: MinusOneErrno,
 		Funcs: []string{"ibv_get_async_event", "ibv_get_cq_event", "ibv_query_gid", "ibv_query_pkey",
 			"ibv_close_device", "ibv_init_ah_from_wc",
-			// ibv_rereg_mr returns one of the negative IBV_REREG_MR_ERR_*
-			// codes with errno set; the errno is the error.
-			"ibv_rereg_mr"},
+			// 0, -1 with errno (ibv_query_gid's failure, or
+			// neigh_init_resources' ENOMEM), a -errno (-EINVAL,
+			// -EHOSTUNREACH, -ENOSYS) or nl_connect's negative libnl
+			// code, which reads as the errno of its number
+			// (libibverbs/verbs.c, neigh.c): Failed takes each as
+			// that order says.
+			"ibv_resolve_eth_l2_from_gid"},
+	},
+	{
+		// ibv_get_device_index(3): "an index, or -1 if the kernel doesn't
+		// support device indexes"; libibverbs/device.c sets no errno.
+		Name: "ibv_get_device_index: an index, or -1", Convention: CountOrError,
+		Unsupported: "the kernel does not support device indexes",
+		Funcs:       []string{"ibv_get_device_index"},
 	},
 	{
 		Name: "counts, indexes and descriptors, negative on failure", Convention: CountOrError,
-		Funcs: []string{"ibv_poll_cq", "ibv_get_device_index", "ibv_get_pkey_index", "_ibv_query_gid_table",
+		Funcs: []string{"ibv_get_pkey_index", "_ibv_query_gid_table",
 			"ibv_query_gid_table", "ibv_dm_export_dmabuf_fd", "ibv_export_buf_dmabuf_fd",
 			// rdma_get_*_comp return the number of completions (1), or -1
-			// with errno.
+			// with errno. rdma_seterrno puts ibv_poll_cq's negative
+			// result in errno too, where a provider's CQ_POLL_ERR (-2)
+			// cannot be told from -ENOENT: it reads as ENOENT (which
+			// means nothing special here).
 			"rdma_get_send_comp", "rdma_get_recv_comp"},
 	},
 	{
@@ -161,15 +221,42 @@ var Conventions = []ConventionRule{
 			"ibv_query_ece", "ibv_set_ece", "ibv_query_rt_values_ex", "ibv_resize_cq", "ibv_req_notify_cq",
 			"ibv_get_srq_num", "ibv_bind_mw", "ibv_advise_mr", "ibv_free_dm", "ibv_memcpy_to_dm",
 			"ibv_memcpy_from_dm", "ibv_attach_mcast", "ibv_detach_mcast", "ibv_fork_init",
-			"ibv_resolve_eth_l2_from_gid", "ibv_attach_counters_point_flow", "ibv_read_counters",
+			"ibv_attach_counters_point_flow", "ibv_read_counters",
 			"ibv_wr_complete", "ibv_qp_attach_comp_cntr", "_ibv_query_comp_cntr_caps", "ibv_query_comp_cntr_caps",
 			"ibv_set_comp_cntr", "ibv_set_err_comp_cntr", "ibv_inc_comp_cntr", "ibv_inc_err_comp_cntr",
-			"ibv_read_comp_cntr", "ibv_read_err_comp_cntr",
-			// ENOENT means the CQ is empty, not a failure: the stub
-			// returns it as an error all the same, and callers test
-			// errors.Is(err, syscall.ENOENT).
-			"ibv_start_poll", "ibv_next_poll"},
+			"ibv_read_comp_cntr", "ibv_read_err_comp_cntr"},
 	},
+}
+
+// ErrnoCopiers are the C functions that set errno to the value they are
+// given: librdmacm's rdma_seterrno (errno = ret), which the rdma_post_*,
+// rdma_get_*_comp and rdma_dereg_mr inlines pass what the provider
+// returned, a -errno from rxe (rdma-core 33.2), siw, cxgb4, qedr, erdma or
+// bnxt_re. A stub whose C function reads errno and calls one (its Calls)
+// calls it through a preamble wrapper that makes errno positive before cgo
+// reads it: cgo boxes an errno of 256 and up into its error result, one
+// allocation at every failed call that the stub's verberr.Site cannot
+// spare. verberr.Site.Failed reads a negative errno as its negation
+// anyway, wherever it comes from.
+var ErrnoCopiers = []string{"rdma_seterrno"}
+
+// readsErrno reports whether c's stub reads the errno C set.
+func (c Convention) readsErrno() bool {
+	return c == NullErrno || c == MinusOneErrno || c == CountOrError || c == GetaddrinfoCode
+}
+
+// copiesErrno reports whether fn's stub calls it through the wrapper that
+// ErrnoCopiers describes.
+func copiesErrno(fn *Func) bool {
+	if !fn.Convention.readsErrno() {
+		return false
+	}
+	for _, c := range fn.Calls {
+		if slices.Contains(ErrnoCopiers, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // matches reports whether rule entry pattern lists C function name.
@@ -178,6 +265,32 @@ func matches(pattern, name string) bool {
 		return strings.HasPrefix(name, p)
 	}
 	return pattern == name
+}
+
+// problem says why r's NegativeCode or Unsupported cannot apply to fn, or
+// "".
+func (r *ConventionRule) problem(fn *Func, externs map[string]bool) string {
+	if r.Unsupported != "" && (r.Convention != CountOrError || r.NegativeCode) {
+		return fmt.Sprintf("convention %q cannot have Unsupported (only \"count or error\" without NegativeCode)", r.Convention)
+	}
+	if !r.NegativeCode {
+		return ""
+	}
+	switch r.Convention {
+	case ErrnoResult, MinusOneErrno:
+		return ""
+	case CountOrError:
+		if fn.Kind != FuncInline {
+			return "NegativeCode with convention \"count or error\" needs a static inline: a missing extern's -1 would read as code -1"
+		}
+		for _, c := range fn.Calls {
+			if externs[c] {
+				return fmt.Sprintf("NegativeCode with convention \"count or error\" needs a function that calls no extern: %s's absence (-1) would read as code -1", c)
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("convention %q cannot have NegativeCode", r.Convention)
 }
 
 // AssignConventions gives every function of ir (those behind a macro
@@ -191,8 +304,14 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 		msg string
 	}
 	var errs []problem
+	externs := map[string]bool{}
 	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
-		fn.Convention, fn.ConventionRule = Unassigned, ""
+		if fn.Kind == FuncExtern {
+			externs[fn.Name] = true
+		}
+	}
+	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
+		fn.Convention, fn.ConventionRule, fn.NegativeCode, fn.Unsupported = Unassigned, "", false, ""
 	rules:
 		for _, r := range rules {
 			for _, p := range r.Funcs {
@@ -204,7 +323,11 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s returns %s, which convention %q of rule %q (entry %q) cannot describe",
 						fn.Pos, fn.Name, cDecl(fn.Result, ""), r.Convention, r.Name, p)})
 				}
+				if msg := r.problem(fn, externs); msg != "" {
+					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s: rule %q (entry %q): %s", fn.Pos, fn.Name, r.Name, p, msg)})
+				}
 				fn.Convention, fn.ConventionRule = r.Convention, r.Name
+				fn.NegativeCode, fn.Unsupported = r.NegativeCode, r.Unsupported
 				break rules
 			}
 		}

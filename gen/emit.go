@@ -695,8 +695,9 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	}
 	pre.WriteString(e.layoutAssertions(spec))
 	pre.WriteString(e.loaderDecls(spec))
+	copiers := false
 	for _, fn := range funcs {
-		if fn.Kind != FuncMacro {
+		if fn.Kind != FuncMacro && !copiesErrno(fn) {
 			continue
 		}
 		// cgo cannot call a function-like macro: a static inline wrapper
@@ -706,17 +707,28 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			params = append(params, cDecl(p.Type, p.Name))
 			args = append(args, p.Name)
 		}
-		ret := "return "
-		if fn.Result.Kind == KVoid {
-			ret = ""
+		if fn.Kind == FuncMacro {
+			ret := "return "
+			if fn.Result.Kind == KVoid {
+				ret = ""
+			}
+			fmt.Fprintf(&pre, "static inline %s(%s) { %s%s(%s); }\n",
+				cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), ret, fn.Name, strings.Join(args, ", "))
+			continue
 		}
-		fmt.Fprintf(&pre, "static inline %s(%s) { %s%s(%s); }\n",
-			cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), ret, fn.Name, strings.Join(args, ", "))
+		// See ErrnoCopiers: errno made positive before cgo reads it.
+		if !copiers {
+			copiers = true
+			fmt.Fprintf(&pre, "// The wrappers below make errno positive where %s left a provider's\n"+
+				"// -errno in it: cgo would box an errno of 256 and up at every failed call.\n", strings.Join(ErrnoCopiers, " or "))
+		}
+		fmt.Fprintf(&pre, "static inline %s(%s) { %s = %s(%s); if (errno < 0) errno = -errno; return goverbs_r; }\n",
+			cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), cDecl(fn.Result, "goverbs_r"), fn.Name, strings.Join(args, ", "))
 	}
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)
-	e.sites(f, spec, funcs)
 	newer := e.newerExterns(spec)
+	e.sites(f, spec, funcs, newer)
 	for _, fn := range funcs {
 		if err := e.stub(f, fn, newer); err != nil {
 			return File{}, err
@@ -840,7 +852,7 @@ func recordAssertions(b *strings.Builder, r *Record) int {
 
 // cName is the C function a stub calls: the macro's wrapper or the function.
 func cName(fn *Func) string {
-	if fn.Kind == FuncMacro {
+	if fn.Kind == FuncMacro || copiesErrno(fn) {
 		return "goverbs_" + fn.Name
 	}
 	return fn.Name
@@ -862,8 +874,9 @@ const verberrPath = "github.com/goverbs/goverbs/verberr"
 func siteName(fn *Func) string { return "site" + fn.GoName }
 
 // sites emits the verberr.Site of every function of the package that can
-// fail, and the helpers the stubs share.
-func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
+// fail, a function that cannot but that an older release lacks (newer)
+// included, and the helpers the stubs share.
+func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func, newer map[string]newerExtern) {
 	ext := map[string]bool{}
 	loader := spec.Library.Soname != "" && len(e.externsOf(spec)) > 0
 	if loader {
@@ -873,7 +886,7 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 	}
 	var defs []jen.Code
 	for _, fn := range funcs {
-		if fn.Convention == CannotFail || fn.Convention == Unassigned {
+		if fn.Convention == Unassigned || fn.Convention == CannotFail && len(newerThanOldest(fn, newer)) == 0 {
 			continue
 		}
 		avail := jen.Nil()
@@ -892,7 +905,8 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func) {
 	if len(defs) == 0 {
 		return
 	}
-	f.Comment("The sites the stubs' errors come from: one per C function that can fail.")
+	f.Comment("The sites the stubs' errors come from: one per C function that can fail, or")
+	f.Comment("that cannot but that an older pinned release lacks.")
 	f.Var().Defs(defs...)
 	f.Line()
 	if loader {
@@ -1005,23 +1019,26 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 				names = append(names, jen.Lit(x.name))
 			}
 			doc = fmt.Sprintf("It cannot fail once called, but rdma-core releases %s: "+
-				"when the loaded library does, it returns Available's error and calls nothing (error convention %q, rule %q).",
-				strings.Join(lacks, ", and "), fn.Convention, fn.ConventionRule)
-			// fail returns Available's error for a missing extern.
+				"when the loaded library does, it calls nothing and returns a *verberr.Error naming %s, "+
+				"ENOSYS with Available's error (error convention %q, rule %q).",
+				strings.Join(lacks, ", and "), fn.Name, fn.Convention, fn.ConventionRule)
+			// fail returns the site's ENOSYS, which carries Available's
+			// error, for a missing extern.
+			enosys := site.Clone().Dot("Err").Call(jen.Qual("syscall", "ENOSYS"))
 			fail := func(ret ...jen.Code) jen.Code {
 				if len(names) == 1 {
-					return jen.If(jen.Id("err").Op(":=").Id("Available").Call(names[0]), jen.Id("err").Op("!=").Nil()).Block(ret...)
+					return jen.If(jen.Id("Available").Call(names[0]).Op("!=").Nil()).Block(ret...)
 				}
 				return jen.For(jen.List(jen.Id("_"), jen.Id("n")).Op(":=").Range().Index().String().Values(names...)).Block(
-					jen.If(jen.Id("err").Op(":=").Id("Available").Call(jen.Id("n")), jen.Id("err").Op("!=").Nil()).Block(ret...))
+					jen.If(jen.Id("Available").Call(jen.Id("n")).Op("!=").Nil()).Block(ret...))
 			}
 			if res.Kind == KVoid {
-				body = append(body, fail(jen.Return(jen.Id("err"))), call, jen.Return(jen.Nil()))
+				body = append(body, fail(jen.Return(enosys)), call, jen.Return(jen.Nil()))
 				results = append(results, jen.Error())
 				break
 			}
 			body = append(body,
-				fail(jen.Var().Id("zero").Add(e.goParamType(res)), jen.Return(jen.Id("zero"), jen.Id("err"))),
+				fail(jen.Var().Id("zero").Add(e.goParamType(res)), jen.Return(jen.Id("zero"), enosys)),
 				jen.Id("r").Op(":=").Add(call),
 				jen.Return(value(), jen.Nil()))
 			results = append(results, e.goParamType(res), jen.Error())
@@ -1040,22 +1057,43 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 			jen.Return(value(), jen.Nil()))
 		results = append(results, e.goParamType(res), jen.Error())
 	case ErrnoResult:
+		fail := site.Clone().Dot("Failed").Call(jen.Nil(), jen.Int64().Call(jen.Id("r")))
+		if fn.NegativeCode {
+			fail = site.Clone().Dot("ProviderCode").Call(jen.Int64().Call(jen.Id("r")))
+		}
 		body = append(body,
 			jen.Id("r").Op(":=").Add(call),
 			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
-			jen.Return(site.Clone().Dot("Failed").Call(jen.Nil(), jen.Int64().Call(jen.Id("r")))))
+			jen.Return(fail))
 		results = append(results, jen.Error())
 	case MinusOneErrno:
+		fail := "Failed"
+		if fn.NegativeCode {
+			fail = "CodeAndErrno"
+		}
 		body = append(body,
 			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
 			jen.If(jen.Id("r").Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
-			jen.Return(site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
+			jen.Return(site.Clone().Dot(fail).Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
 		results = append(results, jen.Error())
 	case CountOrError:
-		body = append(body,
-			jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
-			jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
-			jen.Return(jen.Lit(0), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
+		if fn.NegativeCode {
+			// A provider's code, no errno to read.
+			body = append(body,
+				jen.Id("r").Op(":=").Add(call),
+				jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())),
+				jen.Return(jen.Lit(0), site.Clone().Dot("ProviderCode").Call(jen.Int64().Call(jen.Id("r")))))
+		} else {
+			body = append(body,
+				jen.List(jen.Id("r"), jen.Id("err")).Op(":=").Add(call),
+				jen.If(jen.Id("r").Op(">=").Lit(0)).Block(jen.Return(jen.Int().Call(jen.Id("r")), jen.Nil())))
+			if fn.Unsupported != "" {
+				body = append(body, jen.If(jen.Id("r").Op("==").Lit(-1)).Block(
+					jen.Return(jen.Lit(0), site.Clone().Dot("Unsupported").Call(jen.Id("err"), jen.Lit(fn.Unsupported)))))
+			}
+			body = append(body,
+				jen.Return(jen.Lit(0), site.Clone().Dot("Failed").Call(jen.Id("err"), jen.Int64().Call(jen.Id("r")))))
+		}
 		results = append(results, jen.Int(), jen.Error())
 	case GetaddrinfoCode:
 		body = append(body,
@@ -1123,10 +1161,26 @@ func conventionDoc(fn *Func) string {
 	case NullErrno:
 		return "When C returns NULL, it returns nil and a *verberr.Error with the errno C set" + rule + "."
 	case ErrnoResult:
+		if fn.NegativeCode {
+			return "When C returns an errno, it returns it as a *verberr.Error; a negative value is the provider's own code, " +
+				"not an errno: a *verberr.Error whose Code it is, matching no errno" + rule + "."
+		}
 		return "When C returns an errno, it returns it as a *verberr.Error" + rule + "."
 	case MinusOneErrno:
+		if fn.NegativeCode {
+			return "When C returns a negative code of its own, it returns a *verberr.Error with the errno C set, " +
+				"whose Code it is" + rule + "."
+		}
 		return "When C returns -1, it returns a *verberr.Error with the errno C set" + rule + "."
 	case CountOrError:
+		if fn.NegativeCode {
+			return "It returns C's count; when C returns a negative value, the provider's own code, not an errno: " +
+				"0 and a *verberr.Error whose Code it is, matching no errno" + rule + "."
+		}
+		if fn.Unsupported != "" {
+			return "It returns C's count; when C returns -1, which says that " + fn.Unsupported + ", 0 and a *verberr.Error " +
+				"matching EOPNOTSUPP that says so; another negative value, 0 and a *verberr.Error with the errno" + rule + "."
+		}
 		return "It returns C's count; when C returns a negative value, 0 and a *verberr.Error with the errno" + rule + "."
 	case GetaddrinfoCode:
 		return "When C fails, it returns a *verberr.Error for an errno or a *verberr.GAIError for a getaddrinfo code" + rule + "."

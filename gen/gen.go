@@ -333,7 +333,14 @@ func Report(w io.Writer, ir *IR) {
 	fmt.Fprintln(w, "error conventions:")
 	for _, f := range ir.Funcs {
 		conv[f.Convention]++
-		fmt.Fprintf(w, "  %s (%s): %s, rule %q\n", f.Name, f.Pos, f.Convention, f.ConventionRule)
+		code := ""
+		if f.NegativeCode {
+			code = " (negative: a code of its own)"
+		}
+		if f.Unsupported != "" {
+			code = " (-1: " + f.Unsupported + ")"
+		}
+		fmt.Fprintf(w, "  %s (%s): %s%s, rule %q\n", f.Name, f.Pos, f.Convention, code, f.ConventionRule)
 	}
 	var totals []string
 	for c := CannotFail; c <= GetaddrinfoCode; c++ {

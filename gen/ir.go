@@ -205,9 +205,12 @@ type Func struct {
 	// among them are what it needs from that library.
 	Calls []string
 	// Convention is how the function reports failure (AssignConventions),
-	// and ConventionRule the name of the rule of the table that said so.
+	// and ConventionRule the name of the rule of the table that said so;
+	// NegativeCode and Unsupported are that rule's (ConventionRule).
 	Convention     Convention
 	ConventionRule string
+	NegativeCode   bool
+	Unsupported    string
 
 	GoName  string
 	Package string

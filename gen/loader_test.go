@@ -19,7 +19,10 @@ import (
 // (an inline's, the error naming the extern its body calls)
 // and are reported by Available with the release that first declares them;
 // a package whose library is not installed reports a *libload.LibraryError
-// naming it and the package that provides it, and nothing crashes.
+// naming it and the package that provides it, and nothing crashes; a
+// function's failure reads as its convention says (a returned -errno over
+// a stale errno, -1 with errno, a provider's negative code, a -1 that
+// means there is nothing to give).
 func TestLoader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not compiling the loader case")
@@ -64,10 +67,18 @@ func TestLoader(t *testing.T) {
 		Since:      []string{filepath.Join(dir, "old", "rdma-core-0.1")},
 		Conventions: []gen.ConventionRule{
 			{Name: "values", Convention: gen.CannotFail,
-				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_add_three", "ibv_twice", "ibv_missing_void", "ibv_missing_u16", "ibv_missing_u16_inline", "ibv_two_newer"}},
+				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_add_three", "ibv_twice", "ibv_missing_void", "ibv_missing_u16",
+					"ibv_missing_u16_inline", "ibv_two_newer", "rdma_absent_value"}},
 			{Name: "constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_get_thing", "ibv_missing_ptr", "ibv_missing_ptr_inline", "rdma_absent_ptr"}},
 			{Name: "errno results", Convention: gen.ErrnoResult, Funcs: []string{"ibv_missing_errno"}},
-			{Name: "minus one", Convention: gen.MinusOneErrno, Funcs: []string{"ibv_missing_minus_one", "rdma_absent_int"}},
+			{Name: "minus one", Convention: gen.MinusOneErrno, Funcs: []string{"ibv_missing_minus_one", "ibv_minus_one", "rdma_absent_int"}},
+			{Name: "counts", Convention: gen.CountOrError, Funcs: []string{"ibv_count_negated"}},
+			{Name: "poll codes", Convention: gen.CountOrError, NegativeCode: true, Funcs: []string{"ibv_poll_like"}},
+			{Name: "start_poll codes", Convention: gen.ErrnoResult, NegativeCode: true, Funcs: []string{"ibv_start_poll_like"}},
+			{Name: "codes and errno", Convention: gen.MinusOneErrno, NegativeCode: true,
+				Funcs: []string{"ibv_rereg_like", "ibv_missing_rereg_like"}},
+			{Name: "index or none", Convention: gen.CountOrError, Unsupported: "there is no index",
+				Funcs: []string{"ibv_index_like", "ibv_missing_index_like"}},
 		},
 	})
 	if err != nil {
@@ -103,7 +114,8 @@ func TestLoader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go test in the temporary module: %v\n%s", err, out)
 	}
-	for _, want := range []string{"--- PASS: TestLoaded", "--- PASS: TestMissingFunctions", "--- PASS: TestNoLibrary"} {
+	for _, want := range []string{"--- PASS: TestLoaded", "--- PASS: TestMissingFunctions", "--- PASS: TestNoLibrary",
+		"--- PASS: TestErrnoOrder", "--- PASS: TestProviderCodes", "--- PASS: TestUnsupported"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the loader case did not report %q:\n%s", want, out)
 		}

@@ -712,7 +712,9 @@ func (cq *CQ) wait(ctx context.Context, op string, thread bool) error {
 
 // Poll reaps up to len(wc) completions into wc (ibv_poll_cq) and returns
 // how many. It is the simple path for control code and tests; the data
-// path uses a Poller, which polls into C memory without allocating.
+// path uses a Poller, which polls into C memory without allocating. A
+// failed poll (a negative ibv_poll_cq, the provider's code) is a
+// *PollError, as a Poller's is.
 func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
 	if err := cq.use(); err != nil {
 		return 0, err
@@ -722,7 +724,7 @@ func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
 		return 0, nil
 	}
 	n, err := verbs.PollCQ(cq.raw, int32(len(wc)), &wc[0])
-	return n, verbErr("ibv_poll_cq", err)
+	return n, pollCQErr(err)
 }
 
 // Resize changes the number of entries (ibv_resize_cq).

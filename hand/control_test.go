@@ -45,6 +45,19 @@ func TestVerbErrorMessageAndIs(t *testing.T) {
 	require.EqualError(t, err, "ibv_reg_mr: cannot allocate memory (raise it)")
 	require.EqualError(t, errnoErr("ibv_post_send", syscall.ENOMEM), "ibv_post_send: cannot allocate memory")
 	require.NoError(t, errnoErr("ibv_post_send", 0))
+
+	// A provider's code from ibv_poll_cq (verberr.Error.Code) has no errno
+	// for a VerbError: CQ.Poll makes it a *PollError, as a Poller's; other
+	// verbs pass it as is.
+	poll := verberr.NewSite("ibv_poll_cq", nil)
+	var pe *PollError
+	require.ErrorAs(t, pollCQErr(poll.ProviderCode(-2)), &pe)
+	require.Equal(t, PollError{Op: "ibv_poll_cq", Ret: -2}, *pe)
+	require.NotErrorIs(t, pe, syscall.ENOENT)
+	require.EqualError(t, pollCQErr(poll.Err(syscall.EINVAL)), "ibv_poll_cq: invalid argument")
+	require.NoError(t, pollCQErr(nil))
+	code := poll.ProviderCode(-2)
+	require.Same(t, code, verbErr("ibv_poll_cq", code))
 }
 
 func TestAttrAndBusyErrors(t *testing.T) {

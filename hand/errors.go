@@ -76,16 +76,29 @@ func (e *VerbError) Is(target error) bool {
 // names the C function, its errno and, for ENOSYS, the missing function or
 // library) as a *VerbError for op, the C name with the step in parentheses
 // where hand uses one verb for several. nil stays nil; any other error (a
-// *verberr.GAIError) is returned as is.
+// *verberr.GAIError), and a *verberr.Error carrying a code of the
+// function's own (verberr.Error.Code), which a VerbError has no room for,
+// are returned as is.
 func verbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ve *verberr.Error
-	if !errors.As(err, &ve) {
+	if !errors.As(err, &ve) || ve.Code() != 0 {
 		return err
 	}
 	return &VerbError{Op: op, Errno: ve.Errno(), Missing: ve.Missing()}
+}
+
+// pollCQErr is verbErr for ibv_poll_cq: its negative result, the
+// provider's own code (verberr.Error.Code), is a *PollError, as a Poller's
+// failure is.
+func pollCQErr(err error) error {
+	var ve *verberr.Error
+	if errors.As(err, &ve) && ve.Errno() == 0 && ve.Code() != 0 {
+		return &PollError{Op: ve.Func(), Ret: ve.Code()}
+	}
+	return verbErr("ibv_poll_cq", err)
 }
 
 // errnoErr is verbErr for an errno a fast-path entry point of hand.c

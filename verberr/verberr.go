@@ -1,11 +1,13 @@
 // Package verberr is the error a generated stub returns when its C function
-// fails: the function's C name, the errno it reported and, when the
-// installed rdma-core lacks the function altogether, why.
+// fails: the function's C name, the errno it reported (or the code of its
+// own it returned) and, when the installed rdma-core lacks the function
+// altogether, why.
 //
 // The generated packages (generated/verbs, generated/rdmacm) give every
-// function that can fail one Site. A Site hands out one *Error per errno and
-// keeps it, so a failing call on the data path (ibv_post_send out of room,
-// ENOMEM) allocates only the first time that function fails with that errno.
+// function that can fail one Site. A Site hands out one *Error per errno
+// (and code) and keeps it, so a failing call on the data path
+// (ibv_post_send out of room, ENOMEM) allocates only the first time that
+// function fails with that errno.
 // The errors are shared and immutable: compare them with errors.Is, read
 // them with errors.As.
 package verberr
@@ -19,10 +21,14 @@ import (
 // Error is a failed C call. errors.Is(err, syscall.EINVAL) holds when the
 // function reported EINVAL; when the library lacks the function, errors.Is
 // also matches what Missing matches (libload.ErrNotSupported, or
-// libload.ErrNoLibrary when rdma-core is not installed at all).
+// libload.ErrNoLibrary when rdma-core is not installed at all). A failure
+// that a provider reported with a code of its own (Code, with Errno 0)
+// matches no errno.
 type Error struct {
 	fn      string
 	errno   syscall.Errno
+	code    int
+	note    string // what the failure means, when its errno alone cannot say
 	missing error
 	wrapped []error // what Unwrap returns, made once: errors.Is on the data path allocates nothing
 }
@@ -30,31 +36,67 @@ type Error struct {
 // Func is the C name of the function that failed ("ibv_create_qp").
 func (e *Error) Func() string { return e.fn }
 
-// Errno is what the function reported.
+// Errno is what the function reported; 0 when it reported only a
+// provider's code (see Code).
 func (e *Error) Errno() syscall.Errno { return e.errno }
+
+// Code is the negative result the function returned, for the functions
+// whose stub says that result is a code of their own rather than a
+// -errno (gen.ConventionRule.NegativeCode); 0 for every other failure:
+//
+//   - ibv_poll_cq, ibv_start_poll and ibv_next_poll: a provider's code,
+//     and Errno is 0. mlx4, mlx5, mthca, hns and vmw_pvrdma return
+//     CQ_POLL_ERR, -2, for a completion they cannot parse, which as a
+//     -errno would read as ENOENT, an empty CQ; other providers return a
+//     -errno that cannot be told from such a code, so none is read as one.
+//   - ibv_rereg_mr: one of the IBV_REREG_MR_ERR_* codes (verbs.ReregMRErr*),
+//     beside the errno it set. The code says what may still be used
+//     (ibv_rereg_mr(3)): the old MR after ERR_INPUT (-1) and
+//     ERR_DONT_FORK_NEW (-2), the new one after ERR_DO_FORK_OLD (-3),
+//     neither after ERR_CMD (-4) and ERR_CMD_AND_DO_FORK_NEW (-5).
+func (e *Error) Code() int { return e.code }
 
 // Missing is, when the function failed with ENOSYS because the loaded
 // library lacks it (or no library could be loaded), the loader's error that
 // names what is missing; nil otherwise.
 func (e *Error) Missing() error { return e.missing }
 
-// Error reads "ibv_create_qp: invalid argument", with the loader's account
-// appended in parentheses when the function is missing.
+// Error reads "ibv_create_qp: invalid argument", with the code in
+// parentheses when there is one ("ibv_rereg_mr: invalid argument (code
+// -1)"), what an Unsupported failure means, and the loader's account when
+// the function is missing; a provider's code alone reads "ibv_poll_cq:
+// failed: provider code -2".
 func (e *Error) Error() string {
+	if e.errno == 0 {
+		return e.fn + ": failed: provider code " + strconv.Itoa(e.code)
+	}
 	s := e.fn + ": " + e.errno.Error()
+	if e.code != 0 {
+		s += " (code " + strconv.Itoa(e.code) + ")"
+	}
+	if e.note != "" {
+		s += " (" + e.note + ")"
+	}
 	if e.missing != nil {
 		s += " (" + e.missing.Error() + ")"
 	}
 	return s
 }
 
-// Unwrap returns the errno and, when set, the missing-function error. The
-// slice is shared: do not modify it.
+// Unwrap returns the errno (none for a provider's code alone) and, when
+// set, the missing-function error. The slice is shared: do not modify it.
 func (e *Error) Unwrap() []error { return e.wrapped }
 
 // maxErrno bounds the errnos a Site keeps; Linux's are below 134. A larger
-// one (a provider returning garbage) gets a fresh *Error each time.
-const maxErrno = 256
+// one (a provider returning garbage) gets a fresh *Error each time. Codes
+// (Error.Code) are kept from -1 down to -(maxCode-1), as errnos are.
+const (
+	maxErrno = 256
+	maxCode  = 256
+)
+
+// errnoTable holds a Site's errors by errno, for one code (0: none).
+type errnoTable [maxErrno]atomic.Pointer[Error]
 
 // Site is where one C function's errors come from. Its zero value is not
 // usable: the generated packages declare one per failing function with
@@ -65,7 +107,9 @@ type Site struct {
 	// the function is missing), or nil; consulted only for ENOSYS, the
 	// errno the loader gives a call it cannot make.
 	available func() error
-	errs      atomic.Pointer[[maxErrno]atomic.Pointer[Error]]
+	errs      atomic.Pointer[errnoTable]
+	codes     atomic.Pointer[[maxCode]atomic.Pointer[errnoTable]] // by -code, made when a code first comes
+	unsup     atomic.Pointer[Error]                               // Unsupported's
 }
 
 // NewSite returns the Site of the C function fn. available, if not nil,
@@ -85,48 +129,142 @@ func (s *Site) Err(errno syscall.Errno) error {
 	if errno == 0 {
 		return nil
 	}
-	if errno >= maxErrno {
-		return s.newError(errno)
+	return s.kept(0, errno)
+}
+
+// kept returns the site's *Error for code and errno, made the first time
+// and kept when both are within the tables' bounds.
+func (s *Site) kept(code int, errno syscall.Errno) *Error {
+	if errno >= maxErrno || code > 0 || code <= -maxCode {
+		return s.newError(code, errno)
 	}
-	table := s.errs.Load()
-	if table == nil {
-		s.errs.CompareAndSwap(nil, new([maxErrno]atomic.Pointer[Error]))
-		table = s.errs.Load()
+	var table *errnoTable
+	if code == 0 {
+		table = made(&s.errs)
+	} else {
+		table = made(&made(&s.codes)[-code])
 	}
 	if e := table[errno].Load(); e != nil {
 		return e
 	}
-	table[errno].CompareAndSwap(nil, s.newError(errno))
+	table[errno].CompareAndSwap(nil, s.newError(code, errno))
 	return table[errno].Load()
 }
 
-// Failed is Err for a call that failed, from what cgo's two-result call
-// gave: the errno C set (err) when it set one; else the one the result r
-// carries (r itself when positive, -r below -1); else EIO, the function
-// failed without saying why. A stub passes r = -1 for a NULL result, and
-// err = nil for a function that returns its errno. It is never nil.
-func (s *Site) Failed(err error, r int64) error {
-	if e, ok := err.(syscall.Errno); ok && e != 0 {
-		return s.Err(e)
+// made returns *p, set to a new T by the first caller to find it nil.
+func made[T any](p *atomic.Pointer[T]) *T {
+	if t := p.Load(); t != nil {
+		return t
 	}
+	p.CompareAndSwap(nil, new(T))
+	return p.Load()
+}
+
+// Failed is Err for a call that failed, from the result r and what cgo's
+// two-result call gave (err, the errno C left), in this order:
+//
+//   - r below -1: -r, an errno the function returned negated. errno is not
+//     read: a function that returns -errno need not set it, and may leave
+//     one from an earlier step (_ibv_query_gid_table falls back from an
+//     ioctl that left EPROTONOSUPPORT, then returns -EINVAL).
+//   - r = -1: the errno C set, if it set one. A negative errno is taken as
+//     its negation: librdmacm's rdma_seterrno copies a provider's -errno
+//     into errno as is (the rdma_post_* and rdma_get_*_comp inlines).
+//   - r above 0: r, an errno returned.
+//   - else EIO: the function failed without saying why.
+//
+// A stub passes r = -1 for a NULL result, and err = nil for a function
+// that returns its errno. It is never nil.
+func (s *Site) Failed(err error, r int64) error {
 	switch {
-	case r > 0:
-		return s.Err(syscall.Errno(r))
 	case r < -1:
 		return s.Err(syscall.Errno(-r))
+	case r == -1:
+		return s.Err(errnoOr(err, syscall.EIO))
+	case r > 0:
+		return s.Err(syscall.Errno(r))
 	}
 	return s.Err(syscall.EIO)
 }
 
-func (s *Site) newError(errno syscall.Errno) *Error {
-	e := &Error{fn: s.fn, errno: errno}
+// ProviderCode is the error of a call whose negative result r is the
+// provider's own code, not a -errno, and which set no errno: ibv_poll_cq,
+// ibv_start_poll and ibv_next_poll (see Error.Code). Its Errno is 0, its
+// Code r, and it matches no errno: CQ_POLL_ERR (-2) must not read as
+// ENOENT, which from ibv_start_poll and ibv_next_poll means an empty CQ.
+// Each code is kept, as Err keeps each errno. An r of 0 or more (no code)
+// is read as Failed reads it, with no errno.
+func (s *Site) ProviderCode(r int64) error {
+	if r >= 0 {
+		return s.Failed(nil, r)
+	}
+	return s.kept(int(r), 0)
+}
+
+// CodeAndErrno is the error of a call that failed with a negative code of
+// its own, r, and errno set (ibv_rereg_mr's IBV_REREG_MR_ERR_*): the errno
+// C set, as Failed reads it for -1 (EIO when none), and Code r. Each code
+// and errno pair is kept. An r of 0 or more (no code) is read as Failed
+// reads it.
+func (s *Site) CodeAndErrno(err error, r int64) error {
+	if r >= 0 {
+		return s.Failed(err, r)
+	}
+	return s.kept(int(r), errnoOr(err, syscall.EIO))
+}
+
+// Unsupported is the error of a call that returned -1 to say that it has
+// nothing to give here, setting no errno: ibv_get_device_index, whose -1
+// means that the kernel does not support device indexes
+// (ibv_get_device_index(3)). It matches EOPNOTSUPP and says why:
+// "ibv_get_device_index: operation not supported (the kernel does not
+// support device indexes)". why is the same at every call of a site (the
+// error is made once, with the first). The loader's own -1 for a function
+// it cannot call, with errno (err) ENOSYS, is that failure instead, as
+// Err(ENOSYS) gives it.
+func (s *Site) Unsupported(err error, why string) error {
+	if e, ok := err.(syscall.Errno); ok && e == syscall.ENOSYS {
+		if missing := s.kept(0, syscall.ENOSYS); missing.missing != nil {
+			return missing
+		}
+	}
+	if e := s.unsup.Load(); e != nil {
+		return e
+	}
+	e := s.newError(0, syscall.EOPNOTSUPP)
+	e.note = why
+	s.unsup.CompareAndSwap(nil, e)
+	return s.unsup.Load()
+}
+
+// errnoOr returns the errno C set (err), made positive, or otherwise.
+func errnoOr(err error, otherwise syscall.Errno) syscall.Errno {
+	if e, ok := err.(syscall.Errno); ok && e != 0 {
+		return positive(e)
+	}
+	return otherwise
+}
+
+// positive is errno made positive: cgo sign-extends C's int errno, so a
+// negative one is a huge Errno whose low 32 bits are negative.
+func positive(errno syscall.Errno) syscall.Errno {
+	if n := int32(errno); n < 0 {
+		return syscall.Errno(-int64(n))
+	}
+	return errno
+}
+
+func (s *Site) newError(code int, errno syscall.Errno) *Error {
+	e := &Error{fn: s.fn, errno: errno, code: code}
 	if errno == syscall.ENOSYS && s.available != nil {
 		// Whether the library has the function does not change once it
 		// is loaded, and a call that got here has loaded it (or failed
 		// to, which does not change either): the answer can be kept.
 		e.missing = s.available()
 	}
-	e.wrapped = []error{e.errno}
+	if errno != 0 {
+		e.wrapped = []error{e.errno}
+	}
 	if e.missing != nil {
 		e.wrapped = append(e.wrapped, e.missing)
 	}

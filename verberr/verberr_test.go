@@ -95,8 +95,8 @@ func TestGAIError(t *testing.T) {
 	}
 }
 
-// Failed picks the errno as the conventions give it: C's errno first, then
-// the result's, then EIO.
+// Failed picks the errno as the conventions give it: a returned -errno
+// first, then for -1 (or NULL) C's errno, then a returned errno, then EIO.
 func TestSiteFailed(t *testing.T) {
 	s := NewSite("ibv_x", nil)
 	for _, tc := range []struct {
@@ -109,9 +109,137 @@ func TestSiteFailed(t *testing.T) {
 		{nil, -int64(syscall.ENOMEM), syscall.ENOMEM}, // a negated one
 		{nil, -1, syscall.EIO},                        // NULL or -1, errno unset
 		{syscall.Errno(0), -1, syscall.EIO},
+		// A returned errno wins over what an earlier step left in errno:
+		// _ibv_query_gid_table's -EINVAL after its ioctl probe's
+		// EPROTONOSUPPORT, and an errno returned as is.
+		{syscall.EPROTONOSUPPORT, -int64(syscall.EINVAL), syscall.EINVAL},
+		{syscall.ENOTTY, int64(syscall.EBUSY), syscall.EBUSY},
 	} {
 		if got := s.Failed(tc.err, tc.r); got.(*Error).Errno() != tc.want {
 			t.Errorf("Failed(%v, %d) = %v, want %v", tc.err, tc.r, got, tc.want)
 		}
+	}
+}
+
+// librdmacm's rdma_seterrno copies a provider's -errno into errno (rxe in
+// rdma-core 33.2, siw, cxgb4...): cgo hands it over sign-extended, and
+// Failed reads it as the errno it negates, kept like any other.
+func TestSiteFailedNegativeErrno(t *testing.T) {
+	s := NewSite("rdma_post_recvv", nil)
+	n := -int32(syscall.ENOMEM)
+	negative := syscall.Errno(n) // what cgo gives for errno = -ENOMEM
+	err := s.Failed(negative, -1)
+	if !errors.Is(err, syscall.ENOMEM) || err.Error() != "rdma_post_recvv: cannot allocate memory" {
+		t.Fatalf("Failed(errno -ENOMEM, -1) = %v, want ENOMEM", err)
+	}
+	if s.Failed(negative, -1) != err || s.Err(syscall.ENOMEM) != err {
+		t.Error("a negated errno gets an error of its own, not the site's for ENOMEM")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Failed(negative, -1) }); n != 0 {
+		t.Errorf("a negated errno seen before allocates %v times", n)
+	}
+}
+
+// A provider's code (mlx5's CQ_POLL_ERR, -2, from ibv_poll_cq,
+// ibv_start_poll or ibv_next_poll) is kept as a code: it matches no errno
+// (not ENOENT, an empty CQ), says what it is, and is kept per code.
+func TestSiteProviderCode(t *testing.T) {
+	s := NewSite("ibv_start_poll", nil)
+	err := s.ProviderCode(-2)
+	var e *Error
+	if !errors.As(err, &e) || e.Code() != -2 || e.Errno() != 0 || e.Func() != "ibv_start_poll" {
+		t.Fatalf("ProviderCode(-2) = %#v", err)
+	}
+	if err.Error() != "ibv_start_poll: failed: provider code -2" {
+		t.Errorf("message %q", err)
+	}
+	for _, errno := range []syscall.Errno{syscall.ENOENT, syscall.EINTR, syscall.EIO} {
+		if errors.Is(err, errno) {
+			t.Errorf("a provider's code -2 matches %v", errno)
+		}
+	}
+	if s.ProviderCode(-2) != err || s.ProviderCode(-22) == err || s.Err(syscall.ENOENT) == err {
+		t.Error("codes are not kept one error each, apart from the errnos")
+	}
+	if c := s.ProviderCode(-22).(*Error); c.Code() != -22 || errors.Is(c, syscall.EINVAL) {
+		t.Errorf("ProviderCode(-22) = %v, code %d: a -errno from a provider is a code too", c, c.Code())
+	}
+	// Beyond the table: still right, allocated each time.
+	if far := s.ProviderCode(-1000).(*Error); far.Code() != -1000 || far.Errno() != 0 {
+		t.Errorf("ProviderCode(-1000) = %v", far)
+	}
+	// Not a code: read as Failed reads it (start_poll's positive errnos).
+	if busy := s.ProviderCode(int64(syscall.EBUSY)); !errors.Is(busy, syscall.EBUSY) || busy.(*Error).Code() != 0 {
+		t.Errorf("ProviderCode(EBUSY) = %v", busy)
+	}
+	if n := testing.AllocsPerRun(100, func() { s.ProviderCode(-2) }); n != 0 {
+		t.Errorf("a code seen before allocates %v times", n)
+	}
+	if s.Err(syscall.EINVAL).(*Error).Code() != 0 {
+		t.Error("an errno's error has a code")
+	}
+}
+
+// ibv_rereg_mr fails with an IBV_REREG_MR_ERR_* code and errno set: the
+// error has both, kept per pair.
+func TestSiteCodeAndErrno(t *testing.T) {
+	s := NewSite("ibv_rereg_mr", nil)
+	err := s.CodeAndErrno(syscall.EINVAL, -4)
+	var e *Error
+	if !errors.As(err, &e) || e.Code() != -4 || e.Errno() != syscall.EINVAL || !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("CodeAndErrno(EINVAL, -4) = %v", err)
+	}
+	if err.Error() != "ibv_rereg_mr: invalid argument (code -4)" {
+		t.Errorf("message %q", err)
+	}
+	if s.CodeAndErrno(syscall.EINVAL, -4) != err || s.CodeAndErrno(syscall.EINVAL, -1) == err ||
+		s.CodeAndErrno(syscall.ENOMEM, -4) == err || s.Err(syscall.EINVAL) == err {
+		t.Error("each code and errno pair is not kept apart")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.CodeAndErrno(syscall.EINVAL, -4) }); n != 0 {
+		t.Errorf("a pair seen before allocates %v times", n)
+	}
+	// No errno: EIO, with the code. A negated errno, made positive.
+	if c := s.CodeAndErrno(nil, -5).(*Error); c.Errno() != syscall.EIO || c.Code() != -5 {
+		t.Errorf("CodeAndErrno(nil, -5) = %v", c)
+	}
+	n := -int32(syscall.ENOMEM)
+	if c := s.CodeAndErrno(syscall.Errno(n), -4).(*Error); c.Errno() != syscall.ENOMEM {
+		t.Errorf("CodeAndErrno(-ENOMEM, -4) = %v", c)
+	}
+	// A missing function: ENOSYS, explained, with the code of its -1.
+	gone := NewSite("ibv_rereg_mr", func() error { return errGone })
+	if m := gone.CodeAndErrno(syscall.ENOSYS, -1).(*Error); !errors.Is(m, errGone) || m.Code() != -1 ||
+		m.Error() != "ibv_rereg_mr: function not implemented (code -1) (the library is gone)" {
+		t.Errorf("missing: %v", m)
+	}
+}
+
+// ibv_get_device_index's -1, with no errno, means the kernel gives no
+// device indexes: EOPNOTSUPP, saying so, whatever errno was left; the
+// loader's -1 and ENOSYS for a missing function stays that.
+func TestSiteUnsupported(t *testing.T) {
+	const why = "the kernel does not support device indexes"
+	s := NewSite("ibv_get_device_index", func() error { return nil })
+	err := s.Unsupported(syscall.EPROTONOSUPPORT, why)
+	if !errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.EIO) {
+		t.Errorf("Unsupported = %v, want EOPNOTSUPP alone", err)
+	}
+	if err.Error() != "ibv_get_device_index: operation not supported (the kernel does not support device indexes)" {
+		t.Errorf("message %q", err)
+	}
+	if s.Unsupported(nil, why) != err || s.Err(syscall.EOPNOTSUPP) == err {
+		t.Error("Unsupported's error is not kept apart from the errno's")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Unsupported(nil, why) }); n != 0 {
+		t.Errorf("Unsupported allocates %v times after the first", n)
+	}
+	// The function is there: an ENOSYS errno is stale, not the loader's.
+	if e := s.Unsupported(syscall.ENOSYS, why); e != err {
+		t.Errorf("Unsupported(ENOSYS) with the function present = %v", e)
+	}
+	gone := NewSite("ibv_get_device_index", func() error { return errGone })
+	if e := gone.Unsupported(syscall.ENOSYS, why); !errors.Is(e, syscall.ENOSYS) || !errors.Is(e, errGone) {
+		t.Errorf("Unsupported(ENOSYS) with the function missing = %v, want the missing function's ENOSYS", e)
 	}
 }

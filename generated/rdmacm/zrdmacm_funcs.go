@@ -29,28 +29,28 @@ import (
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../headers/vendored/include
 #cgo LDFLAGS: -ldl
-#cgo noescape rdma_get_recv_comp
-#cgo nocallback rdma_get_recv_comp
-#cgo noescape rdma_get_send_comp
-#cgo nocallback rdma_get_send_comp
-#cgo noescape rdma_post_read
-#cgo nocallback rdma_post_read
-#cgo noescape rdma_post_readv
-#cgo nocallback rdma_post_readv
-#cgo noescape rdma_post_recv
-#cgo nocallback rdma_post_recv
-#cgo noescape rdma_post_recvv
-#cgo nocallback rdma_post_recvv
-#cgo noescape rdma_post_send
-#cgo nocallback rdma_post_send
-#cgo noescape rdma_post_sendv
-#cgo nocallback rdma_post_sendv
-#cgo noescape rdma_post_ud_send
-#cgo nocallback rdma_post_ud_send
-#cgo noescape rdma_post_write
-#cgo nocallback rdma_post_write
-#cgo noescape rdma_post_writev
-#cgo nocallback rdma_post_writev
+#cgo noescape goverbs_rdma_get_recv_comp
+#cgo nocallback goverbs_rdma_get_recv_comp
+#cgo noescape goverbs_rdma_get_send_comp
+#cgo nocallback goverbs_rdma_get_send_comp
+#cgo noescape goverbs_rdma_post_read
+#cgo nocallback goverbs_rdma_post_read
+#cgo noescape goverbs_rdma_post_readv
+#cgo nocallback goverbs_rdma_post_readv
+#cgo noescape goverbs_rdma_post_recv
+#cgo nocallback goverbs_rdma_post_recv
+#cgo noescape goverbs_rdma_post_recvv
+#cgo nocallback goverbs_rdma_post_recvv
+#cgo noescape goverbs_rdma_post_send
+#cgo nocallback goverbs_rdma_post_send
+#cgo noescape goverbs_rdma_post_sendv
+#cgo nocallback goverbs_rdma_post_sendv
+#cgo noescape goverbs_rdma_post_ud_send
+#cgo nocallback goverbs_rdma_post_ud_send
+#cgo noescape goverbs_rdma_post_write
+#cgo nocallback goverbs_rdma_post_write
+#cgo noescape goverbs_rdma_post_writev
+#cgo nocallback goverbs_rdma_post_writev
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 #include <netdb.h>
@@ -254,6 +254,20 @@ const char *goverbs_rdmacm_load_error(void);
 const char *goverbs_rdmacm_path(void);
 int goverbs_rdmacm_has(int);
 void *goverbs_rdmacm_address(int);
+// The wrappers below make errno positive where rdma_seterrno left a provider's
+// -errno in it: cgo would box an errno of 256 and up at every failed call.
+static inline int goverbs_rdma_dereg_mr(struct ibv_mr *mr) { int goverbs_r = rdma_dereg_mr(mr); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_recvv(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge) { int goverbs_r = rdma_post_recvv(id, context, sgl, nsge); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_sendv(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge, int flags) { int goverbs_r = rdma_post_sendv(id, context, sgl, nsge, flags); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_readv(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_readv(id, context, sgl, nsge, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_writev(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_writev(id, context, sgl, nsge, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_recv(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr) { int goverbs_r = rdma_post_recv(id, context, addr, length, mr); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_send(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags) { int goverbs_r = rdma_post_send(id, context, addr, length, mr, flags); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_read(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_read(id, context, addr, length, mr, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_write(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_write(id, context, addr, length, mr, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_ud_send(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags, struct ibv_ah *ah, uint32_t remote_qpn) { int goverbs_r = rdma_post_ud_send(id, context, addr, length, mr, flags, ah, remote_qpn); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_get_send_comp(struct rdma_cm_id *id, struct ibv_wc *wc) { int goverbs_r = rdma_get_send_comp(id, wc); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_get_recv_comp(struct rdma_cm_id *id, struct ibv_wc *wc) { int goverbs_r = rdma_get_recv_comp(id, wc); if (errno < 0) errno = -errno; return goverbs_r; }
 */
 import "C"
 
@@ -416,7 +430,8 @@ func Address(function string) (uintptr, error) {
 	return uintptr(C.goverbs_rdmacm_address(C.int(symbols[function]))), nil
 }
 
-// The sites the stubs' errors come from: one per C function that can fail.
+// The sites the stubs' errors come from: one per C function that can fail, or
+// that cannot but that an older pinned release lacks.
 var (
 	siteCreateEventChannel = verberr.NewSite("rdma_create_event_channel", availability("rdma_create_event_channel"))
 	siteCreateID           = verberr.NewSite("rdma_create_id", availability("rdma_create_id"))
@@ -1008,7 +1023,7 @@ func RegWrite(id *CMID, addr unsafe.Pointer, length uint64) (*verbs.MR, error) {
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func DeregMR(mr *verbs.MR) error {
-	r, err := C.rdma_dereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)))
+	r, err := C.goverbs_rdma_dereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)))
 	if r == 0 {
 		return nil
 	}
@@ -1019,7 +1034,7 @@ func DeregMR(mr *verbs.MR) error {
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) error {
-	r, err := C.rdma_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge))
+	r, err := C.goverbs_rdma_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge))
 	if r == 0 {
 		return nil
 	}
@@ -1030,7 +1045,7 @@ func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) err
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32) error {
-	r, err := C.rdma_post_sendv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags))
+	r, err := C.goverbs_rdma_post_sendv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags))
 	if r == 0 {
 		return nil
 	}
@@ -1041,7 +1056,7 @@ func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.rdma_post_readv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_readv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1052,7 +1067,7 @@ func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 // When C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.rdma_post_writev((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_writev((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1063,7 +1078,7 @@ func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fl
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR) error {
-	r, err := C.rdma_post_recv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)))
+	r, err := C.goverbs_rdma_post_recv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)))
 	if r == 0 {
 		return nil
 	}
@@ -1074,7 +1089,7 @@ func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32) error {
-	r, err := C.rdma_post_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags))
+	r, err := C.goverbs_rdma_post_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags))
 	if r == 0 {
 		return nil
 	}
@@ -1085,7 +1100,7 @@ func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.rdma_post_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1096,7 +1111,7 @@ func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.rdma_post_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1107,7 +1122,7 @@ func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uin
 // When C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, ah *verbs.AH, remoteQPN uint32) error {
-	r, err := C.rdma_post_ud_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN))
+	r, err := C.goverbs_rdma_post_ud_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN))
 	if r == 0 {
 		return nil
 	}
@@ -1119,7 +1134,7 @@ func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length ui
 // with the errno (error convention "count or error", rule "counts, indexes and
 // descriptors, negative on failure").
 func GetSendComp(id *CMID, wc *verbs.WC) (int, error) {
-	r, err := C.rdma_get_send_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r, err := C.goverbs_rdma_get_send_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}
@@ -1131,7 +1146,7 @@ func GetSendComp(id *CMID, wc *verbs.WC) (int, error) {
 // with the errno (error convention "count or error", rule "counts, indexes and
 // descriptors, negative on failure").
 func GetRecvComp(id *CMID, wc *verbs.WC) (int, error) {
-	r, err := C.rdma_get_recv_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r, err := C.goverbs_rdma_get_recv_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}

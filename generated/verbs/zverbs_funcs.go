@@ -21,6 +21,7 @@ import (
 	"fmt"
 	libload "github.com/goverbs/goverbs/libload"
 	verberr "github.com/goverbs/goverbs/verberr"
+	"syscall"
 	"unsafe"
 )
 
@@ -2504,8 +2505,10 @@ func Address(function string) (uintptr, error) {
 	return uintptr(C.goverbs_verbs_address(C.int(symbols[function]))), nil
 }
 
-// The sites the stubs' errors come from: one per C function that can fail.
+// The sites the stubs' errors come from: one per C function that can fail, or
+// that cannot but that an older pinned release lacks.
 var (
+	siteWROpcodeStr             = verberr.NewSite("ibv_wr_opcode_str", availability("ibv_wr_opcode_str"))
 	siteWRComplete              = verberr.NewSite("ibv_wr_complete", availability())
 	siteStartPoll               = verberr.NewSite("ibv_start_poll", availability())
 	siteNextPoll                = verberr.NewSite("ibv_next_poll", availability())
@@ -2518,6 +2521,7 @@ var (
 	siteImportPD                = verberr.NewSite("ibv_import_pd", availability("ibv_import_pd"))
 	siteImportMR                = verberr.NewSite("ibv_import_mr", availability("ibv_import_mr"))
 	siteImportDM                = verberr.NewSite("ibv_import_dm", availability("ibv_import_dm"))
+	siteUnimportDM              = verberr.NewSite("ibv_unimport_dm", availability("ibv_unimport_dm"))
 	siteGetAsyncEvent           = verberr.NewSite("ibv_get_async_event", availability("ibv_get_async_event"))
 	siteQueryDevice             = verberr.NewSite("ibv_query_device", availability("ibv_query_device"))
 	siteQueryPortSpeed          = verberr.NewSite("ibv_query_port_speed", availability("ibv_query_port_speed"))
@@ -2594,6 +2598,7 @@ var (
 	siteAllocParentDomain       = verberr.NewSite("ibv_alloc_parent_domain", availability())
 	siteAllocBuf                = verberr.NewSite("ibv_alloc_buf", availability("ibv_alloc_buf"))
 	siteExportBufDmabufFD       = verberr.NewSite("ibv_export_buf_dmabuf_fd", availability("ibv_export_buf_dmabuf_fd"))
+	siteFreeBuf                 = verberr.NewSite("ibv_free_buf", availability("ibv_free_buf"))
 	siteRegBufMR                = verberr.NewSite("ibv_reg_buf_mr", availability("ibv_reg_buf_mr"))
 	siteAllocDmah               = verberr.NewSite("ibv_alloc_dmah", availability("ibv_alloc_dmah"))
 	siteDeallocDmah             = verberr.NewSite("ibv_dealloc_dmah", availability("ibv_dealloc_dmah"))
@@ -2603,6 +2608,7 @@ var (
 	siteModifyQP                = verberr.NewSite("ibv_modify_qp", availability("ibv_modify_qp"))
 	siteModifyQPRateLimit       = verberr.NewSite("ibv_modify_qp_rate_limit", availability())
 	siteQPAttachCompCntr        = verberr.NewSite("ibv_qp_attach_comp_cntr", availability("ibv_qp_attach_comp_cntr"))
+	siteQueryQPDataInOrder      = verberr.NewSite("ibv_query_qp_data_in_order", availability("ibv_query_qp_data_in_order"))
 	siteQueryQP                 = verberr.NewSite("ibv_query_qp", availability("ibv_query_qp"))
 	siteDestroyQP               = verberr.NewSite("ibv_destroy_qp", availability("ibv_destroy_qp"))
 	siteCreateWQ                = verberr.NewSite("ibv_create_wq", availability())
@@ -2619,6 +2625,7 @@ var (
 	siteAttachMcast             = verberr.NewSite("ibv_attach_mcast", availability("ibv_attach_mcast"))
 	siteDetachMcast             = verberr.NewSite("ibv_detach_mcast", availability("ibv_detach_mcast"))
 	siteForkInit                = verberr.NewSite("ibv_fork_init", availability("ibv_fork_init"))
+	siteIsForkInitialized       = verberr.NewSite("ibv_is_fork_initialized", availability("ibv_is_fork_initialized"))
 	siteResolveEthL2FromGID     = verberr.NewSite("ibv_resolve_eth_l2_from_gid", availability("ibv_resolve_eth_l2_from_gid"))
 	siteCreateCounters          = verberr.NewSite("ibv_create_counters", availability())
 	siteDestroyCounters         = verberr.NewSite("ibv_destroy_counters", availability())
@@ -2686,13 +2693,13 @@ func MbpsToIbvRate(mbps int32) Rate {
 
 // WROpcodeStr calls ibv_wr_opcode_str (extern, infiniband/verbs.h:1152). It
 // cannot fail once called, but rdma-core releases before 56.1 lack
-// ibv_wr_opcode_str: when the loaded library does, it returns Available's error
-// and calls nothing (error convention "cannot fail", rule "values and
-// strings").
+// ibv_wr_opcode_str: when the loaded library does, it calls nothing and returns
+// a *verberr.Error naming ibv_wr_opcode_str, ENOSYS with Available's error
+// (error convention "cannot fail", rule "values and strings").
 func WROpcodeStr(opcode WROpcode) (*int8, error) {
-	if err := Available("ibv_wr_opcode_str"); err != nil {
+	if Available("ibv_wr_opcode_str") != nil {
 		var zero *int8
-		return zero, err
+		return zero, siteWROpcodeStr.Err(syscall.ENOSYS)
 	}
 	r := C.ibv_wr_opcode_str(C.enum_ibv_wr_opcode(opcode))
 	return (*int8)(unsafe.Pointer(r)), nil
@@ -2873,25 +2880,29 @@ func CQExToCQ(cq *CQEx) *CQ {
 }
 
 // StartPoll calls ibv_start_poll (static inline, infiniband/verbs.h:1624). When
-// C returns an errno, it returns it as a *verberr.Error (error convention
-// "errno returned", rule "verbs returning their errno").
+// C returns an errno, it returns it as a *verberr.Error; a negative value is
+// the provider's own code, not an errno: a *verberr.Error whose Code it is,
+// matching no errno (error convention "errno returned", rule "extended poll: 0,
+// an errno, or a provider's negative code").
 func StartPoll(cq *CQEx, attr *PollCQAttr) error {
 	r := C.ibv_start_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_poll_cq_attr)(unsafe.Pointer(attr)))
 	if r == 0 {
 		return nil
 	}
-	return siteStartPoll.Failed(nil, int64(r))
+	return siteStartPoll.ProviderCode(int64(r))
 }
 
 // NextPoll calls ibv_next_poll (static inline, infiniband/verbs.h:1630). When C
-// returns an errno, it returns it as a *verberr.Error (error convention "errno
-// returned", rule "verbs returning their errno").
+// returns an errno, it returns it as a *verberr.Error; a negative value is the
+// provider's own code, not an errno: a *verberr.Error whose Code it is,
+// matching no errno (error convention "errno returned", rule "extended poll: 0,
+// an errno, or a provider's negative code").
 func NextPoll(cq *CQEx) error {
 	r := C.ibv_next_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
 	if r == 0 {
 		return nil
 	}
-	return siteNextPoll.Failed(nil, int64(r))
+	return siteNextPoll.ProviderCode(int64(r))
 }
 
 // EndPoll calls ibv_end_poll (static inline, infiniband/verbs.h:1635). It
@@ -3075,13 +3086,17 @@ func GetDeviceName(device *Device) *int8 {
 }
 
 // GetDeviceIndex calls ibv_get_device_index (extern, infiniband/verbs.h:2418).
-// It returns C's count; when C returns a negative value, 0 and a *verberr.Error
-// with the errno (error convention "count or error", rule "counts, indexes and
-// descriptors, negative on failure").
+// It returns C's count; when C returns -1, which says that the kernel does not
+// support device indexes, 0 and a *verberr.Error matching EOPNOTSUPP that says
+// so; another negative value, 0 and a *verberr.Error with the errno (error
+// convention "count or error", rule "ibv_get_device_index: an index, or -1").
 func GetDeviceIndex(device *Device) (int, error) {
 	r, err := C.ibv_get_device_index((*C.struct_ibv_device)(unsafe.Pointer(device)))
 	if r >= 0 {
 		return int(r), nil
+	}
+	if r == -1 {
+		return 0, siteGetDeviceIndex.Unsupported(err, "the kernel does not support device indexes")
 	}
 	return 0, siteGetDeviceIndex.Failed(err, int64(r))
 }
@@ -3177,11 +3192,12 @@ func ImportDM(context *Context, dmHandle uint32) (*DM, error) {
 
 // UnimportDM calls ibv_unimport_dm (extern, infiniband/verbs.h:2469). It cannot
 // fail once called, but rdma-core releases before 44.0 lack ibv_unimport_dm:
-// when the loaded library does, it returns Available's error and calls nothing
-// (error convention "cannot fail", rule "functions returning void").
+// when the loaded library does, it calls nothing and returns a *verberr.Error
+// naming ibv_unimport_dm, ENOSYS with Available's error (error convention
+// "cannot fail", rule "functions returning void").
 func UnimportDM(dm *DM) error {
-	if err := Available("ibv_unimport_dm"); err != nil {
-		return err
+	if Available("ibv_unimport_dm") != nil {
+		return siteUnimportDM.Err(syscall.ENOSYS)
 	}
 	C.ibv_unimport_dm((*C.struct_ibv_dm)(unsafe.Pointer(dm)))
 	return nil
@@ -3515,14 +3531,15 @@ func RegMREx(pd *PD, mrInitAttr *MRInitAttr) (*MR, error) {
 }
 
 // ReregMR calls ibv_rereg_mr (extern, infiniband/verbs.h:2755). When C returns
-// -1, it returns a *verberr.Error with the errno C set (error convention "-1
-// and errno", rule "verbs returning -1 with errno").
+// a negative code of its own, it returns a *verberr.Error with the errno C set,
+// whose Code it is (error convention "-1 and errno", rule "ibv_rereg_mr: a
+// negative code of its own, and errno").
 func ReregMR(mr *MR, flags int32, pd *PD, addr unsafe.Pointer, length uint64, access int32) error {
 	r, err := C.ibv_rereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access))
 	if r == 0 {
 		return nil
 	}
-	return siteReregMR.Failed(err, int64(r))
+	return siteReregMR.CodeAndErrno(err, int64(r))
 }
 
 // DeregMR calls ibv_dereg_mr (extern, infiniband/verbs.h:2761). When C returns
@@ -3756,15 +3773,16 @@ func ACKCQEvents(cq *CQ, nevents uint32) {
 }
 
 // PollCQ calls ibv_poll_cq (static inline, infiniband/verbs.h:3038). It returns
-// C's count; when C returns a negative value, 0 and a *verberr.Error with the
-// errno (error convention "count or error", rule "counts, indexes and
-// descriptors, negative on failure").
+// C's count; when C returns a negative value, the provider's own code, not an
+// errno: 0 and a *verberr.Error whose Code it is, matching no errno (error
+// convention "count or error", rule "poll: a count, or a provider's negative
+// code").
 func PollCQ(cq *CQ, numEntries int32, wc *WC) (int, error) {
-	r, err := C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r := C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, sitePollCQ.Failed(err, int64(r))
+	return 0, sitePollCQ.ProviderCode(int64(r))
 }
 
 // ReqNotifyCQ calls ibv_req_notify_cq (static inline, infiniband/verbs.h:3052).
@@ -4075,11 +4093,12 @@ func ExportBufDmabufFD(buf *Buf) (int, error) {
 
 // FreeBuf calls ibv_free_buf (extern, infiniband/verbs.h:3342). It cannot fail
 // once called, but rdma-core releases before 65.0 lack ibv_free_buf: when the
-// loaded library does, it returns Available's error and calls nothing (error
-// convention "cannot fail", rule "functions returning void").
+// loaded library does, it calls nothing and returns a *verberr.Error naming
+// ibv_free_buf, ENOSYS with Available's error (error convention "cannot fail",
+// rule "functions returning void").
 func FreeBuf(buf *Buf) error {
-	if err := Available("ibv_free_buf"); err != nil {
-		return err
+	if Available("ibv_free_buf") != nil {
+		return siteFreeBuf.Err(syscall.ENOSYS)
 	}
 	C.ibv_free_buf((*C.struct_ibv_buf)(unsafe.Pointer(buf)))
 	return nil
@@ -4191,12 +4210,13 @@ func QPAttachCompCntr(qp *QP, compCntr *CompCntr, attr *QPAttachCompCntrAttr) er
 // QueryQPDataInOrder calls ibv_query_qp_data_in_order (extern,
 // infiniband/verbs.h:3480). It cannot fail once called, but rdma-core releases
 // before 44.0 lack ibv_query_qp_data_in_order: when the loaded library does, it
-// returns Available's error and calls nothing (error convention "cannot fail",
-// rule "values and strings").
+// calls nothing and returns a *verberr.Error naming ibv_query_qp_data_in_order,
+// ENOSYS with Available's error (error convention "cannot fail", rule "values
+// and strings").
 func QueryQPDataInOrder(qp *QP, op WROpcode, flags uint32) (int32, error) {
-	if err := Available("ibv_query_qp_data_in_order"); err != nil {
+	if Available("ibv_query_qp_data_in_order") != nil {
 		var zero int32
-		return zero, err
+		return zero, siteQueryQPDataInOrder.Err(syscall.ENOSYS)
 	}
 	r := C.ibv_query_qp_data_in_order((*C.struct_ibv_qp)(unsafe.Pointer(qp)), C.enum_ibv_wr_opcode(op), C.uint32_t(flags))
 	return int32(r), nil
@@ -4384,12 +4404,13 @@ func ForkInit() error {
 // IsForkInitialized calls ibv_is_fork_initialized (extern,
 // infiniband/verbs.h:3718). It cannot fail once called, but rdma-core releases
 // before 44.0 lack ibv_is_fork_initialized: when the loaded library does, it
-// returns Available's error and calls nothing (error convention "cannot fail",
-// rule "values and strings").
+// calls nothing and returns a *verberr.Error naming ibv_is_fork_initialized,
+// ENOSYS with Available's error (error convention "cannot fail", rule "values
+// and strings").
 func IsForkInitialized() (ForkStatus, error) {
-	if err := Available("ibv_is_fork_initialized"); err != nil {
+	if Available("ibv_is_fork_initialized") != nil {
 		var zero ForkStatus
-		return zero, err
+		return zero, siteIsForkInitialized.Err(syscall.ENOSYS)
 	}
 	r := C.ibv_is_fork_initialized()
 	return ForkStatus(r), nil
@@ -4420,15 +4441,15 @@ func EventTypeStr(event EventType) *int8 {
 }
 
 // ResolveEthL2FromGID calls ibv_resolve_eth_l2_from_gid (extern,
-// infiniband/verbs.h:3735). When C returns an errno, it returns it as a
-// *verberr.Error (error convention "errno returned", rule "verbs returning
-// their errno").
+// infiniband/verbs.h:3735). When C returns -1, it returns a *verberr.Error with
+// the errno C set (error convention "-1 and errno", rule "verbs returning -1
+// with errno").
 func ResolveEthL2FromGID(context *Context, attr *AHAttr, ethMAC *uint8, vid *uint16) error {
-	r := C.ibv_resolve_eth_l2_from_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)), (*C.uint8_t)(unsafe.Pointer(ethMAC)), (*C.uint16_t)(unsafe.Pointer(vid)))
+	r, err := C.ibv_resolve_eth_l2_from_gid((*C.struct_ibv_context)(unsafe.Pointer(context)), (*C.struct_ibv_ah_attr)(unsafe.Pointer(attr)), (*C.uint8_t)(unsafe.Pointer(ethMAC)), (*C.uint16_t)(unsafe.Pointer(vid)))
 	if r == 0 {
 		return nil
 	}
-	return siteResolveEthL2FromGID.Failed(nil, int64(r))
+	return siteResolveEthL2FromGID.Failed(err, int64(r))
 }
 
 // IsQPTSupported calls ibv_is_qpt_supported (static inline,

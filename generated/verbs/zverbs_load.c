@@ -1007,7 +1007,7 @@ GOVERBS_HIDDEN int32_t ibv_resolve_eth_l2_from_gid(void *a0, void *a1, void *a2,
 	int32_t (*fn_)(void *, void *, void *, void *) = (int32_t (*)(void *, void *, void *, void *))fn(84);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
-		return ENOSYS;
+		return -1;
 	}
 	return fn_(a0, a1, a2, a3);
 }

@@ -6,5 +6,6 @@
 
 struct ibv_thing *rdma_absent_ptr(void);
 int rdma_absent_int(void);
+int rdma_absent_value(void);
 
 #endif
