@@ -133,7 +133,14 @@ func fieldName(c string) string {
 	return n
 }
 
-// paramName is a lower-camel Go parameter name that is not a keyword.
+// stubNames are what a stub's body names besides its parameters: its
+// locals and the packages it qualifies. A parameter of the same name would
+// shadow them, and the stub would not compile.
+var stubNames = map[string]bool{"r": true, "err": true, "unsafe": true, "C": true, "structs": true,
+	"syscall": true, "verberr": true, "verbs": true, "rdmacm": true, "_": true}
+
+// paramName is a lower-camel Go parameter name that is not a keyword, nor
+// one of stubNames.
 func paramName(c string, i int) string {
 	if c == "" {
 		return fmt.Sprintf("arg%d", i)
@@ -152,7 +159,7 @@ func paramName(c string, i int) string {
 		j = 1
 	}
 	n = strings.ToLower(string(r[:j])) + string(r[j:])
-	if token.IsKeyword(n) || n == "unsafe" || n == "C" || n == "structs" || n == "_" {
+	if token.IsKeyword(n) || stubNames[n] {
 		n += "_"
 	}
 	return n

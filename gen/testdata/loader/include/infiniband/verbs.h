@@ -25,6 +25,8 @@ static inline int ibv_poll_like(int ret) { return ret; }
 static inline int ibv_start_poll_like(int ret) { return ret; }
 static inline int ibv_add_two(int x) { return ibv_add_one(ibv_add_one(x)); }
 static inline int ibv_add_three(int x) { return ibv_add_two(x) + 1; }
+/* Parameters named as a stub's locals and the packages it qualifies. */
+static inline int ibv_post_shadowed(int r, int err, int syscall, int unsafe) { return r + err + syscall + unsafe; }
 
 /* Not in it: the calls must fail with the convention's value. */
 int ibv_missing_errno(struct ibv_thing *t);
