@@ -16,13 +16,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/pingaddr"
 )
 
 // Config is the command line.
@@ -333,7 +333,7 @@ func gidText(g hand.GID, t hand.GIDType, linkLayer uint8) (string, bool) {
 		}
 		text, typ = b.String(), "RoCE v1"
 	case hand.GIDTypeRoCEv2:
-		text, typ = inetNtop6(g), "RoCE v2"
+		text, typ = pingaddr.GID(g).String(), "RoCE v2" // inet_ntop's text, as the pingpong tools print it
 	default:
 		return "", false
 	}
@@ -341,16 +341,6 @@ func gidText(g hand.GID, t hand.GIDType, linkLayer uint8) (string, bool) {
 		text += ", " + typ
 	}
 	return text, true
-}
-
-// inetNtop6 is glibc's inet_ntop(AF_INET6): RFC 5952's text, as netip's,
-// but for an address of six zero groups and a seventh that is not, which it
-// writes IPv4-compatible ("::192.0.2.1") where netip writes "::c000:201".
-func inetNtop6(g hand.GID) string {
-	if [12]byte(g[:12]) == [12]byte{} && (g[12] != 0 || g[13] != 0) {
-		return "::" + netip.AddrFrom4([4]byte(g[12:])).String()
-	}
-	return g.String()
 }
 
 func linkLayerName(l uint8) string {
