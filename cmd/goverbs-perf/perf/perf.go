@@ -6,13 +6,14 @@
 // read_bw, send_lat), -d device, -i port, -x GID index, -s size (default
 // 65536 for bandwidth, 2 for latency), -n iterations (5000 and 1000), -p TCP
 // port (18515), -l post list (WRs per ibv_post_send; default 1), -Q CQ
-// moderation (one signaled WR in Q; default 100, or the post list when -l
-// is above 1, as perftest), -tx-depth and -rx-depth (perftest's -t and -r:
-// 128 and 512; -t is the mode here). Combinations the bandwidth client
-// could not finish are refused, by perftest's rules (sendPlan.check);
-// send_lat posts one signaled send at a time, whatever -l and -Q say. A
-// host argument makes the client, which drives the test and reports it;
-// the server reports too for send_bw and send_lat.
+// moderation (one signaled WR in Q; by default perftest's: 100, but 1 for
+// messages over 8192 bytes without -e, and the post list when -l is above
+// 1), -tx-depth and -rx-depth (perftest's -t and -r: 128 and 512; -t is the
+// mode here). Combinations the bandwidth client could not finish are
+// refused, by perftest's rules (sendPlan.check); send_lat posts one
+// signaled send at a time, whatever -l and -Q say. A host argument makes
+// the client, which drives the test and reports it; the server reports too
+// for send_bw and send_lat.
 //
 // The two sides exchange QP number, PSN, GID, buffer address and rkey over
 // TCP, connect, and synchronise with one byte each way before the timed
@@ -134,9 +135,16 @@ const (
 	maxIters = 1 << 32
 )
 
+// perftest's CQ moderation: DEF_CQ_MOD, and MSG_SIZE_CQ_MOD_LIMIT, the
+// message size above which it signals every WR unless told otherwise.
+const (
+	defCQMod       = 100
+	cqModSizeLimit = 8192
+)
+
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Config, error) {
-	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: 100, TxDepth: 128, RxDepth: 512, Spin: 16}
+	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: defCQMod, TxDepth: 128, RxDepth: 512, Spin: 16}
 	fs := flag.NewFlagSet("goverbs-perf", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var mode string
@@ -148,7 +156,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.IntVar(&cfg.Iters, "n", 0, "iterations")
 	fs.IntVar(&cfg.Port, "p", cfg.Port, "TCP port")
 	fs.IntVar(&cfg.PostList, "l", cfg.PostList, "post list")
-	fs.IntVar(&cfg.CQMod, "Q", cfg.CQMod, "CQ moderation")
+	fs.IntVar(&cfg.CQMod, "Q", cfg.CQMod, "CQ moderation: one signaled WR in Q (default 100; 1 above 8192 bytes without -e, the post list with -l, as perftest)")
 	fs.IntVar(&cfg.TxDepth, "tx-depth", cfg.TxDepth, "send queue depth")
 	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
@@ -211,12 +219,19 @@ func ParseArgs(args []string) (Config, error) {
 	case cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
 		return cfg, errors.New("-l, -Q, -spin and -tx-depth must be positive, -rx-depth at least 2")
 	}
-	// As perftest: a post list without -Q signals its last WR. send_lat
+	// -Q's default, as perftest's force_dependecies sets it, in its order:
+	// 100 (DEF_CQ_MOD), but every WR signaled above 8192 bytes
+	// (MSG_SIZE_CQ_MOD_LIMIT) without -e (perftest keeps moderation with
+	// events, and for UD, which this does not run), then capped at the send
+	// queue, then, with a post list, the list's last WR signaled. send_lat
 	// posts one signaled send at a time, whatever -l and -Q say.
+	if !set["Q"] && cfg.Size > cqModSizeLimit && !cfg.Events {
+		cfg.CQMod = 1 // DISABLED_CQ_MOD_VALUE
+	}
+	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
 	if cfg.PostList > 1 && !set["Q"] {
 		cfg.CQMod = cfg.PostList
 	}
-	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
 	if !lat {
 		if err := cfg.sendPlan().check(); err != nil {
 			return cfg, err

@@ -74,6 +74,41 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
+// -Q's default is perftest's (force_dependecies, perftest 4.5-0.20): 100,
+// but 1 (every WR signaled) above 8192 bytes unless -e; capped at the send
+// queue; the post list with -l. An explicit -Q stands at any size.
+func TestCQModDefault(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-t", "write_bw"}, 1}, // the bandwidth modes' default -s is 65536
+		{[]string{"-t", "write_bw", "-s", "65536"}, 1},
+		{[]string{"-t", "read_bw", "-s", "8193"}, 1},
+		{[]string{"-t", "send_bw", "-s", "65536", "-loop", "c"}, 1},
+		{[]string{"-t", "write_bw", "-s", "8192"}, 100},
+		{[]string{"-t", "write_bw", "-s", "64"}, 100},
+		{[]string{"-t", "send_bw", "-s", "65536", "-e"}, 100}, // perftest keeps it with events
+		{[]string{"-t", "send_bw", "-s", "4096", "-tx-depth", "64"}, 64},
+		{[]string{"-t", "write_bw", "-s", "65536", "-Q", "100"}, 100},
+		{[]string{"-t", "write_bw", "-s", "65536", "-Q", "1"}, 1},
+		{[]string{"-t", "write_bw", "-s", "65536", "-l", "8"}, 8}, // the list's last WR, at any size
+		{[]string{"-t", "write_bw", "-s", "64", "-l", "8"}, 8},
+		{[]string{"-t", "write_bw", "-s", "65536", "-l", "8", "-Q", "4"}, 4},
+		{[]string{"-t", "send_lat"}, 100}, // send_lat signals every send whatever -Q says
+		{[]string{"-t", "send_lat", "-s", "65536"}, 1},
+	} {
+		cfg, err := ParseArgs(c.args)
+		if err != nil {
+			t.Errorf("ParseArgs(%q): %v", c.args, err)
+			continue
+		}
+		if cfg.CQMod != c.want {
+			t.Errorf("ParseArgs(%q): CQ moderation %d, perftest's is %d", c.args, cfg.CQMod, c.want)
+		}
+	}
+}
+
 func TestPeerWire(t *testing.T) {
 	p := peer{Endpoint: hand.Endpoint{QPN: 0x11, PSN: 0xabcdef, GID: hand.GIDFromAddr(netip.MustParseAddr("192.0.2.1"))},
 		Addr: 0x7f0000001000, RKey: 0x1234}
