@@ -63,6 +63,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
@@ -389,11 +390,11 @@ func Run(cfg Config, out io.Writer) (err error) {
 	}
 	defer conn.Close()
 	if _, err := conn.Write(local.marshal()); err != nil {
-		return err
+		return sideErr(err, "it read our address")
 	}
 	buf := make([]byte, peerSize)
 	if _, err := io.ReadFull(conn, buf); err != nil {
-		return fmt.Errorf("reading the peer's address: %w", err)
+		return sideErr(err, "it sent its address")
 	}
 	var remote peer
 	if err := remote.unmarshal(buf, cfg.Size); err != nil {
@@ -420,7 +421,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	// Counted from before the first sync, so that neither side collects
 	// garbage while the other one runs.
 	allocs.start()
-	if err := sync(conn, buf[:1]); err != nil {
+	if err := sync(conn, buf[:1], "the start sync"); err != nil {
 		return err
 	}
 
@@ -456,7 +457,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	stopProfile()
 	stopTrace()
 	loopAllocs := allocs.stop()
-	if err := sync(conn, buf[:1]); err != nil {
+	if err := sync(conn, buf[:1], "the end sync"); err != nil {
 		return err
 	}
 	switch {
@@ -525,12 +526,30 @@ func sideChannel(cfg Config) (net.Conn, error) {
 var syncByte = []byte{1}
 
 // sync exchanges one byte each way; buf (one byte) receives the peer's.
-func sync(c net.Conn, buf []byte) error {
+// step names the sync in its error.
+func sync(c net.Conn, buf []byte, step string) error {
 	if _, err := c.Write(syncByte); err != nil {
-		return err
+		return sideErr(err, step)
 	}
-	_, err := io.ReadFull(c, buf)
-	return err
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return sideErr(err, step)
+	}
+	return nil
+}
+
+// sideErr is the side channel's err, saying what the peer had not done
+// yet (before): a peer that exits, failing or stopped, closes its end,
+// which reads here as io.EOF, or as a reset when our bytes were left
+// unread; a bare "EOF" named neither the step nor the peer.
+func sideErr(err error, before string) error {
+	why := "it failed or was stopped: see its output"
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the peer closed the side channel before %s (%s)", before, why)
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return fmt.Errorf("the peer reset the side channel before %s (%s): %w", before, why, err)
+	}
+	return fmt.Errorf("the side channel failed before %s: %w", before, err)
 }
 
 // reportBW prints perftest's bandwidth table: MB is 2^20 bytes, the

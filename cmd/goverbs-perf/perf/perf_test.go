@@ -2,6 +2,7 @@ package perf
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -150,5 +151,34 @@ func TestReports(t *testing.T) {
 	reportLat(&b, Config{Size: 64, Iters: 1}, lat[:1]) // fewer than the tail: nothing left out
 	if f := strings.Fields(strings.Split(b.String(), "\n")[2]); len(f) != 9 || f[2] != f[3] || f[3] != f[4] {
 		t.Errorf("one round trip: latency report row %q", f)
+	}
+}
+
+// A peer that exits before a sync (its run failed, or it was stopped)
+// closes the side channel: the error names the sync and says the peer
+// closed it, where it used to be a bare "EOF".
+func TestSyncPeerClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, step := range []string{"the start sync", "the end sync"} {
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close() // gone before its sync byte
+			}
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = sync(c, make([]byte, 1), step)
+		c.Close()
+		// Our byte may reach the closed socket first, and the kernel
+		// answer it with a reset.
+		if err == nil || !strings.Contains(err.Error(), "the peer ") || !strings.Contains(err.Error(), "the side channel before "+step+" (") {
+			t.Errorf("sync with a peer that closed: %v; want it to say the peer closed the side channel before %s", err, step)
+		}
 	}
 }
