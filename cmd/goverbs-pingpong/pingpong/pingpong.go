@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -106,8 +107,15 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("-i %d: ports are numbered from 1", cfg.IBPort)
 	case mtus[cfg.MTU] == 0:
 		return cfg, fmt.Errorf("-m %d: one of 256, 512, 1024, 2048, 4096", cfg.MTU)
-	case cfg.Size < 1 || cfg.RxDepth < 2 || cfg.Iters < 1:
-		return cfg, errors.New("-s, -n must be positive and -r at least 2")
+	case cfg.Size < 1 || int64(cfg.Size) > math.MaxUint32:
+		// C's size is an unsigned int, and one SGE's length (32 bits)
+		// carries the whole message.
+		return cfg, fmt.Errorf("-s %d: the message size must be between 1 and %d (an SGE's 32-bit length)", cfg.Size, uint32(math.MaxUint32))
+	case cfg.RxDepth < 1 || int64(cfg.RxDepth) > math.MaxUint32 || cfg.Iters < 1 || int64(cfg.Iters) > math.MaxUint32:
+		// rx_depth and iters are unsigned ints in C. A receive queue of
+		// one works: each receive is reposted before the answer that lets
+		// the peer send again (engine.loop).
+		return cfg, fmt.Errorf("-r %d, -n %d: both must be between 1 and %d", cfg.RxDepth, cfg.Iters, uint32(math.MaxUint32))
 	}
 	if len(hosts) == 1 {
 		cfg.Server = hosts[0]

@@ -19,9 +19,19 @@ func TestParseArgs(t *testing.T) {
 	if cfg != want {
 		t.Errorf("ParseArgs = %+v, want %+v", cfg, want)
 	}
-	for _, args := range [][]string{{"a", "b"}, {"-p", "70000"}, {"-m", "1000"}, {"-i", "0"}, {"-s", "0"}} {
+	for _, args := range [][]string{{"a", "b"}, {"-p", "70000"}, {"-m", "1000"}, {"-i", "0"}, {"-s", "0"}, {"-r", "0"}, {"-n", "0"},
+		// C's size, rx_depth and iters are unsigned ints, and the size is
+		// one SGE's 32-bit length: more panicked in MR.SGE.
+		{"-s", "4294967296"}, {"-s", "8589934592"}, {"-r", "4294967296"}, {"-n", "4294967296"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
+		}
+	}
+	// rc_pingpong.c works with rx_depth 1 (it reposts when at most one
+	// receive is left, so it reposts each), and so does the engine.
+	for _, args := range [][]string{{"-r", "1"}, {"-s", "4294967295"}, {"-n", "4294967295"}} {
+		if _, err := ParseArgs(args); err != nil {
+			t.Errorf("ParseArgs(%q): %v; ibv_rc_pingpong takes it", args, err)
 		}
 	}
 }
