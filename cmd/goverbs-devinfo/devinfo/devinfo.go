@@ -22,6 +22,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/pingaddr"
 )
 
@@ -33,7 +34,8 @@ type Config struct {
 	Verbose bool
 }
 
-// ParseArgs parses -d/--ib-dev, -i/--ib-port, -l/--list, -v/--verbose.
+// ParseArgs parses -d/--ib-dev, -i/--ib-port, -l/--list, -v/--verbose as
+// ibv_devinfo's getopt_long does (package getopt): -lv, -i1, --verb.
 func ParseArgs(args []string) (Config, error) {
 	var cfg Config
 	fs := flag.NewFlagSet("goverbs-devinfo", flag.ContinueOnError)
@@ -50,7 +52,7 @@ func ParseArgs(args []string) (Config, error) {
 	for _, n := range []string{"v", "verbose"} {
 		fs.BoolVar(&cfg.Verbose, n, false, "verbose")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := getopt.Parse(fs, args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {

@@ -13,7 +13,12 @@
 // refused, by perftest's rules (sendPlan.check); send_lat posts one
 // signaled send at a time, whatever -l and -Q say. A host argument makes
 // the client, which drives the test and reports it; the server reports too
-// for send_bw and send_lat.
+// for send_bw and send_lat. The command line is read as perftest's
+// getopt_long reads its own (package getopt: -ex1, -s4096, the host
+// anywhere), with perftest's long names for its flags (--size, --iters,
+// --port, --ib-dev, --ib-port, --gid-index, --post_list, --cq-mod,
+// --events, --CPU-freq; -tx-depth and -rx-depth are both) and their
+// prefixes (--iter).
 //
 // The two sides exchange QP number, PSN, GID, buffer address and rkey over
 // TCP, connect, and synchronise with one byte each way before the timed
@@ -68,6 +73,7 @@ import (
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 // Mode is what is measured.
@@ -150,14 +156,27 @@ func ParseArgs(args []string) (Config, error) {
 	fs.SetOutput(io.Discard)
 	var mode string
 	fs.StringVar(&mode, "t", string(SendBW), "send_bw, write_bw, read_bw or send_lat")
-	fs.StringVar(&cfg.Device, "d", "", "device")
-	fs.IntVar(&cfg.IBPort, "i", cfg.IBPort, "port of the device")
-	fs.IntVar(&cfg.GIDIndex, "x", cfg.GIDIndex, "GID index")
-	fs.IntVar(&cfg.Size, "s", 0, "message size")
-	fs.IntVar(&cfg.Iters, "n", 0, "iterations")
-	fs.IntVar(&cfg.Port, "p", cfg.Port, "TCP port")
-	fs.IntVar(&cfg.PostList, "l", cfg.PostList, "post list")
-	fs.IntVar(&cfg.CQMod, "Q", cfg.CQMod, "CQ moderation: one signaled WR in Q (default 100; 1 above 8192 bytes without -e, the post list with -l, as perftest)")
+	// perftest's letters and, beside them, its long names (getopt_long's,
+	// so --iter is --iters).
+	for _, n := range []string{"d", "ib-dev"} {
+		fs.StringVar(&cfg.Device, n, "", "device")
+	}
+	for _, f := range []struct {
+		short, long string
+		p           *int
+		usage       string
+	}{
+		{"i", "ib-port", &cfg.IBPort, "port of the device"},
+		{"x", "gid-index", &cfg.GIDIndex, "GID index"},
+		{"s", "size", &cfg.Size, "message size"},
+		{"n", "iters", &cfg.Iters, "iterations"},
+		{"p", "port", &cfg.Port, "TCP port"},
+		{"l", "post_list", &cfg.PostList, "post list"},
+		{"Q", "cq-mod", &cfg.CQMod, "CQ moderation: one signaled WR in Q (default 100; 1 above 8192 bytes without -e, the post list with -l, as perftest)"},
+	} {
+		fs.IntVar(f.p, f.short, *f.p, f.usage)
+		fs.IntVar(f.p, f.long, *f.p, f.usage)
+	}
 	fs.IntVar(&cfg.TxDepth, "tx-depth", cfg.TxDepth, "send queue depth")
 	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
@@ -166,30 +185,31 @@ func ParseArgs(args []string) (Config, error) {
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
-	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
+	for _, n := range []string{"e", "events"} {
+		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
+	}
 	wait := string(ThreadWait)
 	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in epoll_wait on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.IntVar(&cfg.GoMaxProcs, "gomaxprocs", 0, "the Go runtime's Ps (runtime.GOMAXPROCS); 0 leaves Go's default, one per CPU it may use")
-	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
-	var hosts []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return cfg, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		hosts = append(hosts, fs.Arg(0))
-		args = fs.Args()[1:]
+	for _, n := range []string{"F", "CPU-freq"} {
+		fs.Bool(n, false, "ignored (perftest's CPU frequency check)")
 	}
+	// As perftest's getopt_long: -e -l8, --iter 10, the host anywhere.
+	if err := getopt.Parse(fs, args); err != nil {
+		return cfg, err
+	}
+	hosts := fs.Args()
 	cfg.Mode = Mode(mode)
 	cfg.Loop = Loop(loop)
 	cfg.Wait = Wait(wait)
 	lat := cfg.Mode == SendLat
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set["s"] = set["s"] || set["size"]
+	set["n"] = set["n"] || set["iters"]
+	set["Q"] = set["Q"] || set["cq-mod"]
 	// The defaults stand for absent flags only: an explicit -s 0 or -n 0
 	// is refused below, as perftest refuses it.
 	if !set["s"] {

@@ -110,6 +110,33 @@ func TestCQModDefault(t *testing.T) {
 	}
 }
 
+// perftest's getopt_long forms (package getopt): letters grouped, values
+// attached, its long names and their prefixes, the host anywhere; the
+// flag package's forms that goverbs-perfcompare writes stand.
+func TestParseArgsGetopt(t *testing.T) {
+	want := Config{Mode: WriteBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
+		Size: 4096, Iters: 300, PostList: 4, CQMod: 8, TxDepth: 64, RxDepth: 512, Loop: CLoop, Spin: 16, Wait: ThreadWait}
+	for _, args := range [][]string{
+		{"-twrite_bw", "-drxe0", "-x1", "-s4096", "-n300", "-l4", "-Q8", "-tx-depth", "64", "-loop", "c", "192.0.2.1"},
+		{"192.0.2.1", "-t", "write_bw", "--ib-dev=rxe0", "--gid", "1", "--size", "4096", "--iter=300", "--post", "4", "--cq", "8", "--tx=64", "-loop=c"},
+		{"-Fx1", "-twrite_bw", "-drxe0", "--size=4096", "-n", "300", "-l", "4", "-Q", "8", "-tx-depth=64", "-loop", "c", "--", "192.0.2.1"},
+	} {
+		if cfg, err := ParseArgs(args); err != nil || cfg != want {
+			t.Errorf("ParseArgs(%q) = %+v, %v; want %+v", args, cfg, err, want)
+		}
+	}
+	// A size or iterations given by the long name is given: no default.
+	if cfg, err := ParseArgs([]string{"--size", "1", "--iters", "5", "-e"}); err != nil || cfg.Size != 1 || cfg.Iters != 5 || !cfg.Events {
+		t.Errorf("--size 1 --iters 5 -e: %+v, %v", cfg, err)
+	}
+	if cfg, err := ParseArgs([]string{"-s", "65536", "--cq-mod", "100"}); err != nil || cfg.CQMod != 100 {
+		t.Errorf("-s 65536 --cq-mod 100: %+v, %v; want -Q 100 as asked", cfg, err)
+	}
+	if _, err := ParseArgs([]string{"--po", "4"}); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Errorf("--po 4: %v; want it refused as ambiguous (--port, --post_list)", err)
+	}
+}
+
 func TestPeerWire(t *testing.T) {
 	p := peer{Endpoint: hand.Endpoint{QPN: 0x11, PSN: 0xabcdef, GID: hand.GIDFromAddr(netip.MustParseAddr("192.0.2.1"))},
 		Addr: 0x7f0000001000, RKey: 0x1234}

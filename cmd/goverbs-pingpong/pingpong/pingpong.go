@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/pingaddr"
 )
 
@@ -63,10 +64,12 @@ type Result struct {
 
 var mtus = map[int]hand.MTU{256: hand.MTU256, 512: hand.MTU512, 1024: hand.MTU1024, 2048: hand.MTU2048, 4096: hand.MTU4096}
 
-// ParseArgs parses ibv_rc_pingpong's command line: short and long flags
-// (-p/--port, -d/--ib-dev, -i/--ib-port, -s/--size, -m/--mtu,
-// -r/--rx-depth, -n/--iters, -l/--sl, -g/--gid-idx, -c/--chk) anywhere
-// around at most one host argument.
+// ParseArgs parses ibv_rc_pingpong's command line as its getopt_long does
+// (package getopt): short and long flags (-p/--port, -d/--ib-dev,
+// -i/--ib-port, -s/--size, -m/--mtu, -r/--rx-depth, -n/--iters, -l/--sl,
+// -g/--gid-idx, -c/--chk), letters grouped and values attached (-cg1),
+// long names abbreviated (--iter), anywhere around at most one host
+// argument.
 func ParseArgs(args []string) (Config, error) {
 	cfg := Config{Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500, Iters: 1000, GIDIndex: -1}
 	fs := flag.NewFlagSet("goverbs-pingpong", flag.ContinueOnError)
@@ -87,17 +90,10 @@ func ParseArgs(args []string) (Config, error) {
 	both("g", "gid-idx", &cfg.GIDIndex, "local GID index")
 	fs.BoolVar(&cfg.Check, "c", false, "validate received buffer")
 	fs.BoolVar(&cfg.Check, "chk", false, "validate received buffer")
-	var hosts []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return cfg, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		hosts = append(hosts, fs.Arg(0))
-		args = fs.Args()[1:]
+	if err := getopt.Parse(fs, args); err != nil {
+		return cfg, err
 	}
+	hosts := fs.Args()
 	switch {
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 // Config is the command line.
@@ -58,7 +59,8 @@ const (
 	sqDepth  = 16
 )
 
-// ParseArgs parses rping's flags.
+// ParseArgs parses rping's flags as its getopt does (package getopt):
+// letters grouped and values attached (-svV, -S64, -a192.0.2.1).
 func ParseArgs(args []string) (Config, error) {
 	cfg := Config{Port: 7174, Size: 64}
 	fs := flag.NewFlagSet("goverbs-rping", flag.ContinueOnError)
@@ -73,7 +75,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.BoolVar(&cfg.Verbose, "v", false, "display ping data")
 	fs.BoolVar(&cfg.Validate, "V", false, "validate ping data")
 	fs.BoolVar(&cfg.Debug, "d", false, "debug printfs")
-	if err := fs.Parse(args); err != nil {
+	if err := getopt.Parse(fs, args); err != nil {
 		return cfg, err
 	}
 	switch {

@@ -15,6 +15,23 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || !cfg.Server || cfg.Addr != "0.0.0.0" || cfg.Size != 64 {
 		t.Errorf("ParseArgs(-s) = %+v, %v", cfg, err)
 	}
+	// rping's getopt forms (package getopt), as goverbs-rping's own usage
+	// line, "-s [-vVd]", writes them.
+	for _, c := range []struct {
+		args []string
+		want Config
+	}{
+		{[]string{"-s", "-vVd"}, Config{Server: true, Addr: "0.0.0.0", Port: 7174, Size: 64, Verbose: true, Validate: true, Debug: true}},
+		{[]string{"-sv"}, Config{Server: true, Addr: "0.0.0.0", Port: 7174, Size: 64, Verbose: true}},
+		{[]string{"-s", "-S64"}, Config{Server: true, Addr: "0.0.0.0", Port: 7174, Size: 64}},
+		{[]string{"-c", "-a192.0.2.1", "-C3"}, Config{Addr: "192.0.2.1", Port: 7174, Count: 3, Size: 64}},
+		{[]string{"-cvV", "-a", "192.0.2.1", "-C", "3"}, Config{Addr: "192.0.2.1", Port: 7174, Count: 3, Size: 64, Verbose: true, Validate: true}},
+		{[]string{"-cVa192.0.2.1", "-p7000", "-S100"}, Config{Addr: "192.0.2.1", Port: 7000, Size: 100, Validate: true}},
+	} {
+		if cfg, err := ParseArgs(c.args); err != nil || cfg != c.want {
+			t.Errorf("ParseArgs(%q) = %+v, %v; want %+v", c.args, cfg, err, c.want)
+		}
+	}
 	for _, args := range [][]string{{}, {"-s", "-c"}, {"-c"}, {"-s", "-S", "25"}, {"-s", "-S", "65536"}, {"-s", "-C", "-1"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
