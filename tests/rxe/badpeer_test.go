@@ -27,9 +27,10 @@ import (
 // Peers that lie. goverbs-rping's server (rping.Run) faces a scripted
 // client that speaks rdma_cm and the fast paths correctly but sends what it
 // should not. Each case names what it injects; each checks that the server
-// fails with a clear error within its deadline, released everything it
-// made (the device's resource counts are back where they were), and left
-// the client's memory as it was.
+// fails with a clear error within its deadline (or, for a client that
+// disconnects in the middle of a ping, ends cleanly, as rping does),
+// released everything it made (the device's resource counts are back where
+// they were), and left the client's memory as it was.
 
 const badPeerSize = 64 // the server's -S
 
@@ -105,7 +106,8 @@ func TestBadPeerRping(t *testing.T) {
 	for k, tc := range []struct {
 		name   string
 		inject func(t *testing.T, ctx context.Context, c *badClient)
-		want   string // in the server's error
+		want   string // in the server's error; "" for none: a clean end
+		says   string // in what the server printed to stderr
 	}{
 		{
 			name: "truncated advertisement (8 of 16 bytes)",
@@ -167,6 +169,22 @@ func TestBadPeerRping(t *testing.T) {
 			inject: func(t *testing.T, ctx context.Context, c *badClient) {},
 			want:   "context deadline exceeded",
 		},
+		{
+			// Not a lie either: a client stopped in the middle of a
+			// ping. rping's server returns 0 whenever the client has
+			// disconnected, at whichever wait; goverbs-rping's did so
+			// only between pings, and failed here with "wait for
+			// RDMA_WRITE_ADV: context canceled".
+			name: "disconnects after the read's go-ahead",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {
+				copy(c.mr.Bytes(), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ\x00")
+				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
+				c.send(t, ctx, 1024, 16)
+				time.Sleep(300 * time.Millisecond) // the server reads the ping and says go ahead
+				require.NoError(t, c.conn.Disconnect(ctx))
+			},
+			says: "server DISCONNECT EVENT...\nthe client disconnected in the middle of a ping (wait for RDMA_WRITE_ADV)\n",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := testkit.ResourceCounts(t, dev)
@@ -176,9 +194,10 @@ func TestBadPeerRping(t *testing.T) {
 			defer cancel()
 			served := make(chan error, 1)
 			start := time.Now()
+			var stderr bytes.Buffer // read once served has said the server returned
 			go func() {
 				served <- rping.Run(sctx, rping.Config{Server: true, Addr: ctlAddr(t).String(), Port: port, Size: badPeerSize},
-					io.Discard, io.Discard)
+					io.Discard, &stderr)
 			}()
 			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer ccancel()
@@ -198,9 +217,14 @@ func TestBadPeerRping(t *testing.T) {
 				require.NoError(t, c.mr.Close())
 				require.NoError(t, c.conn.Close())
 			}()
-			require.Error(t, err, "the server accepted the lie")
-			require.Contains(t, err.Error(), tc.want)
-			require.False(t, strings.Contains(err.Error(), "closing"), "the server failed to release something: %v", err)
+			if tc.want == "" {
+				require.NoError(t, err, "the server did not end cleanly")
+			} else {
+				require.Error(t, err, "the server accepted the lie")
+				require.Contains(t, err.Error(), tc.want)
+				require.False(t, strings.Contains(err.Error(), "closing"), "the server failed to release something: %v", err)
+			}
+			require.Contains(t, stderr.String(), tc.says)
 			took := time.Since(start)
 			require.Less(t, took, deadline+5*time.Second)
 			// Everything the server made is gone (the client's too).
