@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
+	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
 // Peers that lie. goverbs-rping's server (rping.Run) faces a scripted
@@ -337,4 +340,75 @@ func TestBadPeerLongPrivateData(t *testing.T) {
 	_, err = l.Accept(short)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the listener got a request")
 	t.Logf("injected: %d bytes of private data; librdmacm: rdma_connect refused (EINVAL); hand: %v; the listener saw nothing", len(data), attr)
+}
+
+// A goverbs-perf server whose client goes away in the middle of the timed
+// loop. Injected: a scripted client that exchanges addresses (its own QPN,
+// which has no QP behind it), passes the start sync, and closes the side
+// channel, as a client that is killed or fails does. Measured: the server,
+// which waits in its loop for messages that will never come, ends within
+// seconds with an error that says the peer closed the side channel, in
+// each way of waiting: busy-polling in Go and in C (-loop c), and for
+// events on the thread and on the netpoller (-e); in send_bw, and in
+// send_lat, whose server waits for the client's first message. Before the
+// peer watch (perf/watch.go) it waited for ever: perftest's server gives
+// up after 60 to 120 s with no message, the watch after as long, and at
+// once when the side channel closes.
+func TestBadPeerPerfClientGone(t *testing.T) {
+	device, gidIndex := RequireDevice(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(perfChildEnv, "1")
+	ctx, err := hand.Open(device)
+	require.NoError(t, err)
+	gid, err := ctx.QueryGID(1, gidIndex)
+	ctx.Close()
+	require.NoError(t, err)
+	for k, c := range []struct {
+		name string
+		args []string
+	}{
+		{"send_bw", []string{"-t", "send_bw"}},
+		{"send_bw, C loop", []string{"-t", "send_bw", "-loop", "c"}},
+		{"send_bw, events on the thread", []string{"-t", "send_bw", "-e"}},
+		{"send_bw, events on the netpoller", []string{"-t", "send_bw", "-e", "-wait", "netpoll"}},
+		{"send_lat", []string{"-t", "send_lat"}},
+		{"send_lat, events on the thread", []string{"-t", "send_lat", "-e"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := 18631 + k
+			cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			args := append([]string{"-d", device, "-x", strconv.Itoa(gidIndex), "-s", "64", "-n", "1000", "-p", strconv.Itoa(port)}, c.args...)
+			srv := tooltest.StartC(t, cctx, "Go server", self, args...)
+			require.NoError(t, tooltest.WaitListen(cctx, port), "the goverbs-perf server never listened")
+			side, err := net.Dial("tcp", net.JoinHostPort(localAddr(), strconv.Itoa(port)))
+			require.NoError(t, err)
+			defer side.Close()
+			theirs := make([]byte, hand.EndpointSize+12) // perf's peer: endpoint, buffer address, rkey
+			_, err = io.ReadFull(side, theirs)
+			require.NoError(t, err, "the server's address")
+			ours, err := hand.Endpoint{QPN: 0x123, PSN: 1, GID: gid}.MarshalBinary()
+			require.NoError(t, err)
+			ours = binary.BigEndian.AppendUint64(ours, 0x10000)
+			ours = binary.BigEndian.AppendUint32(ours, 0x1234)
+			_, err = side.Write(ours)
+			require.NoError(t, err)
+			b := []byte{1}
+			_, err = side.Write(b)
+			require.NoError(t, err)
+			_, err = io.ReadFull(side, b)
+			require.NoError(t, err, "the server's start sync")
+			time.Sleep(300 * time.Millisecond) // the server is in its loop
+			start := time.Now()
+			side.Close()
+			r := srv.Wait()
+			took := time.Since(start)
+			t.Logf("server, %v after the client closed:\n%s", took.Round(time.Millisecond), r.Out)
+			require.Less(t, took, 10*time.Second, "the server outlived its client by %v", took)
+			require.Equal(t, 1, r.ExitCode, "the server's exit status")
+			require.Contains(t, r.Out, "goverbs-perf: the peer closed the side channel before the end sync")
+			require.Contains(t, r.Out, "; the watch ended the timed loop: ")
+		})
+	}
 }

@@ -22,10 +22,13 @@
 //
 // The two sides exchange QP number, PSN, GID, buffer address and rkey over
 // TCP, connect, and synchronise with one byte each way before the timed
-// part and after it. What the peer sends is checked before use (see
-// peer.unmarshal): a 24-bit QPN and PSN, an address, a buffer that does not
-// wrap; its rkey and the size of its buffer are its own to get right.
-// Sends are never inline, as perftest's default on rxe.
+// part and after it. A side whose loop waits on the peer gives it up
+// (peerWatch) when the side channel closes, at once, and when nothing
+// completes for 60 s, as perftest's send_bw server does (check_alive).
+// What the peer sends is checked before use (see peer.unmarshal): a 24-bit
+// QPN and PSN, an address, a buffer that does not wrap; its rkey and the
+// size of its buffer are its own to get right. Sends are never inline, as
+// perftest's default on rxe.
 //
 // The timed loop (posting, polling) does not allocate: each side prints
 // "heap allocations in the timed loop: N (and K by the Go runtime alone)"
@@ -438,6 +441,14 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	e.raddr, e.rkey = remote.Addr, remote.RKey
+	// A side that runs a loop ends it when the peer goes away (peerWatch);
+	// a write_bw or read_bw server only waits in its end sync, which a
+	// closed side channel ends.
+	var w *peerWatch
+	if cfg.Mode == SendLat || cfg.Mode == SendBW || cfg.Server != "" {
+		w = newPeerWatch(conn, e.progressed, qp.ToError)
+		defer w.release() // before conn.Close, which ends its read
+	}
 	// Counted from before the first sync, so that neither side collects
 	// garbage while the other one runs.
 	allocs.start()
@@ -457,19 +468,18 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	defer stopTrace()
+	w.start()
+	var loopErr error
 	switch {
 	case cfg.Mode == SendLat:
-		if err := e.latency(cfg.Server != ""); err != nil {
-			return err
-		}
+		loopErr = e.latency(cfg.Server != "")
 	case cfg.Server != "":
-		if elapsed, err = e.bwClient(); err != nil {
-			return err
-		}
+		elapsed, loopErr = e.bwClient()
 	case cfg.Mode == SendBW:
-		if elapsed, err = e.bwServer(); err != nil {
-			return err
-		}
+		elapsed, loopErr = e.bwServer()
+	}
+	if err := w.stop(loopErr); err != nil {
+		return err
 	}
 	// The profile and the trace end with the loop, before the counter's
 	// collections and stack walks, which are not the loop's; what the
@@ -477,7 +487,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	stopProfile()
 	stopTrace()
 	loopAllocs := allocs.stop()
-	if err := sync(conn, buf[:1], "the end sync"); err != nil {
+	if err := w.endSync(conn, buf[:1]); err != nil {
 		return err
 	}
 	switch {
