@@ -35,8 +35,17 @@ const (
 // and from hand.GID, which has the same layout.
 type GID [16]byte
 
-// String formats g as inet_ntop(AF_INET6) does, as the C tools print it.
-func (g GID) String() string { return netip.AddrFrom16(g).String() }
+// String formats g as glibc's inet_ntop(AF_INET6) does, which is what the C
+// tools print: RFC 5952's text, as netip writes it, but for an address whose
+// first six groups are zero and seventh is not, which inet_ntop writes
+// IPv4-compatible ("::192.0.2.1") where netip writes "::c000:201". (An
+// IPv4-mapped address, "::ffff:192.0.2.1", both write alike.)
+func (g GID) String() string {
+	if [12]byte(g[:12]) == [12]byte{} && (g[12] != 0 || g[13] != 0) {
+		return "::" + netip.AddrFrom4([4]byte(g[12:])).String()
+	}
+	return netip.AddrFrom16(g).String()
+}
 
 // InterfaceID is the GID's last 8 bytes as a big-endian number. The C tools
 // route globally (set the GRH) exactly when the peer's is not zero.

@@ -59,6 +59,40 @@ func TestDest(t *testing.T) {
 	}
 }
 
+// GID text as glibc's inet_ntop(AF_INET6) writes it (each want below is
+// what glibc 2.36's inet_ntop printed for those 16 bytes): RFC 5952's, but
+// for an address of six zero groups and a non-zero seventh, which it writes
+// IPv4-compatible, and the IPv4-mapped one.
+func TestGIDString(t *testing.T) {
+	for _, c := range []struct {
+		gid  GID
+		want string
+	}{
+		{GID{12: 192, 14: 2, 15: 1}, "::192.0.2.1"},
+		{GID{12: 0xc0}, "::192.0.0.0"},
+		{GID{13: 1}, "::0.1.0.0"},
+		{rxeGID, "::ffff:192.0.2.1"},
+		{GID{10: 0xff, 11: 0xff}, "::ffff:0.0.0.0"},
+		{GID{15: 1}, "::1"},                 // the seventh group is zero: not IPv4
+		{GID{14: 0x12, 15: 0x34}, "::1234"}, // likewise
+		{GID{}, "::"},
+		{GID{11: 1, 12: 192, 14: 2, 15: 1}, "::1:c000:201"}, // five zero groups
+		{GID{1: 1, 12: 192, 14: 2, 15: 1}, "1::c000:201"},
+		{GID{10: 0xff, 11: 0xfe, 12: 192, 14: 2, 15: 1}, "::fffe:c000:201"},
+		{GID{5: 1}, "0:0:1::"},
+		{GID{0: 0xfe, 1: 0x80, 8: 0xb2, 9: 0x08, 10: 0x75, 11: 0xff, 12: 0xfe, 13: 0x5f, 14: 0xb8, 15: 0x5e}, "fe80::b208:75ff:fe5f:b85e"},
+		{GID{0: 0x20, 1: 0x01, 2: 0x0d, 3: 0xb8, 9: 1, 15: 1}, "2001:db8::1:0:0:1"},
+	} {
+		if got := c.gid.String(); got != c.want {
+			t.Errorf("GID(%x).String() = %q, inet_ntop writes %q", c.gid[:], got, c.want)
+		}
+	}
+	d := Dest{QPN: 0x11, PSN: 1, GID: GID{12: 192, 14: 2, 15: 1}}
+	if got, want := d.String(), "LID 0x0000, QPN 0x000011, PSN 0x000001, GID ::192.0.2.1"; got != want {
+		t.Errorf("Dest.String() = %q, want %q", got, want)
+	}
+}
+
 // cWireGID is the C tools' gid_to_wire_gid: the GID's 4 words read in the
 // host's order, htobe32'd, each printed "%08x".
 func cWireGID(g GID) string {

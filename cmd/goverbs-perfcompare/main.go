@@ -12,8 +12,10 @@
 //
 // Each run of a row starts the C server and client, then the Go server and
 // client (C and Go alternate, so a slow stretch of the host hits both), with
-// the same size, iterations and defaults (post list 1, CQ moderation 100:
-// like for like), and reads the client's result line. The message rate of a
+// the same size and iterations and both tools' defaults, which are alike:
+// post list 1, and CQ moderation as perftest picks it (one WR in 100
+// signaled, every one above 8192 bytes without -e), which goverbs-perf
+// follows; it reads the client's result line. The message rate of a
 // latency row is 1e6 / t_typical[usec] (the median one-way latency); its
 // 99th percentile and maximum are reported beside it, as medians over the
 // runs. goverbs-perf also reports the heap allocations of its timed loop:

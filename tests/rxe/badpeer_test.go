@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,14 +24,16 @@ import (
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
+	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
 // Peers that lie. goverbs-rping's server (rping.Run) faces a scripted
 // client that speaks rdma_cm and the fast paths correctly but sends what it
 // should not. Each case names what it injects; each checks that the server
-// fails with a clear error within its deadline, released everything it
-// made (the device's resource counts are back where they were), and left
-// the client's memory as it was.
+// fails with a clear error within its deadline (or, for a client that
+// disconnects in the middle of a ping, ends cleanly, as rping does),
+// released everything it made (the device's resource counts are back where
+// they were), and left the client's memory as it was.
 
 const badPeerSize = 64 // the server's -S
 
@@ -105,7 +109,8 @@ func TestBadPeerRping(t *testing.T) {
 	for k, tc := range []struct {
 		name   string
 		inject func(t *testing.T, ctx context.Context, c *badClient)
-		want   string // in the server's error
+		want   string // in the server's error; "" for none: a clean end
+		says   string // in what the server printed to stderr
 	}{
 		{
 			name: "truncated advertisement (8 of 16 bytes)",
@@ -167,6 +172,22 @@ func TestBadPeerRping(t *testing.T) {
 			inject: func(t *testing.T, ctx context.Context, c *badClient) {},
 			want:   "context deadline exceeded",
 		},
+		{
+			// Not a lie either: a client stopped in the middle of a
+			// ping. rping's server returns 0 whenever the client has
+			// disconnected, at whichever wait; goverbs-rping's did so
+			// only between pings, and failed here with "wait for
+			// RDMA_WRITE_ADV: context canceled".
+			name: "disconnects after the read's go-ahead",
+			inject: func(t *testing.T, ctx context.Context, c *badClient) {
+				copy(c.mr.Bytes(), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ\x00")
+				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
+				c.send(t, ctx, 1024, 16)
+				time.Sleep(300 * time.Millisecond) // the server reads the ping and says go ahead
+				require.NoError(t, c.conn.Disconnect(ctx))
+			},
+			says: "server DISCONNECT EVENT...\nthe client disconnected in the middle of a ping (wait for RDMA_WRITE_ADV)\n",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := testkit.ResourceCounts(t, dev)
@@ -176,9 +197,10 @@ func TestBadPeerRping(t *testing.T) {
 			defer cancel()
 			served := make(chan error, 1)
 			start := time.Now()
+			var stderr bytes.Buffer // read once served has said the server returned
 			go func() {
 				served <- rping.Run(sctx, rping.Config{Server: true, Addr: ctlAddr(t).String(), Port: port, Size: badPeerSize},
-					io.Discard, io.Discard)
+					io.Discard, &stderr)
 			}()
 			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer ccancel()
@@ -198,9 +220,14 @@ func TestBadPeerRping(t *testing.T) {
 				require.NoError(t, c.mr.Close())
 				require.NoError(t, c.conn.Close())
 			}()
-			require.Error(t, err, "the server accepted the lie")
-			require.Contains(t, err.Error(), tc.want)
-			require.False(t, strings.Contains(err.Error(), "closing"), "the server failed to release something: %v", err)
+			if tc.want == "" {
+				require.NoError(t, err, "the server did not end cleanly")
+			} else {
+				require.Error(t, err, "the server accepted the lie")
+				require.Contains(t, err.Error(), tc.want)
+				require.False(t, strings.Contains(err.Error(), "closing"), "the server failed to release something: %v", err)
+			}
+			require.Contains(t, stderr.String(), tc.says)
 			took := time.Since(start)
 			require.Less(t, took, deadline+5*time.Second)
 			// Everything the server made is gone (the client's too).
@@ -313,4 +340,75 @@ func TestBadPeerLongPrivateData(t *testing.T) {
 	_, err = l.Accept(short)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the listener got a request")
 	t.Logf("injected: %d bytes of private data; librdmacm: rdma_connect refused (EINVAL); hand: %v; the listener saw nothing", len(data), attr)
+}
+
+// A goverbs-perf server whose client goes away in the middle of the timed
+// loop. Injected: a scripted client that exchanges addresses (its own QPN,
+// which has no QP behind it), passes the start sync, and closes the side
+// channel, as a client that is killed or fails does. Measured: the server,
+// which waits in its loop for messages that will never come, ends within
+// seconds with an error that says the peer closed the side channel, in
+// each way of waiting: busy-polling in Go and in C (-loop c), and for
+// events on the thread and on the netpoller (-e); in send_bw, and in
+// send_lat, whose server waits for the client's first message. Before the
+// peer watch (perf/watch.go) it waited for ever: perftest's server gives
+// up after 60 to 120 s with no message, the watch after as long, and at
+// once when the side channel closes.
+func TestBadPeerPerfClientGone(t *testing.T) {
+	device, gidIndex := RequireDevice(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(perfChildEnv, "1")
+	ctx, err := hand.Open(device)
+	require.NoError(t, err)
+	gid, err := ctx.QueryGID(1, gidIndex)
+	ctx.Close()
+	require.NoError(t, err)
+	for k, c := range []struct {
+		name string
+		args []string
+	}{
+		{"send_bw", []string{"-t", "send_bw"}},
+		{"send_bw, C loop", []string{"-t", "send_bw", "-loop", "c"}},
+		{"send_bw, events on the thread", []string{"-t", "send_bw", "-e"}},
+		{"send_bw, events on the netpoller", []string{"-t", "send_bw", "-e", "-wait", "netpoll"}},
+		{"send_lat", []string{"-t", "send_lat"}},
+		{"send_lat, events on the thread", []string{"-t", "send_lat", "-e"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := 18631 + k
+			cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			args := append([]string{"-d", device, "-x", strconv.Itoa(gidIndex), "-s", "64", "-n", "1000", "-p", strconv.Itoa(port)}, c.args...)
+			srv := tooltest.StartC(t, cctx, "Go server", self, args...)
+			require.NoError(t, tooltest.WaitListen(cctx, port), "the goverbs-perf server never listened")
+			side, err := net.Dial("tcp", net.JoinHostPort(localAddr(), strconv.Itoa(port)))
+			require.NoError(t, err)
+			defer side.Close()
+			theirs := make([]byte, hand.EndpointSize+12) // perf's peer: endpoint, buffer address, rkey
+			_, err = io.ReadFull(side, theirs)
+			require.NoError(t, err, "the server's address")
+			ours, err := hand.Endpoint{QPN: 0x123, PSN: 1, GID: gid}.MarshalBinary()
+			require.NoError(t, err)
+			ours = binary.BigEndian.AppendUint64(ours, 0x10000)
+			ours = binary.BigEndian.AppendUint32(ours, 0x1234)
+			_, err = side.Write(ours)
+			require.NoError(t, err)
+			b := []byte{1}
+			_, err = side.Write(b)
+			require.NoError(t, err)
+			_, err = io.ReadFull(side, b)
+			require.NoError(t, err, "the server's start sync")
+			time.Sleep(300 * time.Millisecond) // the server is in its loop
+			start := time.Now()
+			side.Close()
+			r := srv.Wait()
+			took := time.Since(start)
+			t.Logf("server, %v after the client closed:\n%s", took.Round(time.Millisecond), r.Out)
+			require.Less(t, took, 10*time.Second, "the server outlived its client by %v", took)
+			require.Equal(t, 1, r.ExitCode, "the server's exit status")
+			require.Contains(t, r.Out, "goverbs-perf: the peer closed the side channel before the end sync")
+			require.Contains(t, r.Out, "; the watch ended the timed loop: ")
+		})
+	}
 }

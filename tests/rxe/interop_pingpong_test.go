@@ -58,3 +58,34 @@ func TestInteropPingpongGoGo(t *testing.T) {
 	client := <-tooltest.GoPingpong("Go client", append(pp.Args(), localAddr()))
 	pp.Check(t, tooltest.Await(ctx, "Go server", srv), client, localAddr())
 }
+
+// A receive queue of one (-r 1), which ibv_rc_pingpong runs with: each
+// side reposts its one receive before the send that lets the peer send
+// again. goverbs-pingpong refused it (at least 2) until it was checked
+// here, Go against C both ways round.
+func TestInteropPingpongRxDepth1(t *testing.T) {
+	for i, goServer := range []bool{true, false} {
+		name := map[bool]string{true: "Go server, C client", false: "C server, Go client"}[goServer]
+		t.Run(name, func(t *testing.T) {
+			pp := ppConfig(t, 18606+i)
+			pp.RxDepth = 1
+			ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
+			defer cancel()
+			if goServer {
+				srv := tooltest.GoPingpong("Go server", pp.Args())
+				if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+					t.Fatalf("goverbs-pingpong server: %v", err)
+				}
+				client := tooltest.StartC(t, ctx, "C client", "ibv_rc_pingpong", append(pp.Args(), localAddr())...).Wait()
+				pp.Check(t, tooltest.Await(ctx, "Go server", srv), client, localAddr())
+				return
+			}
+			c := tooltest.StartC(t, ctx, "C server", "ibv_rc_pingpong", pp.Args()...)
+			if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+				t.Fatalf("ibv_rc_pingpong server: %v; output:\n%s", err, c.Wait().Out)
+			}
+			client := <-tooltest.GoPingpong("Go client", append(pp.Args(), localAddr()))
+			pp.Check(t, c.Wait(), client, localAddr())
+		})
+	}
+}

@@ -16,13 +16,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
+	"github.com/goverbs/goverbs/pingaddr"
 )
 
 // Config is the command line.
@@ -33,7 +34,8 @@ type Config struct {
 	Verbose bool
 }
 
-// ParseArgs parses -d/--ib-dev, -i/--ib-port, -l/--list, -v/--verbose.
+// ParseArgs parses -d/--ib-dev, -i/--ib-port, -l/--list, -v/--verbose as
+// ibv_devinfo's getopt_long does (package getopt): -lv, -i1, --verb.
 func ParseArgs(args []string) (Config, error) {
 	var cfg Config
 	fs := flag.NewFlagSet("goverbs-devinfo", flag.ContinueOnError)
@@ -50,7 +52,7 @@ func ParseArgs(args []string) (Config, error) {
 	for _, n := range []string{"v", "verbose"} {
 		fs.BoolVar(&cfg.Verbose, n, false, "verbose")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := getopt.Parse(fs, args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
@@ -333,7 +335,7 @@ func gidText(g hand.GID, t hand.GIDType, linkLayer uint8) (string, bool) {
 		}
 		text, typ = b.String(), "RoCE v1"
 	case hand.GIDTypeRoCEv2:
-		text, typ = inetNtop6(g), "RoCE v2"
+		text, typ = pingaddr.GID(g).String(), "RoCE v2" // inet_ntop's text, as the pingpong tools print it
 	default:
 		return "", false
 	}
@@ -341,16 +343,6 @@ func gidText(g hand.GID, t hand.GIDType, linkLayer uint8) (string, bool) {
 		text += ", " + typ
 	}
 	return text, true
-}
-
-// inetNtop6 is glibc's inet_ntop(AF_INET6): RFC 5952's text, as netip's,
-// but for an address of six zero groups and a seventh that is not, which it
-// writes IPv4-compatible ("::192.0.2.1") where netip writes "::c000:201".
-func inetNtop6(g hand.GID) string {
-	if [12]byte(g[:12]) == [12]byte{} && (g[12] != 0 || g[13] != 0) {
-		return "::" + netip.AddrFrom4([4]byte(g[12:])).String()
-	}
-	return g.String()
 }
 
 func linkLayerName(l uint8) string {

@@ -2,6 +2,7 @@ package devinfo
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -34,6 +35,23 @@ func TestParseArgs(t *testing.T) {
 	cfg, err := ParseArgs([]string{"-d", "rxe0", "--verbose", "-i", "1"})
 	if err != nil || cfg != (Config{Device: "rxe0", Port: 1, Verbose: true}) {
 		t.Errorf("ParseArgs = %+v, %v", cfg, err)
+	}
+	// ibv_devinfo's getopt_long forms (package getopt).
+	for _, c := range []struct {
+		args []string
+		want Config
+	}{
+		{[]string{"-lv"}, Config{List: true, Verbose: true}},
+		{[]string{"-vdrxe0", "-i1"}, Config{Device: "rxe0", Port: 1, Verbose: true}},
+		{[]string{"--verb", "--ib-d=rxe0", "--ib-p", "2"}, Config{Device: "rxe0", Port: 2, Verbose: true}},
+		{[]string{"-list", "-ib-dev", "rxe0"}, Config{Device: "rxe0", List: true}}, // the flag package's forms stand
+	} {
+		if cfg, err := ParseArgs(c.args); err != nil || cfg != c.want {
+			t.Errorf("ParseArgs(%q) = %+v, %v; want %+v", c.args, cfg, err, c.want)
+		}
+	}
+	if _, err := ParseArgs([]string{"--ib", "1"}); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Errorf("ParseArgs(--ib 1): %v; want it refused as ambiguous (--ib-dev, --ib-port)", err)
 	}
 	if _, err := ParseArgs([]string{"extra"}); err == nil {
 		t.Error("ParseArgs(extra): want an error")

@@ -86,18 +86,22 @@ var threadStarts = []string{"runtime.allocm", "runtime.newm"}
 // firstOutsideRuntime returns the first frame of stk outside package
 // runtime as "function file:line" ("" when the stack is the runtime's own:
 // every frame in the runtime, or a thread start), and whether the stack is
-// left out: the counter's own (allocRecords), the handshake's (sync), or
-// the CPU profiler's and the execution tracer's (-cpuprofile, -trace, and
-// record, which opens their files).
+// left out: the counter's own (allocRecords), the handshake's (sync), the
+// peer watch's (peerWatch), or the CPU profiler's and the execution
+// tracer's (-cpuprofile, -trace, and record, which opens their files).
 func firstOutsideRuntime(stk [32]uintptr) (site string, leftOut bool) {
 	frames := runtime.CallersFrames(trimStack(stk[:]))
 	for {
 		f, more := frames.Next()
 		switch {
-		case strings.HasSuffix(f.Function, "/perf.allocRecords"), strings.HasSuffix(f.Function, "/perf.sync"):
-			// The counter's own snapshots, and the side channel's
+		case strings.HasSuffix(f.Function, "/perf.allocRecords"), strings.HasSuffix(f.Function, "/perf.sync"),
+			strings.Contains(f.Function, "/perf.(*peerWatch)."):
+			// The counter's own snapshots, the side channel's
 			// handshake, which the counted stretch starts with (a
-			// blocking read; see Run): neither is the timed loop.
+			// blocking read; see Run), and the peer watch's goroutine,
+			// which reads the side channel while the loop runs (a
+			// timeout's error, every peerTimeout): none is the timed
+			// loop.
 			return "", true
 		case strings.HasPrefix(f.Function, "runtime/pprof."), strings.HasPrefix(f.Function, "runtime/trace."),
 			strings.Contains(f.Function, "/perf.record"):

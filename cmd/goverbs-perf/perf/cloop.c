@@ -35,6 +35,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 	struct ibv_wc wc[POLL_BATCH];
 	int64_t posted = 0, done = 0, last_done = 0;
 	int64_t start, last;
+	int64_t *progress = (int64_t *)a->progress;
 
 	memset(r, 0, sizeof *r);
 	if (!wrs) {
@@ -80,6 +81,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 			done = (int64_t)wc[i].wr_id + 1;
 		}
 		if (got > 0) {
+			__atomic_store_n(progress, done, __ATOMIC_RELAXED);
 			int64_t t = now_ns();
 			if (t > last) {
 				double rate = (double)(done - last_done) * a->length * 1e9 / (double)(t - last);
@@ -108,6 +110,7 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args args)
 	int64_t got = 0;
 	int posted = a->posted;
 	int64_t start = 0;
+	int64_t *progress = (int64_t *)a->progress;
 
 	memset(r, 0, sizeof *r);
 	if (!wrs) {
@@ -130,6 +133,8 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args args)
 			start = now_ns();
 		got += n;
 		posted -= n;
+		if (n > 0)
+			__atomic_store_n(progress, got, __ATOMIC_RELAXED);
 		// Topped up when half used, in one post, as the Go loop does.
 		if (posted <= a->rx_depth / 2) {
 			int k = a->rx_depth - posted;

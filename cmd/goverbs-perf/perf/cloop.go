@@ -2,6 +2,7 @@ package perf
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
+#include <stdlib.h>
 #include "cloop.h"
 */
 import "C"
@@ -55,8 +56,19 @@ func (e *engine) cloopArgs() C.struct_perf_cloop_args {
 		tx_depth:  C.int(e.cfg.TxDepth),
 		rx_depth:  C.int(e.cfg.RxDepth),
 		posted:    C.int(e.posted),
+		progress:  C.uintptr_t(uintptr(unsafe.Pointer(e.cprogress))),
 	}
 }
+
+// newCProgress allocates the C loop's progress count (perf_cloop_args
+// progress) in C memory, 0: C stores into it while Go reads it.
+func newCProgress() *int64 {
+	p := (*int64)(C.malloc(8)) // cgo's malloc never returns nil
+	*p = 0
+	return p
+}
+
+func freeCProgress(p *int64) { C.free(unsafe.Pointer(p)) }
 
 // cloopErr is the error of a C loop that stopped, nil when it finished.
 func cloopErr(r *C.struct_perf_cloop_result) error {

@@ -17,6 +17,10 @@ struct perf_cloop_args {
 	int64_t iters; // up to -n's bound, 2^32
 	int post_list, cq_mod, tx_depth, rx_depth;
 	int posted; // receives already outstanding (server)
+	// progress is an int64_t in C memory where the loop stores its
+	// completions so far, relaxed, after each poll that found some, for
+	// the peer watch (watch.go) to read while it runs.
+	uintptr_t progress;
 };
 
 // perf_cloop_next and perf_cloop_signaled are the client's posting

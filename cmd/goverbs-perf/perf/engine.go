@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
@@ -30,6 +31,13 @@ type engine struct {
 	lastLook  time.Time // tick's last look
 	lastYield time.Time // tick's last yield
 	drained   bool      // with Config.Events: the last poll found nothing
+	// done counts the completions the loops have polled; progress is it
+	// as tick's last look at the clock (or the last event wait) saw it, for
+	// the peer watch (peerWatch) to read from its goroutine, and cprogress
+	// the C loop's count, in C memory, with -loop c.
+	done      int
+	progress  atomic.Int64
+	cprogress *int64
 }
 
 func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
@@ -45,6 +53,9 @@ func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, erro
 	if e.poller, err = hand.NewPoller(cq, 16); err != nil {
 		e.free()
 		return nil, err
+	}
+	if cfg.Loop == CLoop {
+		e.cprogress = newCProgress()
 	}
 	if cfg.Mode == SendLat {
 		e.lat = make([]time.Duration, cfg.Iters)
@@ -64,6 +75,10 @@ func (e *engine) free() {
 	}
 	if e.poller != nil {
 		e.poller.Free()
+	}
+	if e.cprogress != nil {
+		freeCProgress(e.cprogress)
+		e.cprogress = nil
 	}
 }
 
@@ -130,6 +145,7 @@ func (e *engine) tick(n uint32) {
 		e.stride = max(1, 2*e.stride)
 	}
 	e.lastLook = now
+	e.progress.Store(int64(e.done))
 	if now.Sub(e.lastYield) >= yieldPeriod {
 		yield()
 		e.lastYield = now
@@ -162,25 +178,46 @@ var yield = runtime.Gosched
 // loop does not tick.
 func (e *engine) poll() ([]hand.WC, error) {
 	if e.cfg.Events {
-		// Background: a context that cannot end keeps the wait free of
-		// allocations; the loops end by their counts.
-		if e.cfg.Wait != NetpollWait {
-			return e.poller.WaitThread(context.Background())
-		}
-		if e.drained {
-			if err := e.cq.Wait(context.Background()); err != nil {
-				return nil, err
-			}
-			if err := e.cq.RequestNotify(false); err != nil {
-				return nil, err
-			}
-		}
-		wcs, err := e.poller.Poll()
-		e.drained = len(wcs) == 0
+		wcs, err := e.waitEvent()
+		// A wake costs syscalls: the atomic store is nothing beside them.
+		e.done += len(wcs)
+		e.progress.Store(int64(e.done))
 		return wcs, err
 	}
 	e.tick(uint32(e.cfg.Spin))
-	return e.poller.PollSpin(e.cfg.Spin)
+	wcs, err := e.poller.PollSpin(e.cfg.Spin)
+	e.done += len(wcs) // published at tick's next look
+	return wcs, err
+}
+
+// waitEvent is poll's wait with Config.Events.
+func (e *engine) waitEvent() ([]hand.WC, error) {
+	// Background: a context that cannot end keeps the wait free of
+	// allocations; the loops end by their counts, or by the peer watch,
+	// which flushes the QP's WRs into the CQ.
+	if e.cfg.Wait != NetpollWait {
+		return e.poller.WaitThread(context.Background())
+	}
+	if e.drained {
+		if err := e.cq.Wait(context.Background()); err != nil {
+			return nil, err
+		}
+		if err := e.cq.RequestNotify(false); err != nil {
+			return nil, err
+		}
+	}
+	wcs, err := e.poller.Poll()
+	e.drained = len(wcs) == 0
+	return wcs, err
+}
+
+// progressed is the completions the loop has polled, as far as the peer
+// watch can see them.
+func (e *engine) progressed() int64 {
+	if e.cprogress != nil {
+		return atomic.LoadInt64(e.cprogress)
+	}
+	return e.progress.Load()
 }
 
 // bwClient posts Iters WRs of the mode as the sendPlan says, and returns

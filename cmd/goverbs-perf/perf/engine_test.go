@@ -153,3 +153,26 @@ func TestLatRefill(t *testing.T) {
 		}
 	}
 }
+
+// tick's look at the clock publishes the loop's completions for the peer
+// watch, which reads them from its goroutine; between looks the loop only
+// counts them.
+func TestTickPublishesProgress(t *testing.T) {
+	countYields(t)
+	var e engine
+	e.done = 5
+	e.tick(1) // the first tick looks
+	if got := e.progressed(); got != 5 {
+		t.Fatalf("progressed() = %d after a look, want 5", got)
+	}
+	e.done = 9
+	e.stride, e.ops = yieldCheck, 0
+	e.tick(1)
+	if got := e.progressed(); got != 5 {
+		t.Fatalf("progressed() = %d between looks, want 5 (published only at a look)", got)
+	}
+	e.tick(yieldCheck)
+	if got := e.progressed(); got != 9 {
+		t.Fatalf("progressed() = %d after the next look, want 9", got)
+	}
+}

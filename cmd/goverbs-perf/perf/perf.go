@@ -6,20 +6,29 @@
 // read_bw, send_lat), -d device, -i port, -x GID index, -s size (default
 // 65536 for bandwidth, 2 for latency), -n iterations (5000 and 1000), -p TCP
 // port (18515), -l post list (WRs per ibv_post_send; default 1), -Q CQ
-// moderation (one signaled WR in Q; default 100, or the post list when -l
-// is above 1, as perftest), -tx-depth and -rx-depth (perftest's -t and -r:
-// 128 and 512; -t is the mode here). Combinations the bandwidth client
-// could not finish are refused, by perftest's rules (sendPlan.check);
-// send_lat posts one signaled send at a time, whatever -l and -Q say. A
-// host argument makes the client, which drives the test and reports it;
-// the server reports too for send_bw and send_lat.
+// moderation (one signaled WR in Q; by default perftest's: 100, but 1 for
+// messages over 8192 bytes without -e, and the post list when -l is above
+// 1), -tx-depth and -rx-depth (perftest's -t and -r: 128 and 512; -t is the
+// mode here). Combinations the bandwidth client could not finish are
+// refused, by perftest's rules (sendPlan.check); send_lat posts one
+// signaled send at a time, whatever -l and -Q say. A host argument makes
+// the client, which drives the test and reports it; the server reports too
+// for send_bw and send_lat. The command line is read as perftest's
+// getopt_long reads its own (package getopt: -ex1, -s4096, the host
+// anywhere), with perftest's long names for its flags (--size, --iters,
+// --port, --ib-dev, --ib-port, --gid-index, --post_list, --cq-mod,
+// --events, --CPU-freq; -tx-depth and -rx-depth are both) and their
+// prefixes (--iter).
 //
 // The two sides exchange QP number, PSN, GID, buffer address and rkey over
 // TCP, connect, and synchronise with one byte each way before the timed
-// part and after it. What the peer sends is checked before use (see
-// peer.unmarshal): a 24-bit QPN and PSN, an address, a buffer that does not
-// wrap; its rkey and the size of its buffer are its own to get right.
-// Sends are never inline, as perftest's default on rxe.
+// part and after it. A side whose loop waits on the peer gives it up
+// (peerWatch) when the side channel closes, at once, and when nothing
+// completes for 60 s, as perftest's send_bw server does (check_alive).
+// What the peer sends is checked before use (see peer.unmarshal): a 24-bit
+// QPN and PSN, an address, a buffer that does not wrap; its rkey and the
+// size of its buffer are its own to get right. Sends are never inline, as
+// perftest's default on rxe.
 //
 // The timed loop (posting, polling) does not allocate: each side prints
 // "heap allocations in the timed loop: N (and K by the Go runtime alone)"
@@ -62,10 +71,12 @@ import (
 	"runtime/trace"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 // Mode is what is measured.
@@ -134,21 +145,41 @@ const (
 	maxIters = 1 << 32
 )
 
+// perftest's CQ moderation: DEF_CQ_MOD, and MSG_SIZE_CQ_MOD_LIMIT, the
+// message size above which it signals every WR unless told otherwise.
+const (
+	defCQMod       = 100
+	cqModSizeLimit = 8192
+)
+
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Config, error) {
-	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: 100, TxDepth: 128, RxDepth: 512, Spin: 16}
+	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: defCQMod, TxDepth: 128, RxDepth: 512, Spin: 16}
 	fs := flag.NewFlagSet("goverbs-perf", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var mode string
 	fs.StringVar(&mode, "t", string(SendBW), "send_bw, write_bw, read_bw or send_lat")
-	fs.StringVar(&cfg.Device, "d", "", "device")
-	fs.IntVar(&cfg.IBPort, "i", cfg.IBPort, "port of the device")
-	fs.IntVar(&cfg.GIDIndex, "x", cfg.GIDIndex, "GID index")
-	fs.IntVar(&cfg.Size, "s", 0, "message size")
-	fs.IntVar(&cfg.Iters, "n", 0, "iterations")
-	fs.IntVar(&cfg.Port, "p", cfg.Port, "TCP port")
-	fs.IntVar(&cfg.PostList, "l", cfg.PostList, "post list")
-	fs.IntVar(&cfg.CQMod, "Q", cfg.CQMod, "CQ moderation")
+	// perftest's letters and, beside them, its long names (getopt_long's,
+	// so --iter is --iters).
+	for _, n := range []string{"d", "ib-dev"} {
+		fs.StringVar(&cfg.Device, n, "", "device")
+	}
+	for _, f := range []struct {
+		short, long string
+		p           *int
+		usage       string
+	}{
+		{"i", "ib-port", &cfg.IBPort, "port of the device"},
+		{"x", "gid-index", &cfg.GIDIndex, "GID index"},
+		{"s", "size", &cfg.Size, "message size"},
+		{"n", "iters", &cfg.Iters, "iterations"},
+		{"p", "port", &cfg.Port, "TCP port"},
+		{"l", "post_list", &cfg.PostList, "post list"},
+		{"Q", "cq-mod", &cfg.CQMod, "CQ moderation: one signaled WR in Q (default 100; 1 above 8192 bytes without -e, the post list with -l, as perftest)"},
+	} {
+		fs.IntVar(f.p, f.short, *f.p, f.usage)
+		fs.IntVar(f.p, f.long, *f.p, f.usage)
+	}
 	fs.IntVar(&cfg.TxDepth, "tx-depth", cfg.TxDepth, "send queue depth")
 	fs.IntVar(&cfg.RxDepth, "rx-depth", cfg.RxDepth, "receive queue depth")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part to `file`")
@@ -157,30 +188,31 @@ func ParseArgs(args []string) (Config, error) {
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
-	fs.BoolVar(&cfg.Events, "e", false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
+	for _, n := range []string{"e", "events"} {
+		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
+	}
 	wait := string(ThreadWait)
 	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in epoll_wait on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.IntVar(&cfg.GoMaxProcs, "gomaxprocs", 0, "the Go runtime's Ps (runtime.GOMAXPROCS); 0 leaves Go's default, one per CPU it may use")
-	fs.Bool("F", false, "ignored (perftest's CPU frequency check)")
-	var hosts []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return cfg, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		hosts = append(hosts, fs.Arg(0))
-		args = fs.Args()[1:]
+	for _, n := range []string{"F", "CPU-freq"} {
+		fs.Bool(n, false, "ignored (perftest's CPU frequency check)")
 	}
+	// As perftest's getopt_long: -e -l8, --iter 10, the host anywhere.
+	if err := getopt.Parse(fs, args); err != nil {
+		return cfg, err
+	}
+	hosts := fs.Args()
 	cfg.Mode = Mode(mode)
 	cfg.Loop = Loop(loop)
 	cfg.Wait = Wait(wait)
 	lat := cfg.Mode == SendLat
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set["s"] = set["s"] || set["size"]
+	set["n"] = set["n"] || set["iters"]
+	set["Q"] = set["Q"] || set["cq-mod"]
 	// The defaults stand for absent flags only: an explicit -s 0 or -n 0
 	// is refused below, as perftest refuses it.
 	if !set["s"] {
@@ -211,12 +243,19 @@ func ParseArgs(args []string) (Config, error) {
 	case cfg.PostList < 1 || cfg.CQMod < 1 || cfg.TxDepth < 1 || cfg.RxDepth < 2 || cfg.Spin < 1:
 		return cfg, errors.New("-l, -Q, -spin and -tx-depth must be positive, -rx-depth at least 2")
 	}
-	// As perftest: a post list without -Q signals its last WR. send_lat
+	// -Q's default, as perftest's force_dependecies sets it, in its order:
+	// 100 (DEF_CQ_MOD), but every WR signaled above 8192 bytes
+	// (MSG_SIZE_CQ_MOD_LIMIT) without -e (perftest keeps moderation with
+	// events, and for UD, which this does not run), then capped at the send
+	// queue, then, with a post list, the list's last WR signaled. send_lat
 	// posts one signaled send at a time, whatever -l and -Q say.
+	if !set["Q"] && cfg.Size > cqModSizeLimit && !cfg.Events {
+		cfg.CQMod = 1 // DISABLED_CQ_MOD_VALUE
+	}
+	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
 	if cfg.PostList > 1 && !set["Q"] {
 		cfg.CQMod = cfg.PostList
 	}
-	cfg.CQMod = min(cfg.CQMod, cfg.TxDepth)
 	if !lat {
 		if err := cfg.sendPlan().check(); err != nil {
 			return cfg, err
@@ -374,11 +413,11 @@ func Run(cfg Config, out io.Writer) (err error) {
 	}
 	defer conn.Close()
 	if _, err := conn.Write(local.marshal()); err != nil {
-		return err
+		return sideErr(err, "it read our address")
 	}
 	buf := make([]byte, peerSize)
 	if _, err := io.ReadFull(conn, buf); err != nil {
-		return fmt.Errorf("reading the peer's address: %w", err)
+		return sideErr(err, "it sent its address")
 	}
 	var remote peer
 	if err := remote.unmarshal(buf, cfg.Size); err != nil {
@@ -402,10 +441,18 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	e.raddr, e.rkey = remote.Addr, remote.RKey
+	// A side that runs a loop ends it when the peer goes away (peerWatch);
+	// a write_bw or read_bw server only waits in its end sync, which a
+	// closed side channel ends.
+	var w *peerWatch
+	if cfg.Mode == SendLat || cfg.Mode == SendBW || cfg.Server != "" {
+		w = newPeerWatch(conn, e.progressed, qp.ToError)
+		defer w.release() // before conn.Close, which ends its read
+	}
 	// Counted from before the first sync, so that neither side collects
 	// garbage while the other one runs.
 	allocs.start()
-	if err := sync(conn, buf[:1]); err != nil {
+	if err := sync(conn, buf[:1], "the start sync"); err != nil {
 		return err
 	}
 
@@ -421,19 +468,18 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	defer stopTrace()
+	w.start()
+	var loopErr error
 	switch {
 	case cfg.Mode == SendLat:
-		if err := e.latency(cfg.Server != ""); err != nil {
-			return err
-		}
+		loopErr = e.latency(cfg.Server != "")
 	case cfg.Server != "":
-		if elapsed, err = e.bwClient(); err != nil {
-			return err
-		}
+		elapsed, loopErr = e.bwClient()
 	case cfg.Mode == SendBW:
-		if elapsed, err = e.bwServer(); err != nil {
-			return err
-		}
+		elapsed, loopErr = e.bwServer()
+	}
+	if err := w.stop(loopErr); err != nil {
+		return err
 	}
 	// The profile and the trace end with the loop, before the counter's
 	// collections and stack walks, which are not the loop's; what the
@@ -441,7 +487,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	stopProfile()
 	stopTrace()
 	loopAllocs := allocs.stop()
-	if err := sync(conn, buf[:1]); err != nil {
+	if err := w.endSync(conn, buf[:1]); err != nil {
 		return err
 	}
 	switch {
@@ -510,12 +556,30 @@ func sideChannel(cfg Config) (net.Conn, error) {
 var syncByte = []byte{1}
 
 // sync exchanges one byte each way; buf (one byte) receives the peer's.
-func sync(c net.Conn, buf []byte) error {
+// step names the sync in its error.
+func sync(c net.Conn, buf []byte, step string) error {
 	if _, err := c.Write(syncByte); err != nil {
-		return err
+		return sideErr(err, step)
 	}
-	_, err := io.ReadFull(c, buf)
-	return err
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return sideErr(err, step)
+	}
+	return nil
+}
+
+// sideErr is the side channel's err, saying what the peer had not done
+// yet (before): a peer that exits, failing or stopped, closes its end,
+// which reads here as io.EOF, or as a reset when our bytes were left
+// unread; a bare "EOF" named neither the step nor the peer.
+func sideErr(err error, before string) error {
+	why := "it failed or was stopped: see its output"
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the peer closed the side channel before %s (%s)", before, why)
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return fmt.Errorf("the peer reset the side channel before %s (%s): %w", before, why, err)
+	}
+	return fmt.Errorf("the side channel failed before %s: %w", before, err)
 }
 
 // reportBW prints perftest's bandwidth table: MB is 2^20 bytes, the

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -74,6 +75,68 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
+// -Q's default is perftest's (force_dependecies, perftest 4.5-0.20): 100,
+// but 1 (every WR signaled) above 8192 bytes unless -e; capped at the send
+// queue; the post list with -l. An explicit -Q stands at any size.
+func TestCQModDefault(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-t", "write_bw"}, 1}, // the bandwidth modes' default -s is 65536
+		{[]string{"-t", "write_bw", "-s", "65536"}, 1},
+		{[]string{"-t", "read_bw", "-s", "8193"}, 1},
+		{[]string{"-t", "send_bw", "-s", "65536", "-loop", "c"}, 1},
+		{[]string{"-t", "write_bw", "-s", "8192"}, 100},
+		{[]string{"-t", "write_bw", "-s", "64"}, 100},
+		{[]string{"-t", "send_bw", "-s", "65536", "-e"}, 100}, // perftest keeps it with events
+		{[]string{"-t", "send_bw", "-s", "4096", "-tx-depth", "64"}, 64},
+		{[]string{"-t", "write_bw", "-s", "65536", "-Q", "100"}, 100},
+		{[]string{"-t", "write_bw", "-s", "65536", "-Q", "1"}, 1},
+		{[]string{"-t", "write_bw", "-s", "65536", "-l", "8"}, 8}, // the list's last WR, at any size
+		{[]string{"-t", "write_bw", "-s", "64", "-l", "8"}, 8},
+		{[]string{"-t", "write_bw", "-s", "65536", "-l", "8", "-Q", "4"}, 4},
+		{[]string{"-t", "send_lat"}, 100}, // send_lat signals every send whatever -Q says
+		{[]string{"-t", "send_lat", "-s", "65536"}, 1},
+	} {
+		cfg, err := ParseArgs(c.args)
+		if err != nil {
+			t.Errorf("ParseArgs(%q): %v", c.args, err)
+			continue
+		}
+		if cfg.CQMod != c.want {
+			t.Errorf("ParseArgs(%q): CQ moderation %d, perftest's is %d", c.args, cfg.CQMod, c.want)
+		}
+	}
+}
+
+// perftest's getopt_long forms (package getopt): letters grouped, values
+// attached, its long names and their prefixes, the host anywhere; the
+// flag package's forms that goverbs-perfcompare writes stand.
+func TestParseArgsGetopt(t *testing.T) {
+	want := Config{Mode: WriteBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
+		Size: 4096, Iters: 300, PostList: 4, CQMod: 8, TxDepth: 64, RxDepth: 512, Loop: CLoop, Spin: 16, Wait: ThreadWait}
+	for _, args := range [][]string{
+		{"-twrite_bw", "-drxe0", "-x1", "-s4096", "-n300", "-l4", "-Q8", "-tx-depth", "64", "-loop", "c", "192.0.2.1"},
+		{"192.0.2.1", "-t", "write_bw", "--ib-dev=rxe0", "--gid", "1", "--size", "4096", "--iter=300", "--post", "4", "--cq", "8", "--tx=64", "-loop=c"},
+		{"-Fx1", "-twrite_bw", "-drxe0", "--size=4096", "-n", "300", "-l", "4", "-Q", "8", "-tx-depth=64", "-loop", "c", "--", "192.0.2.1"},
+	} {
+		if cfg, err := ParseArgs(args); err != nil || cfg != want {
+			t.Errorf("ParseArgs(%q) = %+v, %v; want %+v", args, cfg, err, want)
+		}
+	}
+	// A size or iterations given by the long name is given: no default.
+	if cfg, err := ParseArgs([]string{"--size", "1", "--iters", "5", "-e"}); err != nil || cfg.Size != 1 || cfg.Iters != 5 || !cfg.Events {
+		t.Errorf("--size 1 --iters 5 -e: %+v, %v", cfg, err)
+	}
+	if cfg, err := ParseArgs([]string{"-s", "65536", "--cq-mod", "100"}); err != nil || cfg.CQMod != 100 {
+		t.Errorf("-s 65536 --cq-mod 100: %+v, %v; want -Q 100 as asked", cfg, err)
+	}
+	if _, err := ParseArgs([]string{"--po", "4"}); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Errorf("--po 4: %v; want it refused as ambiguous (--port, --post_list)", err)
+	}
+}
+
 func TestPeerWire(t *testing.T) {
 	p := peer{Endpoint: hand.Endpoint{QPN: 0x11, PSN: 0xabcdef, GID: hand.GIDFromAddr(netip.MustParseAddr("192.0.2.1"))},
 		Addr: 0x7f0000001000, RKey: 0x1234}
@@ -115,5 +178,34 @@ func TestReports(t *testing.T) {
 	reportLat(&b, Config{Size: 64, Iters: 1}, lat[:1]) // fewer than the tail: nothing left out
 	if f := strings.Fields(strings.Split(b.String(), "\n")[2]); len(f) != 9 || f[2] != f[3] || f[3] != f[4] {
 		t.Errorf("one round trip: latency report row %q", f)
+	}
+}
+
+// A peer that exits before a sync (its run failed, or it was stopped)
+// closes the side channel: the error names the sync and says the peer
+// closed it, where it used to be a bare "EOF".
+func TestSyncPeerClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, step := range []string{"the start sync", "the end sync"} {
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close() // gone before its sync byte
+			}
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = sync(c, make([]byte, 1), step)
+		c.Close()
+		// Our byte may reach the closed socket first, and the kernel
+		// answer it with a reset.
+		if err == nil || !strings.Contains(err.Error(), "the peer ") || !strings.Contains(err.Error(), "the side channel before "+step+" (") {
+			t.Errorf("sync with a peer that closed: %v; want it to say the peer closed the side channel before %s", err, step)
+		}
 	}
 }

@@ -21,12 +21,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/pingaddr"
 )
 
@@ -62,10 +64,12 @@ type Result struct {
 
 var mtus = map[int]hand.MTU{256: hand.MTU256, 512: hand.MTU512, 1024: hand.MTU1024, 2048: hand.MTU2048, 4096: hand.MTU4096}
 
-// ParseArgs parses ibv_rc_pingpong's command line: short and long flags
-// (-p/--port, -d/--ib-dev, -i/--ib-port, -s/--size, -m/--mtu,
-// -r/--rx-depth, -n/--iters, -l/--sl, -g/--gid-idx, -c/--chk) anywhere
-// around at most one host argument.
+// ParseArgs parses ibv_rc_pingpong's command line as its getopt_long does
+// (package getopt): short and long flags (-p/--port, -d/--ib-dev,
+// -i/--ib-port, -s/--size, -m/--mtu, -r/--rx-depth, -n/--iters, -l/--sl,
+// -g/--gid-idx, -c/--chk), letters grouped and values attached (-cg1),
+// long names abbreviated (--iter), anywhere around at most one host
+// argument.
 func ParseArgs(args []string) (Config, error) {
 	cfg := Config{Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500, Iters: 1000, GIDIndex: -1}
 	fs := flag.NewFlagSet("goverbs-pingpong", flag.ContinueOnError)
@@ -86,17 +90,10 @@ func ParseArgs(args []string) (Config, error) {
 	both("g", "gid-idx", &cfg.GIDIndex, "local GID index")
 	fs.BoolVar(&cfg.Check, "c", false, "validate received buffer")
 	fs.BoolVar(&cfg.Check, "chk", false, "validate received buffer")
-	var hosts []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return cfg, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		hosts = append(hosts, fs.Arg(0))
-		args = fs.Args()[1:]
+	if err := getopt.Parse(fs, args); err != nil {
+		return cfg, err
 	}
+	hosts := fs.Args()
 	switch {
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
@@ -106,8 +103,15 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("-i %d: ports are numbered from 1", cfg.IBPort)
 	case mtus[cfg.MTU] == 0:
 		return cfg, fmt.Errorf("-m %d: one of 256, 512, 1024, 2048, 4096", cfg.MTU)
-	case cfg.Size < 1 || cfg.RxDepth < 2 || cfg.Iters < 1:
-		return cfg, errors.New("-s, -n must be positive and -r at least 2")
+	case cfg.Size < 1 || int64(cfg.Size) > math.MaxUint32:
+		// C's size is an unsigned int, and one SGE's length (32 bits)
+		// carries the whole message.
+		return cfg, fmt.Errorf("-s %d: the message size must be between 1 and %d (an SGE's 32-bit length)", cfg.Size, uint32(math.MaxUint32))
+	case cfg.RxDepth < 1 || int64(cfg.RxDepth) > math.MaxUint32 || cfg.Iters < 1 || int64(cfg.Iters) > math.MaxUint32:
+		// rx_depth and iters are unsigned ints in C. A receive queue of
+		// one works: each receive is reposted before the answer that lets
+		// the peer send again (engine.loop).
+		return cfg, fmt.Errorf("-r %d, -n %d: both must be between 1 and %d", cfg.RxDepth, cfg.Iters, uint32(math.MaxUint32))
 	}
 	if len(hosts) == 1 {
 		cfg.Server = hosts[0]

@@ -19,9 +19,34 @@ func TestParseArgs(t *testing.T) {
 	if cfg != want {
 		t.Errorf("ParseArgs = %+v, want %+v", cfg, want)
 	}
-	for _, args := range [][]string{{"a", "b"}, {"-p", "70000"}, {"-m", "1000"}, {"-i", "0"}, {"-s", "0"}} {
+	// ibv_rc_pingpong's getopt_long forms (package getopt).
+	for _, c := range []struct {
+		args []string
+		want Config
+	}{
+		{[]string{"-g1", "-n10"}, Config{Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500, Iters: 10, GIDIndex: 1}},
+		{[]string{"-s4096", "192.0.2.1"}, Config{Server: "192.0.2.1", Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500, Iters: 1000, GIDIndex: -1}},
+		{[]string{"-cg", "1"}, Config{Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500, Iters: 1000, GIDIndex: 1, Check: true}},
+		{[]string{"--iter", "10", "--gid=1", "-drxe0"}, Config{Device: "rxe0", Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500, Iters: 10, GIDIndex: 1}},
+		{[]string{"-r", "1", "--rx=2", "-sl", "3"}, Config{Port: 18515, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 2, Iters: 1000, SL: 3, GIDIndex: -1}}, // -sl: the flag package's --sl
+	} {
+		if cfg, err := ParseArgs(c.args); err != nil || cfg != c.want {
+			t.Errorf("ParseArgs(%q) = %+v, %v; want %+v", c.args, cfg, err, c.want)
+		}
+	}
+	for _, args := range [][]string{{"a", "b"}, {"-p", "70000"}, {"-m", "1000"}, {"-i", "0"}, {"-s", "0"}, {"-r", "0"}, {"-n", "0"},
+		// C's size, rx_depth and iters are unsigned ints, and the size is
+		// one SGE's 32-bit length: more panicked in MR.SGE.
+		{"-s", "4294967296"}, {"-s", "8589934592"}, {"-r", "4294967296"}, {"-n", "4294967296"}} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q): want an error", args)
+		}
+	}
+	// rc_pingpong.c works with rx_depth 1 (it reposts when at most one
+	// receive is left, so it reposts each), and so does the engine.
+	for _, args := range [][]string{{"-r", "1"}, {"-s", "4294967295"}, {"-n", "4294967295"}} {
+		if _, err := ParseArgs(args); err != nil {
+			t.Errorf("ParseArgs(%q): %v; ibv_rc_pingpong takes it", args, err)
 		}
 	}
 }

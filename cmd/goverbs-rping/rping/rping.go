@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 // Config is the command line.
@@ -58,7 +59,8 @@ const (
 	sqDepth  = 16
 )
 
-// ParseArgs parses rping's flags.
+// ParseArgs parses rping's flags as its getopt does (package getopt):
+// letters grouped and values attached (-svV, -S64, -a192.0.2.1).
 func ParseArgs(args []string) (Config, error) {
 	cfg := Config{Port: 7174, Size: 64}
 	fs := flag.NewFlagSet("goverbs-rping", flag.ContinueOnError)
@@ -73,7 +75,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.BoolVar(&cfg.Verbose, "v", false, "display ping data")
 	fs.BoolVar(&cfg.Validate, "V", false, "validate ping data")
 	fs.BoolVar(&cfg.Debug, "d", false, "debug printfs")
-	if err := fs.Parse(args); err != nil {
+	if err := getopt.Parse(fs, args); err != nil {
 		return cfg, err
 	}
 	switch {
@@ -394,6 +396,65 @@ func runClient(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 	return nil
 }
 
+// clientGone ends a server session cleanly: the client disconnected, and
+// step is the wait that found it so.
+type clientGone struct{ step string }
+
+func (g *clientGone) Error() string { return "the client disconnected (" + g.step + ")" }
+
+// discWatch is the server's watch for the client's disconnect: c delivers
+// what conn.WaitDisconnect returned, which also cancels the server's waits.
+type discWatch struct {
+	c     <-chan error
+	grace time.Duration // how long end waits for c after a wait the disconnect may have ended
+	done  bool          // c has delivered
+	err   error         // what it delivered
+}
+
+// returned reports whether WaitDisconnect has returned, waiting up to wait
+// for it.
+func (w *discWatch) returned(wait time.Duration) bool {
+	if w.done {
+		return true
+	}
+	select {
+	case w.err = <-w.c:
+		w.done = true
+	default:
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case w.err = <-w.c:
+				w.done = true
+			case <-t.C:
+			}
+		}
+	}
+	return w.done
+}
+
+// end is how a session step that failed with err ends: in a *clientGone
+// if the client has disconnected (a flushed WR or a cancelled wait is the
+// disconnect's doing, so for those it waits up to grace for the watch's
+// word), else in err, joined by WaitDisconnect's own failure when that is
+// what cancelled the wait (not when the server's ctx ended both).
+func (w *discWatch) end(ctx context.Context, step string, err error) error {
+	var wait time.Duration
+	if errors.Is(err, errFlushed) || errors.Is(err, context.Canceled) {
+		wait = w.grace
+	}
+	if w.returned(wait) {
+		if w.err == nil {
+			return &clientGone{step}
+		}
+		if ctx.Err() == nil {
+			return fmt.Errorf("%s: %w; waiting for the client's disconnect: %w", step, err, w.err)
+		}
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
+
 func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr io.Writer) (err error) {
 	s, err := newSession(conn, cfg.Size, false)
 	if err != nil {
@@ -407,33 +468,28 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		disc <- conn.WaitDisconnect(wctx)
 		cancel()
 	}()
+	w := &discWatch{c: disc, grace: 5 * time.Second}
 	defer func() {
 		cancel()
-		<-disc
+		w.returned(time.Hour) // the cancel ends it
+		var gone *clientGone
+		if errors.As(err, &gone) {
+			// rping returns 0 whenever the client has disconnected,
+			// whichever wait saw it.
+			fmt.Fprintln(stderr, "server DISCONNECT EVENT...")
+			if gone.step != waitReadAdv {
+				fmt.Fprintf(stderr, "the client disconnected in the middle of a ping (%s)\n", gone.step)
+			}
+			err = nil
+		}
 		err = errors.Join(err, s.close())
 	}()
-	// ended tells a wait that failed because the client disconnected (a
-	// flushed receive or the watcher's cancel) from a real failure.
-	ended := func(err error) bool {
-		if errors.Is(err, errFlushed) || errors.Is(err, context.Canceled) {
-			select {
-			case derr := <-disc:
-				disc <- derr
-				return derr == nil
-			case <-time.After(5 * time.Second):
-			}
-		}
-		return false
-	}
+	end := func(step string, err error) error { return w.end(ctx, step, err) }
 	sink := s.buf.Bytes()
 	ctl := s.ctl.Bytes()
 	for {
 		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
-			if ended(err) {
-				fmt.Fprintln(stderr, "server DISCONNECT EVENT...")
-				return nil
-			}
-			return fmt.Errorf("wait for RDMA_READ_ADV: %w", err)
+			return end(waitReadAdv, err)
 		}
 		adv, err := ParseAdvert(s.info[:])
 		if err != nil {
@@ -448,20 +504,20 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		}
 		s.send.Reserve(1).SetRead(0, wrRDMA, hand.Signaled, s.buf.SGE(0, n), adv.Addr, adv.RKey)
 		if err := s.post(); err != nil {
-			return fmt.Errorf("post send error: %w", err)
+			return end("post send error", err)
 		}
 		if _, err := s.waitFor(wctx, hand.OpcodeRDMARead); err != nil {
-			return fmt.Errorf("wait for RDMA_READ_COMPLETE: %w", err)
+			return end("wait for RDMA_READ_COMPLETE", err)
 		}
 		if cfg.Verbose {
 			fmt.Fprintf(stdout, "server ping data: %s\n", cstr(sink))
 		}
 		clear(ctl[infoSize : 2*infoSize])
 		if err := s.sendInfo(nil, 0); err != nil {
-			return fmt.Errorf("post send error: %w", err)
+			return end("post send error", err)
 		}
 		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
-			return fmt.Errorf("wait for RDMA_WRITE_ADV: %w", err)
+			return end("wait for RDMA_WRITE_ADV", err)
 		}
 		if adv, err = ParseAdvert(s.info[:]); err != nil {
 			return err
@@ -474,13 +530,17 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		}
 		s.send.Reserve(1).SetWrite(0, wrRDMA, hand.Signaled, s.buf.SGE(0, wlen), adv.Addr, adv.RKey)
 		if err := s.post(); err != nil {
-			return fmt.Errorf("post send error: %w", err)
+			return end("post send error", err)
 		}
 		if _, err := s.waitFor(wctx, hand.OpcodeRDMAWrite); err != nil {
-			return fmt.Errorf("wait for RDMA_WRITE_COMPLETE: %w", err)
+			return end("wait for RDMA_WRITE_COMPLETE", err)
 		}
 		if err := s.sendInfo(nil, 0); err != nil {
-			return fmt.Errorf("post send error: %w", err)
+			return end("post send error", err)
 		}
 	}
 }
+
+// waitReadAdv is the server's wait between pings, where a client that
+// is done disconnects.
+const waitReadAdv = "wait for RDMA_READ_ADV"

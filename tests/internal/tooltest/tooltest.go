@@ -171,14 +171,19 @@ type Pingpong struct {
 	Port     int
 	Iters    int
 	Size     int // at least 8192 makes -c check a mark on two pages
+	RxDepth  int // -r; 0 leaves the tools' default (500)
 }
 
 // Args are the arguments of both ibv_rc_pingpong and goverbs-pingpong,
 // with -c: the client marks every page and the server checks the marks.
 // The client appends the server's address.
 func (p Pingpong) Args() []string {
-	return []string{"-d", p.Device, "-g", strconv.Itoa(p.GIDIndex), "-p", strconv.Itoa(p.Port),
+	args := []string{"-d", p.Device, "-g", strconv.Itoa(p.GIDIndex), "-p", strconv.Itoa(p.Port),
 		"-n", strconv.Itoa(p.Iters), "-s", strconv.Itoa(p.Size), "-c"}
+	if p.RxDepth > 0 {
+		args = append(args, "-r", strconv.Itoa(p.RxDepth))
+	}
+	return args
 }
 
 // Check checks the two sides of a ping-pong run: each must exit cleanly
