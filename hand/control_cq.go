@@ -37,7 +37,8 @@ type CompChannel struct {
 	// pending or a CQ of the channel closes: the holder may never return
 	// for them. spareWatch keeps them, empty, for reuse, so that queued
 	// waits allocate only when more queue at once than ever before.
-	watchers, spareWatch []chan struct{}
+	watchers   []chan struct{}
+	spareWatch signalPool
 
 	// The one waiter's (pollFD.acquire) state, kept here rather than in a
 	// closure so that a wait allocates nothing: readFn is readEvent,
@@ -254,13 +255,7 @@ func (ch *CompChannel) pendingOrWatch(only *CQ) (*CQ, chan struct{}) {
 // watchLocked returns a wake channel that the next filing or CQ close
 // sends on (wakeQueuedLocked); unwatch gives it back. ch.mu is held.
 func (ch *CompChannel) watchLocked() chan struct{} {
-	var w chan struct{}
-	if n := len(ch.spareWatch); n > 0 {
-		w = ch.spareWatch[n-1]
-		ch.spareWatch = ch.spareWatch[:n-1]
-	} else {
-		w = make(chan struct{}, 1)
-	}
+	w := ch.spareWatch.get()
 	ch.watchers = append(ch.watchers, w)
 	return w
 }
@@ -275,7 +270,7 @@ func (ch *CompChannel) unwatch(w chan struct{}) {
 	case <-w:
 	default:
 	}
-	ch.spareWatch = append(ch.spareWatch, w)
+	ch.spareWatch.put(w)
 	ch.mu.Unlock()
 }
 

@@ -22,8 +22,26 @@ type turn struct {
 	mu      sync.Mutex
 	held    bool
 	waiters []chan struct{} // in arrival order; each is sent on once, when handed the turn
-	spare   []chan struct{} // empty channels of waiters gone
+	spare   signalPool      // empty channels of waiters gone
 }
+
+// signalPool keeps the one-slot wake channels of waiters gone, empty, for
+// the next ones, so that waiting allocates only when more wait at once
+// than ever before. Its owner's lock guards it.
+type signalPool struct{ spare []chan struct{} }
+
+// get returns an empty wake channel.
+func (p *signalPool) get() chan struct{} {
+	if n := len(p.spare); n > 0 {
+		ch := p.spare[n-1]
+		p.spare = p.spare[:n-1]
+		return ch
+	}
+	return make(chan struct{}, 1)
+}
+
+// put keeps ch, which must be empty, for get.
+func (p *signalPool) put(ch chan struct{}) { p.spare = append(p.spare, ch) }
 
 // errStopped is acquireOr's answer when stop came before the turn.
 var errStopped = errors.New("goverbs: stopped waiting for the turn")
@@ -44,13 +62,7 @@ func (t *turn) acquireOr(ctx context.Context, stop <-chan struct{}) error {
 		t.mu.Unlock()
 		return nil
 	}
-	var ch chan struct{}
-	if n := len(t.spare); n > 0 {
-		ch = t.spare[n-1]
-		t.spare = t.spare[:n-1]
-	} else {
-		ch = make(chan struct{}, 1)
-	}
+	ch := t.spare.get()
 	t.waiters = append(t.waiters, ch)
 	t.mu.Unlock()
 
@@ -66,7 +78,7 @@ func (t *turn) acquireOr(ctx context.Context, stop <-chan struct{}) error {
 	t.mu.Lock()
 	if i := slices.Index(t.waiters, ch); i >= 0 {
 		t.waiters = slices.Delete(t.waiters, i, i+1)
-		t.spare = append(t.spare, ch)
+		t.spare.put(ch)
 		t.mu.Unlock()
 		if stopped {
 			return errStopped
@@ -110,6 +122,6 @@ func (t *turn) release() {
 
 func (t *turn) reuse(ch chan struct{}) {
 	t.mu.Lock()
-	t.spare = append(t.spare, ch)
+	t.spare.put(ch)
 	t.mu.Unlock()
 }
