@@ -142,7 +142,7 @@ func (e *engine) tick(n uint32) {
 	case since > lookPeriod:
 		e.stride = uint32(max(1, int64(e.stride)*int64(lookPeriod)/int64(since)))
 	case since < lookPeriod/4 && e.stride < yieldCheck:
-		e.stride = max(1, 2*e.stride)
+		e.stride = min(yieldCheck, 2*e.stride)
 	}
 	e.lastLook = now
 	e.progress.Store(int64(e.done))

@@ -45,6 +45,22 @@ func TestTickYields(t *testing.T) {
 	}
 }
 
+// A fast look after a late one doubles the stride no higher than
+// yieldCheck: from a stride a late look scaled to 50, doubling went to
+// 100, and the loop then looked at the clock less often than it should
+// (found by the tick tests flaking on a loaded machine). Every branch of
+// the look keeps the bound, whatever the clock says.
+func TestTickStrideBound(t *testing.T) {
+	countYields(t)
+	for range 100 {
+		e := engine{stride: 50, lastLook: time.Now(), lastYield: time.Now()}
+		e.tick(50)
+		if e.stride > yieldCheck {
+			t.Fatalf("stride %d after a look from 50, above yieldCheck %d", e.stride, yieldCheck)
+		}
+	}
+}
+
 // Slow posts (a millisecond each, as 64 KiB ones under TCG) keep the
 // stride down, so the yields still come about every yieldPeriod; with 64
 // ticks between looks the loop would run 64 ms without one. A look that
