@@ -431,7 +431,8 @@ func TestControlCMEPBusyCloseEndsNoWait(t *testing.T) {
 // 0 was refused: WR 0 is queued, and runs at the next doorbell once the
 // QP is ready, so a caller that posted it again would send it twice.
 // Checked: the server skips WR 0 and posts WRs 1 and 2 after Accept; the
-// client, with a receive to spare, gets each message once, in order.
+// client gets each message once, in order, and in its spare receive the
+// sentinel the server sends next, not a repeat.
 // Then the client's QP, moved to RESET, refuses a receive the same way
 // (rxe queues none there), and PostRecvv keeps it.
 func TestControlCMEPSendBeforeAccept(t *testing.T) {
@@ -508,15 +509,20 @@ func TestControlCMEPSendBeforeAccept(t *testing.T) {
 		require.Equal(t, uint64(10+i), wc.WRID)
 		require.Equal(t, fmt.Sprintf("sent before accept %d", i), string(cmr.Bytes()[i*64:i*64+int(wc.ByteLen)]))
 	}
-	// Nothing more: no message came twice.
-	wc := make([]verbs.WC, 1)
-	for range 50 {
-		k, err := cli.RecvCQ().Poll(wc)
-		require.NoError(t, err)
-		require.Zero(t, k, "a fourth message arrived: wr_id %d", wc[0].WRID)
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Logf("%d messages, the first posted in INIT, each received once", msgs)
+	// Nothing more: no message came twice. A sentinel sent after the three
+	// must take the spare receive; a WR sent twice would have taken it
+	// first.
+	const sentinel = "sentinel"
+	copy(smr.Bytes()[msgs*64:], sentinel)
+	sc.Reserve(1).SetSend(0, msgs, hand.Signaled, smr.SGE(msgs*64, len(sentinel)))
+	require.NoError(t, sc.PostSendv(srv))
+	// The receive first: behind a repeat, the sentinel finds no receive.
+	wc := ctlReap(t, cli.RecvCQ(), 1)[0]
+	require.Equal(t, hand.StatusSuccess, wc.Status, "the spare receive: %s", wcStatus(wc.Status))
+	require.Equal(t, uint64(10+msgs), wc.WRID)
+	require.Equal(t, sentinel, string(cmr.Bytes()[msgs*64:msgs*64+int(wc.ByteLen)]), "the spare receive got a repeat, not the sentinel")
+	require.Equal(t, hand.StatusSuccess, ctlReap(t, srv.SendCQ(), 1)[0].Status, "the sentinel's send")
+	t.Logf("%d messages, the first posted in INIT, each received once, then the sentinel", msgs)
 
 	require.NoError(t, cli.QP().ToReset())
 	rc.Reset()
