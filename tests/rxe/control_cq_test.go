@@ -196,12 +196,10 @@ func testWaitCancelled(t *testing.T, cqWait func(*hand.CQ, context.Context) erro
 	errc := make(chan error, 1)
 	go func() { errc <- cqWait(r.cq, ctx) }()
 	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
 	cancel()
 	select {
 	case err := <-errc:
 		require.ErrorIs(t, err, context.Canceled)
-		require.Less(t, time.Since(start), time.Second)
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wait did not return 5 s after its context was cancelled")
 	}
