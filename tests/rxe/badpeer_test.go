@@ -106,6 +106,7 @@ func TestBadPeerRping(t *testing.T) {
 	// keeps it: let that happen before the counts are taken.
 	_, err := hand.CMContext(dev)
 	require.NoError(t, err)
+	addr := ctlAddr(t).String() // here: it fails the test through require
 	for k, tc := range []struct {
 		name   string
 		inject func(t *testing.T, ctx context.Context, c *badClient)
@@ -199,7 +200,7 @@ func TestBadPeerRping(t *testing.T) {
 			start := time.Now()
 			var stderr bytes.Buffer // read once served has said the server returned
 			go func() {
-				served <- rping.Run(sctx, rping.Config{Server: true, Addr: ctlAddr(t).String(), Port: port, Size: badPeerSize},
+				served <- rping.Run(sctx, rping.Config{Server: true, Addr: addr, Port: port, Size: badPeerSize},
 					io.Discard, &stderr)
 			}()
 			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)

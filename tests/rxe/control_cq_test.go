@@ -285,8 +285,12 @@ func TestControlWaitHoldsNoThread(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Wait: %v", err)
 			}
-			require.NoError(t, cq.Close())
-			require.NoError(t, ch.Close())
+			if err := cq.Close(); err != nil {
+				t.Errorf("closing the CQ: %v", err)
+			}
+			if err := ch.Close(); err != nil {
+				t.Errorf("closing the channel: %v", err)
+			}
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
