@@ -461,13 +461,14 @@ func TestControlExPollerFields(t *testing.T) {
 }
 
 // Poller.Wait is rdma_get_send_comp / rdma_get_recv_comp without a thread:
-// a completion already queued comes back at once and allocates nothing; on
-// an empty CQ it arms, re-polls and parks until the event. Injected: 32
-// signaled RDMA writes completed before the waits (the AllocsPerRun case),
-// then a receive the peer's send completes while Wait is parked, then a
-// Wait that times out. Measured: 0 allocations per returned completion;
-// the parked Wait returns the receive; the third returns
-// context.DeadlineExceeded.
+// a completion already queued comes back at once and allocates nothing,
+// even with a context that can end; on an empty CQ it arms, re-polls and
+// parks until the event. Injected: 21 signaled RDMA writes, one at a time,
+// each waited for with CQ.Wait, whose event says its completion is queued,
+// before the Poller's wait (the AllocsPerRun case); then a receive the
+// peer's send completes while Wait is parked, then a Wait that times out.
+// Measured: 0 allocations per returned completion; the parked Wait returns
+// the receive; the third returns context.DeadlineExceeded.
 func TestControlPollerWait(t *testing.T) {
 	forEachPollerWait(t, testPollerWait)
 }
@@ -494,31 +495,33 @@ func testPollerWait(t *testing.T, wait func(*hand.Poller, context.Context) ([]ha
 	defer p.Free()
 	ctx := ctlContext(t, 20*time.Second)
 
-	const writes = 32
-	sc, err := hand.NewSendChain(writes, 1, 0)
+	// Queued: CQ.Wait returns on the write's completion event, so the
+	// completion is in the CQ before the Poller's wait asks for it.
+	// CQ.Wait with context.Background, the post and the arm allocate
+	// nothing (TestControlCQWaitNoAllocs).
+	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer sc.Free()
-	v := sc.Reserve(writes)
-	for i := range writes {
-		v.SetWrite(i, uint64(i), hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
-	}
-	require.NoError(t, sc.PostSend(a))
-	// Let every write complete (loopback rxe takes milliseconds for 32), so
-	// each Wait below returns a queued one.
-	time.Sleep(time.Second)
 	seen := 0
-	allocs := testing.AllocsPerRun(writes-2, func() {
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := r.cq.RequestNotify(false); err != nil {
+			t.Fatalf("arm: %v", err)
+		}
+		sc.Reserve(1).SetWrite(0, 7, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+		if err := sc.PostSend(a); err != nil {
+			t.Fatalf("post: %v", err)
+		}
+		if err := r.cq.Wait(context.Background()); err != nil {
+			t.Fatalf("the write's event: %v", err)
+		}
 		wcs, err := wait(p, ctx)
-		if err != nil || len(wcs) != 1 || !wcs[0].OK() {
-			t.Fatalf("Wait on a CQ with queued completions: %v, %d", err, len(wcs))
+		if err != nil || len(wcs) != 1 || !wcs[0].OK() || wcs[0].WRID() != 7 {
+			t.Fatalf("Wait on a CQ with a queued completion: %v, %d", err, len(wcs))
 		}
 		seen++
 	})
-	require.Zero(t, allocs, "Poller.Wait allocates on queued completions")
-	require.Equal(t, writes-1, seen) // AllocsPerRun runs once more to warm up
-	wcs, err := wait(p, ctx)
-	require.NoError(t, err)
-	require.Len(t, wcs, 1)
+	require.Zero(t, allocs, "Poller.Wait allocates on a queued completion")
+	require.Equal(t, 21, seen) // AllocsPerRun runs once more to warm up
 
 	// Nothing queued: Wait parks until b's send lands in a's receive.
 	ctlPostRecv(t, a, r.mr, 500, 1, 8192, 64)
