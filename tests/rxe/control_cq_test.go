@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,12 +123,12 @@ func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 	for _, first := range waitWays {
 		for _, second := range waitWays {
 			t.Run(first.name+"/"+second.name, func(t *testing.T) {
-				testSharedChannelConcurrentWaits(t, first.cq, second.cq, nil)
+				testSharedChannelConcurrentWaits(t, first.cq, first.name == "thread", second.cq, nil)
 			})
 		}
 		t.Run(first.name+"/Poller.WaitThread", func(t *testing.T) {
 			var p *hand.Poller
-			testSharedChannelConcurrentWaits(t, first.cq, func(cq *hand.CQ, ctx context.Context) error {
+			testSharedChannelConcurrentWaits(t, first.cq, first.name == "thread", func(cq *hand.CQ, ctx context.Context) error {
 				var err error
 				if p, err = hand.NewPoller(cq, 4); err != nil {
 					return err
@@ -142,9 +143,11 @@ func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 	}
 }
 
-// testSharedChannelConcurrentWaits runs the test; reaped, when not nil,
-// says that secondWait reaped cq2's completion, and frees what it used.
-func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*hand.CQ, context.Context) error, reaped func()) {
+// testSharedChannelConcurrentWaits runs the test; firstThread says that
+// firstWait blocks its thread (WaitThread) rather than parking; reaped,
+// when not nil, says that secondWait reaped cq2's completion, and frees
+// what it used.
+func testSharedChannelConcurrentWaits(t *testing.T, firstWait func(*hand.CQ, context.Context) error, firstThread bool, secondWait func(*hand.CQ, context.Context) error, reaped func()) {
 	r := newCtlRig(t)
 	cq2, a, b := sharedChannelPair(t, r)
 	sc, err := hand.NewSendChain(1, 1, 0)
@@ -155,12 +158,19 @@ func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*
 	require.NoError(t, cq2.RequestNotify(false))
 	ctx := ctlContext(t, 20*time.Second)
 	first, second := make(chan error, 1), make(chan error, 1)
-	go func() { first <- firstWait(r.cq, ctx) }()
-	time.Sleep(100 * time.Millisecond) // parked, holding the channel
+	go sharedFirstWaiter(firstWait, r.cq, ctx, first)
+	// Holding the channel: blocked in epoll_wait on the thread, or parked
+	// on the netpoller, which a waiter does only with the channel's turn.
+	if firstThread {
+		waitBlockedIn(t, "epoll_wait for 2 events", 2, 2, 232, 281)
+	} else {
+		waitGoroutine(t, "sharedFirstWaiter", "IO wait")
+	}
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	go func() { second <- secondWait(cq2, short) }()
-	time.Sleep(100 * time.Millisecond) // waiting for its turn
+	go sharedSecondWaiter(secondWait, cq2, short, second)
+	// Queued for the turn: the one select on its way.
+	waitGoroutine(t, "sharedSecondWaiter", "select")
 
 	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
 	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))
@@ -180,6 +190,49 @@ func testSharedChannelConcurrentWaits(t *testing.T, firstWait, secondWait func(*
 		require.EqualValues(t, 1, ctlReap(t, cq2, 1)[0].WRID)
 	}
 	require.EqualValues(t, 3, ctlReap(t, r.cq, 1)[0].WRID)
+}
+
+// sharedFirstWaiter and sharedSecondWaiter send wait's error on out; each
+// a function of its own, for waitGoroutine to tell them apart.
+func sharedFirstWaiter(wait func(*hand.CQ, context.Context) error, cq *hand.CQ, ctx context.Context, out chan<- error) {
+	out <- wait(cq, ctx)
+}
+
+func sharedSecondWaiter(wait func(*hand.CQ, context.Context) error, cq *hand.CQ, ctx context.Context, out chan<- error) {
+	out <- wait(cq, ctx)
+}
+
+// waitGoroutine waits, up to vTimeout, until a goroutine that is running
+// fn, a function of this package, is blocked in status ("IO wait": parked
+// on the netpoller; "select") as the runtime's dump of every goroutine
+// (runtime.Stack) shows it: the runtime's own account of where a goroutine
+// waits, which needs nothing of the package under test but its calls.
+func waitGoroutine(t *testing.T, fn, status string) {
+	t.Helper()
+	call := "/tests/rxe." + fn + "("
+	buf := make([]byte, 1<<16)
+	deadline := time.Now().Add(vTimeout)
+	for {
+		n := runtime.Stack(buf, true)
+		if n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		// "goroutine 42 [IO wait, 2 minutes]:\nframes...", blank-line separated.
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			header, frames, _ := strings.Cut(g, "\n")
+			_, st, _ := strings.Cut(header, "[")
+			st, _, _ = strings.Cut(st, "]")
+			st, _, _ = strings.Cut(st, ",")
+			if st == status && strings.Contains(frames, call) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine in %s blocked in %q after %v; goroutines:\n%s", fn, status, vTimeout, buf[:n])
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // A cancelled or expired context ends Wait (or WaitThread) promptly with
@@ -757,7 +810,7 @@ func TestControlPollerWaitThreadSharedChannel(t *testing.T) {
 		}
 		got <- ids
 	}()
-	time.Sleep(100 * time.Millisecond) // blocked, holding the channel
+	waitBlockedIn(t, "epoll_wait for 2 events", 2, 2, 232, 281) // holding the channel
 
 	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
 	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))
