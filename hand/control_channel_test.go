@@ -145,7 +145,13 @@ func TestChannelQueuedWaitRequeues(t *testing.T) {
 	queued(t, &pc.ch.fd.turn, 1)
 
 	pc.event(t, 1) // filed for CQ 1, which nobody waits for
-	time.Sleep(50 * time.Millisecond)
+	// The holder filed it, which woke CQ 2's wait, and that wait watches
+	// again: filing empties the watchers, and only a requeue adds one.
+	require.Eventually(t, func() bool {
+		pc.ch.mu.Lock()
+		defer pc.ch.mu.Unlock()
+		return pc.ch.pending[pc.cqs[1]] == 1 && len(pc.ch.watchers) == 1
+	}, 5*time.Second, time.Millisecond, "CQ 1's event filed and CQ 2's wait watching again")
 	queued(t, &pc.ch.fd.turn, 1)
 	pc.event(t, 0)
 	require.NoError(t, <-aDone)

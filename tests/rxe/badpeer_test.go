@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -106,11 +107,18 @@ func TestBadPeerRping(t *testing.T) {
 	// keeps it: let that happen before the counts are taken.
 	_, err := hand.CMContext(dev)
 	require.NoError(t, err)
+	addr := ctlAddr(t).String() // here: it fails the test through require
 	for k, tc := range []struct {
 		name   string
 		inject func(t *testing.T, ctx context.Context, c *badClient)
 		want   string // in the server's error; "" for none: a clean end
 		says   string // in what the server printed to stderr
+		// The server's deadline. A lie ends the server long before it,
+		// after rdma_cm's setup and the client's moves (about 1 s on an
+		// idle VM, the 300 ms sleeps included): 10 s, so that a loaded
+		// VM does not end it at the deadline instead. A case that waits
+		// for the deadline sets a shorter one.
+		deadline time.Duration
 	}{
 		{
 			name: "truncated advertisement (8 of 16 bytes)",
@@ -160,17 +168,20 @@ func TestBadPeerRping(t *testing.T) {
 				require.NoError(t, c.sc.PostSend(c.conn.QP()))
 				c.send(t, ctx, 1040, 16)
 				echo := c.mr.Bytes()[back : back+len(text)]
-				for end := time.Now().Add(2 * time.Second); string(echo) != text && time.Now().Before(end); {
+				for end := time.Now().Add(4 * time.Second); string(echo) != text && time.Now().Before(end); {
 					time.Sleep(10 * time.Millisecond)
 				}
 				require.Equal(t, text, string(echo), "the text echoed where the second advertisement says")
 			},
 			want: "context deadline exceeded", // then the client sends nothing more
+			// The echo, waited for 4 s, must come first.
+			deadline: 5 * time.Second,
 		},
 		{
-			name:   "connects and never sends",
-			inject: func(t *testing.T, ctx context.Context, c *badClient) {},
-			want:   "context deadline exceeded",
+			name:     "connects and never sends",
+			inject:   func(t *testing.T, ctx context.Context, c *badClient) {},
+			want:     "context deadline exceeded",
+			deadline: 3 * time.Second,
 		},
 		{
 			// Not a lie either: a client stopped in the middle of a
@@ -192,14 +203,14 @@ func TestBadPeerRping(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := testkit.ResourceCounts(t, dev)
 			port := 7480 + k
-			deadline := 3 * time.Second
+			deadline := cmp.Or(tc.deadline, 10*time.Second)
 			sctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
 			served := make(chan error, 1)
 			start := time.Now()
 			var stderr bytes.Buffer // read once served has said the server returned
 			go func() {
-				served <- rping.Run(sctx, rping.Config{Server: true, Addr: ctlAddr(t).String(), Port: port, Size: badPeerSize},
+				served <- rping.Run(sctx, rping.Config{Server: true, Addr: addr, Port: port, Size: badPeerSize},
 					io.Discard, &stderr)
 			}()
 			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)

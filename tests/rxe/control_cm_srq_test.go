@@ -119,9 +119,9 @@ func TestControlCMPostRecvvSRQ(t *testing.T) {
 // Accept, as rdma_server does, so a client that sends the moment DialEP
 // returns finds them, even with no RNR retries at all. Injected: both
 // sides' RNRRetryCount = NoRetry, 8 sends posted at once by the client.
-// Measured: all 8 arrive. The control, a server that posts only 200 ms after
-// its Accept, shows that posting late fails with RNR_RETRY_EXC_ERR under the
-// same retry count.
+// Measured: all 8 arrive. The control, a server that posts only once the
+// client's first send has failed, shows that without the early posts that
+// send fails with RNR_RETRY_EXC_ERR under the same retry count.
 func TestControlCMEPPostBeforeAccept(t *testing.T) {
 	const msgs = 8
 	for _, early := range []bool{true, false} {
@@ -131,6 +131,9 @@ func TestControlCMEPPostBeforeAccept(t *testing.T) {
 			require.NoError(t, err)
 			ctlCloseLater(t, mr)
 			srvc := make(chan *hand.Conn, 1)
+			// Late: the server posts once the test has seen the client's
+			// first send fail (sawFailure), and says how that went (posted).
+			sawFailure, posted := make(chan struct{}), make(chan error, 1)
 			go func() {
 				defer close(srvc)
 				ctx := ctlContext(t, 20*time.Second)
@@ -163,13 +166,15 @@ func TestControlCMEPPostBeforeAccept(t *testing.T) {
 					t.Errorf("EPRequest.Accept: %v", err)
 					return
 				}
+				srvc <- c
 				if !early {
-					time.Sleep(200 * time.Millisecond)
-					if err := post(); err != nil {
-						t.Errorf("posting after accept: %v", err)
+					select {
+					case <-sawFailure:
+						posted <- post()
+					case <-ctx.Done():
+						posted <- ctx.Err()
 					}
 				}
-				srvc <- c
 			}()
 			cli, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(),
 				hand.ConnConfig{Caps: hand.QPCaps{MaxSendWR: msgs, MaxRecvWR: 1}, RNRRetryCount: hand.NoRetry})
@@ -195,7 +200,9 @@ func TestControlCMEPPostBeforeAccept(t *testing.T) {
 			if !early {
 				require.Equal(t, hand.StatusRNRRetryExcErr, wcs[0].Status,
 					"a send that met no receive, with no RNR retries, must fail: got %s", wcStatus(wcs[0].Status))
-				t.Logf("control: posting 200 ms after accept, the client's first send completed with %s", wcStatus(wcs[0].Status))
+				close(sawFailure)
+				require.NoError(t, <-posted, "posting after the failure")
+				t.Logf("control: with no receive posted, the client's first send completed with %s", wcStatus(wcs[0].Status))
 				return
 			}
 			wcs = append(wcs, ctlReap(t, cli.SendCQ(), msgs-1)...)

@@ -329,20 +329,37 @@ func TestControlQPConcurrentInitRTR(t *testing.T) {
 		q, peer := r.qp(t, hand.RC), r.qp(t, hand.RC)
 		require.NoError(t, peer.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite}))
 		path := hand.Path{DGID: r.gid, SGIDIndex: r.gidIndex}
-		done := make(chan error, 1)
+		// stop ends the retries when ToInit fails or ToRTR never gets
+		// past INIT: the loop would spin for the rest of the binary.
+		done, stop := make(chan error, 1), make(chan struct{})
 		go func() {
 			for {
 				err := q.ToRTR(hand.RTRAttr{Path: path, DestQPN: peer.Num()})
 				var ae *hand.AttrError
 				if errors.As(err, &ae) && ae.Field == "state" {
-					continue // not INIT yet
+					select {
+					case <-stop:
+						done <- err
+						return
+					default:
+						continue // not INIT yet
+					}
 				}
 				done <- err
 				return
 			}
 		}()
-		require.NoError(t, q.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite}))
-		require.NoError(t, <-done)
+		if err := q.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite}); err != nil {
+			close(stop)
+			t.Fatalf("ToInit: %v", err)
+		}
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			close(stop)
+			t.Fatal("ToRTR still refused as not in INIT 10 s after ToInit returned")
+		}
 		s, err := q.State()
 		require.NoError(t, err)
 		require.Equal(t, verbs.QPSRtr, s)

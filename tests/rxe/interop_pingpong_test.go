@@ -42,7 +42,7 @@ func TestInteropPingpongCServerGoClient(t *testing.T) {
 	if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
 		t.Fatalf("ibv_rc_pingpong server: %v; output:\n%s", err, c.Wait().Out)
 	}
-	client := <-tooltest.GoPingpong("Go client", append(pp.Args(), localAddr()))
+	client := tooltest.Await(ctx, "Go client", tooltest.GoPingpong("Go client", append(pp.Args(), localAddr())))
 	pp.Check(t, c.Wait(), client, localAddr())
 }
 
@@ -55,7 +55,7 @@ func TestInteropPingpongGoGo(t *testing.T) {
 	if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
 		t.Fatalf("goverbs-pingpong server: %v", err)
 	}
-	client := <-tooltest.GoPingpong("Go client", append(pp.Args(), localAddr()))
+	client := tooltest.Await(ctx, "Go client", tooltest.GoPingpong("Go client", append(pp.Args(), localAddr())))
 	pp.Check(t, tooltest.Await(ctx, "Go server", srv), client, localAddr())
 }
 
@@ -84,7 +84,7 @@ func TestInteropPingpongRxDepth1(t *testing.T) {
 			if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
 				t.Fatalf("ibv_rc_pingpong server: %v; output:\n%s", err, c.Wait().Out)
 			}
-			client := <-tooltest.GoPingpong("Go client", append(pp.Args(), localAddr()))
+			client := tooltest.Await(ctx, "Go client", tooltest.GoPingpong("Go client", append(pp.Args(), localAddr())))
 			pp.Check(t, c.Wait(), client, localAddr())
 		})
 	}

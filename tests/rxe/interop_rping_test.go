@@ -38,7 +38,7 @@ func TestInteropRpingCServerGoClient(t *testing.T) {
 	if err := tooltest.WaitCMListen(ctx, rp.Port); err != nil {
 		t.Fatalf("rping server: %v; output:\n%s", err, c.Wait().Out)
 	}
-	client := <-tooltest.GoRping("Go client", rp.Args("-c", localAddr()))
+	client := tooltest.Await(ctx, "Go client", tooltest.GoRping("Go client", rp.Args("-c", localAddr())))
 	rp.Check(t, c.Wait(), client)
 }
 
@@ -51,6 +51,6 @@ func TestInteropRpingGoGo(t *testing.T) {
 	if err := tooltest.WaitCMListen(ctx, rp.Port); err != nil {
 		t.Fatalf("goverbs-rping server: %v", err)
 	}
-	client := <-tooltest.GoRping("Go client", rp.Args("-c", localAddr()))
+	client := tooltest.Await(ctx, "Go client", tooltest.GoRping("Go client", rp.Args("-c", localAddr())))
 	rp.Check(t, tooltest.Await(ctx, "Go server", srv), client)
 }

@@ -55,15 +55,20 @@ func TestInteropSRQPingpongGoServerCClient(t *testing.T) {
 	const port = 18605
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{Port: port})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A client that never connects (it failed, or ctx killed it) ends the
+	// Accept with the run.
+	if d, ok := ctx.Deadline(); ok {
+		ln.SetDeadline(d)
 	}
 	c := tooltest.StartC(t, ctx, "C client", "ibv_srq_pingpong", append(srqArgs(device, gidIndex, port), localAddr())...)
 	conn, err := ln.Accept()
 	ln.Close()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("accepting the C client's side channel: %v; its output:\n%s", err, c.Wait().Out)
 	}
 	my, rem, err := srqGoSide(ctx, t, device, gidIndex, conn, false)
 	conn.Close()

@@ -98,19 +98,50 @@ func CheckState(t testing.TB, qp *hand.QP, want verbs.QPState) {
 }
 
 // ResourceCounts returns the device's object counts as `rdma resource show
-// DEV` prints them (pd, cq, qp, cm_id, mr, ctx, srq): what a test compares
-// before and after to see that everything it made was released.
+// DEV` prints them ("0: rxe0: pd 1 cq 2 qp 2 cm_id 0 mr 1 ctx 1 srq 0"):
+// what a test compares before and after to see that everything it made was
+// released. It fails the test unless the output holds each of pd, cq, qp,
+// cm_id, mr and ctx once: counts it could not read would compare equal,
+// empty with empty. srq is read when printed (older kernels count none).
 func ResourceCounts(t testing.TB, dev string) map[string]int {
 	t.Helper()
 	out, err := exec.Command("rdma", "resource", "show", dev).CombinedOutput()
 	if err != nil {
 		t.Fatalf("rdma resource show %s: %v\n%s", dev, err, out)
 	}
-	counts := map[string]int{}
-	for _, m := range resourceRE.FindAllStringSubmatch(string(out), -1) {
-		counts[m[1]], _ = strconv.Atoi(m[2])
+	counts, err := parseResourceCounts(string(out))
+	if err != nil {
+		t.Fatalf("rdma resource show %s: %v; it printed:\n%s", dev, err, out)
 	}
 	return counts
 }
 
-var resourceRE = regexp.MustCompile(`\b(pd|cq|qp|cm_id|mr|ctx|srq) (\d+)`)
+// resourceKeys are the counts parseResourceCounts requires.
+var resourceKeys = []string{"pd", "cq", "qp", "cm_id", "mr", "ctx"}
+
+var resourceRE = regexp.MustCompile(`(?:^|\s)(pd|cq|qp|cm_id|mr|ctx|srq) (\d+)\b`)
+
+// parseResourceCounts reads one device's summary line.
+func parseResourceCounts(out string) (map[string]int, error) {
+	counts := map[string]int{}
+	for _, m := range resourceRE.FindAllStringSubmatch(out, -1) {
+		if _, dup := counts[m[1]]; dup {
+			return nil, fmt.Errorf("%s counted twice: more than one device's summary", m[1])
+		}
+		n, err := strconv.Atoi(m[2])
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", m[1], m[2], err)
+		}
+		counts[m[1]] = n
+	}
+	var missing []string
+	for _, k := range resourceKeys {
+		if _, ok := counts[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("no count of %s", strings.Join(missing, ", "))
+	}
+	return counts, nil
+}
