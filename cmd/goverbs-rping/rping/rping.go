@@ -179,12 +179,18 @@ type session struct {
 	ctl  *hand.MR // [0,16) receives the peer's info, [16,32) is what we send
 	// info is the last info received, copied from ctl before its receive
 	// is posted again: a peer's next message may land there at once.
-	info   [infoSize]byte
-	buf    *hand.MR // rping's rdma_buf: the RDMA sink
-	start  *hand.MR // the client's ping buffer (rping's start_buf)
-	recv   *hand.RecvChain
-	send   *hand.SendChain
-	poller *hand.Poller
+	info [infoSize]byte
+	// early is a message that came while the session waited for another
+	// completion (a peer that sends its next advertisement before the
+	// go-ahead), kept for the next wait for a receive, as rping's server,
+	// whose completion handler only records what arrived, would take it.
+	early    [infoSize]byte
+	hasEarly bool
+	buf      *hand.MR // rping's rdma_buf: the RDMA sink
+	start    *hand.MR // the client's ping buffer (rping's start_buf)
+	recv     *hand.RecvChain
+	send     *hand.SendChain
+	poller   *hand.Poller
 }
 
 func newSession(conn *hand.Conn, size int, client bool) (s *session, err error) {
@@ -277,8 +283,13 @@ var errFlushed = errors.New("work request flushed")
 // waitFor waits for the next completion of opcode want, skipping send
 // completions, and returns its byte count. A received message is checked
 // to be rping's 16 bytes and copied to s.info, and the receive is posted
-// again.
+// again. One message received while it waits for something else is kept
+// for the next wait for a receive (s.early); a second is an error.
 func (s *session) waitFor(ctx context.Context, want hand.WCOpcode) (uint32, error) {
+	if want == hand.OpcodeRecv && s.hasEarly {
+		s.info, s.hasEarly = s.early, false
+		return infoSize, nil
+	}
 	for {
 		wcs, err := s.poller.Poll()
 		if err != nil {
@@ -309,17 +320,28 @@ func (s *session) waitFor(ctx context.Context, want hand.WCOpcode) (uint32, erro
 		if op == hand.OpcodeSend && want != hand.OpcodeSend {
 			continue
 		}
-		if op != want {
+		n := w.ByteLen()
+		early := op == hand.OpcodeRecv && want != hand.OpcodeRecv
+		if op != want && !early {
 			return 0, fmt.Errorf("completion opcode %d, want %d", op, want)
 		}
-		n := w.ByteLen()
 		if op == hand.OpcodeRecv {
 			if n != infoSize {
 				return n, fmt.Errorf("received bogus data, size %d", n)
 			}
-			copy(s.info[:], s.ctl.Bytes())
+			if early && s.hasEarly {
+				return n, fmt.Errorf("a second message before completion opcode %d", want)
+			}
+			dst := &s.info
+			if early {
+				dst, s.hasEarly = &s.early, true
+			}
+			copy(dst[:], s.ctl.Bytes())
 			if err := s.postRecv(); err != nil {
 				return n, fmt.Errorf("post recv error: %w", err)
+			}
+			if early {
+				continue
 			}
 		}
 		return n, nil
