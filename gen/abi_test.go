@@ -11,15 +11,7 @@ import (
 // growthIR loads one of the header sets in testdata/growth.
 func growthIR(t *testing.T, set string) *gen.IR {
 	t.Helper()
-	l, err := gen.Load(filepath.Join("testdata", "growth", set), []string{"infiniband/verbs.h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ir, err := gen.Model(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ir
+	return modelOf(t, filepath.Join("testdata", "growth", set), []string{"infiniband/verbs.h"})
 }
 
 func violations(rep *gen.GrowthReport) []string {

@@ -12,14 +12,7 @@ import (
 // generated/ is made from) with the convention gen.Conventions gives it.
 func vendoredFuncs(t *testing.T) map[string]*gen.Func {
 	t.Helper()
-	l, err := gen.Load(filepath.Join("..", "headers", "vendored", "include"), gen.Roots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ir, err := gen.Model(l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ir := modelOf(t, filepath.Join("..", "headers", "vendored", "include"), gen.Roots)
 	if err := gen.Names(ir, gen.Packages()); err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +75,7 @@ struct ibv_x *ibv_make(void);
 static inline int ibv_inline_count(void) { return 3; }
 static inline int ibv_calls_ext(void) { return ibv_ext_count(); }
 `})
-	l, err := gen.Load(dir, []string{"infiniband/verbs.h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ir, err := gen.Model(l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ir := modelOf(t, dir, []string{"infiniband/verbs.h"})
 	for _, c := range []struct {
 		fn          string
 		conv        gen.Convention

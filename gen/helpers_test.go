@@ -71,3 +71,18 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 		}
 	}
 }
+
+// modelOf loads the headers roots under dir and models them, failing tb
+// on either's error.
+func modelOf(tb testing.TB, dir string, roots []string) *gen.IR {
+	tb.Helper()
+	l, err := gen.Load(dir, roots)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ir, err := gen.Model(l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ir
+}

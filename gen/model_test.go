@@ -18,14 +18,7 @@ import (
 func TestAnonymousInArrays(t *testing.T) {
 	const header = "struct ibv_g {\n\tint n;\n\tstruct { int a; char b; } grid[2][3];\n\tstruct { short c; } row[4];\n};\n"
 	dir := includeDir(t, map[string]string{"infiniband/verbs.h": header})
-	l, err := gen.Load(dir, []string{"infiniband/verbs.h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ir, err := gen.Model(l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ir := modelOf(t, dir, []string{"infiniband/verbs.h"})
 	if err := gen.Names(ir, gen.Packages()); err != nil {
 		t.Fatal(err)
 	}
