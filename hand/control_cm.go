@@ -268,9 +268,8 @@ type Listener struct {
 	id   *rdmacm.CMID
 	addr netip.AddrPort
 	// The device context librdmacm bound the id to, nil on a wildcard
-	// address, and its name: read at Listen, for Close frees the id.
+	// address: read at Listen, for Close frees the id.
 	verbs *verbs.Context
-	dev   string
 }
 
 // Listen binds an rdma_cm listener to addr ("192.0.2.1:7471"; a port of 0
@@ -304,19 +303,15 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 		return fail(verbErr("rdma_listen", err))
 	}
 	l.addr = srcAddr(l.id)
-	l.verbs, l.dev = idDevice(l.id)
+	l.verbs = l.id.Verbs
 	l.init("Listener " + l.addr.String())
 	return l, nil
 }
 
-// idDevice is the device context librdmacm bound id to and its name
-// (nil and "" when it is bound to none). The context is librdmacm's, open
-// for the process, and outlives the id.
-func idDevice(id *rdmacm.CMID) (*verbs.Context, string) {
-	if id.Verbs == nil {
-		return nil, ""
-	}
-	return id.Verbs, cString(id.Verbs.Device.Name[:])
+// cmContext is a Context handle on raw, a device context of librdmacm's,
+// which keeps it open for the process: it outlives the ids bound to it.
+func cmContext(raw *verbs.Context) *Context {
+	return newContext(raw, cString(raw.Device.Name[:]), true)
 }
 
 // Addr returns the address the listener is bound to, with the port it got.
@@ -332,7 +327,7 @@ func (l *Listener) Context() *Context {
 	if l.verbs == nil {
 		return nil
 	}
-	return newContext(l.verbs, l.dev, true)
+	return cmContext(l.verbs)
 }
 
 // Close stops listening and wakes an Accept with ErrClosed. Accepted
@@ -358,7 +353,6 @@ type ConnRequest struct {
 	// Close free the id.
 	remote netip.AddrPort
 	verbs  *verbs.Context
-	dev    string
 }
 
 // Accept waits for the next connection request. It returns ctx.Err() when
@@ -389,9 +383,7 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 			rdmacm.DestroyID(ev.id)
 			return nil, err
 		}
-		r := &ConnRequest{id: ev.id, ch: ch, data: ev.data, remote: dstAddr(ev.id)}
-		r.verbs, r.dev = idDevice(ev.id)
-		return r, nil
+		return &ConnRequest{id: ev.id, ch: ch, data: ev.data, remote: dstAddr(ev.id), verbs: ev.id.Verbs}, nil
 	}
 }
 
@@ -405,7 +397,7 @@ func (r *ConnRequest) RemoteAddr() netip.AddrPort { return r.remote }
 // Context returns librdmacm's device context the request came in on: make
 // the PD, CQs and MRs for its ConnConfig from it.
 func (r *ConnRequest) Context() *Context {
-	return newContext(r.verbs, r.dev, true)
+	return cmContext(r.verbs)
 }
 
 // Reject refuses the request, sending data (at most 148 bytes) to the
@@ -565,7 +557,7 @@ func stepTimeout(d time.Duration) int {
 // and the QP (rdma_create_qp).
 func (c *Conn) setup(cfg ConnConfig, op string) error {
 	raw := c.id.Verbs
-	c.ctx = newContext(raw, cString(raw.Device.Name[:]), true)
+	c.ctx = cmContext(raw)
 	for _, o := range []struct {
 		field string
 		ctx   *Context

@@ -72,7 +72,7 @@ type epResources struct {
 // newEPResources makes what cfg leaves out on raw, with an own CQ of
 // cqFactor times the queues' depth, and the QP attributes.
 func newEPResources(raw *verbs.Context, cfg ConnConfig, cqFactor int, op string) (*epResources, error) {
-	r := &epResources{ctx: newContext(raw, cString(raw.Device.Name[:]), true)}
+	r := &epResources{ctx: cmContext(raw)}
 	for _, o := range []struct {
 		field string
 		ctx   *Context
@@ -555,7 +555,7 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	}
 	res := l.res
 	c := &Conn{id: id, ch: ch, peerData: data, pd: res.pd, sendCQ: res.sendCQ, recvCQ: res.recvCQ,
-		ctx: newContext(id.Verbs, cString(id.Verbs.Device.Name[:]), true)}
+		ctx: cmContext(id.Verbs)}
 	attr := res.attr
 	attr.Cap = granted.Cap
 	c.qp = newQP(res.pd, id.QP, RC, &attr, id, res.objs)
