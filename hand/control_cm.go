@@ -419,13 +419,18 @@ func (r *ConnRequest) Reject(data []byte) error {
 // Accept creates the QP cfg describes, accepts the request with
 // cfg.PrivateData and waits until the connection is established.
 // With ctx ended already, it rejects the request instead, accepting
-// nothing.
+// nothing. A cfg it cannot carry (*AttrError: caps, depths, retry counts,
+// private data) is refused before anything is made, and the request stays
+// pending for another Accept or a Reject.
 func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	if r.done {
 		return nil, ErrClosed
 	}
 	if len(cfg.PrivateData) > maxAcceptData {
 		return nil, &AttrError{Op: "ConnRequest.Accept", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
+	}
+	if err := cfg.checkParams("ConnRequest.Accept"); err != nil {
+		return nil, err
 	}
 	r.done = true
 	if err := ctx.Err(); err != nil {
@@ -490,6 +495,9 @@ type Conn struct {
 func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	if len(cfg.PrivateData) > maxConnectData {
 		return nil, &AttrError{Op: "Dial", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxConnectData)}
+	}
+	if err := cfg.checkParams("Dial"); err != nil {
+		return nil, err
 	}
 	ap, err := resolveAddrPort(ctx, addr)
 	if err != nil {
@@ -574,10 +582,7 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 		}
 		c.ownPD = true
 	}
-	caps := cfg.Caps
-	if caps.MaxSendWR == 0 && caps.MaxRecvWR == 0 {
-		caps.MaxSendWR, caps.MaxRecvWR = 16, 16
-	}
+	caps := cfg.qpCaps()
 	c.sendCQ, c.recvCQ = cfg.SendCQ, cfg.RecvCQ
 	if c.sendCQ == nil {
 		if c.cqCh, err = c.ctx.NewCompChannel(); err != nil {
@@ -590,9 +595,6 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 	}
 	if c.recvCQ == nil {
 		c.recvCQ = c.sendCQ
-	}
-	if err := cfg.checkParams(op); err != nil {
-		return err
 	}
 	if cfg.AckTimeout != 0 {
 		// Before the QP reaches RTS, where rdma_cm applies it: in
@@ -632,9 +634,19 @@ func cqCtx(cq *CQ) *Context {
 	return cq.ctx
 }
 
-// checkParams refuses what struct rdma_conn_param and the ACK timeout
-// option cannot carry: a negative ResponderResources or InitiatorDepth
-// (param makes more than 255 into 255), a retry count other than 0 to 7 or
+// qpCaps is cfg.Caps, or 16 WRs each way when it asks for none.
+func (cfg *ConnConfig) qpCaps() QPCaps {
+	caps := cfg.Caps
+	if caps.MaxSendWR == 0 && caps.MaxRecvWR == 0 {
+		caps.MaxSendWR, caps.MaxRecvWR = 16, 16
+	}
+	return caps
+}
+
+// checkParams refuses, before anything is made, caps struct ibv_qp_cap
+// cannot hold and what struct rdma_conn_param and the ACK timeout option
+// cannot carry: a negative ResponderResources or InitiatorDepth (param
+// makes more than 255 into 255), a retry count other than 0 to 7 or
 // NoRetry, as RTSAttr's, and an ACK timeout exponent over 31.
 func (cfg *ConnConfig) checkParams(op string) error {
 	depth := func(field string, v int) error {
@@ -649,7 +661,7 @@ func (cfg *ConnConfig) checkParams(op string) error {
 		}
 		return nil
 	}
-	return cmp.Or(depth("ResponderResources", cfg.ResponderResources), depth("InitiatorDepth", cfg.InitiatorDepth),
+	return cmp.Or(cfg.qpCaps().check(op), depth("ResponderResources", cfg.ResponderResources), depth("InitiatorDepth", cfg.InitiatorDepth),
 		retry("RetryCount", cfg.RetryCount), retry("RNRRetryCount", cfg.RNRRetryCount), cfg.checkAckTimeout(op))
 }
 

@@ -83,10 +83,7 @@ func newEPResources(raw *verbs.Context, cfg ConnConfig, cqFactor int, op string)
 			return nil, &AttrError{Op: op, Field: o.field, Reason: fmt.Sprintf("is not from librdmacm's context for %s, which serves the address: make it from hand.CMContext(%q)", name, name)}
 		}
 	}
-	caps := cfg.Caps
-	if caps.MaxSendWR == 0 && caps.MaxRecvWR == 0 {
-		caps.MaxSendWR, caps.MaxRecvWR = 16, 16
-	}
+	caps := cfg.qpCaps()
 	var err error
 	r.pd = cfg.PD
 	if r.pd == nil {

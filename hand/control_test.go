@@ -637,9 +637,10 @@ func TestNarrowFieldAttrErrors(t *testing.T) {
 }
 
 // ConnConfig's connection parameters that struct rdma_conn_param cannot
-// carry are *AttrErrors before DialEP and ListenEP look for a device: a
-// negative read depth (which became 255) or a retry count outside 0 to 7
-// (which became the default).
+// carry are *AttrErrors before Dial, DialEP and ListenEP look for a device:
+// a negative read depth (which became 255), a retry count outside 0 to 7
+// (which became the default), and caps struct ibv_qp_cap cannot hold (which
+// Dial met only after making a PD, as NewCQ's error for the CQ's depth).
 func TestConnParamAttrErrors(t *testing.T) {
 	var ae *AttrError
 	for _, c := range []struct {
@@ -652,10 +653,16 @@ func TestConnParamAttrErrors(t *testing.T) {
 		{"RetryCount", ConnConfig{RetryCount: -2}},
 		{"RNRRetryCount", ConnConfig{RNRRetryCount: 8}},
 		{"AckTimeout", ConnConfig{AckTimeout: 32}},
+		{"Caps.MaxSendWR", ConnConfig{Caps: QPCaps{MaxSendWR: 1 << 32}}},
+		{"Caps.MaxRecvSGE", ConnConfig{Caps: QPCaps{MaxSendWR: 1, MaxRecvSGE: -1}}},
 	} {
 		_, err := DialEP(context.Background(), "192.0.2.1:7471", c.cfg)
 		require.ErrorAs(t, err, &ae, "%s", c.field)
 		require.Equal(t, c.field, ae.Field)
+		_, err = Dial(context.Background(), "192.0.2.1:7471", c.cfg)
+		require.ErrorAs(t, err, &ae, "%s", c.field)
+		require.Equal(t, c.field, ae.Field)
+		require.Equal(t, "Dial", ae.Op)
 		_, err = ListenEP(context.Background(), "192.0.2.1:0", c.cfg)
 		require.ErrorAs(t, err, &ae, "%s", c.field)
 		require.Equal(t, c.field, ae.Field)

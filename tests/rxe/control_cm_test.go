@@ -329,6 +329,35 @@ func ctlRequireAcceptEnds(t *testing.T, name string, accept func(context.Context
 // context has ended rejects at once, accepting nothing: the client is
 // refused, and the call does not wait out the kernel's TIMEWAIT (a minute
 // on rxe) as it would had it accepted first.
+// A ConnConfig that Accept cannot carry is refused before anything is
+// made, naming the field, and leaves the request pending: a second Accept
+// with a good one connects the waiting client.
+func TestControlCMAcceptBadConfig(t *testing.T) {
+	l := ctlListen(t)
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := hand.Dial(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
+		if err == nil {
+			err = c.Close()
+		}
+		dialed <- err
+	}()
+	req, err := l.Accept(ctlContext(t, 20*time.Second))
+	require.NoError(t, err)
+	var ae *hand.AttrError
+	_, err = req.Accept(ctlContext(t, 20*time.Second), hand.ConnConfig{Caps: hand.QPCaps{MaxSendWR: 1 << 32}})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "Caps.MaxSendWR", ae.Field)
+	t.Log(err)
+	_, err = req.Accept(ctlContext(t, 20*time.Second), hand.ConnConfig{RetryCount: 8})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "RetryCount", ae.Field)
+	c, err := req.Accept(ctlContext(t, 20*time.Second), hand.ConnConfig{})
+	require.NoError(t, err, "the request stays pending after a refused config")
+	require.NoError(t, <-dialed)
+	require.NoError(t, c.Close())
+}
+
 func TestControlCMRequestAfterEnd(t *testing.T) {
 	l := ctlListen(t)
 	dev := l.Context()
