@@ -553,9 +553,12 @@ func (m *modeler) typeOf(t cc.Type, parent *Record, path string) (*Type, error) 
 		if err != nil {
 			return nil, err
 		}
-		ty.Signed = cc.IsSignedInteger(t)
+		ty.Signed = enumSigned(et)
 		if e == nil { // an enum from outside the target headers: its integer
 			ty.Kind, ty.CBase = KInt, cgoBase[et.UnderlyingType().Kind()]
+			if ty.Signed != cc.IsSignedInteger(et) {
+				ty.CBase = cgoBase[flipSign[et.UnderlyingType().Kind()]]
+			}
 			break
 		}
 		ty.Kind, ty.Enum = KEnum, e
@@ -595,7 +598,7 @@ func (m *modeler) enumFor(et *cc.EnumType) (*Enum, error) {
 		m.enums[et] = nil
 		return nil, nil
 	}
-	e := &Enum{CName: tagOf(et), Pos: p, Size: et.Size(), Signed: cc.IsSignedInteger(et)}
+	e := &Enum{CName: tagOf(et), Pos: p, Size: et.Size(), Signed: enumSigned(et)}
 	for _, en := range list {
 		v, ok := intValue(en.Value())
 		if !ok {
@@ -607,6 +610,42 @@ func (m *modeler) enumFor(et *cc.EnumType) (*Enum, error) {
 	m.enums[et] = e
 	m.ir.Enums = append(m.ir.Enums, e)
 	return e, nil
+}
+
+// enumSigned reports whether gcc makes enum type et signed: when one of
+// its values is negative (gcc's finish_enum). cc/v4's own answer
+// (cc.IsSignedInteger) is wrong for an enum with a value of 2^63 or more,
+// such as 1ULL << 63: it compares the values as int64, finds one below
+// zero and makes the enum long, where gcc makes it unsigned long; the
+// constants then came out negative in Go (-1 for 0xffffffffffffffffULL),
+// and the layout test, which compares bits, could not tell.
+//
+// cc/v4 gives an enumerator written with an unsigned value a UInt64Value,
+// never negative; one without "= value" continues from the one before, so
+// it is unsigned when that one is (cc/v4 gives it an Int64Value: after
+// 0xfffffffffffffffeULL, -1), and otherwise negative when its value is.
+func enumSigned(et *cc.EnumType) bool {
+	unsigned := false // the previous enumerator's value is of an unsigned type
+	for _, en := range et.Enumerators() {
+		switch v := en.Value().(type) {
+		case cc.UInt64Value:
+			unsigned = true
+		case cc.Int64Value:
+			if en.Case == cc.EnumeratorExpr {
+				unsigned = false
+			}
+			if !unsigned && v < 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flipSign maps an integer kind to the kind of the other signedness.
+var flipSign = map[cc.Kind]cc.Kind{
+	cc.Int: cc.UInt, cc.UInt: cc.Int, cc.Long: cc.ULong, cc.ULong: cc.Long,
+	cc.LongLong: cc.ULongLong, cc.ULongLong: cc.LongLong,
 }
 
 func intValue(v cc.Value) (uint64, bool) {
@@ -781,8 +820,15 @@ func (m *modeler) macros() error {
 				continue
 			}
 			t := mac.Type()
+			signed, ctype := cc.IsSignedInteger(t), t.String()
+			if u, isU := mac.Value().(cc.UInt64Value); isU && signed && t.Size() > 0 && t.Size() <= 8 && uint64(u) > 1<<(8*t.Size()-1)-1 {
+				// A value no signed type of this size holds: an enumerator
+				// of an enum that cc/v4 makes signed and gcc unsigned (see
+				// enumSigned), whose type gcc gives it.
+				signed, ctype = false, "unsigned "+ctype
+			}
 			m.ir.Macros = append(m.ir.Macros, &Macro{Name: name, Pos: p, Value: v, Size: t.Size(),
-				Signed: cc.IsSignedInteger(t), CType: t.String()})
+				Signed: signed, CType: ctype})
 			continue
 		}
 		f, reason, err := m.macroFunc(name, p, mac)

@@ -90,3 +90,90 @@ func TestTrailingZeroSize(t *testing.T) {
 		})
 	}
 }
+
+// TestEnumSignAsGCC: an enum is signed exactly when gcc makes it signed,
+// when one of its values is negative. cc/v4 made every enum with a value
+// of 2^63 or more long, where gcc makes it unsigned long, and the constants
+// came out negative (IBV_U64_MAX was -1 in Go); the layout test compares
+// bits, so it could not tell. The anonymous enum of a member, and a macro
+// naming such an enumerator, take the same sign. gcc checks the lot.
+func TestEnumSignAsGCC(t *testing.T) {
+	const header = `enum ibv_u64 { IBV_U64_MAX = 0xFFFFFFFFFFFFFFFFULL, IBV_U64_ONE = 1 };
+enum ibv_u64_next { IBV_U64_NEXT_A = 0xFFFFFFFFFFFFFFFEULL, IBV_U64_NEXT_B };
+enum ibv_top { IBV_TOP = 1ULL << 63 };
+enum ibv_cross { IBV_CROSS_A = (1UL << 63) - 1, IBV_CROSS_B };
+enum ibv_s64 { IBV_S64_NEG = -1, IBV_S64_BIG = 0xFFFFFFFFULL };
+enum ibv_s32 { IBV_S32_NEG = -2, IBV_S32_NEXT };
+enum ibv_u32 { IBV_U32_TOP = 0x80000000 };
+struct ibv_m { enum { IBV_ANON_TOP = 1ULL << 63 } e; };
+#define IBV_REF_MAX IBV_U64_MAX
+#define IBV_REF_BIG IBV_S64_BIG
+#define IBV_LONG_CAST ((long)0xFFFFFFFFFFFFFFFFULL)
+`
+	dir := includeDir(t, map[string]string{"infiniband/verbs.h": header})
+	ir := modelOf(t, dir, []string{"infiniband/verbs.h"})
+	wantSigned := map[string]bool{"ibv_u64": false, "ibv_u64_next": false, "ibv_top": false, "ibv_cross": false,
+		"ibv_s64": true, "ibv_s32": true, "ibv_u32": false, "": false}
+	var asserts strings.Builder
+	asserts.WriteString("#include <infiniband/verbs.h>\n")
+	for _, e := range ir.Enums {
+		want, ok := wantSigned[e.CName]
+		if !ok {
+			t.Errorf("unexpected enum %q", e.CName)
+			continue
+		}
+		if e.Signed != want {
+			t.Errorf("enum %q: signed %v, want %v", e.CName, e.Signed, want)
+		}
+		ctype := "enum " + e.CName
+		if e.CName == "" {
+			ctype = "__typeof__(((struct ibv_m *)0)->e)"
+		}
+		fmt.Fprintf(&asserts, "_Static_assert(((%s)-1 < 0) == %d, \"sign of %s\");\n", ctype, b2i(e.Signed), ctype)
+		fmt.Fprintf(&asserts, "_Static_assert(sizeof(%s) == %d, \"size of %s\");\n", ctype, e.Size, ctype)
+	}
+	for _, r := range ir.Records {
+		if r.CName != "ibv_m" {
+			continue
+		}
+		if ty := r.Members[0].Type; ty.Signed || ty.Enum == nil || ty.Enum.Signed {
+			t.Errorf("member e of struct ibv_m: signed %v (its enum's: %v), want unsigned", ty.Signed, ty.Enum != nil && ty.Enum.Signed)
+		}
+	}
+	wantMacro := map[string]struct {
+		value  uint64
+		signed bool
+	}{"IBV_REF_MAX": {1<<64 - 1, false}, "IBV_REF_BIG": {0xFFFFFFFF, true}, "IBV_LONG_CAST": {1<<64 - 1, true}}
+	for _, m := range ir.Macros {
+		w, ok := wantMacro[m.Name]
+		if !ok {
+			continue
+		}
+		delete(wantMacro, m.Name)
+		if m.Value != w.value || m.Signed != w.signed {
+			t.Errorf("macro %s: value %#x signed %v, want %#x signed %v", m.Name, m.Value, m.Signed, w.value, w.signed)
+		}
+		fmt.Fprintf(&asserts, "_Static_assert(((__typeof__(%s))-1 < 0) == %d, \"sign of %s\");\n", m.Name, b2i(m.Signed), m.Name)
+	}
+	for n := range wantMacro {
+		t.Errorf("macro %s not modelled", n)
+	}
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc on PATH to check the signs against")
+	}
+	src := filepath.Join(t.TempDir(), "asserts.c")
+	if err := os.WriteFile(src, []byte(asserts.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-fsyntax-only", "-I", dir, src).CombinedOutput(); err != nil {
+		t.Errorf("gcc disagrees: %v\n%s\n%s", err, out, asserts.String())
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
