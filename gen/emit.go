@@ -597,11 +597,16 @@ func cgoType(t *Type) jen.Code {
 		return jen.Op("*").Add(cgoType(t.Elem))
 	case KFuncPtr:
 		return jen.Op("*").Index(jen.Lit(0)).Byte()
+	case KArray:
+		// Only behind a pointer (parameters decay): int (*)[4] is *[4]C.int.
+		return jen.Index(jen.Lit(int(t.Len))).Add(cgoType(t.Elem))
 	}
 	panic(fmt.Sprintf("cgoType: kind %d", t.Kind))
 }
 
 // cDecl spells a C declaration of name with type t, for preamble wrappers.
+// name is a declarator: a function's is its name and parameter list, so
+// that a result type such as int (*)[4] wraps around both.
 func cDecl(t *Type, name string) string {
 	var base string
 	switch t.Kind {
@@ -621,6 +626,12 @@ func cDecl(t *Type, name string) string {
 		base = t.Record.CType()
 	case KPointer:
 		return cDecl(t.Elem, "*"+name)
+	case KArray:
+		// Reached through a pointer only: int (*a)[4], not int *a[4].
+		if strings.HasPrefix(name, "*") {
+			name = "(" + name + ")"
+		}
+		return cDecl(t.Elem, fmt.Sprintf("%s[%d]", name, t.Len))
 	case KFuncPtr:
 		base = "void *"
 	}
@@ -712,8 +723,8 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			if fn.Result.Kind == KVoid {
 				ret = ""
 			}
-			fmt.Fprintf(&pre, "static inline %s(%s) { %s%s(%s); }\n",
-				cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), ret, fn.Name, strings.Join(args, ", "))
+			fmt.Fprintf(&pre, "static inline %s { %s%s(%s); }\n",
+				cDecl(fn.Result, cName(fn)+"("+strings.Join(params, ", ")+")"), ret, fn.Name, strings.Join(args, ", "))
 			continue
 		}
 		// See ErrnoCopiers: errno made positive before cgo reads it.
@@ -722,8 +733,8 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			fmt.Fprintf(&pre, "// The wrappers below make errno positive where %s left a provider's\n"+
 				"// -errno in it: cgo would box an errno of 256 and up at every failed call.\n", strings.Join(ErrnoCopiers, " or "))
 		}
-		fmt.Fprintf(&pre, "static inline %s(%s) { %s = %s(%s); if (errno < 0) errno = -errno; return goverbs_r; }\n",
-			cDecl(fn.Result, cName(fn)), strings.Join(params, ", "), cDecl(fn.Result, "goverbs_r"), fn.Name, strings.Join(args, ", "))
+		fmt.Fprintf(&pre, "static inline %s { %s = %s(%s); if (errno < 0) errno = -errno; return goverbs_r; }\n",
+			cDecl(fn.Result, cName(fn)+"("+strings.Join(params, ", ")+")"), cDecl(fn.Result, "goverbs_r"), fn.Name, strings.Join(args, ", "))
 	}
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)

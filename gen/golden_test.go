@@ -32,7 +32,9 @@ var update = flag.Bool("update", false, "rewrite gen/testdata/*/want from the ge
 //     macro (skipped); macros aliasing a struct and an enum tag; 2_5 vs 25.
 //   - funcs: extern prototypes (a variadic one skipped, records by value),
 //     static inline functions, function-like macros expanding to a call
-//     (ibv_reg_mr, ibv_query_port) and ones with no Go signature (skipped).
+//     (ibv_reg_mr, ibv_query_port) and ones with no Go signature (skipped),
+//     pointers to arrays as parameters and results (directly and through a
+//     macro).
 var goldenCases = []string{"records", "consts", "funcs"}
 
 // goldenModule is the module path the golden output is generated for: the
@@ -63,7 +65,8 @@ func goldenConfig(name string) gen.Config {
 		Roots:      []string{"infiniband/verbs.h"},
 		Conventions: []gen.ConventionRule{
 			{Name: "golden values", Convention: gen.CannotFail,
-				Funcs: []string{"ibv_ack_events", "ibv_make_sge", "ibv_node_name", "ibv_qp_num", "ibv_sge_bytes"}},
+				Funcs: []string{"ibv_ack_events", "ibv_make_sge", "ibv_node_name", "ibv_qp_num", "ibv_sge_bytes",
+					"ibv_row", "ibv_row_sum", "ibv_grid_row"}},
 			{Name: "golden constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_reg_mr*", "__ibv_reg_mr"}},
 			{Name: "golden errno results", Convention: gen.ErrnoResult,
 				Funcs: []string{"ibv_post_recv", "ibv_query_port", "___ibv_query_port"}},

@@ -57,4 +57,17 @@ func TestStubs(t *testing.T) {
 	if p := NodeName(1); p == nil || *p != 'C' {
 		t.Errorf("NodeName (const char * result) = %v", p)
 	}
+
+	// Pointers to arrays: *[4]uint32 in Go, uint32_t (*)[4] in C.
+	var grid [3][4]uint32
+	grid[1] = [4]uint32{1, 2, 3, 4}
+	if row := Row(&grid[0], 1); row != &grid[1] {
+		t.Errorf("Row (pointer to array result) = %p, want %p", row, &grid[1])
+	}
+	if row := GridRow(&grid[0], 1); row != &grid[1] {
+		t.Errorf("GridRow (function-like macro, pointer to array) = %p, want %p", row, &grid[1])
+	}
+	if n := RowSum(&grid[1]); n != 10 {
+		t.Errorf("RowSum (pointer to array argument) = %d, want 10", n)
+	}
 }

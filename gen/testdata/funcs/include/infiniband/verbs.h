@@ -83,6 +83,17 @@ static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_nu
 	return ibv_query_port(context, port_num, port_attr);
 }
 
+/* A pointer to an array, as a parameter and as a result: *[4]C.uint in cgo. */
+static inline uint32_t (*ibv_row(uint32_t (*grid)[4], int i))[4]
+{
+	return grid + i;
+}
+
+static inline uint32_t ibv_row_sum(const uint32_t (*row)[4])
+{
+	return (*row)[0] + (*row)[1] + (*row)[2] + (*row)[3];
+}
+
 /* Function-like macros that expand to a call: the stub calls the macro. */
 #define ibv_reg_mr(pd, addr, length, access)                                   \
 	__ibv_reg_mr(pd, addr, length, access,                                 \
@@ -90,6 +101,8 @@ static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_nu
 
 #define ibv_query_port(context, port_num, port_attr)                           \
 	___ibv_query_port(context, port_num, port_attr)
+
+#define ibv_grid_row(grid, i) ibv_row(grid, i)
 
 /* Function-like macros with no Go signature: reported as skipped. */
 #define ibv_field_avail(type, fld, sz) (offsetof(type, fld) < (sz))
