@@ -596,6 +596,11 @@ func cgoType(t *Type) jen.Code {
 		}
 		return jen.Op("*").Add(cgoType(t.Elem))
 	case KFuncPtr:
+		if t.Typedef != "" {
+			// cgo names a typedef'd function pointer: a pointer to one is
+			// *C.ibv_qp_reader, which **[0]byte is not.
+			return jen.Qual("C", t.Typedef)
+		}
 		return jen.Op("*").Index(jen.Lit(0)).Byte()
 	case KArray:
 		// Only behind a pointer (parameters decay): int (*)[4] is *[4]C.int.
@@ -625,6 +630,11 @@ func cDecl(t *Type, name string) string {
 	case KRecord:
 		base = t.Record.CType()
 	case KPointer:
+		if reachesFuncPtr(t) {
+			// int (**)(int) has no spelling here (the IR keeps no
+			// signature); void * converts to it implicitly, void ** would not.
+			return "void *" + name
+		}
 		return cDecl(t.Elem, "*"+name)
 	case KArray:
 		// Reached through a pointer only: int (*a)[4], not int *a[4].
@@ -636,6 +646,22 @@ func cDecl(t *Type, name string) string {
 		base = "void *"
 	}
 	return strings.TrimSpace(base + " " + name)
+}
+
+// reachesFuncPtr reports whether t is a function pointer or a pointer to
+// one, through any number of pointers: a C wrapper (see cDecl) declares
+// such a parameter or result void *, which cgo calls unsafe.Pointer.
+func reachesFuncPtr(t *Type) bool {
+	for ; t != nil; t = t.Elem {
+		switch t.Kind {
+		case KFuncPtr:
+			return true
+		case KPointer:
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 var cSpelling = map[string]string{
@@ -996,10 +1022,20 @@ func newerThanOldest(fn *Func, newer map[string]newerExtern) []newerExtern {
 // pinned release lacks (newer) gets an error result too: without it, a
 // library that lacks the function would answer a plausible zero.
 func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) error {
+	// A C wrapper of the preamble (cDecl) takes void * for a function
+	// pointer, or a pointer to one, where the C function takes its type.
+	wrapped := fn.Kind == FuncMacro || copiesErrno(fn)
 	var params, args []jen.Code
 	for _, p := range fn.Params {
 		params = append(params, jen.Id(p.GoName).Add(e.goParamType(p.Type)))
-		args = append(args, toC(p.Type, jen.Id(p.GoName)))
+		switch {
+		case wrapped && (p.Type.Kind == KFuncPtr || p.Type.Kind == KPointer && p.Type.Elem.Kind == KFuncPtr):
+			args = append(args, jen.Id(p.GoName)) // already an unsafe.Pointer (goParamType)
+		case wrapped && reachesFuncPtr(p.Type):
+			args = append(args, jen.Qual("unsafe", "Pointer").Call(jen.Id(p.GoName)))
+		default:
+			args = append(args, toC(p.Type, jen.Id(p.GoName)))
+		}
 	}
 	call := jen.Qual("C", cName(fn)).Call(args...)
 	res := fn.Result

@@ -70,4 +70,13 @@ func TestStubs(t *testing.T) {
 	if n := RowSum(&grid[1]); n != 10 {
 		t.Errorf("RowSum (pointer to array argument) = %d, want 10", n)
 	}
+
+	// A function pointer and a pointer to one, through a function-like
+	// macro's C wrapper, which takes them as void *.
+	reader := QPNumReader()
+	var last unsafe.Pointer
+	qp7 := QP{QPNum: 7}
+	if n := Apply(&qp7, reader, unsafe.Pointer(&last)); n != 7 || reader == nil || last != reader {
+		t.Errorf("Apply (function-like macro, function pointers) = %d, stored %p; want 7, %p", n, last, reader)
+	}
 }

@@ -94,6 +94,21 @@ static inline uint32_t ibv_row_sum(const uint32_t (*row)[4])
 	return (*row)[0] + (*row)[1] + (*row)[2] + (*row)[3];
 }
 
+/* A function pointer, and a pointer to one, through a function-like macro:
+ * its C wrapper cannot spell their types. */
+typedef uint32_t (*ibv_qp_reader)(const struct ibv_qp *qp);
+
+static inline ibv_qp_reader ibv_qp_num_reader(void)
+{
+	return ibv_qp_num;
+}
+
+static inline uint32_t __ibv_apply(struct ibv_qp *qp, ibv_qp_reader fn, ibv_qp_reader *last)
+{
+	*last = fn;
+	return fn(qp);
+}
+
 /* Function-like macros that expand to a call: the stub calls the macro. */
 #define ibv_reg_mr(pd, addr, length, access)                                   \
 	__ibv_reg_mr(pd, addr, length, access,                                 \
@@ -103,6 +118,8 @@ static inline uint32_t ibv_row_sum(const uint32_t (*row)[4])
 	___ibv_query_port(context, port_num, port_attr)
 
 #define ibv_grid_row(grid, i) ibv_row(grid, i)
+
+#define ibv_apply(qp, fn, last) __ibv_apply(qp, fn, last)
 
 /* Function-like macros with no Go signature: reported as skipped. */
 #define ibv_field_avail(type, fld, sz) (offsetof(type, fld) < (sz))
