@@ -34,7 +34,8 @@ var update = flag.Bool("update", false, "rewrite gen/testdata/*/want from the ge
 //     static inline functions, function-like macros expanding to a call
 //     (ibv_reg_mr, ibv_query_port) and ones with no Go signature (skipped),
 //     pointers to arrays as parameters and results (directly and through a
-//     macro), a function pointer and a pointer to one through a macro.
+//     macro), a function pointer and a pointer to one through a macro,
+//     parameters named as Go's predeclared types and constants.
 var goldenCases = []string{"records", "consts", "funcs"}
 
 // goldenModule is the module path the golden output is generated for: the
@@ -66,7 +67,7 @@ func goldenConfig(name string) gen.Config {
 		Conventions: []gen.ConventionRule{
 			{Name: "golden values", Convention: gen.CannotFail,
 				Funcs: []string{"ibv_ack_events", "ibv_make_sge", "ibv_node_name", "ibv_qp_num", "ibv_sge_bytes",
-					"ibv_row", "ibv_row_sum", "ibv_grid_row", "ibv_qp_num_reader", "__ibv_apply", "ibv_apply"}},
+					"ibv_row", "ibv_row_sum", "ibv_grid_row", "ibv_qp_num_reader", "__ibv_apply", "ibv_apply", "ibv_mask"}},
 			{Name: "golden constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_reg_mr*", "__ibv_reg_mr"}},
 			{Name: "golden errno results", Convention: gen.ErrnoResult,
 				Funcs: []string{"ibv_post_recv", "ibv_query_port", "___ibv_query_port"}},

@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"go/token"
+	"go/types"
 	"os"
 	"sort"
 	"strings"
@@ -159,10 +160,23 @@ func paramName(c string, i int) string {
 		j = 1
 	}
 	n = strings.ToLower(string(r[:j])) + string(r[j:])
-	if token.IsKeyword(n) || stubNames[n] {
+	if token.IsKeyword(n) || stubNames[n] || predeclaredValueOrType(n) {
 		n += "_"
 	}
 	return n
+}
+
+// predeclaredValueOrType reports whether n is one of Go's predeclared types
+// or constants (uint32, bool, nil, ...): a stub spells those (its result
+// conversion uint32(r), its nil error), so a parameter of that name would
+// shadow them and the stub would not compile. Predeclared functions (len,
+// cap) are left alone: no stub calls one, and rdma-core names parameters len.
+func predeclaredValueOrType(n string) bool {
+	switch types.Universe.Lookup(n).(type) {
+	case *types.TypeName, *types.Const, *types.Nil:
+		return true
+	}
+	return false
 }
 
 // systemHomes places each C library type (and each incomplete type declared

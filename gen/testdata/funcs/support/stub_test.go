@@ -79,4 +79,9 @@ func TestStubs(t *testing.T) {
 	if n := Apply(&qp7, reader, unsafe.Pointer(&last)); n != 7 || reader == nil || last != reader {
 		t.Errorf("Apply (function-like macro, function pointers) = %d, stored %p; want 7, %p", n, last, reader)
 	}
+
+	// Parameters named uint32, int32, nil, iota and len.
+	if n := Mask(0xff0, 0x0ff, 1, 2, 3); n != 0x0f0+6 {
+		t.Errorf("Mask (parameters named as Go's predeclared identifiers) = %#x, want %#x", n, 0x0f0+6)
+	}
 }

@@ -109,6 +109,13 @@ static inline uint32_t __ibv_apply(struct ibv_qp *qp, ibv_qp_reader fn, ibv_qp_r
 	return fn(qp);
 }
 
+/* Parameters named as Go's predeclared types and constants, which the stub
+ * spells: uint32(r), nil. */
+static inline uint32_t ibv_mask(uint32_t uint32, int32_t int32, int nil, int iota, int len)
+{
+	return (uint32 & (uint32_t)int32) + (uint32_t)(nil + iota + len);
+}
+
 /* Function-like macros that expand to a call: the stub calls the macro. */
 #define ibv_reg_mr(pd, addr, length, access)                                   \
 	__ibv_reg_mr(pd, addr, length, access,                                 \
