@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -9,13 +10,15 @@ import (
 )
 
 // network is how the guest's soft-RoCE devices are wired: the qemu arguments
-// that give the guest its NICs (none for a single host), the commands that
+// that give the guest its NICs (none for a single host) and the descriptors
+// qemu inherits for them (as 3, 4, ...), the commands that
 // create the links and rxe devices (run in the chroot of the guest's root),
 // the rxe devices to wait for, and what the command is told through its
 // environment. vethNetwork is the single host's, pairNetwork each of two
 // hosts'; both run the root's own ip and rdma (tools).
 type network struct {
 	qemuArgs []string
+	files    []*os.File
 	setup    [][]string
 	devices  []string
 	env      []string
@@ -44,8 +47,8 @@ func vethNetwork(tools guestTools) network {
 }
 
 // Two-host mode: host a and host b, each a guest with one virtio NIC on a
-// qemu UDP socket netdev on the host's loopback, the two sockets pointed at
-// each other, so each guest's frames go straight to the other. (UDP, not the
+// UDP socket on the host's loopback, the two sockets connected to each other
+// (pairLink), so each guest's frames go straight to the other. (UDP, not the
 // TCP form of -netdev socket, which adds about 40 ms to every small round
 // trip; and not network namespaces on one kernel, where rxe's UDP socket
 // stays in the initial namespace and QPs never complete.)
@@ -59,15 +62,16 @@ var pairHosts = [2]struct {
 // pairNIC is the guest's only NIC: the kernel names it, no udev renames it.
 const pairNIC = "eth0"
 
-// pairNetwork is host i's side (0 for a, 1 for b) of a two-host link whose
-// qemu sockets listen on 127.0.0.1 at ports[0] (a) and ports[1] (b): rxe0
-// on eth0, with the host's address. GID index 1 is the RoCE v2 GID of it.
-func pairNetwork(i int, ports [2]int, tools guestTools) network {
+// pairNetwork is host i's side (0 for a, 1 for b) of link: qemu's NIC on
+// the link's socket for host i, which qemu inherits as descriptor 3, and
+// rxe0 on eth0, with the host's address. GID index 1 is the RoCE v2 GID of it.
+func pairNetwork(i int, link pairLink, tools guestTools) network {
 	ip, rdma := tools.ip, tools.rdma
 	self, peer := pairHosts[i], pairHosts[1-i]
-	netdev := fmt.Sprintf("socket,id=n0,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", ports[1-i], ports[i])
 	return network{
-		qemuArgs: []string{"-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=" + self.mac + ",romfile="},
+		qemuArgs: []string{"-netdev", "dgram,id=n0,local.type=fd,local.str=3",
+			"-device", "virtio-net-pci,netdev=n0,mac=" + self.mac + ",romfile="},
+		files: []*os.File{link.files[i]},
 		setup: [][]string{
 			{ip, "addr", "add", self.addr + "/24", "dev", pairNIC},
 			{ip, "link", "set", pairNIC, "up"},

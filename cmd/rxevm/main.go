@@ -361,7 +361,7 @@ func newGuest(modules []string, k kernel, o options, net network, command []stri
 		return guest{}, err
 	}
 	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, root: o.root, workdir: o.workdir,
-		mem: o.mem, smp: o.smp, icount: o.icount, plugin: o.plugin, kernelArgs: o.kernelArgs, netArgs: net.qemuArgs, quiet: !o.verbose}}, nil
+		mem: o.mem, smp: o.smp, icount: o.icount, plugin: o.plugin, kernelArgs: o.kernelArgs, netArgs: net.qemuArgs, files: net.files, quiet: !o.verbose}}, nil
 }
 
 // writeInitrd writes the guest's initramfs, with the host's busybox, to a

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -16,15 +17,17 @@ import (
 // both commands succeeded (or a host was killed at its peer's request),
 // otherwise host a's failure, else host b's.
 func bootPair(ctx context.Context, h *host, modules []string, k kernel, o options, tools guestTools, stdout io.Writer) (int, error) {
-	ports, err := freeUDPPorts()
+	link, err := newPairLink()
 	if err != nil {
 		return exitFailure, err
 	}
+	defer link.close()
+	h.logf("link: host a's NIC on 127.0.0.1:%d, host b's on 127.0.0.1:%d (UDP)", link.ports[0], link.ports[1])
 	var guests [2]guest
 	for i, cmd := range [2][]string{o.command, o.peerCommand} {
 		nonce := newNonce()
 		killPeer := "RXEVM_KILL_PEER=" + guestPlan{Nonce: nonce}.killPeerMarker()
-		g, err := newGuest(modules, k, o, pairNetwork(i, ports, tools), cmd, nonce, []string{killPeer})
+		g, err := newGuest(modules, k, o, pairNetwork(i, link, tools), cmd, nonce, []string{killPeer})
 		if err != nil {
 			return exitFailure, err
 		}
@@ -111,25 +114,67 @@ func pairStatus(results [2]pairResult, h *host) (int, error) {
 	return code, errors.Join(errs...)
 }
 
-// freeUDPPorts returns two UDP ports on 127.0.0.1 that were free a moment
-// ago, for the two qemu sockets.
-func freeUDPPorts() ([2]int, error) {
-	var ports [2]int
-	var conns []net.PacketConn
+// pairLink is the wire between the two guests: two UDP sockets on
+// 127.0.0.1, each connected to the other's port, which each qemu takes as
+// its NIC's descriptor (-netdev dgram,local.type=fd). rxevm binds them
+// before either qemu starts and holds them until both have ended, so no
+// other process can take a port in between, as one could when qemu bound
+// ports that rxevm had found free and let go (-netdev socket,localaddr=):
+// qemu then failed to start, or, since it binds with SO_REUSEADDR, shared
+// the port with another qemu doing the same (another two-host run) and
+// each got some of the other's frames. A connected socket takes datagrams
+// from its peer's port only.
+type pairLink struct {
+	files [2]*os.File // host a's socket, host b's
+	ports [2]int
+}
+
+// newPairLink binds and connects the two sockets of a link.
+func newPairLink() (l pairLink, err error) {
+	loopback := [4]byte{127, 0, 0, 1}
+	fds := [2]int{-1, -1}
 	defer func() {
-		for _, c := range conns {
-			c.Close()
+		if err != nil {
+			for _, fd := range fds[:] {
+				if fd >= 0 {
+					syscall.Close(fd)
+				}
+			}
+			err = fmt.Errorf("making the two hosts' UDP link on 127.0.0.1: %w", err)
 		}
 	}()
-	for i := range ports {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	for i := range fds {
+		// Close-on-exec: each qemu gets its own socket through ExtraFiles,
+		// never the other's.
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return ports, fmt.Errorf("finding a free UDP port for the link: %w", err)
+			return l, err
 		}
-		conns = append(conns, c)
-		ports[i] = c.LocalAddr().(*net.UDPAddr).Port
+		fds[i] = fd
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: loopback}); err != nil {
+			return l, err
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			return l, err
+		}
+		l.ports[i] = sa.(*syscall.SockaddrInet4).Port
 	}
-	return ports, nil
+	for i, fd := range fds {
+		if err := syscall.Connect(fd, &syscall.SockaddrInet4{Addr: loopback, Port: l.ports[1-i]}); err != nil {
+			return l, err
+		}
+	}
+	for i, fd := range fds {
+		l.files[i] = os.NewFile(uintptr(fd), "rxevm-link-"+pairHosts[i].name)
+	}
+	return l, nil
+}
+
+func (l pairLink) close() {
+	for _, f := range l.files {
+		f.Close()
+	}
 }
 
 // lineMux serialises whole-line writes from the two consoles to one writer.

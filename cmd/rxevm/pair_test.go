@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -42,18 +46,23 @@ func TestParseFlagsTwoHosts(t *testing.T) {
 	}
 }
 
-// The two hosts' networks point at each other: a's qemu socket sends to
-// b's port and listens on its own, and each is told who it and the peer are.
+// Each host's qemu gets its own end of the link as descriptor 3, for its
+// one NIC, and each is told who it and the peer are.
 func TestPairNetwork(t *testing.T) {
-	ports := [2]int{47001, 47002}
-	a, b := pairNetwork(0, ports, hostTools), pairNetwork(1, ports, hostTools)
-	if got := strings.Join(a.qemuArgs, " "); !strings.Contains(got, "udp=127.0.0.1:47002,localaddr=127.0.0.1:47001") ||
-		!strings.Contains(got, "mac=52:54:00:00:00:01") {
-		t.Errorf("host a's qemu args %q", got)
+	link, err := newPairLink()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Join(b.qemuArgs, " "); !strings.Contains(got, "udp=127.0.0.1:47001,localaddr=127.0.0.1:47002") ||
-		!strings.Contains(got, "mac=52:54:00:00:00:02") {
-		t.Errorf("host b's qemu args %q", got)
+	defer link.close()
+	a, b := pairNetwork(0, link, hostTools), pairNetwork(1, link, hostTools)
+	for i, n := range []network{a, b} {
+		if got := strings.Join(n.qemuArgs, " "); !strings.Contains(got, "-netdev dgram,id=n0,local.type=fd,local.str=3 ") ||
+			!strings.Contains(got, "mac="+pairHosts[i].mac) {
+			t.Errorf("host %s's qemu args %q", pairHosts[i].name, got)
+		}
+		if len(n.files) != 1 || n.files[0] != link.files[i] {
+			t.Errorf("host %s's qemu inherits %v, want its end of the link only (%v)", pairHosts[i].name, n.files, link.files[i])
+		}
 	}
 	for _, c := range []struct {
 		n    network
@@ -161,5 +170,129 @@ func TestRunPowerCutAndPeerEnded(t *testing.T) {
 			t.Errorf("cause %v: run took %v to end", c.cause, d)
 		}
 		cancel(nil)
+	}
+}
+
+// bindUDP binds a UDP socket to 127.0.0.1:port as qemu's -netdev
+// socket,localaddr= does (with SO_REUSEADDR, which lets two such sockets
+// share a port), and closes it.
+func bindUDP(port int) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		return err
+	}
+	return syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port})
+}
+
+// readFrame reads one datagram from a link's socket, waiting up to 10 s.
+// (A deadline would not do: exec makes the descriptor blocking.)
+func readFrame(f *os.File) (string, error) {
+	fd := int(f.Fd())
+	tv := syscall.NsecToTimeval((10 * time.Second).Nanoseconds())
+	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 100)
+	n, err := syscall.Read(fd, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// The link's ports are taken from the moment it is made: no other process
+// can bind one before qemu uses it, not even another qemu, whose
+// SO_REUSEADDR would otherwise share it. (The link used to be two ports
+// found free and let go, which another process could take before qemu
+// bound them.)
+func TestPairLinkHoldsPorts(t *testing.T) {
+	link, err := newPairLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.close()
+	if link.ports[0] == 0 || link.ports[0] == link.ports[1] {
+		t.Fatalf("ports %v: want two different ports", link.ports)
+	}
+	for i, p := range link.ports {
+		if err := bindUDP(p); !errors.Is(err, syscall.EADDRINUSE) {
+			t.Errorf("host %s's port %d: another socket's bind gave %v, want EADDRINUSE", pairHosts[i].name, p, err)
+		}
+	}
+}
+
+// Each end sends to the other, and takes datagrams from the other end only.
+func TestPairLinkCarriesFrames(t *testing.T) {
+	link, err := newPairLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.close()
+	stranger, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(stranger)
+	for i := range 2 {
+		from, to := link.files[1-i], link.files[i]
+		// The stranger's datagram comes first: a connected socket drops it.
+		if err := syscall.Sendto(stranger, []byte("stranger"), 0, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: link.ports[i]}); err != nil {
+			t.Fatal(err)
+		}
+		want := "frame for host " + pairHosts[i].name
+		if _, err := from.Write([]byte(want)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readFrame(to); err != nil || got != want {
+			t.Errorf("host %s's end read %q, %v; want %q", pairHosts[i].name, got, err, want)
+		}
+	}
+}
+
+// qemu takes its end of the link as its NIC's backend. It starts stopped
+// (-S), with no kernel: nothing boots; its monitor lists the network, and
+// quits.
+func TestPairLinkQEMU(t *testing.T) {
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 not found: install qemu-system-x86 (rxevm -setup-only does)")
+	}
+	link, err := newPairLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.close()
+	n := pairNetwork(0, link, hostTools)
+	cmd := exec.Command(qemu, append([]string{"-S", "-accel", "tcg", "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "stdio"}, n.qemuArgs...)...)
+	cmd.ExtraFiles = n.files
+	cmd.Stdin = strings.NewReader("info network\nquit\n")
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "n0: index=0,type=dgram") {
+		t.Errorf("qemu %s: %v\n%s", shellJoin(n.qemuArgs), err, out)
+	}
+}
+
+// A host's qemu inherits its end of the link as descriptor 3, as its
+// -netdev argument says: a fake qemu's write to it reaches the other end.
+func TestRunPassesLink(t *testing.T) {
+	link, err := newPairLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.close()
+	n := pairNetwork(0, link, hostTools)
+	v := vm{qemu: fakeQEMU(t, `printf 'rxevm-ready-0123456789abcdef\r\n'; printf 'frame from a' >&3 || exit 1; printf 'rxevm-exit-0123456789abcdef=0\r\n'`),
+		mem: "1G", smp: 1, netArgs: n.qemuArgs, files: n.files}
+	var out, log strings.Builder
+	if code, err := v.run(context.Background(), time.Minute, testPlan("/w", "my-cmd"), &out, &host{log: &log}); code != 0 || err != nil {
+		t.Fatalf("run = %d, %v; want 0, nil\n%s%s", code, err, out.String(), log.String())
+	}
+	if got, err := readFrame(link.files[1]); err != nil || got != "frame from a" {
+		t.Errorf("host b's end read %q, %v; want the fake qemu's frame", got, err)
 	}
 }

@@ -28,11 +28,12 @@ type vm struct {
 	workdir    string
 	mem        string
 	smp        int
-	icount     string   // qemu's -icount value; "" for real time
-	plugin     string   // qemu's -plugin value; "" for none
-	kernelArgs string   // appended to the kernel command line
-	netArgs    []string // the network's NICs; "-nic none" for a single host
-	quiet      bool     // keep the kernel's boot messages off the console
+	icount     string     // qemu's -icount value; "" for real time
+	plugin     string     // qemu's -plugin value; "" for none
+	kernelArgs string     // appended to the kernel command line
+	netArgs    []string   // the network's NICs; "-nic none" for a single host
+	files      []*os.File // descriptors qemu inherits as 3, 4, ... (netArgs name them)
+	quiet      bool       // keep the kernel's boot messages off the console
 
 	// onKillPeer, when set, is called when the command prints the plan's
 	// killPeerMarker on a line (two-host mode).
@@ -211,6 +212,7 @@ func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdo
 	// running would hold the CPUs, with no timeout left to end it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = h.log
+	cmd.ExtraFiles = v.files
 	cmd.WaitDelay = 5 * time.Second // the console pipe must not outlive a killed qemu for long
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
