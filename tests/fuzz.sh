@@ -10,7 +10,8 @@
 # bare "context deadline exceeded" just as -fuzztime ends: a race between the
 # deadline's context and its child (golang/go#75804, fixed in Go 1.27). A
 # run that fails that way, and wrote no failing input, runs once more; any
-# other failure, or the same one twice, fails make fuzz.
+# other failure, or the same one twice, fails make fuzz, as does a run that
+# fuzzed nothing.
 set -u
 pkg=$1 target=$2 fuzztime=$3
 out=$(mktemp)
@@ -21,11 +22,20 @@ run() {
 	return "${PIPESTATUS[0]}"
 }
 
-run && exit 0
+# fuzzed: a run that passed must have fuzzed: go test passes with "no fuzz
+# tests to fuzz" when no target matches (one renamed, or a name mistyped),
+# while the fuzzing coordinator, once started, prints "fuzz: elapsed:".
+fuzzed() {
+	grep -q '^fuzz: elapsed: ' "$out" && return 0
+	echo "fuzz.sh: nothing was fuzzed: $pkg has no fuzz target $target" >&2
+	return 1
+}
+
+run && { fuzzed; exit; }
 rc=$?
 if grep -qx '    context deadline exceeded' "$out" && ! grep -q 'Failing input written to' "$out"; then
 	echo "fuzz.sh: $target stopped on Go's fuzztime race (golang/go#75804) with no failing input; running it once more"
-	run && exit 0
+	run && { fuzzed; exit; }
 	rc=$?
 fi
 exit "$rc"

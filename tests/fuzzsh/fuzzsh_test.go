@@ -32,10 +32,12 @@ func fakeGo(t *testing.T, answers ...string) string {
 }
 
 const (
-	pass     = `echo PASS; exit 0`
+	pass     = `printf 'fuzz: elapsed: 0s, gathering baseline coverage: 0/3 completed\nPASS\n'; exit 0`
 	race     = `printf -- '--- FAIL: FuzzX (5.07s)\n    context deadline exceeded\nFAIL\n'; exit 1`
 	crash    = `printf -- '--- FAIL: FuzzX (1.00s)\n    context deadline exceeded\n    Failing input written to testdata/fuzz/FuzzX/abc\n'; exit 1`
 	otherErr = `echo 'panic: boom'; exit 2`
+	// What go test says, and passes, when no fuzz target matches -fuzz.
+	noTarget = `printf 'testing: warning: no fuzz tests to fuzz\nPASS\n'; exit 0`
 )
 
 func TestFuzzScript(t *testing.T) {
@@ -54,6 +56,8 @@ func TestFuzzScript(t *testing.T) {
 		{"race twice fails", []string{race, race, pass}, 1, true},
 		{"a written failing input fails at once", []string{crash, pass}, 1, false},
 		{"any other failure fails at once", []string{otherErr, pass}, 2, false},
+		{"no such target fails", []string{noTarget}, 1, false},
+		{"race, then no such target fails", []string{race, noTarget}, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("bash", script, "./pkg", "FuzzX", "5s")
