@@ -17,7 +17,8 @@
 # in ROOT. The build cache is ROOT's own (/root/.cache/go-build inside it):
 # go keys cgo's cache entries by the compiler but not by the system headers,
 # so the host's entries would let a build pass in ROOT that cannot. Modules
-# come from the host's cache only (GOPROXY=off). Needs root (or CAP_SYS_ADMIN)
+# come from the host's cache only (GOPROXY=off), which go mod download fills
+# first when DIR is in a module. Needs root (or CAP_SYS_ADMIN)
 # and unshare(1).
 set -euo pipefail
 
@@ -36,6 +37,13 @@ modcache=$("$go" env GOMODCACHE)
 for d in "$dir" "$goroot" "$modcache"; do
 	mkdir -p "$root$d"
 done
+# Inside, no module is downloaded (GOPROXY=off): those of DIR's module must
+# be in the host's cache first, where a fresh machine has none until a go
+# command fetched them (go mod download does nothing when they are there).
+gomod=$(cd "$dir" && "$go" env GOMOD)
+if [ -n "$gomod" ] && [ "$gomod" != /dev/null ]; then
+	(cd "$dir" && "$go" mod download) || { echo "chroot-go: go mod download failed in $dir: the build inside would find no modules" >&2; exit 1; }
+fi
 
 # The second shell runs inside the new namespace: its mounts are private to
 # it, so neither the host nor a concurrent run sees them.
