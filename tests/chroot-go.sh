@@ -14,7 +14,9 @@
 # DIR (read-write), the Go root and the module cache (both read-only) are
 # bind-mounted at their own paths in a private mount namespace, with /proc,
 # /dev and a tmpfs on /tmp, and vanish with it; their mount points are made
-# in ROOT. The build cache is ROOT's own (/root/.cache/go-build inside it):
+# in ROOT, inside the namespace, after the tmpfs: one under /tmp is made in
+# it and vanishes too, where it was left in ROOT's /tmp, one per run. The
+# build cache is ROOT's own (/root/.cache/go-build inside it):
 # go keys cgo's cache entries by the compiler but not by the system headers,
 # so the host's entries would let a build pass in ROOT that cannot. Modules
 # come from the host's cache only (GOPROXY=off), which go mod download fills
@@ -34,9 +36,6 @@ shift 2
 go=${GO:-go}
 goroot=$("$go" env GOROOT)
 modcache=$("$go" env GOMODCACHE)
-for d in "$dir" "$goroot" "$modcache"; do
-	mkdir -p "$root$d"
-done
 # Inside, no module is downloaded (GOPROXY=off): those of DIR's module must
 # be in the host's cache first, where a fresh machine has none until a go
 # command fetched them (go mod download does nothing when they are there).
