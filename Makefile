@@ -29,9 +29,13 @@ generate: headers
 	cd generated && $(GO) generate .
 
 # Fails if the committed generated files differ from what the generator
-# makes, or the vendored headers from the pinned packages.
+# makes, or the vendored headers from the pinned packages; and if git cannot
+# tell (not a repository, a clone owned by another user), where its empty
+# output would read as no difference.
 check-generated: generate check-vendored
-	@if [ -n "$$(git status --porcelain -- generated tests/layout)" ]; then \
+	@st=$$(git status --porcelain -- generated tests/layout) || { \
+		echo "check-generated: git status failed: cannot tell whether generated/ matches the generator's output" >&2; exit 1; }; \
+	if [ -n "$$st" ]; then \
 		git status --short -- generated tests/layout; git diff --stat -- generated tests/layout; \
 		echo "check-generated: generated files differ from the generator's output: run make generate and commit" >&2; exit 1; \
 	fi
