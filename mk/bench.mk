@@ -57,7 +57,9 @@ bench:
 		-benchtime $(BENCH_TIME) $(BENCH_PKG) 2>&1 | \
 		$${TMPDIR:-/tmp}/goverbs-benchratio $(if $(BENCH_CHECK),-check)
 
-# The test binary is built once and run from hand/ (as go test runs it).
+# The test binary is built once and run from hand/ (as go test runs it), in
+# a temporary directory that is kept, with the runs' output, when the gate
+# fails, and removed when it passes.
 # benchratio -gate exits 1 on an allocation, a failed run or a line without
 # allocs/op: the gate fails at once. It exits 2 when cases are only over the
 # time bound, after writing a -bench pattern selecting just them: on a
@@ -89,8 +91,12 @@ bench-gate:
 		bench "$$(cat $$tmp/retry.txt)" $(BENCH_GATE_RETRY_COUNT) $$tmp/rerun.txt; \
 		rc=0; cat $$tmp/run.txt $$tmp/rerun.txt | $$tmp/benchratio -gate >/dev/null || rc=$$?; \
 	fi; \
-	echo "bench-gate: $$(( $$(date +%s) - start )) s of benchmarks; output in $$tmp"; \
-	if [ $$rc != 0 ]; then echo "bench-gate: FAILED (a fast path allocates or costs more than C + 2 cgo calls + 1 ns/WR)" >&2; exit 1; fi
+	if [ $$rc != 0 ]; then \
+		echo "bench-gate: $$(( $$(date +%s) - start )) s of benchmarks; output in $$tmp"; \
+		echo "bench-gate: FAILED (a fast path allocates or costs more than C + 2 cgo calls + 1 ns/WR)" >&2; exit 1; \
+	fi; \
+	rm -rf "$$tmp"; \
+	echo "bench-gate: $$(( $$(date +%s) - start )) s of benchmarks"
 
 test-hand:
 	$(GO) test ./hand/...
