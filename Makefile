@@ -14,6 +14,12 @@ FUZZTIME_WIRE ?= 5s
 
 .PHONY: all deps generate check-generated vet test-go-min test test-go test-versions fuzz clean
 
+# One recipe at a time, even under make -j: make test's prerequisites are
+# ordered only by their place in the list (deps installs the compilers that
+# generate needs; the timing gates and the VMs need the two cores to
+# themselves), so -j would run them at once.
+.NOTPARALLEL:
+
 all: generate
 
 # Debian packages for the build and the tests, installed only when missing.
