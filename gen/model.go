@@ -44,10 +44,19 @@ type modeler struct {
 }
 
 // pos maps a cc position to a header-relative one and reports whether it
-// lies in a target header.
+// lies in a target header. A C library header is named relative to its
+// system include directory even when the headers directory holds it too
+// (-headers /usr/include): /usr/include/x86_64-linux-gnu/bits/pthreadtypes.h
+// is bits/pthreadtypes.h there, as arm64's is, so that the two targets'
+// records pair up and a doc comment does not depend on the machine.
 func (m *modeler) pos(n interface{ Position() token.Position }) (Pos, bool) {
 	p := n.Position()
 	if r, ok := m.l.rel(p.Filename); ok {
+		if !isTargetPath(r) {
+			if s, ok := m.l.sysRel(p.Filename); ok {
+				return Pos{File: s, Line: p.Line, Col: p.Column}, false
+			}
+		}
 		return Pos{File: r, Line: p.Line, Col: p.Column}, isTargetPath(r)
 	}
 	if u := uapiPath(p.Filename); kernelUAPI[u] {

@@ -2,8 +2,10 @@ package gen_test
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -103,4 +105,34 @@ func keys(m map[string]string) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// TestTargetsSystemHeaders generates for amd64 and arm64 from the machine's
+// own /usr/include, as README's "Your own rdma-core headers" has a user do:
+// there the headers directory also holds the host's C library, whose
+// headers must still pair with the arm64 ones.
+func TestTargetsSystemHeaders(t *testing.T) {
+	for _, h := range gen.Roots {
+		if _, err := os.Stat(filepath.Join("/usr/include", h)); err != nil {
+			t.Skipf("needs rdma-core's headers in /usr/include (apt-get install libibverbs-dev librdmacm-dev): %v", err)
+		}
+	}
+	ts, err := gen.ParseTargets("linux/amd64,linux/arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	needCompilers(t, ts)
+	res, err := gen.Build(gen.Config{Headers: "/usr/include", Version: "system", Targets: ts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var amd64 string
+	for _, f := range res.Files {
+		if path.Base(f.Path) == "zverbs_types_amd64.go" {
+			amd64 = string(f.Data)
+		}
+	}
+	if !strings.Contains(amd64, "pthread_mutex_t (bits/pthreadtypes.h:") {
+		t.Errorf("zverbs_types_amd64.go does not name pthread_mutex_t's header as bits/pthreadtypes.h")
+	}
 }
