@@ -32,6 +32,12 @@ type EmitOptions struct {
 	// to declare it, for the error a call gets when the loaded library
 	// lacks it.
 	Since map[string]string
+	// Target, for Emit, is the architecture the IR was laid out for (the
+	// host's): the layout assertions then hold only where its Define is
+	// predefined, and a build for another architecture fails with an
+	// #error that names it, not with every assertion that no longer holds.
+	// Zero: no guard. EmitTargets guards each architecture itself.
+	Target Target
 }
 
 // File is one emitted file: a path relative to the output root (or
@@ -808,13 +814,21 @@ func (e *emitter) layoutAssertions(spec *PackageSpec) string {
 	fmt.Fprintf(&b, "\n// Layout proof: each line fails the build if these headers disagree with\n// the layout the Go types of package %s were generated with.\n", spec.Name)
 	fmt.Fprintf(&b, "#define GOVERBS_LAYOUT(cond, what) _Static_assert(cond, \"goverbs: \" what \" differs from rdma-core %s, which package %s was generated from: regenerate it for these headers (go generate, or verbsgen -headers /usr/include)\")\n", v, spec.Name)
 	if e.irs == nil {
+		t := e.opt.Target
+		if t.Define != "" {
+			fmt.Fprintf(&b, "#if defined(%s)\n", t.Define)
+		}
 		n := 0
 		for _, r := range e.ir.Records {
 			if r.Package == spec.Name {
 				n += recordAssertions(&b, r)
 			}
 		}
-		fmt.Fprintf(&b, "// %d layout assertions.\n#undef GOVERBS_LAYOUT\n\n", n)
+		fmt.Fprintf(&b, "// %d layout assertions.\n", n)
+		if t.Define != "" {
+			b.WriteString(otherArchError(spec.Name, []string{t.Name()}))
+		}
+		b.WriteString("#undef GOVERBS_LAYOUT\n\n")
 		return b.String()
 	}
 	// Several targets: a record's assertions are common if they are the
@@ -859,9 +873,25 @@ func (e *emitter) layoutAssertions(spec *PackageSpec) string {
 	for _, t := range e.targets {
 		names = append(names, t.Name())
 	}
-	fmt.Fprintf(&b, "#else\n#error \"goverbs: package %s has layouts for %s only\"\n#endif\n", spec.Name, strings.Join(names, ", "))
+	b.WriteString(otherArchError(spec.Name, names))
 	b.WriteString("#undef GOVERBS_LAYOUT\n\n")
 	return b.String()
+}
+
+// otherArchError closes the #if of the layout assertions with the error a
+// build for an architecture the package was not laid out for gets, and, if
+// verbsgen knows more architectures than names, how to lay them out too.
+func otherArchError(pkg string, names []string) string {
+	var all []string
+	for n := range Targets {
+		all = append(all, n)
+	}
+	sort.Strings(all)
+	hint := ""
+	if len(names) < len(all) {
+		hint = fmt.Sprintf(": regenerate it with verbsgen -targets %s", strings.Join(all, ","))
+	}
+	return fmt.Sprintf("#else\n#error \"goverbs: package %s has layouts for %s only%s\"\n#endif\n", pkg, strings.Join(names, ", "), hint)
 }
 
 // recordAssertions writes the layout assertions of r (none for an

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 )
@@ -153,6 +154,9 @@ func Build(cfg Config) (*Result, error) {
 	var err error
 	opt := EmitOptions{
 		Command: cfg.Command, ImportRoot: cfg.ImportRoot, LayoutOnly: cfg.LayoutOnly, LayoutPkg: cfg.LayoutPkg,
+	}
+	if len(cfg.Targets) == 0 {
+		opt.Target = Targets[runtime.GOOS+"/"+runtime.GOARCH] // the host's layouts; zero if verbsgen does not know it
 	}
 	if cfg.CgoInclude {
 		if opt.IncludeDir, err = relSlash(cfg.Out, cfg.Headers); err != nil {

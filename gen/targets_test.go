@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -134,5 +135,58 @@ func TestTargetsSystemHeaders(t *testing.T) {
 	}
 	if !strings.Contains(amd64, "pthread_mutex_t (bits/pthreadtypes.h:") {
 		t.Errorf("zverbs_types_amd64.go does not name pthread_mutex_t's header as bits/pthreadtypes.h")
+	}
+}
+
+// TestHostOnlyOtherArch: a package laid out for the host only (no -targets,
+// as README's own-headers command once made), compiled for the other
+// architecture, fails with one #error that names the architectures it has
+// and the -targets to regenerate with, not with the static assertions that
+// no longer hold there, each telling to regenerate "for these headers".
+func TestHostOnlyOtherArch(t *testing.T) {
+	host, ok := gen.Targets[runtime.GOOS+"/"+runtime.GOARCH]
+	if !ok {
+		t.Skipf("verbsgen lays out no %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	other := gen.Targets["linux/arm64"]
+	if host.GOARCH == "arm64" {
+		other = gen.Targets["linux/amd64"]
+	}
+	needCompilers(t, []gen.Target{host, other})
+	res, err := gen.Build(goldenConfig("records"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var funcs string
+	for _, f := range res.Files {
+		if path.Base(f.Path) == "zverbs_funcs.go" {
+			funcs = string(f.Data)
+		}
+	}
+	start, end := strings.Index(funcs, "\n/*\n"), strings.Index(funcs, "*/\nimport \"C\"")
+	if start < 0 || end < start {
+		t.Fatal("zverbs_funcs.go: no cgo preamble")
+	}
+	var pre strings.Builder
+	for _, l := range strings.SplitAfter(funcs[start+4:end], "\n") {
+		if !strings.HasPrefix(l, "#cgo ") {
+			pre.WriteString(l)
+		}
+	}
+	src := filepath.Join(t.TempDir(), "preamble.c")
+	if err := os.WriteFile(src, []byte(pre.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	compile := func(tg gen.Target) (string, error) {
+		out, err := exec.Command(tg.CC, "-fsyntax-only", "-I", filepath.Join("testdata", "records", "include"), src).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := compile(host); err != nil {
+		t.Fatalf("%s: the preamble does not compile for the architecture it was laid out for: %v\n%s", host.CC, err, out)
+	}
+	out, err := compile(other)
+	want := "goverbs: package verbs has layouts for " + host.Name() + " only: regenerate it with verbsgen -targets linux/amd64,linux/arm64"
+	if err == nil || !strings.Contains(out, want) || strings.Contains(out, "static assertion failed") {
+		t.Errorf("%s: want the one error %q, got (%v):\n%s", other.CC, want, err, out)
 	}
 }
