@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/goverbs/goverbs/gen"
@@ -112,7 +113,7 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verbsgen verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	headers := fs.String("headers", "/usr/include", "include `directory` to verify against")
-	dir := fs.String("dir", "", "`directory` of the generated packages (default: where github.com/goverbs/goverbs/generated is)")
+	dir := fs.String("dir", "", "`directory` of the generated packages (default: where -import is, found with go list)")
 	importRoot := fs.String("import", "github.com/goverbs/goverbs/generated", "import `path` of -dir")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,11 +122,18 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *dir == "" {
-		out, err := exec.Command("go", "list", "-f", "{{.Dir}}", *importRoot).Output()
+		// The output root is found through a package under it: a user's
+		// generated/ holds only the package directories, no Go file.
+		pkg := *importRoot + "/" + gen.Packages()[0].Name
+		out, err := exec.Command("go", "list", "-f", "{{.Dir}}", pkg).Output()
 		if err != nil {
-			return fmt.Errorf("finding %s (give -dir): %w", *importRoot, err)
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+				err = errors.New(strings.TrimSpace(string(ee.Stderr)))
+			}
+			return fmt.Errorf("finding %s (give -dir): %w", pkg, err)
 		}
-		*dir = strings.TrimSpace(string(out))
+		*dir = filepath.Dir(strings.TrimSpace(string(out)))
 	}
 	res, err := gen.Build(gen.Config{Headers: *headers, ImportRoot: *importRoot, LayoutOnly: true})
 	if err != nil {

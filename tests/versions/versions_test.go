@@ -178,6 +178,26 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyOwnPackages runs `verbsgen verify` on packages a user generated
+// into their own module, as README's "Your own rdma-core headers" has them
+// do, with only -import to say where: their generated/ holds the package
+// directories and no Go file of its own, which verify once failed to find
+// ("finding example.com/user/generated (give -dir): exit status 1").
+func TestVerifyOwnPackages(t *testing.T) {
+	inc, err := filepath.Abs(repo + "/headers/vendored/include")
+	require.NoError(t, err)
+	user := tempModule(t, "example.com/user")
+	out, err := goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "-headers", inc,
+		"-layout-only", "-out", "generated", "-import", "example.com/user/generated")
+	require.NoError(t, err, "generate: %s", out)
+	out, err = goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify",
+		"-headers", inc, "-import", "example.com/user/generated")
+	t.Logf("verify: %s", out)
+	require.NoError(t, err)
+	require.Contains(t, out, filepath.Join(user, "generated")+" checked against")
+	require.Contains(t, out, ": 0 differences")
+}
+
 // TestRegenerate56 follows the downstream workflow for a newer rdma-core:
 // generate a full package set (stubs included) from the 56.1 headers into
 // the user's module and build it against those headers: the layout
