@@ -1,13 +1,17 @@
 package layout
 
+// These tests use the standard library only: users run this package from
+// their own module (README: go test github.com/goverbs/goverbs/tests/layout),
+// whose go.sum has no entry for a module only this package's tests import.
+
 import (
+	"slices"
 	"structs"
 	"testing"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/tests/layoutcheck"
-	"github.com/stretchr/testify/require"
 )
 
 // wrongWC is struct ibv_wc with vendor_err left out, the kind of mistake a
@@ -46,11 +50,14 @@ func TestWrongLayoutIsCaught(t *testing.T) {
 	}
 	diff := layoutcheck.Diff(CRows(), rows)
 	// The size matches, so only the offsets can catch this mistake.
-	require.Equal(t, []string{
+	want := []string{
 		"offsetof(struct ibv_wc, byte_len): C says 20, Go says 16",
 		"offsetof(struct ibv_wc, dlid_path_bits): C says 45, Go says 41",
 		"offsetof(struct ibv_wc, qp_num): C says 28, Go says 24",
-	}, diff)
+	}
+	if !slices.Equal(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
+	}
 }
 
 // TestMissingRowIsCaught drops a row from one side: a member the Go side
@@ -63,20 +70,33 @@ func TestMissingRowIsCaught(t *testing.T) {
 			kept = append(kept, r)
 		}
 	}
-	require.Len(t, kept, len(rows)-1)
-	require.Equal(t, []string{"offsetof(struct ibv_send_wr, imm_data): C has 36, Go has no such row"},
-		layoutcheck.Diff(CRows(), kept))
+	if len(kept) != len(rows)-1 {
+		t.Fatal("no row offsetof(struct ibv_send_wr, imm_data) to drop")
+	}
+	want := []string{"offsetof(struct ibv_send_wr, imm_data): C has 36, Go has no such row"}
+	if diff := layoutcheck.Diff(CRows(), kept); !slices.Equal(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
+	}
 }
 
 // TestGeneratedWC spot-checks one generated type by hand, so that a
 // generator bug that fooled both tables the same way would still show here.
 func TestGeneratedWC(t *testing.T) {
 	var wc verbs.WC
-	require.EqualValues(t, 48, unsafe.Sizeof(wc))
-	require.EqualValues(t, 24, unsafe.Offsetof(wc.ImmData))
-	require.Equal(t, unsafe.Pointer(&wc.ImmData), unsafe.Pointer(wc.InvalidatedRkey()))
+	if s := unsafe.Sizeof(wc); s != 48 {
+		t.Errorf("sizeof WC = %d, want 48", s)
+	}
+	if o := unsafe.Offsetof(wc.ImmData); o != 24 {
+		t.Errorf("offsetof WC.ImmData = %d, want 24", o)
+	}
+	if unsafe.Pointer(&wc.ImmData) != unsafe.Pointer(wc.InvalidatedRkey()) {
+		t.Error("WC.InvalidatedRkey does not point at ImmData, its union's other member")
+	}
 	var wr verbs.SendWR
-	require.EqualValues(t, 40, unsafe.Offsetof(wr.WR))
-	require.Equal(t, unsafe.Pointer(&wr.WR), unsafe.Pointer(wr.WR.RDMA()))
-	require.Equal(t, unsafe.Pointer(&wr.WR), unsafe.Pointer(wr.WR.UD()))
+	if o := unsafe.Offsetof(wr.WR); o != 40 {
+		t.Errorf("offsetof SendWR.WR = %d, want 40", o)
+	}
+	if unsafe.Pointer(&wr.WR) != unsafe.Pointer(wr.WR.RDMA()) || unsafe.Pointer(&wr.WR) != unsafe.Pointer(wr.WR.UD()) {
+		t.Error("SendWR.WR.RDMA and UD do not point at the union WR")
+	}
 }

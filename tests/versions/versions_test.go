@@ -44,7 +44,7 @@ func tempModule(t *testing.T, module string) string {
 	root, err := filepath.Abs(repo)
 	require.NoError(t, err)
 	dir := t.TempDir()
-	gomod := "module " + module + "\n\ngo 1.25\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
+	gomod := "module " + module + "\n\ngo 1.25.0\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	require.NoError(t, err)
@@ -196,6 +196,23 @@ func TestVerifyOwnPackages(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, filepath.Join(user, "generated")+" checked against")
 	require.Contains(t, out, ": 0 differences")
+}
+
+// TestLayoutFromUserModule runs the layout check README tells users to keep
+// in their CI, `go test github.com/goverbs/goverbs/tests/layout`, from a
+// module whose go.sum has none of this repository's dependencies (a user's
+// has only what the goverbs packages they import need) and which the go
+// command may not update: it failed with "missing go.sum entry for module
+// providing package github.com/stretchr/testify/require" while the
+// package's tests imported testify.
+func TestLayoutFromUserModule(t *testing.T) {
+	user := tempModule(t, "example.com/user")
+	require.NoError(t, os.WriteFile(filepath.Join(user, "go.sum"), nil, 0o644))
+	cmd := exec.Command("go", "test", "-count=1", "github.com/goverbs/goverbs/tests/layout")
+	cmd.Dir = user
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go test github.com/goverbs/goverbs/tests/layout from a user's module:\n%s", out)
 }
 
 // TestRegenerate56 follows the downstream workflow for a newer rdma-core:
