@@ -141,7 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.hosts, "hosts", 1, "1, or 2 for two linked guests (host a and host b)")
 	fs.DurationVar(&o.peerGrace, "peer-grace", 2*time.Minute, "with -hosts 2: how long one host may outlive the other")
 	fs.StringVar(&o.cacheDir, "cache", "/var/cache/goverbs-rxevm", "where the kernel package is downloaded and unpacked, once")
-	fs.StringVar(&o.kernelPkg, "kernel-pkg", "linux-image-6.1.0-56-amd64", "Debian kernel package to boot")
+	fs.StringVar(&o.kernelPkg, "kernel-pkg", pinnedKernel, "Debian kernel package to boot (the default, when the archive has dropped it, gives way to the newest of its series, which rxevm names)")
 	fs.BoolVar(&o.setupOnly, "setup-only", false, "install host packages and prepare the cache; do not boot")
 	fs.StringVar(&o.root, "root", "/", "host directory the guest chroots into (read-only), with the working directory's path made in it")
 	fs.StringVar(&o.setupRoot, "setup-root", "", "build the root called `NAME` under -cache/roots once, print its path; do not boot")
@@ -222,12 +222,16 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if err := h.ensurePackages(ctx, hostPackages); err != nil {
 		return exitFailure, err
 	}
-	k, err := h.ensureKernel(ctx, o.cacheDir, o.kernelPkg)
+	ensure := h.ensureKernel
+	if o.kernelPkg == pinnedKernel {
+		ensure = h.ensurePinnedKernel
+	}
+	k, err := ensure(ctx, o.cacheDir, o.kernelPkg)
 	if err != nil {
 		return exitFailure, err
 	}
 	if o.setupOnly {
-		h.logf("ready: %s (kernel %s)", o.kernelPkg, k.vmlinuz)
+		h.logf("ready: kernel %s", k.vmlinuz)
 		return 0, nil
 	}
 	return boot(ctx, h, k, o, stdout)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -176,6 +178,81 @@ func openKernel(dir string) (kernel, error) {
 		}
 	}
 	return k, nil
+}
+
+// pinnedKernel is the kernel package rxevm boots by default: Debian 12's
+// 6.1 kernel, whose rxe the tests were written against.
+const pinnedKernel = "linux-image-6.1.0-56-amd64"
+
+// kernelSeries matches the names of pinnedKernel's series, one per ABI
+// number (its first group). Debian keeps a name in the archive only until
+// a later ABI replaces it, in a point release or a security update.
+var kernelSeries = regexp.MustCompile(`^linux-image-6\.1\.0-([0-9]+)-amd64$`)
+
+// ensurePinnedKernel is ensureKernel for the pinned package, which, once
+// the archive has dropped it (apt knows no version of it, its lists
+// updated), gives way to the newest of its series that apt has, or the
+// newest already unpacked in cacheDir when apt has none, said in the log:
+// without this every boot on a fresh machine would fail from the day of
+// the next ABI, until someone moves the pin.
+func (h *host) ensurePinnedKernel(ctx context.Context, cacheDir, pin string) (kernel, error) {
+	var err error
+	if _, cached := openKernel(filepath.Join(cacheDir, pin)); cached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
+		// Lists lose a package only when updated: gone, no download to try.
+		err = fmt.Errorf("%s: not in apt's lists", pin)
+	} else {
+		var k kernel
+		if k, err = h.ensureKernel(ctx, cacheDir, pin); err == nil || h.aptHas(ctx, pin) {
+			return k, err
+		}
+	}
+	next := h.newestInSeries(ctx, cacheDir)
+	if next == "" || next == pin {
+		return kernel{}, fmt.Errorf("%w\n(apt's lists have no version of %s, nor of another linux-image-6.1.0-N-amd64, and none is unpacked in %s)", err, pin, cacheDir)
+	}
+	h.logf("%s is no longer in the Debian archive: booting %s, the newest of its series (make it rxevm's pinnedKernel)", pin, next)
+	return h.ensureKernel(ctx, cacheDir, next)
+}
+
+// aptHas reports whether apt's lists have a version of pkg to download.
+func (h *host) aptHas(ctx context.Context, pkg string) bool {
+	out, err := exec.CommandContext(ctx, "apt-cache", "madison", pkg).Output()
+	return err == nil && len(bytes.TrimSpace(out)) > 0
+}
+
+// newestInSeries returns the kernelSeries package with the highest ABI
+// that apt's lists have, or, when they have none, that is unpacked in
+// cacheDir; "" when there is neither.
+func (h *host) newestInSeries(ctx context.Context, cacheDir string) string {
+	var names []string
+	if out, err := exec.CommandContext(ctx, "apt-cache", "pkgnames", "linux-image-6.1.0-").Output(); err == nil {
+		for _, n := range strings.Fields(string(out)) {
+			if kernelSeries.MatchString(n) && h.aptHas(ctx, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		dirs, _ := os.ReadDir(cacheDir)
+		for _, d := range dirs {
+			if n := d.Name(); kernelSeries.MatchString(n) {
+				if _, err := openKernel(filepath.Join(cacheDir, n)); err == nil {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	abi := func(n string) int {
+		v, _ := strconv.Atoi(kernelSeries.FindStringSubmatch(n)[1])
+		return v
+	}
+	best := ""
+	for _, n := range names {
+		if best == "" || abi(n) > abi(best) {
+			best = n
+		}
+	}
+	return best
 }
 
 // ensureKernel returns the kernel package pkg unpacked in cacheDir/pkg,
