@@ -3,6 +3,7 @@ package gen
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -802,6 +803,12 @@ func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, stri
 // macros gathers integer object-like macros and function-like macros that
 // expand to a call of a declared function.
 func (m *modeler) macros() error {
+	enumerators := map[string]enumerator{}
+	for _, e := range m.ir.Enums {
+		for _, x := range e.Enumerators {
+			enumerators[x.Name] = enumerator{e, x}
+		}
+	}
 	for name, mac := range m.l.AST.Macros {
 		p, target := m.pos(mac)
 		if !target {
@@ -836,7 +843,11 @@ func (m *modeler) macros() error {
 				// enumSigned), whose type gcc gives it.
 				signed, ctype = false, "unsigned "+ctype
 			}
-			m.ir.Macros = append(m.ir.Macros, &Macro{Name: name, Pos: p, Value: v, Size: t.Size(),
+			size := t.Size()
+			if en, x := enumeratorOf(mac, enumerators); x != nil {
+				signed, size, ctype = enumeratorType(en, x)
+			}
+			m.ir.Macros = append(m.ir.Macros, &Macro{Name: name, Pos: p, Value: v, Size: size,
 				Signed: signed, CType: ctype})
 			continue
 		}
@@ -851,6 +862,47 @@ func (m *modeler) macros() error {
 		m.ir.Funcs = append(m.ir.Funcs, f)
 	}
 	return nil
+}
+
+type enumerator struct {
+	enum *Enum
+	x    *Enumerator
+}
+
+// enumeratorOf returns the enumerator a macro's replacement names, alone
+// and perhaps in parentheses ("#define IBV_QPF_GRH_REQUIRED
+// IB_UVERBS_QPF_GRH_REQUIRED"), or nil.
+func enumeratorOf(mac *cc.Macro, enumerators map[string]enumerator) (*Enum, *Enumerator) {
+	toks := mac.ReplacementList()
+	for len(toks) >= 3 && toks[0].SrcStr() == "(" && toks[len(toks)-1].SrcStr() == ")" {
+		toks = toks[1 : len(toks)-1]
+	}
+	if len(toks) != 1 {
+		return nil, nil
+	}
+	e := enumerators[toks[0].SrcStr()]
+	return e.enum, e.x
+}
+
+// enumeratorType is the type gcc gives enumerator x of en: int when its
+// value fits one, and otherwise en's type (gcc's finish_enum; C makes every
+// enumerator an int). cc/v4 gives it en's type, unsigned int for an enum
+// without negative values, so a macro naming IB_UVERBS_QPF_GRH_REQUIRED
+// came out uint32 where gcc's is int.
+func enumeratorType(en *Enum, x *Enumerator) (signed bool, size int64, ctype string) {
+	fits := x.Value <= math.MaxInt32
+	if en.Signed {
+		v := signExtend(x.Value, en.Size)
+		fits = v >= math.MinInt32 && v <= math.MaxInt32
+	}
+	if fits {
+		return true, 4, "int"
+	}
+	ctype = "enum " + en.CName
+	if en.CName == "" {
+		ctype = "anonymous enum"
+	}
+	return en.Signed, en.Size, ctype
 }
 
 // builtinMacros are predefined by the preprocessor; cc/v4 may report them at

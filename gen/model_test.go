@@ -104,10 +104,11 @@ enum ibv_top { IBV_TOP = 1ULL << 63 };
 enum ibv_cross { IBV_CROSS_A = (1UL << 63) - 1, IBV_CROSS_B };
 enum ibv_s64 { IBV_S64_NEG = -1, IBV_S64_BIG = 0xFFFFFFFFULL };
 enum ibv_s32 { IBV_S32_NEG = -2, IBV_S32_NEXT };
-enum ibv_u32 { IBV_U32_TOP = 0x80000000 };
+enum ibv_u32 { IBV_U32_TOP = 0x80000000, IBV_U32_ONE = 1 };
 struct ibv_m { enum { IBV_ANON_TOP = 1ULL << 63 } e; };
 #define IBV_REF_MAX IBV_U64_MAX
 #define IBV_REF_BIG IBV_S64_BIG
+#define IBV_REF_ONE (IBV_U32_ONE)
 #define IBV_LONG_CAST ((long)0xFFFFFFFFFFFFFFFFULL)
 `
 	dir := includeDir(t, map[string]string{"infiniband/verbs.h": header})
@@ -143,7 +144,8 @@ struct ibv_m { enum { IBV_ANON_TOP = 1ULL << 63 } e; };
 	wantMacro := map[string]struct {
 		value  uint64
 		signed bool
-	}{"IBV_REF_MAX": {1<<64 - 1, false}, "IBV_REF_BIG": {0xFFFFFFFF, true}, "IBV_LONG_CAST": {1<<64 - 1, true}}
+	}{"IBV_REF_MAX": {1<<64 - 1, false}, "IBV_REF_BIG": {0xFFFFFFFF, true}, "IBV_LONG_CAST": {1<<64 - 1, true},
+		"IBV_REF_ONE": {1, true}} // an enumerator that fits int is an int, whatever its enum
 	for _, m := range ir.Macros {
 		w, ok := wantMacro[m.Name]
 		if !ok {
@@ -154,6 +156,7 @@ struct ibv_m { enum { IBV_ANON_TOP = 1ULL << 63 } e; };
 			t.Errorf("macro %s: value %#x signed %v, want %#x signed %v", m.Name, m.Value, m.Signed, w.value, w.signed)
 		}
 		fmt.Fprintf(&asserts, "_Static_assert(((__typeof__(%s))-1 < 0) == %d, \"sign of %s\");\n", m.Name, b2i(m.Signed), m.Name)
+		fmt.Fprintf(&asserts, "_Static_assert(sizeof(%s) == %d, \"size of %s\");\n", m.Name, m.Size, m.Name)
 	}
 	for n := range wantMacro {
 		t.Errorf("macro %s not modelled", n)

@@ -5298,40 +5298,40 @@ const (
 	IBRoCEUDPEncapValidPortMax int32 = 65535
 	// IBGRHFlowlabelMask is IB_GRH_FLOWLABEL_MASK (infiniband/verbs.h:3799, int).
 	IBGRHFlowlabelMask int32 = 1048575
-	// ESPKeymatAesGcm is IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM (infiniband/verbs_api.h:69, unsigned).
-	ESPKeymatAesGcm uint32 = 0
-	// FlowActionIvAlgoSeq is IBV_FLOW_ACTION_IV_ALGO_SEQ (infiniband/verbs_api.h:71, unsigned).
-	FlowActionIvAlgoSeq uint32 = 0
-	// FlowActionESPReplayNone is IBV_FLOW_ACTION_ESP_REPLAY_NONE (infiniband/verbs_api.h:74, unsigned).
-	FlowActionESPReplayNone uint32 = 0
-	// ESPReplayBmp is IBV_FLOW_ACTION_ESP_REPLAY_BMP (infiniband/verbs_api.h:75, unsigned).
-	ESPReplayBmp uint32 = 1
-	// FlowActionESPFlagsInlineCrypto is IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO (infiniband/verbs_api.h:78, unsigned).
-	FlowActionESPFlagsInlineCrypto uint32 = 0
-	// FlowActionESPFlagsFullOffload is IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD (infiniband/verbs_api.h:79, unsigned).
-	FlowActionESPFlagsFullOffload uint32 = 1
-	// FlowActionESPFlagsTunnel is IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL (infiniband/verbs_api.h:80, unsigned).
-	FlowActionESPFlagsTunnel uint32 = 0
-	// FlowActionESPFlagsTransport is IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT (infiniband/verbs_api.h:81, unsigned).
-	FlowActionESPFlagsTransport uint32 = 2
-	// FlowActionESPFlagsDecrypt is IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT (infiniband/verbs_api.h:82, unsigned).
-	FlowActionESPFlagsDecrypt uint32 = 0
-	// FlowActionESPFlagsEncrypt is IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT (infiniband/verbs_api.h:83, unsigned).
-	FlowActionESPFlagsEncrypt uint32 = 4
-	// FlowActionESPFlagsEsnNewWindow is IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW (infiniband/verbs_api.h:84, unsigned).
-	FlowActionESPFlagsEsnNewWindow uint32 = 8
-	// AdviseMRAdvicePrefetch is IBV_ADVISE_MR_ADVICE_PREFETCH (infiniband/verbs_api.h:89, unsigned).
-	AdviseMRAdvicePrefetch uint32 = 0
-	// AdviseMRAdvicePrefetchWrite is IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE (infiniband/verbs_api.h:90, unsigned).
-	AdviseMRAdvicePrefetchWrite uint32 = 1
-	// AdviseMRAdvicePrefetchNoFault is IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT (infiniband/verbs_api.h:91, unsigned).
-	AdviseMRAdvicePrefetchNoFault uint32 = 2
-	// AdviseMRFlagFlush is IBV_ADVISE_MR_FLAG_FLUSH (infiniband/verbs_api.h:93, unsigned).
-	AdviseMRFlagFlush uint32 = 1
-	// QpfGRHRequired is IBV_QPF_GRH_REQUIRED (infiniband/verbs_api.h:95, unsigned).
-	QpfGRHRequired uint32 = 1
-	// AccessOptionalRange is IBV_ACCESS_OPTIONAL_RANGE (infiniband/verbs_api.h:97, unsigned).
-	AccessOptionalRange uint32 = 0x3ff00000
+	// ESPKeymatAesGcm is IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM (infiniband/verbs_api.h:69, int).
+	ESPKeymatAesGcm int32 = 0
+	// FlowActionIvAlgoSeq is IBV_FLOW_ACTION_IV_ALGO_SEQ (infiniband/verbs_api.h:71, int).
+	FlowActionIvAlgoSeq int32 = 0
+	// FlowActionESPReplayNone is IBV_FLOW_ACTION_ESP_REPLAY_NONE (infiniband/verbs_api.h:74, int).
+	FlowActionESPReplayNone int32 = 0
+	// ESPReplayBmp is IBV_FLOW_ACTION_ESP_REPLAY_BMP (infiniband/verbs_api.h:75, int).
+	ESPReplayBmp int32 = 1
+	// FlowActionESPFlagsInlineCrypto is IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO (infiniband/verbs_api.h:78, int).
+	FlowActionESPFlagsInlineCrypto int32 = 0
+	// FlowActionESPFlagsFullOffload is IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD (infiniband/verbs_api.h:79, int).
+	FlowActionESPFlagsFullOffload int32 = 1
+	// FlowActionESPFlagsTunnel is IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL (infiniband/verbs_api.h:80, int).
+	FlowActionESPFlagsTunnel int32 = 0
+	// FlowActionESPFlagsTransport is IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT (infiniband/verbs_api.h:81, int).
+	FlowActionESPFlagsTransport int32 = 2
+	// FlowActionESPFlagsDecrypt is IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT (infiniband/verbs_api.h:82, int).
+	FlowActionESPFlagsDecrypt int32 = 0
+	// FlowActionESPFlagsEncrypt is IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT (infiniband/verbs_api.h:83, int).
+	FlowActionESPFlagsEncrypt int32 = 4
+	// FlowActionESPFlagsEsnNewWindow is IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW (infiniband/verbs_api.h:84, int).
+	FlowActionESPFlagsEsnNewWindow int32 = 8
+	// AdviseMRAdvicePrefetch is IBV_ADVISE_MR_ADVICE_PREFETCH (infiniband/verbs_api.h:89, int).
+	AdviseMRAdvicePrefetch int32 = 0
+	// AdviseMRAdvicePrefetchWrite is IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE (infiniband/verbs_api.h:90, int).
+	AdviseMRAdvicePrefetchWrite int32 = 1
+	// AdviseMRAdvicePrefetchNoFault is IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT (infiniband/verbs_api.h:91, int).
+	AdviseMRAdvicePrefetchNoFault int32 = 2
+	// AdviseMRFlagFlush is IBV_ADVISE_MR_FLAG_FLUSH (infiniband/verbs_api.h:93, int).
+	AdviseMRFlagFlush int32 = 1
+	// QpfGRHRequired is IBV_QPF_GRH_REQUIRED (infiniband/verbs_api.h:95, int).
+	QpfGRHRequired int32 = 1
+	// AccessOptionalRange is IBV_ACCESS_OPTIONAL_RANGE (infiniband/verbs_api.h:97, int).
+	AccessOptionalRange int32 = 1072693248
 	// AccessOptionalFirst is IBV_ACCESS_OPTIONAL_FIRST (infiniband/verbs_api.h:98, int).
 	AccessOptionalFirst int32 = 1048576
 	// UserVerbsABIVersion is IB_USER_VERBS_ABI_VERSION (rdma/ib_user_verbs.h:46, int).
