@@ -9,18 +9,21 @@ import (
 
 const layoutcheckPath = "github.com/goverbs/goverbs/tests/layoutcheck"
 
+// layoutRow is one fact of the layout test: its key, the C expression gcc
+// evaluates and the Go expression that should equal it.
+type layoutRow struct {
+	key   string
+	cExpr string
+	goVal jen.Code
+}
+
 // layoutFiles emits the layout test package: a C oracle (a cgo file whose
-// static function returns gcc's sizeof, _Alignof, offsetof and constant
-// values), the same table computed from the Go types, and the test that
-// compares them. Both tables use the same keys, written by the same code.
+// static function returns gcc's sizeof, _Alignof, offsetof, constant values
+// and the signedness of enum and macro types), the same table computed from
+// the Go types, and the test that compares them. Both tables use the same keys, written by the same code.
 func (e *emitter) layoutFiles() ([]File, error) {
 	pkgName := lastElem(e.opt.LayoutPkg)
-	type row struct {
-		key   string
-		cExpr string
-		goVal jen.Code
-	}
-	var blocks [][]row
+	var blocks [][]layoutRow
 	var blockVars []jen.Code
 	for _, r := range e.ir.Records {
 		if r.Incomplete {
@@ -28,7 +31,7 @@ func (e *emitter) layoutFiles() ([]File, error) {
 		}
 		ct := r.CType()
 		v := jen.Id("v")
-		rows := []row{
+		rows := []layoutRow{
 			{"sizeof(" + ct + ")", "sizeof(" + ct + ")", jen.Uint64().Call(jen.Qual("unsafe", "Sizeof").Call(v.Clone()))},
 			{"_Alignof(" + ct + ")", "_Alignof(" + ct + ")", jen.Uint64().Call(jen.Qual("unsafe", "Alignof").Call(v.Clone()))},
 		}
@@ -49,16 +52,21 @@ func (e *emitter) layoutFiles() ([]File, error) {
 					g = jen.Qual(layoutcheckPath, "Offset").Call(base, jen.Qual("unsafe", "Pointer").Call(
 						jen.Qual("unsafe", "SliceData").Call(jen.Id("v").Dot(it.goName).Call(jen.Lit(0)))))
 				}
-				rows = append(rows, row{key, cexpr, g})
+				rows = append(rows, layoutRow{key, cexpr, g})
 			}
 		}
 		blocks = append(blocks, rows)
 		blockVars = append(blockVars, jen.Qual(e.pkgPath(r.Package), r.GoName))
 	}
-	var consts []row
+	// Constants are compared as two's complement bits, which cannot tell
+	// int64 -1 from uint64 0xffffffffffffffff, nor a signed type from an
+	// unsigned one while the values are small: a "signed(...)" row holds
+	// whether gcc and Go make each enum type and each macro's type signed.
+	var consts []layoutRow
 	for _, en := range e.ir.Enums {
+		consts = append(consts, enumSignRow(e, en))
 		for _, x := range en.Enumerators {
-			consts = append(consts, row{"enum " + x.Name, x.Name, jen.Qual(layoutcheckPath, "Int").Call(jen.Qual(e.pkgPath(en.Package), x.GoName))})
+			consts = append(consts, layoutRow{"enum " + x.Name, x.Name, jen.Qual(layoutcheckPath, "Int").Call(jen.Qual(e.pkgPath(en.Package), x.GoName))})
 		}
 	}
 	for _, m := range e.ir.Macros {
@@ -66,7 +74,10 @@ func (e *emitter) layoutFiles() ([]File, error) {
 		if m.Pointer {
 			cexpr = "(uintptr_t)(" + m.Name + ")"
 		}
-		consts = append(consts, row{"macro " + m.Name, cexpr, jen.Qual(layoutcheckPath, "Int").Call(jen.Qual(e.pkgPath(m.Package), m.GoName))})
+		goConst := jen.Qual(e.pkgPath(m.Package), m.GoName)
+		consts = append(consts,
+			layoutRow{"macro " + m.Name, cexpr, jen.Qual(layoutcheckPath, "Int").Call(goConst)},
+			layoutRow{"signed(macro " + m.Name + ")", "(__typeof__(" + cexpr + "))-1 < 0", jen.Qual(layoutcheckPath, "Signed").Call(goConst.Clone())})
 	}
 
 	// The C oracle.
@@ -147,7 +158,8 @@ func (e *emitter) layoutFiles() ([]File, error) {
 	tf := jen.NewFilePathName(e.opt.LayoutPkg, pkgName)
 	e.header(tf)
 	tf.Comment("TestLayout compares every size, alignment, offset and constant value of the")
-	tf.Comment("generated packages with what gcc computes from the headers.")
+	tf.Comment("generated packages, and the signedness of every enum type and macro, with")
+	tf.Comment("what gcc computes from the headers.")
 	tf.Func().Id("TestLayout").Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 		jen.Qual(layoutcheckPath, "Check").Call(jen.Id("t"), jen.Lit(e.ir.Version), jen.Id("CRows").Call(), jen.Id("GoRows").Call()),
 	)
@@ -156,6 +168,23 @@ func (e *emitter) layoutFiles() ([]File, error) {
 		return nil, err
 	}
 	return []File{cFile, goFile, testFile}, nil
+}
+
+// enumSignRow is the "signed(...)" row of enum en. A named enum's type is
+// spelled in both languages. An anonymous one has no C name: gcc makes it
+// signed exactly when one of its values is negative (finish_enum), which C
+// can ask of the enumerators, and its Go constants have its underlying type.
+func enumSignRow(e *emitter, en *Enum) layoutRow {
+	if en.CName != "" {
+		return layoutRow{"signed(enum " + en.CName + ")", "(enum " + en.CName + ")-1 < 0",
+			jen.Qual(layoutcheckPath, "Signed").Call(jen.Qual(e.pkgPath(en.Package), en.GoName).Call(jen.Lit(0)))}
+	}
+	var neg []string
+	for _, x := range en.Enumerators {
+		neg = append(neg, x.Name+" < 0")
+	}
+	return layoutRow{"signed(enum { " + en.Enumerators[0].Name + ", ... })", strings.Join(neg, " || "),
+		jen.Qual(layoutcheckPath, "Signed").Call(jen.Qual(e.pkgPath(en.Package), en.Enumerators[0].GoName))}
 }
 
 func lastElem(p string) string {

@@ -60,6 +60,38 @@ func TestWrongLayoutIsCaught(t *testing.T) {
 	}
 }
 
+// TestWrongSignIsCaught gives enum ibv_wc_status and the macro
+// IBV_ACCESS_OPTIONAL_RANGE Go types of the other signedness (as verbsgen did
+// to the macros that name an enumerator: uint32, where gcc's is int). Their
+// values keep the same bits, so only the sign rows can catch it.
+func TestWrongSignIsCaught(t *testing.T) {
+	type wrongWCStatus int32 // gcc's enum ibv_wc_status is unsigned int
+	wrong := map[string]uint64{
+		"signed(enum ibv_wc_status)":              layoutcheck.Signed(wrongWCStatus(0)),
+		"enum IBV_WC_GENERAL_ERR":                 layoutcheck.Int(wrongWCStatus(verbs.WCGeneralErr)),
+		"signed(macro IBV_ACCESS_OPTIONAL_RANGE)": layoutcheck.Signed(uint32(verbs.AccessOptionalRange)),
+		"macro IBV_ACCESS_OPTIONAL_RANGE":         layoutcheck.Int(uint32(verbs.AccessOptionalRange)),
+	}
+	rows := GoRows()
+	n := 0
+	for i, r := range rows {
+		if v, ok := wrong[r.Key]; ok {
+			rows[i].Value = v
+			n++
+		}
+	}
+	if n != len(wrong) {
+		t.Fatalf("%d of the %d rows to mutate are in the Go table", n, len(wrong))
+	}
+	want := []string{
+		"signed(enum ibv_wc_status): C says 0, Go says 1",
+		"signed(macro IBV_ACCESS_OPTIONAL_RANGE): C says 1, Go says 0",
+	}
+	if diff := layoutcheck.Diff(CRows(), rows); !slices.Equal(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
+	}
+}
+
 // TestMissingRowIsCaught drops a row from one side: a member the Go side
 // forgot must not pass silently.
 func TestMissingRowIsCaught(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 // GoRows returns the same table as CRows, computed from the generated Go types and constants.
 func GoRows() []layoutcheck.Row {
-	rows := make([]layoutcheck.Row, 0, 2903)
+	rows := make([]layoutcheck.Row, 0, 3076)
 	{
 		var v verbs.UverbsFlowActionESPKeymatAesGcm
 		rows = append(rows, layoutcheck.Row{
@@ -7471,11 +7471,17 @@ func GoRows() []layoutcheck.Row {
 		})
 	}
 	rows = append(rows, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_core_support)",
+		Value: layoutcheck.Signed(verbs.UverbsCoreSupport(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS",
 		Value: layoutcheck.Int(verbs.UverbsCoreSupportOptionalMRAccess),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_CORE_SUPPORT_ROBUST_UDATA",
 		Value: layoutcheck.Int(verbs.UverbsCoreSupportRobustUdata),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_access_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsAccessFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_ACCESS_LOCAL_WRITE",
 		Value: layoutcheck.Int(verbs.UverbsAccessLocalWrite),
@@ -7513,6 +7519,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_ACCESS_OPTIONAL_RANGE",
 		Value: layoutcheck.Int(verbs.UverbsAccessOptionalRange),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_srq_type)",
+		Value: layoutcheck.Signed(verbs.UverbsSRQType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_SRQT_BASIC",
 		Value: layoutcheck.Int(verbs.UverbsSrqtBasic),
 	}, layoutcheck.Row{
@@ -7522,8 +7531,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_SRQT_TM",
 		Value: layoutcheck.Int(verbs.UverbsSrqtTM),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_wq_type)",
+		Value: layoutcheck.Signed(verbs.UverbsWQType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_WQT_RQ",
 		Value: layoutcheck.Int(verbs.UverbsWqtRQ),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_wq_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsWQFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING",
 		Value: layoutcheck.Int(verbs.UverbsWQFlagsCvlanStripping),
@@ -7536,6 +7551,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_WQ_FLAGS_PCI_WRITE_END_PADDING",
 		Value: layoutcheck.Int(verbs.UverbsWQFlagsPCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_qp_type)",
+		Value: layoutcheck.Signed(verbs.UverbsQPType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_QPT_RC",
 		Value: layoutcheck.Int(verbs.UverbsQPTRC),
@@ -7558,6 +7576,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_QPT_DRIVER",
 		Value: layoutcheck.Int(verbs.UverbsQPTDriver),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_qp_create_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsQPCreateFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK",
 		Value: layoutcheck.Int(verbs.UverbsQPCreateBlockMulticastLoopback),
 	}, layoutcheck.Row{
@@ -7572,6 +7593,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_QP_CREATE_SQ_SIG_ALL",
 		Value: layoutcheck.Int(verbs.UverbsQPCreateSQSigAll),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_query_port_cap_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsQueryPortCapFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_SM",
 		Value: layoutcheck.Int(verbs.UverbsPcfSM),
@@ -7660,20 +7684,35 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_PCF_IP_BASED_GIDS",
 		Value: layoutcheck.Int(verbs.UverbsPcfIPBasedGids),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_query_port_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsQueryPortFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_QPF_GRH_REQUIRED",
 		Value: layoutcheck.Int(verbs.UverbsQpfGRHRequired),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_flow_action_esp_keymat)",
+		Value: layoutcheck.Signed(verbs.UverbsFlowActionESPKeymat(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM",
 		Value: layoutcheck.Int(verbs.UverbsESPKeymatAesGcm),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo)",
+		Value: layoutcheck.Signed(verbs.UverbsFlowActionESPKeymatAesGcmIvAlgo(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ",
 		Value: layoutcheck.Int(verbs.UverbsFlowActionIvAlgoSeq),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_flow_action_esp_replay)",
+		Value: layoutcheck.Signed(verbs.UverbsFlowActionESPReplay(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_REPLAY_NONE",
 		Value: layoutcheck.Int(verbs.UverbsESPReplayNone),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP",
 		Value: layoutcheck.Int(verbs.UverbsESPReplayBmp),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_flow_action_esp_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsFlowActionESPFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO",
 		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsInlineCrypto),
@@ -7696,8 +7735,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW",
 		Value: layoutcheck.Int(verbs.UverbsFlowActionESPFlagsEsnNewWindow),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_read_counters_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsReadCountersFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_READ_COUNTERS_PREFER_CACHED",
 		Value: layoutcheck.Int(verbs.UverbsReadCountersPreferCached),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_advise_mr_advice)",
+		Value: layoutcheck.Signed(verbs.UverbsAdviseMRAdvice(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH",
 		Value: layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetch),
@@ -7708,8 +7753,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT",
 		Value: layoutcheck.Int(verbs.UverbsAdviseMRAdvicePrefetchNoFault),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_advise_mr_flag)",
+		Value: layoutcheck.Signed(verbs.UverbsAdviseMRFlag(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_ADVISE_MR_FLAG_FLUSH",
 		Value: layoutcheck.Int(verbs.UverbsAdviseMRFlagFlush),
+	}, layoutcheck.Row{
+		Key:   "signed(enum rdma_driver_id)",
+		Value: layoutcheck.Signed(verbs.RDMADriverID(0)),
 	}, layoutcheck.Row{
 		Key:   "enum RDMA_DRIVER_UNKNOWN",
 		Value: layoutcheck.Int(verbs.RDMADriverUnknown),
@@ -7780,6 +7831,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum RDMA_DRIVER_IONIC",
 		Value: layoutcheck.Int(verbs.RDMADriverIonic),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_gid_type)",
+		Value: layoutcheck.Signed(verbs.UverbsGIDType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_GID_TYPE_IB",
 		Value: layoutcheck.Int(verbs.UverbsGIDTypeIB),
 	}, layoutcheck.Row{
@@ -7789,11 +7843,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_GID_TYPE_ROCE_V2",
 		Value: layoutcheck.Int(verbs.UverbsGIDTypeRoCEV2),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_buffer_type)",
+		Value: layoutcheck.Signed(verbs.UverbsBufferType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_BUFFER_TYPE_DMABUF",
 		Value: layoutcheck.Int(verbs.UverbsBufferTypeDmabuf),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_BUFFER_TYPE_VA",
 		Value: layoutcheck.Int(verbs.UverbsBufferTypeVa),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_comp_cntr_entry)",
+		Value: layoutcheck.Signed(verbs.UverbsCompCntrEntry(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_COMP_CNTR_ENTRY_COMP",
 		Value: layoutcheck.Int(verbs.UverbsCompCntrEntryComp),
@@ -7801,11 +7861,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_COMP_CNTR_ENTRY_ERR",
 		Value: layoutcheck.Int(verbs.UverbsCompCntrEntryErr),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_comp_cntr_modify_op)",
+		Value: layoutcheck.Signed(verbs.UverbsCompCntrModifyOp(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_COMP_CNTR_MODIFY_OP_SET",
 		Value: layoutcheck.Int(verbs.UverbsCompCntrModifyOpSet),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_COMP_CNTR_MODIFY_OP_INC",
 		Value: layoutcheck.Int(verbs.UverbsCompCntrModifyOpInc),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_qp_attach_comp_cntr_op)",
+		Value: layoutcheck.Signed(verbs.UverbsQPAttachCompCntrOp(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_SEND",
 		Value: layoutcheck.Int(verbs.UverbsQPAttachCompCntrOpSend),
@@ -7825,6 +7891,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE",
 		Value: layoutcheck.Int(verbs.UverbsQPAttachCompCntrOpRemoteRDMAWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_gid_type)",
+		Value: layoutcheck.Signed(verbs.GIDType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_GID_TYPE_IB",
 		Value: layoutcheck.Int(verbs.GIDTypeIB),
 	}, layoutcheck.Row{
@@ -7833,6 +7902,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_GID_TYPE_ROCE_V2",
 		Value: layoutcheck.Int(verbs.GIDTypeRoCEV2),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_node_type)",
+		Value: layoutcheck.Signed(verbs.NodeType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_NODE_UNKNOWN",
 		Value: layoutcheck.Int(verbs.NodeUnknown),
@@ -7858,6 +7930,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_NODE_UNSPECIFIED",
 		Value: layoutcheck.Int(verbs.NodeUnspecified),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_transport_type)",
+		Value: layoutcheck.Signed(verbs.TransportType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_TRANSPORT_UNKNOWN",
 		Value: layoutcheck.Int(verbs.TransportUnknown),
 	}, layoutcheck.Row{
@@ -7875,6 +7950,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_TRANSPORT_UNSPECIFIED",
 		Value: layoutcheck.Int(verbs.TransportUnspecified),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_device_cap_flags)",
+		Value: layoutcheck.Signed(verbs.DeviceCapFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_DEVICE_RESIZE_MAX_WR",
 		Value: layoutcheck.Int(verbs.DeviceResizeMaxWR),
@@ -7948,6 +8026,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_DEVICE_MANAGED_FLOW_STEERING",
 		Value: layoutcheck.Int(verbs.DeviceManagedFlowSteering),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_fork_status)",
+		Value: layoutcheck.Signed(verbs.ForkStatus(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_FORK_DISABLED",
 		Value: layoutcheck.Int(verbs.ForkDisabled),
 	}, layoutcheck.Row{
@@ -7956,6 +8037,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FORK_UNNEEDED",
 		Value: layoutcheck.Int(verbs.ForkUnneeded),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_atomic_cap)",
+		Value: layoutcheck.Signed(verbs.AtomicCap(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_ATOMIC_NONE",
 		Value: layoutcheck.Int(verbs.AtomicNone),
@@ -7966,14 +8050,23 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_ATOMIC_GLOB",
 		Value: layoutcheck.Int(verbs.AtomicGlob),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_dm_mask)",
+		Value: layoutcheck.Signed(verbs.DMMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_DM_MASK_HANDLE",
 		Value: layoutcheck.Int(verbs.DMMaskHandle),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_odp_general_caps)",
+		Value: layoutcheck.Signed(verbs.ODPGeneralCaps(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_ODP_SUPPORT",
 		Value: layoutcheck.Int(verbs.ODPSupport),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_ODP_SUPPORT_IMPLICIT",
 		Value: layoutcheck.Int(verbs.ODPSupportImplicit),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_odp_transport_cap_bits)",
+		Value: layoutcheck.Signed(verbs.ODPTransportCapBits(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_ODP_SUPPORT_SEND",
 		Value: layoutcheck.Int(verbs.ODPSupportSend),
@@ -7999,8 +8092,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_ODP_SUPPORT_ATOMIC_WRITE",
 		Value: layoutcheck.Int(verbs.ODPSupportAtomicWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_rx_hash_function_flags)",
+		Value: layoutcheck.Signed(verbs.RXHashFunctionFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_RX_HASH_FUNC_TOEPLITZ",
 		Value: layoutcheck.Int(verbs.RXHashFuncToeplitz),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_rx_hash_fields)",
+		Value: layoutcheck.Signed(verbs.RXHashFields(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_RX_HASH_SRC_IPV4",
 		Value: layoutcheck.Int(verbs.RXHashSrcIPv4),
@@ -8032,6 +8131,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_RX_HASH_INNER",
 		Value: layoutcheck.Int(verbs.RXHashInner),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_raw_packet_caps)",
+		Value: layoutcheck.Signed(verbs.RawPacketCaps(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_RAW_PACKET_CAP_CVLAN_STRIPPING",
 		Value: layoutcheck.Int(verbs.RawPacketCapCvlanStripping),
 	}, layoutcheck.Row{
@@ -8044,8 +8146,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_RAW_PACKET_CAP_DELAY_DROP",
 		Value: layoutcheck.Int(verbs.RawPacketCapDelayDrop),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_tm_cap_flags)",
+		Value: layoutcheck.Signed(verbs.TMCapFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_TM_CAP_RC",
 		Value: layoutcheck.Int(verbs.TMCapRC),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_pci_atomic_op_size)",
+		Value: layoutcheck.Signed(verbs.PCIAtomicOpSize(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PCI_ATOMIC_OPERATION_4_BYTE_SIZE_SUP",
 		Value: layoutcheck.Int(verbs.PCIAtomicOperation4ByteSizeSup),
@@ -8055,6 +8163,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PCI_ATOMIC_OPERATION_16_BYTE_SIZE_SUP",
 		Value: layoutcheck.Int(verbs.PCIAtomicOperation16ByteSizeSup),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_mtu)",
+		Value: layoutcheck.Signed(verbs.MTU(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_MTU_256",
 		Value: layoutcheck.Int(verbs.MTU256),
@@ -8070,6 +8181,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_MTU_4096",
 		Value: layoutcheck.Int(verbs.MTU4096),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_port_state)",
+		Value: layoutcheck.Signed(verbs.PortState(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_NOP",
 		Value: layoutcheck.Int(verbs.PortNop),
@@ -8089,6 +8203,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_PORT_ACTIVE_DEFER",
 		Value: layoutcheck.Int(verbs.PortActiveDefer),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { IBV_LINK_LAYER_UNSPECIFIED, ... })",
+		Value: layoutcheck.Signed(verbs.LinkLayerUnspecified),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_LINK_LAYER_UNSPECIFIED",
 		Value: layoutcheck.Int(verbs.LinkLayerUnspecified),
 	}, layoutcheck.Row{
@@ -8097,6 +8214,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_LINK_LAYER_ETHERNET",
 		Value: layoutcheck.Int(verbs.LinkLayerEthernet),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_port_cap_flags)",
+		Value: layoutcheck.Signed(verbs.PortCapFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_SM",
 		Value: layoutcheck.Int(verbs.PortSM),
@@ -8170,6 +8290,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_PORT_IP_BASED_GIDS",
 		Value: layoutcheck.Int(verbs.PortIPBasedGids),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_port_cap_flags2)",
+		Value: layoutcheck.Signed(verbs.PortCapFlags2(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_SET_NODE_DESC_SUP",
 		Value: layoutcheck.Int(verbs.PortSetNodeDescSup),
 	}, layoutcheck.Row{
@@ -8193,6 +8316,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_LINK_SPEED_XDR_SUP",
 		Value: layoutcheck.Int(verbs.PortLinkSpeedXdrSup),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_event_type)",
+		Value: layoutcheck.Signed(verbs.EventType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_EVENT_CQ_ERR",
 		Value: layoutcheck.Int(verbs.EventCQErr),
@@ -8256,6 +8382,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_EVENT_DEVICE_SPEED_CHANGE",
 		Value: layoutcheck.Int(verbs.EventDeviceSpeedChange),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wc_status)",
+		Value: layoutcheck.Signed(verbs.WCStatus(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_SUCCESS",
 		Value: layoutcheck.Int(verbs.WCSuccess),
@@ -8329,6 +8458,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WC_TM_RNDV_INCOMPLETE",
 		Value: layoutcheck.Int(verbs.WCTMRndvIncomplete),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wc_opcode)",
+		Value: layoutcheck.Signed(verbs.WCOpcode(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_SEND",
 		Value: layoutcheck.Int(verbs.WCSend),
 	}, layoutcheck.Row{
@@ -8389,8 +8521,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WC_DRIVER3",
 		Value: layoutcheck.Int(verbs.WCDriver3),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { IBV_WC_IP_CSUM_OK_SHIFT, ... })",
+		Value: layoutcheck.Signed(verbs.WCIPCSUMOkShift),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_IP_CSUM_OK_SHIFT",
 		Value: layoutcheck.Int(verbs.WCIPCSUMOkShift),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_create_cq_wc_flags)",
+		Value: layoutcheck.Signed(verbs.CreateCQWCFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_EX_WITH_BYTE_LEN",
 		Value: layoutcheck.Int(verbs.WCExWithByteLen),
@@ -8428,11 +8566,20 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK",
 		Value: layoutcheck.Int(verbs.WCExWithCompletionTimestampWallclock),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { IBV_WC_STANDARD_FLAGS, ... })",
+		Value: layoutcheck.Signed(verbs.WCStandardFlags),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_STANDARD_FLAGS",
 		Value: layoutcheck.Int(verbs.WCStandardFlags),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { IBV_CREATE_CQ_SUP_WC_FLAGS, ... })",
+		Value: layoutcheck.Signed(verbs.CreateCQSupWCFlags),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_CREATE_CQ_SUP_WC_FLAGS",
 		Value: layoutcheck.Int(verbs.CreateCQSupWCFlags),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wc_flags)",
+		Value: layoutcheck.Signed(verbs.WCFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_GRH",
 		Value: layoutcheck.Int(verbs.WCGRH),
@@ -8454,6 +8601,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WC_TM_DATA_VALID",
 		Value: layoutcheck.Int(verbs.WCTMDataValid),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_access_flags)",
+		Value: layoutcheck.Signed(verbs.AccessFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_ACCESS_LOCAL_WRITE",
 		Value: layoutcheck.Int(verbs.AccessLocalWrite),
@@ -8488,6 +8638,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_ACCESS_RELAXED_ORDERING",
 		Value: layoutcheck.Int(verbs.AccessRelaxedOrdering),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_xrcd_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.XRCDInitAttrMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_XRCD_INIT_ATTR_FD",
 		Value: layoutcheck.Int(verbs.XRCDInitAttrFD),
 	}, layoutcheck.Row{
@@ -8496,6 +8649,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_XRCD_INIT_ATTR_RESERVED",
 		Value: layoutcheck.Int(verbs.XRCDInitAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_rereg_mr_flags)",
+		Value: layoutcheck.Signed(verbs.ReregMRFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_REREG_MR_CHANGE_TRANSLATION",
 		Value: layoutcheck.Int(verbs.ReregMRChangeTranslation),
@@ -8508,6 +8664,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_REREG_MR_FLAGS_SUPPORTED",
 		Value: layoutcheck.Int(verbs.ReregMRFlagsSupported),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_mr_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.MRInitAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_REG_MR_MASK_IOVA",
 		Value: layoutcheck.Int(verbs.RegMRMaskIOVA),
@@ -8527,11 +8686,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_REG_MR_MASK_BUF",
 		Value: layoutcheck.Int(verbs.RegMRMaskBuf),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_mw_type)",
+		Value: layoutcheck.Signed(verbs.MWType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_MW_TYPE_1",
 		Value: layoutcheck.Int(verbs.MWType1),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_MW_TYPE_2",
 		Value: layoutcheck.Int(verbs.MWType2),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_rate)",
+		Value: layoutcheck.Signed(verbs.Rate(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_RATE_MAX",
 		Value: layoutcheck.Int(verbs.RateMax),
@@ -8605,11 +8770,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_RATE_1200_GBPS",
 		Value: layoutcheck.Int(verbs.Rate1200Gbps),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_srq_attr_mask)",
+		Value: layoutcheck.Signed(verbs.SRQAttrMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_SRQ_MAX_WR",
 		Value: layoutcheck.Int(verbs.SRQMaxWR),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_SRQ_LIMIT",
 		Value: layoutcheck.Int(verbs.SRQLimit),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_srq_type)",
+		Value: layoutcheck.Signed(verbs.SRQType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_SRQT_BASIC",
 		Value: layoutcheck.Int(verbs.SrqtBasic),
@@ -8619,6 +8790,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_SRQT_TM",
 		Value: layoutcheck.Int(verbs.SrqtTM),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_srq_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.SRQInitAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_SRQ_INIT_ATTR_TYPE",
 		Value: layoutcheck.Int(verbs.SRQInitAttrType),
@@ -8638,14 +8812,23 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_SRQ_INIT_ATTR_RESERVED",
 		Value: layoutcheck.Int(verbs.SRQInitAttrReserved),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wq_type)",
+		Value: layoutcheck.Signed(verbs.WQType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_WQT_RQ",
 		Value: layoutcheck.Int(verbs.WqtRQ),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wq_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.WQInitAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WQ_INIT_ATTR_FLAGS",
 		Value: layoutcheck.Int(verbs.WQInitAttrFlags),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WQ_INIT_ATTR_RESERVED",
 		Value: layoutcheck.Int(verbs.WQInitAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wq_flags)",
+		Value: layoutcheck.Signed(verbs.WQFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WQ_FLAGS_CVLAN_STRIPPING",
 		Value: layoutcheck.Int(verbs.WQFlagsCvlanStripping),
@@ -8662,6 +8845,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WQ_FLAGS_RESERVED",
 		Value: layoutcheck.Int(verbs.WQFlagsReserved),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wq_state)",
+		Value: layoutcheck.Signed(verbs.WQState(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_WQS_RESET",
 		Value: layoutcheck.Int(verbs.WqsReset),
 	}, layoutcheck.Row{
@@ -8673,6 +8859,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WQS_UNKNOWN",
 		Value: layoutcheck.Int(verbs.WqsUnknown),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wq_attr_mask)",
+		Value: layoutcheck.Signed(verbs.WQAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WQ_ATTR_STATE",
 		Value: layoutcheck.Int(verbs.WQAttrState),
@@ -8686,8 +8875,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WQ_ATTR_RESERVED",
 		Value: layoutcheck.Int(verbs.WQAttrReserved),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_ind_table_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.IndTableInitAttrMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_CREATE_IND_TABLE_RESERVED",
 		Value: layoutcheck.Int(verbs.CreateIndTableReserved),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_type)",
+		Value: layoutcheck.Signed(verbs.QPType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QPT_RC",
 		Value: layoutcheck.Int(verbs.QPTRC),
@@ -8710,6 +8905,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_QPT_DRIVER",
 		Value: layoutcheck.Int(verbs.QPTDriver),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.QPInitAttrMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_INIT_ATTR_PD",
 		Value: layoutcheck.Int(verbs.QPInitAttrPD),
 	}, layoutcheck.Row{
@@ -8731,6 +8929,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
 		Value: layoutcheck.Int(verbs.QPInitAttrSendOpsFlags),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_create_flags)",
+		Value: layoutcheck.Signed(verbs.QPCreateFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_CREATE_BLOCK_SELF_MCAST_LB",
 		Value: layoutcheck.Int(verbs.QPCreateBlockSelfMcastLb),
 	}, layoutcheck.Row{
@@ -8745,6 +8946,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_CREATE_PCI_WRITE_END_PADDING",
 		Value: layoutcheck.Int(verbs.QPCreatePCIWriteEndPadding),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_create_send_ops_flags)",
+		Value: layoutcheck.Signed(verbs.QPCreateSendOpsFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_EX_WITH_RDMA_WRITE",
 		Value: layoutcheck.Int(verbs.QPExWithRDMAWrite),
@@ -8785,6 +8989,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_QP_EX_WITH_ATOMIC_WRITE",
 		Value: layoutcheck.Int(verbs.QPExWithAtomicWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_open_attr_mask)",
+		Value: layoutcheck.Signed(verbs.QPOpenAttrMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_OPEN_ATTR_NUM",
 		Value: layoutcheck.Int(verbs.QPOpenAttrNum),
 	}, layoutcheck.Row{
@@ -8799,6 +9006,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_OPEN_ATTR_RESERVED",
 		Value: layoutcheck.Int(verbs.QPOpenAttrReserved),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_attr_mask)",
+		Value: layoutcheck.Signed(verbs.QPAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_STATE",
 		Value: layoutcheck.Int(verbs.QPAttrState),
@@ -8866,17 +9076,26 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_QP_RATE_LIMIT",
 		Value: layoutcheck.Int(verbs.QPAttrRateLimit),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_query_qp_data_in_order_flags)",
+		Value: layoutcheck.Signed(verbs.QueryQPDataInOrderFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS",
 		Value: layoutcheck.Int(verbs.QueryQPDataInOrderReturnCaps),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QUERY_QP_DATA_IN_ORDER_DEVICE_ONLY",
 		Value: layoutcheck.Int(verbs.QueryQPDataInOrderDeviceOnly),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_query_qp_data_in_order_caps)",
+		Value: layoutcheck.Signed(verbs.QueryQPDataInOrderCaps(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG",
 		Value: layoutcheck.Int(verbs.QueryQPDataInOrderWholeMsg),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QUERY_QP_DATA_IN_ORDER_ALIGNED_128_BYTES",
 		Value: layoutcheck.Int(verbs.QueryQPDataInOrderAligned128Bytes),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_state)",
+		Value: layoutcheck.Signed(verbs.QPState(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QPS_RESET",
 		Value: layoutcheck.Int(verbs.QPSReset),
@@ -8902,6 +9121,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_QPS_UNKNOWN",
 		Value: layoutcheck.Int(verbs.QPSUnknown),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_mig_state)",
+		Value: layoutcheck.Signed(verbs.MigState(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_MIG_MIGRATED",
 		Value: layoutcheck.Int(verbs.MigMigrated),
 	}, layoutcheck.Row{
@@ -8910,6 +9132,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_MIG_ARMED",
 		Value: layoutcheck.Int(verbs.MigArmed),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_wr_opcode)",
+		Value: layoutcheck.Signed(verbs.WROpcode(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WR_RDMA_WRITE",
 		Value: layoutcheck.Int(verbs.WROpRDMAWrite),
@@ -8953,6 +9178,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WR_ATOMIC_WRITE",
 		Value: layoutcheck.Int(verbs.WROpAtomicWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_send_flags)",
+		Value: layoutcheck.Signed(verbs.SendFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_SEND_FENCE",
 		Value: layoutcheck.Int(verbs.SendFence),
 	}, layoutcheck.Row{
@@ -8968,17 +9196,26 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_SEND_IP_CSUM",
 		Value: layoutcheck.Int(verbs.SendIPCSUM),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_placement_type)",
+		Value: layoutcheck.Signed(verbs.PlacementType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_FLUSH_GLOBAL",
 		Value: layoutcheck.Int(verbs.FlushGlobal),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FLUSH_PERSISTENT",
 		Value: layoutcheck.Int(verbs.FlushPersistent),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_selectivity_level)",
+		Value: layoutcheck.Signed(verbs.SelectivityLevel(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_FLUSH_RANGE",
 		Value: layoutcheck.Int(verbs.FlushRange),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FLUSH_MR",
 		Value: layoutcheck.Int(verbs.FlushMR),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_ops_wr_opcode)",
+		Value: layoutcheck.Signed(verbs.OpsWROpcode(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_WR_TAG_ADD",
 		Value: layoutcheck.Int(verbs.WRTagAdd),
@@ -8989,11 +9226,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_WR_TAG_SYNC",
 		Value: layoutcheck.Int(verbs.WRTagSync),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_ops_flags)",
+		Value: layoutcheck.Signed(verbs.OpsFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_OPS_SIGNALED",
 		Value: layoutcheck.Int(verbs.OpsSignaled),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_OPS_TM_SYNC",
 		Value: layoutcheck.Int(verbs.OpsTMSync),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_cq_attr_mask)",
+		Value: layoutcheck.Signed(verbs.CQAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_CQ_ATTR_MODERATE",
 		Value: layoutcheck.Int(verbs.CQAttrModerate),
@@ -9001,11 +9244,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_CQ_ATTR_RESERVED",
 		Value: layoutcheck.Int(verbs.CQAttrReserved),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_flow_flags)",
+		Value: layoutcheck.Signed(verbs.FlowFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_FLOW_ATTR_FLAGS_DONT_TRAP",
 		Value: layoutcheck.Int(verbs.FlowAttrFlagsDontTrap),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FLOW_ATTR_FLAGS_EGRESS",
 		Value: layoutcheck.Int(verbs.FlowAttrFlagsEgress),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_flow_attr_type)",
+		Value: layoutcheck.Signed(verbs.FlowAttrType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FLOW_ATTR_NORMAL",
 		Value: layoutcheck.Int(verbs.FlowAttrNormal),
@@ -9018,6 +9267,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FLOW_ATTR_SNIFFER",
 		Value: layoutcheck.Int(verbs.FlowAttrSniffer),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_flow_spec_type)",
+		Value: layoutcheck.Signed(verbs.FlowSpecType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_FLOW_SPEC_ETH",
 		Value: layoutcheck.Int(verbs.FlowSpecTypeEth),
@@ -9064,8 +9316,14 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_FLOW_SPEC_ACTION_COUNT",
 		Value: layoutcheck.Int(verbs.FlowSpecTypeActionCount),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_flow_action_esp_mask)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_FLOW_ACTION_ESP_MASK_ESN",
 		Value: layoutcheck.Int(verbs.FlowActionESPMaskEsn),
+	}, layoutcheck.Row{
+		Key:   "signed(enum { IBV_SYSFS_NAME_MAX, ... })",
+		Value: layoutcheck.Signed(verbs.SysfsNameMax),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_SYSFS_NAME_MAX",
 		Value: layoutcheck.Int(verbs.SysfsNameMax),
@@ -9073,17 +9331,26 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_SYSFS_PATH_MAX",
 		Value: layoutcheck.Int(verbs.SysfsPathMax),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_cq_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.CQInitAttrMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_CQ_INIT_ATTR_MASK_FLAGS",
 		Value: layoutcheck.Int(verbs.CQInitAttrMaskFlags),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_CQ_INIT_ATTR_MASK_PD",
 		Value: layoutcheck.Int(verbs.CQInitAttrMaskPD),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_create_cq_attr_flags)",
+		Value: layoutcheck.Signed(verbs.CreateCQAttrFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_CREATE_CQ_ATTR_SINGLE_THREADED",
 		Value: layoutcheck.Int(verbs.CreateCQAttrSingleThreaded),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN",
 		Value: layoutcheck.Int(verbs.CreateCQAttrIgnoreOverrun),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_qp_attach_comp_cntr_op)",
+		Value: layoutcheck.Signed(verbs.QPAttachCompCntrOp(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_ATTACH_COMP_CNTR_OP_SEND",
 		Value: layoutcheck.Int(verbs.QPAttachCompCntrOpSend),
@@ -9103,11 +9370,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE",
 		Value: layoutcheck.Int(verbs.QPAttachCompCntrOpRemoteRDMAWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_comp_cntr_type)",
+		Value: layoutcheck.Signed(verbs.CompCntrType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_COMP_CNTR_TYPE_WRS",
 		Value: layoutcheck.Int(verbs.CompCntrTypeWrs),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_COMP_CNTR_TYPE_BYTES",
 		Value: layoutcheck.Int(verbs.CompCntrTypeBytes),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_parent_domain_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.ParentDomainInitAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS",
 		Value: layoutcheck.Int(verbs.ParentDomainInitAttrAllocators),
@@ -9118,11 +9391,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC",
 		Value: layoutcheck.Int(verbs.ParentDomainInitAttrAllowCcUnprotectedAlloc),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_tph_mem_type)",
+		Value: layoutcheck.Signed(verbs.TphMemType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_TPH_MEM_TYPE_VM",
 		Value: layoutcheck.Int(verbs.TphMemTypeVm),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_TPH_MEM_TYPE_PM",
 		Value: layoutcheck.Int(verbs.TphMemTypePm),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_dmah_init_attr_mask)",
+		Value: layoutcheck.Signed(verbs.DmahInitAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_DMAH_INIT_ATTR_MASK_CPU_ID",
 		Value: layoutcheck.Int(verbs.DmahInitAttrMaskCPUID),
@@ -9133,20 +9412,32 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE",
 		Value: layoutcheck.Int(verbs.DmahInitAttrMaskTphMemType),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_counter_description)",
+		Value: layoutcheck.Signed(verbs.CounterDescription(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_COUNTER_PACKETS",
 		Value: layoutcheck.Int(verbs.CounterPackets),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_COUNTER_BYTES",
 		Value: layoutcheck.Int(verbs.CounterBytes),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_read_counters_flags)",
+		Value: layoutcheck.Signed(verbs.ReadCountersFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IBV_READ_COUNTERS_ATTR_PREFER_CACHED",
 		Value: layoutcheck.Int(verbs.ReadCountersAttrPreferCached),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_values_mask)",
+		Value: layoutcheck.Signed(verbs.ValuesMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_VALUES_MASK_RAW_CLOCK",
 		Value: layoutcheck.Int(verbs.ValuesMaskRawClock),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_VALUES_MASK_RESERVED",
 		Value: layoutcheck.Int(verbs.ValuesMaskReserved),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ibv_rereg_mr_err_code)",
+		Value: layoutcheck.Signed(verbs.ReregMRErrCode(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_REREG_MR_ERR_INPUT",
 		Value: layoutcheck.Int(verbs.ReregMRErrInput),
@@ -9162,6 +9453,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW",
 		Value: layoutcheck.Int(verbs.ReregMRErrCmdAndDoForkNew),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_write_cmds)",
+		Value: layoutcheck.Signed(verbs.UverbsWriteCmds(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_USER_VERBS_CMD_GET_CONTEXT",
 		Value: layoutcheck.Int(verbs.UserVerbsCmdGetContext),
@@ -9286,6 +9580,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_USER_VERBS_CMD_OPEN_QP",
 		Value: layoutcheck.Int(verbs.UserVerbsCmdOpenQP),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { IB_USER_VERBS_EX_CMD_QUERY_DEVICE, ... })",
+		Value: layoutcheck.Signed(verbs.UserVerbsExCmdQueryDevice),
+	}, layoutcheck.Row{
 		Key:   "enum IB_USER_VERBS_EX_CMD_QUERY_DEVICE",
 		Value: layoutcheck.Int(verbs.UserVerbsExCmdQueryDevice),
 	}, layoutcheck.Row{
@@ -9322,11 +9619,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_USER_VERBS_EX_CMD_MODIFY_CQ",
 		Value: layoutcheck.Int(verbs.UserVerbsExCmdModifyCQ),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_placement_type)",
+		Value: layoutcheck.Signed(verbs.IBPlacementType(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_FLUSH_GLOBAL",
 		Value: layoutcheck.Int(verbs.IBFlushGlobal),
 	}, layoutcheck.Row{
 		Key:   "enum IB_FLUSH_PERSISTENT",
 		Value: layoutcheck.Int(verbs.IBFlushPersistent),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_selectivity_level)",
+		Value: layoutcheck.Signed(verbs.IBSelectivityLevel(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_FLUSH_RANGE",
 		Value: layoutcheck.Int(verbs.IBFlushRange),
@@ -9334,11 +9637,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_FLUSH_MR",
 		Value: layoutcheck.Int(verbs.IBFlushMR),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_odp_general_cap_bits)",
+		Value: layoutcheck.Signed(verbs.UverbsODPGeneralCapBits(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_ODP_SUPPORT",
 		Value: layoutcheck.Int(verbs.UverbsODPSupport),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_ODP_SUPPORT_IMPLICIT",
 		Value: layoutcheck.Int(verbs.UverbsODPSupportImplicit),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_odp_transport_cap_bits)",
+		Value: layoutcheck.Signed(verbs.UverbsODPTransportCapBits(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_ODP_SUPPORT_SEND",
 		Value: layoutcheck.Int(verbs.UverbsODPSupportSend),
@@ -9364,11 +9673,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_ODP_SUPPORT_ATOMIC_WRITE",
 		Value: layoutcheck.Int(verbs.UverbsODPSupportAtomicWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_ex_create_cq_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsExCreateCQFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION",
 		Value: layoutcheck.Int(verbs.UverbsCQFlagsTimestampCompletion),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN",
 		Value: layoutcheck.Int(verbs.UverbsCQFlagsIgnoreOverrun),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_wc_opcode)",
+		Value: layoutcheck.Signed(verbs.UverbsWCOpcode(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_WC_SEND",
 		Value: layoutcheck.Int(verbs.UverbsWCSend),
@@ -9400,11 +9715,20 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_WC_ATOMIC_WRITE",
 		Value: layoutcheck.Int(verbs.UverbsWCAtomicWrite),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_create_qp_mask)",
+		Value: layoutcheck.Signed(verbs.UverbsCreateQPMask(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_CREATE_QP_MASK_IND_TABLE",
 		Value: layoutcheck.Int(verbs.UverbsCreateQPMaskIndTable),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { IB_UVERBS_CREATE_QP_SUP_COMP_MASK, ... })",
+		Value: layoutcheck.Signed(verbs.UverbsCreateQPSupCompMask),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_CREATE_QP_SUP_COMP_MASK",
 		Value: layoutcheck.Int(verbs.UverbsCreateQPSupCompMask),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_wr_opcode)",
+		Value: layoutcheck.Signed(verbs.UverbsWROpcode(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_WR_RDMA_WRITE",
 		Value: layoutcheck.Int(verbs.UverbsWRRDMAWrite),
@@ -9453,6 +9777,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_WR_ATOMIC_WRITE",
 		Value: layoutcheck.Int(verbs.UverbsWRAtomicWrite),
+	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_device_cap_flags)",
+		Value: layoutcheck.Signed(verbs.UverbsDeviceCapFlags(0)),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_DEVICE_RESIZE_MAX_WR",
 		Value: layoutcheck.Int(verbs.UverbsDeviceResizeMaxWR),
@@ -9541,6 +9868,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum IB_UVERBS_DEVICE_CC_DMA_BOUNCE",
 		Value: layoutcheck.Int(verbs.UverbsDeviceCcDMABounce),
 	}, layoutcheck.Row{
+		Key:   "signed(enum ib_uverbs_raw_packet_caps)",
+		Value: layoutcheck.Signed(verbs.UverbsRawPacketCaps(0)),
+	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING",
 		Value: layoutcheck.Int(verbs.UverbsRawPacketCapCvlanStripping),
 	}, layoutcheck.Row{
@@ -9552,6 +9882,9 @@ func GoRows() []layoutcheck.Row {
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP",
 		Value: layoutcheck.Int(verbs.UverbsRawPacketCapDelayDrop),
+	}, layoutcheck.Row{
+		Key:   "signed(enum rdma_cm_event_type)",
+		Value: layoutcheck.Signed(rdmacm.CMEventType(0)),
 	}, layoutcheck.Row{
 		Key:   "enum RDMA_CM_EVENT_ADDR_RESOLVED",
 		Value: layoutcheck.Int(rdmacm.CMEventAddrResolved),
@@ -9613,6 +9946,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum RDMA_CM_EVENT_INTERNAL",
 		Value: layoutcheck.Int(rdmacm.CMEventInternal),
 	}, layoutcheck.Row{
+		Key:   "signed(enum rdma_port_space)",
+		Value: layoutcheck.Signed(rdmacm.PortSpace(0)),
+	}, layoutcheck.Row{
 		Key:   "enum RDMA_PS_IPOIB",
 		Value: layoutcheck.Int(rdmacm.PsIPOIB),
 	}, layoutcheck.Row{
@@ -9625,11 +9961,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum RDMA_PS_IB",
 		Value: layoutcheck.Int(rdmacm.PsIB),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { RDMA_MAX_RESP_RES, ... })",
+		Value: layoutcheck.Signed(rdmacm.MaxRespRes),
+	}, layoutcheck.Row{
 		Key:   "enum RDMA_MAX_RESP_RES",
 		Value: layoutcheck.Int(rdmacm.MaxRespRes),
 	}, layoutcheck.Row{
 		Key:   "enum RDMA_MAX_INIT_DEPTH",
 		Value: layoutcheck.Int(rdmacm.MaxInitDepth),
+	}, layoutcheck.Row{
+		Key:   "signed(enum rdma_cm_join_mc_attr_mask)",
+		Value: layoutcheck.Signed(rdmacm.CMJoinMcAttrMask(0)),
 	}, layoutcheck.Row{
 		Key:   "enum RDMA_CM_JOIN_MC_ATTR_ADDRESS",
 		Value: layoutcheck.Int(rdmacm.CMJoinMcAttrAddress),
@@ -9640,6 +9982,9 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum RDMA_CM_JOIN_MC_ATTR_RESERVED",
 		Value: layoutcheck.Int(rdmacm.CMJoinMcAttrReserved),
 	}, layoutcheck.Row{
+		Key:   "signed(enum rdma_cm_mc_join_flags)",
+		Value: layoutcheck.Signed(rdmacm.CMMcJoinFlags(0)),
+	}, layoutcheck.Row{
 		Key:   "enum RDMA_MC_JOIN_FLAG_FULLMEMBER",
 		Value: layoutcheck.Int(rdmacm.McJoinFlagFullmember),
 	}, layoutcheck.Row{
@@ -9649,11 +9994,17 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum RDMA_MC_JOIN_FLAG_RESERVED",
 		Value: layoutcheck.Int(rdmacm.McJoinFlagReserved),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { RDMA_OPTION_ID, ... })",
+		Value: layoutcheck.Signed(rdmacm.OptionID),
+	}, layoutcheck.Row{
 		Key:   "enum RDMA_OPTION_ID",
 		Value: layoutcheck.Int(rdmacm.OptionID),
 	}, layoutcheck.Row{
 		Key:   "enum RDMA_OPTION_IB",
 		Value: layoutcheck.Int(rdmacm.OptionIB),
+	}, layoutcheck.Row{
+		Key:   "signed(enum { RDMA_OPTION_ID_TOS, ... })",
+		Value: layoutcheck.Signed(rdmacm.OptionIDTos),
 	}, layoutcheck.Row{
 		Key:   "enum RDMA_OPTION_ID_TOS",
 		Value: layoutcheck.Int(rdmacm.OptionIDTos),
@@ -9667,173 +10018,341 @@ func GoRows() []layoutcheck.Row {
 		Key:   "enum RDMA_OPTION_ID_ACK_TIMEOUT",
 		Value: layoutcheck.Int(rdmacm.OptionIDACKTimeout),
 	}, layoutcheck.Row{
+		Key:   "signed(enum { RDMA_OPTION_IB_PATH, ... })",
+		Value: layoutcheck.Signed(rdmacm.OptionIBPath),
+	}, layoutcheck.Row{
 		Key:   "enum RDMA_OPTION_IB_PATH",
 		Value: layoutcheck.Int(rdmacm.OptionIBPath),
 	}, layoutcheck.Row{
 		Key:   "macro IB_UVERBS_ACCESS_OPTIONAL_FIRST",
 		Value: layoutcheck.Int(verbs.UverbsAccessOptionalFirst),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IB_UVERBS_ACCESS_OPTIONAL_FIRST)",
+		Value: layoutcheck.Signed(verbs.UverbsAccessOptionalFirst),
+	}, layoutcheck.Row{
 		Key:   "macro IB_UVERBS_ACCESS_OPTIONAL_LAST",
 		Value: layoutcheck.Int(verbs.UverbsAccessOptionalLast),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IB_UVERBS_ACCESS_OPTIONAL_LAST)",
+		Value: layoutcheck.Signed(verbs.UverbsAccessOptionalLast),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_RECORD_REVERSIBLE",
 		Value: layoutcheck.Int(rdmacm.PathRecordReversible),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_RECORD_REVERSIBLE)",
+		Value: layoutcheck.Signed(rdmacm.PathRecordReversible),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_GMP",
 		Value: layoutcheck.Int(rdmacm.PathFlagGmp),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_GMP)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagGmp),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_PRIMARY",
 		Value: layoutcheck.Int(rdmacm.PathFlagPrimary),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_PRIMARY)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagPrimary),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_ALTERNATE",
 		Value: layoutcheck.Int(rdmacm.PathFlagAlternate),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_ALTERNATE)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagAlternate),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_OUTBOUND",
 		Value: layoutcheck.Int(rdmacm.PathFlagOutbound),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_OUTBOUND)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagOutbound),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_INBOUND",
 		Value: layoutcheck.Int(rdmacm.PathFlagInbound),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_INBOUND)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagInbound),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_INBOUND_REVERSE",
 		Value: layoutcheck.Int(rdmacm.PathFlagInboundReverse),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_INBOUND_REVERSE)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagInboundReverse),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_PATH_FLAG_BIDIRECTIONAL",
 		Value: layoutcheck.Int(rdmacm.PathFlagBidirectional),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_PATH_FLAG_BIDIRECTIONAL)",
+		Value: layoutcheck.Signed(rdmacm.PathFlagBidirectional),
 	}, layoutcheck.Row{
 		Key:   "macro __VERBS_ABI_IS_EXTENDED",
 		Value: layoutcheck.Int(verbs.XXVerbsABIIsExtended),
 	}, layoutcheck.Row{
+		Key:   "signed(macro __VERBS_ABI_IS_EXTENDED)",
+		Value: layoutcheck.Signed(verbs.XXVerbsABIIsExtended),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_DEVICE_RAW_SCATTER_FCS",
 		Value: layoutcheck.Int(verbs.DeviceRawScatterFcs),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_DEVICE_RAW_SCATTER_FCS)",
+		Value: layoutcheck.Signed(verbs.DeviceRawScatterFcs),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_DEVICE_PCI_WRITE_END_PADDING",
 		Value: layoutcheck.Int(verbs.DevicePCIWriteEndPadding),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_DEVICE_PCI_WRITE_END_PADDING)",
+		Value: layoutcheck.Signed(verbs.DevicePCIWriteEndPadding),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_DEVICE_CC_DMA_BOUNCE",
 		Value: layoutcheck.Int(verbs.DeviceCcDMABounce),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_DEVICE_CC_DMA_BOUNCE)",
+		Value: layoutcheck.Signed(verbs.DeviceCcDMABounce),
 	}, layoutcheck.Row{
 		Key:   "macro ETHERNET_LL_SIZE",
 		Value: layoutcheck.Int(verbs.EthernetLlSize),
 	}, layoutcheck.Row{
+		Key:   "signed(macro ETHERNET_LL_SIZE)",
+		Value: layoutcheck.Signed(verbs.EthernetLlSize),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_ALLOCATOR_USE_DEFAULT",
 		Value: layoutcheck.Int(verbs.AllocatorUseDefault),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ALLOCATOR_USE_DEFAULT)",
+		Value: layoutcheck.Signed(verbs.AllocatorUseDefault),
 	}, layoutcheck.Row{
 		Key:   "macro IB_ROCE_UDP_ENCAP_VALID_PORT_MIN",
 		Value: layoutcheck.Int(verbs.IBRoCEUDPEncapValidPortMin),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IB_ROCE_UDP_ENCAP_VALID_PORT_MIN)",
+		Value: layoutcheck.Signed(verbs.IBRoCEUDPEncapValidPortMin),
+	}, layoutcheck.Row{
 		Key:   "macro IB_ROCE_UDP_ENCAP_VALID_PORT_MAX",
 		Value: layoutcheck.Int(verbs.IBRoCEUDPEncapValidPortMax),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IB_ROCE_UDP_ENCAP_VALID_PORT_MAX)",
+		Value: layoutcheck.Signed(verbs.IBRoCEUDPEncapValidPortMax),
 	}, layoutcheck.Row{
 		Key:   "macro IB_GRH_FLOWLABEL_MASK",
 		Value: layoutcheck.Int(verbs.IBGRHFlowlabelMask),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IB_GRH_FLOWLABEL_MASK)",
+		Value: layoutcheck.Signed(verbs.IBGRHFlowlabelMask),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM",
 		Value: layoutcheck.Int(verbs.ESPKeymatAesGcm),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM)",
+		Value: layoutcheck.Signed(verbs.ESPKeymatAesGcm),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_IV_ALGO_SEQ",
 		Value: layoutcheck.Int(verbs.FlowActionIvAlgoSeq),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_IV_ALGO_SEQ)",
+		Value: layoutcheck.Signed(verbs.FlowActionIvAlgoSeq),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_REPLAY_NONE",
 		Value: layoutcheck.Int(verbs.FlowActionESPReplayNone),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_REPLAY_NONE)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPReplayNone),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_REPLAY_BMP",
 		Value: layoutcheck.Int(verbs.ESPReplayBmp),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_REPLAY_BMP)",
+		Value: layoutcheck.Signed(verbs.ESPReplayBmp),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsInlineCrypto),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsInlineCrypto),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsFullOffload),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsFullOffload),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsTunnel),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsTunnel),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsTransport),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsTransport),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsDecrypt),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsDecrypt),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsEncrypt),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsEncrypt),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW",
 		Value: layoutcheck.Int(verbs.FlowActionESPFlagsEsnNewWindow),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW)",
+		Value: layoutcheck.Signed(verbs.FlowActionESPFlagsEsnNewWindow),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_ADVISE_MR_ADVICE_PREFETCH",
 		Value: layoutcheck.Int(verbs.AdviseMRAdvicePrefetch),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ADVISE_MR_ADVICE_PREFETCH)",
+		Value: layoutcheck.Signed(verbs.AdviseMRAdvicePrefetch),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE",
 		Value: layoutcheck.Int(verbs.AdviseMRAdvicePrefetchWrite),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE)",
+		Value: layoutcheck.Signed(verbs.AdviseMRAdvicePrefetchWrite),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT",
 		Value: layoutcheck.Int(verbs.AdviseMRAdvicePrefetchNoFault),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)",
+		Value: layoutcheck.Signed(verbs.AdviseMRAdvicePrefetchNoFault),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_ADVISE_MR_FLAG_FLUSH",
 		Value: layoutcheck.Int(verbs.AdviseMRFlagFlush),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ADVISE_MR_FLAG_FLUSH)",
+		Value: layoutcheck.Signed(verbs.AdviseMRFlagFlush),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_QPF_GRH_REQUIRED",
 		Value: layoutcheck.Int(verbs.QpfGRHRequired),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_QPF_GRH_REQUIRED)",
+		Value: layoutcheck.Signed(verbs.QpfGRHRequired),
+	}, layoutcheck.Row{
 		Key:   "macro IBV_ACCESS_OPTIONAL_RANGE",
 		Value: layoutcheck.Int(verbs.AccessOptionalRange),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ACCESS_OPTIONAL_RANGE)",
+		Value: layoutcheck.Signed(verbs.AccessOptionalRange),
 	}, layoutcheck.Row{
 		Key:   "macro IBV_ACCESS_OPTIONAL_FIRST",
 		Value: layoutcheck.Int(verbs.AccessOptionalFirst),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IBV_ACCESS_OPTIONAL_FIRST)",
+		Value: layoutcheck.Signed(verbs.AccessOptionalFirst),
+	}, layoutcheck.Row{
 		Key:   "macro IB_USER_VERBS_ABI_VERSION",
 		Value: layoutcheck.Int(verbs.UserVerbsABIVersion),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IB_USER_VERBS_ABI_VERSION)",
+		Value: layoutcheck.Signed(verbs.UserVerbsABIVersion),
 	}, layoutcheck.Row{
 		Key:   "macro IB_USER_VERBS_CMD_THRESHOLD",
 		Value: layoutcheck.Int(verbs.UserVerbsCmdThreshold),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IB_USER_VERBS_CMD_THRESHOLD)",
+		Value: layoutcheck.Signed(verbs.UserVerbsCmdThreshold),
+	}, layoutcheck.Row{
 		Key:   "macro IB_USER_VERBS_CMD_COMMAND_MASK",
 		Value: layoutcheck.Int(verbs.UserVerbsCmdCommandMask),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IB_USER_VERBS_CMD_COMMAND_MASK)",
+		Value: layoutcheck.Signed(verbs.UserVerbsCmdCommandMask),
 	}, layoutcheck.Row{
 		Key:   "macro IB_USER_VERBS_CMD_FLAG_EXTENDED",
 		Value: layoutcheck.Int(verbs.UserVerbsCmdFlagExtended),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IB_USER_VERBS_CMD_FLAG_EXTENDED)",
+		Value: layoutcheck.Signed(verbs.UserVerbsCmdFlagExtended),
+	}, layoutcheck.Row{
 		Key:   "macro IB_USER_VERBS_MAX_LOG_IND_TBL_SIZE",
 		Value: layoutcheck.Int(verbs.UserVerbsMaxLogIndTblSize),
+	}, layoutcheck.Row{
+		Key:   "signed(macro IB_USER_VERBS_MAX_LOG_IND_TBL_SIZE)",
+		Value: layoutcheck.Signed(verbs.UserVerbsMaxLogIndTblSize),
 	}, layoutcheck.Row{
 		Key:   "macro IB_DEVICE_NAME_MAX",
 		Value: layoutcheck.Int(verbs.IBDeviceNameMax),
 	}, layoutcheck.Row{
+		Key:   "signed(macro IB_DEVICE_NAME_MAX)",
+		Value: layoutcheck.Signed(verbs.IBDeviceNameMax),
+	}, layoutcheck.Row{
 		Key:   "macro RDMA_IB_IP_PS_MASK",
 		Value: layoutcheck.Int(rdmacm.IBIPPsMask),
+	}, layoutcheck.Row{
+		Key:   "signed(macro RDMA_IB_IP_PS_MASK)",
+		Value: layoutcheck.Signed(rdmacm.IBIPPsMask),
 	}, layoutcheck.Row{
 		Key:   "macro RDMA_IB_IP_PORT_MASK",
 		Value: layoutcheck.Int(rdmacm.IBIPPortMask),
 	}, layoutcheck.Row{
+		Key:   "signed(macro RDMA_IB_IP_PORT_MASK)",
+		Value: layoutcheck.Signed(rdmacm.IBIPPortMask),
+	}, layoutcheck.Row{
 		Key:   "macro RDMA_IB_IP_PS_TCP",
 		Value: layoutcheck.Int(rdmacm.IBIPPsTCP),
+	}, layoutcheck.Row{
+		Key:   "signed(macro RDMA_IB_IP_PS_TCP)",
+		Value: layoutcheck.Signed(rdmacm.IBIPPsTCP),
 	}, layoutcheck.Row{
 		Key:   "macro RDMA_IB_IP_PS_UDP",
 		Value: layoutcheck.Int(rdmacm.IBIPPsUDP),
 	}, layoutcheck.Row{
+		Key:   "signed(macro RDMA_IB_IP_PS_UDP)",
+		Value: layoutcheck.Signed(rdmacm.IBIPPsUDP),
+	}, layoutcheck.Row{
 		Key:   "macro RDMA_IB_PS_IB",
 		Value: layoutcheck.Int(rdmacm.IBPsIB),
+	}, layoutcheck.Row{
+		Key:   "signed(macro RDMA_IB_PS_IB)",
+		Value: layoutcheck.Signed(rdmacm.IBPsIB),
 	}, layoutcheck.Row{
 		Key:   "macro RDMA_UDP_QKEY",
 		Value: layoutcheck.Int(rdmacm.UDPQkey),
 	}, layoutcheck.Row{
+		Key:   "signed(macro RDMA_UDP_QKEY)",
+		Value: layoutcheck.Signed(rdmacm.UDPQkey),
+	}, layoutcheck.Row{
 		Key:   "macro RAI_PASSIVE",
 		Value: layoutcheck.Int(rdmacm.RaiPassive),
+	}, layoutcheck.Row{
+		Key:   "signed(macro RAI_PASSIVE)",
+		Value: layoutcheck.Signed(rdmacm.RaiPassive),
 	}, layoutcheck.Row{
 		Key:   "macro RAI_NUMERICHOST",
 		Value: layoutcheck.Int(rdmacm.RaiNumerichost),
 	}, layoutcheck.Row{
+		Key:   "signed(macro RAI_NUMERICHOST)",
+		Value: layoutcheck.Signed(rdmacm.RaiNumerichost),
+	}, layoutcheck.Row{
 		Key:   "macro RAI_NOROUTE",
 		Value: layoutcheck.Int(rdmacm.RaiNoroute),
+	}, layoutcheck.Row{
+		Key:   "signed(macro RAI_NOROUTE)",
+		Value: layoutcheck.Signed(rdmacm.RaiNoroute),
 	}, layoutcheck.Row{
 		Key:   "macro RAI_FAMILY",
 		Value: layoutcheck.Int(rdmacm.RaiFamily),
 	}, layoutcheck.Row{
+		Key:   "signed(macro RAI_FAMILY)",
+		Value: layoutcheck.Signed(rdmacm.RaiFamily),
+	}, layoutcheck.Row{
 		Key:   "macro RAI_SA",
 		Value: layoutcheck.Int(rdmacm.RaiSA),
 	}, layoutcheck.Row{
+		Key:   "signed(macro RAI_SA)",
+		Value: layoutcheck.Signed(rdmacm.RaiSA),
+	}, layoutcheck.Row{
 		Key:   "macro RAI_DNS",
 		Value: layoutcheck.Int(rdmacm.RaiDns),
+	}, layoutcheck.Row{
+		Key:   "signed(macro RAI_DNS)",
+		Value: layoutcheck.Signed(rdmacm.RaiDns),
 	})
 	return rows
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // TestLayout compares every size, alignment, offset and constant value of the
-// generated packages with what gcc computes from the headers.
+// generated packages, and the signedness of every enum type and macro, with
+// what gcc computes from the headers.
 func TestLayout(t *testing.T) {
 	layoutcheck.Check(t, "65.0", CRows(), GoRows())
 }

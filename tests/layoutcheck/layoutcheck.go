@@ -13,9 +13,10 @@ import (
 )
 
 // Row is one fact: "sizeof(struct ibv_wc)", "_Alignof(...)",
-// "offsetof(struct ibv_wc, imm_data)", "enum IBV_WC_SUCCESS" or
-// "macro IBV_DEVICE_RAW_SCATTER_FCS", and its value (two's complement bits
-// for constants).
+// "offsetof(struct ibv_wc, imm_data)", "enum IBV_WC_SUCCESS",
+// "macro IBV_DEVICE_RAW_SCATTER_FCS", "signed(enum ibv_wc_status)" or
+// "signed(macro IBV_DEVICE_RAW_SCATTER_FCS)", and its value (two's
+// complement bits for constants; 1 for a signed type, 0 for an unsigned one).
 type Row struct {
 	Key   string
 	Value uint64
@@ -28,6 +29,16 @@ func Offset(base, p unsafe.Pointer) uint64 { return uint64(uintptr(p) - uintptr(
 // Int returns the two's complement bits of an integer constant.
 func Int[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr](v T) uint64 {
 	return uint64(v)
+}
+
+// Signed is 1 if v's type is signed and 0 if it is unsigned, as gcc's
+// ((T)-1 < 0) is: the bits Int compares are the same for int64 -1 and
+// uint64 0xffffffffffffffff, and for int32 1 and uint32 1.
+func Signed[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr](v T) uint64 {
+	if ^T(0) < 0 {
+		return 1
+	}
+	return 0
 }
 
 // Diff lists every disagreement between the C and Go tables: a value that
@@ -68,6 +79,8 @@ func Diff(c, g []Row) []string {
 // Counts is how many facts of each kind a table holds.
 type Counts struct {
 	Types, Alignments, Offsets, Enumerators, Macros int
+	// Signs are the signedness of enum types and of macros' types.
+	Signs int
 }
 
 // Count classifies the rows of a table.
@@ -85,14 +98,16 @@ func Count(rows []Row) Counts {
 			c.Enumerators++
 		case strings.HasPrefix(r.Key, "macro "):
 			c.Macros++
+		case strings.HasPrefix(r.Key, "signed("):
+			c.Signs++
 		}
 	}
 	return c
 }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("%d structs and unions (size and alignment), %d member offsets, %d enumerators, %d macros",
-		c.Types, c.Offsets, c.Enumerators, c.Macros)
+	return fmt.Sprintf("%d structs and unions (size and alignment), %d member offsets, %d enumerators, %d macros, %d signs (enum and macro types)",
+		c.Types, c.Offsets, c.Enumerators, c.Macros, c.Signs)
 }
 
 // Check fails t with every difference between the tables and logs what was

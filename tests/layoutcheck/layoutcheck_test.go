@@ -28,3 +28,30 @@ func TestDiff(t *testing.T) {
 		t.Errorf("Diff with a Go row twice = %q", got)
 	}
 }
+
+// Signed tells the signedness the bits of Int cannot: int64 -1 and uint64
+// 0xffffffffffffffff are the same row value, and Count files its rows apart.
+func TestSigned(t *testing.T) {
+	type status uint32
+	for _, c := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"int8", Signed(int8(0)), 1},
+		{"int64 -1", Signed(int64(-1)), 1},
+		{"uint64 max", Signed(^uint64(0)), 0},
+		{"uintptr", Signed(uintptr(0)), 0},
+		{"a named uint32", Signed(status(0)), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("Signed(%s) = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if Int(int64(-1)) != Int(^uint64(0)) {
+		t.Error("Int(int64(-1)) and Int(^uint64(0)) differ: the sign rows would not be needed")
+	}
+	rows := []Row{{"enum A", 1}, {"signed(enum a)", 0}, {"macro M", 2}, {"signed(macro M)", 1}}
+	if got, want := Count(rows), (Counts{Enumerators: 1, Macros: 1, Signs: 2}); got != want {
+		t.Errorf("Count = %+v, want %+v", got, want)
+	}
+}

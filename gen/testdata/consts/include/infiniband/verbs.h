@@ -65,4 +65,21 @@ struct ibv_user {
 	enum ibv_wide w;
 };
 
+/* A value of 2^63 or more: gcc makes the enum unsigned (finish_enum), an
+   anonymous one too; cc/v4 makes them signed. */
+enum ibv_u64 {
+	IBV_U64_MAX = 0xFFFFFFFFFFFFFFFFULL,
+	IBV_U64_ONE = 1,
+};
+
+enum {
+	IBV_ANON_TOP = 1ULL << 63,
+};
+
+/* Macros naming an enumerator have its type: int when its value fits one,
+   whatever its enum's type (cc/v4 gives them the enum's), else the enum's. */
+#define IBV_REF_LOCAL_WRITE IBV_ACCESS_LOCAL_WRITE
+#define IBV_REF_TOP (IBV_ACCESS_TOP)
+#define IBV_REF_MAX IBV_U64_MAX
+
 #endif
