@@ -456,7 +456,7 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 		return nil, c.fail("accept", err)
 	}
 	if _, err := c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished); err != nil {
-		return nil, c.fail("accept", err)
+		return nil, c.fail("accept", err) // rdma_destroy_id alone: see Conn.accepting
 	}
 	c.established()
 	return c, nil
@@ -481,6 +481,14 @@ type Conn struct {
 	local    netip.AddrPort
 	remote   netip.AddrPort
 
+	// accepting: rdma_accept was sent and ESTABLISHED has not come. A
+	// teardown then destroys the id with no rdma_reject or rdma_disconnect
+	// first: after either, on an id accepted but not established,
+	// rdma_destroy_id waited 69 s on rxe (the kernel's cm_destroy_id_wait
+	// for the REP it had sent), so an Accept whose client stalled did not
+	// return when its context ended, nor a Close meanwhile. rdma_destroy_id
+	// alone returns at once and rejects the connection itself.
+	accepting     atomic.Bool
 	disconnecting atomic.Bool // rdma_disconnect was called
 	disconnected  atomic.Bool // the DISCONNECTED event came
 	disconnectErr error       // how it came, when not from the peer; set before disconnected
@@ -847,7 +855,7 @@ func (c *Conn) waitDisconnected(ctx context.Context) error {
 // what it could not release, and the Conn's methods return ErrClosed.
 func (c *Conn) Close() error {
 	return c.closeTearing(c.busyOwn, func() error {
-		if !c.disconnecting.Swap(true) {
+		if !c.accepting.Load() && !c.disconnecting.Swap(true) {
 			rdmacm.Disconnect(c.id)
 		}
 		return c.release()

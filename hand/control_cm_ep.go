@@ -474,7 +474,10 @@ func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
 	}
 	pin.Unpin()
 	if err == nil {
-		_, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished)
+		c.accepting.Store(true) // before done: a Close tearing down reads it
+		if _, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished); err == nil {
+			c.accepting.Store(false)
+		}
 	}
 	c.done()
 	if err != nil {
@@ -515,7 +518,11 @@ func (r *EPRequest) Reject(data []byte) error {
 func (c *Conn) abandon(check func() error, data []byte) (ran bool, err error) {
 	err = c.closeTearing(check, func() error {
 		ran = true
-		return errors.Join(reject(c.id, data), c.release())
+		var err error
+		if !c.accepting.Load() {
+			err = reject(c.id, data)
+		}
+		return errors.Join(err, c.release())
 	}, c.ch.fd.interrupt, c.ch.fd.undo)
 	return ran, err
 }

@@ -545,16 +545,30 @@ func TestControlCMEPSendBeforeAccept(t *testing.T) {
 }
 
 // EPRequest.Accept against a Close of the request's Conn on another
-// goroutine, 20 times: Accept returns the Conn, with the addresses the
-// request came with, or ErrClosed (the Close came first, or cut its wait
-// short), no other error, and nothing reads what Close freed; the log says
-// how many runs took each way. Accept named the Conn from its id after
-// letting go of it, where a Close could free the id first (a window, not
-// hit every run: the race binary of make rxe-test runs this test too).
+// goroutine, 20 times, the Close started after a delay growing from none
+// to 40 ms: Accept returns the Conn, with the addresses the request came
+// with, or ErrClosed (the Close came first, or cut its wait short), no
+// other error, and nothing reads what Close freed. With no delay the Close
+// came first in every run seen, and 40 ms is past Accept's return: both
+// ways must be taken, and the log says how often. Close returns within
+// 5 s: one that met Accept after rdma_accept took 69 s (in 2 of 56 runs
+// before hand destroyed such an id without disconnecting it first, see
+// TestAcceptStalledClient). Accept named the Conn
+// from its id after letting go of it, where a Close could free the id
+// first (a window, not hit every run: the race binary of make rxe-test
+// runs this test too).
 func TestControlCMEPAcceptConcurrentClose(t *testing.T) {
 	l := cmepListen(t, hand.ConnConfig{})
 	accepted, closedFirst := 0, 0
-	for range 20 {
+	for i := range 20 {
+		// 0, then 2^(i-1) * 10 us up to about 5 ms, and 40 ms last.
+		delay := time.Duration(0)
+		if i > 0 {
+			delay = min(time.Duration(1<<(i-1))*10*time.Microsecond, 5*time.Millisecond)
+		}
+		if i == 19 {
+			delay = 40 * time.Millisecond
+		}
 		dialed := make(chan *hand.Conn, 1)
 		go func() {
 			c, err := hand.DialEP(ctlContext(t, 20*time.Second), l.Addr().String(), hand.ConnConfig{})
@@ -566,7 +580,16 @@ func TestControlCMEPAcceptConcurrentClose(t *testing.T) {
 		req, err := l.GetRequest(ctlContext(t, 20*time.Second))
 		require.NoError(t, err)
 		closed := make(chan error, 1)
-		go func() { closed <- req.Conn().Close() }()
+		conn := req.Conn()
+		go func() {
+			time.Sleep(delay)
+			start := time.Now()
+			err := conn.Close()
+			if took := time.Since(start); took > 5*time.Second && err == nil {
+				err = fmt.Errorf("Close took %v", took)
+			}
+			closed <- err
+		}()
 		c, err := req.Accept(ctlContext(t, 20*time.Second))
 		require.NoError(t, <-closed)
 		if err != nil {
@@ -582,4 +605,6 @@ func TestControlCMEPAcceptConcurrentClose(t *testing.T) {
 		}
 	}
 	t.Logf("of 20 Accepts against a Close: %d returned the Conn, %d ErrClosed", accepted, closedFirst)
+	require.Positive(t, accepted, "a Close 40 ms later comes after Accept returned")
+	require.Positive(t, closedFirst, "a Close started at once came first in every run seen")
 }
