@@ -125,8 +125,9 @@ func write(t *testing.T, name, data string, mode os.FileMode) {
 }
 
 // run runs fetch.sh for rdma-core 65.0 pinned at pkg=ver in suite with
-// sha256 sum, and returns its output, exit status and the stand-ins' log.
-func (w *world) run(t *testing.T, suite, sum string, env ...string) (string, int, string) {
+// sha256 sum, fails t unless it exits with wantRC, and returns its output
+// and the stand-ins' log.
+func (w *world) run(t *testing.T, wantRC int, suite, sum string, env ...string) (out, log string) {
 	t.Helper()
 	manifest := filepath.Join(w.dir, "manifest.tsv")
 	write(t, manifest, "# version\tsuite\tpackage\tdebversion\tsha256\n65.0\t"+suite+"\t"+pkg+"\t"+ver+"\t"+sum+"\n", 0o644)
@@ -145,15 +146,29 @@ func (w *world) run(t *testing.T, suite, sum string, env ...string) (string, int
 		"FAKE_APT_SERVES=", "FAKE_APT_OTHER=", "FAKE_APT_UPDATE_FAILS=",
 	)
 	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.CombinedOutput()
+	b, err := cmd.CombinedOutput()
 	rc := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		rc = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	log, _ := os.ReadFile(w.log)
-	return string(out), rc, string(log)
+	l, _ := os.ReadFile(w.log)
+	out, log = string(b), string(l)
+	if rc != wantRC {
+		t.Fatalf("exit status %d, want %d; output:\n%s\napt calls:\n%s", rc, wantRC, out, log)
+	}
+	return out, log
+}
+
+// requireLines fails t for each of wants that out lacks.
+func requireLines(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 func (w *world) tree() string { return filepath.Join(w.dir, "headers", "rdma-core-65.0") }
@@ -162,10 +177,7 @@ func (w *world) tree() string { return filepath.Join(w.dir, "headers", "rdma-cor
 // migrated, and its sha256 is checked as before.
 func TestFetchFromTesting(t *testing.T) {
 	w := newWorld(t)
-	out, rc, log := w.run(t, "sid", w.sum, "FAKE_APT_SERVES=forky", "FAKE_APT_OTHER=66.0-1")
-	if rc != 0 {
-		t.Fatalf("exit status %d, want 0; output:\n%s\napt calls:\n%s", rc, out, log)
-	}
+	out, log := w.run(t, 0, "sid", w.sum, "FAKE_APT_SERVES=forky", "FAKE_APT_OTHER=66.0-1")
 	if !strings.Contains(log, "apt-get forky fake:/debian -q download "+pkg+"="+ver) {
 		t.Errorf("not downloaded from forky; apt calls:\n%s", log)
 	}
@@ -185,10 +197,7 @@ func TestFetchFromTesting(t *testing.T) {
 func TestFetchFromTestingChecksSum(t *testing.T) {
 	w := newWorld(t)
 	bad := strings.Repeat("0", 64)
-	out, rc, log := w.run(t, "sid", bad, "FAKE_APT_SERVES=forky")
-	if rc != 1 {
-		t.Fatalf("exit status %d, want 1; output:\n%s\napt calls:\n%s", rc, out, log)
-	}
+	out, _ := w.run(t, 1, "sid", bad, "FAKE_APT_SERVES=forky")
 	if want := "sha256 mismatch for " + pkg + "_" + ver + "_amd64.deb: want " + bad + " got " + w.sum; !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
@@ -204,10 +213,7 @@ func TestFetchFromTestingChecksSum(t *testing.T) {
 // security archive.
 func TestFetchFromSecurity(t *testing.T) {
 	w := newWorld(t)
-	out, rc, log := w.run(t, "bookworm", w.sum, "FAKE_APT_SERVES=bookworm-security")
-	if rc != 0 {
-		t.Fatalf("exit status %d, want 0; output:\n%s\napt calls:\n%s", rc, out, log)
-	}
+	_, log := w.run(t, 0, "bookworm", w.sum, "FAKE_APT_SERVES=bookworm-security")
 	if !strings.Contains(log, "apt-get bookworm-security fake:/debian-security -q download "+pkg+"="+ver) {
 		t.Errorf("not downloaded from the security archive; apt calls:\n%s", log)
 	}
@@ -218,11 +224,8 @@ func TestFetchFromSecurity(t *testing.T) {
 // apt-get download's error.
 func TestNotInArchive(t *testing.T) {
 	w := newWorld(t)
-	out, rc, log := w.run(t, "sid", w.sum, "FAKE_APT_OTHER=66.0-1")
-	if rc != 1 {
-		t.Fatalf("exit status %d, want 1; output:\n%s\napt calls:\n%s", rc, out, log)
-	}
-	for _, want := range []string{
+	out, log := w.run(t, 1, "sid", w.sum, "FAKE_APT_OTHER=66.0-1")
+	requireLines(t, out,
 		pkg + " " + ver + " (rdma-core 65.0, suite sid in " + filepath.Join(w.dir, "manifest.tsv") + ") is in none of the suites tried: sid forky",
 		"sid: index lists " + pkg + " 66.0-1",
 		"forky: index lists " + pkg + " 66.0-1",
@@ -231,11 +234,7 @@ func TestNotInArchive(t *testing.T) {
 		"make headers",
 		"make vendor-headers",
 		"make check-generated",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "Can't find a source") || strings.Contains(log, "download") {
 		t.Errorf("a download was tried; output:\n%s\napt calls:\n%s", out, log)
 	}
@@ -246,30 +245,20 @@ func TestNotInArchive(t *testing.T) {
 // has to move.
 func TestNotInArchiveRelease(t *testing.T) {
 	w := newWorld(t)
-	out, rc, log := w.run(t, "bookworm", w.sum, "FAKE_APT_UPDATE_FAILS=trixie")
-	if rc != 1 {
-		t.Fatalf("exit status %d, want 1; output:\n%s\napt calls:\n%s", rc, out, log)
-	}
-	for _, want := range []string{
+	out, _ := w.run(t, 1, "bookworm", w.sum, "FAKE_APT_UPDATE_FAILS=trixie")
+	requireLines(t, out,
 		"is in none of the suites tried: bookworm bookworm-updates bookworm-security bookworm-proposed-updates trixie",
 		"bookworm-security: index lists no " + pkg,
 		"trixie: apt-get update failed",
 		"the pin has to move",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 // When no suite's index can be read, the failure says that the network or
 // mirror, not the pin, is at fault.
 func TestNoIndex(t *testing.T) {
 	w := newWorld(t)
-	out, rc, log := w.run(t, "sid", w.sum, "FAKE_APT_UPDATE_FAILS=sid forky")
-	if rc != 1 {
-		t.Fatalf("exit status %d, want 1; output:\n%s\napt calls:\n%s", rc, out, log)
-	}
+	out, _ := w.run(t, 1, "sid", w.sum, "FAKE_APT_UPDATE_FAILS=sid forky")
 	if !strings.Contains(out, "no suite's index could be read") || strings.Contains(out, "the pin has to move") {
 		t.Errorf("output does not blame the index alone:\n%s", out)
 	}
