@@ -21,13 +21,7 @@ import (
 // never comes, so the server's id stays accepted but not established.
 func stallingClient(t *testing.T, addr netip.AddrPort) {
 	t.Helper()
-	ch := cmChannel(t)
-	id := cmID(t, ch)
-	dst := sockaddrIn(addr)
-	cmCall(t, "rdma_resolve_addr", rdmacm.ResolveAddr(id, nil, &dst, 2000))
-	cmExpect(t, ch, rdmacm.CMEventAddrResolved)
-	cmCall(t, "rdma_resolve_route", rdmacm.ResolveRoute(id, 2000))
-	cmExpect(t, ch, rdmacm.CMEventRouteResolved)
+	_, id := cmResolved(t, addr)
 	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7, QPNum: 0x4242}
 	cmCall(t, "rdma_connect", rdmacm.Connect(id, &param))
 }

@@ -324,13 +324,7 @@ func TestBadPeerPingpongGarbageLine(t *testing.T) {
 func TestBadPeerLongPrivateData(t *testing.T) {
 	_, gidIndex := RequireDevice(t)
 	l := ctlListen(t)
-	ch := cmChannel(t)
-	id := cmID(t, ch)
-	dst := sockaddrIn(l.Addr())
-	cmCall(t, "rdma_resolve_addr", rdmacm.ResolveAddr(id, nil, &dst, 5000))
-	cmExpect(t, ch, rdmacm.CMEventAddrResolved)
-	cmCall(t, "rdma_resolve_route", rdmacm.ResolveRoute(id, 5000))
-	cmExpect(t, ch, rdmacm.CMEventRouteResolved)
+	_, id := cmResolved(t, l.Addr())
 	e := cmEnv(t, id, gidIndex)
 	cmQP(t, id, e, e.cq(t, 4), 4, 1)
 

@@ -45,13 +45,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 
 	// Client: resolve address and route, make its QP, pre-post receives,
 	// connect.
-	cch := cmChannel(t)
-	cid := cmID(t, cch)
-	dst := sockaddrIn(server)
-	cmCall(t, "rdma_resolve_addr", rdmacm.ResolveAddr(cid, nil, &dst, 5000))
-	cmExpect(t, cch, rdmacm.CMEventAddrResolved)
-	cmCall(t, "rdma_resolve_route", rdmacm.ResolveRoute(cid, 5000))
-	cmExpect(t, cch, rdmacm.CMEventRouteResolved)
+	cch, cid := cmResolved(t, server)
 	ce := cmEnv(t, cid, gidIndex)
 	t.Logf("listening on %v; the client resolved it to device %s port %d", server, ce.name, cid.PortNum)
 	if want := os.Getenv("RXE_DEVICE"); ce.name != want {

@@ -48,6 +48,20 @@ func cmID(t testing.TB, ch *rdmacm.EventChannel) *rdmacm.CMID {
 	return id
 }
 
+// cmResolved creates an event channel and an id on it, destroyed when the
+// test ends, and resolves the address and route to server (5 s each).
+func cmResolved(t testing.TB, server netip.AddrPort) (*rdmacm.EventChannel, *rdmacm.CMID) {
+	t.Helper()
+	ch := cmChannel(t)
+	id := cmID(t, ch)
+	dst := sockaddrIn(server)
+	cmCall(t, "rdma_resolve_addr", rdmacm.ResolveAddr(id, nil, &dst, 5000))
+	cmExpect(t, ch, rdmacm.CMEventAddrResolved)
+	cmCall(t, "rdma_resolve_route", rdmacm.ResolveRoute(id, 5000))
+	cmExpect(t, ch, rdmacm.CMEventRouteResolved)
+	return ch, id
+}
+
 func destroyIDLater(t testing.TB, id *rdmacm.CMID) {
 	t.Cleanup(func() {
 		if err := rdmacm.DestroyID(id); err != nil {
