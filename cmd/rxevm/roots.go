@@ -47,8 +47,12 @@ var rootRecipes = []rootRecipe{
 	},
 	{
 		name: "sid", suite: "sid",
-		about:    "Debian unstable (rdma-core 65.0 when measured)",
-		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64"),
+		about: "Debian unstable (rdma-core 65.0 and gcc 16 when measured); gcc and libc6-dev to build binaries inside it",
+		// rxe-matrix builds sid's test binaries inside this root, so that
+		// the newest gcc, with the strictest defaults (gcc 14 made
+		// incompatible pointer types errors, gcc 15 C23 the default), and
+		// glibc compile the cgo code a user on a new release compiles.
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "libc6-dev", "gcc"),
 		// Unstable's Release file is short-lived and reads as expired against
 		// a clock that runs behind the archive; its signature is still checked.
 		aptOpts: []string{`Acquire::Check-Valid-Until "false"`},

@@ -18,7 +18,7 @@ func TestRootRecipes(t *testing.T) {
 	}{
 		{"bullseye", "bullseye", []string{"libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2", "libc6-dev", "gcc"}},
 		{"trixie", "trixie", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2"}},
-		{"sid", "sid", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2"}},
+		{"sid", "sid", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2", "libc6-dev", "gcc"}},
 		{"nordma", "bookworm", []string{"gcc", "libc6-dev", "iproute2"}},
 	} {
 		r, err := findRootRecipe(c.name)
@@ -54,7 +54,7 @@ func sameSet(a, b []string) bool {
 func TestMmdebstrapArgs(t *testing.T) {
 	r, _ := findRootRecipe("sid")
 	got := r.mmdebstrapArgs("/d", "http://archive.example/debian")
-	want := []string{"--variant=apt", "--include=libibverbs1,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,iproute2,librdmacm1t64",
+	want := []string{"--variant=apt", "--include=libibverbs1,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,iproute2,librdmacm1t64,libc6-dev,gcc",
 		`--aptopt=Acquire::Check-Valid-Until "false"`, "sid", "/d", "http://archive.example/debian"}
 	if !slices.Equal(got, want) {
 		t.Errorf("mmdebstrap args\n got %q\nwant %q", got, want)
