@@ -615,7 +615,9 @@ func cgoType(t *Type) jen.Code {
 	panic(fmt.Sprintf("cgoType: kind %d", t.Kind))
 }
 
-// cDecl spells a C declaration of name with type t, for preamble wrappers.
+// cDecl spells a C declaration of name with type t from the IR, which
+// records no qualifiers: for messages, and for a preamble wrapper whose
+// header does not spell the declaration itself (wrapperDecl).
 // name is a declarator: a function's is its name and parameter list, so
 // that a result type such as int (*)[4] wraps around both.
 func cDecl(t *Type, name string) string {
@@ -652,6 +654,18 @@ func cDecl(t *Type, name string) string {
 		base = "void *"
 	}
 	return strings.TrimSpace(base + " " + name)
+}
+
+// wrapperDecl declares name with type t in a C wrapper of the preamble:
+// as the header spells it (s), so that every const of the function's own
+// declaration is kept, or from the IR (cDecl) where the header does not
+// spell it itself. A function pointer, or a pointer to one, is void *
+// either way: the stub passes it as an unsafe.Pointer (see stub).
+func wrapperDecl(t *Type, s Spelling, name string) string {
+	if s.Before == "" || reachesFuncPtr(t) {
+		return cDecl(t, name)
+	}
+	return s.Around(name)
 }
 
 // reachesFuncPtr reports whether t is a function pointer or a pointer to
@@ -747,16 +761,24 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		// expands it, so C's compile-time choices still apply.
 		var params, args []string
 		for _, p := range fn.Params {
-			params = append(params, cDecl(p.Type, p.Name))
+			params = append(params, wrapperDecl(p.Type, p.Spelling, p.Name))
 			args = append(args, p.Name)
+		}
+		decl := wrapperDecl(fn.Result, fn.ResultSpelling, cName(fn)+"("+strings.Join(params, ", ")+")")
+		call := fmt.Sprintf("%s(%s)", fn.Name, strings.Join(args, ", "))
+		if reachesFuncPtr(fn.Result) {
+			// Declared void * (cDecl): the cast drops a const of the
+			// function's own result type (const ibv_qp_reader *), as
+			// cgo does anyway, without the warning an implicit
+			// conversion gets (discarded qualifiers).
+			call = "(void *)(" + call + ")"
 		}
 		if fn.Kind == FuncMacro {
 			ret := "return "
 			if fn.Result.Kind == KVoid {
 				ret = ""
 			}
-			fmt.Fprintf(&pre, "static inline %s { %s%s(%s); }\n",
-				cDecl(fn.Result, cName(fn)+"("+strings.Join(params, ", ")+")"), ret, fn.Name, strings.Join(args, ", "))
+			fmt.Fprintf(&pre, "static inline %s { %s%s; }\n", decl, ret, call)
 			continue
 		}
 		// See ErrnoCopiers: errno made positive before cgo reads it.
@@ -765,8 +787,8 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			fmt.Fprintf(&pre, "// The wrappers below make errno positive where %s left a provider's\n"+
 				"// -errno in it: cgo would box an errno of 256 and up at every failed call.\n", strings.Join(ErrnoCopiers, " or "))
 		}
-		fmt.Fprintf(&pre, "static inline %s { %s = %s(%s); if (errno < 0) errno = -errno; return goverbs_r; }\n",
-			cDecl(fn.Result, cName(fn)+"("+strings.Join(params, ", ")+")"), cDecl(fn.Result, "goverbs_r"), fn.Name, strings.Join(args, ", "))
+		fmt.Fprintf(&pre, "static inline %s { %s = %s; if (errno < 0) errno = -errno; return goverbs_r; }\n",
+			decl, wrapperDecl(fn.Result, fn.ResultSpelling, "goverbs_r"), call)
 	}
 	f.CgoPreamble(pre.String())
 	e.loaderAPI(f, spec)

@@ -35,7 +35,11 @@ var update = flag.Bool("update", false, "rewrite gen/testdata/*/want from the ge
 //     (ibv_reg_mr, ibv_query_port) and ones with no Go signature (skipped),
 //     pointers to arrays as parameters and results (directly and through a
 //     macro), a function pointer and a pointer to one through a macro,
-//     parameters named as Go's predeclared types and constants.
+//     parameters named as Go's predeclared types and constants; const
+//     pointers (const char *const *, const char **, const struct, const
+//     function pointers, unnamed parameters) as parameters and results of
+//     macros and of inlines whose errno the preamble makes positive, whose
+//     C wrappers strictCFlags compile.
 var goldenCases = []string{"records", "consts", "funcs"}
 
 // goldenModule is the module path the golden output is generated for: the
@@ -67,8 +71,11 @@ func goldenConfig(name string) gen.Config {
 		Conventions: []gen.ConventionRule{
 			{Name: "golden values", Convention: gen.CannotFail,
 				Funcs: []string{"ibv_ack_events", "ibv_make_sge", "ibv_node_name", "ibv_qp_num", "ibv_sge_bytes",
-					"ibv_row", "ibv_row_sum", "ibv_grid_row", "ibv_qp_num_reader", "__ibv_apply", "ibv_apply", "ibv_mask"}},
+					"ibv_row", "ibv_row_sum", "ibv_grid_row", "ibv_qp_num_reader", "__ibv_apply", "ibv_apply", "ibv_mask",
+					"rdma_seterrno", "ibv_names*", "ibv_attr*", "ibv_reader*", "ibv_label*", "ibv_cell", "ibv_grid_cell"}},
 			{Name: "golden constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_reg_mr*", "__ibv_reg_mr"}},
+			{Name: "golden errno copiers", Convention: gen.NullErrno, Funcs: []string{"ibv_find_*"}},
+			{Name: "golden counts", Convention: gen.CountOrError, Funcs: []string{"ibv_count_names"}},
 			{Name: "golden errno results", Convention: gen.ErrnoResult,
 				Funcs: []string{"ibv_post_recv", "ibv_query_port", "___ibv_query_port"}},
 		},
@@ -233,6 +240,16 @@ func paths(fs []gen.File) []string {
 	return p
 }
 
+// strictCFlags make errors of what gcc 14 and later reject by default
+// (incompatible pointer types, integer-pointer conversions, implicit
+// declarations) and of what they still only warn about (a const or an
+// array's const discarded), so that the host's older gcc fails the golden
+// build where a user's newer one would: a preamble wrapper that spells
+// char ** for a const char *const * parameter warns under gcc 12 and does
+// not compile under gcc 14. Each flag is one gcc 12 knows.
+const strictCFlags = "-Werror=incompatible-pointer-types -Werror=int-conversion -Werror=implicit-function-declaration " +
+	"-Werror=implicit-int -Werror=discarded-qualifiers -Werror=discarded-array-qualifiers"
+
 // compileGolden proves the golden output is valid Go that agrees with gcc:
 // in a temporary module (github.com/goverbs/goverbs replaced by this work
 // tree) it vets the full output, runs its generated layout test against the
@@ -277,7 +294,7 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 
 	env := append(os.Environ(),
 		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local",
-		"CGO_ENABLED=1", "CGO_CFLAGS=-g -O2 -I"+include)
+		"CGO_ENABLED=1", "CGO_CFLAGS=-g -O2 "+strictCFlags+" -I"+include)
 	run := func(env []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(goCmd, args...)

@@ -197,6 +197,10 @@ type Func struct {
 	Kind   FuncKind
 	Params []*Param
 	Result *Type
+	// ResultSpelling is the declaration of the result as the header
+	// spells it, qualifiers included, around the function's name and
+	// parameter list; zero where the header does not spell it itself.
+	ResultSpelling Spelling
 	// Target is, for a macro, the function its expansion calls.
 	Target string
 	// Calls is, for a static inline (and a macro expanding to one), every
@@ -218,9 +222,29 @@ type Func struct {
 
 // Param is a function parameter.
 type Param struct {
-	Name   string
-	Type   *Type
-	GoName string
+	Name string
+	Type *Type
+	// Spelling is the parameter's declaration as the header spells it,
+	// qualifiers included, around its name; zero where unknown.
+	Spelling Spelling
+	GoName   string
+}
+
+// Spelling is a C declaration as a header writes it, split around the
+// declared name: Before + name + After. Type records no qualifiers, so a C
+// wrapper in the cgo preamble declares its parameters and result with
+// these (see wrapperDecl): spelled from Type, const char *const *p comes
+// out char **p, which gcc 14 and later refuse to pass on.
+type Spelling struct {
+	Before, After string
+}
+
+// Around declares name with s; "" for the zero Spelling.
+func (s Spelling) Around(name string) string {
+	if s.Before == "" {
+		return ""
+	}
+	return s.Before + name + s.After
 }
 
 // Skip records a declaration the generator could not express, and why.

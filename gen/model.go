@@ -42,6 +42,7 @@ type modeler struct {
 	enums   map[*cc.EnumType]*Enum
 	anon    []*Record
 	headers map[string]bool
+	specs   map[*cc.Declarator]*cc.DeclarationSpecifiers // see declSpecifiers
 }
 
 // pos maps a cc position to a header-relative one and reports whether it
@@ -743,7 +744,7 @@ func (m *modeler) functions() error {
 		if !target {
 			continue
 		}
-		f, reason, err := m.function(name, p, decl.Type().(*cc.FunctionType))
+		f, reason, err := m.function(name, p, decl)
 		if err != nil {
 			return err
 		}
@@ -767,9 +768,10 @@ func (m *modeler) functions() error {
 	return nil
 }
 
-// function builds a Func from a function type; a non-empty reason means it
-// cannot be expressed as a stub.
-func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, string, error) {
+// function builds a Func from a function's declarator; a non-empty reason
+// means it cannot be expressed as a stub.
+func (m *modeler) function(name string, p Pos, d *cc.Declarator) (*Func, string, error) {
+	ft := d.Type().(*cc.FunctionType)
 	if ft.IsVariadic() {
 		return nil, "variadic: cgo cannot call a variadic C function", nil
 	}
@@ -797,6 +799,11 @@ func (m *modeler) function(name string, p Pos, ft *cc.FunctionType) (*Func, stri
 		return nil, "", errorAt(p, err, "%s result", name)
 	}
 	f.Result = res
+	var spelled []Spelling
+	f.ResultSpelling, spelled = m.spellFunc(d, len(f.Params))
+	for i, s := range spelled {
+		f.Params[i].Spelling = s
+	}
 	return f, "", nil
 }
 
@@ -970,27 +977,27 @@ func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, e
 		return nil, "variadic macro", nil
 	}
 	target := toks[0].SrcStr()
-	var ft *cc.FunctionType
+	var td *cc.Declarator
 	for _, n := range m.l.AST.Scope.Nodes[target] {
 		if d, ok := n.(*cc.Declarator); ok && d.Type().Kind() == cc.Function {
-			ft = d.Type().(*cc.FunctionType)
+			td = d
 		}
 	}
-	if ft == nil {
+	if td == nil {
 		return nil, "expands to " + target + ", which is not a declared function: " + tokensString(toks), nil
 	}
 	args, ok := splitArgs(toks[2 : len(toks)-1])
 	if !ok {
 		return nil, "unbalanced parentheses in its expansion", nil
 	}
-	if len(args) != len(ft.Parameters()) {
-		return nil, fmt.Sprintf("calls %s with %d arguments, which takes %d", target, len(args), len(ft.Parameters())), nil
+	if nparams := len(td.Type().(*cc.FunctionType).Parameters()); len(args) != nparams {
+		return nil, fmt.Sprintf("calls %s with %d arguments, which takes %d", target, len(args), nparams), nil
 	}
-	full, reason, err := m.function(target, p, ft)
+	full, reason, err := m.function(target, p, td)
 	if err != nil || reason != "" {
 		return nil, reason, err
 	}
-	f := &Func{Name: name, Pos: p, Kind: FuncMacro, Target: target, Result: full.Result}
+	f := &Func{Name: name, Pos: p, Kind: FuncMacro, Target: target, Result: full.Result, ResultSpelling: full.ResultSpelling}
 	for _, prm := range mac.Params {
 		pn := prm.SrcStr()
 		idx := -1
@@ -1003,7 +1010,7 @@ func (m *modeler) macroFunc(name string, p Pos, mac *cc.Macro) (*Func, string, e
 		if idx < 0 {
 			return nil, fmt.Sprintf("parameter %s is not passed as a whole argument of %s", pn, target), nil
 		}
-		f.Params = append(f.Params, &Param{Name: pn, Type: full.Params[idx].Type})
+		f.Params = append(f.Params, &Param{Name: pn, Type: full.Params[idx].Type, Spelling: full.Params[idx].Spelling})
 	}
 	return f, "", nil
 }

@@ -180,3 +180,75 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// TestSpellings: the preamble's C wrappers declare parameters and results
+// as the header spells them, every const kept (the IR's types keep none):
+// each spelling, put back around the function's own name, must redeclare
+// it compatibly, which gcc checks strictly (a const dropped below the top
+// level is "conflicting types").
+func TestSpellings(t *testing.T) {
+	const header = `struct ibv_s { int x; };
+typedef int ibv_fn_t(const char *s);
+const char *const *
+ibv_a(const char *const *names, char *const stop);
+int (*ibv_b(const unsigned (*grid)[4], int))[4];
+ibv_fn_t ibv_c;
+static inline __attribute__((deprecated)) const struct ibv_s *ibv_d(void) { return 0; }
+void ibv_e(const char *(*)[2], const struct ibv_s **, volatile int *restrict);
+static inline int ibv_f(register const char *p) { return *p; }
+`
+	want := map[string][]string{ // the result around X, then each parameter around its name or N
+		"ibv_a": {"const char *const *X", "const char *const *names", "char *const stop"},
+		"ibv_b": {"int (*X)[4]", "const unsigned (*grid)[4]", "int N"},
+		"ibv_c": {"", ""},
+		"ibv_d": {"const struct ibv_s *X"},
+		"ibv_e": {"void X", "__typeof__(const char *(*)[2]) N", "const struct ibv_s **N", "volatile int *restrict N"},
+		"ibv_f": {"int X", "const char *p"},
+	}
+	dir := includeDir(t, map[string]string{"infiniband/verbs.h": header})
+	ir := modelOf(t, dir, []string{"infiniband/verbs.h"})
+	var redecl strings.Builder
+	redecl.WriteString("#include <infiniband/verbs.h>\n")
+	for _, fn := range ir.Funcs {
+		w, ok := want[fn.Name]
+		if !ok {
+			t.Errorf("unexpected function %s", fn.Name)
+			continue
+		}
+		delete(want, fn.Name)
+		got := []string{fn.ResultSpelling.Around("X")}
+		var params []string
+		for _, p := range fn.Params {
+			name := p.Name
+			if name == "" {
+				name = "N"
+			}
+			got = append(got, p.Spelling.Around(name))
+			params = append(params, p.Spelling.Around(fmt.Sprintf("p%d", len(params))))
+		}
+		if strings.Join(got, " | ") != strings.Join(w, " | ") {
+			t.Errorf("%s spelled\n  %s\nwant\n  %s", fn.Name, strings.Join(got, " | "), strings.Join(w, " | "))
+		}
+		if got[0] == "" {
+			continue
+		}
+		if len(params) == 0 {
+			params = []string{"void"}
+		}
+		fmt.Fprintf(&redecl, "%s;\n", fn.ResultSpelling.Around(fn.Name+"("+strings.Join(params, ", ")+")"))
+	}
+	for n := range want {
+		t.Errorf("no function %s in the IR", n)
+	}
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc on PATH to compile the spellings")
+	}
+	src := filepath.Join(t.TempDir(), "redecl.c")
+	if err := os.WriteFile(src, []byte(redecl.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-fsyntax-only", "-Werror", "-I", dir, src).CombinedOutput(); err != nil {
+		t.Errorf("gcc rejects the spellings: %v\n%s\n%s", err, out, redecl.String())
+	}
+}

@@ -69,3 +69,43 @@ int ibv_log(const char *format, ...)
 	(void)format;
 	return 0;
 }
+
+// librdmacm's: errno is what it is given, which a provider's -errno makes
+// negative.
+int rdma_seterrno(int ret)
+{
+	if (ret) {
+		errno = ret;
+		ret = -1;
+	}
+	return ret;
+}
+
+const char *const *ibv_names_from(const char *const *names, const char **first,
+				  const struct ibv_port_attr *attr)
+{
+	*first = names[attr ? attr->lid : 0];
+	return names;
+}
+
+const struct ibv_port_attr *ibv_attr_from(const struct ibv_port_attr *const *attrs, int i,
+					  const struct ibv_port_attr **last)
+{
+	*last = attrs[i];
+	return attrs[i];
+}
+
+const ibv_qp_reader *ibv_reader_from(const ibv_qp_reader *readers, ibv_qp_reader const fallback)
+{
+	return readers[0] == fallback ? readers : NULL;
+}
+
+const char *ibv_label_of(const char *const *labels, unsigned int i)
+{
+	return labels[i];
+}
+
+uint32_t ibv_cell(const uint32_t (*row)[4], int i)
+{
+	return (*row)[i];
+}

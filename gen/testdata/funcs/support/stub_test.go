@@ -5,6 +5,7 @@ package verbs
 
 import (
 	"errors"
+	"runtime"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -83,5 +84,65 @@ func TestStubs(t *testing.T) {
 	// Parameters named uint32, int32, nil, iota and len.
 	if n := Mask(0xff0, 0x0ff, 1, 2, 3); n != 0x0f0+6 {
 		t.Errorf("Mask (parameters named as Go's predeclared identifiers) = %#x, want %#x", n, 0x0f0+6)
+	}
+
+	// const-qualified pointers, as parameters and results, through the C
+	// wrappers of function-like macros (Names, Attr, Reader) and of
+	// inlines whose errno is made positive (Find*, CountNames).
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	mlx5, rxe := []byte("mlx5\x00"), []byte("rxe\x00")
+	pin.Pin(&mlx5[0])
+	pin.Pin(&rxe[0])
+	names := [3]*int8{(*int8)(unsafe.Pointer(&mlx5[0])), (*int8)(unsafe.Pointer(&rxe[0])), nil}
+	var first *int8
+	one := PortAttr{LID: 1}
+	if got := Names(&names[0], &first, &one); got != &names[0] || first != names[1] {
+		t.Errorf("Names (macro, const char *const * and const char **) = %p, first %p; want %p, %p", got, first, &names[0], names[1])
+	}
+	first = nil
+	if got, err := FindNames(&names[0], &first); got != &names[0] || first != names[0] || err != nil {
+		t.Errorf("FindNames = %p, %v, first %p; want %p, nil, %p", got, err, first, &names[0], names[0])
+	}
+	if n, err := CountNames(&names[0], names[1]); n != 1 || err != nil {
+		t.Errorf("CountNames(stop at the second) = %d, %v; want 1, nil", n, err)
+	}
+	if got := Label(&names[0], 1); got != names[1] {
+		t.Errorf("Label (macro, unnamed const char *const * parameter) = %p, want %p", got, names[1])
+	}
+	if got := GridCell(&grid[1], 2); got != 3 {
+		t.Errorf("GridCell (macro, unnamed const uint32_t (*)[4] parameter) = %d, want 3", got)
+	}
+	none := [1]*int8{}
+	if got, err := FindNames(&none[0], &first); got != nil || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("FindNames(no names) = %p, %v; want nil, ENOENT", got, err)
+	}
+	if n, err := CountNames(&none[0], nil); n != 0 || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("CountNames(no names) = %d, %v; want 0, ENOENT", n, err)
+	}
+
+	pin.Pin(&one)
+	attrs := [2]*PortAttr{&one, nil}
+	var lastAttr *PortAttr
+	if got := Attr(&attrs[0], 0, &lastAttr); got != &one || lastAttr != &one {
+		t.Errorf("Attr (macro, const struct pointers) = %p, last %p; want %p", got, lastAttr, &one)
+	}
+	lastAttr = nil
+	if got, err := FindAttr(&attrs[0], &lastAttr); got != &one || lastAttr != &one || err != nil {
+		t.Errorf("FindAttr = %p, %v, last %p; want %p, nil, %[4]p", got, err, lastAttr, &one)
+	}
+	if got, err := FindAttr(&attrs[1], &lastAttr); got != nil || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("FindAttr(no attributes) = %p, %v; want nil, ENOENT", got, err)
+	}
+
+	readers := [2]unsafe.Pointer{reader, nil}
+	if got := Reader(unsafe.Pointer(&readers[0]), reader); got != unsafe.Pointer(&readers[0]) {
+		t.Errorf("Reader (macro, const function pointers) = %p, want %p", got, &readers[0])
+	}
+	if got, err := FindReader(unsafe.Pointer(&readers[0])); got != unsafe.Pointer(&readers[0]) || err != nil {
+		t.Errorf("FindReader = %p, %v; want %p, nil", got, err, &readers[0])
+	}
+	if got, err := FindReader(unsafe.Pointer(&readers[1])); got != nil || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("FindReader(no readers) = %p, %v; want nil, ENOENT", got, err)
 	}
 }

@@ -136,4 +136,73 @@ static inline uint32_t ibv_mask(uint32_t uint32, int32_t int32, int nil, int iot
 #define ibv_undeclared(x) ibv_nowhere(x)
 #define IBV_DECLARE_PTR(type, name) union { type name; uint64_t name##_u64; }
 
+/* const-qualified pointers as parameters and results of the preamble's C
+ * wrappers: function-like macros, and static inline functions that leave
+ * a provider's -errno in errno through rdma_seterrno (gen.ErrnoCopiers).
+ * A wrapper spelling char ** where the function takes const char *const *
+ * or const char ** (or const struct ibv_port_attr **) does not compile
+ * with gcc 14 and later (incompatible pointer types); one returning a
+ * const pointer as non-const is warned about (discarded qualifiers). */
+#include <errno.h>
+
+int rdma_seterrno(int ret);
+
+const char *const *ibv_names_from(const char *const *names, const char **first,
+				  const struct ibv_port_attr *attr);
+const struct ibv_port_attr *ibv_attr_from(const struct ibv_port_attr *const *attrs, int i,
+					  const struct ibv_port_attr **last);
+const ibv_qp_reader *ibv_reader_from(const ibv_qp_reader *readers, ibv_qp_reader const fallback);
+
+#define ibv_names(names, first, attr) ibv_names_from(names, first, attr)
+#define ibv_attr(attrs, i, last) ibv_attr_from(attrs, i, last)
+#define ibv_reader(readers, fallback) ibv_reader_from(readers, fallback)
+
+/* Prototypes without parameter names behind macros: the wrapper takes the
+ * macro's names, after the pointers or through __typeof__ of the type. */
+const char *ibv_label_of(const char *const *, unsigned int);
+uint32_t ibv_cell(const uint32_t (*)[4], int);
+#define ibv_label(labels, i) ibv_label_of(labels, i)
+#define ibv_grid_cell(row, i) ibv_cell(row, i)
+
+static inline const char *const *ibv_find_names(const char *const *names, const char **first)
+{
+	if (!names[0]) {
+		rdma_seterrno(-ENOENT);
+		return NULL;
+	}
+	*first = names[0];
+	return names;
+}
+
+static inline const struct ibv_port_attr *ibv_find_attr(const struct ibv_port_attr *const *attrs,
+							 const struct ibv_port_attr **last)
+{
+	if (!attrs[0]) {
+		rdma_seterrno(-ENOENT);
+		return NULL;
+	}
+	*last = attrs[0];
+	return attrs[0];
+}
+
+static inline const ibv_qp_reader *ibv_find_reader(const ibv_qp_reader *readers)
+{
+	if (!readers[0]) {
+		rdma_seterrno(-ENOENT);
+		return NULL;
+	}
+	return readers;
+}
+
+static inline int ibv_count_names(const char *const *names, const char *const stop)
+{
+	int n = 0;
+
+	while (names[n] && names[n] != stop)
+		n++;
+	if (!n)
+		return rdma_seterrno(-ENOENT);
+	return n;
+}
+
 #endif
