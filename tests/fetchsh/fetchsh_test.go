@@ -226,9 +226,9 @@ func TestNotInArchive(t *testing.T) {
 	w := newWorld(t)
 	out, log := w.run(t, 1, "sid", w.sum, "FAKE_APT_OTHER=66.0-1")
 	requireLines(t, out,
-		pkg + " " + ver + " (rdma-core 65.0, suite sid in " + filepath.Join(w.dir, "manifest.tsv") + ") is in none of the suites tried: sid forky",
-		"sid: index lists " + pkg + " 66.0-1",
-		"forky: index lists " + pkg + " 66.0-1",
+		pkg+" "+ver+" (rdma-core 65.0, suite sid in "+filepath.Join(w.dir, "manifest.tsv")+") is in none of the suites tried: sid forky",
+		"sid: index lists "+pkg+" 66.0-1",
+		"forky: index lists "+pkg+" 66.0-1",
 		"the pin has to move",
 		"the .deb's sha256",
 		"make headers",
@@ -248,7 +248,7 @@ func TestNotInArchiveRelease(t *testing.T) {
 	out, _ := w.run(t, 1, "bookworm", w.sum, "FAKE_APT_UPDATE_FAILS=trixie")
 	requireLines(t, out,
 		"is in none of the suites tried: bookworm bookworm-updates bookworm-security bookworm-proposed-updates trixie",
-		"bookworm-security: index lists no " + pkg,
+		"bookworm-security: index lists no "+pkg,
 		"trixie: apt-get update failed",
 		"the pin has to move",
 	)
