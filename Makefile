@@ -47,8 +47,11 @@ check-generated: generate check-vendored
 	fi
 	@echo "check-generated: generated/ and tests/layout match the generator's output"
 
-# go vet and staticcheck (a tool dependency in go.mod: go tool staticcheck).
+# gofmt over the tracked Go files, go vet and staticcheck (a tool
+# dependency in go.mod: go tool staticcheck).
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')) || exit 1; \
+	if [ -n "$$unformatted" ]; then echo "vet: not gofmt-formatted (run gofmt -w):" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
