@@ -23,6 +23,7 @@ import (
 	"github.com/goverbs/goverbs/cmd/goverbs-pingpong/pingpong"
 	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
 	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
@@ -44,7 +45,8 @@ type badClient struct {
 	conn *hand.Conn
 	mr   *hand.MR
 	sc   *hand.SendChain
-	sp   *hand.Poller
+	cp   *hand.Poller // on the Conn's CQ, which its sends and receives share
+	recv int          // the server's messages received so far
 }
 
 // dialRping dials the server at port until it listens.
@@ -71,9 +73,10 @@ func dialRping(t *testing.T, ctx context.Context, port int) *badClient {
 		c.mr.Bytes()[i] = byte(i*7 + 3)
 	}
 	c.sc = testkit.SendChain(t, 1, 1)
-	c.sp, err = hand.NewPoller(conn.SendCQ(), 1)
+	require.Same(t, conn.SendCQ(), conn.RecvCQ(), "the client's sends and receives complete on one CQ")
+	c.cp, err = hand.NewPoller(conn.SendCQ(), 1)
 	require.NoError(t, err)
-	t.Cleanup(c.sp.Free)
+	t.Cleanup(c.cp.Free)
 	// Room for the server's "go ahead" messages, as rping's client keeps.
 	rc := testkit.RecvChain(t, 2, 1)
 	v := rc.Reserve(2)
@@ -83,14 +86,42 @@ func dialRping(t *testing.T, ctx context.Context, port int) *badClient {
 	return c
 }
 
-// send sends n bytes at offset off of the client's MR.
+// send sends n bytes at offset off of the client's MR and waits for the
+// send's completion.
 func (c *badClient) send(t *testing.T, ctx context.Context, off, n int) {
 	t.Helper()
 	c.sc.Reserve(1).SetSend(0, 1, hand.Signaled, c.mr.SGE(off, n))
 	require.NoError(t, c.sc.PostSend(c.conn.QP()))
-	wcs, err := c.sp.Wait(ctx)
-	require.NoError(t, err)
-	require.True(t, wcs[0].OK(), "the client's send: %s", wcs[0].StatusString())
+	c.next(t, ctx, hand.OpcodeSend)
+}
+
+// goAhead waits until the server's go-ahead for the advertisement sent last
+// has arrived (the k-th message from the server, counting from 1): the
+// server has then RDMA-read what that advertisement names and posted its
+// answer, and waits for the next advertisement.
+func (c *badClient) goAhead(t *testing.T, ctx context.Context, k int) {
+	t.Helper()
+	for c.recv < k {
+		c.next(t, ctx, hand.OpcodeRecv)
+	}
+}
+
+// next waits for the next completion of opcode op on the client's CQ,
+// counting the receives it meets on the way.
+func (c *badClient) next(t *testing.T, ctx context.Context, op verbs.WCOpcode) {
+	t.Helper()
+	for {
+		wcs, err := c.cp.Wait(ctx)
+		require.NoError(t, err, "the client waiting for a completion (%v)", op)
+		wc := &wcs[0]
+		require.True(t, wc.OK(), "the client's WR %d: %s", wc.WRID(), wc.StatusString())
+		if wc.Opcode() == hand.OpcodeRecv {
+			c.recv++
+		}
+		if wc.Opcode() == op {
+			return
+		}
+	}
 }
 
 // advert writes rping's 16-byte advertisement at offset off of the MR.
@@ -115,7 +146,7 @@ func TestBadPeerRping(t *testing.T) {
 		says   string // in what the server printed to stderr
 		// The server's deadline. A lie ends the server long before it,
 		// after rdma_cm's setup and the client's moves (about 1 s on an
-		// idle VM, the 300 ms sleeps included): 10 s, so that a loaded
+		// idle VM): 10 s, so that a loaded
 		// VM does not end it at the deadline instead. A case that waits
 		// for the deadline sets a shorter one.
 		deadline time.Duration
@@ -142,7 +173,7 @@ func TestBadPeerRping(t *testing.T) {
 				copy(c.mr.Bytes(), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr\x00")
 				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
 				c.send(t, ctx, 1024, 16)
-				time.Sleep(300 * time.Millisecond) // the server reads the ping and says go ahead
+				c.goAhead(t, ctx, 1) // the server has read the ping
 				c.advert(1024, c.mr.Addr()+2048, c.mr.RKey(), 4)
 				c.send(t, ctx, 1024, 16)
 			},
@@ -194,7 +225,14 @@ func TestBadPeerRping(t *testing.T) {
 				copy(c.mr.Bytes(), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ\x00")
 				c.advert(1024, c.mr.Addr(), c.mr.RKey(), badPeerSize)
 				c.send(t, ctx, 1024, 16)
-				time.Sleep(300 * time.Millisecond) // the server reads the ping and says go ahead
+				// Only once the server has read the ping and said go
+				// ahead: it then waits for RDMA_WRITE_ADV, the wait the
+				// disconnect must end. (A 300 ms sleep stood here: with
+				// none the disconnect met the server's RDMA read in 5
+				// runs of 8, "wait for RDMA_READ_COMPLETE".)
+				sent := time.Now()
+				c.goAhead(t, ctx, 1)
+				t.Logf("the server's go-ahead came %v after the advertisement", time.Since(sent).Round(time.Microsecond))
 				require.NoError(t, c.conn.Disconnect(ctx))
 			},
 			says: "server DISCONNECT EVENT...\nthe client disconnected in the middle of a ping (wait for RDMA_WRITE_ADV)\n",
