@@ -484,10 +484,11 @@ type Conn struct {
 	// accepting: rdma_accept was sent and ESTABLISHED has not come. A
 	// teardown then destroys the id with no rdma_reject or rdma_disconnect
 	// first: after either, on an id accepted but not established,
-	// rdma_destroy_id waited 69 s on rxe (the kernel's cm_destroy_id_wait
-	// for the REP it had sent), so an Accept whose client stalled did not
-	// return when its context ended, nor a Close meanwhile. rdma_destroy_id
-	// alone returns at once and rejects the connection itself.
+	// rdma_destroy_id waited 69 s on rxe (the guest logging
+	// cm_destroy_id_wait_timeout, the id in TIMEWAIT), so an Accept whose
+	// client stalled did not return when its context ended, nor a Close
+	// meanwhile. rdma_destroy_id alone returns at once and rejects the
+	// connection itself.
 	accepting     atomic.Bool
 	disconnecting atomic.Bool // rdma_disconnect was called
 	disconnected  atomic.Bool // the DISCONNECTED event came
