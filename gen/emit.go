@@ -773,7 +773,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			// conversion gets (discarded qualifiers).
 			call = "(void *)(" + call + ")"
 		}
-		if fn.Kind == FuncMacro {
+		if fn.Kind == FuncMacro && !copiesErrno(fn) {
 			ret := "return "
 			if fn.Result.Kind == KVoid {
 				ret = ""

@@ -75,7 +75,7 @@ func goldenConfig(name string) gen.Config {
 					"rdma_seterrno", "ibv_names*", "ibv_attr*", "ibv_reader*", "ibv_label*", "ibv_cell", "ibv_grid_cell"}},
 			{Name: "golden constructors", Convention: gen.NullErrno, Funcs: []string{"ibv_reg_mr*", "__ibv_reg_mr"}},
 			{Name: "golden errno copiers", Convention: gen.NullErrno, Funcs: []string{"ibv_find_*"}},
-			{Name: "golden counts", Convention: gen.CountOrError, Funcs: []string{"ibv_count_names"}},
+			{Name: "golden counts", Convention: gen.CountOrError, Funcs: []string{"ibv_count_names", "ibv_count"}},
 			{Name: "golden errno results", Convention: gen.ErrnoResult,
 				Funcs: []string{"ibv_post_recv", "ibv_query_port", "___ibv_query_port"}},
 		},

@@ -120,6 +120,20 @@ func TestStubs(t *testing.T) {
 	if n, err := CountNames(&none[0], nil); n != 0 || !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("CountNames(no names) = %d, %v; want 0, ENOENT", n, err)
 	}
+	if n, err := Count(&none[0]); n != 0 || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("Count (macro over CountNames, no names) = %d, %v; want 0, ENOENT", n, err)
+	}
+	// rdma_seterrno(-ENOENT) leaves errno -2, which cgo would box (an
+	// errno of 256 and up, as an unsigned value) at every failed call:
+	// the wrappers make it positive first, the macro's too.
+	for name, f := range map[string]func(){
+		"CountNames": func() { CountNames(&none[0], nil) },
+		"Count":      func() { Count(&none[0]) },
+	} {
+		if a := testing.AllocsPerRun(20, f); a != 0 {
+			t.Errorf("%s failing: %v allocations a call, want 0", name, a)
+		}
+	}
 
 	pin.Pin(&one)
 	attrs := [2]*PortAttr{&one, nil}

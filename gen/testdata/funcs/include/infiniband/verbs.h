@@ -205,4 +205,7 @@ static inline int ibv_count_names(const char *const *names, const char *const st
 	return n;
 }
 
+/* A macro over an errno copier: its wrapper makes errno positive too. */
+#define ibv_count(names) ibv_count_names(names, (const char *)0)
+
 #endif
