@@ -71,26 +71,10 @@ func (m *modeler) spellFunc(d *cc.Declarator, n int) (Spelling, []Spelling) {
 // funcDeclarator finds, in a function's declarator, the part that names it
 // and lists its parameters: f(int a) in int (*f(int a))[4].
 func funcDeclarator(d *cc.Declarator) *cc.DirectDeclarator {
-	dd := d.DirectDeclarator
-	for dd != nil {
-		switch dd.Case {
-		case cc.DirectDeclaratorIdent:
-			return nil
-		case cc.DirectDeclaratorFuncParam, cc.DirectDeclaratorFuncIdent:
-			if dd.DirectDeclarator != nil && dd.DirectDeclarator.Case == cc.DirectDeclaratorIdent {
-				return dd
-			}
-			dd = dd.DirectDeclarator
-		case cc.DirectDeclaratorDecl:
-			if dd.Declarator == nil {
-				return nil
-			}
-			dd = dd.Declarator.DirectDeclarator
-		default:
-			dd = dd.DirectDeclarator
-		}
-	}
-	return nil
+	return findDirect(d, func(dd *cc.DirectDeclarator) bool {
+		return (dd.Case == cc.DirectDeclaratorFuncParam || dd.Case == cc.DirectDeclaratorFuncIdent) &&
+			dd.DirectDeclarator != nil && dd.DirectDeclarator.Case == cc.DirectDeclaratorIdent
+	})
 }
 
 // spellParam spells a parameter declaration around its name. One without
@@ -125,19 +109,25 @@ func spellParam(pd *cc.ParameterDeclaration) Spelling {
 
 // declaratorName finds the identifier a declarator declares.
 func declaratorName(d *cc.Declarator) *cc.DirectDeclarator {
-	dd := d.DirectDeclarator
-	for dd != nil {
-		switch dd.Case {
-		case cc.DirectDeclaratorIdent:
+	return findDirect(d, func(dd *cc.DirectDeclarator) bool { return dd.Case == cc.DirectDeclaratorIdent })
+}
+
+// findDirect walks d's direct declarators from the outside in, into
+// parenthesized declarators, and returns the first that match accepts, or
+// nil when the walk reaches the identifier (or a gap) without one.
+func findDirect(d *cc.Declarator, match func(*cc.DirectDeclarator) bool) *cc.DirectDeclarator {
+	for dd := d.DirectDeclarator; dd != nil; {
+		if match(dd) {
 			return dd
-		case cc.DirectDeclaratorDecl:
-			if dd.Declarator == nil {
-				return nil
-			}
-			dd = dd.Declarator.DirectDeclarator
-		default:
-			dd = dd.DirectDeclarator
 		}
+		if dd.Case != cc.DirectDeclaratorDecl {
+			dd = dd.DirectDeclarator // an identifier's is nil
+			continue
+		}
+		if dd.Declarator == nil {
+			return nil
+		}
+		dd = dd.Declarator.DirectDeclarator
 	}
 	return nil
 }
