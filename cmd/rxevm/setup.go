@@ -197,7 +197,7 @@ var kernelSeries = regexp.MustCompile(`^linux-image-6\.1\.0-([0-9]+)-amd64$`)
 // the next ABI, until someone moves the pin.
 func (h *host) ensurePinnedKernel(ctx context.Context, cacheDir, pin string) (kernel, error) {
 	var err error
-	if _, cached := openKernel(filepath.Join(cacheDir, pin)); cached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
+	if _, uncached := openKernel(filepath.Join(cacheDir, pin)); uncached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
 		// Lists lose a package only when updated: gone, no download to try.
 		err = fmt.Errorf("%s: not in apt's lists", pin)
 	} else {
