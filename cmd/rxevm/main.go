@@ -222,6 +222,22 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if err := h.ensurePackages(ctx, hostPackages); err != nil {
 		return exitFailure, err
 	}
+	if !o.setupOnly {
+		arch, err := rootArch(o.root)
+		if err != nil {
+			return exitFailure, err
+		}
+		if arch.name != amd64.name {
+			if err := h.ensurePackages(ctx, []string{arch.qemuPackage}); err != nil {
+				return exitFailure, err
+			}
+			m, err := foreignMachine(o.root, arch)
+			if err != nil {
+				return exitFailure, err
+			}
+			return boot(ctx, h, m, o, stdout)
+		}
+	}
 	ensure := h.ensureKernel
 	if o.kernelPkg == pinnedKernel {
 		ensure = h.ensurePinnedKernel
@@ -234,7 +250,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 		h.logf("ready: kernel %s", k.vmlinuz)
 		return 0, nil
 	}
-	return boot(ctx, h, k, o, stdout)
+	// The host's static busybox (hostPackages) for an amd64 guest.
+	return boot(ctx, h, machine{arch: amd64, kernel: k, busybox: "/bin/busybox"}, o, stdout)
 }
 
 // setupRoot builds the root called o.setupRoot unless it is in the cache,
@@ -275,29 +292,29 @@ func newNonce() string {
 	return hex.EncodeToString(b)
 }
 
-// boot runs the command in a fresh guest of kernel k, or the two commands
+// boot runs the command in a fresh guest of machine m, or the two commands
 // in two linked guests with -hosts 2.
-func boot(ctx context.Context, h *host, k kernel, o options, stdout io.Writer) (int, error) {
-	modules, err := moduleFiles(k)
+func boot(ctx context.Context, h *host, m machine, o options, stdout io.Writer) (int, error) {
+	modules, err := moduleFiles(m.kernel)
 	if err != nil {
 		return exitFailure, err
 	}
 	if o.verbose {
 		h.logf("modules: %s", strings.Join(modules, " "))
 	}
-	return bootWith(ctx, h, modules, k, o, stdout)
+	return bootWith(ctx, h, modules, m, o, stdout)
 }
 
 // bootWith is boot with the module files found.
-func bootWith(ctx context.Context, h *host, modules []string, k kernel, o options, stdout io.Writer) (int, error) {
+func bootWith(ctx context.Context, h *host, modules []string, m machine, o options, stdout io.Writer) (int, error) {
 	tools, err := prepareRoot(o.root, o.workdir)
 	if err != nil {
 		return exitFailure, err
 	}
 	if o.hosts == 2 {
-		return bootPair(ctx, h, modules, k, o, tools, stdout)
+		return bootPair(ctx, h, modules, m, o, tools, stdout)
 	}
-	g, err := newGuest(modules, k, o, vethNetwork(tools), o.command, newNonce(), nil)
+	g, err := newGuest(modules, m, o, vethNetwork(tools), o.command, newNonce(), nil)
 	if err != nil {
 		return exitFailure, err
 	}
@@ -338,7 +355,7 @@ func (g guest) cleanup() { os.Remove(g.vm.initrd) }
 // newGuest renders the init script of a guest wired by net that runs
 // command, with extraEnv before -env's and markers made of nonce, and
 // writes its initramfs.
-func newGuest(modules []string, k kernel, o options, net network, command []string, nonce string, extraEnv []string) (guest, error) {
+func newGuest(modules []string, m machine, o options, net network, command []string, nonce string, extraEnv []string) (guest, error) {
 	names := make([]string, len(modules))
 	for i, m := range modules {
 		names[i] = filepath.Base(m)
@@ -355,23 +372,22 @@ func newGuest(modules []string, k kernel, o options, net network, command []stri
 	if err != nil {
 		return guest{}, err
 	}
-	initrd, err := writeInitrd(modules, initSh)
+	initrd, err := writeInitrd(m.busybox, modules, initSh)
 	if err != nil {
 		return guest{}, err
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
+	qemu, err := exec.LookPath(m.arch.qemu)
 	if err != nil {
 		os.Remove(initrd)
 		return guest{}, err
 	}
-	return guest{plan: plan, vm: vm{qemu: qemu, kernel: k.vmlinuz, initrd: initrd, root: o.root, workdir: o.workdir,
+	return guest{plan: plan, vm: vm{qemu: qemu, arch: m.arch, kernel: m.kernel.vmlinuz, initrd: initrd, root: o.root, workdir: o.workdir,
 		mem: o.mem, smp: o.smp, icount: o.icount, plugin: o.plugin, kernelArgs: o.kernelArgs, netArgs: net.qemuArgs, files: net.files, quiet: !o.verbose}}, nil
 }
 
-// writeInitrd writes the guest's initramfs, with the host's busybox, to a
-// temporary file and returns its name.
-func writeInitrd(modules []string, initSh string) (string, error) {
-	const busybox = "/bin/busybox"
+// writeInitrd writes the guest's initramfs, with busybox (a static one of
+// the guest's architecture), to a temporary file and returns its name.
+func writeInitrd(busybox string, modules []string, initSh string) (string, error) {
 	if err := checkStatic(busybox); err != nil {
 		return "", err
 	}

@@ -16,7 +16,7 @@ import (
 // linked by qemu UDP sockets, and returns the status rxevm ends with: 0 when
 // both commands succeeded (or a host was killed at its peer's request),
 // otherwise host a's failure, else host b's.
-func bootPair(ctx context.Context, h *host, modules []string, k kernel, o options, tools guestTools, stdout io.Writer) (int, error) {
+func bootPair(ctx context.Context, h *host, modules []string, m machine, o options, tools guestTools, stdout io.Writer) (int, error) {
 	link, err := newPairLink()
 	if err != nil {
 		return exitFailure, err
@@ -27,7 +27,7 @@ func bootPair(ctx context.Context, h *host, modules []string, k kernel, o option
 	for i, cmd := range [2][]string{o.command, o.peerCommand} {
 		nonce := newNonce()
 		killPeer := "RXEVM_KILL_PEER=" + guestPlan{Nonce: nonce}.killPeerMarker()
-		g, err := newGuest(modules, k, o, pairNetwork(i, link, tools), cmd, nonce, []string{killPeer})
+		g, err := newGuest(modules, m, o, pairNetwork(i, link, tools), cmd, nonce, []string{killPeer})
 		if err != nil {
 			return exitFailure, err
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -25,6 +27,15 @@ type rootRecipe struct {
 	about    string
 	packages []string
 	aptOpts  []string // --aptopt values
+
+	// A root of another architecture than the host's: its packages are
+	// only unpacked (mmdebstrap --variant=extract), since the host cannot
+	// run their maintainer scripts, and hooks, shell commands run on the
+	// host with the root's directory as $1 once it is unpacked (mmdebstrap's
+	// --extract-hook: that variant runs no other), do what those scripts
+	// would have done that the guest needs.
+	arch  string // Debian's name; "" for the host's
+	hooks []string
 }
 
 // rdmaUserspace is what a guest needs to run the tests/rxe binaries and
@@ -58,6 +69,22 @@ var rootRecipes = []rootRecipe{
 		aptOpts: []string{`Acquire::Check-Valid-Until "false"`},
 	},
 	{
+		name: "bookworm-arm64", suite: "bookworm", arch: "arm64",
+		about: "Debian 12 for arm64, rdma-core 44.0, with its own kernel (linux-image-arm64) and busybox for the guest's initramfs",
+		// An arm64 guest boots the root's own kernel, under
+		// qemu-system-aarch64; busybox-static is the initramfs's shell,
+		// dash has the root's /bin/sh, gzip and sed read libibverbs1's version
+		// from its changelog (an unpacked root has no dpkg database).
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1", "linux-image-arm64", "busybox-static",
+			"dash", "coreutils", "gzip", "sed"),
+		hooks: []string{
+			`mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`,
+			// modules.dep, which rxevm reads for the modules' load order;
+			// the kernel's postinst would have made it.
+			`depmod -b "$1" "$(ls "$1/lib/modules")"`,
+		},
+	},
+	{
 		name: "nordma", suite: "bookworm",
 		about:    "Debian 12 with no rdma-core package at all; gcc and libc6-dev to build in it",
 		packages: []string{"gcc", "libc6-dev", "iproute2"},
@@ -80,9 +107,20 @@ func findRootRecipe(name string) (rootRecipe, error) {
 // mmdebstrapArgs is mmdebstrap's command line, less the program, that builds
 // the root into dir from the Debian archive at archive.
 func (r rootRecipe) mmdebstrapArgs(dir, archive string) []string {
-	args := []string{"--variant=apt", "--include=" + strings.Join(r.packages, ",")}
+	variant := "--variant=apt"
+	if r.arch != "" {
+		variant = "--variant=extract"
+	}
+	args := []string{variant}
+	if r.arch != "" {
+		args = append(args, "--arch="+r.arch)
+	}
+	args = append(args, "--include="+strings.Join(r.packages, ","))
 	for _, o := range r.aptOpts {
 		args = append(args, "--aptopt="+o)
+	}
+	for _, hk := range r.hooks {
+		args = append(args, "--extract-hook="+hk)
 	}
 	return append(args, r.suite, dir, archive)
 }
@@ -94,8 +132,9 @@ func (r rootRecipe) stamp() string {
 	return "mmdebstrap " + shellJoin(r.mmdebstrapArgs("DIR", "ARCHIVE")) + "\n"
 }
 
-// rootPackages are the host packages needed to build roots.
-var rootPackages = []string{"mmdebstrap"}
+// rootPackages are the host packages needed to build roots (kmod for
+// the hooks' depmod).
+var rootPackages = []string{"mmdebstrap", "kmod"}
 
 // ensureRoot returns the directory of root r under cacheDir/roots, building
 // it first unless its stamp says it was built from this recipe. archive is
@@ -280,11 +319,13 @@ func oneLineArchive(r io.Reader) (string, error) {
 	return "", sc.Err()
 }
 
-// installedVersion returns the version of package pkg that the dpkg status
-// file of root holds as installed, or "" when it holds none.
+// installedVersion returns the version of package pkg in root: the one
+// its dpkg status file holds as installed, or, when the file holds no
+// package at all (a root that mmdebstrap only unpacked), the one at the
+// head of the package's Debian changelog; "" when there is neither.
 func installedVersion(root, pkg string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(root, "var/lib/dpkg/status"))
-	if err != nil {
+	if err != nil && !os.IsNotExist(err) {
 		return "", err
 	}
 	for stanza := range strings.SplitSeq(string(b), "\n\n") {
@@ -298,7 +339,38 @@ func installedVersion(root, pkg string) (string, error) {
 			return fields["Version"], nil
 		}
 	}
-	return "", nil
+	if len(bytes.TrimSpace(b)) > 0 {
+		return "", nil
+	}
+	return changelogVersion(filepath.Join(root, "usr/share/doc", pkg, "changelog.Debian.gz"))
+}
+
+// changelogVersion returns the version of the first entry of a gzipped
+// Debian changelog ("rdma-core (44.0-2) unstable; urgency=medium"), or ""
+// when there is no such file.
+func changelogVersion(name string) (string, error) {
+	f, err := os.Open(name)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	first, err := bufio.NewReader(z).ReadString('\n')
+	if err != nil && first == "" {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	_, rest, ok1 := strings.Cut(first, " (")
+	version, _, ok2 := strings.Cut(rest, ")")
+	if !ok1 || !ok2 || version == "" {
+		return "", fmt.Errorf("%s: no version in its first line %q", name, strings.TrimSpace(first))
+	}
+	return version, nil
 }
 
 // guestTools are the programs that init runs in the guest's root to wire

@@ -316,7 +316,7 @@ printf 'rxevm-ready-%s\r\nin the guest\r\nrxevm-exit-%s=0\r\n' "$n" "$n"
 		}
 		o.workdir = "/var/tmp/a,b"
 		var out, log strings.Builder
-		code, err := bootWith(context.Background(), &host{log: &log}, nil, kernel{vmlinuz: "/k"}, o, &out)
+		code, err := bootWith(context.Background(), &host{log: &log}, nil, machine{arch: amd64, kernel: kernel{vmlinuz: "/k"}, busybox: "/bin/busybox"}, o, &out)
 		if code != 0 || err != nil {
 			t.Fatalf("%s hosts: bootWith = %d, %v\n%s%s", hosts, code, err, out.String(), log.String())
 		}

@@ -21,7 +21,8 @@ import (
 // (the host's / by default) read-only and the working directory read-write
 // over 9p.
 type vm struct {
-	qemu       string // qemu-system-x86_64
+	qemu       string // the path of arch.qemu
+	arch       guestArch
 	kernel     string
 	initrd     string
 	root       string // the host directory the guest chroots into
@@ -59,8 +60,8 @@ func qemuOptValue(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 // NIC and drives nobody asked for; the serial port on stdio is the console.
 // panic=-1 with -no-reboot makes a crashing guest end qemu at once.
 func (v vm) args() []string {
-	a := []string{
-		"-accel", "tcg",
+	a := append([]string{"-accel", "tcg"}, v.arch.board...)
+	a = append(a,
 		"-m", v.mem,
 		"-smp", strconv.Itoa(v.smp),
 		"-nodefaults", "-no-user-config",
@@ -70,9 +71,9 @@ func (v vm) args() []string {
 		"-kernel", v.kernel,
 		"-initrd", v.initrd,
 		"-append", v.cmdline(),
-		"-virtfs", "local,path=" + qemuOptValue(v.root) + ",mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-		"-virtfs", "local,path=" + qemuOptValue(v.workdir) + ",mount_tag=work,security_model=none,multidevs=remap",
-	}
+		"-virtfs", "local,path="+qemuOptValue(v.root)+",mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		"-virtfs", "local,path="+qemuOptValue(v.workdir)+",mount_tag=work,security_model=none,multidevs=remap",
+	)
 	if v.icount != "" {
 		a = append(a, "-icount", v.icount)
 	}
@@ -83,9 +84,9 @@ func (v vm) args() []string {
 }
 
 func (v vm) cmdline() string {
-	c := "console=ttyS0 panic=-1"
+	c := "console=" + v.arch.console + " panic=-1"
 	if v.quiet {
-		c = "console=ttyS0 quiet panic=-1"
+		c = "console=" + v.arch.console + " quiet panic=-1"
 	}
 	if v.kernelArgs != "" {
 		c += " " + v.kernelArgs

@@ -76,7 +76,7 @@ func TestConsoleWithoutExitMarker(t *testing.T) {
 }
 
 func TestQEMUArgs(t *testing.T) {
-	v := vm{qemu: "qemu", kernel: "/k", initrd: "/i", root: "/", workdir: "/w,x", mem: "1G", smp: 3, netArgs: []string{"-nic", "none"}, quiet: true}
+	v := vm{qemu: "qemu", arch: amd64, kernel: "/k", initrd: "/i", root: "/", workdir: "/w,x", mem: "1G", smp: 3, netArgs: []string{"-nic", "none"}, quiet: true}
 	args := v.args()
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
@@ -116,7 +116,7 @@ func TestQEMUArgs(t *testing.T) {
 }
 
 func TestKernelArgs(t *testing.T) {
-	v := vm{quiet: true}
+	v := vm{arch: amd64, quiet: true}
 	if got := v.cmdline(); got != "console=ttyS0 quiet panic=-1" {
 		t.Errorf("cmdline %q", got)
 	}

@@ -162,7 +162,7 @@ func testSharedChannelConcurrentWaits(t *testing.T, firstWait func(*hand.CQ, con
 	// Holding the channel: blocked in epoll_wait on the thread, or parked
 	// on the netpoller, which a waiter does only with the channel's turn.
 	if firstThread {
-		waitBlockedIn(t, "epoll_wait for 2 events", 2, 2, 232, 281)
+		waitBlockedInEpoll(t, 2)
 	} else {
 		waitGoroutine(t, "sharedFirstWaiter", "IO wait")
 	}
@@ -388,7 +388,7 @@ func TestControlWaitThreadBlocksInEpoll(t *testing.T) {
 			a, b := r.pair(t, hand.RC)
 			woke := make(chan error, 1)
 			go func() { woke <- tc.wait(r) }()
-			tid := waitBlockedIn(t, "epoll_wait for 2 events", 2, 2, 232, 281)
+			tid := waitBlockedInEpoll(t, 2)
 			select {
 			case err := <-woke:
 				t.Fatalf("WaitThread returned before any completion: %v", err)
@@ -810,7 +810,7 @@ func TestControlPollerWaitThreadSharedChannel(t *testing.T) {
 		}
 		got <- ids
 	}()
-	waitBlockedIn(t, "epoll_wait for 2 events", 2, 2, 232, 281) // holding the channel
+	waitBlockedInEpoll(t, 2) // holding the channel
 
 	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
 	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))

@@ -125,7 +125,12 @@ func TestControlODPAndDmabuf(t *testing.T) {
 
 func ctlMemfd(t *testing.T) (int, error) {
 	name := []byte("goverbs\x00")
-	fd, _, e := syscall.Syscall(319 /* memfd_create */, uintptr(unsafe.Pointer(&name[0])), 0, 0)
+	// Go's syscall package names memfd_create on arm64 (279), not amd64.
+	nr := map[string]uintptr{"amd64": 319, "arm64": 279}[runtime.GOARCH]
+	if nr == 0 {
+		t.Fatalf("no memfd_create system call number for GOARCH %s: add it here", runtime.GOARCH)
+	}
+	fd, _, e := syscall.Syscall(nr, uintptr(unsafe.Pointer(&name[0])), 0, 0)
 	if e != 0 {
 		return -1, e
 	}

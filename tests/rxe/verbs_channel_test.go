@@ -2,16 +2,18 @@ package rxe
 
 import (
 	"fmt"
-	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 )
 
 // A goroutine blocked in ibv_get_cq_event (a read(2) on the completion
@@ -83,12 +85,30 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 // read(2) on fd, waiting up to vTimeout for one.
 func waitBlockedInRead(t *testing.T, fd int32) string {
 	t.Helper()
-	return waitBlockedIn(t, fmt.Sprintf("read(2) on fd %d", fd), 0, uint64(fd), 0)
+	return waitBlockedIn(t, fmt.Sprintf("read(2) on fd %d", fd), 0, uint64(fd), syscall.SYS_READ)
+}
+
+// waitBlockedInEpoll returns the id of a thread of this process blocked in
+// epoll_wait(2) for up to maxEvents events, waiting up to vTimeout for one.
+func waitBlockedInEpoll(t *testing.T, maxEvents int) string {
+	t.Helper()
+	// glibc's epoll_wait is the epoll_wait system call on amd64 and
+	// epoll_pwait on arm64, which has no epoll_wait; Go's syscall package
+	// names the first only on amd64.
+	var nrs []int
+	switch runtime.GOARCH {
+	case "amd64":
+		nrs = []int{232 /* epoll_wait */, 281 /* epoll_pwait */}
+	case "arm64":
+		nrs = []int{22 /* epoll_pwait */}
+	default:
+		t.Fatalf("no epoll_wait system call numbers for GOARCH %s: add them here", runtime.GOARCH)
+	}
+	return waitBlockedIn(t, fmt.Sprintf("epoll_wait for %d events", maxEvents), 2, uint64(maxEvents), nrs...)
 }
 
 // waitBlockedIn returns the id of a thread of this process blocked in one
-// of the syscalls nrs (amd64's numbers: read is 0, epoll_wait 232,
-// epoll_pwait 281) whose argument arg (0-based) is v, as
+// of the system calls nrs whose argument arg (0-based) is v, as
 // /proc/self/task/*/syscall shows it ("232 0x5 0x7f... 0x2 ..."), waiting
 // up to vTimeout for one; what names it in the failure.
 func waitBlockedIn(t *testing.T, what string, arg int, v uint64, nrs ...int) string {
