@@ -55,11 +55,13 @@ RXE_PAIR_LAST ?= TestFaultPeerDies
 
 # Guest roots (rxevm -setup-root): bullseye (Debian 11, rdma-core 33.2),
 # trixie (13, 56.1), sid (unstable, 65.0 when first built; a cached root
-# stays as it was built), nordma (12 without rdma-core).
-RXE_ROOTS ?= bullseye trixie sid nordma
+# stays as it was built), bookworm-arm64 (12 for arm64, 44.0, with its own
+# kernel), nordma (12 without rdma-core).
+RXE_ROOTS ?= bullseye trixie sid bookworm-arm64 nordma
 # Releases rxe-matrix runs tests/rxe on; bookworm is the host's own /
-# (rdma-core 44.0).
-RXE_MATRIX_RELEASES ?= bullseye bookworm trixie sid
+# (rdma-core 44.0), bookworm-arm64 the same release for arm64: its binaries
+# are cross-built and boot on qemu-system-aarch64 (tests/rxe-matrix.sh).
+RXE_MATRIX_RELEASES ?= bullseye bookworm trixie sid bookworm-arm64
 RXE_MATRIX_PKGS ?= ./tests/rxe/...
 # Releases whose binaries are built inside their root, with its gcc and C
 # library: a binary linked on Debian 12 needs glibc 2.34, which Debian 11
@@ -164,7 +166,7 @@ rxe-roots:
 	@set -e; for r in $(RXE_ROOTS); do $(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root "$$r" > /dev/null; done
 
 rxe-matrix:
-	@GO='$(GO)' RXE_MATRIX_RELEASES='$(RXE_MATRIX_RELEASES)' RXE_MATRIX_PKGS='$(RXE_MATRIX_PKGS)' \
+	@GO='$(GO)' ARM64_CC='$(ARM64_CC)' RXE_MATRIX_RELEASES='$(RXE_MATRIX_RELEASES)' RXE_MATRIX_PKGS='$(RXE_MATRIX_PKGS)' \
 		RXE_MATRIX_CHROOT_BUILD='$(RXE_MATRIX_CHROOT_BUILD)' RXE_MATRIX_TMPDIR='$(RXE_MATRIX_TMPDIR)' \
 		RXEVM_FLAGS='$(RXEVM_FLAGS)' bash tests/rxe-matrix.sh
 

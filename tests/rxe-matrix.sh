@@ -3,8 +3,11 @@
 # Runs the tests/rxe binaries in the soft-RoCE VM once per Debian release,
 # each boot on that release's root (rxevm -root), so against its rdma-core
 # userspace: libibverbs, librdmacm, the rxe provider and the C tools. The
-# kernel is Debian 12's in every boot. Prints one line per release, again
-# all together at the end:
+# kernel is Debian 12's in every boot. A release named NAME-arm64 is an
+# arm64 root (rxevm -setup-root bookworm-arm64): its binaries are
+# cross-built for linux/arm64 with ARM64_CC, and rxevm boots it on
+# qemu-system-aarch64 with the root's own kernel. Prints one line per
+# release, again all together at the end:
 #
 #   rxe-matrix: rdma-core 56.1 (trixie): 64 tests ran (64 passed, 0 failed, 0 skipped); VM wall time 47.1s
 #
@@ -22,6 +25,8 @@
 #                            current directory, which the guest shares
 #                            read-write whatever its root, as it shares
 #                            nothing else of the host
+#   ARM64_CC                 the C cross compiler for the arm64 binaries
+#                            (aarch64-linux-gnu-gcc, from make deps)
 #   RXEVM_FLAGS, GO          as for rxe-test
 set -euo pipefail
 
@@ -46,17 +51,23 @@ trap 'rm -rf "$dir"' EXIT
 
 # build KEY ROOT: the test binaries, built on the host (ROOT empty) or in
 # ROOT, into $dir/KEY with the script that runs them in the guest; once per
-# KEY. The script prints the root's libibverbs1 version first.
+# KEY. KEY arm64 cross-builds them on the host. The script prints the root's
+# libibverbs1 version first: dpkg's, or, in a root that was only unpacked
+# and has no dpkg database, the head of the package's changelog.
 build() {
 	local key=$1 root=$2 out=$dir/$1 pkg pkgdir bin
 	[ -f "$out/run.sh" ] && return 0
 	mkdir -p "$out"
 	# shellcheck disable=SC2016 # expanded in the guest
-	printf '%s\n' 'printf "rxe-matrix-libibverbs1: %s\n" "$(dpkg-query -W -f="\${Version}" libibverbs1 2>/dev/null)"' 'st=0' >"$out/run.tmp"
+	printf '%s\n' 'v=$(dpkg-query -W -f="\${Version}" libibverbs1 2>/dev/null)' \
+		'[ -n "$v" ] || v=$(zcat /usr/share/doc/libibverbs1/changelog.Debian.gz 2>/dev/null | sed -n "1s/^[^(]*(\([^)]*\)).*/\1/p")' \
+		'printf "rxe-matrix-libibverbs1: %s\n" "$v"' 'st=0' >"$out/run.tmp"
 	while read -r pkg pkgdir; do
 		bin=$out/$(echo "$pkg" | tr / _).test
 		if [ -n "$root" ]; then
 			tests/chroot-go.sh "$root" . "$GO" test -c -o "$bin" "$pkg" || return 1
+		elif [ "$key" = arm64 ]; then
+			GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC="${ARM64_CC:-aarch64-linux-gnu-gcc}" "$GO" test -c -o "$bin" "$pkg" || return 1
 		else
 			"$GO" test -c -o "$bin" "$pkg" || return 1
 		fi
@@ -80,6 +91,7 @@ for rel in $releases; do
 		case $chroot_build in *" $rel "*) key=$rel broot=$root ;; esac
 		where=${broot:+inside $broot}
 		where=${where:-on the host}
+		case $rel in *-arm64) key=arm64 broot= where="on the host for linux/arm64" ;; esac
 		echo "rxe-matrix: $rel: test binaries built $where"
 		if ! build "$key" "$broot"; then
 			line="rxe-matrix: $rel: the test binaries did not build $where"

@@ -32,8 +32,16 @@
 //
 // once (mmdebstrap, from the Debian archive of the machine's apt sources)
 // into -cache/roots/NAME, whose path it prints; NAME is bullseye (rdma-core
-// 33.2), trixie (56.1), sid (unstable) or nordma (Debian 12 without
-// rdma-core). A second run finds the root's stamp and does nothing.
+// 33.2), trixie (56.1), sid (unstable), bookworm-arm64 (Debian 12 for
+// arm64, 44.0) or nordma (Debian 12 without rdma-core). A second run finds
+// the root's stamp and does nothing.
+//
+// The guest's architecture is its root's, read from the root's
+// /usr/bin/env. A root of arm64 programs, as bookworm-arm64's, boots under
+// qemu-system-aarch64 (the virt board, a Cortex-A72; TCG), with the
+// root's own kernel, modules and static busybox, since the pinned kernel
+// is amd64's: the command must then be an arm64 program too (GOARCH=arm64
+// with CC=aarch64-linux-gnu-gcc for cgo).
 //
 // With -hosts 2, rxevm boots two guests, host a and host b, each with its
 // own kernel and rxe0 on a virtio NIC (eth0), linked by qemu UDP sockets on
