@@ -104,7 +104,7 @@ fuzz: headers
 # the host's release for arm64 (44.0, on an emulated arm64 machine).
 # bookworm is the host's, which rxe-test runs.
 test: RXE_MATRIX_RELEASES = bullseye trixie sid bookworm-arm64
-test: deps headers check-generated vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix
+test: deps headers check-generated vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix rxe-pair-test-arm64
 	@echo "make test: all suites passed"
 
 clean:

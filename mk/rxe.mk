@@ -19,7 +19,11 @@
 #              two linked VMs at once (rxevm -hosts 2), the cross-host and
 #              fault tests in lock-step, then RXE_PAIR_LAST alone, which has
 #              host a's VM killed; fails on any failure or skip, on zero
-#              tests, and unless host b passed RXE_PAIR_LAST
+#              tests, and unless host b passed RXE_PAIR_LAST. On the host's
+#              own /, or on the root RXE_PAIR_ROOT names (rxevm
+#              -setup-root): one named NAME-arm64 gets binaries cross-built
+#              for linux/arm64 (ARM64_CC) and boots arm64 guests
+#   rxe-pair-test-arm64  rxe-pair-test on bookworm-arm64
 #   rxe-roots  build the guest roots of RXE_ROOTS with mmdebstrap into
 #              /var/cache/goverbs-rxevm/roots (once each: a root whose stamp
 #              matches its recipe is not built again)
@@ -49,9 +53,11 @@ RXEVM_FLAGS ?=
 # mounts tmpfs over /tmp and /run, so it must be neither.
 RXE_TMPDIR ?= /var/tmp
 
-# The two-host suite, and its last test, which kills host a.
+# The two-host suite, and its last test, which kills host a; the root its
+# guests boot on (empty for the host's /).
 RXE_PAIR_PKG ?= ./tests/cross
 RXE_PAIR_LAST ?= TestFaultPeerDies
+RXE_PAIR_ROOT ?=
 
 # Guest roots (rxevm -setup-root): bullseye (Debian 11, rdma-core 33.2),
 # trixie (13, 56.1), sid (unstable, 65.0 when first built; a cached root
@@ -72,7 +78,7 @@ RXE_MATRIX_CHROOT_BUILD ?= bullseye sid
 # another root sees nothing else of the host. (.cache/ is git-ignored.)
 RXE_MATRIX_TMPDIR ?= $(CURDIR)/.cache
 
-.PHONY: rxe-setup rxe-test rxe-pair-test rxe-roots rxe-matrix nordma-build
+.PHONY: rxe-setup rxe-test rxe-pair-test rxe-pair-test-arm64 rxe-roots rxe-matrix nordma-build
 
 rxe-setup:
 	$(GO) run ./cmd/rxevm -setup-only $(RXEVM_FLAGS)
@@ -130,18 +136,29 @@ rxe-test:
 # log prefixes each line with its host ("a| ", "b| "). The first process's
 # exit status is printed before the last test (pair-first-status=N): host
 # a never reaches the script's exit, so its status would be lost.
+# A guest on another root sees only it and the working directory: the
+# binaries then go under .cache/ (git-ignored), as rxe-matrix's do.
 rxe-pair-test:
 	@set -e; \
-	dir=$$(mktemp -d "$(RXE_TMPDIR)/goverbs-pair.XXXXXX"); \
+	tmp='$(RXE_TMPDIR)'; rootflag=; \
+	if [ -n '$(RXE_PAIR_ROOT)' ]; then tmp='$(RXE_MATRIX_TMPDIR)'; mkdir -p "$$tmp"; fi; \
+	dir=$$(mktemp -d "$$tmp/goverbs-pair.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
 	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
-	$(GO) test -c -o "$$dir/pair.test" $(RXE_PAIR_PKG); \
+	if [ -n '$(RXE_PAIR_ROOT)' ]; then \
+		root=$$("$$dir/rxevm" $(RXEVM_FLAGS) -setup-root '$(RXE_PAIR_ROOT)'); rootflag="-root $$root"; \
+		echo "rxe-pair-test: on root $(RXE_PAIR_ROOT) ($$root)"; \
+	fi; \
+	case '$(RXE_PAIR_ROOT)' in \
+	*-arm64) GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC='$(or $(ARM64_CC),aarch64-linux-gnu-gcc)' $(GO) test -c -o "$$dir/pair.test" $(RXE_PAIR_PKG);; \
+	*) $(GO) test -c -o "$$dir/pair.test" $(RXE_PAIR_PKG);; \
+	esac; \
 	pkgdir=$$($(GO) list -f '{{.Dir}}' $(RXE_PAIR_PKG)); \
 	printf 'cd "%s" || exit 1\nst=0\n"%s" -test.v -test.skip '"'"'^%s$$'"'"' || st=1\necho "pair-first-status=$$st"\n"%s" -test.v -test.run '"'"'^%s$$'"'"' || st=1\nexit $$st\n' \
 		"$$pkgdir" "$$dir/pair.test" '$(RXE_PAIR_LAST)' "$$dir/pair.test" '$(RXE_PAIR_LAST)' > "$$dir/run.sh"; \
 	echo 'rxe-pair-test: booting two linked VMs (host a 192.0.2.1, host b 192.0.2.2)'; \
 	start=$$(date +%s%N); \
-	{ "$$dir/rxevm" -hosts 2 $(RXEVM_FLAGS) -- sh "$$dir/run.sh" || echo $$? > "$$dir/rc"; } 2>&1 | tee "$$dir/log"; \
+	{ "$$dir/rxevm" -hosts 2 $$rootflag $(RXEVM_FLAGS) -- sh "$$dir/run.sh" || echo $$? > "$$dir/rc"; } 2>&1 | tee "$$dir/log"; \
 	end=$$(date +%s%N); \
 	rc=$$(cat "$$dir/rc" 2>/dev/null || echo 0); \
 	ran=$$(grep -c '^[ab]| === RUN' "$$dir/log" || true); \
@@ -161,6 +178,9 @@ rxe-pair-test:
 	if [ "$$rc" -eq 0 ] && [ "$$skipped" -gt 0 ]; then echo "rxe-pair-test: $$skipped tests skipped inside the VMs, where nothing may skip" >&2; rc=1; fi; \
 	if [ "$$rc" -eq 0 ] && ! grep -q '^b| --- PASS: $(RXE_PAIR_LAST) ' "$$dir/log"; then echo "rxe-pair-test: host b did not pass $(RXE_PAIR_LAST)" >&2; rc=1; fi; \
 	exit $$rc
+
+rxe-pair-test-arm64:
+	@$(MAKE) --no-print-directory rxe-pair-test RXE_PAIR_ROOT=bookworm-arm64
 
 rxe-roots:
 	@set -e; for r in $(RXE_ROOTS); do $(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root "$$r" > /dev/null; done

@@ -189,6 +189,9 @@ func TestArm64Recipe(t *testing.T) {
 		!strings.Contains(joined, `--extract-hook=mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`) {
 		t.Errorf("hooks: %q (mmdebstrap's extract variant runs extract hooks only)", args)
 	}
+	if !strings.Contains(joined, `--setup-hook=for d in bin sbin lib; do mkdir -p "$1/usr/$d" && ln -s "usr/$d" "$1/$d"`) {
+		t.Errorf("no merged /usr: %q", args)
+	}
 	if !strings.Contains(r.stamp(), "--extract-hook=depmod") {
 		t.Errorf("the stamp leaves out the hooks: %q", r.stamp())
 	}

@@ -31,11 +31,13 @@ type rootRecipe struct {
 	// A root of another architecture than the host's: its packages are
 	// only unpacked (mmdebstrap --variant=extract), since the host cannot
 	// run their maintainer scripts, and hooks, shell commands run on the
-	// host with the root's directory as $1 once it is unpacked (mmdebstrap's
-	// --extract-hook: that variant runs no other), do what those scripts
-	// would have done that the guest needs.
-	arch  string // Debian's name; "" for the host's
-	hooks []string
+	// host with the root's directory as $1, do what those scripts and
+	// debootstrap would have done that the guest needs: setupHooks before
+	// the packages are unpacked, hooks after (mmdebstrap's --setup-hook and
+	// --extract-hook; the extract variant runs no customize hook).
+	arch       string // Debian's name; "" for the host's
+	setupHooks []string
+	hooks      []string
 }
 
 // rdmaUserspace is what a guest needs to run the tests/rxe binaries and
@@ -77,6 +79,10 @@ var rootRecipes = []rootRecipe{
 		// from its changelog (an unpacked root has no dpkg database).
 		packages: append(slices.Clone(rdmaUserspace), "librdmacm1", "linux-image-arm64", "busybox-static",
 			"dash", "coreutils", "gzip", "sed"),
+		// Merged /usr, as every Debian 12 system has it (debootstrap and
+		// the installer make /bin, /sbin and /lib links into /usr):
+		// programs and tests may name /usr/sbin/ip.
+		setupHooks: []string{`for d in bin sbin lib; do mkdir -p "$1/usr/$d" && ln -s "usr/$d" "$1/$d" || exit 1; done`},
 		hooks: []string{
 			`mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`,
 			// modules.dep, which rxevm reads for the modules' load order;
@@ -118,6 +124,9 @@ func (r rootRecipe) mmdebstrapArgs(dir, archive string) []string {
 	args = append(args, "--include="+strings.Join(r.packages, ","))
 	for _, o := range r.aptOpts {
 		args = append(args, "--aptopt="+o)
+	}
+	for _, hk := range r.setupHooks {
+		args = append(args, "--setup-hook="+hk)
 	}
 	for _, hk := range r.hooks {
 		args = append(args, "--extract-hook="+hk)
