@@ -224,13 +224,13 @@ var debianSuites = []string{"bullseye", "bookworm", "trixie", "forky", "duke", "
 func debianArchiveURI(etcApt string) (string, error) {
 	sources, _ := filepath.Glob(filepath.Join(etcApt, "sources.list.d", "*.sources"))
 	for _, f := range sources {
-		if uri, err := scanSources(f, deb822Archive); err != nil || uri != "" {
+		if uri, err := scanFile(f, deb822Archive); err != nil || uri != "" {
 			return uri, err
 		}
 	}
 	lists, _ := filepath.Glob(filepath.Join(etcApt, "sources.list.d", "*.list"))
 	for _, f := range append([]string{filepath.Join(etcApt, "sources.list")}, lists...) {
-		if uri, err := scanSources(f, oneLineArchive); err != nil || uri != "" {
+		if uri, err := scanFile(f, oneLineArchive); err != nil || uri != "" {
 			return uri, err
 		}
 	}
@@ -238,9 +238,9 @@ func debianArchiveURI(etcApt string) (string, error) {
 		strings.Join(debianSuites[:6], ", "), etcApt)
 }
 
-// scanSources applies find to the file at name; a missing file has no
-// source.
-func scanSources(name string, find func(io.Reader) (string, error)) (string, error) {
+// scanFile applies find to the file at name, naming the file in its
+// error; a missing file gives "" (no source, no version).
+func scanFile(name string, find func(io.Reader) (string, error)) (string, error) {
 	f, err := os.Open(name)
 	if os.IsNotExist(err) {
 		return "", nil
@@ -358,28 +358,22 @@ func installedVersion(root, pkg string) (string, error) {
 // Debian changelog ("rdma-core (44.0-2) unstable; urgency=medium"), or ""
 // when there is no such file.
 func changelogVersion(name string) (string, error) {
-	f, err := os.Open(name)
-	if os.IsNotExist(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	first, err := bufio.NewReader(z).ReadString('\n')
-	if err != nil && first == "" {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	_, rest, ok1 := strings.Cut(first, " (")
-	version, _, ok2 := strings.Cut(rest, ")")
-	if !ok1 || !ok2 || version == "" {
-		return "", fmt.Errorf("%s: no version in its first line %q", name, strings.TrimSpace(first))
-	}
-	return version, nil
+	return scanFile(name, func(r io.Reader) (string, error) {
+		z, err := gzip.NewReader(r)
+		if err != nil {
+			return "", err
+		}
+		first, err := bufio.NewReader(z).ReadString('\n')
+		if err != nil && first == "" {
+			return "", err
+		}
+		_, rest, ok1 := strings.Cut(first, " (")
+		version, _, ok2 := strings.Cut(rest, ")")
+		if !ok1 || !ok2 || version == "" {
+			return "", fmt.Errorf("no version in its first line %q", strings.TrimSpace(first))
+		}
+		return version, nil
+	})
 }
 
 // guestTools are the programs that init runs in the guest's root to wire
