@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
+	"sync"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
@@ -85,8 +85,17 @@ type QP struct {
 	num  uint32
 	typ  QPType
 	caps QPCaps
-	port atomic.Int32 // the port ToInit chose: set under the read lock, which orders nothing between two users
-	cmID *rdmacm.CMID // set when rdma_cm made the QP: rdma_destroy_qp destroys it
+	// modifyMu is held from a transition's check of the state to the end
+	// of its ibv_modify_qp, and around ibv_query_qp, which writes the state
+	// too. libibverbs keeps the state in struct ibv_qp, plain C memory that
+	// the read lock every user holds orders nothing in: without it two
+	// ToInits could both pass the RESET check, a query could write an old
+	// state back over a transition's, and on arm64, whose loads may pass
+	// each other, a ToRTR could see INIT and still read ToInit's port from
+	// before it.
+	modifyMu sync.Mutex
+	port     int          // the port ToInit chose; under modifyMu
+	cmID     *rdmacm.CMID // set when rdma_cm made the QP: rdma_destroy_qp destroys it
 }
 
 // NewQP creates a QP in the RESET state.
@@ -237,6 +246,8 @@ func (q *QP) query(mask verbs.QPAttrMask) (verbs.QPAttr, verbs.QPInitAttr, error
 		return a, ia, err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	return a, ia, verbErr("ibv_query_qp", verbs.QueryQP(q.raw, &a, int32(mask), &ia))
 }
 
@@ -341,6 +352,8 @@ func (q *QP) ToInit(a InitAttr) error {
 		return err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	if s := q.raw.State; s != verbs.QPSReset {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not RESET", stateName(s))}
 	}
@@ -364,13 +377,10 @@ func (q *QP) ToInit(a InitAttr) error {
 		attr.Qkey = a.QKey
 		mask |= verbs.QPAttrQkey
 	}
-	// Before the modify, which makes the state INIT for a concurrent
-	// ToRTR to see; put back if it fails.
-	old := q.port.Swap(int32(port))
 	if err := q.modify(&attr, mask, "INIT"); err != nil {
-		q.port.Store(old)
 		return err
 	}
+	q.port = port
 	return nil
 }
 
@@ -404,13 +414,15 @@ func (q *QP) ToRTR(a RTRAttr) error {
 		return err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	if s := q.raw.State; s != verbs.QPSInit {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not INIT (call ToInit first)", stateName(s))}
 	}
 	attr := verbs.QPAttr{QPState: verbs.QPSRtr}
 	mask := verbs.QPAttrState
 	if q.typ != UD {
-		port := int(q.port.Load())
+		port := q.port
 		if a.Path.Port != 0 && a.Path.Port != port {
 			return &AttrError{Op: op, Field: "Path.Port", Reason: fmt.Sprintf("%d, but ToInit chose port %d", a.Path.Port, port)}
 		}
@@ -493,6 +505,8 @@ func (q *QP) ToRTS(a RTSAttr) error {
 		return err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	if s := q.raw.State; s != verbs.QPSRtr {
 		return &AttrError{Op: op, Field: "state", Reason: fmt.Sprintf("the QP is in %s, not RTR (call ToRTR first)", stateName(s))}
 	}
@@ -546,6 +560,8 @@ func (q *QP) ToError() error {
 		return err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	return q.modify(&verbs.QPAttr{QPState: verbs.QPSErr}, verbs.QPAttrState, "ERR")
 }
 
@@ -556,6 +572,8 @@ func (q *QP) ToReset() error {
 		return err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	return q.modify(&verbs.QPAttr{QPState: verbs.QPSReset}, verbs.QPAttrState, "RESET")
 }
 
@@ -566,6 +584,8 @@ func (q *QP) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		return err
 	}
 	defer q.done()
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	step := "attributes"
 	if mask&verbs.QPAttrState != 0 {
 		step = stateName(attr.QPState)

@@ -365,3 +365,36 @@ func TestControlQPConcurrentInitRTR(t *testing.T) {
 		require.Equal(t, verbs.QPSRtr, s)
 	}
 }
+
+// Two ToInits at once on a QP in RESET: one moves it to INIT, the other
+// finds it there and says so, as it would after the first. Both checked
+// the state libibverbs keeps in struct ibv_qp under the read lock alone,
+// so both could pass the check and both modify (INIT to INIT is a legal
+// transition), the later one's port then the QP's.
+func TestControlQPConcurrentToInit(t *testing.T) {
+	r := newCtlRig(t)
+	for run := range 100 {
+		q := r.qp(t, hand.RC)
+		start, errs := make(chan struct{}), make(chan error, 2)
+		for range 2 {
+			go func() {
+				<-start
+				errs <- q.ToInit(hand.InitAttr{Access: hand.AccessLocalWrite})
+			}()
+		}
+		close(start)
+		succeeded := 0
+		for range 2 {
+			err := <-errs
+			if err == nil {
+				succeeded++
+				continue
+			}
+			var ae *hand.AttrError
+			require.ErrorAs(t, err, &ae, "run %d", run)
+			require.Equal(t, "state", ae.Field, "run %d: %v", run, err)
+		}
+		require.Equal(t, 1, succeeded, "run %d: ToInits that moved the QP from RESET", run)
+		require.NoError(t, q.Close())
+	}
+}
