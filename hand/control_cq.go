@@ -548,11 +548,12 @@ func (cq *CQ) undo() { cq.closing.Store(false) }
 // (NewExPoller(cq, n)).
 type CQ struct {
 	object
-	ctx   *Context
-	raw   *verbs.CQ
-	rawEx *verbs.CQEx
-	ch    *CompChannel
-	size  atomic.Int64 // Resize changes it while others read it
+	ctx      *Context
+	raw      *verbs.CQ
+	rawEx    *verbs.CQEx
+	ch       *CompChannel
+	size     atomic.Int64 // Resize changes it while others read it
+	resizeMu sync.Mutex   // held by Resize
 	// wcFlags are CQOptions.WCFlags of an extended CQ, for NewExPoller.
 	wcFlags verbs.CreateCQWCFlags
 	// armed is whether an event is due after the next completion, of any
@@ -731,6 +732,11 @@ func (cq *CQ) Resize(entries int) error {
 		return err
 	}
 	defer cq.done()
+	// One Resize at a time: each reads back the size ibv_resize_cq left in
+	// struct ibv_cq, plain C memory that another Resize could change
+	// between its call and the read, and store the other's size last.
+	cq.resizeMu.Lock()
+	defer cq.resizeMu.Unlock()
 	if err := verbErr("ibv_resize_cq", verbs.ResizeCQ(cq.raw, int32(entries))); err != nil {
 		return err
 	}

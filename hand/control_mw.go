@@ -2,6 +2,7 @@ package hand
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -17,6 +18,10 @@ type MW struct {
 	raw  *verbs.MW
 	typ  verbs.MWType
 	rkey atomic.Uint32
+	// bindMu makes Binds of the window one at a time: the provider makes
+	// the new rkey from the old one in struct ibv_mw, plain C memory, so
+	// two at once could give both the same key, or one the other's.
+	bindMu sync.Mutex
 }
 
 // NewMW allocates a memory window of type verbs.MWType1 or verbs.MWType2.
@@ -74,11 +79,14 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 			MWAccessFlags: uint32(access),
 		},
 	}
+	mw.bindMu.Lock()
+	defer mw.bindMu.Unlock()
 	if err := verbErr("ibv_bind_mw", verbs.BindMW(qp.raw, mw.raw, &bind)); err != nil {
 		return 0, err
 	}
-	mw.rkey.Store(mw.raw.Rkey)
-	return mw.raw.Rkey, nil
+	rkey := mw.raw.Rkey
+	mw.rkey.Store(rkey)
+	return rkey, nil
 }
 
 // Close deallocates the window.
