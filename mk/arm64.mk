@@ -35,7 +35,7 @@ test-arm64:
 	$(ARM64_ENV) $(GO) build ./...
 	$(ARM64_ENV) $(GO) vet ./...
 	$(ARM64_ENV) $(GO) test -count=1 -exec '$(ARM64_QEMU) -L $(ARM64_SYSROOT)' $(ARM64_TESTS)
-	@set -e; root=$$($(GO) run ./cmd/rxevm -setup-root $(ARM64_ROOT)); \
+	@set -e; root=$$($(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root $(ARM64_ROOT)); \
 	echo "test-arm64: tests that load libibverbs, on $(ARM64_ROOT)'s arm64 libraries ($$root)"; \
 	$(ARM64_ENV) $(GO) test -count=1 -exec "$(ARM64_QEMU) -L $$root" $(ARM64_ROOT_TESTS)
 	@echo "test-arm64: linux/arm64 builds, vets and passes its layout, hand/ and loader tests"

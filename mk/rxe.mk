@@ -4,7 +4,9 @@
 # alone too: make -f mk/rxe.mk rxe-test
 #
 #   rxe-setup  install the host packages rxevm needs and download the kernel
-#              into its cache (once; rxe-test does it too when needed)
+#              into its cache (once; rxe-test does it too when needed); with
+#              RXEVM_FLAGS='-root DIR' of an arm64 root, qemu-system-arm
+#              instead of the kernel (rxe-matrix installs it otherwise)
 #   rxe-test   build the test binaries of RXE_TEST_PKGS on the host, run them
 #              all with -test.v in one VM boot, then print how many tests ran
 #              and the VM's wall time; fails if any binary fails, if one of
@@ -22,7 +24,9 @@
 #              tests, and unless host b passed RXE_PAIR_LAST. On the host's
 #              own /, or on the root RXE_PAIR_ROOT names (rxevm
 #              -setup-root): one named NAME-arm64 gets binaries cross-built
-#              for linux/arm64 (ARM64_CC) and boots arm64 guests
+#              for linux/arm64 (ARM64_CC) and boots arm64 guests; any other
+#              gets the host's build, which needs the host's glibc or newer
+#              (trixie, sid; not bullseye)
 #   rxe-pair-test-arm64  rxe-pair-test on bookworm-arm64
 #   rxe-roots  build the guest roots of RXE_ROOTS with mmdebstrap into
 #              /var/cache/goverbs-rxevm/roots (once each: a root whose stamp
@@ -141,7 +145,10 @@ rxe-test:
 rxe-pair-test:
 	@set -e; \
 	tmp='$(RXE_TMPDIR)'; rootflag=; \
-	if [ -n '$(RXE_PAIR_ROOT)' ]; then tmp='$(RXE_MATRIX_TMPDIR)'; mkdir -p "$$tmp"; fi; \
+	if [ -n '$(RXE_PAIR_ROOT)' ]; then \
+		tmp='$(RXE_MATRIX_TMPDIR)'; mkdir -p "$$tmp"; tmp=$$(realpath "$$tmp"); \
+		case "$$tmp/" in "$$(pwd -P)"/*) ;; *) echo "rxe-pair-test: RXE_MATRIX_TMPDIR=$$tmp is not under $$(pwd -P), the one directory of the host that a guest on another root sees" >&2; exit 2;; esac; \
+	fi; \
 	dir=$$(mktemp -d "$$tmp/goverbs-pair.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
 	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \

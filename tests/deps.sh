@@ -12,7 +12,7 @@ set -euo pipefail
 # user-space half lives in ibverbs-providers).
 # linux/arm64: the cross compiler and arm64 glibc (make generate lays the types
 # out for arm64 too; make test-arm64 cross-builds), qemu-aarch64 to run the
-# layout test.
+# layout test, and hand/'s and the loader's tests on the arm64 guest root.
 packages=(
 	gcc libc6-dev pkg-config
 	libibverbs1 librdmacm1 ibverbs-providers

@@ -38,6 +38,9 @@ var guestArches = []guestArch{
 // rootArch returns the architecture of the programs in root, read from the
 // ELF header of its /usr/bin/env, the program init runs the command with.
 func rootArch(root string) (guestArch, error) {
+	if _, err := os.Stat(root); err != nil {
+		return guestArch{}, fmt.Errorf("guest root: %w", err)
+	}
 	p := filepath.Join(root, "usr/bin/env")
 	f, err := elf.Open(p)
 	if err != nil {

@@ -236,3 +236,59 @@ func TestInstalledVersionUnpacked(t *testing.T) {
 		t.Errorf("a changelog without a version: %v", err)
 	}
 }
+
+// run on an arm64 root: the root's kernel, named; -setup-only stops there;
+// -kernel-pkg is refused; a root without a kernel says what it lacks
+// before anything is installed; a missing root is named as before.
+func TestRunForeignRoot(t *testing.T) {
+	dir := t.TempDir()
+	asked := filepath.Join(dir, "asked")
+	// dpkg-query's stand-in: every package installed, and a note that it
+	// was asked.
+	writeFiles(t, dir, map[string]string{"bin/dpkg-query": `#!/bin/sh
+echo "$@" >> ` + asked + `
+for a; do case $a in -*) ;; *) printf '%s\tii \n' "$a";; esac; done
+`})
+	t.Setenv("PATH", filepath.Join(dir, "bin")+":"+os.Getenv("PATH"))
+	ctx := context.Background()
+	runWith := func(args ...string) (int, string, error) {
+		t.Helper()
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.workdir = "/var/tmp/w"
+		var out, log strings.Builder
+		code, err := run(ctx, o, &out, &log)
+		return code, log.String(), err
+	}
+
+	root := arm64Root(t)
+	code, log, err := runWith("-setup-only", "-root", root)
+	if code != 0 || err != nil || !strings.Contains(log, "arm64 guest: the root's kernel 6.1.0-50-arm64") ||
+		!strings.Contains(log, "ready: kernel "+root+"/boot/vmlinuz-6.1.0-50-arm64") {
+		t.Errorf("-setup-only on an arm64 root: %d, %v\n%s", code, err, log)
+	}
+	if b, _ := os.ReadFile(asked); !strings.Contains(string(b), "qemu-system-arm") {
+		t.Errorf("qemu-system-arm was not checked for: dpkg-query asked %q", b)
+	}
+
+	if code, _, err := runWith("-kernel-pkg", "linux-image-6.1.0-57-amd64", "-root", root, "--", "true"); code != 2 ||
+		err == nil || !strings.Contains(err.Error(), "boots its own kernel") {
+		t.Errorf("-kernel-pkg with an arm64 root: %d, %v", code, err)
+	}
+
+	os.Remove(asked)
+	bare := arm64Root(t)
+	os.RemoveAll(filepath.Join(bare, "boot"))
+	if _, _, err := runWith("-root", bare, "--", "true"); err == nil || !strings.Contains(err.Error(), "rxevm -setup-root bookworm-arm64") {
+		t.Errorf("an arm64 root without a kernel: %v", err)
+	}
+	if _, err := os.Stat(asked); err == nil {
+		t.Error("packages were checked for, or installed, before the root was found wanting")
+	}
+
+	if _, _, err := runWith("-root", filepath.Join(dir, "nonexistent"), "--", "true"); err == nil || !strings.Contains(err.Error(), "guest root: stat ") {
+		t.Errorf("a missing root: %v", err)
+	}
+}

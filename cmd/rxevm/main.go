@@ -64,7 +64,7 @@
 // -timeout, or if one is still running -peer-grace after the other ended.
 //
 // rxevm needs no RDMA hardware and no kernel support on the host; it does
-// need a Debian 12 (amd64) host and root, or sudo for apt-get.
+// need a Debian 12 (amd64) host, root or sudo for apt-get.
 package main
 
 import (
@@ -227,24 +227,15 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if o.setupRoot != "" {
 		return setupRoot(ctx, h, o, stdout)
 	}
-	if err := h.ensurePackages(ctx, hostPackages); err != nil {
+	arch, err := rootArch(o.root)
+	if err != nil {
 		return exitFailure, err
 	}
-	if !o.setupOnly {
-		arch, err := rootArch(o.root)
-		if err != nil {
-			return exitFailure, err
-		}
-		if arch.name != amd64.name {
-			if err := h.ensurePackages(ctx, []string{arch.qemuPackage}); err != nil {
-				return exitFailure, err
-			}
-			m, err := foreignMachine(o.root, arch)
-			if err != nil {
-				return exitFailure, err
-			}
-			return boot(ctx, h, m, o, stdout)
-		}
+	if arch.name != amd64.name {
+		return runForeign(ctx, h, arch, o, stdout)
+	}
+	if err := h.ensurePackages(ctx, hostPackages); err != nil {
+		return exitFailure, err
 	}
 	ensure := h.ensureKernel
 	if o.kernelPkg == pinnedKernel {
@@ -260,6 +251,28 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	}
 	// The host's static busybox (hostPackages) for an amd64 guest.
 	return boot(ctx, h, machine{arch: amd64, kernel: k, busybox: "/bin/busybox"}, o, stdout)
+}
+
+// runForeign is run for a root of another architecture than the pinned
+// kernel's: it boots the root's own kernel, which it names, as the root's
+// recipe fixed it when the root was built (see bookworm-arm64's).
+func runForeign(ctx context.Context, h *host, arch guestArch, o options, stdout io.Writer) (int, error) {
+	if o.kernelPkg != pinnedKernel {
+		return 2, fmt.Errorf("-kernel-pkg %s: guest root %s is %s and boots its own kernel", o.kernelPkg, o.root, arch.name)
+	}
+	m, err := foreignMachine(o.root, arch)
+	if err != nil {
+		return exitFailure, err
+	}
+	if err := h.ensurePackages(ctx, []string{arch.qemuPackage}); err != nil {
+		return exitFailure, err
+	}
+	h.logf("%s guest: the root's kernel %s", arch.name, filepath.Base(m.kernel.modulesDir))
+	if o.setupOnly {
+		h.logf("ready: kernel %s", m.kernel.vmlinuz)
+		return 0, nil
+	}
+	return boot(ctx, h, m, o, stdout)
 }
 
 // setupRoot builds the root called o.setupRoot unless it is in the cache,
@@ -281,6 +294,9 @@ func setupRoot(ctx context.Context, h *host, o options, stdout io.Writer) (int, 
 		return exitFailure, err
 	} else if v != "" {
 		rdma = "libibverbs1 " + v
+	}
+	if v, err := kernelVersion(root); err == nil {
+		rdma += ", its own kernel " + v // fixed when the root was built
 	}
 	h.logf("root %s ready: %s (%s, %s)", r.name, root, r.suite, rdma)
 	fmt.Fprintln(stdout, root)

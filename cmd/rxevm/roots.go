@@ -356,7 +356,8 @@ func installedVersion(root, pkg string) (string, error) {
 
 // changelogVersion returns the version of the first entry of a gzipped
 // Debian changelog ("rdma-core (44.0-2) unstable; urgency=medium"), or ""
-// when there is no such file.
+// when there is no such file: the source package's version, which a
+// binary-only rebuild's "+b1" (in changelog.Debian.ARCH.gz) leaves out.
 func changelogVersion(name string) (string, error) {
 	return scanFile(name, func(r io.Reader) (string, error) {
 		z, err := gzip.NewReader(r)
