@@ -64,7 +64,7 @@
 // -timeout, or if one is still running -peer-grace after the other ended.
 //
 // rxevm needs no RDMA hardware and no kernel support on the host; it does
-// need a Debian 12 (amd64) host, root or sudo for apt-get.
+// need a Debian 12 (amd64) host, and root or sudo for apt-get.
 package main
 
 import (
