@@ -113,13 +113,9 @@ func findRootRecipe(name string) (rootRecipe, error) {
 // mmdebstrapArgs is mmdebstrap's command line, less the program, that builds
 // the root into dir from the Debian archive at archive.
 func (r rootRecipe) mmdebstrapArgs(dir, archive string) []string {
-	variant := "--variant=apt"
+	args := []string{"--variant=apt"}
 	if r.arch != "" {
-		variant = "--variant=extract"
-	}
-	args := []string{variant}
-	if r.arch != "" {
-		args = append(args, "--arch="+r.arch)
+		args = []string{"--variant=extract", "--arch=" + r.arch}
 	}
 	args = append(args, "--include="+strings.Join(r.packages, ","))
 	for _, o := range r.aptOpts {

@@ -163,7 +163,12 @@ func kernelVersion(root string) (string, error) {
 
 // openKernel finds the kernel image and modules under an unpacked package.
 func openKernel(dir string) (kernel, error) {
-	root := filepath.Join(dir, "root")
+	return kernelIn(filepath.Join(dir, "root"))
+}
+
+// kernelIn finds the one kernel under root: boot/vmlinuz-V, and
+// lib/modules/V with its modules.dep.
+func kernelIn(root string) (kernel, error) {
 	v, err := kernelVersion(root)
 	if err != nil {
 		return kernel{}, err

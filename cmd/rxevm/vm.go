@@ -84,10 +84,11 @@ func (v vm) args() []string {
 }
 
 func (v vm) cmdline() string {
-	c := "console=" + v.arch.console + " panic=-1"
+	c := "console=" + v.arch.console
 	if v.quiet {
-		c = "console=" + v.arch.console + " quiet panic=-1"
+		c += " quiet"
 	}
+	c += " panic=-1"
 	if v.kernelArgs != "" {
 		c += " " + v.kernelArgs
 	}
