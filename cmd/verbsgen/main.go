@@ -146,8 +146,12 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	for _, m := range mismatches {
 		fmt.Fprintln(stdout, m)
 	}
-	fmt.Fprintf(stdout, "verify: %d structs and unions of %s checked against %s (rdma-core %s): %d differences\n",
-		len(res.IR.Records), *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
+	constants := len(res.IR.Macros)
+	for _, en := range res.IR.Enums {
+		constants += len(en.Enumerators)
+	}
+	fmt.Fprintf(stdout, "verify: %d structs and unions, %d enums and %d constants of %s checked against %s (rdma-core %s): %d differences\n",
+		len(res.IR.Records), len(res.IR.Enums), constants, *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
 	if len(mismatches) > 0 {
 		return errMismatch
 	}
