@@ -57,7 +57,18 @@ func (m Mismatch) String() string {
 // array length and element, and a record by its Go name; so a member whose
 // sign changed is a mismatch even where its offsets all match. A
 // declaration the Go side has and the headers do not is not reported.
-func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, error) {
+//
+// goarch is the architecture ir was laid out for (Build with that Target;
+// "" for the host's): its per-architecture files are the ones read, and Go
+// lays them out with its sizes.
+func Verify(ir *IR, specs []PackageSpec, dir, importRoot, goarch string) ([]Mismatch, error) {
+	if goarch == "" {
+		goarch = runtime.GOARCH
+	}
+	sizes := types.SizesFor("gc", goarch)
+	if sizes == nil {
+		return nil, fmt.Errorf("verify: unknown GOARCH %q", goarch)
+	}
 	fset := token.NewFileSet()
 	pkgs := map[string]*types.Package{}
 	accessors := map[string]map[string]int64{} // "pkg.Type" -> method -> offset
@@ -72,7 +83,7 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, er
 			return nil, fmt.Errorf("%s: no generated types file (z*_types.go)", filepath.Join(dir, pkg))
 		}
 		// The layouts that differ between architectures, this one's.
-		arch, _ := filepath.Glob(filepath.Join(dir, pkg, "z*_types_"+runtime.GOARCH+".go"))
+		arch, _ := filepath.Glob(filepath.Join(dir, pkg, "z*_types_"+goarch+".go"))
 		files = append(files, arch...)
 		var parsed []*ast.File
 		for _, f := range files {
@@ -83,7 +94,7 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, er
 			parsed = append(parsed, af)
 			collectAccessors(af, pkg, accessors)
 		}
-		conf := types.Config{Importer: imp, Sizes: types.SizesFor("gc", runtime.GOARCH)}
+		conf := types.Config{Importer: imp, Sizes: sizes}
 		p, err := conf.Check(path.Join(importRoot, pkg), fset, parsed, nil)
 		if err != nil {
 			return nil, fmt.Errorf("type-checking %s: %w", filepath.Join(dir, pkg), err)
@@ -114,7 +125,7 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, er
 		if err != nil {
 			return nil, err
 		}
-		ms, err := verifyRecord(r, obj, accessors[r.Package+"."+r.GoName])
+		ms, err := verifyRecord(r, obj, accessors[r.Package+"."+r.GoName], sizes)
 		if err != nil {
 			return nil, err
 		}
@@ -159,9 +170,9 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot string) ([]Mismatch, er
 }
 
 // verifyRecord compares record r with obj, its Go type (nil if there is
-// none), whose accessor methods sit at the offsets in accessors.
-func verifyRecord(r *Record, obj types.Object, accessors map[string]int64) ([]Mismatch, error) {
-	sizes := types.SizesFor("gc", runtime.GOARCH)
+// none), whose accessor methods sit at the offsets in accessors, laid out
+// with sizes.
+func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, sizes types.Sizes) ([]Mismatch, error) {
 	ct := r.CType()
 	num := func(v int64) string { return strconv.FormatInt(v, 10) }
 	if obj == nil {

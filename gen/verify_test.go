@@ -48,7 +48,7 @@ struct ibv_thing {
 	verify := func(headers string) []string {
 		res, err := gen.Build(gen.Config{Headers: headers, ImportRoot: importRoot, LayoutOnly: true, Version: "1.1"})
 		require.NoError(t, err)
-		ms, err := gen.Verify(res.IR, gen.Packages(), out, importRoot)
+		ms, err := gen.Verify(res.IR, gen.Packages(), out, importRoot, "")
 		require.NoError(t, err)
 		var lines []string
 		for _, m := range ms {
@@ -73,4 +73,37 @@ struct ibv_thing {
 		"struct ibv_thing member s: type: C uint32, Go int32",
 		"struct ibv_thing member tail: type: C uint32, Go int32",
 	}, verify(tree(after)))
+}
+
+// TestVerifyTarget verifies arm64 layouts from any host: packages laid out
+// for both architectures match arm64's headers, and packages laid out for
+// amd64 only are named where glibc's mutex (40 bytes on amd64, 48 on arm64)
+// makes arm64 differ.
+func TestVerifyTarget(t *testing.T) {
+	ts, err := gen.ParseTargets("linux/amd64,linux/arm64")
+	require.NoError(t, err)
+	needCompilers(t, ts)
+	const header = "#include <pthread.h>\nstruct ibv_locked {\n\tint n;\n\tpthread_mutex_t mutex;\n\tint after;\n};\n"
+	dir := includeDir(t, map[string]string{"infiniband/verbs.h": header, "rdma/rdma_cma.h": "", "rdma/rdma_verbs.h": ""})
+	const importRoot = "example.com/generated"
+	verifyArm64 := func(targets []gen.Target) []string {
+		out := filepath.Join(t.TempDir(), "generated")
+		_, err := gen.Run(gen.Config{Headers: dir, Out: out, ImportRoot: importRoot, LayoutOnly: true, Version: "1.0", Command: "verbsgen (gen test)", Targets: targets})
+		require.NoError(t, err)
+		res, err := gen.Build(gen.Config{Headers: dir, ImportRoot: importRoot, LayoutOnly: true, Version: "1.0", Targets: ts[1:]})
+		require.NoError(t, err)
+		ms, err := gen.Verify(res.IR, gen.Packages(), out, importRoot, "arm64")
+		require.NoError(t, err)
+		var lines []string
+		for _, m := range ms {
+			lines = append(lines, m.String())
+		}
+		return lines
+	}
+	require.Empty(t, verifyArm64(ts), "packages laid out for both")
+	require.Equal(t, []string{
+		"pthread_mutex_t: size: C 48, Go 40",
+		"struct ibv_locked member after: offset: C 56, Go 48",
+		"struct ibv_locked: size: C 64, Go 56",
+	}, verifyArm64(ts[:1]), "packages laid out for amd64 only")
 }

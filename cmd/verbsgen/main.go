@@ -6,6 +6,7 @@
 //	verbsgen -headers headers/rdma-core-44.0 -out generated -layout tests/layout
 //	verbsgen -headers /usr/include -report
 //	verbsgen verify -headers /usr/include
+//	verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
 //
 // On any error it prints one line naming the file and line, exits with
 // status 1, and leaves the files of the output directories as they were:
@@ -115,11 +116,19 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	headers := fs.String("headers", "/usr/include", "include `directory` to verify against")
 	dir := fs.String("dir", "", "`directory` of the generated packages (default: where -import is, found with go list)")
 	importRoot := fs.String("import", "github.com/goverbs/goverbs/generated", "import `path` of -dir")
+	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) whose layouts to verify, each with the headers laid out by its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc) and the packages' files for it (default: the host's, with the host's C compiler)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
+	}
+	var ts []gen.Target
+	if *targets != "" {
+		var err error
+		if ts, err = gen.ParseTargets(*targets); err != nil {
+			return err
+		}
 	}
 	if *dir == "" {
 		// The output root is found through a package under it: a user's
@@ -135,24 +144,36 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		}
 		*dir = filepath.Dir(strings.TrimSpace(string(out)))
 	}
-	res, err := gen.Build(gen.Config{Headers: *headers, ImportRoot: *importRoot, LayoutOnly: true})
-	if err != nil {
-		return err
+	if ts == nil {
+		ts = []gen.Target{{}} // the host's
 	}
-	mismatches, err := gen.Verify(res.IR, gen.Packages(), *dir, *importRoot)
-	if err != nil {
-		return err
+	differ := false
+	for _, t := range ts {
+		cfg := gen.Config{Headers: *headers, ImportRoot: *importRoot, LayoutOnly: true}
+		prefix := ""
+		if t.GOARCH != "" {
+			cfg.Targets, prefix = []gen.Target{t}, t.Name()+": "
+		}
+		res, err := gen.Build(cfg)
+		if err != nil {
+			return err
+		}
+		mismatches, err := gen.Verify(res.IR, gen.Packages(), *dir, *importRoot, t.GOARCH)
+		if err != nil {
+			return err
+		}
+		for _, m := range mismatches {
+			fmt.Fprintln(stdout, prefix+m.String())
+		}
+		constants := len(res.IR.Macros)
+		for _, en := range res.IR.Enums {
+			constants += len(en.Enumerators)
+		}
+		fmt.Fprintf(stdout, "verify: %s%d structs and unions, %d enums and %d constants of %s checked against %s (rdma-core %s): %d differences\n",
+			prefix, len(res.IR.Records), len(res.IR.Enums), constants, *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
+		differ = differ || len(mismatches) > 0
 	}
-	for _, m := range mismatches {
-		fmt.Fprintln(stdout, m)
-	}
-	constants := len(res.IR.Macros)
-	for _, en := range res.IR.Enums {
-		constants += len(en.Enumerators)
-	}
-	fmt.Fprintf(stdout, "verify: %d structs and unions, %d enums and %d constants of %s checked against %s (rdma-core %s): %d differences\n",
-		len(res.IR.Records), len(res.IR.Enums), constants, *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
-	if len(mismatches) > 0 {
+	if differ {
 		return errMismatch
 	}
 	return nil

@@ -157,10 +157,10 @@ func TestMismatchedBuildFails(t *testing.T) {
 func TestVerify(t *testing.T) {
 	requireHeaders(t, headers44)
 	user := tempModule(t, "example.com/user")
-	verify := func(headers string) (string, error) {
+	verify := func(headers string, flags ...string) (string, error) {
 		abs, err := filepath.Abs(headers)
 		require.NoError(t, err)
-		return goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs)
+		return goIn(user, nil, append([]string{"run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs}, flags...)...)
 	}
 	out, err := verify(repo + "/headers/vendored/include")
 	t.Logf("verify against the vendored 65.0:\n%s", out)
@@ -181,6 +181,28 @@ func TestVerify(t *testing.T) {
 	} {
 		require.Contains(t, out, want)
 	}
+
+	// arm64's layouts, from this host, as a user's CI building for both
+	// would check them: the same differences, in arm64's sizes (its glibc
+	// mutex is 8 bytes longer, and ibv_qp_ex holds one).
+	if _, err := exec.LookPath("aarch64-linux-gnu-gcc"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("verify -targets linux/arm64 needs aarch64-linux-gnu-gcc, which make deps installs in CI: %v", err)
+		}
+		t.Skipf("verify -targets linux/arm64 needs aarch64-linux-gnu-gcc (make deps): %v", err)
+	}
+	out, err = verify(repo+"/headers/vendored/include", "-targets", "linux/amd64,linux/arm64")
+	t.Logf("verify both architectures against the vendored 65.0:\n%s", out)
+	require.NoError(t, err)
+	require.Contains(t, out, "verify: linux/amd64: 281 structs and unions")
+	require.Contains(t, out, "verify: linux/arm64: 281 structs and unions")
+	require.Equal(t, 2, strings.Count(out, ": 0 differences"))
+	out, err = verify(headers44, "-targets", "linux/arm64")
+	t.Logf("verify arm64 against 44.0:\n%s", out)
+	require.Error(t, err, "verify must exit non-zero on a difference")
+	require.Contains(t, out, "linux/arm64: struct ibv_qp_ex: size: C 360, Go 368")
+	require.Contains(t, out, "verify: linux/arm64: 271 structs and unions")
+	require.Contains(t, out, ": 45 differences")
 }
 
 // TestVerifyOwnPackages runs `verbsgen verify` on packages a user generated
