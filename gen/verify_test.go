@@ -45,17 +45,7 @@ struct ibv_thing {
 	_, err := gen.Run(gen.Config{Headers: tree(before), Out: out, ImportRoot: importRoot, LayoutOnly: true, Version: "1.0", Command: "verbsgen (gen test)"})
 	require.NoError(t, err)
 
-	verify := func(headers string) []string {
-		res, err := gen.Build(gen.Config{Headers: headers, ImportRoot: importRoot, LayoutOnly: true, Version: "1.1"})
-		require.NoError(t, err)
-		ms, err := gen.Verify(res.IR, gen.Packages(), out, importRoot, "")
-		require.NoError(t, err)
-		var lines []string
-		for _, m := range ms {
-			lines = append(lines, m.String())
-		}
-		return lines
-	}
+	verify := func(headers string) []string { return verifyLines(t, headers, nil, out, importRoot) }
 	require.Empty(t, verify(tree(before)), "the headers the packages were generated from")
 	require.Equal(t, []string{
 		"enum ibv_color enumerator IBV_BLUE: type: C int32, Go uint32",
@@ -90,15 +80,7 @@ func TestVerifyTarget(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "generated")
 		_, err := gen.Run(gen.Config{Headers: dir, Out: out, ImportRoot: importRoot, LayoutOnly: true, Version: "1.0", Command: "verbsgen (gen test)", Targets: targets})
 		require.NoError(t, err)
-		res, err := gen.Build(gen.Config{Headers: dir, ImportRoot: importRoot, LayoutOnly: true, Version: "1.0", Targets: ts[1:]})
-		require.NoError(t, err)
-		ms, err := gen.Verify(res.IR, gen.Packages(), out, importRoot, "arm64")
-		require.NoError(t, err)
-		var lines []string
-		for _, m := range ms {
-			lines = append(lines, m.String())
-		}
-		return lines
+		return verifyLines(t, dir, ts[1:], out, importRoot)
 	}
 	require.Empty(t, verifyArm64(ts), "packages laid out for both")
 	require.Equal(t, []string{
@@ -106,4 +88,23 @@ func TestVerifyTarget(t *testing.T) {
 		"struct ibv_locked member after: offset: C 56, Go 48",
 		"struct ibv_locked: size: C 64, Go 56",
 	}, verifyArm64(ts[:1]), "packages laid out for amd64 only")
+}
+
+// verifyLines verifies the packages in out (imported as importRoot) against
+// headers laid out for target (the host's if nil), as lines.
+func verifyLines(t *testing.T, headers string, target []gen.Target, out, importRoot string) []string {
+	t.Helper()
+	res, err := gen.Build(gen.Config{Headers: headers, ImportRoot: importRoot, LayoutOnly: true, Version: "1.1", Targets: target})
+	require.NoError(t, err)
+	goarch := ""
+	if len(target) > 0 {
+		goarch = target[0].GOARCH
+	}
+	ms, err := gen.Verify(res.IR, gen.Packages(), out, importRoot, goarch)
+	require.NoError(t, err)
+	var lines []string
+	for _, m := range ms {
+		lines = append(lines, m.String())
+	}
+	return lines
 }
