@@ -66,12 +66,14 @@ RXE_PAIR_ROOT ?=
 # Guest roots (rxevm -setup-root): bullseye (Debian 11, rdma-core 33.2),
 # trixie (13, 56.1), sid (unstable, 65.0 when first built; a cached root
 # stays as it was built), bookworm-arm64 (12 for arm64, 44.0, with its own
-# kernel), nordma (12 without rdma-core).
-RXE_ROOTS ?= bullseye trixie sid bookworm-arm64 nordma
+# kernel, 6.1), trixie-arm64 (13 for arm64, 56.1, with its own kernel,
+# 6.12), nordma (12 without rdma-core).
+RXE_ROOTS ?= bullseye trixie sid bookworm-arm64 trixie-arm64 nordma
 # Releases rxe-matrix runs tests/rxe on; bookworm is the host's own /
-# (rdma-core 44.0), bookworm-arm64 the same release for arm64: its binaries
-# are cross-built and boot on qemu-system-aarch64 (tests/rxe-matrix.sh).
-RXE_MATRIX_RELEASES ?= bullseye bookworm trixie sid bookworm-arm64
+# (rdma-core 44.0), bookworm-arm64 and trixie-arm64 Debian 12 and 13 for
+# arm64: their binaries are cross-built and boot on qemu-system-aarch64
+# (tests/rxe-matrix.sh).
+RXE_MATRIX_RELEASES ?= bullseye bookworm trixie sid bookworm-arm64 trixie-arm64
 RXE_MATRIX_PKGS ?= ./tests/rxe/...
 # Releases whose binaries are built inside their root, with its gcc and C
 # library: a binary linked on Debian 12 needs glibc 2.34, which Debian 11

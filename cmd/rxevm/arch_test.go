@@ -166,20 +166,31 @@ printf 'rxevm-ready-%s\r\nin the guest\r\nrxevm-exit-%s=0\r\n' "$n" "$n"
 	}
 }
 
-func TestArm64Recipe(t *testing.T) {
-	r, err := findRootRecipe("bookworm-arm64")
+// TestArm64Recipes: each arm64 root is only unpacked, from its suite, with
+// what an arm64 guest boots on and the hooks that make it bootable.
+func TestArm64Recipes(t *testing.T) {
+	for _, tc := range []struct{ name, suite, librdmacm string }{
+		{"bookworm-arm64", "bookworm", "librdmacm1"},
+		{"trixie-arm64", "trixie", "librdmacm1t64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkArm64Recipe(t, tc.name, tc.suite, tc.librdmacm) })
+	}
+}
+
+func checkArm64Recipe(t *testing.T, name, suite, librdmacm string) {
+	r, err := findRootRecipe(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := r.mmdebstrapArgs("/d", "http://archive.example/debian")
 	// Only unpacked: the host runs no arm64 maintainer script.
 	if !slices.Equal(args[:2], []string{"--variant=extract", "--arch=arm64"}) ||
-		!slices.Equal(args[len(args)-3:], []string{"bookworm", "/d", "http://archive.example/debian"}) {
+		!slices.Equal(args[len(args)-3:], []string{suite, "/d", "http://archive.example/debian"}) {
 		t.Errorf("mmdebstrap args %q", args)
 	}
-	for _, p := range []string{"linux-image-arm64", "busybox-static", "libibverbs1", "ibverbs-providers", "librdmacm1", "dash"} {
+	for _, p := range []string{"linux-image-arm64", "busybox-static", "libibverbs1", "ibverbs-providers", librdmacm, "dash"} {
 		if !slices.Contains(r.packages, p) {
-			t.Errorf("bookworm-arm64 lacks %s", p)
+			t.Errorf("%s lacks %s", name, p)
 		}
 	}
 	// The hooks run in an extract root, and make what foreignMachine and

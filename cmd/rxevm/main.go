@@ -33,7 +33,8 @@
 // once (mmdebstrap, from the Debian archive of the machine's apt sources)
 // into -cache/roots/NAME, whose path it prints; NAME is bullseye (rdma-core
 // 33.2), trixie (56.1), sid (unstable), bookworm-arm64 (Debian 12 for
-// arm64, 44.0) or nordma (Debian 12 without rdma-core). A second run finds
+// arm64, 44.0), trixie-arm64 (Debian 13 for arm64, 56.1) or nordma
+// (Debian 12 without rdma-core). A second run finds
 // the root's stamp and does nothing.
 //
 // The guest's architecture is its root's, read from the root's

@@ -79,16 +79,18 @@ var rootRecipes = []rootRecipe{
 		// from its changelog (an unpacked root has no dpkg database).
 		packages: append(slices.Clone(rdmaUserspace), "librdmacm1", "linux-image-arm64", "busybox-static",
 			"dash", "coreutils", "gzip", "sed"),
-		// Merged /usr, as every Debian 12 system has it (debootstrap and
-		// the installer make /bin, /sbin and /lib links into /usr):
-		// programs and tests may name /usr/sbin/ip.
-		setupHooks: []string{`for d in bin sbin lib; do mkdir -p "$1/usr/$d" && ln -s "usr/$d" "$1/$d" || exit 1; done`},
-		hooks: []string{
-			`mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`,
-			// modules.dep, which rxevm reads for the modules' load order;
-			// the kernel's postinst would have made it.
-			`depmod -b "$1" "$(ls "$1/lib/modules")"`,
-		},
+		setupHooks: arm64SetupHooks,
+		hooks:      arm64Hooks,
+	},
+	{
+		name: "trixie-arm64", suite: "trixie", arch: "arm64",
+		about: "Debian 13 for arm64, rdma-core 56.1, with its own kernel (linux-image-arm64, 6.12) and busybox for the guest's initramfs",
+		// As bookworm-arm64, on Debian 13: its rdma-core and kernel, whose
+		// rxe is 6.12's where every other guest's is 6.1's.
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "linux-image-arm64", "busybox-static",
+			"dash", "coreutils", "gzip", "sed"),
+		setupHooks: arm64SetupHooks,
+		hooks:      arm64Hooks,
 	},
 	{
 		name: "nordma", suite: "bookworm",
@@ -96,6 +98,20 @@ var rootRecipes = []rootRecipe{
 		packages: []string{"gcc", "libc6-dev", "iproute2"},
 	},
 }
+
+// arm64SetupHooks and arm64Hooks make an unpacked arm64 root bootable.
+var (
+	// Merged /usr, as every Debian 12 and 13 system has it (debootstrap
+	// and the installer make /bin, /sbin and /lib links into /usr):
+	// programs and tests may name /usr/sbin/ip.
+	arm64SetupHooks = []string{`for d in bin sbin lib; do mkdir -p "$1/usr/$d" && ln -s "usr/$d" "$1/$d" || exit 1; done`}
+	arm64Hooks      = []string{
+		`mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`,
+		// modules.dep, which rxevm reads for the modules' load order;
+		// the kernel's postinst would have made it.
+		`depmod -b "$1" "$(ls "$1/lib/modules")"`,
+	}
+)
 
 // findRootRecipe returns the recipe called name.
 func findRootRecipe(name string) (rootRecipe, error) {
