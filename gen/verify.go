@@ -253,17 +253,12 @@ func accessorElem(t types.Type, pkg *types.Package, name string) types.Type {
 	return nil
 }
 
-// verifyConst compares C constant name (of decl), of type cType and value
-// c, with obj, its Go constant (nil if there is none).
-func verifyConst(decl, name, cType string, c constant.Value, obj types.Object) []Mismatch {
-	if name == "" {
-		decl, name = "", decl
-	}
+// verifyConst compares C constant decl (an enum's enumerator member, or a
+// macro with member empty), of type cType and value c, with obj, its Go
+// constant (nil if there is none).
+func verifyConst(decl, member, cType string, c constant.Value, obj types.Object) []Mismatch {
 	at := func(what, c, g string) Mismatch {
-		if decl == "" {
-			return Mismatch{Decl: name, What: what, C: c, Go: g}
-		}
-		return Mismatch{Decl: decl, Member: name, What: what, C: c, Go: g}
+		return Mismatch{Decl: decl, Member: member, What: what, C: c, Go: g}
 	}
 	k, ok := obj.(*types.Const)
 	if !ok {
