@@ -70,28 +70,12 @@ var rootRecipes = []rootRecipe{
 		// a clock that runs behind the archive; its signature is still checked.
 		aptOpts: []string{`Acquire::Check-Valid-Until "false"`},
 	},
-	{
-		name: "bookworm-arm64", suite: "bookworm", arch: "arm64",
-		about: "Debian 12 for arm64, rdma-core 44.0, with its own kernel (linux-image-arm64) and busybox for the guest's initramfs",
-		// An arm64 guest boots the root's own kernel, under
-		// qemu-system-aarch64; busybox-static is the initramfs's shell,
-		// dash has the root's /bin/sh, gzip and sed read libibverbs1's version
-		// from its changelog (an unpacked root has no dpkg database).
-		packages: append(slices.Clone(rdmaUserspace), "librdmacm1", "linux-image-arm64", "busybox-static",
-			"dash", "coreutils", "gzip", "sed"),
-		setupHooks: arm64SetupHooks,
-		hooks:      arm64Hooks,
-	},
-	{
-		name: "trixie-arm64", suite: "trixie", arch: "arm64",
-		about: "Debian 13 for arm64, rdma-core 56.1, with its own kernel (linux-image-arm64, 6.12) and busybox for the guest's initramfs",
-		// As bookworm-arm64, on Debian 13: its rdma-core and kernel, whose
-		// rxe is 6.12's where every other guest's is 6.1's.
-		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "linux-image-arm64", "busybox-static",
-			"dash", "coreutils", "gzip", "sed"),
-		setupHooks: arm64SetupHooks,
-		hooks:      arm64Hooks,
-	},
+	arm64Recipe("bookworm-arm64", "bookworm", "librdmacm1",
+		"Debian 12 for arm64, rdma-core 44.0, with its own kernel (linux-image-arm64) and busybox for the guest's initramfs"),
+	// Debian 13's rdma-core and kernel, whose rxe is 6.12's where every
+	// other guest's is 6.1's.
+	arm64Recipe("trixie-arm64", "trixie", "librdmacm1t64",
+		"Debian 13 for arm64, rdma-core 56.1, with its own kernel (linux-image-arm64, 6.12) and busybox for the guest's initramfs"),
 	{
 		name: "nordma", suite: "bookworm",
 		about:    "Debian 12 with no rdma-core package at all; gcc and libc6-dev to build in it",
@@ -99,19 +83,28 @@ var rootRecipes = []rootRecipe{
 	},
 }
 
-// arm64SetupHooks and arm64Hooks make an unpacked arm64 root bootable.
-var (
-	// Merged /usr, as every Debian 12 and 13 system has it (debootstrap
-	// and the installer make /bin, /sbin and /lib links into /usr):
-	// programs and tests may name /usr/sbin/ip.
-	arm64SetupHooks = []string{`for d in bin sbin lib; do mkdir -p "$1/usr/$d" && ln -s "usr/$d" "$1/$d" || exit 1; done`}
-	arm64Hooks      = []string{
-		`mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`,
-		// modules.dep, which rxevm reads for the modules' load order;
-		// the kernel's postinst would have made it.
-		`depmod -b "$1" "$(ls "$1/lib/modules")"`,
+// arm64Recipe is the recipe of an arm64 root of Debian suite, whose librdmacm
+// package is librdmacm. An arm64 guest boots the root's own kernel, under
+// qemu-system-aarch64; busybox-static is the initramfs's shell, dash has
+// the root's /bin/sh, gzip and sed read libibverbs1's version from its
+// changelog (an unpacked root has no dpkg database).
+func arm64Recipe(name, suite, librdmacm, about string) rootRecipe {
+	return rootRecipe{
+		name: name, suite: suite, arch: "arm64", about: about,
+		packages: append(slices.Clone(rdmaUserspace), librdmacm, "linux-image-arm64", "busybox-static",
+			"dash", "coreutils", "gzip", "sed"),
+		// Merged /usr, as every Debian 12 and 13 system has it
+		// (debootstrap and the installer make /bin, /sbin and /lib links
+		// into /usr): programs and tests may name /usr/sbin/ip.
+		setupHooks: []string{`for d in bin sbin lib; do mkdir -p "$1/usr/$d" && ln -s "usr/$d" "$1/$d" || exit 1; done`},
+		hooks: []string{
+			`mkdir -p "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/tmp"`,
+			// modules.dep, which rxevm reads for the modules' load order;
+			// the kernel's postinst would have made it.
+			`depmod -b "$1" "$(ls "$1/lib/modules")"`,
+		},
 	}
-)
+}
 
 // findRootRecipe returns the recipe called name.
 func findRootRecipe(name string) (rootRecipe, error) {
