@@ -465,6 +465,7 @@ func TestFlagMistakes(t *testing.T) {
 		want string
 	}{
 		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "extra"}, "unexpected arguments: extra"},
+		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "-targets", "linux/riscv64"}, `unknown target "linux/riscv64" (known: linux/amd64, linux/arm64)`},
 		{[]string{"-headers", headers, "-layout-only", "-since", headers}, "-since dates stubs, which -layout-only does not emit"},
 		{[]string{"-headers", headers, "-layout-import", "example.com/layout"}, "-layout-import needs -layout"},
 	} {
