@@ -2,11 +2,12 @@
 # tests/rxe-matrix.sh: make rxe-matrix (mk/rxe.mk sets the variables below).
 # Runs the tests/rxe binaries in the soft-RoCE VM once per Debian release,
 # each boot on that release's root (rxevm -root), so against its rdma-core
-# userspace: libibverbs, librdmacm, the rxe provider and the C tools. The
-# kernel is Debian 12's in every boot. A release named NAME-arm64 is an
-# arm64 root (rxevm -setup-root bookworm-arm64): its binaries are
-# cross-built for linux/arm64 with ARM64_CC, and rxevm boots it on
-# qemu-system-aarch64 with the root's own kernel. Prints one line per
+# userspace: libibverbs, librdmacm, the rxe provider and the C tools. An
+# amd64 boot runs Debian 12's kernel. A release named NAME-arm64 is an
+# arm64 root (rxevm -setup-root bookworm-arm64 or trixie-arm64): its
+# binaries are cross-built for linux/arm64 with ARM64_CC, and rxevm boots
+# it on qemu-system-aarch64 with the root's own kernel (6.1 and 6.12
+# there). Prints one line per
 # release, again all together at the end:
 #
 #   rxe-matrix: rdma-core 56.1 (trixie): 64 tests ran (64 passed, 0 failed, 0 skipped); VM wall time 47.1s
