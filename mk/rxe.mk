@@ -64,7 +64,7 @@ RXE_PAIR_LAST ?= TestFaultPeerDies
 RXE_PAIR_ROOT ?=
 
 # Guest roots (rxevm -setup-root): bullseye (Debian 11, rdma-core 33.2),
-# trixie (13, 56.1), sid (unstable, 65.0 when first built; a cached root
+# trixie (13, 56.1, with its own kernel, 6.12), sid (unstable, 65.0 when first built; a cached root
 # stays as it was built), bookworm-arm64 (12 for arm64, 44.0, with its own
 # kernel, 6.1), trixie-arm64 (13 for arm64, 56.1, with its own kernel,
 # 6.12), nordma (12 without rdma-core).

@@ -3,14 +3,15 @@
 # Runs the tests/rxe binaries in the soft-RoCE VM once per Debian release,
 # each boot on that release's root (rxevm -root), so against its rdma-core
 # userspace: libibverbs, librdmacm, the rxe provider and the C tools. An
-# amd64 boot runs Debian 12's kernel. A release named NAME-arm64 is an
+# amd64 boot runs Debian 12's kernel (rxevm's pinned 6.1), but on trixie's
+# root, which brings Debian 13's (6.12). A release named NAME-arm64 is an
 # arm64 root (rxevm -setup-root bookworm-arm64 or trixie-arm64): its
 # binaries are cross-built for linux/arm64 with ARM64_CC, and rxevm boots
 # it on qemu-system-aarch64 with the root's own kernel (6.1 and 6.12
-# there). Prints one line per
-# release, again all together at the end:
+# there). Prints one line per release, with the kernel the guest booted,
+# again all together at the end:
 #
-#   rxe-matrix: rdma-core 56.1 (trixie): 64 tests ran (64 passed, 0 failed, 0 skipped); VM wall time 47.1s
+#   rxe-matrix: rdma-core 56.1 (trixie, kernel 6.12.117+deb13-amd64): 160 tests ran (160 passed, 0 failed, 0 skipped); VM wall time 71.6s
 #
 # and fails if any release fails: a binary failed or did not build, no test
 # ran, or one skipped (inside the VM nothing may skip).
@@ -54,7 +55,8 @@ trap 'rm -rf "$dir"' EXIT
 # ROOT, into $dir/KEY with the script that runs them in the guest; once per
 # KEY. KEY arm64 cross-builds them on the host. The script prints the root's
 # libibverbs1 version first: dpkg's, or, in a root that was only unpacked
-# and has no dpkg database, the head of the package's changelog.
+# and has no dpkg database, the head of the package's changelog; then the
+# release of the kernel the guest booted, whose rxe the tests meet.
 build() {
 	local key=$1 root=$2 out=$dir/$1 pkg pkgdir bin
 	[ -f "$out/run.sh" ] && return 0
@@ -62,7 +64,8 @@ build() {
 	# shellcheck disable=SC2016 # expanded in the guest
 	printf '%s\n' 'v=$(dpkg-query -W -f="\${Version}" libibverbs1 2>/dev/null)' \
 		'[ -n "$v" ] || v=$(zcat /usr/share/doc/libibverbs1/changelog.Debian.gz 2>/dev/null | sed -n "1s/^[^(]*(\([^)]*\)).*/\1/p")' \
-		'printf "rxe-matrix-libibverbs1: %s\n" "$v"' 'st=0' >"$out/run.tmp"
+		'printf "rxe-matrix-libibverbs1: %s\n" "$v"' \
+		'printf "rxe-matrix-kernel: %s\n" "$(uname -r)"' 'st=0' >"$out/run.tmp"
 	while read -r pkg pkgdir; do
 		bin=$out/$(echo "$pkg" | tr / _).test
 		if [ -n "$root" ]; then
@@ -118,13 +121,17 @@ for rel in $releases; do
 		version=${version%-*} # Debian's revision
 		version=${version:-none}
 	fi
+	kernel=?
+	if marker=$(grep -m 1 '^rxe-matrix-kernel:' "$log"); then
+		kernel=${marker#rxe-matrix-kernel: }
+	fi
 	ran=$(grep -c '^=== RUN' "$log" || true)
 	passed=$(grep -c '^ *--- PASS' "$log" || true)
 	failed=$(grep -c '^ *--- FAIL' "$log" || true)
 	skipped=$(grep -c '^ *--- SKIP' "$log" || true)
 	ms=$(((end - start) / 1000000))
-	line=$(printf 'rxe-matrix: rdma-core %s (%s): %d tests ran (%d passed, %d failed, %d skipped); VM wall time %d.%ds' \
-		"$version" "$rel" "$ran" "$passed" "$failed" "$skipped" $((ms / 1000)) $((ms % 1000 / 100)))
+	line=$(printf 'rxe-matrix: rdma-core %s (%s, kernel %s): %d tests ran (%d passed, %d failed, %d skipped); VM wall time %d.%ds' \
+		"$version" "$rel" "$kernel" "$ran" "$passed" "$failed" "$skipped" $((ms / 1000)) $((ms % 1000 / 100)))
 	if [ "$rc" -ne 0 ]; then
 		line="$line; FAILED (exit status $rc)"
 	elif [ "$ran" -eq 0 ]; then

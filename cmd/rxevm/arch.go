@@ -63,12 +63,12 @@ type machine struct {
 	busybox string
 }
 
-// foreignMachine is the machine for a root of another architecture than
-// the pinned kernel's: the root must bring its own kernel (boot/vmlinuz-V
-// and lib/modules/V with modules.dep, one version) and a static busybox,
-// as the bookworm-arm64 recipe's does.
-func foreignMachine(root string, arch guestArch) (machine, error) {
-	hint := fmt.Sprintf("(guest root %s is %s: it needs its own kernel and busybox-static, as rxevm -setup-root bookworm-arm64 builds)", root, arch.name)
+// ownKernelMachine is the machine for a root that boots its own kernel
+// (bootsOwnKernel): the root must bring that kernel (boot/vmlinuz-V and
+// lib/modules/V with modules.dep, one version) and a static busybox, as
+// the recipes of bookworm-arm64, trixie-arm64 and trixie do.
+func ownKernelMachine(root string, arch guestArch) (machine, error) {
+	hint := fmt.Sprintf("(guest root %s is %s and boots its own kernel: it needs that kernel and busybox-static, as rxevm -setup-root bookworm-arm64 builds)", root, arch.name)
 	k, err := kernelIn(root)
 	if err != nil {
 		return machine{}, fmt.Errorf("%w %s", err, hint)
@@ -78,4 +78,23 @@ func foreignMachine(root string, arch guestArch) (machine, error) {
 		return machine{}, fmt.Errorf("%w %s", err, hint)
 	}
 	return machine{arch: arch, kernel: k, busybox: busybox}, nil
+}
+
+// bootsOwnKernel reports whether a guest on root boots the root's own
+// kernel rather than the pinned one: every root of another architecture
+// than the pinned kernel's, and an amd64 root that carries a kernel
+// (boot/vmlinuz-V and lib/modules/V, as the trixie recipe installs
+// Debian 13's), so that its rdma-core meets the rxe of its release. The
+// host's own / never does: a kernel installed on the host is the host's
+// business, and the default guest boots the pinned one whatever the host
+// runs.
+func bootsOwnKernel(root string, arch guestArch) bool {
+	if arch.name != amd64.name {
+		return true
+	}
+	if filepath.Clean(root) == "/" {
+		return false
+	}
+	_, err := kernelIn(root)
+	return err == nil
 }

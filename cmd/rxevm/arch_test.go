@@ -55,27 +55,59 @@ func TestRootArch(t *testing.T) {
 	}
 }
 
-// arm64Root writes a root as the bookworm-arm64 recipe leaves it, as far as
-// rxevm looks: arm64 programs, a kernel with modules.dep, a static busybox.
-func arm64Root(t *testing.T) string {
+// kernelRoot writes a root that brings its own kernel, as the recipes of
+// bookworm-arm64 and trixie leave it, as far as rxevm looks: programs for
+// machine m, kernel version v with modules.dep, a static busybox.
+func kernelRoot(t *testing.T, m elf.Machine, v string) string {
 	root := fakeRoot(t, true)
-	arm := string(elfHeader(elf.EM_AARCH64))
+	prog := string(elfHeader(m))
 	writeFiles(t, root, map[string]string{
-		"usr/bin/env":                            arm,
-		"bin/busybox":                            arm,
-		"boot/vmlinuz-6.1.0-50-arm64":            "kernel",
-		"lib/modules/6.1.0-50-arm64/modules.dep": "kernel/crypto/crc32_generic.ko:\n",
+		"usr/bin/env":                       prog,
+		"bin/busybox":                       prog,
+		"boot/vmlinuz-" + v:                 "kernel",
+		"lib/modules/" + v + "/modules.dep": "kernel/crypto/crc32_generic.ko:\n",
 	})
 	return root
 }
 
-func TestForeignMachine(t *testing.T) {
+// arm64Root writes a root as the bookworm-arm64 recipe leaves it.
+func arm64Root(t *testing.T) string { return kernelRoot(t, elf.EM_AARCH64, "6.1.0-50-arm64") }
+
+// An arm64 root always boots its own kernel; an amd64 one when it has one,
+// as trixie's has, and the host's / never.
+func TestBootsOwnKernel(t *testing.T) {
+	bare := arm64Root(t)
+	os.RemoveAll(filepath.Join(bare, "boot"))
+	amd64Bare := kernelRoot(t, elf.EM_X86_64, "6.12.117+deb13-amd64")
+	os.RemoveAll(filepath.Join(amd64Bare, "boot"))
+	for _, c := range []struct {
+		what, root string
+		want       bool
+	}{
+		{"an arm64 root", arm64Root(t), true},
+		{"an arm64 root without a kernel (refused later, by name)", bare, true},
+		{"an amd64 root with a kernel", kernelRoot(t, elf.EM_X86_64, "6.12.117+deb13-amd64"), true},
+		{"an amd64 root with modules but no kernel image", amd64Bare, false},
+		{"an amd64 root without a kernel", fakeRoot(t, true), false},
+		{"the host's /", "/", false},
+	} {
+		arch := amd64
+		if a, err := rootArch(c.root); err == nil {
+			arch = a
+		}
+		if got := bootsOwnKernel(c.root, arch); got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, got, c.want)
+		}
+	}
+}
+
+func TestOwnKernelMachine(t *testing.T) {
 	root := arm64Root(t)
 	arm64, err := rootArch(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := foreignMachine(root, arm64)
+	m, err := ownKernelMachine(root, arm64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +136,7 @@ func TestForeignMachine(t *testing.T) {
 			}
 			writeFiles(t, root, map[string]string{c.write: string(dynamic)})
 		}
-		if _, err := foreignMachine(root, arm64); err == nil || !strings.Contains(err.Error(), "rxevm -setup-root bookworm-arm64") ||
+		if _, err := ownKernelMachine(root, arm64); err == nil || !strings.Contains(err.Error(), "rxevm -setup-root bookworm-arm64") ||
 			!strings.Contains(err.Error(), "is arm64") {
 			t.Errorf("%s: %v; want an error naming the root's architecture and the recipe", c.what, err)
 		}
@@ -130,7 +162,7 @@ printf 'rxevm-ready-%s\r\nin the guest\r\nrxevm-exit-%s=0\r\n' "$n" "$n"
 	t.Setenv("PATH", filepath.Join(dir, "bin")+":"+os.Getenv("PATH"))
 	root := arm64Root(t)
 	arm64, _ := rootArch(root)
-	m, err := foreignMachine(root, arm64)
+	m, err := ownKernelMachine(root, arm64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +225,7 @@ func checkArm64Recipe(t *testing.T, name, suite, librdmacm string) {
 			t.Errorf("%s lacks %s", name, p)
 		}
 	}
-	// The hooks run in an extract root, and make what foreignMachine and
+	// The hooks run in an extract root, and make what ownKernelMachine and
 	// prepareRoot look for.
 	joined := strings.Join(args, " ")
 	if strings.Contains(joined, "--customize-hook") || !strings.Contains(joined, `--extract-hook=depmod -b "$1"`) ||
@@ -248,10 +280,12 @@ func TestInstalledVersionUnpacked(t *testing.T) {
 	}
 }
 
-// run on an arm64 root: the root's kernel, named; -setup-only stops there;
-// -kernel-pkg is refused; a root without a kernel says what it lacks
-// before anything is installed; a missing root is named as before.
-func TestRunForeignRoot(t *testing.T) {
+// run on an arm64 root, and on an amd64 root with its own kernel: the
+// root's kernel, named, under the architecture's qemu; -setup-only stops
+// there; -kernel-pkg is refused; an arm64 root without a kernel says what
+// it lacks before anything is installed; a missing root is named as
+// before.
+func TestRunOwnKernelRoot(t *testing.T) {
 	dir := t.TempDir()
 	asked := filepath.Join(dir, "asked")
 	// dpkg-query's stand-in: every package installed, and a note that it
@@ -287,6 +321,21 @@ for a; do case $a in -*) ;; *) printf '%s\tii \n' "$a";; esac; done
 	if code, _, err := runWith("-kernel-pkg", "linux-image-6.1.0-57-amd64", "-root", root, "--", "true"); code != 2 ||
 		err == nil || !strings.Contains(err.Error(), "boots its own kernel") {
 		t.Errorf("-kernel-pkg with an arm64 root: %d, %v", code, err)
+	}
+
+	os.Remove(asked)
+	amd64Root := kernelRoot(t, elf.EM_X86_64, "6.12.117+deb13-amd64")
+	code, log, err = runWith("-setup-only", "-root", amd64Root)
+	if code != 0 || err != nil || !strings.Contains(log, "amd64 guest: the root's kernel 6.12.117+deb13-amd64") ||
+		!strings.Contains(log, "ready: kernel "+amd64Root+"/boot/vmlinuz-6.12.117+deb13-amd64") {
+		t.Errorf("-setup-only on an amd64 root with its own kernel: %d, %v\n%s", code, err, log)
+	}
+	if b, _ := os.ReadFile(asked); !strings.Contains(string(b), "qemu-system-x86") {
+		t.Errorf("qemu-system-x86 was not checked for: dpkg-query asked %q", b)
+	}
+	if code, _, err := runWith("-kernel-pkg", "linux-image-6.1.0-57-amd64", "-root", amd64Root, "--", "true"); code != 2 ||
+		err == nil || !strings.Contains(err.Error(), "is amd64 and boots its own kernel") {
+		t.Errorf("-kernel-pkg with an amd64 root with its own kernel: %d, %v", code, err)
 	}
 
 	os.Remove(asked)

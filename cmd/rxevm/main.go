@@ -22,7 +22,8 @@
 //
 // With -root DIR the guest chroots into DIR instead of the host's /: another
 // Debian release's root, with its own rdma-core userspace (the kernel stays
-// Debian 12's). Only DIR and the working directory are in the guest, so the
+// the pinned Debian 12 one, unless the root brings its own, as trixie's
+// does: see bootsOwnKernel). Only DIR and the working directory are in the guest, so the
 // command and its files must be in one of them: build test binaries under
 // the working directory. rxevm makes the working directory's path inside
 // DIR, and runs DIR's own ip and rdma (/bin/ip on Debian 11). The roots the
@@ -32,7 +33,7 @@
 //
 // once (mmdebstrap, from the Debian archive of the machine's apt sources)
 // into -cache/roots/NAME, whose path it prints; NAME is bullseye (rdma-core
-// 33.2), trixie (56.1), sid (unstable), bookworm-arm64 (Debian 12 for
+// 33.2), trixie (56.1, with Debian 13's kernel), sid (unstable), bookworm-arm64 (Debian 12 for
 // arm64, 44.0), trixie-arm64 (Debian 13 for arm64, 56.1) or nordma
 // (Debian 12 without rdma-core). A second run finds
 // the root's stamp and does nothing.
@@ -232,8 +233,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if err != nil {
 		return exitFailure, err
 	}
-	if arch.name != amd64.name {
-		return runForeign(ctx, h, arch, o, stdout)
+	if bootsOwnKernel(o.root, arch) {
+		return runOwnKernel(ctx, h, arch, o, stdout)
 	}
 	if err := h.ensurePackages(ctx, hostPackages); err != nil {
 		return exitFailure, err
@@ -254,14 +255,15 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	return boot(ctx, h, machine{arch: amd64, kernel: k, busybox: "/bin/busybox"}, o, stdout)
 }
 
-// runForeign is run for a root of another architecture than the pinned
-// kernel's: it boots the root's own kernel, which it names, as the root's
-// recipe fixed it when the root was built (see bookworm-arm64's).
-func runForeign(ctx context.Context, h *host, arch guestArch, o options, stdout io.Writer) (int, error) {
+// runOwnKernel is run for a root that boots its own kernel
+// (bootsOwnKernel): it boots that kernel, which it names, as the root's
+// recipe fixed it when the root was built (see bookworm-arm64's and
+// trixie's).
+func runOwnKernel(ctx context.Context, h *host, arch guestArch, o options, stdout io.Writer) (int, error) {
 	if o.kernelPkg != pinnedKernel {
 		return 2, fmt.Errorf("-kernel-pkg %s: guest root %s is %s and boots its own kernel", o.kernelPkg, o.root, arch.name)
 	}
-	m, err := foreignMachine(o.root, arch)
+	m, err := ownKernelMachine(o.root, arch)
 	if err != nil {
 		return exitFailure, err
 	}

@@ -55,8 +55,11 @@ var rootRecipes = []rootRecipe{
 	},
 	{
 		name: "trixie", suite: "trixie",
-		about:    "Debian 13, rdma-core 56.1",
-		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64"),
+		about: "Debian 13, rdma-core 56.1, with its own kernel (linux-image-amd64, 6.12) and busybox for the guest's initramfs",
+		// The guest boots Debian 13's kernel (bootsOwnKernel), so that 56.1
+		// meets the rxe and uverbs a Debian 13 user has: every other amd64
+		// guest boots the pinned 6.1.
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "linux-image-amd64", "busybox-static"),
 	},
 	{
 		name: "sid", suite: "sid",
@@ -72,8 +75,7 @@ var rootRecipes = []rootRecipe{
 	},
 	arm64Recipe("bookworm-arm64", "bookworm", "librdmacm1",
 		"Debian 12 for arm64, rdma-core 44.0, with its own kernel (linux-image-arm64) and busybox for the guest's initramfs"),
-	// Debian 13's rdma-core and kernel, whose rxe is 6.12's where every
-	// other guest's is 6.1's.
+	// Debian 13's rdma-core and kernel, as trixie's on amd64.
 	arm64Recipe("trixie-arm64", "trixie", "librdmacm1t64",
 		"Debian 13 for arm64, rdma-core 56.1, with its own kernel (linux-image-arm64, 6.12) and busybox for the guest's initramfs"),
 	{

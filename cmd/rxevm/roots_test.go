@@ -17,7 +17,10 @@ func TestRootRecipes(t *testing.T) {
 		want        []string
 	}{
 		{"bullseye", "bullseye", []string{"libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2", "libc6-dev", "gcc"}},
-		{"trixie", "trixie", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2"}},
+		// Debian 13's kernel, which the guest boots, and the busybox that
+		// boots it.
+		{"trixie", "trixie", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2",
+			"linux-image-amd64", "busybox-static"}},
 		{"sid", "sid", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2", "libc6-dev", "gcc"}},
 		{"nordma", "bookworm", []string{"gcc", "libc6-dev", "iproute2"}},
 	} {
