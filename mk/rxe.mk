@@ -64,10 +64,11 @@ RXE_PAIR_LAST ?= TestFaultPeerDies
 RXE_PAIR_ROOT ?=
 
 # Guest roots (rxevm -setup-root): bullseye (Debian 11, rdma-core 33.2),
-# trixie (13, 56.1, with its own kernel, 6.12), sid (unstable, 65.0 when first built; a cached root
-# stays as it was built), bookworm-arm64 (12 for arm64, 44.0, with its own
-# kernel, 6.1), trixie-arm64 (13 for arm64, 56.1, with its own kernel,
-# 6.12), nordma (12 without rdma-core).
+# trixie (13, 56.1, with its own kernel, 6.12), sid (unstable, 65.0 and
+# kernel 7.2 when first built; a cached root stays as it was built),
+# bookworm-arm64 (12 for arm64, 44.0, with its own kernel, 6.1),
+# trixie-arm64 (13 for arm64, 56.1, with its own kernel, 6.12), nordma (12
+# without rdma-core).
 RXE_ROOTS ?= bullseye trixie sid bookworm-arm64 trixie-arm64 nordma
 # Releases rxe-matrix runs tests/rxe on; bookworm is the host's own /
 # (rdma-core 44.0), bookworm-arm64 and trixie-arm64 Debian 12 and 13 for

@@ -3,8 +3,9 @@
 # Runs the tests/rxe binaries in the soft-RoCE VM once per Debian release,
 # each boot on that release's root (rxevm -root), so against its rdma-core
 # userspace: libibverbs, librdmacm, the rxe provider and the C tools. An
-# amd64 boot runs Debian 12's kernel (rxevm's pinned 6.1), but on trixie's
-# root, which brings Debian 13's (6.12). A release named NAME-arm64 is an
+# amd64 boot runs Debian 12's kernel (rxevm's pinned 6.1), but on a root
+# that brings its own: trixie's (Debian 13's 6.12) and sid's (unstable's,
+# 7.2 when measured). A release named NAME-arm64 is an
 # arm64 root (rxevm -setup-root bookworm-arm64 or trixie-arm64): its
 # binaries are cross-built for linux/arm64 with ARM64_CC, and rxevm boots
 # it on qemu-system-aarch64 with the root's own kernel (6.1 and 6.12

@@ -33,10 +33,10 @@
 //
 // once (mmdebstrap, from the Debian archive of the machine's apt sources)
 // into -cache/roots/NAME, whose path it prints; NAME is bullseye (rdma-core
-// 33.2), trixie (56.1, with Debian 13's kernel), sid (unstable), bookworm-arm64 (Debian 12 for
-// arm64, 44.0), trixie-arm64 (Debian 13 for arm64, 56.1) or nordma
-// (Debian 12 without rdma-core). A second run finds
-// the root's stamp and does nothing.
+// 33.2), trixie (56.1, with Debian 13's kernel), sid (unstable, with its
+// kernel), bookworm-arm64 (Debian 12 for arm64, 44.0), trixie-arm64
+// (Debian 13 for arm64, 56.1) or nordma (Debian 12 without rdma-core). A
+// second run finds the root's stamp and does nothing.
 //
 // The guest's architecture is its root's, read from the root's
 // /usr/bin/env. A root of arm64 programs, as bookworm-arm64's, boots under
@@ -359,7 +359,7 @@ func moduleFiles(k kernel) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := deps.loadOrder(guestModules)
+	files, err := deps.loadOrder(deps.guestModuleNames())
 	if err != nil {
 		return nil, err
 	}

@@ -11,13 +11,10 @@ import (
 )
 
 // guestModules are the kernel modules the guest loads, by name; their
-// dependencies are added from modules.dep. crc32_generic is not a dependency
-// of anything here, but without it `rdma link add ... type rxe` fails with
-// ENOENT (rxe asks for the crc32 shash by name). virtio_net is for a guest
-// with a NIC (two-host mode), sch_netem for tests that make a link lossy
-// (tc qdisc ... netem loss).
+// dependencies are added from modules.dep. virtio_net is for a guest with a
+// NIC (two-host mode), sch_netem for tests that make a link lossy (tc
+// qdisc ... netem loss).
 var guestModules = []string{
-	"crc32_generic",
 	"virtio_pci",
 	"9pnet_virtio",
 	"9p",
@@ -26,6 +23,23 @@ var guestModules = []string{
 	"veth",
 	"virtio_net",
 	"sch_netem",
+}
+
+// crcModule is loaded first where the kernel has it. It is no dependency
+// of anything in guestModules, but rxe up to Linux 6.14 asks the crypto
+// API for the crc32 shash by name, and without it `rdma link add ... type
+// rxe` fails with ENOENT. rxe of 6.15 and later calls the crc32 library,
+// which Debian builds in, and those kernels have no crc32_generic (sid's
+// 7.2 has none), so it is not required.
+const crcModule = "crc32_generic"
+
+// guestModuleNames are the modules to load from this kernel: crcModule
+// where it has it, then guestModules.
+func (m *moduleDeps) guestModuleNames() []string {
+	if _, ok := m.files[crcModule]; ok || m.builtin[crcModule] {
+		return append([]string{crcModule}, guestModules...)
+	}
+	return guestModules
 }
 
 // moduleDeps is what depmod wrote for one kernel: each loadable module's file

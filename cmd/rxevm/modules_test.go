@@ -55,7 +55,7 @@ func names(files []string) []string {
 
 func TestLoadOrderGuestModules(t *testing.T) {
 	m := parseDep(t, modulesDep, "")
-	files, err := m.loadOrder(guestModules)
+	files, err := m.loadOrder(m.guestModuleNames())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,32 @@ func TestLoadOrderGuestModules(t *testing.T) {
 	}
 	if !slices.Contains(files, "kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko") {
 		t.Errorf("load order %q: want files as modules.dep names them", files)
+	}
+}
+
+// A kernel whose rxe calls the crc32 library (6.15 and later: sid's 7.2
+// has neither crc32_generic nor any module rxe needs for its ICRC) loads
+// the rest without it; one that has it built in loads nothing for it.
+func TestLoadOrderWithoutCRCModule(t *testing.T) {
+	dep := strings.Replace(modulesDep, "kernel/crypto/crc32_generic.ko:\n", "kernel/crypto/crc32-cryptoapi.ko.xz:\n", 1)
+	for _, c := range []struct{ what, builtin string }{
+		{"no crc32_generic at all", ""},
+		{"crc32_generic built in", "kernel/crypto/crc32_generic.ko\n"},
+	} {
+		m := parseDep(t, dep, c.builtin)
+		files, err := m.loadOrder(m.guestModuleNames())
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		got := names(files)
+		if slices.Contains(got, "crc32_generic") || slices.Contains(got, "crc32_cryptoapi") || !slices.Contains(got, "rdma_rxe") || got[len(got)-1] != "sch_netem" {
+			t.Errorf("%s: load order %q", c.what, got)
+		}
+	}
+	// Where it is a module, it is loaded, first.
+	m := parseDep(t, modulesDep, "")
+	if got := m.guestModuleNames(); got[0] != "crc32_generic" || !slices.Equal(got[1:], guestModules) {
+		t.Errorf("modules asked for: %q", got)
 	}
 }
 

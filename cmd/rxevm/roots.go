@@ -57,18 +57,20 @@ var rootRecipes = []rootRecipe{
 		name: "trixie", suite: "trixie",
 		about: "Debian 13, rdma-core 56.1, with its own kernel (linux-image-amd64, 6.12) and busybox for the guest's initramfs",
 		// The guest boots Debian 13's kernel (bootsOwnKernel), so that 56.1
-		// meets the rxe and uverbs a Debian 13 user has: every other amd64
-		// guest boots the pinned 6.1.
+		// meets the rxe and uverbs a Debian 13 user has, where bullseye's
+		// and the host's guests boot the pinned 6.1.
 		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "linux-image-amd64", "busybox-static"),
 	},
 	{
 		name: "sid", suite: "sid",
-		about: "Debian unstable (rdma-core 65.0 and gcc 16 when measured); gcc and libc6-dev to build binaries inside it",
+		about: "Debian unstable (rdma-core 65.0, gcc 16 and kernel 7.2 when measured); gcc and libc6-dev to build binaries inside it; its own kernel and busybox for the guest's initramfs",
 		// rxe-matrix builds sid's test binaries inside this root, so that
 		// the newest gcc, with the strictest defaults (gcc 14 made
 		// incompatible pointer types errors, gcc 15 C23 the default), and
-		// glibc compile the cgo code a user on a new release compiles.
-		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "libc6-dev", "gcc"),
+		// glibc compile the cgo code a user on a new release compiles. Its
+		// guest boots unstable's kernel (bootsOwnKernel), the newest rxe
+		// and uverbs, as the root was built: 7.2 when measured.
+		packages: append(slices.Clone(rdmaUserspace), "librdmacm1t64", "libc6-dev", "gcc", "linux-image-amd64", "busybox-static"),
 		// Unstable's Release file is short-lived and reads as expired against
 		// a clock that runs behind the archive; its signature is still checked.
 		aptOpts: []string{`Acquire::Check-Valid-Until "false"`},

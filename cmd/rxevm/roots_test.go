@@ -21,7 +21,8 @@ func TestRootRecipes(t *testing.T) {
 		// boots it.
 		{"trixie", "trixie", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2",
 			"linux-image-amd64", "busybox-static"}},
-		{"sid", "sid", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2", "libc6-dev", "gcc"}},
+		{"sid", "sid", []string{"libibverbs1", "ibverbs-providers", "librdmacm1t64", "ibverbs-utils", "rdmacm-utils", "perftest", "iproute2", "libc6-dev", "gcc",
+			"linux-image-amd64", "busybox-static"}},
 		{"nordma", "bookworm", []string{"gcc", "libc6-dev", "iproute2"}},
 	} {
 		r, err := findRootRecipe(c.name)
@@ -53,11 +54,11 @@ func sameSet(a, b []string) bool {
 }
 
 // The command lines measured in shared/SOFTROCE.md, sid's with its apt
-// option.
+// option, and with the kernel its guest boots and the busybox that boots it.
 func TestMmdebstrapArgs(t *testing.T) {
 	r, _ := findRootRecipe("sid")
 	got := r.mmdebstrapArgs("/d", "http://archive.example/debian")
-	want := []string{"--variant=apt", "--include=libibverbs1,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,iproute2,librdmacm1t64,libc6-dev,gcc",
+	want := []string{"--variant=apt", "--include=libibverbs1,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,iproute2,librdmacm1t64,libc6-dev,gcc,linux-image-amd64,busybox-static",
 		`--aptopt=Acquire::Check-Valid-Until "false"`, "sid", "/d", "http://archive.example/debian"}
 	if !slices.Equal(got, want) {
 		t.Errorf("mmdebstrap args\n got %q\nwant %q", got, want)
