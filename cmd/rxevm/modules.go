@@ -26,11 +26,11 @@ var guestModules = []string{
 }
 
 // crcModule is loaded first where the kernel has it. It is no dependency
-// of anything in guestModules, but rxe up to Linux 6.14 asks the crypto
-// API for the crc32 shash by name, and without it `rdma link add ... type
-// rxe` fails with ENOENT. rxe of 6.15 and later calls the crc32 library,
-// which Debian builds in, and those kernels have no crc32_generic (sid's
-// 7.2 has none), so it is not required.
+// of anything in guestModules, but the rxe of 6.1 and 6.12 asks the
+// crypto API for the crc32 shash by name (crypto_alloc_shash), and without
+// it `rdma link add ... type rxe` fails with ENOENT. Later rxe calls the
+// crc32 library (crc32_le) alone, which Debian builds in, and sid's 7.2
+// has no crc32_generic, so it is not required.
 const crcModule = "crc32_generic"
 
 // guestModuleNames are the modules to load from this kernel: crcModule

@@ -78,9 +78,9 @@ func TestLoadOrderGuestModules(t *testing.T) {
 	}
 }
 
-// A kernel whose rxe calls the crc32 library (6.15 and later: sid's 7.2
-// has neither crc32_generic nor any module rxe needs for its ICRC) loads
-// the rest without it; one that has it built in loads nothing for it.
+// A kernel whose rxe calls the crc32 library alone (sid's 7.2, which has
+// no crc32_generic) loads the rest without it; one that has it built in
+// loads nothing for it.
 func TestLoadOrderWithoutCRCModule(t *testing.T) {
 	dep := strings.Replace(modulesDep, "kernel/crypto/crc32_generic.ko:\n", "kernel/crypto/crc32-cryptoapi.ko.xz:\n", 1)
 	for _, c := range []struct{ what, builtin string }{
