@@ -308,34 +308,26 @@ for a; do case $a in -*) ;; *) printf '%s\tii \n' "$a";; esac; done
 		return code, log.String(), err
 	}
 
-	root := arm64Root(t)
-	code, log, err := runWith("-setup-only", "-root", root)
-	if code != 0 || err != nil || !strings.Contains(log, "arm64 guest: the root's kernel 6.1.0-50-arm64") ||
-		!strings.Contains(log, "ready: kernel "+root+"/boot/vmlinuz-6.1.0-50-arm64") {
-		t.Errorf("-setup-only on an arm64 root: %d, %v\n%s", code, err, log)
-	}
-	if b, _ := os.ReadFile(asked); !strings.Contains(string(b), "qemu-system-arm") {
-		t.Errorf("qemu-system-arm was not checked for: dpkg-query asked %q", b)
-	}
-
-	if code, _, err := runWith("-kernel-pkg", "linux-image-6.1.0-57-amd64", "-root", root, "--", "true"); code != 2 ||
-		err == nil || !strings.Contains(err.Error(), "boots its own kernel") {
-		t.Errorf("-kernel-pkg with an arm64 root: %d, %v", code, err)
-	}
-
-	os.Remove(asked)
-	amd64Root := kernelRoot(t, elf.EM_X86_64, "6.12.117+deb13-amd64")
-	code, log, err = runWith("-setup-only", "-root", amd64Root)
-	if code != 0 || err != nil || !strings.Contains(log, "amd64 guest: the root's kernel 6.12.117+deb13-amd64") ||
-		!strings.Contains(log, "ready: kernel "+amd64Root+"/boot/vmlinuz-6.12.117+deb13-amd64") {
-		t.Errorf("-setup-only on an amd64 root with its own kernel: %d, %v\n%s", code, err, log)
-	}
-	if b, _ := os.ReadFile(asked); !strings.Contains(string(b), "qemu-system-x86") {
-		t.Errorf("qemu-system-x86 was not checked for: dpkg-query asked %q", b)
-	}
-	if code, _, err := runWith("-kernel-pkg", "linux-image-6.1.0-57-amd64", "-root", amd64Root, "--", "true"); code != 2 ||
-		err == nil || !strings.Contains(err.Error(), "is amd64 and boots its own kernel") {
-		t.Errorf("-kernel-pkg with an amd64 root with its own kernel: %d, %v", code, err)
+	for _, c := range []struct {
+		arch, kernel, qemuPackage string
+		root                      string
+	}{
+		{"arm64", "6.1.0-50-arm64", "qemu-system-arm", arm64Root(t)},
+		{"amd64", "6.12.117+deb13-amd64", "qemu-system-x86", kernelRoot(t, elf.EM_X86_64, "6.12.117+deb13-amd64")},
+	} {
+		os.Remove(asked)
+		code, log, err := runWith("-setup-only", "-root", c.root)
+		if code != 0 || err != nil || !strings.Contains(log, c.arch+" guest: the root's kernel "+c.kernel) ||
+			!strings.Contains(log, "ready: kernel "+c.root+"/boot/vmlinuz-"+c.kernel) {
+			t.Errorf("-setup-only on an %s root with its own kernel: %d, %v\n%s", c.arch, code, err, log)
+		}
+		if b, _ := os.ReadFile(asked); !strings.Contains(string(b), c.qemuPackage) {
+			t.Errorf("%s was not checked for: dpkg-query asked %q", c.qemuPackage, b)
+		}
+		if code, _, err := runWith("-kernel-pkg", "linux-image-6.1.0-57-amd64", "-root", c.root, "--", "true"); code != 2 ||
+			err == nil || !strings.Contains(err.Error(), "is "+c.arch+" and boots its own kernel") {
+			t.Errorf("-kernel-pkg with an %s root with its own kernel: %d, %v", c.arch, code, err)
+		}
 	}
 
 	os.Remove(asked)
