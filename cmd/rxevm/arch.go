@@ -68,7 +68,11 @@ type machine struct {
 // lib/modules/V with modules.dep, one version) and a static busybox, as
 // the recipes of bookworm-arm64, trixie-arm64 and trixie do.
 func ownKernelMachine(root string, arch guestArch) (machine, error) {
-	hint := fmt.Sprintf("(guest root %s is %s and boots its own kernel: it needs that kernel and busybox-static, as rxevm -setup-root bookworm-arm64 builds)", root, arch.name)
+	recipe := "trixie"
+	if arch.name != amd64.name {
+		recipe = "bookworm-arm64"
+	}
+	hint := fmt.Sprintf("(guest root %s is %s and boots its own kernel: it needs that kernel and busybox-static, as rxevm -setup-root %s builds)", root, arch.name, recipe)
 	k, err := kernelIn(root)
 	if err != nil {
 		return machine{}, fmt.Errorf("%w %s", err, hint)

@@ -73,6 +73,17 @@ func kernelRoot(t *testing.T, m elf.Machine, v string) string {
 // arm64Root writes a root as the bookworm-arm64 recipe leaves it.
 func arm64Root(t *testing.T) string { return kernelRoot(t, elf.EM_AARCH64, "6.1.0-50-arm64") }
 
+// An amd64 root with its own kernel but no static busybox names the amd64
+// recipe that has both.
+func TestOwnKernelMachineAmd64(t *testing.T) {
+	root := kernelRoot(t, elf.EM_X86_64, "6.12.117+deb13-amd64")
+	os.Remove(filepath.Join(root, "bin/busybox"))
+	if _, err := ownKernelMachine(root, amd64); err == nil || !strings.Contains(err.Error(), "rxevm -setup-root trixie builds") ||
+		!strings.Contains(err.Error(), "is amd64") {
+		t.Errorf("an amd64 root without busybox: %v; want an error naming the root's architecture and the trixie recipe", err)
+	}
+}
+
 // An arm64 root always boots its own kernel; an amd64 one when it has one,
 // as trixie's has, and the host's / never.
 func TestBootsOwnKernel(t *testing.T) {

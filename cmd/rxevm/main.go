@@ -22,12 +22,12 @@
 //
 // With -root DIR the guest chroots into DIR instead of the host's /: another
 // Debian release's root, with its own rdma-core userspace (the kernel stays
-// the pinned Debian 12 one, unless the root brings its own, as trixie's
-// does: see bootsOwnKernel). Only DIR and the working directory are in the guest, so the
-// command and its files must be in one of them: build test binaries under
-// the working directory. rxevm makes the working directory's path inside
-// DIR, and runs DIR's own ip and rdma (/bin/ip on Debian 11). The roots the
-// project tests against are built by
+// the pinned Debian 12 one, unless the root brings its own, as trixie's and
+// sid's do: see bootsOwnKernel). Only DIR and the working directory are in
+// the guest, so the command and its files must be in one of them: build
+// test binaries under the working directory. rxevm makes the working
+// directory's path inside DIR, and runs DIR's own ip and rdma (/bin/ip on
+// Debian 11). The roots the project tests against are built by
 //
 //	go run ./cmd/rxevm -setup-root NAME
 //
