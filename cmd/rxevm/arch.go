@@ -18,11 +18,13 @@ type guestArch struct {
 	qemuPackage string      // the Debian package that has it
 	board       []string    // qemu's machine and CPU options; none for qemu's default PC
 	console     string      // the serial console, for the kernel's command line
+	kernelRoot  string      // a root of rxevm -setup-root that brings this architecture's kernel and busybox
 }
 
 // amd64 is the architecture of the host rxevm runs on, of the pinned
 // kernel and of every root but an arm64 one.
-var amd64 = guestArch{name: "amd64", machine: elf.EM_X86_64, qemu: "qemu-system-x86_64", qemuPackage: "qemu-system-x86", console: "ttyS0"}
+var amd64 = guestArch{name: "amd64", machine: elf.EM_X86_64, qemu: "qemu-system-x86_64", qemuPackage: "qemu-system-x86", console: "ttyS0",
+	kernelRoot: "trixie"}
 
 // guestArches are the architectures rxevm boots. arm64 runs on qemu's
 // virt board, whose PCI bus takes the same virtio devices as the PC's, with
@@ -32,7 +34,7 @@ var amd64 = guestArch{name: "amd64", machine: elf.EM_X86_64, qemu: "qemu-system-
 var guestArches = []guestArch{
 	amd64,
 	{name: "arm64", machine: elf.EM_AARCH64, qemu: "qemu-system-aarch64", qemuPackage: "qemu-system-arm",
-		board: []string{"-machine", "virt", "-cpu", "cortex-a72"}, console: "ttyAMA0"},
+		board: []string{"-machine", "virt", "-cpu", "cortex-a72"}, console: "ttyAMA0", kernelRoot: "bookworm-arm64"},
 }
 
 // rootArch returns the architecture of the programs in root, read from the
@@ -68,11 +70,7 @@ type machine struct {
 // lib/modules/V with modules.dep, one version) and a static busybox, as
 // the recipes of bookworm-arm64, trixie-arm64 and trixie do.
 func ownKernelMachine(root string, arch guestArch) (machine, error) {
-	recipe := "trixie"
-	if arch.name != amd64.name {
-		recipe = "bookworm-arm64"
-	}
-	hint := fmt.Sprintf("(guest root %s is %s and boots its own kernel: it needs that kernel and busybox-static, as rxevm -setup-root %s builds)", root, arch.name, recipe)
+	hint := fmt.Sprintf("(guest root %s is %s and boots its own kernel: it needs that kernel and busybox-static, as rxevm -setup-root %s builds)", root, arch.name, arch.kernelRoot)
 	k, err := kernelIn(root)
 	if err != nil {
 		return machine{}, fmt.Errorf("%w %s", err, hint)

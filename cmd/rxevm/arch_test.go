@@ -73,6 +73,22 @@ func kernelRoot(t *testing.T, m elf.Machine, v string) string {
 // arm64Root writes a root as the bookworm-arm64 recipe leaves it.
 func arm64Root(t *testing.T) string { return kernelRoot(t, elf.EM_AARCH64, "6.1.0-50-arm64") }
 
+// The recipe each architecture's errors name builds a root that brings a
+// kernel of that architecture and busybox-static.
+func TestGuestArchKernelRoots(t *testing.T) {
+	for _, a := range guestArches {
+		r, err := findRootRecipe(a.kernelRoot)
+		if err != nil {
+			t.Errorf("%s: %v", a.name, err)
+			continue
+		}
+		if !slices.Contains(r.packages, "linux-image-"+a.name) || !slices.Contains(r.packages, "busybox-static") ||
+			(r.arch != "" && r.arch != a.name) {
+			t.Errorf("%s: root %s (arch %q) lacks linux-image-%s or busybox-static: %q", a.name, r.name, r.arch, a.name, r.packages)
+		}
+	}
+}
+
 // An amd64 root with its own kernel but no static busybox names the amd64
 // recipe that has both.
 func TestOwnKernelMachineAmd64(t *testing.T) {
