@@ -23,18 +23,25 @@ const (
 	headers56 = repo + "/headers/rdma-core-56.1"
 )
 
-// requireHeaders skips outside CI when a pinned tree is missing; in CI a
-// missing tree is a failure, since make test fetches them first.
+// requireHeaders ends the test when a pinned tree is missing (missing).
 func requireHeaders(t *testing.T, dirs ...string) {
 	t.Helper()
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "infiniband", "verbs.h")); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("pinned headers %s missing in CI: make headers should have fetched them", d)
-			}
-			t.Skipf("pinned headers %s missing: run `make headers` first", d)
+			missing(t, "pinned headers "+d, "make headers")
 		}
 	}
+}
+
+// missing ends the test for want, something make test provides through
+// target before it runs the tests: in CI a failure, elsewhere a skip that
+// names it.
+func missing(t *testing.T, want, target string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s missing in CI: `%s`, which make test runs first, should have provided it", want, target)
+	}
+	t.Skipf("%s missing: run `%s` first", want, target)
 }
 
 // tempModule makes an empty module that requires this repository through a
@@ -186,10 +193,7 @@ func TestVerify(t *testing.T) {
 	// would check them: the same differences, in arm64's sizes (its glibc
 	// mutex is 8 bytes longer, and ibv_qp_ex holds one).
 	if _, err := exec.LookPath("aarch64-linux-gnu-gcc"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("verify -targets linux/arm64 needs aarch64-linux-gnu-gcc, which make deps installs in CI: %v", err)
-		}
-		t.Skipf("verify -targets linux/arm64 needs aarch64-linux-gnu-gcc (make deps): %v", err)
+		missing(t, "aarch64-linux-gnu-gcc (for verify -targets linux/arm64)", "make deps")
 	}
 	out, err = verify(repo+"/headers/vendored/include", "-targets", "linux/amd64,linux/arm64")
 	t.Logf("verify both architectures against the vendored 65.0:\n%s", out)
