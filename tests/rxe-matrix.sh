@@ -82,6 +82,15 @@ build() {
 	mv "$out/run.tmp" "$out/run.sh"
 }
 
+# guest_said KEY: what the guest printed after "rxe-matrix-KEY: " (build's
+# script) in $log, or "?" when it said nothing.
+guest_said() {
+	local said
+	said=$(grep -m 1 "^rxe-matrix-$1:" "$log") || { echo '?'; return; }
+	said=${said#"rxe-matrix-$1:"}
+	echo "${said# }"
+}
+
 st=0
 : >"$dir/summary"
 for rel in $releases; do
@@ -115,17 +124,12 @@ for rel in $releases; do
 	end=$(date +%s%N)
 	[ -f "$dir/$rel.rc" ] && rc=$(cat "$dir/$rel.rc")
 	# "?" when the guest said nothing, "none" when its root has no libibverbs1.
-	version=?
-	if marker=$(grep -m 1 '^rxe-matrix-libibverbs1:' "$log"); then
-		version=${marker#rxe-matrix-libibverbs1:}
-		version=${version# }
-		version=${version%-*} # Debian's revision
-		version=${version:-none}
-	fi
-	kernel=?
-	if marker=$(grep -m 1 '^rxe-matrix-kernel:' "$log"); then
-		kernel=${marker#rxe-matrix-kernel: }
-	fi
+	version=$(guest_said libibverbs1)
+	case $version in
+	'?') ;;
+	*) version=${version%-*} version=${version:-none} ;; # less Debian's revision
+	esac
+	kernel=$(guest_said kernel)
 	ran=$(grep -c '^=== RUN' "$log" || true)
 	passed=$(grep -c '^ *--- PASS' "$log" || true)
 	failed=$(grep -c '^ *--- FAIL' "$log" || true)
