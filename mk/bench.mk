@@ -31,9 +31,10 @@ BENCH_CHECK ?=
 # cgocheck2 rebuilds the runtime; its own cache keeps the default one warm.
 CGOCHECK2_GOCACHE ?= $(or $(shell $(GO) env GOCACHE),$(HOME)/.cache/go-build)-cgocheck2
 
-# The gate: BENCH_GATE_COUNT runs of BENCH_GATE_TIME per case, best of them
-# (load only adds time), then BENCH_GATE_RETRY_COUNT more of just the cases
-# over the time bound.
+# The gate: BENCH_GATE_COUNT runs of BENCH_GATE_TIME per case, each case
+# judged by its run where Go came closest to C (a regression adds to every
+# run), then BENCH_GATE_RETRY_COUNT more of just the cases over the time
+# bound.
 BENCH_GATE_COUNT ?= 3
 BENCH_GATE_TIME ?= 30ms
 BENCH_GATE_RETRY_COUNT ?= 5
@@ -64,8 +65,9 @@ bench:
 # allocs/op: the gate fails at once. It exits 2 when cases are only over the
 # time bound, after writing a -bench pattern selecting just them: on a
 # shared machine one slow slice can push a case over, so those cases run
-# again and the gate takes, per case, the fastest Go side of all runs
-# (load only adds time); only a case still over the bound then fails it.
+# again and the gate takes, per case, the run of all with the smallest
+# go-c (each run measures both sides together; a regression adds to Go in
+# every run); only a case still over the bound then fails it.
 #
 # The proof that it fails (2026-11-23, 2 cores): GOVERBS_BENCH_INJECT=alloc
 # make bench-gate fails in 10 s, every one of the 66 cases "1 allocs/op > 0"
