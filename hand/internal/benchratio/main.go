@@ -332,8 +332,12 @@ func misses(res result, b bound) []miss {
 		}
 		limit := b.cgoCalls*cgo + b.perWR*float64(c.n)
 		if d := c.gap(); d > limit {
-			out = append(out, miss{c: c, msg: fmt.Sprintf("%s: go-c %.1f ns > %s bound %.1f ns (%g x %.1f ns cgo from %s + %g ns x %d WRs; the run with %s of %d)",
-				c.name, d, b.name, limit, b.cgoCalls, cgo, from, b.perWR, c.n, judged, c.runs)})
+			runs := "1 run"
+			if c.runs > 1 {
+				runs = fmt.Sprintf("%d runs, judged by the one with %s", c.runs, judged)
+			}
+			out = append(out, miss{c: c, msg: fmt.Sprintf("%s: go-c %.1f ns > %s bound %.1f ns (%g x %.1f ns cgo from %s + %g ns x %d WRs; %s)",
+				c.name, d, b.name, limit, b.cgoCalls, cgo, from, b.perWR, c.n, runs)})
 		}
 		if c.allocs != 0 {
 			out = append(out, miss{c: c, allocs: true, msg: fmt.Sprintf("%s: %.0f allocs/op > 0 (%s bound: no allocation)", c.name, c.allocs, b.name)})

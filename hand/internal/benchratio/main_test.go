@@ -43,12 +43,12 @@ func TestParseEchoesAndSummarizes(t *testing.T) {
 
 	m := misses(res, checkBound)
 	require.Len(t, m, 2, "poll_cq/64: 200 ns over a 69.5 ns budget, and 1 alloc")
-	require.Equal(t, "poll_cq/64: go-c 200.0 ns > check bound 69.5 ns (1.25 x 30.0 ns cgo from the case's cgo-ns/op + 0.5 ns x 64 WRs; the run with the fastest Go side of 2)", m[0].msg)
+	require.Equal(t, "poll_cq/64: go-c 200.0 ns > check bound 69.5 ns (1.25 x 30.0 ns cgo from the case's cgo-ns/op + 0.5 ns x 64 WRs; 2 runs, judged by the one with the fastest Go side)", m[0].msg)
 	require.Equal(t, "poll_cq/64: 1 allocs/op > 0 (check bound: no allocation)", m[1].msg)
 
 	m = misses(res, gateBound)
 	require.Len(t, m, 2, "poll_cq/64: 200 ns over the gate's 124 ns, and 1 alloc")
-	require.Equal(t, "poll_cq/64: go-c 200.0 ns > gate bound 124.0 ns (2 x 30.0 ns cgo from the case's cgo-ns/op + 1 ns x 64 WRs; the run with the smallest go-c of 2)", m[0].msg)
+	require.Equal(t, "poll_cq/64: go-c 200.0 ns > gate bound 124.0 ns (2 x 30.0 ns cgo from the case's cgo-ns/op + 1 ns x 64 WRs; 2 runs, judged by the one with the smallest go-c)", m[0].msg)
 	require.True(t, m[1].allocs)
 
 	// The gate's run of post_recv/32 is the one with the smallest go-c
@@ -60,8 +60,8 @@ func TestParseEchoesAndSummarizes(t *testing.T) {
 // What the gate judges: each run's Go side against that same run's C side,
 // and the run where Go is closest to C. make bench-gate failed once on a
 // loaded machine (these figures, rdma_post_writev/32, 2026-11-26): the run
-// with the fastest Go side had a C side a third faster than in any other
-// run, so its go-c came out at 111 ns against a bound of 93, where the
+// with the fastest Go side had a C side over a quarter faster than in any
+// other run, so its go-c came out at 111 ns against a bound of 93, where the
 // other seven runs' were 35-80 ns. A regression adds to Go in every run,
 // so the gate still fails on one: below, 3 ns more a WR in every run.
 func TestGateJudgesEachRunsOwnGap(t *testing.T) {
@@ -84,7 +84,7 @@ func TestGateJudgesEachRunsOwnGap(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	require.Equal(t, exitMissed, run([]string{"-gate"}, strings.NewReader(in(3*32)), &stdout, &stderr))
-	require.Contains(t, stderr.String(), "gate failed: rdma_post_writev/32: go-c 131.2 ns > gate bound 111.8 ns (2 x 39.9 ns cgo from the case's cgo-ns/op + 1 ns x 32 WRs; the run with the smallest go-c of 8)")
+	require.Contains(t, stderr.String(), "gate failed: rdma_post_writev/32: go-c 131.2 ns > gate bound 111.8 ns (2 x 39.9 ns cgo from the case's cgo-ns/op + 1 ns x 32 WRs; 8 runs, judged by the one with the smallest go-c)")
 }
 
 // oneRun is a result of one run of c, which is then both the case's
@@ -135,7 +135,7 @@ func TestGateExitCodes(t *testing.T) {
 		stderr   string
 	}{
 		{"within", gateRun("824", "0"), []string{"-gate"}, 0, "gate passed: 2 cases"},
-		{"slow", gateRun("825", "0"), []string{"-gate"}, exitMissed, "gate failed: poll_cq/64: go-c 125.0 ns > gate bound 124.0 ns"},
+		{"slow", gateRun("825", "0"), []string{"-gate"}, exitMissed, "gate failed: poll_cq/64: go-c 125.0 ns > gate bound 124.0 ns (2 x 30.0 ns cgo from the case's cgo-ns/op + 1 ns x 64 WRs; 1 run)"},
 		{"slow, retry", gateRun("825", "0"), []string{"-gate", "-retry", retry}, exitRetry,
 			"over the gate's time bound, to run again: poll_cq/64: go-c 125.0 ns > gate bound 124.0 ns"},
 		// An allocation fails at once, retry or not.
