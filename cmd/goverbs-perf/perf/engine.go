@@ -23,6 +23,8 @@ type engine struct {
 	raddr     uint64
 	rkey      uint32
 	posted    int // receives outstanding
+	sent      int // send_lat: signaled sends posted
+	sendsOut  int // send_lat: of those, the ones not yet polled
 	lat       []time.Duration
 	starts    []int64   // with Config.LatDump: each round trip's start, CLOCK_MONOTONIC ns
 	peak      float64   // bytes a second between two signaled completions, at best
@@ -341,6 +343,34 @@ func (e *engine) latency(client bool) error {
 		}
 		e.lat[i] = time.Since(t0)
 	}
+	return e.reapSends()
+}
+
+// reapSends polls until every send the latency loop posted has completed,
+// after its timed part. The side that answers posts its last message as the
+// loop ends, and a send is not out until its completion says so: with rxe
+// on a workqueue (kernel 6.12 and later) a kworker sends it, and on one CPU
+// the sender's own work after the loop (the allocation count's collections,
+// its report) kept that kworker waiting for 0.9-2 ms, which the peer timed
+// as its last round trip. Waiting here lets the message go first, as any
+// sender must before it reuses the buffer or tears the queue pair down.
+func (e *engine) reapSends() error {
+	for e.sendsOut > 0 {
+		wcs, err := e.poll()
+		if err != nil {
+			return err
+		}
+		for i := range wcs {
+			if err := wcs[i].Err(); err != nil {
+				return err
+			}
+			if wcs[i].IsRecv() {
+				e.posted--
+			} else {
+				e.sendsOut--
+			}
+		}
+	}
 	return nil
 }
 
@@ -352,6 +382,8 @@ func (e *engine) sendOne(i int) error {
 		e.send.Reset()
 		return fmt.Errorf("post send: %w", err)
 	}
+	e.sent++
+	e.sendsOut++
 	return nil
 }
 
@@ -389,6 +421,8 @@ func (e *engine) waitRecv() error {
 			if wcs[i].IsRecv() {
 				got = true
 				e.posted--
+			} else {
+				e.sendsOut--
 			}
 		}
 		if got {

@@ -493,6 +493,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	switch {
 	case cfg.Mode == SendLat:
 		reportLat(out, cfg, e.lat)
+		reportSends(out, e.sent, e.sendsOut)
 		if err := writeLatDump(cfg.LatDump, e.starts, e.lat); err != nil {
 			return err
 		}
@@ -627,6 +628,13 @@ const latMeasureTail = 2
 // whole at ceil(p*(n-2)). (perftest measures iters-1 intervals between its
 // posts; goverbs-perf times each of its iters round trips. perftest's
 // deviation truncates each difference to an int; this one does not.)
+// reportSends tells how many of send_lat's sends completed before the
+// report: all of them, since the loop polls the last one's completion
+// before it ends (engine.reapSends).
+func reportSends(out io.Writer, posted, pending int) {
+	fmt.Fprintf(out, " sends: %d posted, %d completed before the report\n", posted, posted-pending)
+}
+
 func reportLat(out io.Writer, cfg Config, lat []time.Duration) {
 	us := make([]float64, len(lat))
 	for i, d := range lat {
