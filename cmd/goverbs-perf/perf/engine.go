@@ -351,7 +351,7 @@ func (e *engine) latency(client bool) error {
 // loop ends, and a send is not out until its completion says so: with rxe
 // on a workqueue (kernel 6.12 and later) a kworker sends it, and on one CPU
 // the sender's own work after the loop (the allocation count's collections,
-// its report) kept that kworker waiting for 0.9-2 ms, which the peer timed
+// its report) kept that kworker waiting for 0.5-2 ms, which the peer timed
 // as its last round trip. Waiting here lets the message go first, as any
 // sender must before it reuses the buffer or tears the queue pair down.
 func (e *engine) reapSends() error {
@@ -360,18 +360,29 @@ func (e *engine) reapSends() error {
 		if err != nil {
 			return err
 		}
-		for i := range wcs {
-			if err := wcs[i].Err(); err != nil {
-				return err
-			}
-			if wcs[i].IsRecv() {
-				e.posted--
-			} else {
-				e.sendsOut--
-			}
+		if _, err := e.count(wcs); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// count takes the latency loop's polled completions off what it has
+// outstanding, receives off posted and sends off sendsOut, and returns how
+// many were receives; an unsuccessful completion is the error.
+func (e *engine) count(wcs []hand.WC) (recvs int, err error) {
+	for i := range wcs {
+		if err := wcs[i].Err(); err != nil {
+			return recvs, err
+		}
+		if wcs[i].IsRecv() {
+			recvs++
+			e.posted--
+		} else {
+			e.sendsOut--
+		}
+	}
+	return recvs, nil
 }
 
 // sendOne posts one signaled send; its completion is reaped by waitRecv.
@@ -413,19 +424,11 @@ func (e *engine) waitRecv() error {
 		if err != nil {
 			return err
 		}
-		got := false
-		for i := range wcs {
-			if err := wcs[i].Err(); err != nil {
-				return err
-			}
-			if wcs[i].IsRecv() {
-				got = true
-				e.posted--
-			} else {
-				e.sendsOut--
-			}
+		recvs, err := e.count(wcs)
+		if err != nil {
+			return err
 		}
-		if got {
+		if recvs > 0 {
 			if latNeedsRefill(e.posted, e.cfg.RxDepth) {
 				return e.fillRecv()
 			}

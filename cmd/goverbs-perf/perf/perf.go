@@ -628,13 +628,6 @@ const latMeasureTail = 2
 // whole at ceil(p*(n-2)). (perftest measures iters-1 intervals between its
 // posts; goverbs-perf times each of its iters round trips. perftest's
 // deviation truncates each difference to an int; this one does not.)
-// reportSends tells how many of send_lat's sends completed before the
-// report: all of them, since the loop polls the last one's completion
-// before it ends (engine.reapSends).
-func reportSends(out io.Writer, posted, pending int) {
-	fmt.Fprintf(out, " sends: %d posted, %d completed before the report\n", posted, posted-pending)
-}
-
 func reportLat(out io.Writer, cfg Config, lat []time.Duration) {
 	us := make([]float64, len(lat))
 	for i, d := range lat {
@@ -662,4 +655,11 @@ func reportLat(out io.Writer, cfg Config, lat []time.Duration) {
 	fmt.Fprintf(out, " %-7d %-10d   %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
 		cfg.Size, cfg.Iters, us[0], at(m), median, avg, math.Sqrt(sq/float64(m)), pct(0.99), pct(0.999))
 	fmt.Fprintln(out, rule)
+}
+
+// reportSends tells how many of send_lat's sends completed before the
+// report: all of them, since the loop polls the last one's completion
+// before it ends (engine.reapSends).
+func reportSends(out io.Writer, posted, pending int) {
+	fmt.Fprintf(out, " sends: %d posted, %d completed before the report\n", posted, posted-pending)
 }
