@@ -385,7 +385,8 @@ func (e *engine) count(wcs []hand.WC) (recvs int, err error) {
 	return recvs, nil
 }
 
-// sendOne posts one signaled send; its completion is reaped by waitRecv.
+// sendOne posts one signaled send; waitRecv reaps its completion, or, for
+// the loop's last sends, reapSends.
 func (e *engine) sendOne(i int) error {
 	e.send.Reserve(1).SetSend(0, uint64(i), hand.Signaled, e.sge)
 	e.tick(1)
