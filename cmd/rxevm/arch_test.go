@@ -371,3 +371,41 @@ for a; do case $a in -*) ;; *) printf '%s\tii \n' "$a";; esac; done
 		t.Errorf("a missing root: %v", err)
 	}
 }
+
+// run on the host's kind of root, without a kernel of its own: the pinned
+// kernel from the cache, named by version as a root's own kernel is, and
+// -kernel-pkg's likewise.
+func TestRunNamesCachedKernel(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"bin/dpkg-query": `#!/bin/sh
+for a; do case $a in -*) ;; *) printf '%s\tii \n' "$a";; esac; done
+`})
+	t.Setenv("PATH", filepath.Join(dir, "bin")+":"+os.Getenv("PATH"))
+	cache := filepath.Join(dir, "cache")
+	pinned := strings.TrimPrefix(pinnedKernel, "linux-image-")
+	for pkg, v := range map[string]string{pinnedKernel: pinned, "linux-image-6.0.0-9-amd64": "6.0.0-9-amd64"} {
+		writeFiles(t, filepath.Join(cache, pkg, "root"), map[string]string{
+			"boot/vmlinuz-" + v:                 "kernel",
+			"lib/modules/" + v + "/modules.dep": "",
+		})
+	}
+	root := fakeRoot(t, true)
+	writeFiles(t, root, map[string]string{"usr/bin/env": string(elfHeader(elf.EM_X86_64))})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "amd64 guest: kernel " + pinned + "\n"},
+		{[]string{"-kernel-pkg", "linux-image-6.0.0-9-amd64"}, "amd64 guest: kernel 6.0.0-9-amd64\n"},
+	} {
+		o, err := parseFlags(append([]string{"-setup-only", "-cache", cache, "-root", root}, c.args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.workdir = "/var/tmp/w"
+		var out, log strings.Builder
+		if code, err := run(context.Background(), o, &out, &log); code != 0 || err != nil || !strings.Contains(log.String(), c.want) {
+			t.Errorf("-setup-only %q: %d, %v; want the log to say %q:\n%s", c.args, code, err, c.want, log.String())
+		}
+	}
+}

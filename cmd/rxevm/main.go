@@ -23,7 +23,8 @@
 // With -root DIR the guest chroots into DIR instead of the host's /: another
 // Debian release's root, with its own rdma-core userspace (the kernel stays
 // the pinned Debian 12 one, unless the root brings its own, as trixie's and
-// sid's do: see bootsOwnKernel). Only DIR and the working directory are in
+// sid's do: see bootsOwnKernel). rxevm logs the version of the kernel it
+// boots, either way. Only DIR and the working directory are in
 // the guest, so the command and its files must be in one of them: build
 // test binaries under the working directory. rxevm makes the working
 // directory's path inside DIR, and runs DIR's own ip and rdma (/bin/ip on
@@ -247,6 +248,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) 
 	if err != nil {
 		return exitFailure, err
 	}
+	// Named as runOwnKernel names a root's, so that every guest's output
+	// (perf-compare's, perf-insns') says which rxe it ran on: the pinned
+	// package's, a later one of its series when the archive has dropped
+	// it (logged above), or -kernel-pkg's.
+	h.logf("%s guest: kernel %s", amd64.name, filepath.Base(k.modulesDir))
 	if o.setupOnly {
 		h.logf("ready: kernel %s", k.vmlinuz)
 		return 0, nil
