@@ -98,7 +98,7 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		verbs.DestroyCompChannel(raw)
 		return nil, err
 	}
-	fd, err := newPollFD(raw.FD, "ibv_comp_channel")
+	fd, err := newPollFDKick(raw.FD, "ibv_comp_channel", newCQKick(c.raw, raw))
 	if err != nil {
 		cfree(ev)
 		verbs.DestroyCompChannel(raw)
@@ -118,13 +118,15 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 }
 
 // Raw returns the struct ibv_comp_channel, valid until Close. Its fd is
-// non-blocking.
+// non-blocking, but for the time from a WaitThread (or Poller.WaitThread)
+// to the next Wait: thread waits block in its read.
 func (ch *CompChannel) Raw() *verbs.CompChannel { return ch.raw }
 
 // Close destroys the channel, waking a Wait with ErrClosed. It fails with a
 // *BusyError while CQs use it.
 func (ch *CompChannel) Close() error {
 	return ch.close(func() error {
+		ch.fd.closeKick() // its CQ is on the channel
 		if err := verbErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw)); err != nil {
 			return err
 		}
@@ -149,17 +151,24 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 }
 
 // WaitThread is Wait with the waiting done on the calling goroutine's OS
-// thread: it blocks the thread in epoll_wait on the channel's fd (and on an
-// eventfd that ctx's end and Close signal) instead of parking the goroutine
-// on the netpoller. A wake then costs one cgo call and two syscalls,
-// epoll_wait and the event's read (ibv_get_cq_event, then
-// ibv_ack_cq_events, called from C), where Wait's costs five syscalls (the
-// netpoller's epoll_pwait twice, a read that finds nothing before it
-// parks, the read, and the scheduler's run of the goroutine); on one vCPU
-// under -icount that lifted goverbs-perf's event-driven send_bw at 64 B
-// from 0.75 to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the
+// thread: it blocks the thread in the channel's read, as perftest's -e
+// does, instead of parking the goroutine on the netpoller. A wake then
+// costs one cgo call and one syscall, the event's read (ibv_get_cq_event,
+// then ibv_ack_cq_events, called from C), where Wait's costs five
+// syscalls (the netpoller's epoll_pwait twice, a read that finds nothing
+// before it parks, the read, and the scheduler's run of the goroutine); on
+// one vCPU under -icount that lifted goverbs-perf's event-driven send_bw
+// at 64 B from 0.75 to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the
 // thread"; Poller.WaitThread, with its loop in C, to 0.90: "One crossing
-// a wake"). The price is the thread: it is held for the whole wait, like
+// a wake"; blocking in the read rather than epoll_wait, further: "The
+// kick"). Nothing but an event ends that read, so ctx's end, Close and a
+// CQ's Close end it with an event of the channel's own: the kick, a CQ
+// and an RC QP of goverbs' on the channel's device (a PD, a CQ of one
+// entry and a QP of one receive, made by the first WaitThread and
+// destroyed by Close), whose receive a move to the error state flushes.
+// On a device that refuses them, or whose QP does not flush, WaitThread
+// blocks in epoll_wait on the channel's fd and on an eventfd instead,
+// which costs a syscall more a wake. The price is the thread: it is held for the whole wait, like
 // any blocking cgo call, so WaitThread suits a few data-path goroutines,
 // and Wait thousands of waiters. While it is blocked, the runtime takes
 // its P once it finds no other P idle (after 20 us with GOMAXPROCS=1) and
@@ -169,15 +178,15 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // puts it back, at the cost of a few allocations, once. Wait and
 // WaitThread on one channel take turns, as two Waits do. Allocations, ctx
 // and Close are as for Wait; WaitThread's first call on a channel makes
-// the eventfd and the epoll instance.
+// the kick (or the eventfd and the epoll instance), and tries it once.
 func (ch *CompChannel) WaitThread(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, true)
 }
 
 // wait returns the next event's CQ, or, when only is set, waits for an
 // event of only and counts the others as pending for their own Wait. It
-// waits on the netpoller (pollFD.waitHeld) or, with thread, in epoll_wait
-// (pollFD.waitThreadHeld), and allocates nothing when ctx cannot end.
+// waits on the netpoller (pollFD.waitHeld) or, with thread, on the
+// thread (pollFD.waitThreadHeld), and allocates nothing when ctx cannot end.
 func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, error) {
 	if err := ch.use(); err != nil {
 		return nil, err
@@ -306,6 +315,10 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 			return true
 		}
 		verbs.ACKCQEvents(ch.ev.cq, 1)
+		if ch.fd.isKick(unsafe.Pointer(ch.ev.cq)) {
+			ch.fd.kickRead() // meant for a thread waiter before this one
+			continue
+		}
 		if ch.deliver(ch.ev.cq, only) {
 			return true
 		}
@@ -316,7 +329,7 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 // does what readEvent does, with the wait, the read and the
 // acknowledgement in one cgo call a wake (goverbs_wait_cq_event), and
 // reports false when wake woke it first.
-func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
+func (ch *CompChannel) readEventThread(w threadWake) (bool, error) {
 	only := ch.waitOnly
 	for {
 		if only != nil && only.isClosed() {
@@ -324,7 +337,8 @@ func (ch *CompChannel) readEventThread(waiter int32) (bool, error) {
 			return true, nil
 		}
 		r := C.goverbs_wait_cq_event(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
-			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(waiter), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))))
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(w.waiter), C.uintptr_t(w.kickCQ),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))))
 		switch r {
 		case C.GOVERBS_WOKEN:
 			return false, nil
@@ -415,7 +429,7 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 // completions. The CQ is held (use) across each call: CQ.Close's
 // interrupt sets closing and kicks the channel, and the write lock it then
 // takes waits for the call to return.
-func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
+func (ch *CompChannel) pollEventThread(w threadWake) (bool, error) {
 	p := ch.waitPoller
 	cq := p.owner
 	for {
@@ -437,8 +451,8 @@ func (ch *CompChannel) pollEventThread(waiter int32) (bool, error) {
 			cq.armed.Store(true) // before the arm: see RequestNotify
 		}
 		r := C.goverbs_wait_poll_cq(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
-			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(waiter), C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))),
-			C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed)
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(w.waiter), C.uintptr_t(w.kickCQ),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))), C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed)
 		cq.done()
 		switch r {
 		case C.GOVERBS_POLLED: // ev.polled completions

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // pollFD parks a goroutine on Go's netpoller until an event file descriptor
@@ -35,17 +36,22 @@ import (
 // A file has one read deadline, which is how a context cancels the wait,
 // so waiters take turns.
 //
-// A waiter may instead block its OS thread in epoll_wait on the library's
-// fd (waitThreadHeld), which costs fewer syscalls and no trip through the
-// scheduler per wake. epoll_wait cannot see a deadline, so that waiter's
-// epoll instance (waiter) also watches an eventfd, wake, which whatever
-// would move the deadline (a ctx's end, kick, interrupt) makes readable.
+// A waiter may instead block its OS thread on the library's fd
+// (waitThreadHeld), which costs fewer syscalls and no trip through the
+// scheduler per wake. A blocked thread cannot see a deadline, so whatever
+// would move the deadline (a ctx's end, kick, interrupt) wakes it another
+// way. A completion channel's fd comes with a cqKick: the thread then
+// blocks in the fd's read itself, as perftest's -e does, and the kick
+// raises an event of its own to end the read. Other fds, and a channel
+// whose kick does not open, block in epoll_wait on an epoll instance
+// (waiter) that watches the fd and an eventfd, wake, which the same
+// callers make readable.
 type pollFD struct {
 	name string
 	fd   int32 // the library's
 	turn turn  // one waiter at a time
 
-	mu sync.Mutex // guards f, rc, closing, gen, wake, waiter, woken and every deadline change
+	mu sync.Mutex // guards f, rc, closing, gen, wake, waiter, woken, the kick and every deadline change
 	// The duplicate on the netpoller, made with the pollFD and whenever
 	// waitHeld finds it gone; a thread waiter (waitThreadHeld) closes it,
 	// so that it does not wake the netpoller at every event of an fd that
@@ -58,16 +64,40 @@ type pollFD struct {
 	gen     uint64 // which wait the current deadline (or wake) belongs to
 	wake    int32  // the eventfd, made by the first waitThreadHeld; -1 before
 	waiter  int32  // the epoll instance watching fd and wake, made with wake
-	woken   bool   // wake was signalled and not yet drained
+	woken   bool   // wake or the kick was signalled, and not yet drained (the kick's event not yet read)
+	// The kick of a completion channel's fd (nil for other fds), opened
+	// by the first thread wait (kicking) unless that fails, when thread
+	// waits use wake and waiter instead; kickErr says why.
+	// While kicking, thread waits block in the fd's read: the fd is
+	// blocking from the first of them (blocking) until the netpoller is
+	// given it again.
+	kicker   threadKicker
+	kicking  bool
+	kickErr  error
+	blocking bool
+}
+
+// A threadWake is how a thread waiter's step blocks: in epoll_wait on
+// waiter, or, when waiter is -1, in the fd's read, which an event of
+// kickCQ (the kick's CQ) ends.
+type threadWake struct {
+	waiter int32
+	kickCQ uintptr
 }
 
 var longAgo = time.Unix(1, 0)
 
 func newPollFD(fd int32, name string) (*pollFD, error) {
+	return newPollFDKick(fd, name, nil)
+}
+
+// newPollFDKick is newPollFD for a completion channel's fd, whose thread
+// waits block in its read and are ended by kick (nil: in epoll_wait).
+func newPollFDKick(fd int32, name string, kick threadKicker) (*pollFD, error) {
 	if err := syscall.SetNonblock(int(fd), true); err != nil {
 		return nil, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", name, err)
 	}
-	p := &pollFD{name: name, fd: fd, wake: -1, waiter: -1}
+	p := &pollFD{name: name, fd: fd, wake: -1, waiter: -1, kicker: kick}
 	if err := p.netpollLocked(); err != nil {
 		return nil, err
 	}
@@ -79,6 +109,14 @@ func newPollFD(fd int32, name string) (*pollFD, error) {
 func (p *pollFD) netpollLocked() error {
 	if p.f != nil {
 		return nil
+	}
+	if p.blocking {
+		// Before os.NewFile, which gives the netpoller only a
+		// non-blocking fd.
+		if err := syscall.SetNonblock(int(p.fd), true); err != nil {
+			return fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", p.name, err)
+		}
+		p.blocking = false
 	}
 	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(p.fd), syscall.F_DUPFD_CLOEXEC, 0)
 	if e != 0 {
@@ -192,39 +230,47 @@ func (p *pollFD) rearmDeadline(ctx context.Context) error {
 }
 
 // A threadStep is what a thread waiter (waitThreadHeld) does between
-// wakes: it blocks the thread in C on waiter (goverbs_wait_fds), which
-// watches the fd and wake, until it has what it waits for (done), or until
-// wake is readable (not done, no error; it leaves wake as it found it). An
-// error ends the wait.
-type threadStep func(waiter int32) (done bool, err error)
+// wakes: it blocks the thread in C as w says (in epoll_wait on w.waiter,
+// goverbs_wait_fds, which watches the fd and wake; or in the fd's read)
+// until it has what it waits for (done), or until it is woken (not done,
+// no error): wake is readable, which it leaves as it found it, or it read
+// the kick's event. An error ends the wait.
+type threadStep func(w threadWake) (done bool, err error)
 
 // waitThreadHeld is waitHeld with the wait done on the calling goroutine's
-// OS thread, blocked in epoll_wait on the fd and on wake, inside step,
-// rather than parked on the netpoller: a wake costs epoll_wait and step's
-// read, where the netpoller's costs five syscalls and the scheduler's run
-// of the goroutine. It holds the thread (and, while it waits, its P: see
-// CompChannel.WaitThread) until it returns. After a kick it calls step
-// again. It allocates nothing when ctx cannot end and step was made once,
-// and, as waitHeld, one hook a call when ctx can end.
+// OS thread, blocked inside step in the fd's read (kicking) or in
+// epoll_wait on the fd and on wake, rather than parked on the netpoller: a
+// wake costs step's read (and epoll_wait), where the netpoller's costs
+// five syscalls and the scheduler's run of the goroutine. It holds the
+// thread (and, while it waits, its P: see CompChannel.WaitThread) until it
+// returns. After a kick it calls step again. It allocates nothing when ctx
+// cannot end and step was made once, and, as waitHeld, one hook a call
+// when ctx can end.
 func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	if p.waiter < 0 {
-		if err := p.openWaiterLocked(); err != nil {
-			p.mu.Unlock()
-			return err
-		}
-	}
-	p.drainLocked() // a kick or cancel meant for a wait before this one
-	p.gen++
-	gen, waiter := p.gen, p.waiter
 	// Off the netpoller while thread waiters use the fd: the caller holds
 	// the fd (acquire), so no netpoller waiter is using the file.
 	f := p.f
 	p.f, p.rc = nil, nil
+	w, err := p.threadWakeLocked()
+	if err != nil {
+		p.mu.Unlock()
+		if f != nil {
+			f.Close()
+		}
+		return err
+	}
+	if !p.kicking {
+		p.drainLocked() // a kick or cancel meant for a wait before this one
+	}
+	// While kicking, such a kick's event may still come: it wakes this
+	// wait once, which then steps again.
+	p.gen++
+	gen := p.gen
 	p.mu.Unlock()
 	if f != nil {
 		f.Close()
@@ -235,18 +281,57 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	}
 
 	for {
-		done, err := step(waiter)
+		done, err := step(w)
 		if done || err != nil {
 			return err
 		}
 		p.mu.Lock()
 		p.drainLocked()
+		w, err = p.threadWakeLocked() // the kick's failed rearm falls back to epoll_wait
 		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		if err := p.ended(ctx); err != nil {
 			return err
 		}
 		// A kick, or an interrupt that was undone: step again.
 	}
+}
+
+// threadWakeLocked makes, at the first thread wait, what wakes thread
+// waiters: the kick when the fd has one and it opens, else wake and
+// waiter; and makes the fd blocking while kicking. p.mu is held and the
+// netpoller does not have the fd (waitThreadHeld).
+func (p *pollFD) threadWakeLocked() (threadWake, error) {
+	if p.kicker != nil && !p.kicking && p.kickErr == nil && p.waiter < 0 {
+		if err := p.kicker.open(); err != nil {
+			p.kickErr = err
+		} else {
+			p.kicking = true
+		}
+	}
+	if p.kicking {
+		if !p.blocking {
+			if err := syscall.SetNonblock(int(p.fd), false); err != nil {
+				return threadWake{}, fmt.Errorf("goverbs: fcntl(%s, ~O_NONBLOCK): %w", p.name, err)
+			}
+			p.blocking = true
+		}
+		return threadWake{waiter: -1, kickCQ: p.kicker.cq()}, nil
+	}
+	if p.waiter < 0 {
+		if err := p.openWaiterLocked(); err != nil {
+			return threadWake{}, err
+		}
+	}
+	if p.blocking {
+		if err := syscall.SetNonblock(int(p.fd), true); err != nil {
+			return threadWake{}, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", p.name, err)
+		}
+		p.blocking = false
+	}
+	return threadWake{waiter: p.waiter}, nil
 }
 
 // ended says why a woken wait must end: ErrClosed once interrupt closed
@@ -276,11 +361,12 @@ func (p *pollFD) openWaiterLocked() error {
 	return nil
 }
 
-// waitFDs blocks the thread in epoll_wait on waiter until the fd or wake
+// waitFDs blocks the thread in epoll_wait on w.waiter until the fd or wake
 // is readable, and says which: the wait of a threadStep whose read Go
-// makes, as the tests' (a test file cannot call C).
-func waitFDs(waiter int32) (fdReady, wakeReady bool, err error) {
-	r := C.goverbs_wait_fds(C.int(waiter))
+// makes, as the tests' (a test file cannot call C). Their fds have no
+// kick.
+func waitFDs(w threadWake) (fdReady, wakeReady bool, err error) {
+	r := C.goverbs_wait_fds(C.int(w.waiter))
 	if r < 0 {
 		return false, false, errnoErr("epoll_wait (a thread wait)", syscall.Errno(-r))
 	}
@@ -304,20 +390,74 @@ func (p *pollFD) wakeOnDone(ctx context.Context, gen uint64, thread bool) (stop 
 	})
 }
 
-// signalLocked makes wake readable, for a thread waiter; p.mu is held.
+// signalLocked wakes a thread waiter: it signals the kick, while
+// kicking and no netpoller waiter can be using the fd, or makes wake
+// readable; p.mu is held.
 func (p *pollFD) signalLocked() {
-	if p.wake >= 0 && !p.woken {
+	if p.woken {
+		return
+	}
+	switch {
+	case p.kicking:
+		if p.f != nil {
+			return // the deadline wakes the netpoller's waiter
+		}
+		if err := p.kicker.signal(); err != nil {
+			// The QP would not move to the error state: nothing left
+			// can end the read but an event of the channel's CQs.
+			p.kickErr = err
+			return
+		}
+		p.woken = true
+	case p.wake >= 0:
 		C.goverbs_wake_signal(C.int(p.wake))
 		p.woken = true
 	}
 }
 
-// drainLocked makes wake empty again; p.mu is held.
+// drainLocked clears what signalLocked did, once the thread waiter is
+// awake: wake is made empty again, or, while kicking (the waiter read the
+// kick's event), the kick is made ready for the next signal; a kick that
+// will not rearm is closed, and thread waits use epoll_wait from then on.
+// p.mu is held.
 func (p *pollFD) drainLocked() {
-	if p.woken {
-		C.goverbs_wake_drain(C.int(p.wake))
-		p.woken = false
+	if !p.woken {
+		return
 	}
+	p.woken = false
+	if p.kicking {
+		if err := p.kicker.rearm(); err != nil {
+			p.kickErr = err
+			p.kicker.close()
+			p.kicking = false
+		}
+		return
+	}
+	C.goverbs_wake_drain(C.int(p.wake))
+}
+
+// kickRead is what a netpoller waiter does when it reads the kick's event:
+// a signal meant for a thread waiter before it, which drainLocked clears.
+func (p *pollFD) kickRead() {
+	p.mu.Lock()
+	p.drainLocked()
+	p.mu.Unlock()
+}
+
+// isKick reports whether cq (an event's) is the kick's CQ.
+func (p *pollFD) isKick(cq unsafe.Pointer) bool {
+	return p.kicker != nil && cq != nil && uintptr(cq) == p.kicker.cq()
+}
+
+// closeKick destroys the kick, which must go before the channel can; a
+// later thread wait opens it again. No waiter is left (CompChannel.Close).
+func (p *pollFD) closeKick() {
+	p.mu.Lock()
+	if p.kicking {
+		p.kicker.close()
+		p.kicking, p.woken = false, false
+	}
+	p.mu.Unlock()
 }
 
 // interrupt wakes the waiter (it returns ErrClosed) and refuses new ones.

@@ -221,47 +221,120 @@ func TestLifetimeConcurrentUseAndClose(t *testing.T) {
 	}
 }
 
-// pollFD parks on the netpoller (wait) or blocks its thread in epoll_wait
-// (waitThreadHeld, with a step that reads once epoll_wait finds the fd
-// readable): a pipe stands in for a completion channel. Each way wakes for
-// data, a ctx's end and an interrupt, keeps waiting after a kick when
-// nothing changed, and undo revives it. The netpoller's wait tries the
-// read before it parks and after a kick; the thread's step only once
-// epoll_wait finds the fd readable. The thread's wait leaves the fd off the
-// netpoller.
+// kickByte is what a pipeKicker's signal writes.
+const kickByte = 'K'
+
+// pipeKicker stands in for a completion channel's kick (cqKick): its
+// signal writes kickByte to the other end of the waiter's socket, as the
+// kick raises an event of its own CQ on the channel. It counts its calls,
+// and fails open or rearm when told to.
+type pipeKicker struct {
+	w                          int
+	failOpen, failRearm        error
+	opens, rearms, closes, sig int
+}
+
+func (k *pipeKicker) open() error {
+	k.opens++
+	return k.failOpen
+}
+func (k *pipeKicker) cq() uintptr { return kickByte }
+func (k *pipeKicker) signal() error {
+	k.sig++
+	_, err := syscall.Write(k.w, []byte{kickByte})
+	return err
+}
+func (k *pipeKicker) rearm() error {
+	k.rearms++
+	return k.failRearm
+}
+func (k *pipeKicker) close() { k.closes++ }
+
+// kickStep is a thread waiter's step on a socket whose pollFD may have a
+// pipeKicker: while kicking (w.waiter -1) it blocks in a read that peeks,
+// and takes a kickByte as its wake; otherwise it blocks in epoll_wait. It
+// calls try once the fd has data.
+func kickStep(fd int, try func() bool) threadStep {
+	return func(w threadWake) (bool, error) {
+		if w.waiter >= 0 {
+			_, woken, err := waitFDs(w)
+			if err != nil || woken {
+				return false, err
+			}
+			return try(), nil
+		}
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK) // blocking, as the channel's read
+		if err != nil {
+			return false, err
+		}
+		if n == 1 && b[0] == kickByte && w.kickCQ == kickByte {
+			syscall.Read(fd, b[:])
+			return false, nil
+		}
+		return try(), nil
+	}
+}
+
+// pollFD parks on the netpoller (wait) or blocks its thread (waitThreadHeld)
+// in epoll_wait (with a step that reads once epoll_wait finds the fd
+// readable) or, with a kicker, in the fd's read (kickStep): a socket
+// stands in for a completion channel. Each way wakes for data, a ctx's end
+// and an interrupt, keeps waiting after a kick when nothing changed, and
+// undo revives it. The netpoller's wait tries the read before it parks
+// and after a kick; the thread's step only once the fd is readable. A
+// stale kick wakes a kicked thread wait once, which waits on. The thread's
+// wait leaves the fd off the netpoller; with the kicker it leaves it
+// blocking, until the next netpoller wait. A kicker that will not open
+// leaves the thread waits in epoll_wait.
 func TestPollFDWaitCancelInterrupt(t *testing.T) {
+	thread := func(p *pollFD, ctx context.Context, step threadStep) error {
+		if err := p.acquire(ctx); err != nil {
+			return err
+		}
+		defer p.release()
+		return p.waitThreadHeld(ctx, step)
+	}
 	for _, tc := range []struct {
 		name      string
 		minTries  int  // after a kick then a write
 		idleTries int  // in a wait that times out
 		netpolled bool // whether the fd ends up registered with the netpoller
-		wait      func(p *pollFD, ctx context.Context, try func() bool) error
+		kicker    *pipeKicker
+		wait      func(p *pollFD, fd int, ctx context.Context, try func() bool) error
 	}{
-		{"netpoller", 3, 1, true, func(p *pollFD, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
-		{"thread", 1, 0, false, func(p *pollFD, ctx context.Context, try func() bool) error {
-			if err := p.acquire(ctx); err != nil {
-				return err
-			}
-			defer p.release()
-			return p.waitThreadHeld(ctx, func(waiter int32) (bool, error) {
-				_, woken, err := waitFDs(waiter)
+		{"netpoller", 3, 1, true, nil, func(p *pollFD, _ int, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
+		{"thread", 1, 0, false, nil, func(p *pollFD, _ int, ctx context.Context, try func() bool) error {
+			return thread(p, ctx, func(w threadWake) (bool, error) {
+				_, woken, err := waitFDs(w)
 				if err != nil || woken {
 					return false, err
 				}
 				return try(), nil
 			})
 		}},
+		{"thread, kicked", 1, 0, false, &pipeKicker{}, func(p *pollFD, fd int, ctx context.Context, try func() bool) error {
+			return thread(p, ctx, kickStep(fd, try))
+		}},
+		{"thread, kicker refused", 1, 0, false, &pipeKicker{failOpen: syscall.EOPNOTSUPP}, func(p *pollFD, fd int, ctx context.Context, try func() bool) error {
+			return thread(p, ctx, kickStep(fd, try))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var fds [2]int
-			require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
+			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+			require.NoError(t, err)
 			r, w := fds[0], fds[1]
 			defer syscall.Close(r)
 			defer syscall.Close(w)
-			p, err := newPollFD(int32(r), "pipe")
+			var kicker threadKicker
+			if tc.kicker != nil {
+				tc.kicker.w = w
+				kicker = tc.kicker
+			}
+			p, err := newPollFDKick(int32(r), "socket", kicker)
 			require.NoError(t, err)
 			defer p.close()
-			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, ctx, try) }
+			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, r, ctx, try) }
 
 			read := func() bool {
 				var b [1]byte
@@ -286,7 +359,8 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 			require.NoError(t, wait(context.Background(), func() bool { tries++; return read() }))
 			require.GreaterOrEqual(t, tries, tc.minTries, "after the kick, after the write")
 
-			// A kick with no waiter is not seen by the next wait.
+			// A kick with no waiter is not seen by the next wait (a
+			// kicker's event is, once, and it waits on).
 			p.kick()
 			ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
 			defer cancel2()
@@ -306,8 +380,76 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 			// A thread wait takes the fd off the netpoller, where it would
 			// wake a parked thread at every event.
 			require.Equal(t, tc.netpolled, p.f != nil, "registered with the netpoller")
+			if k := tc.kicker; k != nil {
+				kicked := k.failOpen == nil
+				require.Equal(t, kicked, p.kicking, "kicking")
+				require.Equal(t, kicked, p.blocking, "the fd blocking after a kicked thread wait")
+				require.Equal(t, kicked, p.waiter < 0, "no epoll instance while kicking")
+				require.Equal(t, 1, k.opens, "kicker opened")
+				if kicked {
+					// ctx's end, the kick, the stale kick, its ctx's end,
+					// the interrupt: each signal's event is read and
+					// rearmed.
+					require.Equal(t, 5, k.sig, "signals")
+					require.Equal(t, k.sig, k.rearms, "rearms")
+				} else {
+					require.ErrorIs(t, p.kickErr, syscall.EOPNOTSUPP)
+					require.Zero(t, k.sig)
+				}
+				// The netpoller takes the fd back non-blocking.
+				short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				defer cancel()
+				require.ErrorIs(t, p.wait(short, read), context.DeadlineExceeded)
+				require.False(t, p.blocking)
+				fl, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(r), syscall.F_GETFL, 0)
+				require.Zero(t, errno)
+				require.NotZero(t, fl&syscall.O_NONBLOCK, "O_NONBLOCK after a netpoller wait")
+			}
 		})
 	}
+}
+
+// A kicker that will not rearm after its event is closed, and the wait it
+// woke goes on in epoll_wait: it still wakes for data, and the next one
+// for a ctx's end.
+func TestPollFDKickerRearmFails(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	r, w := fds[0], fds[1]
+	defer syscall.Close(r)
+	defer syscall.Close(w)
+	k := &pipeKicker{w: w, failRearm: syscall.EIO}
+	p, err := newPollFDKick(int32(r), "socket", k)
+	require.NoError(t, err)
+	defer p.close()
+	read := func() bool {
+		var b [1]byte
+		_, err := syscall.Read(r, b[:])
+		return err != syscall.EAGAIN
+	}
+	wait := func(ctx context.Context) error {
+		require.NoError(t, p.acquire(ctx))
+		defer p.release()
+		return p.waitThreadHeld(ctx, kickStep(r, read))
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		p.kick()
+		time.Sleep(20 * time.Millisecond)
+		syscall.Write(w, []byte{1})
+	}()
+	require.NoError(t, wait(context.Background()))
+	require.Equal(t, 1, k.rearms)
+	require.Equal(t, 1, k.closes, "the kicker closed")
+	require.ErrorIs(t, p.kickErr, syscall.EIO)
+	require.False(t, p.kicking)
+	require.GreaterOrEqual(t, p.waiter, int32(0), "an epoll instance")
+	require.False(t, p.blocking, "the fd non-blocking again, for epoll_wait's step")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, wait(ctx), context.DeadlineExceeded)
+	require.Equal(t, 1, k.opens, "not opened again")
 }
 
 func TestEndpointEncoding(t *testing.T) {
@@ -401,61 +543,79 @@ func TestCMContextWithoutDevice(t *testing.T) {
 	t.Log(err)
 }
 
-// A netpoller waiter kicked over and over still ends at once on an
-// interrupt or a ctx's end that comes between a kick's wake and its
-// re-arm: neither may be lost, or the wait parks until the fd's next event
-// (and Close waits for it).
+// A waiter kicked over and over still ends at once on an interrupt or a
+// ctx's end that comes between a kick's wake and its re-arm: neither may
+// be lost, or the wait parks until the fd's next event (and Close waits
+// for it). For a netpoller waiter, and for a thread waiter blocked in the
+// read that a kicker's events end.
 func TestPollFDKicksDoNotLoseAnEnd(t *testing.T) {
-	for _, end := range []string{"interrupt", "cancel"} {
-		t.Run(end, func(t *testing.T) {
-			for iter := range 300 {
-				var fds [2]int
-				require.NoError(t, syscall.Pipe2(fds[:], syscall.O_CLOEXEC))
-				p, err := newPollFD(int32(fds[0]), "pipe")
-				require.NoError(t, err)
-				read := func() bool {
-					var b [1]byte
-					_, err := syscall.Read(fds[0], b[:])
-					return err != syscall.EAGAIN
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				errc := make(chan error, 1)
-				go func() { errc <- p.wait(ctx, read) }()
-				stop := make(chan struct{})
-				kicked := make(chan struct{})
-				go func() {
-					defer close(kicked)
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-							p.kick()
-						}
+	for _, way := range []string{"netpoller", "thread, kicked"} {
+		for _, end := range []string{"interrupt", "cancel"} {
+			t.Run(way+"/"+end, func(t *testing.T) {
+				for iter := range 300 {
+					fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+					require.NoError(t, err)
+					var kicker threadKicker
+					if way != "netpoller" {
+						kicker = &pipeKicker{w: fds[1]}
 					}
-				}()
-				time.Sleep(100 * time.Microsecond)
-				want := context.Canceled
-				if end == "interrupt" {
-					p.interrupt()
-					want = ErrClosed
-				} else {
+					p, err := newPollFDKick(int32(fds[0]), "socket", kicker)
+					require.NoError(t, err)
+					read := func() bool {
+						var b [1]byte
+						_, err := syscall.Read(fds[0], b[:])
+						return err != syscall.EAGAIN
+					}
+					ctx, cancel := context.WithCancel(context.Background())
+					errc := make(chan error, 1)
+					if kicker == nil {
+						go func() { errc <- p.wait(ctx, read) }()
+					} else {
+						go func() {
+							if err := p.acquire(ctx); err != nil {
+								errc <- err
+								return
+							}
+							defer p.release()
+							errc <- p.waitThreadHeld(ctx, kickStep(fds[0], read))
+						}()
+					}
+					stop := make(chan struct{})
+					kicked := make(chan struct{})
+					go func() {
+						defer close(kicked)
+						for {
+							select {
+							case <-stop:
+								return
+							default:
+								p.kick()
+							}
+						}
+					}()
+					time.Sleep(100 * time.Microsecond)
+					want := context.Canceled
+					if end == "interrupt" {
+						p.interrupt()
+						want = ErrClosed
+					} else {
+						cancel()
+					}
+					select {
+					case err := <-errc:
+						require.ErrorIs(t, err, want, "iteration %d", iter)
+					case <-time.After(5 * time.Second):
+						t.Fatalf("iteration %d: the wait was still blocked 5 s after the %s", iter, end)
+					}
+					close(stop)
+					<-kicked
 					cancel()
+					p.close()
+					syscall.Close(fds[0])
+					syscall.Close(fds[1])
 				}
-				select {
-				case err := <-errc:
-					require.ErrorIs(t, err, want, "iteration %d", iter)
-				case <-time.After(5 * time.Second):
-					t.Fatalf("iteration %d: the wait was still parked 5 s after the %s", iter, end)
-				}
-				close(stop)
-				<-kicked
-				cancel()
-				p.close()
-				syscall.Close(fds[0])
-				syscall.Close(fds[1])
-			}
-		})
+			})
+		}
 	}
 }
 

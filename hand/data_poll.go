@@ -318,8 +318,8 @@ func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 }
 
 // WaitThread is Wait with the waiting done on the calling goroutine's OS
-// thread, blocked in epoll_wait (CompChannel.WaitThread for what that costs
-// and saves), and with the loop in C: one cgo call polls, waits, reads and
+// thread, blocked in the channel's read (CompChannel.WaitThread for what
+// that costs and saves, and what ends it), and with the loop in C: one cgo call polls, waits, reads and
 // acknowledges the event, arms the CQ again and polls again
 // (goverbs_wait_poll_cq), so a wake costs one crossing where Wait's loop
 // costs five. It arms as perftest's -e does, right after each event and

@@ -7,9 +7,9 @@
 //     Poller and ExPoller reap completions with one (Poll), or busy-poll
 //     up to n times with one (PollSpin), or wait for one, parked on the
 //     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll) or
-//     blocked in epoll_wait on the goroutine's thread (Poller.WaitThread,
-//     CQ.WaitThread), which allocates nothing when its context cannot end
-//     (context.Background).
+//     blocked in the channel's read on the goroutine's thread
+//     (Poller.WaitThread, CQ.WaitThread), which allocates nothing when its
+//     context cannot end (context.Background).
 //     Files data_*.go, with their C side in hand.c.
 //   - The control path: Open, Context, PD, MR, CQ and CompChannel, QP, SRQ,
 //     AH, MW, async events, and rdma_cm's Listen, Dial, ListenEP, DialEP and
@@ -70,7 +70,7 @@
 // EAGAIN read before parking, two epoll_pwait, the scheduler's run of the
 // goroutine, and, after the process sat idle, a wake of the runtime's
 // sysmon thread, which then naps before it sleeps again. A wait on the
-// thread (WaitThread) costs epoll_wait and the read, and holds the thread
+// thread (WaitThread) costs the read alone, as C's does, and holds the thread
 // while it waits; Poller.WaitThread also polls and re-arms in the same cgo
 // call, one crossing a wake. Where a wait comes once a message, wait on
 // the thread or busy-poll (PollSpin); to park there anyway, start the

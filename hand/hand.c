@@ -315,15 +315,28 @@ void goverbs_wake_drain(int wake)
 		;
 }
 
-int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t ev)
+int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
+			  uintptr_t ev)
 {
 	int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **) =
 		(int (*)(struct ibv_comp_channel *, struct ibv_cq **, void **))get;
 	void (*ack_cq_events)(struct ibv_cq *, unsigned int) = (void (*)(struct ibv_cq *, unsigned int))ack;
 	struct ibv_comp_channel *ch = (struct ibv_comp_channel *)channel;
 	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
-	int r = goverbs_wait_fds(waiter);
+	int r;
 
+	if (waiter < 0) {
+		/* No epoll: the fd is blocking, and the kick ends the read. */
+		if (get_cq_event(ch, &e->cq, &e->context) != 0) {
+			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+				return GOVERBS_NO_EVENT; /* a handler without SA_RESTART */
+			e->err = errno;
+			return GOVERBS_READ_FAILED;
+		}
+		ack_cq_events(e->cq, 1);
+		return e->cq == (struct ibv_cq *)kick_cq ? GOVERBS_WOKEN : GOVERBS_EVENT;
+	}
+	r = goverbs_wait_fds(waiter);
 	if (r < 0) {
 		e->err = -r;
 		return GOVERBS_WAIT_FAILED;
@@ -340,8 +353,8 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 	return GOVERBS_EVENT;
 }
 
-int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t ev,
-			 uintptr_t cq, int n, uintptr_t wc, int armed)
+int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
+			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed)
 {
 	struct ibv_cq *c = (struct ibv_cq *)cq;
 	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
@@ -365,11 +378,134 @@ int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wa
 			e->polled = r;
 			return GOVERBS_POLLED;
 		}
-		r = goverbs_wait_cq_event(get, ack, channel, waiter, ev);
+		r = goverbs_wait_cq_event(get, ack, channel, waiter, kick_cq, ev);
 		if (r == GOVERBS_NO_EVENT)
 			continue; /* readable, then read by nobody: poll again */
 		if (r != GOVERBS_EVENT || e->cq != c)
 			return r;
 		armed = 0; /* cq's event disarmed it */
 	}
+}
+
+static int kick_modify(struct goverbs_kick *k, enum ibv_qp_state state)
+{
+	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int) =
+		(int (*)(struct ibv_qp *, struct ibv_qp_attr *, int))k->modify_qp;
+	struct ibv_qp_attr a = { .qp_state = state };
+	int mask = IBV_QP_STATE, r;
+
+	if (state == IBV_QPS_INIT) {
+		a.port_num = 1;
+		mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+	}
+	r = modify_qp(k->qp, &a, mask);
+	if (r != 0)
+		k->failed = state == IBV_QPS_ERR ? "ibv_modify_qp (to the error state)" : "ibv_modify_qp";
+	return r;
+}
+
+/* kick_reap polls the kick's CQ until the flushed receive's completion is
+ * there, for up to a second. */
+static int kick_reap(struct goverbs_kick *k)
+{
+	struct ibv_wc wc;
+	int i, r;
+
+	for (i = 0; i < 10000; i++) {
+		r = ibv_poll_cq(k->cq, 1, &wc);
+		if (r > 0)
+			return 0;
+		if (r < 0) {
+			k->failed = "ibv_poll_cq";
+			return EIO;
+		}
+		usleep(100);
+	}
+	k->failed = "ibv_poll_cq (the flushed receive's completion did not come within a second)";
+	return ETIMEDOUT;
+}
+
+/* kick_ready resets the QP, brings it to INIT and posts its receive; and
+ * arms the CQ when arm is set. */
+static int kick_ready(struct goverbs_kick *k, int arm)
+{
+	struct ibv_recv_wr wr = { .wr_id = 0, .num_sge = 0 }, *bad;
+	int r;
+
+	if ((r = kick_modify(k, IBV_QPS_RESET)) != 0 || (r = kick_modify(k, IBV_QPS_INIT)) != 0)
+		return r;
+	if ((r = ibv_post_recv(k->qp, &wr, &bad)) != 0) {
+		k->failed = "ibv_post_recv";
+		return r;
+	}
+	if (arm && (r = ibv_req_notify_cq(k->cq, 0)) != 0) {
+		k->failed = "ibv_req_notify_cq";
+		return r;
+	}
+	return 0;
+}
+
+int goverbs_kick_open(struct goverbs_kick *k, uintptr_t context, uintptr_t channel)
+{
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *) = (struct ibv_pd * (*)(struct ibv_context *)) k->alloc_pd;
+	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int) =
+		(struct ibv_cq * (*)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int)) k->create_cq;
+	struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *) =
+		(struct ibv_qp * (*)(struct ibv_pd *, struct ibv_qp_init_attr *)) k->create_qp;
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
+	int r;
+
+	k->pd = NULL, k->cq = NULL, k->qp = NULL, k->failed = NULL;
+	if (!(k->pd = alloc_pd((struct ibv_context *)context))) {
+		k->failed = "ibv_alloc_pd";
+		goto fail;
+	}
+	if (!(k->cq = create_cq((struct ibv_context *)context, 1, NULL, (struct ibv_comp_channel *)channel, 0))) {
+		k->failed = "ibv_create_cq";
+		goto fail;
+	}
+	ia.send_cq = ia.recv_cq = k->cq;
+	if (!(k->qp = create_qp(k->pd, &ia))) {
+		k->failed = "ibv_create_qp (RC)";
+		goto fail;
+	}
+	/* Once unarmed, to see that the QP flushes, then armed. */
+	if ((r = kick_ready(k, 0)) != 0 || (r = goverbs_kick_signal(k)) != 0 || (r = kick_reap(k)) != 0 ||
+	    (r = kick_ready(k, 1)) != 0) {
+		errno = r;
+		goto fail;
+	}
+	return 0;
+fail:
+	r = errno ? errno : EIO;
+	goverbs_kick_close(k);
+	return r;
+}
+
+int goverbs_kick_signal(struct goverbs_kick *k)
+{
+	return kick_modify(k, IBV_QPS_ERR);
+}
+
+int goverbs_kick_rearm(struct goverbs_kick *k)
+{
+	int r = kick_reap(k);
+
+	return r != 0 ? r : kick_ready(k, 1);
+}
+
+void goverbs_kick_close(struct goverbs_kick *k)
+{
+	int (*destroy_qp)(struct ibv_qp *) = (int (*)(struct ibv_qp *))k->destroy_qp;
+	int (*destroy_cq)(struct ibv_cq *) = (int (*)(struct ibv_cq *))k->destroy_cq;
+	int (*dealloc_pd)(struct ibv_pd *) = (int (*)(struct ibv_pd *))k->dealloc_pd;
+
+	if (k->qp)
+		destroy_qp(k->qp);
+	if (k->cq)
+		destroy_cq(k->cq);
+	if (k->pd)
+		dealloc_pd(k->pd);
+	k->pd = NULL, k->cq = NULL, k->qp = NULL;
 }

@@ -96,7 +96,9 @@ int goverbs_poll_ex_spin(uintptr_t cq, uintptr_t wc, uintptr_t ts, int n, uint64
 			 int polls);
 
 /*
- * The thread wait (pollFD.waitThreadHeld): goverbs_waiter_open makes an
+ * The thread wait (pollFD.waitThreadHeld) where it cannot block in the
+ * read itself (an fd without a kick: see "The kick" below, which a
+ * completion channel has unless its device refuses it): goverbs_waiter_open makes an
  * epoll instance, the waiter, watching fd and wake for input, or returns
  * -errno; goverbs_wait_fds blocks the calling thread in epoll_wait on it
  * until fd or wake is readable (an error or hang-up on fd counts as
@@ -133,9 +135,9 @@ struct goverbs_cq_event {
 /* goverbs_wait_cq_event's results. */
 enum {
 	GOVERBS_EVENT = 0,       /* ev->cq and ev->context hold an event, acknowledged */
-	GOVERBS_WOKEN = 1,       /* wake is readable; nothing was read */
-	GOVERBS_NO_EVENT = 2,    /* the fd was readable but the read found nothing (EAGAIN) */
-	GOVERBS_WAIT_FAILED = 3, /* ev->err is epoll_wait's errno */
+	GOVERBS_WOKEN = 1,       /* wake is readable, nothing read; or the kick's event was read, acknowledged */
+	GOVERBS_NO_EVENT = 2,    /* the fd was readable but the read found nothing (EAGAIN), or was interrupted */
+	GOVERBS_WAIT_FAILED = 3, /* ev->err is epoll_wait's errno (waiter given) */
 	GOVERBS_READ_FAILED = 4, /* ev->err is ibv_get_cq_event's errno */
 	/* goverbs_wait_poll_cq's own: */
 	GOVERBS_POLLED = 5,       /* ev->polled completions are in wc */
@@ -145,13 +147,18 @@ enum {
 
 /*
  * goverbs_wait_cq_event is CompChannel.WaitThread's one cgo crossing a wake:
- * goverbs_wait_fds on waiter (which watches channel's fd and a wake), then,
- * when only the fd is readable, one event read with get (ibv_get_cq_event; the fd is
- * non-blocking) and acknowledged with ack (ibv_ack_cq_events). get and ack
- * are the loaded library's functions (verbs.Address): this file cannot
- * name the generated loader's trampolines, which live in package verbs.
+ * one event read with get (ibv_get_cq_event) and acknowledged with ack
+ * (ibv_ack_cq_events). With waiter -1 the channel's fd is blocking and
+ * the read is the wait, which an event of kick_cq, the channel's kick
+ * (below), ends as GOVERBS_WOKEN. Otherwise it first calls
+ * goverbs_wait_fds on waiter (which watches the channel's fd and a wake),
+ * and reads, from the non-blocking fd, only when the fd alone is readable.
+ * get and ack are the loaded library's functions (verbs.Address): this
+ * file cannot name the generated loader's trampolines, which live in
+ * package verbs.
  */
-int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t ev);
+int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
+			  uintptr_t ev);
 
 /*
  * goverbs_wait_poll_cq is Poller.WaitThread's one cgo crossing a wake, the
@@ -164,7 +171,44 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
  * caller holds cq (it may not be destroyed during the call) and the
  * channel's turn.
  */
-int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t ev,
-			 uintptr_t cq, int n, uintptr_t wc, int armed);
+int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
+			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed);
+
+/*
+ * The kick: what ends a thread's blocking read of a completion channel
+ * from another thread, so that a thread wait can block in the read, as
+ * perftest's -e does, rather than in epoll_wait with an eventfd beside the
+ * channel (about 1,000 kernel instructions a wake at send_bw 64 B). Only an
+ * event ends that read: the Go runtime restarts it after a signal, and
+ * closing the fd does not end a read in progress. So goverbs makes the
+ * event: a CQ of its own on the channel, armed, and an RC QP of its own
+ * with one receive posted. goverbs_kick_signal moves the QP to the error
+ * state, which flushes the receive (the IB specification's rule for a QP
+ * in error, on which the kernel's ib_drain_rq relies too); the flush's
+ * completion raises the kick CQ's event, and a wait that reads it
+ * (goverbs_wait_cq_event with kick_cq) returns GOVERBS_WOKEN.
+ * goverbs_kick_rearm then makes the kick ready again: it reaps the flush,
+ * resets the QP, brings it to INIT on port 1, posts the receive and arms
+ * the CQ.
+ *
+ * goverbs_kick_open makes the kick on the channel's context with the
+ * loaded library's functions in k (verbs.Address), and tries it once
+ * before it arms it: a device whose QP does not flush within a second is
+ * refused (ETIMEDOUT), so that a wait never blocks on a kick that cannot
+ * come. It returns 0, or an errno with k->failed naming the call, having
+ * destroyed what it made. The others return 0 or an errno and set
+ * k->failed likewise. Callers serialize them.
+ */
+struct goverbs_kick {
+	uintptr_t alloc_pd, dealloc_pd, create_cq, destroy_cq, create_qp, destroy_qp, modify_qp;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	const char *failed;
+};
+int goverbs_kick_open(struct goverbs_kick *k, uintptr_t context, uintptr_t channel);
+int goverbs_kick_signal(struct goverbs_kick *k);
+int goverbs_kick_rearm(struct goverbs_kick *k);
+void goverbs_kick_close(struct goverbs_kick *k);
 
 #endif

@@ -98,8 +98,8 @@ endef
 # perftest); then send_bw and send_lat with both tools waiting for
 # completion events (-events, perftest's -e), since their busy-polling
 # servers would share the one vCPU with the client and hand over only at
-# the scheduler's tick; goverbs-perf -e waits blocked in epoll_wait on its
-# thread (PERF_FLAGS='-wait netpoll' parks on the netpoller, with the Go
+# the scheduler's tick; goverbs-perf -e waits blocked in the channel's read
+# on its thread (PERF_FLAGS='-wait netpoll' parks on the netpoller, with the Go
 # runtime's sysmon kept awake; add -sysmon-nap for the runtime's default).
 # perftest refuses -e for RDMA writes and reads. Then, for each count in
 # PERF_PROCS, the Go loops and the event rows again with goverbs-perf

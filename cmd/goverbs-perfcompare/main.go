@@ -201,7 +201,7 @@ func main() {
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
 		"what lets client and server share one vCPU (make perf-compare)")
-	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in epoll_wait, hand.Poller.WaitThread) "+
+	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in the channel's read, hand.Poller.WaitThread) "+
 		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
 	flag.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "goverbs-perf's -gomaxprocs: the Go runtime's Ps; 0 leaves Go's default (1 on a one-vCPU VM, where 2 gives the runtime an idle P, as on a host with more CPUs)")
 	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events -wait netpoll, the Go runtime's sysmon sleeps while the process idles, "+

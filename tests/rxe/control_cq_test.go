@@ -19,7 +19,8 @@ import (
 )
 
 // waitWays are the two ways to wait for a completion event: parked on the
-// netpoller (Wait) and blocked on the thread in epoll_wait (WaitThread).
+// netpoller (Wait) and blocked on the thread in the channel's read
+// (WaitThread).
 var waitWays = []struct {
 	name string
 	cq   func(*hand.CQ, context.Context) error
@@ -159,10 +160,10 @@ func testSharedChannelConcurrentWaits(t *testing.T, firstWait func(*hand.CQ, con
 	ctx := ctlContext(t, 20*time.Second)
 	first, second := make(chan error, 1), make(chan error, 1)
 	go sharedFirstWaiter(firstWait, r.cq, ctx, first)
-	// Holding the channel: blocked in epoll_wait on the thread, or parked
+	// Holding the channel: blocked in its read on the thread, or parked
 	// on the netpoller, which a waiter does only with the channel's turn.
 	if firstThread {
-		waitBlockedInEpoll(t, 2)
+		waitBlockedInRead(t, r.ch.Raw().FD)
 	} else {
 		waitGoroutine(t, "sharedFirstWaiter", "IO wait")
 	}
@@ -354,11 +355,12 @@ func TestControlWaitHoldsNoThread(t *testing.T) {
 	require.Less(t, during-before, 10, "waiters hold OS threads")
 }
 
-// WaitThread waits where it says: its thread is blocked in epoll_wait
-// for up to 2 events (the channel's fd and the wake-up eventfd) until the
-// completion comes, which it then returns; for CQ.WaitThread and for
-// Poller.WaitThread, whose loop is in C.
-func TestControlWaitThreadBlocksInEpoll(t *testing.T) {
+// WaitThread waits where it says: its thread is blocked in the channel's
+// read, as perftest's -e is, until the completion comes, which it then
+// returns; for CQ.WaitThread and for Poller.WaitThread, whose loop is in
+// C. No epoll_wait: what ends that read early is the channel's kick, an
+// event of goverbs' own (TestControlWaitThreadKicked).
+func TestControlWaitThreadBlocksInRead(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		wait func(r *ctlRig) error
@@ -388,13 +390,13 @@ func TestControlWaitThreadBlocksInEpoll(t *testing.T) {
 			a, b := r.pair(t, hand.RC)
 			woke := make(chan error, 1)
 			go func() { woke <- tc.wait(r) }()
-			tid := waitBlockedInEpoll(t, 2)
+			tid := waitBlockedInRead(t, r.ch.Raw().FD)
 			select {
 			case err := <-woke:
 				t.Fatalf("WaitThread returned before any completion: %v", err)
 			default:
 			}
-			t.Logf("WaitThread's thread %s is blocked in epoll_wait for 2 events", tid)
+			t.Logf("WaitThread's thread %s is blocked in the channel's read", tid)
 			ctlPostRecv(t, b, r.mr, 1, 1, 4096, 64)
 			ctlPostSend(t, a, r.mr, 2, 0, 64)
 			select {
@@ -405,6 +407,113 @@ func TestControlWaitThreadBlocksInEpoll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The kick ends a WaitThread blocked in the channel's read, for each of
+// its callers, and a channel moves between thread waits and netpoller
+// waits: each round, a CQ.WaitThread and a Poller.WaitThread ended by
+// their ctx, a Wait ended by its ctx while parked on the netpoller (so the
+// fd is non-blocking again: no thread is left in its read), then a
+// WaitThread and a Wait that completions wake; a CQ's Close wakes a
+// WaitThread on another CQ of the channel, which waits on; and, after all
+// that, a CQ's Close wakes a WaitThread on it with ErrClosed.
+func TestControlWaitThreadKicked(t *testing.T) {
+	r := newCtlRig(t)
+	a, b := r.pair(t, hand.RC)
+	fd := r.ch.Raw().FD
+	p, err := hand.NewPoller(r.cq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	ended := func(what string, errc <-chan error, want error) {
+		t.Helper()
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, want, what)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not return 5 s after it should have", what)
+		}
+	}
+	next := uint64(0)
+	complete := func() {
+		next++
+		ctlPostRecv(t, b, r.mr, next, 1, 4096, 64)
+		ctlPostSend(t, a, r.mr, 1000+next, 0, 64)
+	}
+	// reaped checks that the receive and the send of the last complete
+	// are on r.cq, less the n a Poller took.
+	reaped := func(n int) {
+		t.Helper()
+		var ids []uint64
+		for _, wc := range ctlReap(t, r.cq, 2-n) {
+			ids = append(ids, wc.WRID)
+		}
+		require.Subset(t, []uint64{next, 1000 + next}, ids)
+	}
+	for round := range 3 {
+		require.NoError(t, r.cq.RequestNotify(false))
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- r.cq.WaitThread(ctx) }()
+		waitBlockedInRead(t, fd)
+		cancel()
+		ended(fmt.Sprintf("round %d: CQ.WaitThread, its ctx cancelled", round), errc, context.Canceled)
+
+		ctx, cancel = context.WithCancel(context.Background())
+		go func() { _, err := p.WaitThread(ctx); errc <- err }()
+		// With a ctx that can end it polls from Go first, then blocks.
+		waitBlockedInRead(t, fd)
+		cancel()
+		ended(fmt.Sprintf("round %d: Poller.WaitThread, its ctx cancelled", round), errc, context.Canceled)
+
+		ctx, cancel = context.WithCancel(context.Background())
+		go kickedNetpollWaiter(r.cq, ctx, errc)
+		waitGoroutine(t, "kickedNetpollWaiter", "IO wait")
+		cancel()
+		ended(fmt.Sprintf("round %d: Wait, its ctx cancelled", round), errc, context.Canceled)
+
+		go func() { errc <- r.cq.WaitThread(ctlContext(t, 20*time.Second)) }()
+		waitBlockedInRead(t, fd)
+		complete()
+		ended(fmt.Sprintf("round %d: CQ.WaitThread, a completion", round), errc, nil)
+		reaped(0)
+
+		require.NoError(t, r.cq.RequestNotify(false))
+		go kickedNetpollWaiter(r.cq, ctlContext(t, 20*time.Second), errc)
+		waitGoroutine(t, "kickedNetpollWaiter", "IO wait")
+		complete()
+		ended(fmt.Sprintf("round %d: Wait, a completion", round), errc, nil)
+		reaped(0)
+	}
+
+	other, err := r.ctx.NewCQ(4, hand.CQOptions{Channel: r.ch})
+	require.NoError(t, err)
+	require.NoError(t, r.cq.RequestNotify(false))
+	errc, polled := make(chan error, 1), make(chan int, 1)
+	go func() { wcs, err := p.WaitThread(context.Background()); polled <- len(wcs); errc <- err }()
+	waitBlockedInRead(t, fd)
+	require.NoError(t, other.Close())
+	// Woken by the kick, it finds its own CQ open and blocks again.
+	waitBlockedInRead(t, fd)
+	select {
+	case err := <-errc:
+		t.Fatalf("Poller.WaitThread returned when another CQ of its channel closed: %v", err)
+	default:
+	}
+	complete()
+	ended("Poller.WaitThread after another CQ's Close, a completion", errc, nil)
+	reaped(<-polled)
+
+	lone, err := r.ctx.NewCQ(4, hand.CQOptions{Channel: r.ch})
+	require.NoError(t, err)
+	require.NoError(t, lone.RequestNotify(false))
+	go func() { errc <- lone.WaitThread(context.Background()) }()
+	waitBlockedInRead(t, fd)
+	require.NoError(t, lone.Close())
+	ended("CQ.WaitThread, its CQ closed", errc, hand.ErrClosed)
+}
+
+func kickedNetpollWaiter(cq *hand.CQ, ctx context.Context, out chan<- error) {
+	out <- cq.Wait(ctx)
 }
 
 func ctlThreads(t *testing.T) int {
@@ -527,7 +636,7 @@ func TestControlPollerWait(t *testing.T) {
 }
 
 // pollerWaits are Poller's two ways to wait: Wait parks on the netpoller,
-// WaitThread blocks in epoll_wait with its loop in C.
+// WaitThread blocks in the channel's read with its loop in C.
 var pollerWaits = []struct {
 	name string
 	wait func(*hand.Poller, context.Context) ([]hand.WC, error)
@@ -810,7 +919,7 @@ func TestControlPollerWaitThreadSharedChannel(t *testing.T) {
 		}
 		got <- ids
 	}()
-	waitBlockedInEpoll(t, 2) // holding the channel
+	waitBlockedInRead(t, r.ch.Raw().FD) // holding the channel
 
 	ctlPostRecv(t, a, r.mr, 1, 1, 4096, 64)
 	sc.Reserve(1).SetSend(0, 2, 0, r.mr.SGE(0, 64))

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // process of its own on rxe0, with perftest's defaults (one WR a post, one
 // in 100 signaled) and with post lists, and the bandwidth modes with their
 // loops in C (-loop c, lists), and with perftest's defaults waiting for
-// completion events (-e) both ways: blocked in epoll_wait on the thread
+// completion events (-e) both ways: blocked in the channel's read on the thread
 // (hand.Poller.WaitThread, the default), and parked on the netpoller
 // (-wait netpoll, hand.CQ.Wait) in a process restarted with the runtime's
 // sysmon kept awake; each side must report how it waited and, with the

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,25 +85,6 @@ func TestVerbsCompletionChannelWakesWaiter(t *testing.T) {
 func waitBlockedInRead(t *testing.T, fd int32) string {
 	t.Helper()
 	return waitBlockedIn(t, fmt.Sprintf("read(2) on fd %d", fd), 0, uint64(fd), syscall.SYS_READ)
-}
-
-// waitBlockedInEpoll returns the id of a thread of this process blocked in
-// epoll_wait(2) for up to maxEvents events, waiting up to vTimeout for one.
-func waitBlockedInEpoll(t *testing.T, maxEvents int) string {
-	t.Helper()
-	// glibc's epoll_wait is the epoll_wait system call on amd64 and
-	// epoll_pwait on arm64, which has no epoll_wait; Go's syscall package
-	// names the first only on amd64.
-	var nrs []int
-	switch runtime.GOARCH {
-	case "amd64":
-		nrs = []int{232 /* epoll_wait */, 281 /* epoll_pwait */}
-	case "arm64":
-		nrs = []int{22 /* epoll_pwait */}
-	default:
-		t.Fatalf("no epoll_wait system call numbers for GOARCH %s: add them here", runtime.GOARCH)
-	}
-	return waitBlockedIn(t, fmt.Sprintf("epoll_wait for %d events", maxEvents), 2, uint64(maxEvents), nrs...)
 }
 
 // waitBlockedIn returns the id of a thread of this process blocked in one

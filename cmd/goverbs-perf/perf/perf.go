@@ -47,7 +47,7 @@
 // from what the Go process does (BENCHMARKS.md). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
-// (make perf-compare): by default in epoll_wait on the goroutine's thread
+// (make perf-compare): by default in the channel's read on the goroutine's thread
 // (-wait thread, hand.Poller.WaitThread), or parked on the netpoller (-wait
 // netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
 // first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves
@@ -127,10 +127,11 @@ type Config struct {
 type Wait string
 
 const (
-	// ThreadWait blocks the goroutine's thread in epoll_wait
-	// (hand.Poller.WaitThread): one cgo call and three syscalls a wake
-	// (epoll_wait, the event's read, the arm), where perftest makes two
-	// (its blocking read, the arm).
+	// ThreadWait blocks the goroutine's thread in the channel's read
+	// (hand.Poller.WaitThread): one cgo call and two syscalls a wake (the
+	// event's read, the arm), as perftest makes (its blocking read, the
+	// arm); three where the device refuses the channel's kick and the
+	// wait blocks in epoll_wait before the read.
 	ThreadWait Wait = "thread"
 	// NetpollWait parks the goroutine on Go's netpoller (hand.CQ.Wait):
 	// no thread held, five syscalls a wake and the scheduler's run of the
@@ -192,7 +193,7 @@ func ParseArgs(args []string) (Config, error) {
 		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
 	}
 	wait := string(ThreadWait)
-	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in epoll_wait on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
+	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in the channel's read on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.IntVar(&cfg.GoMaxProcs, "gomaxprocs", 0, "the Go runtime's Ps (runtime.GOMAXPROCS); 0 leaves Go's default, one per CPU it may use")

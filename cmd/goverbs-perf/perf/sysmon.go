@@ -90,7 +90,7 @@ func restartWithEnv(env []string, stderr io.Writer) int {
 // reportWait tells how the process waited for completion events (-wait).
 func reportWait(out io.Writer, w Wait) {
 	if w == ThreadWait {
-		fmt.Fprintln(out, " wait: thread, blocked in epoll_wait (hand.Poller.WaitThread)")
+		fmt.Fprintln(out, " wait: thread, blocked on the thread (hand.Poller.WaitThread)")
 		return
 	}
 	fmt.Fprintln(out, " wait: netpoll, parked on the netpoller (hand.CQ.Wait)")
