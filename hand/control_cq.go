@@ -183,6 +183,22 @@ func (ch *CompChannel) WaitThread(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, true)
 }
 
+// PrepareWaitThread makes what WaitThread and Poller.WaitThread need on
+// this channel now, so that the first of them does not pay for it inside
+// a loop someone times: the kick (a PD, a CQ and an RC QP, and its one
+// trial, about 250 us of a one-vCPU VM's time on rxe), or, on a device
+// that refuses the kick, the eventfd and the epoll instance. Without it
+// the first thread wait makes them. It fails with ErrClosed after Close,
+// and with the system call's error when epoll or the eventfd cannot be
+// made; a refused kick is no error.
+func (ch *CompChannel) PrepareWaitThread() error {
+	if err := ch.use(); err != nil {
+		return err
+	}
+	defer ch.done()
+	return ch.fd.prepareThreadWait()
+}
+
 // wait returns the next event's CQ, or, when only is set, waits for an
 // event of only and counts the others as pending for their own Wait. It
 // waits on the netpoller (pollFD.waitHeld) or, with thread, on the

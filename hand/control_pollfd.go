@@ -299,17 +299,12 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	}
 }
 
-// threadWakeLocked makes, at the first thread wait, what wakes thread
-// waiters: the kick when the fd has one and it opens, else wake and
-// waiter; and makes the fd blocking while kicking. p.mu is held and the
-// netpoller does not have the fd (waitThreadHeld).
+// threadWakeLocked returns how thread waiters block, made by
+// prepareLocked, and makes the fd blocking while kicking. p.mu is held and
+// the netpoller does not have the fd (waitThreadHeld).
 func (p *pollFD) threadWakeLocked() (threadWake, error) {
-	if p.kicker != nil && !p.kicking && p.kickErr == nil && p.waiter < 0 {
-		if err := p.kicker.open(); err != nil {
-			p.kickErr = err
-		} else {
-			p.kicking = true
-		}
+	if err := p.prepareLocked(); err != nil {
+		return threadWake{}, err
 	}
 	if p.kicking {
 		if !p.blocking {
@@ -320,11 +315,6 @@ func (p *pollFD) threadWakeLocked() (threadWake, error) {
 		}
 		return threadWake{waiter: -1, kickCQ: p.kicker.cq()}, nil
 	}
-	if p.waiter < 0 {
-		if err := p.openWaiterLocked(); err != nil {
-			return threadWake{}, err
-		}
-	}
 	if p.blocking {
 		if err := syscall.SetNonblock(int(p.fd), true); err != nil {
 			return threadWake{}, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", p.name, err)
@@ -332,6 +322,33 @@ func (p *pollFD) threadWakeLocked() (threadWake, error) {
 		p.blocking = false
 	}
 	return threadWake{waiter: p.waiter}, nil
+}
+
+// prepareLocked makes, once, what wakes thread waiters: the kick when the
+// fd has one and it opens, else wake and waiter. p.mu is held.
+func (p *pollFD) prepareLocked() error {
+	if p.kicker != nil && !p.kicking && p.kickErr == nil && p.waiter < 0 {
+		if err := p.kicker.open(); err != nil {
+			p.kickErr = err
+		} else {
+			p.kicking = true
+		}
+	}
+	if p.kicking || p.waiter >= 0 {
+		return nil
+	}
+	return p.openWaiterLocked()
+}
+
+// prepareThreadWait is prepareLocked for a caller that does not hold p.mu,
+// so that the first thread wait does not pay for it.
+func (p *pollFD) prepareThreadWait() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return ErrClosed
+	}
+	return p.prepareLocked()
 }
 
 // ended says why a woken wait must end: ErrClosed once interrupt closed

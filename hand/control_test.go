@@ -845,3 +845,42 @@ func TestSGELengthBounds(t *testing.T) {
 	require.Equal(t, uint32(math.MaxUint32), UDRecvSGE(0, math.MaxUint32-uint32(GRHSize), 1).Length)
 	require.Panics(t, func() { UDRecvSGE(0, math.MaxUint32-uint32(GRHSize)+1, 1) })
 }
+
+// prepareThreadWait opens the kicker once, before any thread wait, and
+// leaves the fd non-blocking for the netpoller's waits until a thread wait
+// comes; after close it refuses.
+func TestPollFDPrepareThreadWait(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	r, w := fds[0], fds[1]
+	defer syscall.Close(r)
+	defer syscall.Close(w)
+	k := &pipeKicker{w: w}
+	p, err := newPollFDKick(int32(r), "socket", k)
+	require.NoError(t, err)
+	require.NoError(t, p.prepareThreadWait())
+	require.NoError(t, p.prepareThreadWait())
+	require.Equal(t, 1, k.opens)
+	require.True(t, p.kicking)
+	require.False(t, p.blocking, "blocking before a thread wait")
+	read := func() bool {
+		var b [1]byte
+		_, err := syscall.Read(r, b[:])
+		return err != syscall.EAGAIN
+	}
+	// Were the fd blocking, this read would hold the thread past the
+	// deadline, until data came.
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.wait(short, read), context.DeadlineExceeded)
+
+	go func() { time.Sleep(20 * time.Millisecond); syscall.Write(w, []byte{1}) }()
+	require.NoError(t, p.acquire(context.Background()))
+	require.NoError(t, p.waitThreadHeld(context.Background(), kickStep(r, read)))
+	p.release()
+	require.Equal(t, 1, k.opens)
+	require.True(t, p.blocking)
+
+	p.close()
+	require.ErrorIs(t, p.prepareThreadWait(), ErrClosed)
+}

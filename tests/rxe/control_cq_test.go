@@ -512,6 +512,32 @@ func TestControlWaitThreadKicked(t *testing.T) {
 	ended("CQ.WaitThread, its CQ closed", errc, hand.ErrClosed)
 }
 
+// PrepareWaitThread makes the channel's kick before any wait (its time is
+// logged: what a first WaitThread would otherwise spend), so that the
+// first WaitThread blocks in the read at once; a second call does nothing;
+// after Close it fails with ErrClosed.
+func TestControlPrepareWaitThread(t *testing.T) {
+	ctx, _ := ctlDevice(t)
+	ch, err := ctx.NewCompChannel()
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, ch.PrepareWaitThread())
+	took := time.Since(start)
+	start = time.Now()
+	require.NoError(t, ch.PrepareWaitThread())
+	t.Logf("PrepareWaitThread: %v, then %v", took, time.Since(start))
+	cq, err := ctx.NewCQ(4, hand.CQOptions{Channel: ch})
+	require.NoError(t, err)
+	require.NoError(t, cq.RequestNotify(false))
+	errc := make(chan error, 1)
+	go func() { errc <- cq.WaitThread(context.Background()) }()
+	waitBlockedInRead(t, ch.Raw().FD)
+	require.NoError(t, cq.Close())
+	require.ErrorIs(t, <-errc, hand.ErrClosed)
+	require.NoError(t, ch.Close())
+	require.ErrorIs(t, ch.PrepareWaitThread(), hand.ErrClosed)
+}
+
 func kickedNetpollWaiter(cq *hand.CQ, ctx context.Context, out chan<- error) {
 	out <- cq.Wait(ctx)
 }

@@ -361,6 +361,13 @@ func Run(cfg Config, out io.Writer) (err error) {
 			return err
 		}
 		closers = append(closers, cqOpts.Channel.Close)
+		if cfg.Wait == ThreadWait {
+			// Its kick, made here rather than in the timed loop's
+			// first wait, which would count it as a round trip's.
+			if err := cqOpts.Channel.PrepareWaitThread(); err != nil {
+				return err
+			}
+		}
 	}
 	cq, err := dev.NewCQ(cfg.TxDepth+cfg.RxDepth, cqOpts)
 	if err != nil {
