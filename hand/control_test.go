@@ -250,6 +250,27 @@ func (k *pipeKicker) rearm() error {
 }
 func (k *pipeKicker) close() { k.closes++ }
 
+// kickedSocket makes a pollFD on one end of a socket pair, with k
+// signalling on the other end, and a read of one byte from it that
+// reports whether there was one; the test's cleanup closes them.
+func kickedSocket(t *testing.T, k *pipeKicker) (p *pollFD, r, w int, read func() bool) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	r, w = fds[0], fds[1]
+	t.Cleanup(func() { syscall.Close(r); syscall.Close(w) })
+	k.w = w
+	p, err = newPollFDKick(int32(r), "socket", k)
+	require.NoError(t, err)
+	t.Cleanup(p.close)
+	read = func() bool {
+		var b [1]byte
+		_, err := syscall.Read(r, b[:])
+		return err != syscall.EAGAIN
+	}
+	return p, r, w, read
+}
+
 // kickStep is a thread waiter's step on a socket whose pollFD may have a
 // pipeKicker: while kicking (w.waiter -1) it blocks in a read that peeks,
 // and takes a kickByte as its wake; otherwise it blocks in epoll_wait. It
@@ -413,20 +434,8 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 // woke goes on in epoll_wait: it still wakes for data, and the next one
 // for a ctx's end.
 func TestPollFDKickerRearmFails(t *testing.T) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	r, w := fds[0], fds[1]
-	defer syscall.Close(r)
-	defer syscall.Close(w)
-	k := &pipeKicker{w: w, failRearm: syscall.EIO}
-	p, err := newPollFDKick(int32(r), "socket", k)
-	require.NoError(t, err)
-	defer p.close()
-	read := func() bool {
-		var b [1]byte
-		_, err := syscall.Read(r, b[:])
-		return err != syscall.EAGAIN
-	}
+	k := &pipeKicker{failRearm: syscall.EIO}
+	p, r, w, read := kickedSocket(t, k)
 	wait := func(ctx context.Context) error {
 		require.NoError(t, p.acquire(ctx))
 		defer p.release()
@@ -850,24 +859,13 @@ func TestSGELengthBounds(t *testing.T) {
 // leaves the fd non-blocking for the netpoller's waits until a thread wait
 // comes; after close it refuses.
 func TestPollFDPrepareThreadWait(t *testing.T) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	r, w := fds[0], fds[1]
-	defer syscall.Close(r)
-	defer syscall.Close(w)
-	k := &pipeKicker{w: w}
-	p, err := newPollFDKick(int32(r), "socket", k)
-	require.NoError(t, err)
+	k := &pipeKicker{}
+	p, r, w, read := kickedSocket(t, k)
 	require.NoError(t, p.prepareThreadWait())
 	require.NoError(t, p.prepareThreadWait())
 	require.Equal(t, 1, k.opens)
 	require.True(t, p.kicking)
 	require.False(t, p.blocking, "blocking before a thread wait")
-	read := func() bool {
-		var b [1]byte
-		_, err := syscall.Read(r, b[:])
-		return err != syscall.EAGAIN
-	}
 	// Were the fd blocking, this read would hold the thread past the
 	// deadline, until data came.
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -415,8 +415,10 @@ func TestControlWaitThreadBlocksInRead(t *testing.T) {
 // their ctx, a Wait ended by its ctx while parked on the netpoller (so the
 // fd is non-blocking again: no thread is left in its read), then a
 // WaitThread and a Wait that completions wake; a CQ's Close wakes a
-// WaitThread on another CQ of the channel, which waits on; and, after all
-// that, a CQ's Close wakes a WaitThread on it with ErrClosed.
+// WaitThread on another CQ of the channel, which waits on; a kick with no
+// waiter is read and rearmed by the netpoller's Wait after it, so that a
+// WaitThread after that still ends with its ctx; and, after all that, a
+// CQ's Close wakes a WaitThread on it with ErrClosed.
 func TestControlWaitThreadKicked(t *testing.T) {
 	r := newCtlRig(t)
 	a, b := r.pair(t, hand.RC)
@@ -502,6 +504,26 @@ func TestControlWaitThreadKicked(t *testing.T) {
 	complete()
 	ended("Poller.WaitThread after another CQ's Close, a completion", errc, nil)
 	reaped(<-polled)
+
+	// A CQ's Close with no waiter kicks the channel all the same: its
+	// event is read by the netpoller's Wait that comes next, which must
+	// rearm the kick, or the WaitThread after it could not be ended.
+	gone, err := r.ctx.NewCQ(4, hand.CQOptions{Channel: r.ch})
+	require.NoError(t, err)
+	require.NoError(t, gone.Close())
+	time.Sleep(50 * time.Millisecond) // the kick's event is in the channel
+	require.NoError(t, r.cq.RequestNotify(false))
+	go kickedNetpollWaiter(r.cq, ctlContext(t, 20*time.Second), errc)
+	waitGoroutine(t, "kickedNetpollWaiter", "IO wait")
+	complete()
+	ended("Wait after a kick nobody waited for, a completion", errc, nil)
+	reaped(0)
+	require.NoError(t, r.cq.RequestNotify(false))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { errc <- r.cq.WaitThread(ctx) }()
+	waitBlockedInRead(t, fd)
+	cancel()
+	ended("CQ.WaitThread after the netpoller's Wait read the kick, its ctx cancelled", errc, context.Canceled)
 
 	lone, err := r.ctx.NewCQ(4, hand.CQOptions{Channel: r.ch})
 	require.NoError(t, err)
