@@ -151,46 +151,46 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 }
 
 // WaitThread is Wait with the waiting done on the calling goroutine's OS
-// thread: it blocks the thread in the channel's read, as perftest's -e
-// does, instead of parking the goroutine on the netpoller. A wake then
-// costs one cgo call and one syscall, the event's read (ibv_get_cq_event,
-// then ibv_ack_cq_events, called from C), where Wait's costs five
-// syscalls (the netpoller's epoll_pwait twice, a read that finds nothing
-// before it parks, the read, and the scheduler's run of the goroutine); on
-// one vCPU under -icount that lifted goverbs-perf's event-driven send_bw
-// at 64 B from 0.75 to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the
-// thread"; Poller.WaitThread, with its loop in C, to 0.90: "One crossing
-// a wake"; blocking in the read rather than epoll_wait, further: "The
-// kick"). Nothing but an event ends that read, so ctx's end, Close and a
-// CQ's Close end it with an event of the channel's own: the kick, a CQ
-// and an RC QP of goverbs' on the channel's device (a PD, a CQ of one
-// entry and a QP of one receive, made by the first WaitThread and
-// destroyed by Close), whose receive a move to the error state flushes.
-// On a device that refuses them, or whose QP does not flush, WaitThread
-// blocks in epoll_wait on the channel's fd and on an eventfd instead,
-// which costs a syscall more a wake. The price is the thread: it is held for the whole wait, like
-// any blocking cgo call, so WaitThread suits a few data-path goroutines,
-// and Wait thousands of waiters. While it is blocked, the runtime takes
-// its P once it finds no other P idle (after 20 us with GOMAXPROCS=1) and
-// starts another thread to look for work. WaitThread takes the channel's
-// fd off the netpoller, so that this thread, parked there, is not woken
-// by every event of a channel that only WaitThread uses; the next Wait
-// puts it back, at the cost of a few allocations, once. Wait and
-// WaitThread on one channel take turns, as two Waits do. Allocations, ctx
-// and Close are as for Wait; WaitThread's first call on a channel makes
-// the kick (or the eventfd and the epoll instance), and tries it once.
+// thread: it blocks the thread in the channel's read, as perftest's -e does,
+// instead of parking the goroutine on the netpoller. A wake then costs one
+// cgo call and one syscall, the event's read (ibv_get_cq_event, then
+// ibv_ack_cq_events, called from C), where Wait's costs five syscalls (the
+// netpoller's epoll_pwait twice, a read that finds nothing before it parks,
+// the read, and the scheduler's run of the goroutine); on one vCPU under
+// -icount that lifted goverbs-perf's event-driven send_bw at 64 B from 0.75
+// to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the thread";
+// Poller.WaitThread, with its loop in C, to 0.90: "One crossing a wake";
+// blocking in the read rather than epoll_wait, further: "The kick"). Nothing
+// but an event ends that read, so ctx's end, Close and a CQ's Close end it
+// with an event of the channel's own: the kick, a CQ and an RC QP of
+// goverbs' on the channel's device (a PD, a CQ of one entry and a QP of one
+// receive, made by the first WaitThread and destroyed by Close), whose
+// receive a move to the error state flushes. On a device that refuses them,
+// or whose QP does not flush, WaitThread blocks in epoll_wait on the
+// channel's fd and on an eventfd instead, which costs a syscall more a wake.
+// The price is the thread: it is held for the whole wait, like any blocking
+// cgo call, so WaitThread suits a few data-path goroutines, and Wait
+// thousands of waiters. While it is blocked, the runtime takes its P once it
+// finds no other P idle (after 20 us with GOMAXPROCS=1) and starts another
+// thread to look for work. WaitThread takes the channel's fd off the
+// netpoller, so that this thread, parked there, is not woken by every event
+// of a channel that only WaitThread uses; the next Wait puts it back, at the
+// cost of a few allocations, once. Wait and WaitThread on one channel take
+// turns, as two Waits do. Allocations, ctx and Close are as for Wait;
+// WaitThread's first call on a channel makes the kick (or the eventfd and
+// the epoll instance), and tries it once.
 func (ch *CompChannel) WaitThread(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, true)
 }
 
-// PrepareWaitThread makes what WaitThread and Poller.WaitThread need on
-// this channel now, so that the first of them does not pay for it inside
-// a loop someone times: the kick (a PD, a CQ and an RC QP, and its one
-// trial, about 250 us of a one-vCPU VM's time on rxe), or, on a device
-// that refuses the kick, the eventfd and the epoll instance. Without it
-// the first thread wait makes them. It fails with ErrClosed after Close,
-// and with the system call's error when epoll or the eventfd cannot be
-// made; a refused kick is no error.
+// PrepareWaitThread makes what WaitThread and Poller.WaitThread need on this
+// channel now, so that the first of them does not pay for it inside a loop
+// someone times: the kick (a PD, a CQ and an RC QP, and its one trial: about
+// 280 us of a one-vCPU VM's time on rxe under -icount), or, on a device that
+// refuses the kick, the eventfd and the epoll instance. Without it the first
+// thread wait makes them. It fails with ErrClosed after Close, and with the
+// system call's error when epoll or the eventfd cannot be made; a refused
+// kick is no error.
 func (ch *CompChannel) PrepareWaitThread() error {
 	if err := ch.use(); err != nil {
 		return err
@@ -344,7 +344,7 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 // readEventThread is the thread waiter's step (pollFD.waitThreadHeld): it
 // does what readEvent does, with the wait, the read and the
 // acknowledgement in one cgo call a wake (goverbs_wait_cq_event), and
-// reports false when wake woke it first.
+// reports false when it was woken first (wake, or the kick's event).
 func (ch *CompChannel) readEventThread(w threadWake) (bool, error) {
 	only := ch.waitOnly
 	for {
