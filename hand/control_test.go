@@ -309,12 +309,14 @@ func kickStep(fd int, try func() bool) threadStep {
 // blocking, until the next netpoller wait. A kicker that will not open
 // leaves the thread waits in epoll_wait.
 func TestPollFDWaitCancelInterrupt(t *testing.T) {
-	thread := func(p *pollFD, ctx context.Context, step threadStep) error {
+	// One wait for the thread cases: kickStep blocks in epoll_wait when
+	// the fd has no kicker, or its kicker would not open.
+	threadWait := func(p *pollFD, fd int, ctx context.Context, try func() bool) error {
 		if err := p.acquire(ctx); err != nil {
 			return err
 		}
 		defer p.release()
-		return p.waitThreadHeld(ctx, step)
+		return p.waitThreadHeld(ctx, kickStep(fd, try))
 	}
 	for _, tc := range []struct {
 		name      string
@@ -325,21 +327,9 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 		wait      func(p *pollFD, fd int, ctx context.Context, try func() bool) error
 	}{
 		{"netpoller", 3, 1, true, nil, func(p *pollFD, _ int, ctx context.Context, try func() bool) error { return p.wait(ctx, try) }},
-		{"thread", 1, 0, false, nil, func(p *pollFD, _ int, ctx context.Context, try func() bool) error {
-			return thread(p, ctx, func(w threadWake) (bool, error) {
-				_, woken, err := waitFDs(w)
-				if err != nil || woken {
-					return false, err
-				}
-				return try(), nil
-			})
-		}},
-		{"thread, kicked", 1, 0, false, &pipeKicker{}, func(p *pollFD, fd int, ctx context.Context, try func() bool) error {
-			return thread(p, ctx, kickStep(fd, try))
-		}},
-		{"thread, kicker refused", 1, 0, false, &pipeKicker{failOpen: syscall.EOPNOTSUPP}, func(p *pollFD, fd int, ctx context.Context, try func() bool) error {
-			return thread(p, ctx, kickStep(fd, try))
-		}},
+		{"thread", 1, 0, false, nil, threadWait},
+		{"thread, kicked", 1, 0, false, &pipeKicker{}, threadWait},
+		{"thread, kicker refused", 1, 0, false, &pipeKicker{failOpen: syscall.EOPNOTSUPP}, threadWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
