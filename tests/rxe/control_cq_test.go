@@ -824,9 +824,10 @@ func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.
 // completions (perftest's order: arm after the event, then poll), and
 // arms it again once another wait has read its event, or once the CQ was
 // armed for solicited completions only. Injected: five signaled RDMA
-// writes, each posted 2 ms after the wait before it starts, on a CQ nobody
-// armed; the second and fourth are waited for with CQ.Wait (netpoller)
-// and no RequestNotify, the fifth after RequestNotify(true). Measured:
+// writes on a CQ nobody armed, each posted 2 ms after its wait began (a
+// WaitThread's only once its thread is blocked in the channel's read);
+// the second and fourth are waited for with CQ.Wait (netpoller) and no
+// RequestNotify, the fifth after RequestNotify(true). Measured:
 // each wait returns its write; a WaitThread that did not arm first, or a
 // CQ left unarmed, or a flag still set after CQ.Wait read the event or
 // after a solicited-only arm, would each end a wait at its 5-second
@@ -836,12 +837,24 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 	a, _ := r.pair(t, hand.RC)
 	p, kick, posted := writeOnKick(t, r, a, 11)
 	defer close(kick)
-	waitFor := func(what string, wait func(ctx context.Context) error) {
+	fd := r.ch.Raw().FD
+	waitFor := func(what string, wait func(ctx context.Context) error, thread bool) {
 		t.Helper()
-		kick <- struct{}{}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := wait(ctx); err != nil {
+		waited := make(chan error, 1)
+		go func() { waited <- wait(ctx) }()
+		if thread {
+			// A write that completed between WaitThread's arm and its
+			// poll would come back with its event still queued, and the
+			// CQ.Wait after it would return on that event with nothing
+			// to poll. CI met that once, on arm64 6.12: the first
+			// WaitThread makes the channel's kick (1 ms or more under
+			// TCG) between its arm and poll from Go and its C loop's.
+			waitBlockedInRead(t, fd)
+		}
+		kick <- struct{}{}
+		if err := <-waited; err != nil {
 			// Say whether the write had completed, to tell a CQ left
 			// unarmed (no event for a completion that is there) from a
 			// write that never completed. The one timeout seen (stop
@@ -860,21 +873,21 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 		return err
 	}
 
-	waitFor("WaitThread on a CQ nobody armed", waitThread)
-	waitFor("CQ.Wait after WaitThread, without RequestNotify", r.cq.Wait)
+	waitFor("WaitThread on a CQ nobody armed", waitThread, true)
+	waitFor("CQ.Wait after WaitThread, without RequestNotify", r.cq.Wait, false)
 	wcs, err := p.Poll()
 	require.NoError(t, err)
 	require.Len(t, wcs, 1)
-	waitFor("WaitThread after CQ.Wait read the event", waitThread)
+	waitFor("WaitThread after CQ.Wait read the event", waitThread, true)
 	// Disarmed again by CQ.Wait, then armed for solicited completions
 	// only, which a send's completion never is: not the arm WaitThread
 	// needs, so it arms for any.
-	waitFor("CQ.Wait after the second WaitThread", r.cq.Wait)
+	waitFor("CQ.Wait after the second WaitThread", r.cq.Wait, false)
 	wcs, err = p.Poll()
 	require.NoError(t, err)
 	require.Len(t, wcs, 1)
 	require.NoError(t, r.cq.RequestNotify(true))
-	waitFor("WaitThread after RequestNotify(solicitedOnly)", waitThread)
+	waitFor("WaitThread after RequestNotify(solicitedOnly)", waitThread, true)
 }
 
 // A Poller.WaitThread whose ctx can end polls from Go before it takes the
