@@ -139,13 +139,16 @@ func (ch *CompChannel) Close() error {
 // Wait blocks until a CQ on this channel has a completion event, and
 // returns that CQ; the event is acknowledged (ibv_ack_cq_events). The CQ
 // must have been armed with RequestNotify, and is disarmed by the event:
-// arm it again before the next Wait. The waiting goroutine is parked on the
-// netpoller and holds no OS thread. Events of a CQ this package did not
-// make (one made on Raw() through the generated layer) are acknowledged
-// and dropped. Wait returns ctx.Err() when ctx ends first and ErrClosed
-// when the channel is closed. With a ctx that cannot end (ctx.Done() is
-// nil: context.Background) it allocates nothing, parked or not; one that
-// can end costs the hook that cancels it, a few allocations a wait.
+// arm it again before the next Wait. As with ibv_get_cq_event, an event
+// does not promise a completion the caller has not polled: a poll after the
+// arm (a Poller's Wait and WaitThread arm, then poll) may have taken it
+// already. The waiting goroutine is parked on the netpoller and holds no OS
+// thread. Events of a CQ this package did not make (one made on Raw()
+// through the generated layer) are acknowledged and dropped. Wait returns
+// ctx.Err() when ctx ends first and ErrClosed when the channel is closed.
+// With a ctx that cannot end (ctx.Done() is nil: context.Background) it
+// allocates nothing, parked or not; one that can end costs the hook that
+// cancels it, a few allocations a wait.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	return ch.wait(ctx, nil, false)
 }

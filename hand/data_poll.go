@@ -319,15 +319,17 @@ func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 
 // WaitThread is Wait with the waiting done on the calling goroutine's OS
 // thread, blocked in the channel's read (CompChannel.WaitThread for what
-// that costs and saves, and what ends it), and with the loop in C: one cgo call polls, waits, reads and
-// acknowledges the event, arms the CQ again and polls again
-// (goverbs_wait_poll_cq), so a wake costs one crossing where Wait's loop
-// costs five. It arms as perftest's -e does, right after each event and
-// before the poll, and so leaves the CQ armed when it returns completions;
-// the next WaitThread that finds the CQ empty waits without arming it
-// again. Events of other CQs on the channel are kept for their own
-// waits. Close of the CQ wakes it with ErrClosed; ctx and allocations are
-// as for Wait.
+// that costs and saves, and what ends it), and with the loop in C: one cgo
+// call polls, waits, reads and acknowledges the event, arms the CQ again
+// and polls again (goverbs_wait_poll_cq), so a wake costs one crossing
+// where Wait's loop costs five. It arms as perftest's -e does, right after
+// each event and before the poll, and so leaves the CQ armed when it
+// returns completions; the next WaitThread that finds the CQ empty waits
+// without arming it again. A completion that arrived between that arm and
+// the poll is returned with its event still queued, so a CQ.Wait after
+// this one may return with nothing left to poll. Events of other CQs on
+// the channel are kept for their own waits. Close of the CQ wakes it with
+// ErrClosed; ctx and allocations are as for Wait.
 func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
 	if err := p.waitable("Poller.WaitThread"); err != nil {
 		return nil, err
