@@ -850,7 +850,8 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 			// CQ.Wait after it would return on that event with nothing
 			// to poll. CI met that once, on arm64 6.12: the first
 			// WaitThread makes the channel's kick (1 ms or more under
-			// TCG) between its arm and poll from Go and its C loop's.
+			// TCG) after it arms and polls from Go and before its C
+			// loop polls.
 			waitBlockedInRead(t, fd)
 		}
 		kick <- struct{}{}
