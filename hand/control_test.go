@@ -251,16 +251,21 @@ func (k *pipeKicker) rearm() error {
 func (k *pipeKicker) close() { k.closes++ }
 
 // kickedSocket makes a pollFD on one end of a socket pair, with k
-// signalling on the other end, and a read of one byte from it that
-// reports whether there was one; the test's cleanup closes them.
+// signalling on the other end (k nil: a pollFD without a kicker), and a
+// read of one byte from it that reports whether there was one; the test's
+// cleanup closes them.
 func kickedSocket(t *testing.T, k *pipeKicker) (p *pollFD, r, w int, read func() bool) {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	r, w = fds[0], fds[1]
 	t.Cleanup(func() { syscall.Close(r); syscall.Close(w) })
-	k.w = w
-	p, err = newPollFDKick(int32(r), "socket", k)
+	var kicker threadKicker // not a nil *pipeKicker, which is no nil interface
+	if k != nil {
+		k.w = w
+		kicker = k
+	}
+	p, err = newPollFDKick(int32(r), "socket", kicker)
 	require.NoError(t, err)
 	t.Cleanup(p.close)
 	read = func() bool {
@@ -332,26 +337,9 @@ func TestPollFDWaitCancelInterrupt(t *testing.T) {
 		{"thread, kicker refused", 1, 0, false, &pipeKicker{failOpen: syscall.EOPNOTSUPP}, threadWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-			require.NoError(t, err)
-			r, w := fds[0], fds[1]
-			defer syscall.Close(r)
-			defer syscall.Close(w)
-			var kicker threadKicker
-			if tc.kicker != nil {
-				tc.kicker.w = w
-				kicker = tc.kicker
-			}
-			p, err := newPollFDKick(int32(r), "socket", kicker)
-			require.NoError(t, err)
-			defer p.close()
+			p, r, w, read := kickedSocket(t, tc.kicker)
 			wait := func(ctx context.Context, try func() bool) error { return tc.wait(p, r, ctx, try) }
 
-			read := func() bool {
-				var b [1]byte
-				_, err := syscall.Read(r, b[:])
-				return err != syscall.EAGAIN
-			}
 			go func() { time.Sleep(20 * time.Millisecond); syscall.Write(w, []byte{1}) }()
 			require.NoError(t, wait(context.Background(), read))
 
