@@ -172,8 +172,8 @@ var yield = runtime.Gosched
 // completion raised an event: the run hung). With Config.Wait thread that
 // whole loop is hand.Poller.WaitThread, one cgo call a wake, blocked in
 // the channel's read; with netpoll it is spelled out here, parked on the
-// netpoller (hand.CQ.Wait), since hand.Poller.Wait, which polls, arms and polls
-// again before it parks, kept the CPU from the server on one vCPU: its
+// netpoller (hand.CQ.Wait), since hand.Poller.Wait, which polls, arms and
+// polls again before it parks, kept the CPU from the server on one vCPU: its
 // receive queue ran dry (6 RNR NAKs a run, where perftest had none),
 // though the rate came out the same (BENCHMARKS.md, "Waiting for
 // events"). A goroutine that waited is rescheduled when it wakes, so the
