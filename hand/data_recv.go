@@ -117,11 +117,13 @@ func (c *RecvChain) PostRecv(qp *QP) error {
 	if err := qp.use(); err != nil {
 		return err
 	}
-	defer qp.done()
 	if qp.raw.SRQ != nil {
+		qp.done()
 		return &AttrError{Op: "RecvChain.PostRecv", Field: "qp", Reason: "is attached to an SRQ: post its receives with PostSRQRecv"}
 	}
-	return c.PostRecvRaw(qp.raw)
+	err := c.PostRecvRaw(qp.raw)
+	qp.done() // not deferred: see Poller.poll
+	return err
 }
 
 // PostSRQRecv is PostRecv for a shared receive queue (ibv_post_srq_recv).
@@ -129,8 +131,9 @@ func (c *RecvChain) PostSRQRecv(srq *SRQ) error {
 	if err := srq.use(); err != nil {
 		return err
 	}
-	defer srq.done()
-	return c.PostSRQRecvRaw(srq.raw)
+	err := c.PostSRQRecvRaw(srq.raw)
+	srq.done() // not deferred: see Poller.poll
+	return err
 }
 
 // PostRecvv does what rdma_post_recvv does for each pending WR on conn's
@@ -140,8 +143,9 @@ func (c *RecvChain) PostRecvv(conn *Conn) error {
 	if err := conn.use(); err != nil {
 		return err
 	}
-	defer conn.done()
-	return c.PostRecvvRaw(conn.id)
+	err := c.PostRecvvRaw(conn.id)
+	conn.done() // not deferred: see Poller.poll
+	return err
 }
 
 // PostRecvRaw posts the pending WRs to qp with one ibv_post_recv call. On

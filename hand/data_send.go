@@ -259,8 +259,9 @@ func (c *SendChain) PostSend(qp *QP) error {
 	if err := qp.use(); err != nil {
 		return err
 	}
-	defer qp.done()
-	return c.PostSendRaw(qp.raw)
+	err := c.PostSendRaw(qp.raw)
+	qp.done() // not deferred: see Poller.poll
+	return err
 }
 
 // PostSendv, PostReadv and PostWritev are PostSendvRaw, PostReadvRaw and
@@ -282,8 +283,9 @@ func (c *SendChain) connPost(conn *Conn, kind C.int, op string) error {
 	if err := conn.use(); err != nil {
 		return err
 	}
-	defer conn.done()
-	return c.cmPost(conn.id, kind, op)
+	err := c.cmPost(conn.id, kind, op)
+	conn.done() // not deferred: see Poller.poll
+	return err
 }
 
 // PostSendRaw posts the pending WRs to qp with one ibv_post_send call. On
