@@ -81,6 +81,7 @@ func (pc *pipeChannel) closeCQ(i int) error {
 		cq.ch.mu.Lock()
 		delete(cq.ch.cqs, &pc.raws[i])
 		delete(cq.ch.pending, cq)
+		cq.ch.pendingChangedLocked()
 		cq.ch.wakeQueuedLocked()
 		cq.ch.mu.Unlock()
 		return nil
@@ -158,8 +159,44 @@ func TestChannelQueuedWaitRequeues(t *testing.T) {
 	pc.event(t, 2)
 	require.NoError(t, <-cDone)
 	pc.ch.mu.Lock()
-	defer pc.ch.mu.Unlock()
 	require.Equal(t, 1, pc.ch.pending[pc.cqs[1]], "CQ 1's event stays filed for its own Wait")
+	pc.ch.mu.Unlock()
+	// which takes it with the turn, from pending, and reads nothing
+	require.NoError(t, pc.cqs[1].Wait(ctx))
+	require.False(t, pc.ch.anyPending.Load(), "nothing is left filed")
+}
+
+// anyPending, which lets the turn's holder skip the lock when nothing is
+// filed (dropPending, takePending), says whether pending holds an event
+// after each way it changes: filed (deliver), taken one at a time, dropped.
+func TestChannelAnyPendingFollowsPending(t *testing.T) {
+	pc := newPipeChannel(t, 3)
+	ch := pc.ch
+	require.False(t, ch.anyPending.Load())
+	require.Nil(t, ch.takePending(nil), "nothing filed")
+
+	require.False(t, ch.deliver(&pc.raws[1], pc.cqs[0]))
+	require.False(t, ch.deliver(&pc.raws[1], pc.cqs[0]))
+	require.False(t, ch.deliver(&pc.raws[2], pc.cqs[0]))
+	require.True(t, ch.anyPending.Load(), "three events filed")
+	require.Equal(t, pc.cqs[1], ch.takePending(pc.cqs[1]))
+	require.True(t, ch.anyPending.Load(), "one of CQ 1's and CQ 2's left")
+	ch.dropPending(pc.cqs[1])
+	require.True(t, ch.anyPending.Load(), "CQ 2's left")
+	ch.dropPending(pc.cqs[0]) // none of its own
+	require.True(t, ch.anyPending.Load(), "CQ 2's left")
+	require.Equal(t, pc.cqs[2], ch.takePending(nil))
+	require.False(t, ch.anyPending.Load(), "all taken")
+	require.Nil(t, ch.takePending(nil))
+
+	require.True(t, ch.deliver(&pc.raws[0], pc.cqs[0]), "the waiter's own is not filed")
+	require.False(t, ch.anyPending.Load())
+	require.False(t, ch.deliver(&pc.raws[2], pc.cqs[0]))
+	ch.dropPending(pc.cqs[2])
+	require.False(t, ch.anyPending.Load(), "dropped")
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	require.Empty(t, ch.pending)
 }
 
 // CQ.Close wakes a CQ.Wait of that CQ queued behind another CQ's waiter

@@ -32,6 +32,10 @@ type CompChannel struct {
 	mu      sync.Mutex
 	cqs     map[*verbs.CQ]*CQ
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
+	// anyPending is len(pending) > 0, set under mu at every change
+	// (pendingChangedLocked), so that the turn's holder, the only one
+	// that adds to pending (deliver), can skip mu when there is none.
+	anyPending atomic.Bool
 	// watchers are the wake channels of the waiters queued for the turn
 	// (acquireFor, waitPoll), each sent on when an event is filed in
 	// pending or a CQ of the channel closes: the holder may never return
@@ -384,8 +388,38 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 	if err := ch.use(); err != nil {
 		return 0, err
 	}
-	defer ch.done()
-	for queued := ctx.Done() != nil || !ch.fd.tryAcquire(); queued; {
+	// Not deferred, here and below: nothing in between panics, and the
+	// defers' wrappers cost tens of instructions a wait (make perf-insns).
+	if ctx.Done() != nil || !ch.fd.tryAcquire() {
+		n, err := ch.waitPollQueued(ctx, p)
+		if n > 0 || err != nil {
+			ch.done()
+			return n, err
+		}
+	}
+	// Events of p's CQ that another waiter read disarmed it (deliver), and
+	// the poll below makes up for them.
+	ch.dropPending(p.owner)
+	ch.waitPoller, ch.waitError = p, nil
+	err := ch.fd.waitThreadHeld(ctx, ch.pollStepFn)
+	if err == nil {
+		err = ch.waitError
+	}
+	ch.waitPoller, ch.waitError = nil, nil
+	ch.fd.release()
+	ch.done()
+	if err != nil {
+		return 0, err
+	}
+	// The step ended without an error only on GOVERBS_POLLED.
+	return int(ch.ev.polled), nil
+}
+
+// waitPollQueued is waitPoll's way to the turn when ctx can end or another
+// waiter holds it: it polls from Go while it waits, and returns the
+// completions it found, or with the turn held (0, nil), or with an error.
+func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller) (int, error) {
+	for {
 		// Queued for the turn, it wakes when the holder files an event
 		// of p's CQ, or the CQ closes (acquireFor), to poll again. The
 		// poll below makes up for the events filed until now, as it
@@ -394,6 +428,7 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 		w := ch.watchLocked()
 		if len(ch.pending) > 0 {
 			delete(ch.pending, p.owner)
+			ch.pendingChangedLocked()
 		}
 		ch.mu.Unlock()
 		// Arm unless armed, then poll, as the C loop does: completions
@@ -417,27 +452,12 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
 		ch.unwatch(w)
 		switch err {
 		case nil:
-			queued = false
+			return 0, nil
 		case errStopped:
 		default:
 			return 0, err
 		}
 	}
-	defer ch.fd.release()
-	// Events of p's CQ that another waiter read disarmed it (deliver), and
-	// the poll below makes up for them.
-	ch.dropPending(p.owner)
-	ch.waitPoller, ch.waitError = p, nil
-	err := ch.fd.waitThreadHeld(ctx, ch.pollStepFn)
-	if err == nil {
-		err = ch.waitError
-	}
-	ch.waitPoller, ch.waitError = nil, nil
-	if err != nil {
-		return 0, err
-	}
-	// The step ended without an error only on GOVERBS_POLLED.
-	return int(ch.ev.polled), nil
 }
 
 // pollEventThread is Poller.WaitThread's step (pollFD.waitThreadHeld): one
@@ -521,6 +541,7 @@ func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	cq.armed.Store(false)
 	if only != nil && cq != only {
 		ch.pending[cq]++
+		ch.pendingChangedLocked()
 		ch.wakeQueuedLocked()
 		ch.mu.Unlock()
 		return false
@@ -530,16 +551,27 @@ func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	return true
 }
 
-// dropPending forgets the events of cq that other waiters read.
+// dropPending forgets the events of cq that other waiters read. The caller
+// holds the turn, so none is filed while it looks.
 func (ch *CompChannel) dropPending(cq *CQ) {
-	ch.mu.Lock()
-	if len(ch.pending) > 0 {
-		delete(ch.pending, cq)
+	if !ch.anyPending.Load() {
+		return // the usual case, without the lock
 	}
+	ch.mu.Lock()
+	delete(ch.pending, cq)
+	ch.pendingChangedLocked()
 	ch.mu.Unlock()
 }
 
+// pendingChangedLocked keeps anyPending; ch.mu is held.
+func (ch *CompChannel) pendingChangedLocked() { ch.anyPending.Store(len(ch.pending) > 0) }
+
+// takePending is takePendingLocked for the turn's holder, which need not
+// lock when nothing is pending.
 func (ch *CompChannel) takePending(only *CQ) *CQ {
+	if !ch.anyPending.Load() {
+		return nil
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	return ch.takePendingLocked(only)
@@ -555,6 +587,7 @@ func (ch *CompChannel) takePendingLocked(only *CQ) *CQ {
 		}
 		if n <= 1 {
 			delete(ch.pending, cq)
+			ch.pendingChangedLocked()
 		} else {
 			ch.pending[cq] = n - 1
 		}
@@ -790,6 +823,7 @@ func (cq *CQ) Close() error {
 				delete(cq.ch.cqs, cq.raw)
 			}
 			delete(cq.ch.pending, cq)
+			cq.ch.pendingChangedLocked()
 			cq.ch.wakeQueuedLocked() // a Wait queued for it sees it closed
 			cq.ch.mu.Unlock()
 		}

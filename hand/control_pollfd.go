@@ -73,6 +73,7 @@ type pollFD struct {
 	// given it again.
 	kicker   threadKicker
 	kicking  bool
+	kickCQ   uintptr // kicker.cq(), kept when it opens
 	kickErr  error
 	blocking bool
 }
@@ -303,6 +304,9 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 // prepareLocked, and makes the fd blocking while kicking. p.mu is held and
 // the netpoller does not have the fd (waitThreadHeld).
 func (p *pollFD) threadWakeLocked() (threadWake, error) {
+	if p.kicking && p.blocking {
+		return threadWake{waiter: -1, kickCQ: p.kickCQ}, nil // every wait after the first
+	}
 	if err := p.prepareLocked(); err != nil {
 		return threadWake{}, err
 	}
@@ -313,7 +317,7 @@ func (p *pollFD) threadWakeLocked() (threadWake, error) {
 			}
 			p.blocking = true
 		}
-		return threadWake{waiter: -1, kickCQ: p.kicker.cq()}, nil
+		return threadWake{waiter: -1, kickCQ: p.kickCQ}, nil
 	}
 	if p.blocking {
 		if err := syscall.SetNonblock(int(p.fd), true); err != nil {
@@ -331,7 +335,7 @@ func (p *pollFD) prepareLocked() error {
 		if err := p.kicker.open(); err != nil {
 			p.kickErr = err
 		} else {
-			p.kicking = true
+			p.kicking, p.kickCQ = true, p.kicker.cq()
 		}
 	}
 	if p.kicking || p.waiter >= 0 {
