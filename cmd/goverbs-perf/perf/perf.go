@@ -494,10 +494,16 @@ func Run(cfg Config, out io.Writer) (err error) {
 	// profiler and the tracer allocate stopping is not counted (allocs.go).
 	stopProfile()
 	stopTrace()
-	loopAllocs := allocs.stop()
+	// The count ends after the end sync, as it starts before the start
+	// sync, so that neither side collects garbage while the other's loop
+	// runs: the side that ends first would otherwise run two collections
+	// while its peer waits for the CPU to take its last completion (the
+	// answering side's last message in send_lat, the sender's last
+	// acknowledged sends), and on one CPU the peer timed them.
 	if err := w.endSync(conn, buf[:1]); err != nil {
 		return err
 	}
+	loopAllocs := allocs.stop()
 	switch {
 	case cfg.Mode == SendLat:
 		reportLat(out, cfg, e.lat)
