@@ -79,10 +79,7 @@ func (pc *pipeChannel) closeCQ(i int) error {
 	cq := pc.cqs[i]
 	err := cq.close(func() error {
 		cq.ch.mu.Lock()
-		delete(cq.ch.cqs, &pc.raws[i])
-		delete(cq.ch.pending, cq)
-		cq.ch.pendingChangedLocked()
-		cq.ch.wakeQueuedLocked()
+		cq.ch.forgetLocked(&pc.raws[i], cq)
 		cq.ch.mu.Unlock()
 		return nil
 	}, cq.interrupt, cq.undo)

@@ -32,9 +32,10 @@ type CompChannel struct {
 	mu      sync.Mutex
 	cqs     map[*verbs.CQ]*CQ
 	pending map[*CQ]int // events read by a CQ.Wait for another CQ
-	// anyPending is len(pending) > 0, set under mu at every change
-	// (pendingChangedLocked), so that the turn's holder, the only one
-	// that adds to pending (deliver), can skip mu when there is none.
+	// anyPending is len(pending) > 0, kept under mu by deliver, which
+	// adds, and dropPendingLocked, which every removal goes through, so
+	// that the turn's holder, the only one that adds, can skip mu when
+	// there is none.
 	anyPending atomic.Bool
 	// watchers are the wake channels of the waiters queued for the turn
 	// (acquireFor, waitPoll), each sent on when an event is filed in
@@ -426,10 +427,7 @@ func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller) (int, erro
 		// does below for a holder.
 		ch.mu.Lock()
 		w := ch.watchLocked()
-		if len(ch.pending) > 0 {
-			delete(ch.pending, p.owner)
-			ch.pendingChangedLocked()
-		}
+		ch.dropPendingLocked(p.owner)
 		ch.mu.Unlock()
 		// Arm unless armed, then poll, as the C loop does: completions
 		// returned from here must leave the CQ armed too, or a CQ.Wait
@@ -541,7 +539,7 @@ func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	cq.armed.Store(false)
 	if only != nil && cq != only {
 		ch.pending[cq]++
-		ch.pendingChangedLocked()
+		ch.anyPending.Store(true)
 		ch.wakeQueuedLocked()
 		ch.mu.Unlock()
 		return false
@@ -551,6 +549,17 @@ func (ch *CompChannel) deliver(raw *verbs.CQ, only *CQ) bool {
 	return true
 }
 
+// forgetLocked drops cq, destroyed, from the channel: its entry under raw
+// (unless a new CQ got the freed address) and the events filed for it; a
+// Wait queued for it wakes and sees it closed. ch.mu is held.
+func (ch *CompChannel) forgetLocked(raw *verbs.CQ, cq *CQ) {
+	if ch.cqs[raw] == cq {
+		delete(ch.cqs, raw)
+	}
+	ch.dropPendingLocked(cq)
+	ch.wakeQueuedLocked()
+}
+
 // dropPending forgets the events of cq that other waiters read. The caller
 // holds the turn, so none is filed while it looks.
 func (ch *CompChannel) dropPending(cq *CQ) {
@@ -558,13 +567,18 @@ func (ch *CompChannel) dropPending(cq *CQ) {
 		return // the usual case, without the lock
 	}
 	ch.mu.Lock()
-	delete(ch.pending, cq)
-	ch.pendingChangedLocked()
+	ch.dropPendingLocked(cq)
 	ch.mu.Unlock()
 }
 
-// pendingChangedLocked keeps anyPending; ch.mu is held.
-func (ch *CompChannel) pendingChangedLocked() { ch.anyPending.Store(len(ch.pending) > 0) }
+// dropPendingLocked is dropPending with ch.mu held, and keeps anyPending.
+func (ch *CompChannel) dropPendingLocked(cq *CQ) {
+	if len(ch.pending) == 0 {
+		return
+	}
+	delete(ch.pending, cq)
+	ch.anyPending.Store(len(ch.pending) > 0)
+}
 
 // takePending is takePendingLocked for the turn's holder, which need not
 // lock when nothing is pending.
@@ -586,8 +600,7 @@ func (ch *CompChannel) takePendingLocked(only *CQ) *CQ {
 			continue
 		}
 		if n <= 1 {
-			delete(ch.pending, cq)
-			ch.pendingChangedLocked()
+			ch.dropPendingLocked(cq)
 		} else {
 			ch.pending[cq] = n - 1
 		}
@@ -819,12 +832,7 @@ func (cq *CQ) Close() error {
 		}
 		if cq.ch != nil {
 			cq.ch.mu.Lock()
-			if cq.ch.cqs[cq.raw] == cq { // else a new CQ got the freed address
-				delete(cq.ch.cqs, cq.raw)
-			}
-			delete(cq.ch.pending, cq)
-			cq.ch.pendingChangedLocked()
-			cq.ch.wakeQueuedLocked() // a Wait queued for it sees it closed
+			cq.ch.forgetLocked(cq.raw, cq)
 			cq.ch.mu.Unlock()
 		}
 		cq.ctx.unregister(unsafe.Pointer(cq.raw), cq)

@@ -73,7 +73,6 @@ type pollFD struct {
 	// given it again.
 	kicker   threadKicker
 	kicking  bool
-	kickCQ   uintptr // kicker.cq(), kept when it opens
 	kickErr  error
 	blocking bool
 }
@@ -304,11 +303,10 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 // prepareLocked, and makes the fd blocking while kicking. p.mu is held and
 // the netpoller does not have the fd (waitThreadHeld).
 func (p *pollFD) threadWakeLocked() (threadWake, error) {
-	if p.kicking && p.blocking {
-		return threadWake{waiter: -1, kickCQ: p.kickCQ}, nil // every wait after the first
-	}
-	if err := p.prepareLocked(); err != nil {
-		return threadWake{}, err
+	if !p.kicking { // once kicking, there is nothing left to prepare
+		if err := p.prepareLocked(); err != nil {
+			return threadWake{}, err
+		}
 	}
 	if p.kicking {
 		if !p.blocking {
@@ -317,7 +315,7 @@ func (p *pollFD) threadWakeLocked() (threadWake, error) {
 			}
 			p.blocking = true
 		}
-		return threadWake{waiter: -1, kickCQ: p.kickCQ}, nil
+		return threadWake{waiter: -1, kickCQ: p.kicker.cq()}, nil
 	}
 	if p.blocking {
 		if err := syscall.SetNonblock(int(p.fd), true); err != nil {
@@ -335,7 +333,7 @@ func (p *pollFD) prepareLocked() error {
 		if err := p.kicker.open(); err != nil {
 			p.kickErr = err
 		} else {
-			p.kicking, p.kickCQ = true, p.kicker.cq()
+			p.kicking = true
 		}
 	}
 	if p.kicking || p.waiter >= 0 {
