@@ -97,10 +97,7 @@ func (pc *pipeChannel) waitHolding(t *testing.T, i int) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- pc.cqs[i].Wait(ctx) }()
 	require.Eventually(t, func() bool {
-		tr := &pc.ch.fd.turn
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		return tr.held
+		return pc.ch.fd.turn.state.Load() != turnFree
 	}, 5*time.Second, time.Millisecond)
 	return done
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // turn lets one waiter at a time hold an event fd (pollFD): a lock whose
@@ -13,17 +14,27 @@ import (
 //
 // A buffered channel used as a semaphore does the same, but each acquire
 // and release locks the channel's runtime lock: about 300 instructions a
-// wait on the data path (make perf-insns, send_bw with events), where a
-// turn nobody else wants costs a sync.Mutex's two atomic operations. A
-// waiter that finds the turn taken queues a channel of its own, which
-// release sends on; the channels are kept for reuse, so a contended turn
-// allocates only when more waiters queue than ever before.
+// wait on the data path (make perf-insns, send_bw with events). A turn
+// nobody else wants costs one compare-and-swap to take and one to give back
+// (state); mu is taken only when a waiter must queue, or must be handed the
+// turn. A waiter that finds the turn taken queues a channel of its own,
+// which release sends on; the channels are kept for reuse, so a contended
+// turn allocates only when more waiters queue than ever before.
 type turn struct {
+	// state is turnFree, turnHeld, or turnQueued: held, and a waiter
+	// may be queued, so release must take mu. It leaves turnQueued only
+	// under mu.
+	state   atomic.Int32
 	mu      sync.Mutex
-	held    bool
 	waiters []chan struct{} // in arrival order; each is sent on once, when handed the turn
 	spare   signalPool      // empty channels of waiters gone
 }
+
+const (
+	turnFree int32 = iota
+	turnHeld
+	turnQueued
+)
 
 // signalPool keeps the one-slot wake channels of waiters gone, empty, for
 // the next ones, so that waiting allocates only when more wait at once
@@ -56,11 +67,22 @@ func (t *turn) acquire(ctx context.Context) error { return t.acquireOr(ctx, nil)
 // read its event). A nil stop never is. When the turn and stop come
 // together, the turn wins: the caller checks again with it held.
 func (t *turn) acquireOr(ctx context.Context, stop <-chan struct{}) error {
-	t.mu.Lock()
-	if !t.held {
-		t.held = true
-		t.mu.Unlock()
+	if t.state.CompareAndSwap(turnFree, turnHeld) {
 		return nil
+	}
+	t.mu.Lock()
+	for {
+		s := t.state.Load()
+		if s == turnFree && t.state.CompareAndSwap(turnFree, turnHeld) {
+			t.mu.Unlock()
+			return nil
+		}
+		// Held: mark it queued before queueing, so that the holder's
+		// release comes here for the waiter. A release that freed it
+		// first fails the swap, and the loop takes the turn.
+		if s == turnQueued || (s == turnHeld && t.state.CompareAndSwap(turnHeld, turnQueued)) {
+			break
+		}
 	}
 	ch := t.spare.get()
 	t.waiters = append(t.waiters, ch)
@@ -100,22 +122,24 @@ func (t *turn) acquireOr(ctx context.Context, stop <-chan struct{}) error {
 
 // tryAcquire takes the turn if nobody holds it, and reports whether it did.
 func (t *turn) tryAcquire() bool {
-	t.mu.Lock()
-	ok := !t.held
-	t.held = true
-	t.mu.Unlock()
-	return ok
+	return t.state.CompareAndSwap(turnFree, turnHeld)
 }
 
 // release hands the turn to the longest waiter, or frees it.
 func (t *turn) release() {
+	if t.state.CompareAndSwap(turnHeld, turnFree) {
+		return // nobody queued
+	}
 	t.mu.Lock()
 	if len(t.waiters) > 0 {
 		ch := t.waiters[0]
 		t.waiters = slices.Delete(t.waiters, 0, 1)
+		if len(t.waiters) == 0 {
+			t.state.Store(turnHeld) // by ch's waiter now, with nobody behind it
+		}
 		ch <- struct{}{} // never blocks: ch is empty until this send
 	} else {
-		t.held = false
+		t.state.Store(turnFree) // the queued waiters gave up
 	}
 	t.mu.Unlock()
 }

@@ -146,6 +146,32 @@ func TestTurnExclusiveUnderCancels(t *testing.T) {
 	require.True(t, free(&tr))
 }
 
+// A turn nobody else wants is taken and given back without its lock, which
+// a waiter would need.
+func TestTurnUncontendedSkipsLock(t *testing.T) {
+	var tr turn
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if tr.acquire(context.Background()) != nil {
+			panic("acquire")
+		}
+		tr.release()
+		if !tr.tryAcquire() {
+			panic("tryAcquire")
+		}
+		tr.release()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an uncontended acquire and release waited for the turn's lock")
+	}
+	require.Equal(t, turnFree, tr.state.Load())
+}
+
 func TestTurnUncontendedNoAllocs(t *testing.T) {
 	var tr turn
 	ctx := context.Background()
