@@ -60,6 +60,7 @@ type CompChannel struct {
 	waitGot      *CQ
 	waitError    error
 	waitPoller   *Poller // Poller.WaitThread's
+	waitMin      int     // and how many completions it waits for
 }
 
 // cqEvent is where ibv_get_cq_event writes the CQ and its context: C
@@ -377,49 +378,59 @@ func (ch *CompChannel) readEventThread(w threadWake) (bool, error) {
 	}
 }
 
-// waitPoll is Poller.WaitThread: it returns how many completions p holds
-// once it has polled some, waiting for events on the thread in between
-// (pollEventThread). It polls first in C, holding the channel's turn. It
-// polls from Go first instead, one crossing more (two when the CQ must be
-// armed first), in two cases: when another waiter holds the turn, so that
-// completions already queued do not wait for another CQ's event; and when
-// ctx can end, so that they do not pay for the hook that would wake the
-// thread (waitThreadHeld).
-func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller) (int, error) {
+// waitPoll is Poller.WaitThreadAtLeast: it returns how many completions p
+// holds once it holds at least min (or p's size, or one in error), waiting
+// for events on the thread in between (pollEventThread). It polls first in
+// C, holding the channel's turn. It polls from Go first instead, one
+// crossing more (two when the CQ must be armed first), in two cases: when
+// another waiter holds the turn, so that completions already queued do not
+// wait for another CQ's event; and when ctx can end, so that they do not
+// pay for the hook that would wake the thread (waitThreadHeld). When the
+// wait ends with completions held, it returns them, and no error: why it
+// ended comes again at the next wait.
+func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller, min int) (int, error) {
 	if err := ch.use(); err != nil {
 		return 0, err
 	}
 	// Not deferred, here and below: nothing in between panics, and the
 	// defers' wrappers cost tens of instructions a wait (make perf-insns).
+	held := 0
 	if ctx.Done() != nil || !ch.fd.tryAcquire() {
-		n, err := ch.waitPollQueued(ctx, p)
-		if n > 0 || err != nil {
+		n, turn, err := ch.waitPollQueued(ctx, p, min)
+		if !turn {
 			ch.done()
-			return n, err
+			if n > 0 {
+				return n, nil
+			}
+			return 0, err
 		}
+		held = n
 	}
 	// Events of p's CQ that another waiter read disarmed it (deliver), and
 	// the poll below makes up for them.
 	ch.dropPending(p.owner)
-	ch.waitPoller, ch.waitError = p, nil
+	ch.waitPoller, ch.waitMin, ch.waitError = p, min, nil
+	ch.ev.polled = int32(held)
 	err := ch.fd.waitThreadHeld(ctx, ch.pollStepFn)
 	if err == nil {
 		err = ch.waitError
 	}
+	n := int(ch.ev.polled) // the step ended without an error only on GOVERBS_POLLED
 	ch.waitPoller, ch.waitError = nil, nil
 	ch.fd.release()
 	ch.done()
-	if err != nil {
-		return 0, err
+	if n > 0 {
+		return n, nil
 	}
-	// The step ended without an error only on GOVERBS_POLLED.
-	return int(ch.ev.polled), nil
+	return 0, err
 }
 
 // waitPollQueued is waitPoll's way to the turn when ctx can end or another
-// waiter holds it: it polls from Go while it waits, and returns the
-// completions it found, or with the turn held (0, nil), or with an error.
-func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller) (int, error) {
+// waiter holds it: it polls from Go while it waits, into p from what it
+// holds. It returns how many completions p holds, and whether it holds the
+// turn: without it once it holds min (or p's size, or one in error), or
+// with an error; with it (and fewer) for the thread wait to go on.
+func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller, min int) (held int, turn bool, err error) {
 	for {
 		// Queued for the turn, it wakes when the holder files an event
 		// of p's CQ, or the CQ closes (acquireFor), to poll again. The
@@ -438,34 +449,36 @@ func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller) (int, erro
 		if !p.owner.armed.Load() {
 			if err := p.owner.RequestNotify(false); err != nil {
 				ch.unwatch(w)
-				return 0, err
+				return held, false, err
 			}
 		}
-		wcs, err := p.Poll()
-		if err != nil || len(wcs) > 0 {
+		n, failed, err := p.pollFrom(held)
+		held += n
+		if err != nil || failed || held >= min || held == len(p.wc) {
 			ch.unwatch(w)
-			return len(wcs), err
+			return held, false, err
 		}
 		err = ch.fd.acquireOr(ctx, w)
 		ch.unwatch(w)
 		switch err {
 		case nil:
-			return 0, nil
+			return held, true, nil
 		case errStopped:
 		default:
-			return 0, err
+			return held, false, err
 		}
 	}
 }
 
 // pollEventThread is Poller.WaitThread's step (pollFD.waitThreadHeld): one
 // cgo call (goverbs_wait_poll_cq) arms the poller's CQ unless it is armed,
-// polls it, and waits for events until a poll finds completions, re-arming
-// after each of the CQ's own events; it comes back to Go only for another
-// CQ's event, which it files (deliver), for a wake, or with the
-// completions. The CQ is held (use) across each call: CQ.Close's
-// interrupt sets closing and kicks the channel, and the write lock it then
-// takes waits for the call to return.
+// polls it, and waits for events until the poller holds waitMin
+// completions (ev.polled, kept across its calls), re-arming after each of
+// the CQ's own events; it comes back to Go only for another CQ's event,
+// which it files (deliver), for a wake, or with the completions. The CQ
+// is held (use) across each call: CQ.Close's interrupt sets closing and
+// kicks the channel, and the write lock it then takes waits for the call
+// to return.
 func (ch *CompChannel) pollEventThread(w threadWake) (bool, error) {
 	p := ch.waitPoller
 	cq := p.owner
@@ -489,10 +502,11 @@ func (ch *CompChannel) pollEventThread(w threadWake) (bool, error) {
 		}
 		r := C.goverbs_wait_poll_cq(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
 			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), C.int(w.waiter), C.uintptr_t(w.kickCQ),
-			C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))), C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed)
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.ev))), C.uintptr_t(uintptr(unsafe.Pointer(p.cq))), C.int(len(p.wc)), C.uintptr_t(uintptr(unsafe.Pointer(&p.wc[0]))), armed,
+			C.int(ch.waitMin))
 		cq.done()
 		switch r {
-		case C.GOVERBS_POLLED: // ev.polled completions
+		case C.GOVERBS_POLLED: // p holds ev.polled completions
 			return true, nil
 		case C.GOVERBS_WOKEN:
 			return false, nil

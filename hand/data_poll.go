@@ -343,11 +343,63 @@ func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
-	n, err := p.owner.ch.waitPoll(ctx, p)
+	n, err := p.owner.ch.waitPoll(ctx, p, 1)
 	if err != nil {
 		return nil, err
 	}
 	return p.wc[:n], nil
+}
+
+// WaitThreadAtLeast is WaitThread that returns once the poller holds at
+// least min completions, or as many as it holds (its n) if min is more:
+// its loop in C goes on polling, and waiting for events, until it has
+// them, so that a receiver under load crosses into C once for min
+// completions rather than once a wake. It returns fewer, at least one,
+// when a completion's status is not success (a failed WR, or a QP flushed
+// to the error state, whose WRs may never make up min), and when the wait
+// ends with some held: ctx ends, the CQ closes, or a poll, arm or read
+// fails. It then returns those completions and no error, and the next wait
+// reports why it ended, so none is lost. The completions it holds are
+// those that came first, in order. So min should not be more than the
+// completions that will come while the QP works: a wait for more blocks
+// until ctx ends or the CQ closes. With min 1 it is WaitThread; below 1,
+// an *AttrError. Events, ctx and allocations are as for WaitThread.
+func (p *Poller) WaitThreadAtLeast(ctx context.Context, min int) ([]WC, error) {
+	if min < 1 {
+		return nil, &AttrError{Op: "Poller.WaitThreadAtLeast", Field: "min", Reason: strconv.Itoa(min) + ": must be at least 1"}
+	}
+	if err := p.waitable("Poller.WaitThreadAtLeast"); err != nil {
+		return nil, err
+	}
+	if p.mem == nil {
+		return nil, ErrFree
+	}
+	n, err := p.owner.ch.waitPoll(ctx, p, min)
+	if err != nil {
+		return nil, err
+	}
+	return p.wc[:n], nil
+}
+
+// pollFrom polls the poller's CQ into its completions from the from'th
+// on, and returns how many it polled and whether one of them failed: the
+// queued way into a WaitThreadAtLeast (CompChannel.waitPollQueued), which
+// keeps those before from. It is not on the data path's usual way.
+func (p *Poller) pollFrom(from int) (n int, failed bool, err error) {
+	if err := p.owner.use(); err != nil {
+		return 0, false, err
+	}
+	defer p.owner.done()
+	r := int(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)-from),
+		cptr(unsafe.Pointer(&p.wc[from]))))
+	if r < 0 {
+		p.err = PollError{Op: "ibv_poll_cq", Ret: r}
+		return 0, false, &p.err
+	}
+	for i := from; i < from+r; i++ {
+		failed = failed || !p.wc[i].OK()
+	}
+	return r, failed, nil
 }
 
 // waitable refuses a wait (op) on a poller without a CQ that has a

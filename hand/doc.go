@@ -8,8 +8,9 @@
 //     up to n times with one (PollSpin), or wait for one, parked on the
 //     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll) or
 //     blocked in the channel's read on the goroutine's thread
-//     (Poller.WaitThread, CQ.WaitThread), which allocates nothing when its
-//     context cannot end (context.Background).
+//     (Poller.WaitThread, CQ.WaitThread; Poller.WaitThreadAtLeast for a
+//     batch), which allocates nothing when its context cannot end
+//     (context.Background).
 //     Files data_*.go, with their C side in hand.c.
 //   - The control path: Open, Context, PD, MR, CQ and CompChannel, QP, SRQ,
 //     AH, MW, async events, and rdma_cm's Listen, Dial, ListenEP, DialEP and
@@ -72,7 +73,8 @@
 // sysmon thread, which then naps before it sleeps again. A wait on the
 // thread (WaitThread) costs the read alone, as C's does, and holds the thread
 // while it waits; Poller.WaitThread also polls and re-arms in the same cgo
-// call, one crossing a wake. Where a wait comes once a message, wait on
+// call, one crossing a wake, and Poller.WaitThreadAtLeast one crossing for
+// as many completions as it is told to wait for. Where a wait comes once a message, wait on
 // the thread or busy-poll (PollSpin); to park there anyway, start the
 // program with GODEBUG=schedtrace=2147483647, which keeps sysmon from that
 // sleep (README.md, "An RC program with hand/"; goverbs-perf -e -wait

@@ -354,11 +354,12 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 }
 
 int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
-			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed)
+			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed, int min)
 {
 	struct ibv_cq *c = (struct ibv_cq *)cq;
 	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
-	int r;
+	struct ibv_wc *w = (struct ibv_wc *)wc;
+	int r, i, failed;
 
 	for (;;) {
 		if (!armed) {
@@ -369,14 +370,21 @@ int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wa
 			}
 			armed = 1;
 		}
-		r = ibv_poll_cq(c, n, (struct ibv_wc *)wc);
+		r = ibv_poll_cq(c, n - e->polled, w + e->polled);
 		if (r < 0) {
+			if (e->polled > 0)
+				return GOVERBS_POLLED; /* those first: the next wait's poll fails again */
 			e->err = r;
 			return GOVERBS_POLL_CQ_FAILED;
 		}
 		if (r > 0) {
-			e->polled = r;
-			return GOVERBS_POLLED;
+			failed = 0;
+			for (i = e->polled; i < e->polled + r; i++)
+				failed |= w[i].status != IBV_WC_SUCCESS;
+			e->polled += r;
+			if (e->polled >= min || e->polled == n || failed)
+				return GOVERBS_POLLED;
+			continue; /* more may be queued already: poll before waiting */
 		}
 		r = goverbs_wait_cq_event(get, ack, channel, waiter, kick_cq, ev);
 		if (r == GOVERBS_NO_EVENT)

@@ -140,7 +140,7 @@ enum {
 	GOVERBS_WAIT_FAILED = 3, /* ev->err is epoll_wait's errno (waiter given) */
 	GOVERBS_READ_FAILED = 4, /* ev->err is ibv_get_cq_event's errno */
 	/* goverbs_wait_poll_cq's own: */
-	GOVERBS_POLLED = 5,       /* ev->polled completions are in wc */
+	GOVERBS_POLLED = 5,       /* wc holds ev->polled completions */
 	GOVERBS_ARM_FAILED = 6,   /* ev->err is ibv_req_notify_cq's errno */
 	GOVERBS_POLL_CQ_FAILED = 7, /* ev->err is ibv_poll_cq's negative result */
 };
@@ -163,16 +163,20 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 /*
  * goverbs_wait_poll_cq is Poller.WaitThread's one cgo crossing a wake, the
  * loop perftest's -e runs: it arms cq unless armed says it is armed
- * (ibv_req_notify_cq), polls it into wc, and while that finds nothing,
- * waits for the channel's next event (goverbs_wait_cq_event); an event of
- * cq disarmed it, so it arms it again before it polls. It returns
- * GOVERBS_POLLED with cq left armed; GOVERBS_EVENT with another CQ's event
- * in ev, acknowledged, for Go to file; GOVERBS_WOKEN; or a failure. The
- * caller holds cq (it may not be destroyed during the call) and the
- * channel's turn.
+ * (ibv_req_notify_cq), polls it into wc, and while it holds fewer than min
+ * completions, polls again, and when a poll finds nothing, waits for the
+ * channel's next event (goverbs_wait_cq_event); an event of cq disarmed
+ * it, so it arms it again before it polls. wc has room for n; ev->polled
+ * is how many it holds, which the caller sets (0 to start a wait, or what
+ * an earlier call left) and each poll adds to, at every return. It returns
+ * GOVERBS_POLLED, with cq left armed, once it holds at least min, or n, or
+ * a completion whose status is not success, or when a poll fails with some
+ * held; GOVERBS_EVENT with another CQ's event in ev, acknowledged, for Go
+ * to file; GOVERBS_WOKEN; or a failure. The caller holds cq (it may not be
+ * destroyed during the call) and the channel's turn.
  */
 int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
-			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed);
+			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed, int min);
 
 /*
  * The kick: what ends a thread's blocking read of a completion channel

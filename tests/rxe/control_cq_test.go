@@ -1077,3 +1077,175 @@ func writeOnKick(t *testing.T, r *ctlRig, a *hand.QP, wrid uint64) (p *hand.Poll
 	}()
 	return p, kick, posted
 }
+
+// Poller.WaitThreadAtLeast returns once it holds min completions, in the
+// order they came, from its loop in C or from Go's polls when ctx can end;
+// it returns fewer when one failed, or when the wait ends with some held,
+// and then reports the end at the next wait. Injected: six signaled RDMA
+// writes, 2 ms apart, posted once the wait has begun (for a thread wait
+// with context.Background, once it is blocked in the channel's read),
+// waited for with min 4, then 1; two writes completed before a wait for 8
+// whose ctx ends 200 ms later; two receives flushed by a move to the error
+// state while a wait for 8 blocks; min 0. Measured: 4 writes (a wait that
+// ignored min returns 1), then the other 2; the 2 writes with no error,
+// then ctx's error; the 2 failed receives within 10 s (a wait that did not
+// stop at a failed completion blocks until its 20-second context ends); an
+// *AttrError.
+func TestControlPollerWaitThreadAtLeast(t *testing.T) {
+	for _, ctxCanEnd := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ctx can end %v", ctxCanEnd), func(t *testing.T) {
+			r := newCtlRig(t)
+			a, b := r.pair(t, hand.RC)
+			p, err := hand.NewPoller(r.cq, 8)
+			require.NoError(t, err)
+			defer p.Free()
+			ctx := context.Background()
+			if ctxCanEnd {
+				ctx = ctlContext(t, 20*time.Second)
+			}
+			sc, err := hand.NewSendChain(1, 1, 0)
+			require.NoError(t, err)
+			defer sc.Free()
+			write := func(id uint64) error {
+				sc.Reserve(1).SetWrite(0, id, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+				return sc.PostSend(a)
+			}
+			got := make(chan []uint64, 1)
+			go func() {
+				wcs, err := p.WaitThreadAtLeast(ctx, 4)
+				if err != nil {
+					t.Errorf("WaitThreadAtLeast: %v", err)
+				}
+				var ids []uint64
+				for i := range wcs {
+					ids = append(ids, wcs[i].WRID())
+				}
+				got <- ids
+			}()
+			if !ctxCanEnd {
+				waitBlockedInRead(t, r.ch.Raw().FD)
+			}
+			for id := range uint64(6) {
+				time.Sleep(2 * time.Millisecond)
+				require.NoError(t, write(id))
+			}
+			select {
+			case ids := <-got:
+				require.GreaterOrEqual(t, len(ids), 4, "WaitThreadAtLeast(4) returned %v", ids)
+				for i, id := range ids {
+					require.EqualValues(t, i, id, "the writes in order")
+				}
+				seen := len(ids)
+				for seen < 6 {
+					wcs, err := p.WaitThreadAtLeast(ctx, 1)
+					require.NoError(t, err)
+					for i := range wcs {
+						require.EqualValues(t, seen, wcs[i].WRID())
+						seen++
+					}
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("WaitThreadAtLeast(4) still blocked 10 s after six writes")
+			}
+
+			// Fewer than min when ctx ends: those, then why.
+			require.NoError(t, write(10))
+			require.NoError(t, write(11))
+			short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			var ids []uint64
+			for len(ids) < 2 {
+				wcs, err := p.WaitThreadAtLeast(short, 8)
+				require.NoError(t, err, "a wait that ended with %d completions held", len(ids))
+				for i := range wcs {
+					ids = append(ids, wcs[i].WRID())
+				}
+			}
+			require.Equal(t, []uint64{10, 11}, ids)
+			_, err = p.WaitThreadAtLeast(short, 8)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+
+			// A failed completion ends the wait: b's two receives,
+			// flushed.
+			flushed := make(chan []hand.WC, 1)
+			bp, err := hand.NewPoller(r.cq, 8)
+			require.NoError(t, err)
+			returned := false
+			defer func() {
+				if returned { // else the wait still uses it
+					bp.Free()
+				}
+			}()
+			ctlPostRecv(t, b, r.mr, 20, 2, 8192, 64)
+			go func() {
+				wcs, err := bp.WaitThreadAtLeast(ctx, 8)
+				if err != nil {
+					t.Errorf("WaitThreadAtLeast on flushed receives: %v", err)
+				}
+				flushed <- wcs
+			}()
+			if !ctxCanEnd {
+				waitBlockedInRead(t, r.ch.Raw().FD)
+			}
+			require.NoError(t, b.ToError())
+			select {
+			case wcs := <-flushed:
+				returned = true
+				require.NotEmpty(t, wcs)
+				require.LessOrEqual(t, len(wcs), 2)
+				require.False(t, wcs[0].OK(), "a flushed receive")
+				require.EqualValues(t, 20, wcs[0].WRID())
+			case <-time.After(10 * time.Second):
+				t.Fatal("WaitThreadAtLeast(8) still blocked 10 s after its QP's receives were flushed")
+			}
+
+			_, err = p.WaitThreadAtLeast(ctx, 0)
+			var attr *hand.AttrError
+			require.ErrorAs(t, err, &attr)
+		})
+	}
+}
+
+// Poller.WaitThreadAtLeast allocates nothing when its context cannot end.
+// Injected: 20 waits for 2, each made before the two signaled RDMA writes
+// that complete it are posted, 2 ms apart. Measured: 0 allocations a wait,
+// each returning both writes.
+func TestControlPollerWaitThreadAtLeastNoAllocs(t *testing.T) {
+	r := newCtlRig(t)
+	a, _ := r.pair(t, hand.RC)
+	p, err := hand.NewPoller(r.cq, 4)
+	require.NoError(t, err)
+	defer p.Free()
+	sc, err := hand.NewSendChain(1, 1, 0)
+	require.NoError(t, err)
+	defer sc.Free()
+	kick, posted := make(chan struct{}), make(chan error, 1)
+	defer close(kick)
+	go func() {
+		for range kick {
+			var err error
+			for id := range uint64(2) {
+				time.Sleep(2 * time.Millisecond)
+				sc.Reserve(1).SetWrite(0, id, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+				if e := sc.PostSend(a); e != nil && err == nil {
+					err = e
+				}
+			}
+			posted <- err
+		}
+	}()
+	waits := 0
+	allocs := testing.AllocsPerRun(20, func() {
+		kick <- struct{}{}
+		wcs, err := p.WaitThreadAtLeast(context.Background(), 2)
+		if err != nil || len(wcs) != 2 || wcs[0].WRID() != 0 || wcs[1].WRID() != 1 {
+			t.Fatalf("WaitThreadAtLeast(2): %v, %d completions", err, len(wcs))
+		}
+		if err := <-posted; err != nil {
+			t.Fatalf("post: %v", err)
+		}
+		waits++
+	})
+	require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
+	require.Zero(t, allocs, "WaitThreadAtLeast allocates")
+}
