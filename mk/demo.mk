@@ -123,12 +123,13 @@ PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 perf-compare:
 	@set -e; \
 	$(call perf_tools,perf); \
-	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
+	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 60m -- sh -c \
 		'd=$$1; \
 		pass() { echo "== $$1"; shift; "$$d/goverbs-perfcompare" -perf "$$d/goverbs-perf" "$$@" -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; }; \
 		for loop in go c; do pass "goverbs-perf -loop $$loop" -loop $$loop -modes write_bw,read_bw; done; \
 		pass "both tools waiting for completion events (-e)" -events -modes send_bw,send_lat; \
+		pass "both waiting for events, goverbs-perf'"'"'s send_bw server returning to Go at every wake (-wait-min 1)" -events -wait-min 1 -modes send_bw; \
 		for procs in $(PERF_PROCS); do \
 			pass "goverbs-perf -gomaxprocs $$procs, busy-polling" -gomaxprocs $$procs -modes write_bw,read_bw; \
 			pass "goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)" -gomaxprocs $$procs -events -modes send_bw,send_lat; \

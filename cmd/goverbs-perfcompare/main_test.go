@@ -161,7 +161,7 @@ func TestIters(t *testing.T) {
 }
 
 // Both tools get the same run; goverbs-perf also its mode and loop, and
-// -spin, -wait and -sysmon-nap only when asked for; -events gives both -e;
+// -spin, -wait, -wait-min and -sysmon-nap only when asked for; -events gives both -e;
 // -insns gives perftest's bandwidth runs -N; -gomaxprocs goes to
 // goverbs-perf only.
 func TestToolArgs(t *testing.T) {
@@ -181,9 +181,15 @@ func TestToolArgs(t *testing.T) {
 	if i := slices.Index(g, "-spin"); i < 0 || i+1 == len(g) || g[i+1] != "4" || slices.Contains(c, "-spin") {
 		t.Errorf("-spin 4: %q and %q, want it for goverbs-perf only", c, g)
 	}
-	if slices.Contains(g, "-sysmon-nap") || slices.Contains(g, "-wait") {
-		t.Errorf("goverbs-perf's arguments %q have -sysmon-nap or -wait, which were not asked for", g)
+	if slices.Contains(g, "-sysmon-nap") || slices.Contains(g, "-wait") || slices.Contains(g, "-wait-min") {
+		t.Errorf("goverbs-perf's arguments %q have -sysmon-nap, -wait or -wait-min, which were not asked for", g)
 	}
+	o.waitMin = 1
+	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
+	if i := slices.Index(g, "-wait-min"); i < 0 || i+1 == len(g) || g[i+1] != "1" || slices.Contains(c, "-wait-min") {
+		t.Errorf("-wait-min 1: %q and %q, want it for goverbs-perf only", c, g)
+	}
+	o.waitMin = 0
 	o.insns = "insns"
 	if c := o.toolArgs("c", "send_bw", 64, 5); !slices.Contains(c, "-N") {
 		t.Errorf("-insns: perftest's bandwidth arguments %q, want -N (no peak search to count)", c)

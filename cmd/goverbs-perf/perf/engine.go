@@ -10,6 +10,9 @@ import (
 	"github.com/goverbs/goverbs/hand"
 )
 
+// pollerSize is how many completions a poll returns at most.
+const pollerSize = 16
+
 // engine is the data path. Everything is allocated by newEngine; the
 // loops do not allocate until they fail.
 type engine struct {
@@ -33,6 +36,7 @@ type engine struct {
 	lastLook  time.Time // tick's last look
 	lastYield time.Time // tick's last yield
 	drained   bool      // with Config.Events: the last poll found nothing
+	waitMin   int       // with Config.Events and ThreadWait: the completions the next wait returns with, at least
 	// done counts the completions the loops have polled; progress is it
 	// as tick's last look at the clock (or the last event wait) saw it, for
 	// the peer watch (peerWatch) to read from its goroutine, and cprogress
@@ -43,7 +47,7 @@ type engine struct {
 }
 
 func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, error) {
-	e := &engine{cfg: cfg, qp: qp, cq: cq, sge: mr.SGE(0, cfg.Size), drained: true}
+	e := &engine{cfg: cfg, qp: qp, cq: cq, sge: mr.SGE(0, cfg.Size), drained: true, waitMin: 1}
 	var err error
 	if e.send, err = hand.NewSendChain(cfg.PostList, 1, 0); err != nil {
 		return nil, err
@@ -52,7 +56,7 @@ func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, erro
 		e.free()
 		return nil, err
 	}
-	if e.poller, err = hand.NewPoller(cq, 16); err != nil {
+	if e.poller, err = hand.NewPoller(cq, pollerSize); err != nil {
 		e.free()
 		return nil, err
 	}
@@ -198,7 +202,7 @@ func (e *engine) waitEvent() ([]hand.WC, error) {
 	// allocations; the loops end by their counts, or by the peer watch,
 	// which flushes the QP's WRs into the CQ.
 	if e.cfg.Wait != NetpollWait {
-		return e.poller.WaitThread(context.Background())
+		return e.poller.WaitThreadAtLeast(context.Background(), e.waitMin)
 	}
 	if e.drained {
 		if err := e.cq.Wait(context.Background()); err != nil {
@@ -307,8 +311,25 @@ func (e *engine) bwServer() (time.Duration, error) {
 				return 0, err
 			}
 		}
+		e.waitMin = serverWaitMin(e.cfg.WaitMin, got, e.cfg.Iters, e.posted)
 	}
 	return time.Since(start), nil
+}
+
+// serverWaitMin is how many receives the send_bw server's next thread
+// wait returns with, at least (hand.Poller.WaitThreadAtLeast), once it has
+// got some of iters, with posted receives posted: want (-wait-min), but 1
+// for the first, whose return starts the server's clock, and never more
+// than are left, which would wait for ever, or than half of those posted,
+// so that the queue is refilled before it runs dry (an RNR NAK, and the
+// sender's wait for its retry). Waiting for more than one in C saves a
+// crossing into C and hand's wait for every receive but the last of them
+// (BENCHMARKS.md, "Waiting for more than one").
+func serverWaitMin(want, got, iters, posted int) int {
+	if got == 0 {
+		return 1
+	}
+	return max(1, min(want, iters-got, posted/2))
 }
 
 // latency runs Iters send ping-pongs: the client sends and waits for the

@@ -192,3 +192,40 @@ func TestTickPublishesProgress(t *testing.T) {
 		t.Fatalf("progressed() = %d after the next look, want 9", got)
 	}
 }
+
+// The send_bw server's thread waits (serverWaitMin), played out with
+// bwServer's refill, each wait getting exactly the receives it waits for:
+// the first waits for one; none waits for more than are left, nor leaves
+// fewer than half of those posted when it returns (the queue never runs
+// dry before the refill); every wait but the first and the last waits for
+// -wait-min when the queue is deep enough.
+func TestServerWaitMin(t *testing.T) {
+	for _, c := range []struct{ want, iters, rxDepth int }{
+		{16, 5000, 512}, {16, 5, 512}, {16, 37, 512}, {1, 100, 512}, {16, 1000, 2}, {16, 1000, 8}, {7, 1000, 33}, {16, 1000, 64},
+	} {
+		posted, got, waits, full := c.rxDepth, 0, 0, 0
+		for got < c.iters {
+			m := serverWaitMin(c.want, got, c.iters, posted)
+			switch {
+			case m < 1 || m > c.iters-got:
+				t.Fatalf("%+v: a wait for %d with %d left", c, m, c.iters-got)
+			case got == 0 && m != 1:
+				t.Fatalf("%+v: the first wait is for %d, want 1", c, m)
+			case got > 0 && m > posted/2 && posted > 1:
+				t.Fatalf("%+v: a wait for %d with %d posted", c, m, posted)
+			}
+			if m == c.want {
+				full++
+			}
+			got += m
+			posted -= m
+			if posted <= c.rxDepth/2 {
+				posted = c.rxDepth
+			}
+			waits++
+		}
+		if c.rxDepth >= 4*c.want && c.want > 1 && full < waits-2 {
+			t.Errorf("%+v: %d of %d waits were for -wait-min", c, full, waits)
+		}
+	}
+}

@@ -107,6 +107,11 @@ type Config struct {
 	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
 	Events   bool // wait for completions on a completion channel instead of busy-polling
 	Wait     Wait // with Events, how: ThreadWait or NetpollWait
+	// WaitMin is, with Events and ThreadWait, how many receives the
+	// send_bw server's waits return with, at least
+	// (hand.Poller.WaitThreadAtLeast; see serverWaitMin): 1 returns to Go
+	// at every wake, as perftest's loop does.
+	WaitMin int
 	// SysmonNap leaves the Go runtime's sysmon its sleep while the process
 	// idles, as every Go program has it by default; without it, -e -wait
 	// netpoll restarts the process with sysmon kept awake (sysmon.go).
@@ -155,7 +160,7 @@ const (
 
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Config, error) {
-	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: defCQMod, TxDepth: 128, RxDepth: 512, Spin: 16}
+	cfg := Config{Port: 18515, IBPort: 1, GIDIndex: -1, PostList: 1, CQMod: defCQMod, TxDepth: 128, RxDepth: 512, Spin: 16, WaitMin: pollerSize}
 	fs := flag.NewFlagSet("goverbs-perf", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var mode string
@@ -194,6 +199,9 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	wait := string(ThreadWait)
 	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in the channel's read on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
+	fs.IntVar(&cfg.WaitMin, "wait-min", cfg.WaitMin, "with -e -wait thread: the send_bw server's waits return once they hold this many receives "+
+		"(hand.Poller.WaitThreadAtLeast), but its first, which starts its clock, and none for more than are left or than half of those posted; "+
+		"1 returns to Go at every wake, as perftest's loop does; 1 to "+strconv.Itoa(pollerSize))
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.IntVar(&cfg.GoMaxProcs, "gomaxprocs", 0, "the Go runtime's Ps (runtime.GOMAXPROCS); 0 leaves Go's default, one per CPU it may use")
@@ -235,6 +243,8 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, errors.New("-loop c: busy-polling only, not with -e")
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
+	case cfg.WaitMin < 1 || cfg.WaitMin > pollerSize:
+		return cfg, fmt.Errorf("-wait-min %d: from 1 to %d, the completions a poll holds", cfg.WaitMin, pollerSize)
 	case cfg.GoMaxProcs < 0:
 		return cfg, fmt.Errorf("-gomaxprocs %d: 0 for Go's default, or the Ps to run with", cfg.GoMaxProcs)
 	case cfg.Size < 1 || cfg.Size > maxSize:
@@ -519,7 +529,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 		fmt.Fprintln(out, rule)
 	}
 	if cfg.Events {
-		reportWait(out, cfg.Wait)
+		reportWait(out, cfg)
 		reportSysmon(out)
 	}
 	if cfg.GoMaxProcs > 0 {

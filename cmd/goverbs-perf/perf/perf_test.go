@@ -14,7 +14,7 @@ import (
 func TestParseArgs(t *testing.T) {
 	cfg, err := ParseArgs([]string{"-t", "read_bw", "-d", "rxe0", "-x", "1", "-F", "192.0.2.1", "-l", "8"})
 	want := Config{Mode: ReadBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
-		Size: 65536, Iters: 5000, PostList: 8, CQMod: 8, TxDepth: 128, RxDepth: 512, Loop: GoLoop, Spin: 16, Wait: ThreadWait}
+		Size: 65536, Iters: 5000, PostList: 8, CQMod: 8, TxDepth: 128, RxDepth: 512, Loop: GoLoop, Spin: 16, Wait: ThreadWait, WaitMin: 16}
 	if err != nil || cfg != want {
 		t.Errorf("ParseArgs = %+v, %v; want %+v", cfg, err, want)
 	}
@@ -60,13 +60,17 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || cfg.Spin != 1 {
 		t.Errorf("-spin 1: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-e", "-wait-min", "1"})
+	if err != nil || cfg.WaitMin != 1 {
+		t.Errorf("-wait-min 1: %+v, %v", cfg, err)
+	}
 	cfg, err = ParseArgs([]string{"-gomaxprocs", "2"})
 	if err != nil || cfg.GoMaxProcs != 2 {
 		t.Errorf("-gomaxprocs 2: %+v, %v", cfg, err)
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
 		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
-		{"-t", "send_bw", "-loop", "c", "-e"}, {"-gomaxprocs", "-1"},
+		{"-t", "send_bw", "-loop", "c", "-e"}, {"-gomaxprocs", "-1"}, {"-wait-min", "0"}, {"-wait-min", "17"},
 		{"-n", "0"}, {"-s", "0"}, {"-t", "send_lat", "-n", "0"}, {"-t", "send_lat", "-s", "0"}, {"-n", "-5"}, {"-n", "4"},
 		{"-s", "2147483648"}, {"-s", "4294967296"}, {"-n", "4294967297"}} {
 		if _, err := ParseArgs(args); err == nil {
@@ -115,7 +119,7 @@ func TestCQModDefault(t *testing.T) {
 // flag package's forms that goverbs-perfcompare writes stand.
 func TestParseArgsGetopt(t *testing.T) {
 	want := Config{Mode: WriteBW, Server: "192.0.2.1", Port: 18515, Device: "rxe0", IBPort: 1, GIDIndex: 1,
-		Size: 4096, Iters: 300, PostList: 4, CQMod: 8, TxDepth: 64, RxDepth: 512, Loop: CLoop, Spin: 16, Wait: ThreadWait}
+		Size: 4096, Iters: 300, PostList: 4, CQMod: 8, TxDepth: 64, RxDepth: 512, Loop: CLoop, Spin: 16, Wait: ThreadWait, WaitMin: 16}
 	for _, args := range [][]string{
 		{"-twrite_bw", "-drxe0", "-x1", "-s4096", "-n300", "-l4", "-Q8", "-tx-depth", "64", "-loop", "c", "192.0.2.1"},
 		{"192.0.2.1", "-t", "write_bw", "--ib-dev=rxe0", "--gid", "1", "--size", "4096", "--iter=300", "--post", "4", "--cq", "8", "--tx=64", "-loop=c"},

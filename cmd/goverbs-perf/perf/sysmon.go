@@ -87,9 +87,14 @@ func restartWithEnv(env []string, stderr io.Writer) int {
 	return 1
 }
 
-// reportWait tells how the process waited for completion events (-wait).
-func reportWait(out io.Writer, w Wait) {
-	if w == ThreadWait {
+// reportWait tells how the process waited for completion events (-wait,
+// and -wait-min for the send_bw server).
+func reportWait(out io.Writer, cfg Config) {
+	if cfg.Wait == ThreadWait {
+		if cfg.Mode == SendBW && cfg.Server == "" {
+			fmt.Fprintf(out, " wait: thread, blocked on the thread (hand.Poller.WaitThreadAtLeast), for %d receives at least (-wait-min)\n", cfg.WaitMin)
+			return
+		}
 		fmt.Fprintln(out, " wait: thread, blocked on the thread (hand.Poller.WaitThread)")
 		return
 	}
