@@ -353,13 +353,25 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
 	return GOVERBS_EVENT;
 }
 
+/* any_failed reports whether one of the n completions at w failed. */
+static int any_failed(const struct ibv_wc *w, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (w[i].status != IBV_WC_SUCCESS)
+			return 1;
+	return 0;
+}
+
 int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
 			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed, int min)
 {
 	struct ibv_cq *c = (struct ibv_cq *)cq;
 	struct goverbs_cq_event *e = (struct goverbs_cq_event *)ev;
 	struct ibv_wc *w = (struct ibv_wc *)wc;
-	int r, i, failed;
+	int held = e->polled; /* kept here, and in e at every return */
+	int r;
 
 	for (;;) {
 		if (!armed) {
@@ -370,19 +382,19 @@ int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int wa
 			}
 			armed = 1;
 		}
-		r = ibv_poll_cq(c, n - e->polled, w + e->polled);
+		r = ibv_poll_cq(c, n - held, w + held);
 		if (r < 0) {
-			if (e->polled > 0)
+			if (held > 0)
 				return GOVERBS_POLLED; /* those first: the next wait's poll fails again */
 			e->err = r;
 			return GOVERBS_POLL_CQ_FAILED;
 		}
 		if (r > 0) {
-			failed = 0;
-			for (i = e->polled; i < e->polled + r; i++)
-				failed |= w[i].status != IBV_WC_SUCCESS;
-			e->polled += r;
-			if (e->polled >= min || e->polled == n || failed)
+			held += r;
+			e->polled = held;
+			/* The scan only when the batch would go on: with min 1,
+			 * as WaitThread's, never. */
+			if (held >= min || held == n || any_failed(w + held - r, r))
 				return GOVERBS_POLLED;
 			continue; /* more may be queued already: poll before waiting */
 		}

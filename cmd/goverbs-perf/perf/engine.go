@@ -326,7 +326,7 @@ func (e *engine) bwServer() (time.Duration, error) {
 // crossing into C and hand's wait for every receive but the last of them
 // (BENCHMARKS.md, "Waiting for more than one").
 func serverWaitMin(want, got, iters, posted int) int {
-	if got == 0 {
+	if want == 1 || got == 0 {
 		return 1
 	}
 	return max(1, min(want, iters-got, posted/2))
