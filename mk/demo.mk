@@ -90,8 +90,8 @@ endef
 # move the rates: three complete runs agreed within 2.8% a row (check yours
 # with goverbs-perfcompare -agree 5 LOG1 LOG2), where in real time perftest
 # alone spreads by up to 60% (BENCHMARKS.md, "How perf-compare runs").
-# goverbs-perfcompare runs three times in the one boot
-# (five with PERF_PROCS): write_bw and read_bw busy-polling with
+# goverbs-perfcompare runs four times in the one boot
+# (six with PERF_PROCS): write_bw and read_bw busy-polling with
 # goverbs-perf as it is (-loop go), then with its loops written in C in the
 # same process (-loop c), so the two tables tell what the Go loop costs (go
 # against c) from what the rest of the Go process costs (c against
@@ -101,13 +101,16 @@ endef
 # the scheduler's tick; goverbs-perf -e waits blocked in the channel's read
 # on its thread (PERF_FLAGS='-wait netpoll' parks on the netpoller, with the Go
 # runtime's sysmon kept awake; add -sysmon-nap for the runtime's default).
-# perftest refuses -e for RDMA writes and reads. Then, for each count in
+# perftest refuses -e for RDMA writes and reads. goverbs-perf's send_bw
+# server returns to Go once it holds 16 receives (-wait-min), so send_bw
+# runs again with -wait-min 1, a return at every wake, as perftest's loop
+# makes. Then, for each count in
 # PERF_PROCS, the Go loops and the event rows again with goverbs-perf
 # -gomaxprocs N: the one vCPU gives the Go runtime one P, and with none idle
 # its sysmon takes the P from any cgo call that outlasts its 20 us tick,
 # where on a host with more CPUs an idle P makes it leave the call alone;
 # 2 Ps on the one vCPU show that, at the price of the runtime's spinning
-# threads sharing the CPU. PERF_PROCS= skips them. About 18 minutes (11
+# threads sharing the CPU. PERF_PROCS= skips them. About 21 minutes (13
 # without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
