@@ -185,10 +185,7 @@ func TestToolArgs(t *testing.T) {
 		t.Errorf("goverbs-perf's arguments %q have -sysmon-nap, -wait or -wait-min, which were not asked for", g)
 	}
 	o.waitMin = 1
-	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
-	if i := slices.Index(g, "-wait-min"); i < 0 || i+1 == len(g) || g[i+1] != "1" || slices.Contains(c, "-wait-min") {
-		t.Errorf("-wait-min 1: %q and %q, want it for goverbs-perf only", c, g)
-	}
+	goverbsPerfOnly(t, o, "-wait-min", "1")
 	o.waitMin = 0
 	o.insns = "insns"
 	if c := o.toolArgs("c", "send_bw", 64, 5); !slices.Contains(c, "-N") {
@@ -205,19 +202,14 @@ func TestToolArgs(t *testing.T) {
 		t.Errorf("goverbs-perf's arguments %q have -gomaxprocs, which was not asked for", g)
 	}
 	o.gomaxprocs = 2
-	c, g = o.toolArgs("c", "write_bw", 64, 5), o.toolArgs("go", "write_bw", 64, 5)
-	if i := slices.Index(g, "-gomaxprocs"); i < 0 || i+1 == len(g) || g[i+1] != "2" || slices.Contains(c, "-gomaxprocs") {
-		t.Errorf("-gomaxprocs 2: %q and %q, want it for goverbs-perf only", c, g)
-	}
+	goverbsPerfOnly(t, o, "-gomaxprocs", "2")
 	o.gomaxprocs = 0
 	o.sysmonNap, o.wait = true, "netpoll"
 	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
 	if !slices.Contains(g, "-sysmon-nap") || slices.Contains(c, "-sysmon-nap") {
 		t.Errorf("-sysmon-nap: %q and %q, want it for goverbs-perf only", c, g)
 	}
-	if i := slices.Index(g, "-wait"); i < 0 || i+1 == len(g) || g[i+1] != "netpoll" || slices.Contains(c, "-wait") {
-		t.Errorf("-wait netpoll: %q and %q, want it for goverbs-perf only", c, g)
-	}
+	goverbsPerfOnly(t, o, "-wait", "netpoll")
 }
 
 // A client that fails at once ends the pair at once, the server killed
@@ -236,5 +228,15 @@ func TestPairClientFails(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "client: exit status 1") || !strings.Contains(err.Error(), "the client fails at once") {
 		t.Errorf("pair: %v, want the client's error", err)
+	}
+}
+
+// goverbsPerfOnly checks that o gives goverbs-perf flag with value, and
+// perftest not flag.
+func goverbsPerfOnly(t *testing.T, o options, flag, value string) {
+	t.Helper()
+	c, g := o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
+	if i := slices.Index(g, flag); i < 0 || i+1 == len(g) || g[i+1] != value || slices.Contains(c, flag) {
+		t.Errorf("%s %s: %q and %q, want it for goverbs-perf only", flag, value, c, g)
 	}
 }

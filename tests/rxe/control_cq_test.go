@@ -804,20 +804,35 @@ func testPollerWaitParkedNoAllocs(t *testing.T, wait func(*hand.Poller, context.
 	a, _ := r.pair(t, hand.RC)
 	p, kick, posted := writeOnKick(t, r, a, 7)
 	defer close(kick)
+	allocs := allocsPerKickedWait(t, kick, posted, func() error {
+		wcs, err := wait(p, context.Background())
+		if err == nil && (len(wcs) != 1 || !wcs[0].OK() || wcs[0].WRID() != 7) {
+			return fmt.Errorf("%d completions, want the write 7", len(wcs))
+		}
+		return err
+	})
+	require.Zero(t, allocs, "Poller.Wait allocates when it parks")
+}
+
+// allocsPerKickedWait returns the allocations of a wait, over 20 waits
+// and one more to warm up (testing.AllocsPerRun): each sends on kick, then
+// waits, and then takes the post's error from posted. It fails t when a
+// wait or a post fails.
+func allocsPerKickedWait(t *testing.T, kick chan<- struct{}, posted <-chan error, wait func() error) float64 {
+	t.Helper()
 	waits := 0
 	allocs := testing.AllocsPerRun(20, func() {
 		kick <- struct{}{}
-		wcs, err := wait(p, context.Background())
-		if err != nil || len(wcs) != 1 || !wcs[0].OK() || wcs[0].WRID() != 7 {
-			t.Fatalf("parked Wait: %v, %d completions", err, len(wcs))
+		if err := wait(); err != nil {
+			t.Fatalf("wait %d: %v", waits, err)
 		}
 		if err := <-posted; err != nil {
-			t.Fatalf("post: %v", err)
+			t.Fatalf("post %d: %v", waits, err)
 		}
 		waits++
 	})
-	require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
-	require.Zero(t, allocs, "Poller.Wait allocates when it parks")
+	require.Equal(t, 21, waits)
+	return allocs
 }
 
 // Poller.WaitThread arms the CQ itself, leaves it armed when it returns
@@ -1234,18 +1249,12 @@ func TestControlPollerWaitThreadAtLeastNoAllocs(t *testing.T) {
 			posted <- err
 		}
 	}()
-	waits := 0
-	allocs := testing.AllocsPerRun(20, func() {
-		kick <- struct{}{}
+	allocs := allocsPerKickedWait(t, kick, posted, func() error {
 		wcs, err := p.WaitThreadAtLeast(context.Background(), 2)
-		if err != nil || len(wcs) != 2 || wcs[0].WRID() != 0 || wcs[1].WRID() != 1 {
-			t.Fatalf("WaitThreadAtLeast(2): %v, %d completions", err, len(wcs))
+		if err == nil && (len(wcs) != 2 || wcs[0].WRID() != 0 || wcs[1].WRID() != 1) {
+			return fmt.Errorf("%d completions, want the writes 0 and 1", len(wcs))
 		}
-		if err := <-posted; err != nil {
-			t.Fatalf("post: %v", err)
-		}
-		waits++
+		return err
 	})
-	require.Equal(t, 21, waits) // AllocsPerRun runs once more to warm up
 	require.Zero(t, allocs, "WaitThreadAtLeast allocates")
 }

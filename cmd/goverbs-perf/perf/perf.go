@@ -48,8 +48,9 @@
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
 // (make perf-compare): by default in the channel's read on the goroutine's thread
-// (-wait thread, hand.Poller.WaitThread), or parked on the netpoller (-wait
-// netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
+// (-wait thread, hand.Poller.WaitThread; the send_bw server's waits return
+// once they hold 16 receives, -wait-min N, hand.Poller.WaitThreadAtLeast),
+// or parked on the netpoller (-wait netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
 // first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves
 // it the runtime's default). With -e it prints how it waited (" wait:
 // thread ..." or " wait: netpoll ...") and its sysmon (" sysmon: awake ..."
