@@ -452,9 +452,9 @@ func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller, min int) (
 				return held, false, err
 			}
 		}
-		n, failed, err := p.pollFrom(held)
-		held += n
-		if err != nil || failed || held >= min || held == len(p.wc) {
+		wcs, err := p.poll(held, 1)
+		held += len(wcs)
+		if err != nil || anyFailed(wcs) || held >= min || held == len(p.wc) {
 			ch.unwatch(w)
 			return held, false, err
 		}

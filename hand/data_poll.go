@@ -234,7 +234,7 @@ func (p *Poller) Free() {
 // Poll or Free; it is empty when the CQ is. On failure it returns a
 // *PollError, owned by the poller. Poll does not allocate.
 func (p *Poller) Poll() ([]WC, error) {
-	return p.poll(1)
+	return p.poll(0, 1)
 }
 
 // PollSpin is Poll repeated up to polls times inside one cgo call: it
@@ -250,10 +250,13 @@ func (p *Poller) PollSpin(polls int) ([]WC, error) {
 		return nil, &AttrError{Op: "Poller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
 	}
 	// C's int counts them: more than it holds would wrap (2^32 to 0).
-	return p.poll(min(polls, math.MaxInt32))
+	return p.poll(0, min(polls, math.MaxInt32))
 }
 
-func (p *Poller) poll(polls int) ([]WC, error) {
+// poll reaps into the poller's completions from the from'th on (0 but for
+// a WaitThreadAtLeast's queued way, which keeps those before from), with
+// up to polls ibv_poll_cq in one cgo call, and returns those it reaped.
+func (p *Poller) poll(from, polls int) ([]WC, error) {
 	if p.mem == nil {
 		return nil, ErrFree
 	}
@@ -262,17 +265,18 @@ func (p *Poller) poll(polls int) ([]WC, error) {
 			return nil, err
 		}
 	}
+	wc := p.wc[from:]
 	var r int32
 	if polls == 1 {
-		r = int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
-			cptr(unsafe.Pointer(&p.wc[0]))))
+		r = int32(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(wc)),
+			cptr(unsafe.Pointer(&wc[0]))))
 	} else {
-		r = int32(C.goverbs_poll_cq_spin(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
-			cptr(unsafe.Pointer(&p.wc[0])), C.int(polls)))
+		r = int32(C.goverbs_poll_cq_spin(cptr(unsafe.Pointer(p.cq)), C.int(len(wc)),
+			cptr(unsafe.Pointer(&wc[0])), C.int(polls)))
 	}
 	// Released here rather than deferred, as in the posts: nothing
-	// between use and done panics (p.wc is never empty, and C does not
-	// return by panicking), and a defer's wrapper costs about 16
+	// between use and done panics (wc is never empty: from is below
+	// p.wc's length; and C does not return by panicking), and a defer's wrapper costs about 16
 	// instructions a call on the data path (make perf-insns).
 	if p.owner != nil {
 		p.owner.done()
@@ -281,7 +285,18 @@ func (p *Poller) poll(polls int) ([]WC, error) {
 		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
 		return nil, &p.err
 	}
-	return p.wc[:r], nil
+	return wc[:r], nil
+}
+
+// anyFailed reports whether one of wcs failed, which ends a
+// WaitThreadAtLeast before min (as any_failed does in its C loop).
+func anyFailed(wcs []WC) bool {
+	for i := range wcs {
+		if !wcs[i].OK() {
+			return true
+		}
+	}
+	return false
 }
 
 // Wait returns the next completions of the poller's CQ as Poll does,
@@ -337,17 +352,7 @@ func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 // the channel are kept for their own waits. Close of the CQ wakes it with
 // ErrClosed; ctx and allocations are as for Wait.
 func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
-	if err := p.waitable("Poller.WaitThread"); err != nil {
-		return nil, err
-	}
-	if p.mem == nil {
-		return nil, ErrFree
-	}
-	n, err := p.owner.ch.waitPoll(ctx, p, 1)
-	if err != nil {
-		return nil, err
-	}
-	return p.wc[:n], nil
+	return p.waitThread(ctx, 1, "Poller.WaitThread")
 }
 
 // WaitThreadAtLeast is WaitThread that returns once the poller holds at
@@ -368,7 +373,13 @@ func (p *Poller) WaitThreadAtLeast(ctx context.Context, min int) ([]WC, error) {
 	if min < 1 {
 		return nil, &AttrError{Op: "Poller.WaitThreadAtLeast", Field: "min", Reason: strconv.Itoa(min) + ": must be at least 1"}
 	}
-	if err := p.waitable("Poller.WaitThreadAtLeast"); err != nil {
+	return p.waitThread(ctx, min, "Poller.WaitThreadAtLeast")
+}
+
+// waitThread is WaitThreadAtLeast once min is checked; op names the call
+// in its errors.
+func (p *Poller) waitThread(ctx context.Context, min int, op string) ([]WC, error) {
+	if err := p.waitable(op); err != nil {
 		return nil, err
 	}
 	if p.mem == nil {
@@ -379,27 +390,6 @@ func (p *Poller) WaitThreadAtLeast(ctx context.Context, min int) ([]WC, error) {
 		return nil, err
 	}
 	return p.wc[:n], nil
-}
-
-// pollFrom polls the poller's CQ into its completions from the from'th
-// on, and returns how many it polled and whether one of them failed: the
-// queued way into a WaitThreadAtLeast (CompChannel.waitPollQueued), which
-// keeps those before from. It is not on the data path's usual way.
-func (p *Poller) pollFrom(from int) (n int, failed bool, err error) {
-	if err := p.owner.use(); err != nil {
-		return 0, false, err
-	}
-	defer p.owner.done()
-	r := int(C.goverbs_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)-from),
-		cptr(unsafe.Pointer(&p.wc[from]))))
-	if r < 0 {
-		p.err = PollError{Op: "ibv_poll_cq", Ret: r}
-		return 0, false, &p.err
-	}
-	for i := from; i < from+r; i++ {
-		failed = failed || !p.wc[i].OK()
-	}
-	return r, failed, nil
 }
 
 // waitable refuses a wait (op) on a poller without a CQ that has a

@@ -1070,13 +1070,14 @@ func TestControlCQWaitNoAllocs(t *testing.T) {
 	})
 }
 
-// writeOnKick returns a poller of r.cq and a kick channel: each send on
-// kick makes a goroutine post, 2 ms later, a signaled 64-byte RDMA write
-// from a with wr_id wrid, and send the post's error on posted. Close kick
-// when done.
-func writeOnKick(t *testing.T, r *ctlRig, a *hand.QP, wrid uint64) (p *hand.Poller, kick chan struct{}, posted chan error) {
+// writeOnKick returns a poller of r.cq with room for one completion a
+// write, and a kick channel: each send on kick makes a goroutine post a
+// signaled 64-byte RDMA write from a for each of wrids (its wr_id), each
+// 2 ms after the one before (the first 2 ms after the kick), and send the
+// first post's error, or nil, on posted. Close kick when done.
+func writeOnKick(t *testing.T, r *ctlRig, a *hand.QP, wrids ...uint64) (p *hand.Poller, kick chan struct{}, posted chan error) {
 	t.Helper()
-	p, err := hand.NewPoller(r.cq, 1)
+	p, err := hand.NewPoller(r.cq, len(wrids))
 	require.NoError(t, err)
 	t.Cleanup(p.Free)
 	sc, err := hand.NewSendChain(1, 1, 0)
@@ -1085,9 +1086,15 @@ func writeOnKick(t *testing.T, r *ctlRig, a *hand.QP, wrid uint64) (p *hand.Poll
 	kick, posted = make(chan struct{}), make(chan error)
 	go func() {
 		for range kick {
-			time.Sleep(2 * time.Millisecond)
-			sc.Reserve(1).SetWrite(0, wrid, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
-			posted <- sc.PostSend(a)
+			var err error
+			for _, wrid := range wrids {
+				time.Sleep(2 * time.Millisecond)
+				sc.Reserve(1).SetWrite(0, wrid, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
+				if e := sc.PostSend(a); e != nil && err == nil {
+					err = e
+				}
+			}
+			posted <- err
 		}
 	}()
 	return p, kick, posted
@@ -1228,27 +1235,8 @@ func TestControlPollerWaitThreadAtLeast(t *testing.T) {
 func TestControlPollerWaitThreadAtLeastNoAllocs(t *testing.T) {
 	r := newCtlRig(t)
 	a, _ := r.pair(t, hand.RC)
-	p, err := hand.NewPoller(r.cq, 4)
-	require.NoError(t, err)
-	defer p.Free()
-	sc, err := hand.NewSendChain(1, 1, 0)
-	require.NoError(t, err)
-	defer sc.Free()
-	kick, posted := make(chan struct{}), make(chan error, 1)
+	p, kick, posted := writeOnKick(t, r, a, 0, 1)
 	defer close(kick)
-	go func() {
-		for range kick {
-			var err error
-			for id := range uint64(2) {
-				time.Sleep(2 * time.Millisecond)
-				sc.Reserve(1).SetWrite(0, id, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
-				if e := sc.PostSend(a); e != nil && err == nil {
-					err = e
-				}
-			}
-			posted <- err
-		}
-	}()
 	allocs := allocsPerKickedWait(t, kick, posted, func() error {
 		wcs, err := p.WaitThreadAtLeast(context.Background(), 2)
 		if err == nil && (len(wcs) != 2 || wcs[0].WRID() != 0 || wcs[1].WRID() != 1) {
