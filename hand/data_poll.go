@@ -511,10 +511,12 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 		if err := p.owner.use(); err != nil {
 			return nil, err
 		}
-		defer p.owner.done()
 	}
 	if *p.fail != 0 {
 		// next_poll's, kept while the last call returned the completions before it
+		if p.owner != nil {
+			p.owner.done()
+		}
 		p.err = PollError{Op: "ibv_next_poll", Ret: int(*p.fail)}
 		*p.fail = 0
 		return nil, &p.err
@@ -526,6 +528,10 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 		r = C.goverbs_poll_ex(cq, wc, ts, C.int(len(p.wc)), C.uint64_t(p.flags), fail)
 	} else {
 		r = C.goverbs_poll_ex_spin(cq, wc, ts, C.int(len(p.wc)), C.uint64_t(p.flags), fail, C.int(polls))
+	}
+	// Released in line, as Poller.poll does: nothing since use panics.
+	if p.owner != nil {
+		p.owner.done()
 	}
 	if r < 0 { // GOVERBS_POLL_FAILED: start_poll's value is in *p.fail
 		p.err = PollError{Op: "ibv_start_poll", Ret: int(*p.fail)}
