@@ -90,11 +90,13 @@ endef
 # move the rates: three complete runs agreed within 2.8% a row (check yours
 # with goverbs-perfcompare -agree 5 LOG1 LOG2), where in real time perftest
 # alone spreads by up to 60% (BENCHMARKS.md, "How perf-compare runs").
-# goverbs-perfcompare runs four times in the one boot
-# (six with PERF_PROCS): write_bw and read_bw busy-polling with
-# goverbs-perf as it is (-loop go), then with its loops written in C in the
-# same process (-loop c), so the two tables tell what the Go loop costs (go
-# against c) from what the rest of the Go process costs (c against
+# goverbs-perfcompare runs five times in the one boot
+# (seven with PERF_PROCS): write_bw and read_bw busy-polling with
+# goverbs-perf as it is (-loop go), then with its loops in Go calling the C
+# loop's own post and poll, a cgo call each (-loop cgo), then with its
+# loops written in C in the same process (-loop c), so the three tables
+# tell what hand/ costs (go against cgo) from what the crossings cost (cgo
+# against c) and what the rest of the Go process costs (c against
 # perftest); then send_bw and send_lat with both tools waiting for
 # completion events (-events, perftest's -e), since their busy-polling
 # servers would share the one vCPU with the client and hand over only at
@@ -110,7 +112,7 @@ endef
 # its sysmon takes the P from any cgo call that outlasts its 20 us tick,
 # where on a host with more CPUs an idle P makes it leave the call alone;
 # 2 Ps on the one vCPU show that, at the price of the runtime's spinning
-# threads sharing the CPU. PERF_PROCS= skips them. About 21 minutes (13
+# threads sharing the CPU. PERF_PROCS= skips them. About 24 minutes (16
 # without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
@@ -126,11 +128,11 @@ PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 perf-compare:
 	@set -e; \
 	$(call perf_tools,perf); \
-	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
+	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops, cgo loops, then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 60m -- sh -c \
 		'd=$$1; \
 		pass() { echo "== $$1"; shift; "$$d/goverbs-perfcompare" -perf "$$d/goverbs-perf" "$$@" -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; }; \
-		for loop in go c; do pass "goverbs-perf -loop $$loop" -loop $$loop -modes write_bw,read_bw; done; \
+		for loop in go cgo c; do pass "goverbs-perf -loop $$loop" -loop $$loop -modes write_bw,read_bw; done; \
 		pass "both tools waiting for completion events (-e)" -events -modes send_bw,send_lat; \
 		pass "both waiting for events, goverbs-perf'"'"'s send_bw server returning to Go at every wake (-wait-min 1)" -events -wait-min 1 -modes send_bw; \
 		for procs in $(PERF_PROCS); do \

@@ -24,7 +24,8 @@
 //
 // -loop c runs goverbs-perf's bandwidth loops written in C, in the Go
 // process (goverbs-perf -loop c), to tell the Go loop's cost from the Go
-// process's. -insns counts instructions instead (make perf-insns,
+// process's, and -loop cgo runs them in Go with the C loop's own post and
+// poll, one cgo call each, to tell the crossings from hand/. -insns counts instructions instead (make perf-insns,
 // insns.go), -tails N explains goverbs-perf's slow send_lat round trips
 // (make perf-tails, tails.go), and -profile DIR takes CPU profiles of
 // goverbs-perf's rows (make perf-profile, profile.go). On the host, -agree
@@ -139,7 +140,7 @@ type options struct {
 	tails                   int    // runs for -tails; 0 for off
 	profile                 string // directory for -profile; "" for off
 	tailsSettle             time.Duration
-	loop                    string // goverbs-perf -loop: go, or c for its loops in C
+	loop                    string // goverbs-perf -loop: go, c for its loops in C, or cgo
 	spin                    int    // goverbs-perf -spin; 0 for its default
 	events                  bool   // both tools wait on completion events (-e)
 	sysmonNap               bool   // goverbs-perf -sysmon-nap: the runtime's default sysmon with -e -wait netpoll
@@ -201,7 +202,8 @@ func main() {
 	flag.IntVar(&o.port, "port", 19100, "first TCP port (one per run)")
 	flag.IntVar(&o.reps, "reps", 5, "runs of each tool per row, alternating")
 	flag.BoolVar(&o.verbose, "v", false, "print every result row")
-	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go, or c to run its bandwidth loops in C in the Go process (make perf-compare)")
+	flag.StringVar(&o.loop, "loop", "go", "goverbs-perf's -loop: go; c to run its bandwidth loops in C in the Go process (make perf-compare); "+
+		"cgo to run them in Go with the C loop's post and poll, a cgo call each")
 	flag.IntVar(&o.spin, "spin", 0, "goverbs-perf's -spin (polls of an empty CQ per cgo call); 0 leaves its default")
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
 		"what lets client and server share one vCPU (make perf-compare)")
@@ -249,8 +251,8 @@ func main() {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.loop != "go" && (o.loop != "c" || slices.ContainsFunc(o.modes, latMode) || o.events) {
-		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c with the bandwidth modes only and without -events\n", o.loop)
+	if o.loop != "go" && (o.loop != "c" && o.loop != "cgo" || slices.ContainsFunc(o.modes, latMode) || o.events) {
+		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c or cgo with the bandwidth modes only and without -events\n", o.loop)
 		os.Exit(2)
 	}
 	if o.device == "" || o.gid == "" || o.addr == "" {

@@ -24,6 +24,38 @@ static void fail(struct perf_cloop_result *r, const char *op, int err, uint64_t 
 	r->wr_id = wr_id;
 }
 
+// fill_send makes the client's WRs posted to posted+n-1 in wrs, a chain.
+static void fill_send(const struct perf_cloop_args *a, struct ibv_send_wr *wrs, struct ibv_sge *sge, int64_t posted, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int64_t seq = posted + i;
+		struct ibv_send_wr *wr = &wrs[i];
+		memset(wr, 0, sizeof *wr);
+		wr->wr_id = (uint64_t)seq;
+		wr->next = i + 1 < n ? &wrs[i + 1] : NULL;
+		wr->sg_list = sge;
+		wr->num_sge = 1;
+		wr->opcode = a->opcode;
+		if (perf_cloop_signaled(a, seq))
+			wr->send_flags = IBV_SEND_SIGNALED;
+		if (a->opcode != IBV_WR_SEND) {
+			wr->wr.rdma.remote_addr = a->raddr;
+			wr->wr.rdma.rkey = a->rkey;
+		}
+	}
+}
+
+// fill_recv makes k receives of sge in wrs, a chain.
+static void fill_recv(struct ibv_recv_wr *wrs, struct ibv_sge *sge, int k)
+{
+	for (int i = 0; i < k; i++) {
+		memset(&wrs[i], 0, sizeof wrs[i]);
+		wrs[i].next = i + 1 < k ? &wrs[i + 1] : NULL;
+		wrs[i].sg_list = sge;
+		wrs[i].num_sge = 1;
+	}
+}
+
 struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 {
 	const struct perf_cloop_args *a = &args;
@@ -45,22 +77,7 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 	start = last = now_ns();
 	while (done < a->iters) {
 		for (int n; (n = perf_cloop_next(a, posted, done)) > 0;) {
-			for (int i = 0; i < n; i++) {
-				int64_t seq = posted + i;
-				struct ibv_send_wr *wr = &wrs[i];
-				memset(wr, 0, sizeof *wr);
-				wr->wr_id = (uint64_t)seq;
-				wr->next = i + 1 < n ? &wrs[i + 1] : NULL;
-				wr->sg_list = &sge;
-				wr->num_sge = 1;
-				wr->opcode = a->opcode;
-				if (perf_cloop_signaled(a, seq))
-					wr->send_flags = IBV_SEND_SIGNALED;
-				if (a->opcode != IBV_WR_SEND) {
-					wr->wr.rdma.remote_addr = a->raddr;
-					wr->wr.rdma.rkey = a->rkey;
-				}
-			}
+			fill_send(a, wrs, &sge, posted, n);
 			int rc = ibv_post_send(qp, wrs, &bad);
 			if (rc) {
 				fail(r, "ibv_post_send", rc, bad ? bad->wr_id : 0);
@@ -138,12 +155,7 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args args)
 		// Topped up when half used, in one post, as the Go loop does.
 		if (posted <= a->rx_depth / 2) {
 			int k = a->rx_depth - posted;
-			for (int i = 0; i < k; i++) {
-				memset(&wrs[i], 0, sizeof wrs[i]);
-				wrs[i].next = i + 1 < k ? &wrs[i + 1] : NULL;
-				wrs[i].sg_list = &sge;
-				wrs[i].num_sge = 1;
-			}
+			fill_recv(wrs, &sge, k);
 			int rc = ibv_post_recv(qp, wrs, &bad);
 			if (rc) {
 				fail(r, "ibv_post_recv", rc, 0);
@@ -157,4 +169,97 @@ out:
 	r->posted = posted;
 	free(wrs);
 	return res;
+}
+
+// perf_cgo is the cgo loop's state (cloop.h).
+struct perf_cgo {
+	struct perf_cloop_args a;
+	struct ibv_sge sge;
+	struct perf_cloop_result r; // the last failed poll's
+	int64_t done;               // client: the last polled wr_id + 1
+	struct ibv_send_wr *send;   // post_list of them
+	struct ibv_recv_wr *recv;   // rx_depth of them
+	struct ibv_wc wc[POLL_BATCH];
+};
+
+uintptr_t perf_cgo_new(struct perf_cloop_args a)
+{
+	struct perf_cgo *st = calloc(1, sizeof *st);
+	if (!st)
+		return 0;
+	st->a = a;
+	st->sge = (struct ibv_sge){ .addr = a.addr, .length = a.length, .lkey = a.lkey };
+	st->send = calloc(a.post_list, sizeof *st->send);
+	st->recv = calloc(a.rx_depth, sizeof *st->recv);
+	if (!st->send || !st->recv) {
+		perf_cgo_free((uintptr_t)st);
+		return 0;
+	}
+	return (uintptr_t)st;
+}
+
+void perf_cgo_free(uintptr_t p)
+{
+	struct perf_cgo *st = (struct perf_cgo *)p;
+	free(st->send);
+	free(st->recv);
+	free(st);
+}
+
+int perf_cgo_post_send(uintptr_t p, int64_t posted, int n)
+{
+	struct perf_cgo *st = (struct perf_cgo *)p;
+	struct ibv_send_wr *bad;
+	fill_send(&st->a, st->send, &st->sge, posted, n);
+	return ibv_post_send((struct ibv_qp *)st->a.qp, st->send, &bad);
+}
+
+// cgo_poll polls up to spin times, until a poll finds completions, and
+// returns how many it found, or -1 with st->r saying why.
+static int cgo_poll(struct perf_cgo *st, int spin)
+{
+	struct ibv_cq *cq = (struct ibv_cq *)st->a.cq;
+	int got = 0;
+	for (int i = 0; i < spin && got == 0; i++)
+		got = ibv_poll_cq(cq, POLL_BATCH, st->wc);
+	if (got < 0) {
+		fail(&st->r, "ibv_poll_cq", -got, 0);
+		return -1;
+	}
+	for (int i = 0; i < got; i++) {
+		if (st->wc[i].status != IBV_WC_SUCCESS) {
+			fail(&st->r, "completion", st->wc[i].status, st->wc[i].wr_id);
+			return -1;
+		}
+	}
+	return got;
+}
+
+int64_t perf_cgo_poll_send(uintptr_t p, int spin)
+{
+	struct perf_cgo *st = (struct perf_cgo *)p;
+	int got = cgo_poll(st, spin);
+	if (got < 0)
+		return -1;
+	if (got > 0)
+		st->done = (int64_t)st->wc[got - 1].wr_id + 1;
+	return st->done;
+}
+
+int perf_cgo_poll_recv(uintptr_t p, int spin)
+{
+	return cgo_poll((struct perf_cgo *)p, spin);
+}
+
+int perf_cgo_post_recv(uintptr_t p, int k)
+{
+	struct perf_cgo *st = (struct perf_cgo *)p;
+	struct ibv_recv_wr *bad;
+	fill_recv(st->recv, &st->sge, k);
+	return ibv_post_recv((struct ibv_qp *)st->a.qp, st->recv, &bad);
+}
+
+struct perf_cloop_result perf_cgo_result(uintptr_t p)
+{
+	return ((struct perf_cgo *)p)->r;
 }

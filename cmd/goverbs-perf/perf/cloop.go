@@ -28,6 +28,10 @@ const (
 	// one crossing a run: against GoLoop it prices the Go loop, against
 	// perftest the Go process around it.
 	CLoop Loop = "c"
+	// CgoLoop runs the loops in Go with CLoop's own post and poll, a cgo
+	// crossing each (cgoloop.go): against CLoop it prices the crossings,
+	// and against GoLoop what hand/ and Go's code of the WRs add to them.
+	CgoLoop Loop = "cgo"
 )
 
 // cloopArgs describes the engine's run to cloop.c.

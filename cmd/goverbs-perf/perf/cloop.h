@@ -59,4 +59,31 @@ struct perf_cloop_result {
 struct perf_cloop_result perf_cloop_client(struct perf_cloop_args a);
 struct perf_cloop_result perf_cloop_server(struct perf_cloop_args a);
 
+// The cgo loop (goverbs-perf -loop cgo, cgoloop.go) is the C loop's
+// control in Go: each post and each spin of polls is a cgo call of its
+// own, as in the Go loop over hand/, but the call is the C loop's own post
+// or poll. Against the Go loop it prices hand/ and Go's code of the loop;
+// against the C loop, the crossing alone. Its state is C memory, from
+// perf_cgo_new (0 when malloc fails), freed by perf_cgo_free: Go holds it
+// as an address.
+uintptr_t perf_cgo_new(struct perf_cloop_args a);
+void perf_cgo_free(uintptr_t st);
+// perf_cgo_post_send posts the client's WRs posted to posted+n-1 in one
+// ibv_post_send, and returns its return: 0, or an errno.
+int perf_cgo_post_send(uintptr_t st, int64_t posted, int n);
+// perf_cgo_poll_send polls the client's CQ up to spin times, until a poll
+// finds completions, and returns how many WRs are done (the last polled
+// completion's wr_id + 1, or as before when none was found), or -1 when a
+// poll or a completion failed (perf_cgo_result says which).
+int64_t perf_cgo_poll_send(uintptr_t st, int spin);
+// perf_cgo_poll_recv polls the server's CQ up to spin times, until a poll
+// finds completions, and returns how many receives it found, or -1 as
+// perf_cgo_poll_send.
+int perf_cgo_poll_recv(uintptr_t st, int spin);
+// perf_cgo_post_recv posts k receives in one ibv_post_recv (k at most
+// rx_depth), and returns its return: 0, or an errno.
+int perf_cgo_post_recv(uintptr_t st, int k);
+// perf_cgo_result is what the last failed poll stopped on (err, op, wr_id).
+struct perf_cloop_result perf_cgo_result(uintptr_t st);
+
 #endif

@@ -229,8 +229,11 @@ func (e *engine) progressed() int64 {
 // bwClient posts Iters WRs of the mode as the sendPlan says, and returns
 // the time from the first post to the last completion.
 func (e *engine) bwClient() (time.Duration, error) {
-	if e.cfg.Loop == CLoop {
+	switch e.cfg.Loop {
+	case CLoop:
 		return e.cloopClient()
+	case CgoLoop:
+		return e.cgoClient()
 	}
 	cfg := e.cfg
 	plan := cfg.sendPlan()
@@ -286,8 +289,11 @@ func (e *engine) bwClient() (time.Duration, error) {
 // bwServer receives Iters sends, topping the receive queue up when half of
 // it is used, and returns the time from the first receive to the last.
 func (e *engine) bwServer() (time.Duration, error) {
-	if e.cfg.Loop == CLoop {
+	switch e.cfg.Loop {
+	case CLoop:
 		return e.cloopServer()
+	case CgoLoop:
+		return e.cgoServer()
 	}
 	var got int
 	var start time.Time

@@ -44,7 +44,9 @@
 // length, for lining them up with the kernel's scheduler events
 // (goverbs-perfcompare -tails). -loop c runs the bandwidth loops written in
 // C (cloop.c) instead, in the same process, to tell what the Go loop costs
-// from what the Go process does (BENCHMARKS.md). -e waits for a completion
+// from what the Go process does (BENCHMARKS.md); -loop cgo runs them in Go
+// with the C loop's own post and poll, one cgo call each, to tell the
+// crossings from what hand/ adds to them. -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
 // (make perf-compare): by default in the channel's read on the goroutine's thread
@@ -104,7 +106,7 @@ type Config struct {
 	CQMod    int
 	TxDepth  int
 	RxDepth  int
-	Loop     Loop // the bandwidth loops' language: GoLoop or CLoop
+	Loop     Loop // the bandwidth loops' language: GoLoop, CLoop or CgoLoop
 	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
 	Events   bool // wait for completions on a completion channel instead of busy-polling
 	Wait     Wait // with Events, how: ThreadWait or NetpollWait
@@ -193,7 +195,8 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&cfg.Trace, "trace", "", "write a runtime execution trace of the timed part to `file`")
 	fs.StringVar(&cfg.LatDump, "lat-dump", "", "send_lat: write each round trip to `file`, one line of its start (CLOCK_MONOTONIC, ns) and its length (ns)")
 	loop := string(GoLoop)
-	fs.StringVar(&loop, "loop", loop, "go, or c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop")
+	fs.StringVar(&loop, "loop", loop, "go; c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop; "+
+		"or cgo: the loops in Go with the C loop's post and poll, one cgo call each, to price the crossings apart from hand/")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
 	for _, n := range []string{"e", "events"} {
 		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
@@ -234,14 +237,14 @@ func ParseArgs(args []string) (Config, error) {
 	switch {
 	case !slices.Contains([]Mode{SendBW, WriteBW, ReadBW, SendLat}, cfg.Mode):
 		return cfg, fmt.Errorf("-t %q: one of send_bw, write_bw, read_bw, send_lat", mode)
-	case cfg.Loop != GoLoop && cfg.Loop != CLoop:
-		return cfg, fmt.Errorf("-loop %q: go or c", loop)
+	case !slices.Contains([]Loop{GoLoop, CLoop, CgoLoop}, cfg.Loop):
+		return cfg, fmt.Errorf("-loop %q: go, c or cgo", loop)
 	case cfg.Wait != ThreadWait && cfg.Wait != NetpollWait:
 		return cfg, fmt.Errorf("-wait %q: thread or netpoll", wait)
-	case cfg.Loop == CLoop && cfg.Mode == SendLat:
-		return cfg, errors.New("-loop c: the bandwidth modes only (send_bw, write_bw, read_bw)")
-	case cfg.Loop == CLoop && cfg.Events:
-		return cfg, errors.New("-loop c: busy-polling only, not with -e")
+	case cfg.Loop != GoLoop && cfg.Mode == SendLat:
+		return cfg, fmt.Errorf("-loop %s: the bandwidth modes only (send_bw, write_bw, read_bw)", cfg.Loop)
+	case cfg.Loop != GoLoop && cfg.Events:
+		return cfg, fmt.Errorf("-loop %s: busy-polling only, not with -e", cfg.Loop)
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
 	case cfg.WaitMin < 1 || cfg.WaitMin > pollerSize:
