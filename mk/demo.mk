@@ -112,7 +112,7 @@ endef
 # its sysmon takes the P from any cgo call that outlasts its 20 us tick,
 # where on a host with more CPUs an idle P makes it leave the call alone;
 # 2 Ps on the one vCPU show that, at the price of the runtime's spinning
-# threads sharing the CPU. PERF_PROCS= skips them. About 24 minutes (16
+# threads sharing the CPU. PERF_PROCS= skips them. About 25 minutes (17
 # without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
