@@ -44,7 +44,7 @@ func (e *engine) cgoClient() (time.Duration, error) {
 	plan := cfg.sendPlan()
 	var posted, done int
 	start := time.Now()
-	last, lastDone := start, 0
+	peak := peakMeter{last: start}
 	for done < cfg.Iters {
 		for n := plan.next(posted, done); n > 0; n = plan.next(posted, done) {
 			e.tick(1)
@@ -62,11 +62,7 @@ func (e *engine) cgoClient() (time.Duration, error) {
 		if d > done {
 			done = d
 			e.done = d // published at tick's next look
-			now := time.Now()
-			if dt := now.Sub(last).Seconds(); dt > 0 {
-				e.peak = max(e.peak, float64((done-lastDone)*cfg.Size)/dt)
-			}
-			last, lastDone = now, done
+			e.peak = max(e.peak, peak.rate(done, cfg.Size))
 		}
 	}
 	return time.Since(start), nil

@@ -239,7 +239,7 @@ func (e *engine) bwClient() (time.Duration, error) {
 	plan := cfg.sendPlan()
 	var posted, done int
 	start := time.Now()
-	last, lastDone := start, 0
+	peak := peakMeter{last: start}
 	for done < cfg.Iters {
 		for n := plan.next(posted, done); n > 0; n = plan.next(posted, done) {
 			v := e.send.Reserve(n)
@@ -276,14 +276,29 @@ func (e *engine) bwClient() (time.Duration, error) {
 			done = int(wcs[i].WRID()) + 1
 		}
 		if len(wcs) > 0 {
-			now := time.Now()
-			if dt := now.Sub(last).Seconds(); dt > 0 {
-				e.peak = max(e.peak, float64((done-lastDone)*cfg.Size)/dt)
-			}
-			last, lastDone = now, done
+			e.peak = max(e.peak, peak.rate(done, cfg.Size))
 		}
 	}
 	return time.Since(start), nil
+}
+
+// peakMeter measures a client's rate between two polls that returned
+// completions, for its best (engine.peak).
+type peakMeter struct {
+	last     time.Time
+	lastDone int
+}
+
+// rate is the bytes a second since the last call (or the start), done
+// WRs of size bytes being done now; 0 when no time passed.
+func (m *peakMeter) rate(done, size int) float64 {
+	now := time.Now()
+	var r float64
+	if dt := now.Sub(m.last).Seconds(); dt > 0 {
+		r = float64((done-m.lastDone)*size) / dt
+	}
+	m.last, m.lastDone = now, done
+	return r
 }
 
 // bwServer receives Iters sends, topping the receive queue up when half of
