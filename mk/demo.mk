@@ -90,8 +90,8 @@ endef
 # move the rates: three complete runs agreed within 2.8% a row (check yours
 # with goverbs-perfcompare -agree 5 LOG1 LOG2), where in real time perftest
 # alone spreads by up to 60% (BENCHMARKS.md, "How perf-compare runs").
-# goverbs-perfcompare runs five times in the one boot
-# (seven with PERF_PROCS): write_bw and read_bw busy-polling with
+# goverbs-perfcompare runs six times in the one boot
+# (eight with PERF_PROCS): write_bw and read_bw busy-polling with
 # goverbs-perf as it is (-loop go), then with its loops in Go calling the C
 # loop's own post and poll, a cgo call each (-loop cgo), then with its
 # loops written in C in the same process (-loop c), so the three tables
@@ -106,13 +106,15 @@ endef
 # perftest refuses -e for RDMA writes and reads. goverbs-perf's send_bw
 # server returns to Go once it holds 16 receives (-wait-min), so send_bw
 # runs again with -wait-min 1, a return at every wake, as perftest's loop
-# makes. Then, for each count in
+# makes, and again with -loop cgo, whose loops wait in C as hand's thread
+# wait does at every wake, with nothing of goverbs' on the path, to tell
+# hand's wait from the crossing. Then, for each count in
 # PERF_PROCS, the Go loops and the event rows again with goverbs-perf
 # -gomaxprocs N: the one vCPU gives the Go runtime one P, and with none idle
 # its sysmon takes the P from any cgo call that outlasts its 20 us tick,
 # where on a host with more CPUs an idle P makes it leave the call alone;
 # 2 Ps on the one vCPU show that, at the price of the runtime's spinning
-# threads sharing the CPU. PERF_PROCS= skips them. About 25 minutes (17
+# threads sharing the CPU. PERF_PROCS= skips them. About 28 minutes (20
 # without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
@@ -128,13 +130,14 @@ PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 perf-compare:
 	@set -e; \
 	$(call perf_tools,perf); \
-	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops, cgo loops, then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
+	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops, cgo loops, then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1 and with -loop cgo; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 60m -- sh -c \
 		'd=$$1; \
 		pass() { echo "== $$1"; shift; "$$d/goverbs-perfcompare" -perf "$$d/goverbs-perf" "$$@" -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; }; \
 		for loop in go cgo c; do pass "goverbs-perf -loop $$loop" -loop $$loop -modes write_bw,read_bw; done; \
 		pass "both tools waiting for completion events (-e)" -events -modes send_bw,send_lat; \
 		pass "both waiting for events, goverbs-perf'"'"'s send_bw server returning to Go at every wake (-wait-min 1)" -events -wait-min 1 -modes send_bw; \
+		pass "both waiting for events, goverbs-perf -loop cgo: waiting in C at every wake, nothing of goverbs on the path" -events -loop cgo -modes send_bw; \
 		for procs in $(PERF_PROCS); do \
 			pass "goverbs-perf -gomaxprocs $$procs, busy-polling" -gomaxprocs $$procs -modes write_bw,read_bw; \
 			pass "goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)" -gomaxprocs $$procs -events -modes send_bw,send_lat; \

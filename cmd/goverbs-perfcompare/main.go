@@ -251,8 +251,8 @@ func main() {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.loop != "go" && (o.loop != "c" && o.loop != "cgo" || slices.ContainsFunc(o.modes, latMode) || o.events) {
-		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c or cgo with the bandwidth modes only and without -events\n", o.loop)
+	if o.loop != "go" && (o.loop != "c" && o.loop != "cgo" || slices.ContainsFunc(o.modes, latMode) || o.loop == "c" && o.events) {
+		fmt.Fprintf(os.Stderr, "goverbs-perfcompare: -loop %q: go, or c or cgo with the bandwidth modes only, c without -events\n", o.loop)
 		os.Exit(2)
 	}
 	if o.device == "" || o.gid == "" || o.addr == "" {

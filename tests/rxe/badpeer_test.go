@@ -392,7 +392,7 @@ func TestBadPeerLongPrivateData(t *testing.T) {
 // which waits in its loop for messages that will never come, ends within
 // seconds with an error that says the peer closed the side channel, in
 // each way of waiting: busy-polling in Go, in C (-loop c) and in Go over
-// the C loop's post and poll (-loop cgo), and for
+// the C loop's post and poll (-loop cgo, and with -e its wait in C), and for
 // events on the thread and on the netpoller (-e); in send_bw, and in
 // send_lat, whose server waits for the client's first message. Before the
 // peer watch (perf/watch.go) it waited for ever: perftest's server gives
@@ -415,6 +415,7 @@ func TestBadPeerPerfClientGone(t *testing.T) {
 		{"send_bw", []string{"-t", "send_bw"}},
 		{"send_bw, C loop", []string{"-t", "send_bw", "-loop", "c"}},
 		{"send_bw, cgo loop", []string{"-t", "send_bw", "-loop", "cgo"}},
+		{"send_bw, cgo loop, events", []string{"-t", "send_bw", "-loop", "cgo", "-e"}},
 		{"send_bw, events on the thread", []string{"-t", "send_bw", "-e"}},
 		{"send_bw, events on the netpoller", []string{"-t", "send_bw", "-e", "-wait", "netpoll"}},
 		{"send_lat", []string{"-t", "send_lat"}},

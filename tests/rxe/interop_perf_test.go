@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 // process of its own on rxe0, with perftest's defaults (one WR a post, one
 // in 100 signaled) and with post lists, and the bandwidth modes with their
 // loops in C (-loop c, lists) and in Go over the C loop's post and poll
-// (-loop cgo, with perftest's defaults and with lists), and with perftest's defaults waiting for
+// (-loop cgo, with perftest's defaults, with lists, and waiting for
+// events in C), and with perftest's defaults waiting for
 // completion events (-e) both ways: blocked in the channel's read on the thread
 // (hand.Poller.WaitThread, the default), and parked on the netpoller
 // (-wait netpoll, hand.CQ.Wait) in a process restarted with the runtime's
@@ -57,7 +58,7 @@ func TestInteropPerfModes(t *testing.T) {
 			wait                  string // -e -wait; "" for busy-polling
 		}{
 			{"defaults", "1", "100", "go", ""}, {"lists", "4", "8", "go", ""}, {"c_loop_lists", "4", "8", "c", ""},
-			{"cgo_loop", "1", "100", "cgo", ""}, {"cgo_loop_lists", "4", "8", "cgo", ""},
+			{"cgo_loop", "1", "100", "cgo", ""}, {"cgo_loop_lists", "4", "8", "cgo", ""}, {"cgo_loop_events", "1", "100", "cgo", "thread"},
 			{"events", "1", "100", "go", "thread"}, {"events_netpoll", "1", "100", "go", "netpoll"},
 		} {
 			if post.loop != "go" && mode == "send_lat" {

@@ -17,17 +17,49 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
 )
 
 // cgoState is the cgo loop's state in C memory (cloop.h's perf_cgo),
 // made before the loop; perf_cgo_free frees it. (Returning a func that
-// frees it would allocate the closure in the timed loop.)
+// frees it would allocate the closure in the timed loop.) With
+// Config.Events its polls wait for events as hand's thread wait does at
+// min 1, in C, blocked in the channel's read on the goroutine's thread,
+// and return to Go at every wake that finds completions (cloop.h): the CQ
+// is armed already (run), and the channel's fd is made blocking here, as
+// hand's thread wait makes it (hand.CompChannel.Raw).
 func (e *engine) cgoState() (C.uintptr_t, error) {
-	st := C.perf_cgo_new(e.cloopArgs())
+	var channel, get, ack uintptr
+	if e.cfg.Events {
+		ch := e.cq.Channel().Raw()
+		var err error
+		if get, err = verbs.Address("ibv_get_cq_event"); err != nil {
+			return 0, err
+		}
+		if ack, err = verbs.Address("ibv_ack_cq_events"); err != nil {
+			return 0, err
+		}
+		if err := syscall.SetNonblock(int(ch.FD), false); err != nil {
+			return 0, fmt.Errorf("fcntl(ibv_comp_channel, ~O_NONBLOCK) (cgo loop): %w", err)
+		}
+		channel = uintptr(unsafe.Pointer(ch))
+	}
+	st := C.perf_cgo_new(e.cloopArgs(), C.uintptr_t(channel), C.uintptr_t(get), C.uintptr_t(ack))
 	if st == 0 {
 		return 0, errors.New("perf_cgo_new (cgo loop): out of C memory")
 	}
 	return st, nil
+}
+
+// cgoPollTick ticks before a cgo loop's poll, a spin of polls, as
+// engine.poll does; not with Config.Events, where the poll may wait, and a
+// goroutine that waited is rescheduled when it wakes (engine.poll).
+func (e *engine) cgoPollTick() {
+	if !e.cfg.Events {
+		e.tick(uint32(e.cfg.Spin))
+	}
 }
 
 // cgoClient is bwClient with each post and each spin of polls the C
@@ -53,7 +85,7 @@ func (e *engine) cgoClient() (time.Duration, error) {
 			}
 			posted += n
 		}
-		e.tick(uint32(cfg.Spin))
+		e.cgoPollTick()
 		d := int(C.perf_cgo_poll_send(st, C.int(cfg.Spin)))
 		if d < 0 {
 			r := C.perf_cgo_result(st)
@@ -61,8 +93,11 @@ func (e *engine) cgoClient() (time.Duration, error) {
 		}
 		if d > done {
 			done = d
-			e.done = d // published at tick's next look
+			e.done = d // published at tick's next look, or below
 			e.peak = max(e.peak, peak.rate(done, cfg.Size))
+		}
+		if cfg.Events {
+			e.progress.Store(int64(e.done))
 		}
 	}
 	return time.Since(start), nil
@@ -79,7 +114,7 @@ func (e *engine) cgoServer() (time.Duration, error) {
 	var got int
 	var start time.Time
 	for got < e.cfg.Iters {
-		e.tick(uint32(e.cfg.Spin))
+		e.cgoPollTick()
 		n := int(C.perf_cgo_poll_recv(st, C.int(e.cfg.Spin)))
 		if n < 0 {
 			r := C.perf_cgo_result(st)
@@ -90,6 +125,9 @@ func (e *engine) cgoServer() (time.Duration, error) {
 		}
 		got += n
 		e.done += n
+		if e.cfg.Events {
+			e.progress.Store(int64(e.done))
+		}
 		e.posted -= n
 		if e.posted <= e.cfg.RxDepth/2 {
 			k := e.cfg.RxDepth - e.posted

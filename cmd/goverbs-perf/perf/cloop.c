@@ -180,14 +180,23 @@ struct perf_cgo {
 	struct ibv_send_wr *send;   // post_list of them
 	struct ibv_recv_wr *recv;   // rx_depth of them
 	struct ibv_wc wc[POLL_BATCH];
+	// With events (channel not NULL): the library's functions, and
+	// whether the last poll found nothing, so that the next waits first.
+	struct ibv_comp_channel *channel;
+	int (*get)(struct ibv_comp_channel *, struct ibv_cq **, void **);
+	void (*ack)(struct ibv_cq *, unsigned int);
+	int drained;
 };
 
-uintptr_t perf_cgo_new(struct perf_cloop_args a)
+uintptr_t perf_cgo_new(struct perf_cloop_args a, uintptr_t channel, uintptr_t get, uintptr_t ack)
 {
 	struct perf_cgo *st = calloc(1, sizeof *st);
 	if (!st)
 		return 0;
 	st->a = a;
+	st->channel = (struct ibv_comp_channel *)channel;
+	st->get = (int (*)(struct ibv_comp_channel *, struct ibv_cq **, void **))get;
+	st->ack = (void (*)(struct ibv_cq *, unsigned int))ack;
 	st->sge = (struct ibv_sge){ .addr = a.addr, .length = a.length, .lkey = a.lkey };
 	st->send = calloc(a.post_list, sizeof *st->send);
 	st->recv = calloc(a.rx_depth, sizeof *st->recv);
@@ -220,8 +229,31 @@ static int cgo_poll(struct perf_cgo *st, int spin)
 {
 	struct ibv_cq *cq = (struct ibv_cq *)st->a.cq;
 	int got = 0;
-	for (int i = 0; i < spin && got == 0; i++)
-		got = ibv_poll_cq(cq, POLL_BATCH, st->wc);
+	if (st->channel) {
+		// Until a poll finds completions, as hand's thread wait: an event
+		// whose completion an earlier poll took finds nothing.
+		do {
+			if (st->drained) {
+				struct ibv_cq *ev_cq;
+				void *ev_ctx;
+				if (st->get(st->channel, &ev_cq, &ev_ctx)) {
+					fail(&st->r, "ibv_get_cq_event", errno, 0);
+					return -1;
+				}
+				st->ack(ev_cq, 1);
+				int rc = ibv_req_notify_cq(cq, 0);
+				if (rc) {
+					fail(&st->r, "ibv_req_notify_cq", rc, 0);
+					return -1;
+				}
+			}
+			got = ibv_poll_cq(cq, POLL_BATCH, st->wc);
+			st->drained = got == 0;
+		} while (got == 0);
+	} else {
+		for (int i = 0; i < spin && got == 0; i++)
+			got = ibv_poll_cq(cq, POLL_BATCH, st->wc);
+	}
 	if (got < 0) {
 		fail(&st->r, "ibv_poll_cq", -got, 0);
 		return -1;

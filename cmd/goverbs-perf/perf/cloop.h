@@ -66,7 +66,18 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args a);
 // against the C loop, the crossing alone. Its state is C memory, from
 // perf_cgo_new (0 when malloc fails), freed by perf_cgo_free: Go holds it
 // as an address.
-uintptr_t perf_cgo_new(struct perf_cloop_args a);
+//
+// With a channel (not 0), each poll waits for completion events as
+// hand's thread wait does at min 1, with perftest's -e steps: it polls, and
+// while a poll finds nothing, it reads the channel's next event (get,
+// ibv_get_cq_event, blocking in the channel's read), acknowledges it (ack,
+// ibv_ack_cq_events), arms the CQ again and polls again. It returns once a
+// poll finds completions: an event may find none, when its completion came
+// before the arm and an earlier poll took it. spin is then ignored. The CQ
+// must be armed before the first poll, and the channel's fd blocking. get
+// and ack are the library's functions, which the C here cannot name:
+// libibverbs is loaded at run time.
+uintptr_t perf_cgo_new(struct perf_cloop_args a, uintptr_t channel, uintptr_t get, uintptr_t ack);
 void perf_cgo_free(uintptr_t st);
 // perf_cgo_post_send posts the client's WRs posted to posted+n-1 in one
 // ibv_post_send, and returns its return: 0, or an errno.

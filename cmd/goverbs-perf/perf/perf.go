@@ -46,7 +46,8 @@
 // C (cloop.c) instead, in the same process, to tell what the Go loop costs
 // from what the Go process does (BENCHMARKS.md); -loop cgo runs them in Go
 // with the C loop's own post and poll, one cgo call each, to tell the
-// crossings from what hand/ adds to them. -e waits for a completion
+// crossings from what hand/ adds to them (with -e, each of its polls
+// waits as perftest's -e loop does, in C, and returns at every wake). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
 // (make perf-compare): by default in the channel's read on the goroutine's thread
@@ -196,7 +197,8 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&cfg.LatDump, "lat-dump", "", "send_lat: write each round trip to `file`, one line of its start (CLOCK_MONOTONIC, ns) and its length (ns)")
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go; c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop; "+
-		"or cgo: the loops in Go with the C loop's post and poll, one cgo call each, to price the crossings apart from hand/")
+		"or cgo: the loops in Go with the C loop's post and poll, one cgo call each, to price the crossings apart from hand/ "+
+		"(with -e, each poll waits as perftest's -e loop does, blocked in the channel's read, and returns at every wake)")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
 	for _, n := range []string{"e", "events"} {
 		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
@@ -243,8 +245,10 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("-wait %q: thread or netpoll", wait)
 	case cfg.Loop != GoLoop && cfg.Mode == SendLat:
 		return cfg, fmt.Errorf("-loop %s: the bandwidth modes only (send_bw, write_bw, read_bw)", cfg.Loop)
-	case cfg.Loop != GoLoop && cfg.Events:
-		return cfg, fmt.Errorf("-loop %s: busy-polling only, not with -e", cfg.Loop)
+	case cfg.Loop == CLoop && cfg.Events:
+		return cfg, errors.New("-loop c: busy-polling only, not with -e")
+	case cfg.Loop == CgoLoop && cfg.Events && cfg.Wait != ThreadWait:
+		return cfg, errors.New("-loop cgo -e: waits on the thread only, not with -wait netpoll")
 	case len(hosts) > 1:
 		return cfg, fmt.Errorf("one host at most, got %q", hosts)
 	case cfg.WaitMin < 1 || cfg.WaitMin > pollerSize:

@@ -44,6 +44,10 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || cfg.CQMod != 64 {
 		t.Errorf("CQ moderation is not capped at the send queue depth: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-t", "send_bw", "-loop", "cgo", "-e"})
+	if err != nil || cfg.Loop != CgoLoop || !cfg.Events || cfg.Wait != ThreadWait {
+		t.Errorf("-loop cgo -e: %+v, %v", cfg, err)
+	}
 	for loop, want := range map[string]Loop{"c": CLoop, "cgo": CgoLoop} {
 		cfg, err = ParseArgs([]string{"-t", "write_bw", "-loop", loop})
 		if err != nil || cfg.Loop != want {
@@ -72,7 +76,7 @@ func TestParseArgs(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
 		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
-		{"-t", "send_bw", "-loop", "c", "-e"}, {"-t", "send_lat", "-loop", "cgo"}, {"-t", "send_bw", "-loop", "cgo", "-e"}, {"-gomaxprocs", "-1"}, {"-wait-min", "0"}, {"-wait-min", "17"},
+		{"-t", "send_bw", "-loop", "c", "-e"}, {"-t", "send_lat", "-loop", "cgo"}, {"-t", "send_bw", "-loop", "cgo", "-e", "-wait", "netpoll"}, {"-gomaxprocs", "-1"}, {"-wait-min", "0"}, {"-wait-min", "17"},
 		{"-n", "0"}, {"-s", "0"}, {"-t", "send_lat", "-n", "0"}, {"-t", "send_lat", "-s", "0"}, {"-n", "-5"}, {"-n", "4"},
 		{"-s", "2147483648"}, {"-s", "4294967296"}, {"-n", "4294967297"}} {
 		if _, err := ParseArgs(args); err == nil {

@@ -90,6 +90,10 @@ func restartWithEnv(env []string, stderr io.Writer) int {
 // reportWait tells how the process waited for completion events (-wait,
 // and -wait-min for the send_bw server).
 func reportWait(out io.Writer, cfg Config) {
+	if cfg.Loop == CgoLoop {
+		fmt.Fprintln(out, " wait: thread, blocked on the thread in the cgo loop's C (ibv_get_cq_event), returning at every wake")
+		return
+	}
 	if cfg.Wait == ThreadWait {
 		if cfg.Mode == SendBW && cfg.Server == "" {
 			fmt.Fprintf(out, " wait: thread, blocked on the thread (hand.Poller.WaitThreadAtLeast), for %d receives at least (-wait-min)\n", cfg.WaitMin)
