@@ -103,8 +103,9 @@ func (e *engine) cgoClient() (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// cgoServer is bwServer busy-polling, with each spin of polls and each
-// post the C loop's own, one cgo call each, as cgoClient.
+// cgoServer is bwServer with each spin of polls (with Config.Events, each
+// wait) and each post the C loop's own, one cgo call each, as cgoClient.
+// With events it returns to Go at every wake, as -wait-min 1.
 func (e *engine) cgoServer() (time.Duration, error) {
 	st, err := e.cgoState()
 	if err != nil {

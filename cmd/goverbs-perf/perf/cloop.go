@@ -31,6 +31,8 @@ const (
 	// CgoLoop runs the loops in Go with CLoop's own post and poll, a cgo
 	// crossing each (cgoloop.go): against CLoop it prices the crossings,
 	// and against GoLoop what hand/ and Go's code of the WRs add to them.
+	// With Config.Events its polls wait in C as hand's thread wait does
+	// at min 1, which prices hand's wait around that C.
 	CgoLoop Loop = "cgo"
 )
 

@@ -47,7 +47,8 @@
 // from what the Go process does (BENCHMARKS.md); -loop cgo runs them in Go
 // with the C loop's own post and poll, one cgo call each, to tell the
 // crossings from what hand/ adds to them (with -e, each of its polls
-// waits as perftest's -e loop does, in C, and returns at every wake). -e waits for a completion
+// waits in C as hand.Poller.WaitThread does, with perftest's -e steps, and
+// returns at every wake that finds completions). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
 // perftest's -e, which is what lets client, server and rxe share one CPU
 // (make perf-compare): by default in the channel's read on the goroutine's thread
