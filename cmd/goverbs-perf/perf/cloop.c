@@ -24,6 +24,19 @@ static void fail(struct perf_cloop_result *r, const char *op, int err, uint64_t 
 	r->wr_id = wr_id;
 }
 
+// failed_wc records in r the first of the n completions in wc whose
+// status is not success, and reports whether there was one.
+static int failed_wc(struct perf_cloop_result *r, const struct ibv_wc *wc, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			fail(r, "completion", wc[i].status, wc[i].wr_id);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 // fill_send makes the client's WRs posted to posted+n-1 in wrs, a chain.
 static void fill_send(const struct perf_cloop_args *a, struct ibv_send_wr *wrs, struct ibv_sge *sge, int64_t posted, int n)
 {
@@ -90,14 +103,10 @@ struct perf_cloop_result perf_cloop_client(struct perf_cloop_args args)
 			fail(r, "ibv_poll_cq", -got, 0);
 			goto out;
 		}
-		for (int i = 0; i < got; i++) {
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				fail(r, "completion", wc[i].status, wc[i].wr_id);
-				goto out;
-			}
-			done = (int64_t)wc[i].wr_id + 1;
-		}
+		if (failed_wc(r, wc, got))
+			goto out;
 		if (got > 0) {
+			done = (int64_t)wc[got - 1].wr_id + 1;
 			__atomic_store_n(progress, done, __ATOMIC_RELAXED);
 			int64_t t = now_ns();
 			if (t > last) {
@@ -140,12 +149,8 @@ struct perf_cloop_result perf_cloop_server(struct perf_cloop_args args)
 			fail(r, "ibv_poll_cq", -n, 0);
 			goto out;
 		}
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				fail(r, "completion", wc[i].status, wc[i].wr_id);
-				goto out;
-			}
-		}
+		if (failed_wc(r, wc, n))
+			goto out;
 		if (n > 0 && got == 0)
 			start = now_ns();
 		got += n;
@@ -258,13 +263,7 @@ static int cgo_poll(struct perf_cgo *st, int spin)
 		fail(&st->r, "ibv_poll_cq", -got, 0);
 		return -1;
 	}
-	for (int i = 0; i < got; i++) {
-		if (st->wc[i].status != IBV_WC_SUCCESS) {
-			fail(&st->r, "completion", st->wc[i].status, st->wc[i].wr_id);
-			return -1;
-		}
-	}
-	return got;
+	return failed_wc(&st->r, st->wc, got) ? -1 : got;
 }
 
 int64_t perf_cgo_poll_send(uintptr_t p, int spin)

@@ -199,7 +199,7 @@ func ParseArgs(args []string) (Config, error) {
 	loop := string(GoLoop)
 	fs.StringVar(&loop, "loop", loop, "go; c: the bandwidth loops written in C in this process (one cgo call a run), to price the Go loop; "+
 		"or cgo: the loops in Go with the C loop's post and poll, one cgo call each, to price the crossings apart from hand/ "+
-		"(with -e, each poll waits as perftest's -e loop does, blocked in the channel's read, and returns at every wake)")
+		"(with -e, each poll waits in C as hand.Poller.WaitThread does, blocked in the channel's read, and returns at every wake that finds completions)")
 	fs.IntVar(&cfg.Spin, "spin", cfg.Spin, "polls of an empty CQ per cgo call in the Go loops; 1 crosses into C for each poll")
 	for _, n := range []string{"e", "events"} {
 		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
