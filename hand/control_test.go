@@ -530,6 +530,101 @@ func TestCMContextWithoutDevice(t *testing.T) {
 	t.Log(err)
 }
 
+// A thread wait whose ctx cannot end takes the short way (no p.mu, the
+// wait's generation left as it was) once a kicked thread wait has set the
+// fd up, and whatever undoes that sends the next one the long way, which
+// sets it up again: the netpoller's wait, an interrupt (of a wait on
+// either way), the kick's close, a kick that will not rearm (for good: the
+// waits use epoll_wait from then on). A wait whose ctx can end always goes
+// the long way. On the short way, a kick wakes the wait, which waits on,
+// and an interrupt ends it with ErrClosed; each reads the kick's event and
+// rearms it.
+func TestPollFDThreadWaitShortWay(t *testing.T) {
+	k := &pipeKicker{}
+	p, r, w, read := kickedSocket(t, k)
+	wait := func(ctx context.Context) error {
+		if err := p.acquire(ctx); err != nil {
+			return err
+		}
+		defer p.release()
+		return p.waitThreadHeld(ctx, kickStep(r, read))
+	}
+	// later runs each of do 20 ms apart, on another goroutine.
+	later := func(do ...func()) {
+		go func() {
+			for _, f := range do {
+				time.Sleep(20 * time.Millisecond)
+				f()
+			}
+		}()
+	}
+	write := func() { syscall.Write(w, []byte{1}) }
+	// shortWay waits for a write 20 ms away, and reports whether the wait
+	// took the short way.
+	shortWay := func(ctx context.Context, what string) bool {
+		t.Helper()
+		gen := p.gen
+		later(write)
+		require.NoError(t, wait(ctx), what)
+		return p.gen == gen
+	}
+	ready := func() bool { return p.readyKickCQ.Load() == kickByte }
+	background := context.Background()
+
+	require.False(t, ready(), "set up before any thread wait")
+	require.False(t, shortWay(background, "the first thread wait"))
+	require.True(t, ready(), "set up by the first thread wait")
+	require.True(t, shortWay(background, "a second"))
+	ctx, cancel := context.WithCancel(background)
+	defer cancel()
+	require.False(t, shortWay(ctx, "a wait whose ctx can end"))
+
+	later(p.kick, write)
+	require.NoError(t, wait(background), "a kicked wait")
+	require.Equal(t, 1, k.rearms, "the kick's event read and rearmed")
+	require.True(t, shortWay(background, "the wait after a kicked one"))
+
+	errc := make(chan error, 1)
+	go func() { errc <- wait(background) }()
+	time.Sleep(20 * time.Millisecond)
+	p.interrupt()
+	require.ErrorIs(t, <-errc, ErrClosed, "an interrupted wait")
+	require.Equal(t, 2, k.rearms, "the interrupt's event read and rearmed")
+	require.False(t, ready(), "set up after an interrupt")
+	require.ErrorIs(t, wait(background), ErrClosed, "a wait after the interrupt")
+	p.undo()
+	go func() { errc <- wait(background) }() // the long way, after the interrupt
+	time.Sleep(20 * time.Millisecond)
+	p.interrupt()
+	require.ErrorIs(t, <-errc, ErrClosed, "an interrupted wait on the long way")
+	require.Equal(t, 3, k.rearms, "the interrupt's event read and rearmed")
+	require.False(t, ready(), "set up after an interrupt of a wait on the long way")
+	p.undo()
+	require.False(t, shortWay(background, "the first wait after undo"))
+	require.True(t, shortWay(background, "the second"))
+
+	short, cancelShort := context.WithTimeout(background, 20*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, p.wait(short, read), context.DeadlineExceeded)
+	require.False(t, ready(), "set up after the netpoller's wait")
+	require.False(t, shortWay(background, "the first thread wait after the netpoller's"))
+	require.True(t, shortWay(background, "the second"))
+
+	p.closeKick()
+	require.False(t, ready(), "set up after the kick's close")
+	require.False(t, shortWay(background, "the first thread wait after the kick's close"))
+	require.Equal(t, 2, k.opens, "the kick opened again")
+	require.True(t, shortWay(background, "the second"))
+
+	k.failRearm = syscall.EIO
+	later(p.kick, write)
+	require.NoError(t, wait(background), "a wait kicked by a kick that will not rearm")
+	require.False(t, p.kicking)
+	require.False(t, ready(), "set up without a kick")
+	require.False(t, shortWay(background, "a wait in epoll_wait"))
+	require.False(t, shortWay(background, "another"))
+}
+
 // A waiter kicked over and over still ends at once on an interrupt or a
 // ctx's end that comes between a kick's wake and its re-arm: neither may
 // be lost, or the wait parks until the fd's next event (and Close waits
