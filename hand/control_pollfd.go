@@ -3,7 +3,7 @@ package hand
 /*
 // noescape alone, as the data path's stubs (data_post.go): every argument
 // is an integer or an address in C memory, and nocallback's bookkeeping is
-// about 30 instructions a wake (make perf-insns).
+// about 40 instructions a wake (make perf-insns).
 #cgo noescape goverbs_wait_fds
 #cgo noescape goverbs_wait_cq_event
 #cgo noescape goverbs_wait_poll_cq
@@ -257,7 +257,7 @@ type threadStep func(w threadWake) (done bool, err error)
 // cannot end and step was made once, and, as waitHeld, one hook a call
 // when ctx can end. When ctx cannot end and an earlier thread wait left
 // the kick set up (readyKickCQ), it steps at once, without p.mu: what the
-// rest would do is about 100 instructions a wake (make perf-insns).
+// rest would do is about 75 instructions a wake (make perf-insns).
 func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	if ctx.Done() == nil {
 		// The data path's wait: nothing can end it but an interrupt or
