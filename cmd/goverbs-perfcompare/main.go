@@ -147,6 +147,7 @@ type options struct {
 	wait                    string // goverbs-perf -wait with -e; "" for its default (thread)
 	waitMin                 int    // goverbs-perf -wait-min; 0 for its default
 	gomaxprocs              int    // goverbs-perf -gomaxprocs; 0 for Go's default
+	lockThread              bool   // goverbs-perf -lock-thread
 }
 
 // toolArgs are the arguments of tool ("c": perftest's ib_<mode>, "go":
@@ -185,6 +186,9 @@ func (o options) toolArgs(tool, mode string, size, n int) []string {
 	if o.gomaxprocs > 0 {
 		args = append(args, "-gomaxprocs", strconv.Itoa(o.gomaxprocs))
 	}
+	if o.lockThread {
+		args = append(args, "-lock-thread")
+	}
 	return args
 }
 
@@ -210,6 +214,7 @@ func main() {
 	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in the channel's read, hand.Poller.WaitThread) "+
 		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
 	flag.IntVar(&o.waitMin, "wait-min", 0, "goverbs-perf's -wait-min with -events -wait thread: the receives its send_bw server's waits return with, at least; 0 leaves its default (16), 1 returns at every wake as perftest's loop does")
+	flag.BoolVar(&o.lockThread, "lock-thread", false, "goverbs-perf's -lock-thread: its loop's goroutine locked to its OS thread")
 	flag.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "goverbs-perf's -gomaxprocs: the Go runtime's Ps; 0 leaves Go's default (1 on a one-vCPU VM, where 2 gives the runtime an idle P, as on a host with more CPUs)")
 	flag.BoolVar(&o.sysmonNap, "sysmon-nap", false, "goverbs-perf's -sysmon-nap: with -events -wait netpoll, the Go runtime's sysmon sleeps while the process idles, "+
 		"as by default, instead of being kept awake")

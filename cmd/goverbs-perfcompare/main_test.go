@@ -162,8 +162,8 @@ func TestIters(t *testing.T) {
 
 // Both tools get the same run; goverbs-perf also its mode and loop, and
 // -spin, -wait, -wait-min and -sysmon-nap only when asked for; -events gives both -e;
-// -insns gives perftest's bandwidth runs -N; -gomaxprocs goes to
-// goverbs-perf only.
+// -insns gives perftest's bandwidth runs -N; -gomaxprocs and -lock-thread
+// go to goverbs-perf only.
 func TestToolArgs(t *testing.T) {
 	o := options{device: "rxe0", gid: "1", loop: "go"}
 	c, g := o.toolArgs("c", "send_bw", 64, 100), o.toolArgs("go", "send_bw", 64, 100)
@@ -204,6 +204,14 @@ func TestToolArgs(t *testing.T) {
 	o.gomaxprocs = 2
 	goverbsPerfOnly(t, o, "-gomaxprocs", "2")
 	o.gomaxprocs = 0
+	if g := o.toolArgs("go", "send_bw", 64, 5); slices.Contains(g, "-lock-thread") {
+		t.Errorf("goverbs-perf's arguments %q have -lock-thread, which was not asked for", g)
+	}
+	o.lockThread = true
+	if c, g := o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5); !slices.Contains(g, "-lock-thread") || slices.Contains(c, "-lock-thread") {
+		t.Errorf("-lock-thread: %q and %q, want it for goverbs-perf only", c, g)
+	}
+	o.lockThread = false
 	o.sysmonNap, o.wait = true, "netpoll"
 	c, g = o.toolArgs("c", "send_bw", 64, 5), o.toolArgs("go", "send_bw", 64, 5)
 	if !slices.Contains(g, "-sysmon-nap") || slices.Contains(c, "-sysmon-nap") {

@@ -39,8 +39,10 @@ func TestMain(m *testing.M) {
 // completion events (-e) both ways: blocked in the channel's read on the thread
 // (hand.Poller.WaitThread, the default), and parked on the netpoller
 // (-wait netpoll, hand.CQ.Wait) in a process restarted with the runtime's
-// sysmon kept awake; each side must report how it waited and, with the
-// netpoller only, sysmon awake. The client's result row must carry
+// sysmon kept awake, and blocked on the thread with the loop's goroutine
+// locked to it (-lock-thread); each side must report how it waited, with
+// the netpoller only sysmon awake, and its thread locked only when asked
+// to. The client's result row must carry
 // the size and the iterations asked for and a positive rate (make
 // perf-compare sets the rates against perftest's), and neither side's timed
 // loop may allocate.
@@ -56,10 +58,12 @@ func TestInteropPerfModes(t *testing.T) {
 		for _, post := range []struct {
 			name, list, mod, loop string
 			wait                  string // -e -wait; "" for busy-polling
+			lock                  bool   // -lock-thread
 		}{
-			{"defaults", "1", "100", "go", ""}, {"lists", "4", "8", "go", ""}, {"c_loop_lists", "4", "8", "c", ""},
-			{"cgo_loop", "1", "100", "cgo", ""}, {"cgo_loop_lists", "4", "8", "cgo", ""}, {"cgo_loop_events", "1", "100", "cgo", "thread"},
-			{"events", "1", "100", "go", "thread"}, {"events_netpoll", "1", "100", "go", "netpoll"},
+			{"defaults", "1", "100", "go", "", false}, {"lists", "4", "8", "go", "", false}, {"c_loop_lists", "4", "8", "c", "", false},
+			{"cgo_loop", "1", "100", "cgo", "", false}, {"cgo_loop_lists", "4", "8", "cgo", "", false}, {"cgo_loop_events", "1", "100", "cgo", "thread", false},
+			{"events", "1", "100", "go", "thread", false}, {"events_netpoll", "1", "100", "go", "netpoll", false},
+			{"events_locked", "1", "100", "go", "thread", true},
 		} {
 			if post.loop != "go" && mode == "send_lat" {
 				continue // -loop c and cgo are the bandwidth loops'
@@ -72,6 +76,9 @@ func TestInteropPerfModes(t *testing.T) {
 					"-p", strconv.Itoa(port), "-l", post.list, "-Q", post.mod, "-loop", post.loop}
 				if post.wait != "" {
 					args = append(args, "-e", "-wait", post.wait)
+				}
+				if post.lock {
+					args = append(args, "-lock-thread")
 				}
 				srv := tooltest.StartC(t, ctx, "Go server", self, args...)
 				if err := tooltest.WaitListen(ctx, port); err != nil {
@@ -112,6 +119,9 @@ func TestInteropPerfModes(t *testing.T) {
 					}
 					if post.wait != "" && !strings.Contains(side.Out, "\n wait: "+post.wait+",") {
 						t.Errorf("%s: does not report \" wait: %s,\"", side.Name, post.wait)
+					}
+					if locked := strings.Contains(side.Out, "\n thread: the loop's goroutine locked to its OS thread (-lock-thread)\n"); locked != post.lock {
+						t.Errorf("%s: reports its loop locked to its thread: %v, want %v", side.Name, locked, post.lock)
 					}
 					// The side that answers posts its last message as its loop
 					// ends; the loop polls that send's completion before it

@@ -59,7 +59,9 @@
 // it the runtime's default). With -e it prints how it waited (" wait:
 // thread ..." or " wait: netpoll ...") and its sysmon (" sysmon: awake ..."
 // or " sysmon: sleeps ..."). -gomaxprocs N sets the Go runtime's Ps, and
-// the report says so (" runtime: GOMAXPROCS N").
+// the report says so (" runtime: GOMAXPROCS N"); -lock-thread locks the
+// loop's goroutine to its OS thread, and the report says so too
+// (" thread: ...").
 package perf
 
 import (
@@ -127,6 +129,15 @@ type Config struct {
 	// has an idle P, as on a host with more CPUs, and leaves such a call
 	// alone for 10 ms (BENCHMARKS.md, "Where Go stands").
 	GoMaxProcs int
+	// LockThread runs the loop's goroutine locked to its OS thread
+	// (runtime.LockOSThread), as perftest's loop has its one thread. With
+	// two Ps and a loop that blocks in cgo calls (-e -wait thread), an
+	// unlocked goroutine moves between threads whenever such a call loses
+	// its P, and send_lat 64 B ran at one of two speeds a run, 12% apart;
+	// locked, every run took the faster (BENCHMARKS.md, "One thread for the
+	// loop"). With one P it costs: whenever another goroutine (the watch,
+	// a timer) takes the P, the P is handed between threads and back.
+	LockThread bool
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
 	Trace      string // file for a runtime execution trace of the timed part
@@ -212,6 +223,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.BoolVar(&cfg.SysmonNap, "sysmon-nap", false, "with -e -wait netpoll, let the Go runtime's sysmon thread sleep while the process idles, as Go programs do by default; "+
 		"without it, goverbs-perf restarts itself with GODEBUG=schedtrace=2147483647, which keeps sysmon napping instead, so that a wake does not also wake it")
 	fs.IntVar(&cfg.GoMaxProcs, "gomaxprocs", 0, "the Go runtime's Ps (runtime.GOMAXPROCS); 0 leaves Go's default, one per CPU it may use")
+	fs.BoolVar(&cfg.LockThread, "lock-thread", false, "run the loop's goroutine locked to its OS thread (runtime.LockOSThread), as perftest's loop has its one thread")
 	for _, n := range []string{"F", "CPU-freq"} {
 		fs.Bool(n, false, "ignored (perftest's CPU frequency check)")
 	}
@@ -349,6 +361,10 @@ func (p *peer) unmarshal(b []byte, size int) error {
 
 // Run runs one side of one test.
 func Run(cfg Config, out io.Writer) (err error) {
+	if cfg.LockThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	if cfg.GoMaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.GoMaxProcs)
 	}
@@ -543,6 +559,9 @@ func Run(cfg Config, out io.Writer) (err error) {
 	}
 	if cfg.GoMaxProcs > 0 {
 		fmt.Fprintf(out, " runtime: GOMAXPROCS %d (-gomaxprocs)\n", runtime.GOMAXPROCS(0))
+	}
+	if cfg.LockThread {
+		fmt.Fprintln(out, " thread: the loop's goroutine locked to its OS thread (-lock-thread)")
 	}
 	loopallocs.Write(out, loopAllocs)
 	return nil

@@ -71,8 +71,12 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("-wait-min 1: %+v, %v", cfg, err)
 	}
 	cfg, err = ParseArgs([]string{"-gomaxprocs", "2"})
-	if err != nil || cfg.GoMaxProcs != 2 {
+	if err != nil || cfg.GoMaxProcs != 2 || cfg.LockThread {
 		t.Errorf("-gomaxprocs 2: %+v, %v", cfg, err)
+	}
+	cfg, err = ParseArgs([]string{"-lock-thread"})
+	if err != nil || !cfg.LockThread {
+		t.Errorf("-lock-thread: %+v, %v", cfg, err)
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
 		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
