@@ -134,7 +134,7 @@ type Config struct {
 	// two Ps and a loop that blocks in cgo calls (-e -wait thread), an
 	// unlocked goroutine moves between threads whenever such a call loses
 	// its P, and send_lat 64 B ran at one of two speeds a run, 12% apart;
-	// locked, every run took the faster, and the two-P event rows became
+	// locked, 20 runs of 20 took the faster, and the two-P event rows became
 	// the one-P rows, send_bw's gain from the idle P gone with the move
 	// (BENCHMARKS.md, "One thread for the loop"). With one P it costs up to
 	// 1%: whenever another goroutine (the watch, a timer) takes the P, the
