@@ -78,11 +78,12 @@ type pollFD struct {
 	blocking bool
 	// readyKickCQ is the kick's CQ while a thread wait would find nothing
 	// to set up (kicking, the fd blocking and off the netpoller, not
-	// closing), and 0 otherwise: kept under mu by each thread wait once it
-	// has set them up (markReadyLocked: 0 once the kick would not rearm),
-	// and cleared by whatever else undoes one of them (netpollLocked,
-	// interrupt, closeKick). A thread wait whose ctx cannot end reads it,
-	// holding the turn, to skip the setup and p.mu (waitThreadHeld).
+	// closing), and 0 otherwise: kept under mu by each thread wait's setup
+	// (threadWakeLocked, which clears it first, so that a setup that fails
+	// or no longer kicks leaves 0), and cleared by whatever else undoes one
+	// of them (netpollLocked, interrupt, closeKick). A thread wait whose
+	// ctx cannot end reads it, holding the turn, to skip the setup and p.mu
+	// (waitThreadHeld).
 	readyKickCQ atomic.Uintptr
 }
 
@@ -273,9 +274,7 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 			}
 			// Woken: the long way below looks for an interrupt, and
 			// steps again if there was none.
-			p.mu.Lock()
-			p.drainLocked()
-			p.mu.Unlock()
+			p.kickRead()
 		}
 	}
 	p.mu.Lock()
@@ -302,7 +301,6 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 	// wait once, which then steps again.
 	p.gen++
 	gen := p.gen
-	p.markReadyLocked(w)
 	p.mu.Unlock()
 	if f != nil {
 		f.Close()
@@ -320,9 +318,6 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 		p.mu.Lock()
 		p.drainLocked()
 		w, err = p.threadWakeLocked() // the kick's failed rearm falls back to epoll_wait
-		if err == nil {
-			p.markReadyLocked(w)
-		}
 		p.mu.Unlock()
 		if err != nil {
 			return err
@@ -335,9 +330,13 @@ func (p *pollFD) waitThreadHeld(ctx context.Context, step threadStep) error {
 }
 
 // threadWakeLocked returns how thread waiters block, made by
-// prepareLocked, and makes the fd blocking while kicking. p.mu is held and
-// the netpoller does not have the fd (waitThreadHeld).
+// prepareLocked, and makes the fd blocking while kicking. It sets
+// readyKickCQ to the kick's CQ when it returns a kicked wake and the fd is
+// not closing, and to 0 otherwise. p.mu is held and the netpoller does not
+// have the fd (waitThreadHeld).
 func (p *pollFD) threadWakeLocked() (threadWake, error) {
+	// 0 until this setup has succeeded.
+	p.readyKickCQ.Store(0)
 	if !p.kicking { // once kicking, there is nothing left to prepare
 		if err := p.prepareLocked(); err != nil {
 			return threadWake{}, err
@@ -350,7 +349,11 @@ func (p *pollFD) threadWakeLocked() (threadWake, error) {
 			}
 			p.blocking = true
 		}
-		return threadWake{waiter: -1, kickCQ: p.kicker.cq()}, nil
+		w := threadWake{waiter: -1, kickCQ: p.kicker.cq()}
+		if !p.closing { // an interrupt since the caller looked: ended will see it
+			p.readyKickCQ.Store(w.kickCQ)
+		}
+		return w, nil
 	}
 	if p.blocking {
 		if err := syscall.SetNonblock(int(p.fd), true); err != nil {
@@ -359,18 +362,6 @@ func (p *pollFD) threadWakeLocked() (threadWake, error) {
 		p.blocking = false
 	}
 	return threadWake{waiter: p.waiter}, nil
-}
-
-// markReadyLocked sets readyKickCQ for the thread wait w that p.mu's
-// holder has set up (waitThreadHeld): the kick's CQ while kicking, else 0.
-// An interrupt since then leaves it at 0 (the caller has checked closing
-// under p.mu, or ended will).
-func (p *pollFD) markReadyLocked(w threadWake) {
-	if p.closing || w.waiter >= 0 {
-		p.readyKickCQ.Store(0)
-		return
-	}
-	p.readyKickCQ.Store(w.kickCQ)
 }
 
 // prepareLocked makes, once, what wakes thread waiters: the kick when the
@@ -502,8 +493,10 @@ func (p *pollFD) drainLocked() {
 	C.goverbs_wake_drain(C.int(p.wake))
 }
 
-// kickRead is what a netpoller waiter does when it reads the kick's event:
-// a signal meant for a thread waiter before it, which drainLocked clears.
+// kickRead is what a waiter does when it has read the kick's event, not
+// holding p.mu: a netpoller waiter (a signal meant for a thread waiter
+// before it) and a thread waiter on the short way (waitThreadHeld).
+// drainLocked clears the signal.
 func (p *pollFD) kickRead() {
 	p.mu.Lock()
 	p.drainLocked()
