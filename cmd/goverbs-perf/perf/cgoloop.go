@@ -62,6 +62,14 @@ func (e *engine) cgoPollTick() {
 	}
 }
 
+// cgoPolled publishes e.done after a cgo loop's poll with Config.Events,
+// where no tick does, as engine.poll does.
+func (e *engine) cgoPolled() {
+	if e.cfg.Events {
+		e.progress.Store(int64(e.done))
+	}
+}
+
 // cgoClient is bwClient with each post and each spin of polls the C
 // loop's own, one cgo call each (CgoLoop): what Go adds over the C loop is
 // the crossing, and what the Go loop adds over this is hand/ and Go's code
@@ -96,9 +104,7 @@ func (e *engine) cgoClient() (time.Duration, error) {
 			e.done = d // published at tick's next look, or below
 			e.peak = max(e.peak, peak.rate(done, cfg.Size))
 		}
-		if cfg.Events {
-			e.progress.Store(int64(e.done))
-		}
+		e.cgoPolled()
 	}
 	return time.Since(start), nil
 }
@@ -126,9 +132,7 @@ func (e *engine) cgoServer() (time.Duration, error) {
 		}
 		got += n
 		e.done += n
-		if e.cfg.Events {
-			e.progress.Store(int64(e.done))
-		}
+		e.cgoPolled()
 		e.posted -= n
 		if e.posted <= e.cfg.RxDepth/2 {
 			k := e.cfg.RxDepth - e.posted
