@@ -91,7 +91,7 @@ endef
 # with goverbs-perfcompare -agree 5 LOG1 LOG2), where in real time perftest
 # alone spreads by up to 60% (BENCHMARKS.md, "How perf-compare runs").
 # goverbs-perfcompare runs six times in the one boot
-# (eight with PERF_PROCS): write_bw and read_bw busy-polling with
+# (nine with PERF_PROCS): write_bw and read_bw busy-polling with
 # goverbs-perf as it is (-loop go), then with its loops in Go calling the C
 # loop's own post and poll, a cgo call each (-loop cgo), then with its
 # loops written in C in the same process (-loop c), so the three tables
@@ -114,8 +114,11 @@ endef
 # its sysmon takes the P from any cgo call that outlasts its 20 us tick,
 # where on a host with more CPUs an idle P makes it leave the call alone;
 # 2 Ps on the one vCPU show that, at the price of the runtime's spinning
-# threads sharing the CPU. PERF_PROCS= skips them. About 28 minutes (20
-# without). perf-icount is its earlier name.
+# threads sharing the CPU. There send_lat runs with goverbs-perf
+# -lock-thread: unlocked, its goroutine moves between threads and a run
+# takes one of two speeds, 12% apart, so two complete runs could not agree
+# on the row (BENCHMARKS.md, "One thread for the loop"). PERF_PROCS= skips
+# them. About 28 minutes (20 without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
 PERF_PROCS ?= 2
@@ -130,7 +133,7 @@ PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 perf-compare:
 	@set -e; \
 	$(call perf_tools,perf); \
-	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops, cgo loops, then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1 and with -loop cgo; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none))"; \
+	echo "perf-compare: booting the soft-RoCE VM on one vCPU under -icount; write_bw and read_bw at $(PERF_SIZES), Go loops, cgo loops, then C loops, then send_bw and send_lat waiting for events, and send_bw with -wait-min 1 and with -loop cgo; then both again with goverbs-perf -gomaxprocs $(or $(PERF_PROCS),(none)), send_lat with -lock-thread"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -smp 1 -icount shift=0,sleep=off -timeout 60m -- sh -c \
 		'd=$$1; \
 		pass() { echo "== $$1"; shift; "$$d/goverbs-perfcompare" -perf "$$d/goverbs-perf" "$$@" -sizes $(PERF_SIZES) $(PERF_FLAGS) || exit 1; }; \
@@ -140,7 +143,8 @@ perf-compare:
 		pass "both waiting for events, goverbs-perf -loop cgo: waiting in C at every wake, nothing of goverbs on the path" -events -loop cgo -modes send_bw; \
 		for procs in $(PERF_PROCS); do \
 			pass "goverbs-perf -gomaxprocs $$procs, busy-polling" -gomaxprocs $$procs -modes write_bw,read_bw; \
-			pass "goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)" -gomaxprocs $$procs -events -modes send_bw,send_lat; \
+			pass "goverbs-perf -gomaxprocs $$procs, both tools waiting for completion events (-e)" -gomaxprocs $$procs -events -modes send_bw; \
+			pass "goverbs-perf -gomaxprocs $$procs -lock-thread, both tools waiting for completion events (-e)" -gomaxprocs $$procs -lock-thread -events -modes send_lat; \
 		done' sh "$$dir"
 
 perf-icount: perf-compare
