@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,8 +15,9 @@ import (
 // the kernel packages named in have: apt-cache madison and pkgnames answer
 // from it, apt-get download copies a .deb built with dpkg-deb holding
 // boot/vmlinuz-V and lib/modules/V for V from the name, and fails for a
-// name not in have, as apt does. Every call is appended to the log it
-// returns.
+// name not in have, as apt does. apt-get update replaces the lists (the
+// file "have" beside the log) with the file "have.updated" there, when a
+// test wrote one. Every call is appended to the log it returns.
 func fakeApt(t *testing.T, have ...string) (log string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -58,7 +60,7 @@ exit 1
 echo "apt-get $*" >> ` + log + `
 while [ "$1" = -o ]; do shift 2; done
 case $1 in
-update) exit 0;;
+update) [ -f ` + dir + `/have.updated ] && cp ` + dir + `/have.updated ` + dir + `/have; exit 0;;
 download) grep -qx "$2" ` + dir + `/have && cp ` + debs + `/"$2"_1_amd64.deb . && exit 0
 	echo "E: Can't select candidate version from package $2 as it has no candidate" >&2; exit 100;;
 esac
@@ -102,6 +104,20 @@ func TestEnsurePinnedKernel(t *testing.T) {
 		}
 		if _, err := openKernel(filepath.Join(cache, k58)); err != nil {
 			t.Errorf("%s not kept in the cache: %v", k58, err)
+		}
+	})
+
+	t.Run("pinned, lists stale: updated, then the pin", func(t *testing.T) {
+		// A machine image's lists, made before the pin was published: the
+		// archive has it, and only an update shows it.
+		log := fakeApt(t, pin, k57)
+		writeFiles(t, filepath.Dir(log), map[string]string{"have": k57 + "\n", "have.updated": pin + "\n" + k57 + "\n"})
+		k, said, err := boot(t, t.TempDir())
+		if err != nil || !strings.HasSuffix(k.vmlinuz, "vmlinuz-6.1.0-56-amd64") || strings.Contains(said, "no longer") {
+			t.Fatalf("got %+v, %v, log %q; want the pinned kernel after an update, nothing said of another", k, err, said)
+		}
+		if calls := lines(t, log); !slices.ContainsFunc(calls, func(c string) bool { return strings.HasSuffix(c, " update") }) {
+			t.Errorf("apt calls %q: no apt-get update before giving up the pin", calls)
 		}
 	})
 

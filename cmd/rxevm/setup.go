@@ -202,7 +202,19 @@ var kernelSeries = regexp.MustCompile(`^linux-image-6\.1\.0-([0-9]+)-amd64$`)
 // the next ABI, until someone moves the pin.
 func (h *host) ensurePinnedKernel(ctx context.Context, cacheDir, pin string) (kernel, error) {
 	var err error
-	if _, uncached := openKernel(filepath.Join(cacheDir, pin)); uncached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
+	_, uncached := openKernel(filepath.Join(cacheDir, pin))
+	if uncached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
+		// Lists without the pin are either older than it (a machine
+		// image's, never updated: seen on 2026-11-28, where rxevm booted
+		// 6.1.0-48 in place of the pinned 56 that the archive had) or
+		// newer than the archive's dropping it. Only an update tells
+		// which; offline, the old lists stand.
+		h.logf("%s is not in apt's lists: updating them", pin)
+		if uerr := h.aptGet(ctx, "", "update"); uerr != nil {
+			h.logf("apt-get update: %v", uerr)
+		}
+	}
+	if uncached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
 		// Lists lose a package only when updated: gone, no download to try.
 		err = fmt.Errorf("%s: not in apt's lists", pin)
 	} else {
