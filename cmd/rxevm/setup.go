@@ -202,22 +202,22 @@ var kernelSeries = regexp.MustCompile(`^linux-image-6\.1\.0-([0-9]+)-amd64$`)
 // the next ABI, until someone moves the pin.
 func (h *host) ensurePinnedKernel(ctx context.Context, cacheDir, pin string) (kernel, error) {
 	var err error
-	_, uncached := openKernel(filepath.Join(cacheDir, pin))
-	if uncached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
+	if _, uncached := openKernel(filepath.Join(cacheDir, pin)); uncached != nil && aptListsPresent() {
 		// Lists without the pin are either older than it (a machine
 		// image's, never updated: seen on 2026-11-28, where rxevm booted
 		// 6.1.0-48 in place of the pinned 56 that the archive had) or
-		// newer than the archive's dropping it. Only an update tells
-		// which; offline, the old lists stand.
-		h.logf("%s is not in apt's lists: updating them", pin)
-		if uerr := h.aptGet(ctx, "", "update"); uerr != nil {
-			h.logf("apt-get update: %v", uerr)
-		}
+		// newer than the archive's dropping it: withAptLists updates them
+		// once to tell which. Lists lose a package only when updated, so
+		// one still missing after that is gone, no download to try;
+		// offline, the old lists stand.
+		err = h.withAptLists(ctx, func() error {
+			if !h.aptHas(ctx, pin) {
+				return fmt.Errorf("%s: not in apt's lists", pin)
+			}
+			return nil
+		})
 	}
-	if uncached != nil && aptListsPresent() && !h.aptHas(ctx, pin) {
-		// Lists lose a package only when updated: gone, no download to try.
-		err = fmt.Errorf("%s: not in apt's lists", pin)
-	} else {
+	if err == nil {
 		var k kernel
 		if k, err = h.ensureKernel(ctx, cacheDir, pin); err == nil || h.aptHas(ctx, pin) {
 			return k, err
