@@ -15,6 +15,10 @@
 // The guest's console is copied to stdout as it comes. rxevm exits with
 // CMD's status; with 124 when -timeout expires (qemu is killed); with 125
 // when rxevm itself fails or the guest stops without reporting a status.
+// A guest whose kernel panics before CMD starts (TCG provokes one now and
+// then) is booted afresh once, with a line that says so; a second panic,
+// a failed setup or a crash once CMD runs ends the run. Two-host runs are
+// not booted again: the other host's command would already be running.
 //
 // On first use rxevm installs the host packages it needs (apt-get) and
 // downloads the kernel package into the -cache directory; -setup-only does
@@ -347,15 +351,39 @@ func bootWith(ctx context.Context, h *host, modules []string, m machine, o optio
 	if o.hosts == 2 {
 		return bootPair(ctx, h, modules, m, o, tools, stdout)
 	}
-	g, err := newGuest(modules, m, o, vethNetwork(tools), o.command, newNonce(), nil)
-	if err != nil {
-		return exitFailure, err
+	return runGuest(ctx, h, o.timeout, stdout, func() (guest, error) {
+		g, err := newGuest(modules, m, o, vethNetwork(tools), o.command, newNonce(), nil)
+		if err == nil && o.verbose {
+			h.logf("$ %s %s", g.vm.qemu, shellJoin(g.vm.args()))
+		}
+		return g, err
+	})
+}
+
+// bootAttempts is how many guests runGuest boots at most: a kernel that
+// panics at boot is TCG's rare flake, one that panics twice is not.
+const bootAttempts = 2
+
+// runGuest runs the guest that prepare makes and returns its command's
+// status. When the guest's kernel panics before the command starts, it
+// says so and runs a fresh guest, up to bootAttempts in all: nothing of
+// the command ran, and an unlucky boot must not fail a whole test run.
+// A guest that fails its own setup, or whose command started, is not
+// run again. Each guest gets its own initramfs and -timeout.
+func runGuest(ctx context.Context, h *host, timeout time.Duration, stdout io.Writer, prepare func() (guest, error)) (int, error) {
+	for attempt := 1; ; attempt++ {
+		g, err := prepare()
+		if err != nil {
+			return exitFailure, err
+		}
+		code, err := g.vm.run(ctx, timeout, g.plan, stdout, h)
+		g.cleanup()
+		if attempt < bootAttempts && errors.Is(err, errPanicBeforeCommand) && ctx.Err() == nil {
+			h.logf("%v: booting a fresh guest (attempt %d of %d)", err, attempt+1, bootAttempts)
+			continue
+		}
+		return code, err
 	}
-	defer g.cleanup()
-	if o.verbose {
-		h.logf("$ %s %s", g.vm.qemu, shellJoin(g.vm.args()))
-	}
-	return g.vm.run(ctx, o.timeout, g.plan, stdout, h)
 }
 
 // moduleFiles returns the paths of the modules the guest loads, in load

@@ -51,6 +51,15 @@ var (
 	errPeerEnded = errors.New("the other host ended long ago")
 )
 
+// errPanicBeforeCommand: the guest's kernel panicked before init started
+// the command. Nothing of the command ran, so booting a fresh guest is
+// safe; TCG provokes such panics now and then (an int3 oops in a
+// secondary vCPU's clock while the kernel patches its own code).
+var errPanicBeforeCommand = errors.New("the guest's kernel panicked before the command started")
+
+// kernelPanic is how every kernel panic begins on the console.
+const kernelPanic = "Kernel panic - not syncing"
+
 // qemuOptValue escapes a value for a qemu -opt key=value list, where a comma
 // ends the value unless doubled.
 func qemuOptValue(s string) string { return strings.ReplaceAll(s, ",", ",,") }
@@ -117,8 +126,9 @@ type console struct {
 	killMarker  string // a line with it calls onKill; "" for none
 	onKill      func()
 
-	status int
-	exited bool // an exit marker was seen: status is the command's
+	status   int
+	exited   bool // an exit marker was seen: status is the command's
+	panicked bool // the kernel panicked
 }
 
 // line handles one line of console output, without its newline.
@@ -127,6 +137,9 @@ func (c *console) line(s string) error {
 	s = ansiEscape.ReplaceAllString(s, "")
 	if consoleNoise.MatchString(s) || c.exited && !c.verbose {
 		return nil
+	}
+	if strings.Contains(s, kernelPanic) {
+		c.panicked = true
 	}
 	// A marker is printed on a line of its own but may follow output that
 	// did not end with a newline; that output is kept.
@@ -261,6 +274,8 @@ func (v vm) run(ctx context.Context, timeout time.Duration, plan guestPlan, stdo
 		return exitFailure, fmt.Errorf("reading the guest console: %w", copyErr)
 	case waitErr != nil:
 		return exitFailure, fmt.Errorf("qemu: %w", waitErr)
+	case !con.exited && con.panicked && ready.IsZero():
+		return exitFailure, fmt.Errorf("%w (%s; see its output above)", errPanicBeforeCommand, what)
 	case !con.exited:
 		return exitFailure, fmt.Errorf("the guest stopped without reporting the exit status of %s: it crashed, hung up or failed to set up (see its output above)", what)
 	}

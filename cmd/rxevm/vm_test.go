@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,11 +174,11 @@ func TestRunReportsGuestStatus(t *testing.T) {
 }
 
 func TestRunWithoutExitMarker(t *testing.T) {
-	r := runFake(t, `echo 'Kernel panic - not syncing: Attempted to kill init!'`, time.Minute)
+	r := runFake(t, `echo 'rxevm: guest setup failed: mount -t 9p hostroot /host'`, time.Minute)
 	if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), "without reporting the exit status of my-cmd 'an arg'") {
 		t.Errorf("run = %d, %v; want %d and an error naming the command", r.code, r.err, exitFailure)
 	}
-	if !strings.Contains(r.out, "Kernel panic") {
+	if !strings.Contains(r.out, "guest setup failed") {
 		t.Errorf("the guest's last words %q were not shown", r.out)
 	}
 }
@@ -195,5 +198,91 @@ func TestRunQEMUFails(t *testing.T) {
 	r := runFake(t, `echo 'qemu-system-x86_64: -virtfs: bad option' >&2; exit 1`, time.Minute)
 	if r.code != exitFailure || r.err == nil {
 		t.Errorf("run = %d, %v; want %d and an error", r.code, r.err, exitFailure)
+	}
+}
+
+func TestRunPanicBeforeCommand(t *testing.T) {
+	r := runFake(t, `echo '[    2.060503] Kernel panic - not syncing: Fatal exception in interrupt'`, time.Minute)
+	if r.code != exitFailure || !errors.Is(r.err, errPanicBeforeCommand) || !strings.Contains(r.err.Error(), "my-cmd 'an arg'") {
+		t.Errorf("run = %d, %v; want %d and errPanicBeforeCommand naming the command", r.code, r.err, exitFailure)
+	}
+	// Once the command has started, a panic is the command's business.
+	r = runFake(t, `printf 'rxevm-ready-0123456789abcdef\nKernel panic - not syncing: Attempted to kill init!\n'`, time.Minute)
+	if r.err == nil || errors.Is(r.err, errPanicBeforeCommand) {
+		t.Errorf("a panic after the ready marker: run = %d, %v; want an error that is not errPanicBeforeCommand", r.code, r.err)
+	}
+}
+
+// TestRunGuestBootsAgainAfterBootPanic runs fake guests that count their
+// boots in a file: a kernel panic before the command gets one fresh guest,
+// and nothing else does.
+func TestRunGuestBootsAgainAfterBootPanic(t *testing.T) {
+	const (
+		panics = `echo 'Kernel panic - not syncing: Fatal exception in interrupt'`
+		passes = `printf 'rxevm-ready-0123456789abcdef\nok\nrxevm-exit-0123456789abcdef=0\n'`
+	)
+	for _, tc := range []struct {
+		name      string
+		boots     []string // what each boot prints, the last one repeated
+		wantBoots int
+		wantCode  int
+		wantErr   error // nil: no error
+		wantLog   string
+	}{
+		{"panic, then the command", []string{panics, passes}, 2, 0, nil, "booting a fresh guest (attempt 2 of 2)"},
+		{"panic every time", []string{panics}, 2, exitFailure, errPanicBeforeCommand, "attempt 2 of 2"},
+		{"setup fails", []string{`echo 'rxevm: guest setup failed: insmod /lib/modules/rdma_rxe.ko'`}, 1, exitFailure, nil, ""},
+		{"panic in the command", []string{`printf 'rxevm-ready-0123456789abcdef\nKernel panic - not syncing\n'`}, 1, exitFailure, nil, ""},
+		{"the command fails", []string{`printf 'rxevm-ready-0123456789abcdef\nrxevm-exit-0123456789abcdef=3\n'`}, 1, 3, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			count := filepath.Join(dir, "boots")
+			body := `n=$(($(cat ` + count + ` 2>/dev/null || echo 0) + 1)); echo $n > ` + count + "\n"
+			for i, b := range tc.boots {
+				if i == len(tc.boots)-1 {
+					body += b + "\n"
+				} else {
+					body += fmt.Sprintf("if [ $n -eq %d ]; then %s; exit 0; fi\n", i+1, b)
+				}
+			}
+			qemu := fakeQEMU(t, body)
+			var out, log strings.Builder
+			prepared := 0
+			code, err := runGuest(context.Background(), &host{log: &log}, time.Minute, &out, func() (guest, error) {
+				prepared++
+				initrd := filepath.Join(dir, fmt.Sprintf("initrd%d", prepared))
+				if err := os.WriteFile(initrd, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return guest{plan: testPlan("/w", "my-cmd"), vm: vm{qemu: qemu, initrd: initrd, mem: "1G", smp: 1}}, nil
+			})
+			b, _ := os.ReadFile(count)
+			if got := strings.TrimSpace(string(b)); got != strconv.Itoa(tc.wantBoots) || prepared != tc.wantBoots {
+				t.Errorf("booted %s guests, prepared %d; want %d", got, prepared, tc.wantBoots)
+			}
+			if code != tc.wantCode {
+				t.Errorf("status %d, want %d", code, tc.wantCode)
+			}
+			switch {
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Errorf("error %v, want %v", err, tc.wantErr)
+			case tc.wantErr == nil && errors.Is(err, errPanicBeforeCommand):
+				t.Errorf("error %v on the last boot", err)
+			case tc.wantCode == 0 && err != nil:
+				t.Errorf("error %v, want none", err)
+			}
+			if tc.wantLog != "" && !strings.Contains(log.String(), tc.wantLog) {
+				t.Errorf("log %q lacks %q", log.String(), tc.wantLog)
+			}
+			if tc.wantLog == "" && strings.Contains(log.String(), "fresh guest") {
+				t.Errorf("log %q: booted again", log.String())
+			}
+			for i := 1; i <= prepared; i++ {
+				if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("initrd%d", i))); !os.IsNotExist(err) {
+					t.Errorf("initrd %d left behind: %v", i, err)
+				}
+			}
+		})
 	}
 }
