@@ -171,9 +171,13 @@ perf-compare-realtime:
 # every round trip over 3 times the median, the likeliest cause within it
 # (cmd/goverbs-perfcompare/tails) and prints how often each kind of event
 # happened. Needs perf (linux-perf, installed when missing). About 20 s a
-# run under TCG, most of it perf's start.
+# run under TCG, most of it perf's start. PERF_TAILS_FLAGS go to
+# goverbs-perfcompare (e.g. -events -gomaxprocs 2 -lock-thread for
+# perf-compare's two-P send_lat row) and RXEVM_FLAGS to rxevm (-smp 1
+# -icount shift=0,sleep=off for perf-compare's guest).
 PERF_TAILS_RUNS ?= 3
 PERF_TAILS_SIZES ?= 64
+PERF_TAILS_FLAGS ?=
 
 .PHONY: perf-tails
 
@@ -182,7 +186,7 @@ perf-tails:
 	command -v perf >/dev/null || { echo "perf-tails: installing linux-perf"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends linux-perf >/dev/null; }; \
 	$(call perf_tools,tails); \
 	echo "perf-tails: booting the soft-RoCE VM; goverbs-perf send_lat under perf record, sizes $(PERF_TAILS_SIZES)"; \
-	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_TAILS_SIZES) -tails $(PERF_TAILS_RUNS)
+	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- "$$dir/goverbs-perfcompare" -perf "$$dir/goverbs-perf" -sizes $(PERF_TAILS_SIZES) -tails $(PERF_TAILS_RUNS) $(PERF_TAILS_FLAGS)
 
 # perf-insns: counts the guest instructions per message of perftest and
 # goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at
