@@ -21,6 +21,11 @@ const tailEvents = "sched:sched_switch,sched:sched_wakeup,irq_vectors:local_time
 // median.
 const outlierFactor = 3
 
+// longestEvents is how many of the events within each run's longest round
+// trip -tails prints: a maximum of a few hundred microseconds holds a few
+// dozen under TCG.
+const longestEvents = 60
+
 // runTails runs goverbs-perf's send_lat -tails times per size, each under
 // perf record -a in the guest, and prints per size which events the slow
 // round trips had within them (package tails).
@@ -50,6 +55,7 @@ func runTails(o options) error {
 			}
 			fmt.Printf("send_lat %6d B run %d: round trip median %.1f us, p99 %.1f us, %d outliers over %d x the median\n",
 				size, run+1, us(rep.Median), us(rep.P99), rep.Outliers, outlierFactor)
+			rep.PrintLongest(os.Stdout, longestEvents)
 			sum.Add(rep)
 		}
 		fmt.Printf("\nsend_lat %d B, goverbs-perf, %d runs: ", size, o.tails)

@@ -169,6 +169,13 @@ type Report struct {
 	Outliers int            // round trips longer than the factor times the median
 	Causes   map[string]int // outliers by the most likely kind of event within them
 	Events   map[string]int // every event of each kind from the first start to the last end
+
+	// The longest round trip of the run (of the last run, when summed),
+	// with every event perf recorded within it, the tool's own included:
+	// what a maximum is made of, beyond the kind that Causes gives it.
+	Longest       Trip
+	LongestAt     time.Duration // from the run's first round trip's start
+	LongestEvents []Event
 }
 
 // Explain finds the round trips longer than factor times the median and
@@ -210,6 +217,14 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 		}
 		prev[ev.CPU] = ev
 	}
+	for _, t := range trips {
+		if t.Len > rep.Longest.Len {
+			rep.Longest = t
+		}
+	}
+	lo, _ := slices.BinarySearchFunc(evs, rep.Longest.Start, func(e Event, at int64) int { return compare(e.At, at) })
+	hi, _ := slices.BinarySearchFunc(evs, rep.Longest.Start+int64(rep.Longest.Len)+1, func(e Event, at int64) int { return compare(e.At, at) })
+	rep.LongestAt, rep.LongestEvents = time.Duration(rep.Longest.Start-first), evs[lo:hi]
 	limit := time.Duration(factor * float64(rep.Median))
 	for _, t := range trips {
 		if t.Len <= limit {
@@ -246,6 +261,7 @@ func (r *Report) Add(o Report) {
 	r.Seconds += o.Seconds
 	r.Outliers += o.Outliers
 	r.Median, r.P99 = o.Median, o.P99
+	r.Longest, r.LongestAt, r.LongestEvents = o.Longest, o.LongestAt, o.LongestEvents
 	for k, v := range o.Causes {
 		r.Causes[k] += v
 	}
@@ -266,5 +282,20 @@ func (r Report) Print(w io.Writer) {
 			rate = fmt.Sprintf("%.0f", float64(r.Events[k])/max(r.Seconds, 1e-9))
 		}
 		fmt.Fprintf(w, "%9d %12s  %s\n", r.Causes[k], rate, k)
+	}
+}
+
+// PrintLongest writes the longest round trip, when it began in the run,
+// and the first limit events within it, each at its time into the round
+// trip.
+func (r Report) PrintLongest(w io.Writer, limit int) {
+	fmt.Fprintf(w, "longest round trip %.1f us, %.3f s into the run, %d events within it\n",
+		float64(r.Longest.Len)/1e3, r.LongestAt.Seconds(), len(r.LongestEvents))
+	for i, ev := range r.LongestEvents {
+		if i == limit {
+			fmt.Fprintf(w, "  ... %d more\n", len(r.LongestEvents)-limit)
+			break
+		}
+		fmt.Fprintf(w, "  +%7.1f us [%03d] %s/%d %s: %s\n", float64(ev.At-r.Longest.Start)/1e3, ev.CPU, ev.Comm, ev.TID, ev.Name, ev.Trace)
 	}
 }

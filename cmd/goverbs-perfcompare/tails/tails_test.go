@@ -70,6 +70,22 @@ func TestExplain(t *testing.T) {
 	assert.Equal(t, map[string]int{WokenOtherCPU: 2, TimerWake: 1, OtherTask: 1, Nothing: 1}, rep.Causes)
 	assert.Equal(t, map[string]int{Tick: 2, TimerWake: 2, WokenOtherCPU: 1, OtherTask: 1}, rep.Events)
 
+	// The longest round trip holds every event from the tick on CPU 0 to
+	// the swapper's switch on CPU 1, the tool's own switch included.
+	assert.Equal(t, Trip{at(0.95), 10 * time.Microsecond}, rep.Longest)
+	assert.Equal(t, 1000950*time.Nanosecond, rep.LongestAt)
+	require.Len(t, rep.LongestEvents, 8)
+	assert.Equal(t, "local_timer_entry", rep.LongestEvents[0].Name)
+	assert.Equal(t, int64(10_000_009_000), rep.LongestEvents[7].At)
+	var longest strings.Builder
+	rep.PrintLongest(&longest, 3)
+	assert.Equal(t, `longest round trip 10.0 us, 0.001 s into the run, 8 events within it
+  +    0.1 us [000] goverbs-perf/172 local_timer_entry: vector=236
+  +    0.1 us [000] goverbs-perf/172 sched_wakeup: comm=goverbs-perf pid=169 prio=120 target_cpu=000
+  +    0.1 us [000] goverbs-perf/172 sched_switch: prev_comm=goverbs-perf prev_pid=172 prev_prio=120 prev_state=R ==> next_comm=goverbs-perf next_pid=169 next_prio=120
+  ... 5 more
+`, longest.String())
+
 	var sum Report
 	sum.Add(rep)
 	sum.Add(rep)
