@@ -170,13 +170,23 @@ type Report struct {
 	Causes   map[string]int // outliers by the most likely kind of event within them
 	Events   map[string]int // every event of each kind from the first start to the last end
 
-	// The longest round trip of the run (of the last run, when summed),
-	// with every event perf recorded within it, the tool's own included:
-	// what a maximum is made of, beyond the kind that Causes gives it.
-	Longest       Trip
-	LongestAt     time.Duration // from the run's first round trip's start
-	LongestEvents []Event
+	// The run's longest round trips (the last run's, when summed), longest
+	// first, each with every event perf recorded within it, the tool's own
+	// included: what a maximum is made of, beyond the kind that Causes
+	// gives it. perftest's maximum is the second longest.
+	Longest []Slow
 }
+
+// Slow is one of a run's longest round trips.
+type Slow struct {
+	Trip
+	Index  int           // its place in the run, from 0
+	At     time.Duration // from the run's first round trip's start
+	Events []Event       // every event within it
+}
+
+// LongestKept is how many of a run's longest round trips Explain keeps.
+const LongestKept = 3
 
 // Explain finds the round trips longer than factor times the median and
 // names for each the most likely cause among the events within it (Kinds'
@@ -217,14 +227,17 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 		}
 		prev[ev.CPU] = ev
 	}
-	for _, t := range trips {
-		if t.Len > rep.Longest.Len {
-			rep.Longest = t
-		}
+	order := make([]int, len(trips))
+	for i := range order {
+		order[i] = i
 	}
-	lo, _ := slices.BinarySearchFunc(evs, rep.Longest.Start, func(e Event, at int64) int { return compare(e.At, at) })
-	hi, _ := slices.BinarySearchFunc(evs, rep.Longest.Start+int64(rep.Longest.Len)+1, func(e Event, at int64) int { return compare(e.At, at) })
-	rep.LongestAt, rep.LongestEvents = time.Duration(rep.Longest.Start-first), evs[lo:hi]
+	slices.SortStableFunc(order, func(a, b int) int { return compare(int64(trips[b].Len), int64(trips[a].Len)) })
+	for _, i := range order[:min(LongestKept, len(order))] {
+		t := trips[i]
+		lo, _ := slices.BinarySearchFunc(evs, t.Start, func(e Event, at int64) int { return compare(e.At, at) })
+		hi, _ := slices.BinarySearchFunc(evs, t.Start+int64(t.Len)+1, func(e Event, at int64) int { return compare(e.At, at) })
+		rep.Longest = append(rep.Longest, Slow{Trip: t, Index: i, At: time.Duration(t.Start - first), Events: evs[lo:hi]})
+	}
 	limit := time.Duration(factor * float64(rep.Median))
 	for _, t := range trips {
 		if t.Len <= limit {
@@ -261,7 +274,7 @@ func (r *Report) Add(o Report) {
 	r.Seconds += o.Seconds
 	r.Outliers += o.Outliers
 	r.Median, r.P99 = o.Median, o.P99
-	r.Longest, r.LongestAt, r.LongestEvents = o.Longest, o.LongestAt, o.LongestEvents
+	r.Longest = o.Longest
 	for k, v := range o.Causes {
 		r.Causes[k] += v
 	}
@@ -285,17 +298,19 @@ func (r Report) Print(w io.Writer) {
 	}
 }
 
-// PrintLongest writes the longest round trip, when it began in the run,
-// and the first limit events within it, each at its time into the round
-// trip.
+// PrintLongest writes the run's longest round trips, where each was in
+// the run, and the first limit events within each, at their times into
+// the round trip.
 func (r Report) PrintLongest(w io.Writer, limit int) {
-	fmt.Fprintf(w, "longest round trip %.1f us, %.3f s into the run, %d events within it\n",
-		float64(r.Longest.Len)/1e3, r.LongestAt.Seconds(), len(r.LongestEvents))
-	for i, ev := range r.LongestEvents {
-		if i == limit {
-			fmt.Fprintf(w, "  ... %d more\n", len(r.LongestEvents)-limit)
-			break
+	for n, slow := range r.Longest {
+		fmt.Fprintf(w, "longest round trip #%d: %.1f us, round trip %d, %.3f s into the run, %d events within it\n",
+			n+1, float64(slow.Len)/1e3, slow.Index, slow.At.Seconds(), len(slow.Events))
+		for i, ev := range slow.Events {
+			if i == limit {
+				fmt.Fprintf(w, "  ... %d more\n", len(slow.Events)-limit)
+				break
+			}
+			fmt.Fprintf(w, "  +%7.1f us [%03d] %s/%d %s: %s\n", float64(ev.At-slow.Start)/1e3, ev.CPU, ev.Comm, ev.TID, ev.Name, ev.Trace)
 		}
-		fmt.Fprintf(w, "  +%7.1f us [%03d] %s/%d %s: %s\n", float64(ev.At-r.Longest.Start)/1e3, ev.CPU, ev.Comm, ev.TID, ev.Name, ev.Trace)
 	}
 }
