@@ -174,7 +174,9 @@ perf-compare-realtime:
 # run under TCG, most of it perf's start. PERF_TAILS_FLAGS go to
 # goverbs-perfcompare (e.g. -events -gomaxprocs 2 -lock-thread for
 # perf-compare's two-P send_lat row) and RXEVM_FLAGS to rxevm (-smp 1
-# -icount shift=0,sleep=off for perf-compare's guest).
+# -icount shift=0,sleep=off for perf-compare's guest, where perf's start
+# needs -tails-settle 30s: with the 5 s default it began recording after
+# the loop had ended).
 PERF_TAILS_RUNS ?= 3
 PERF_TAILS_SIZES ?= 64
 PERF_TAILS_FLAGS ?=

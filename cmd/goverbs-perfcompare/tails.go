@@ -21,9 +21,9 @@ const tailEvents = "sched:sched_switch,sched:sched_wakeup,irq_vectors:local_time
 // median.
 const outlierFactor = 3
 
-// longestEvents is how many of the events within each run's longest round
-// trip -tails prints: a maximum of a few hundred microseconds holds a few
-// dozen under TCG.
+// longestEvents is how many of the events within each of a run's longest
+// round trips -tails prints: a round trip of a few hundred microseconds
+// holds a few dozen under TCG.
 const longestEvents = 60
 
 // runTails runs goverbs-perf's send_lat -tails times per size, each under
