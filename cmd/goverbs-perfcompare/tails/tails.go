@@ -234,9 +234,8 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 	slices.SortStableFunc(order, func(a, b int) int { return compare(int64(trips[b].Len), int64(trips[a].Len)) })
 	for _, i := range order[:min(LongestKept, len(order))] {
 		t := trips[i]
-		lo, _ := slices.BinarySearchFunc(evs, t.Start, func(e Event, at int64) int { return compare(e.At, at) })
-		hi, _ := slices.BinarySearchFunc(evs, t.Start+int64(t.Len)+1, func(e Event, at int64) int { return compare(e.At, at) })
-		rep.Longest = append(rep.Longest, Slow{Trip: t, Index: i, At: time.Duration(t.Start - first), Events: evs[lo:hi]})
+		rep.Longest = append(rep.Longest, Slow{Trip: t, Index: i, At: time.Duration(t.Start - first),
+			Events: within(evs, t, func(e Event) int64 { return e.At })})
 	}
 	limit := time.Duration(factor * float64(rep.Median))
 	for _, t := range trips {
@@ -244,10 +243,8 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 			continue
 		}
 		rep.Outliers++
-		lo, _ := slices.BinarySearchFunc(kinds, t.Start, func(s stamped, at int64) int { return compare(s.at, at) })
-		hi, _ := slices.BinarySearchFunc(kinds, t.Start+int64(t.Len)+1, func(s stamped, at int64) int { return compare(s.at, at) })
 		cause := Nothing
-		for _, s := range kinds[lo:hi] {
+		for _, s := range within(kinds, t, func(s stamped) int64 { return s.at }) {
 			if slices.Index(Kinds, s.kind) < slices.Index(Kinds, cause) {
 				cause = s.kind
 			}
@@ -255,6 +252,15 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 		rep.Causes[cause]++
 	}
 	return rep, nil
+}
+
+// within returns the part of s, sorted by at, that falls within the
+// round trip t, its end included.
+func within[E any](s []E, t Trip, at func(E) int64) []E {
+	cmp := func(e E, x int64) int { return compare(at(e), x) }
+	lo, _ := slices.BinarySearchFunc(s, t.Start, cmp)
+	hi, _ := slices.BinarySearchFunc(s, t.Start+int64(t.Len)+1, cmp)
+	return s[lo:hi]
 }
 
 func span(evs []Event) string {
