@@ -171,12 +171,12 @@ perf-compare-realtime:
 # every round trip over 3 times the median, the likeliest cause within it
 # (cmd/goverbs-perfcompare/tails) and prints how often each kind of event
 # happened. Needs perf (linux-perf, installed when missing). About 20 s a
-# run under TCG, most of it perf's start. PERF_TAILS_FLAGS go to
-# goverbs-perfcompare (e.g. -events -gomaxprocs 2 -lock-thread for
-# perf-compare's two-P send_lat row) and RXEVM_FLAGS to rxevm (-smp 1
-# -icount shift=0,sleep=off for perf-compare's guest, where perf's start
-# needs -tails-settle 30s: with the 5 s default it began recording after
-# the loop had ended).
+# run under TCG, most of it perf's start, which goverbs-perfcompare waits
+# for (perf's control FIFO). PERF_TAILS_FLAGS go to goverbs-perfcompare
+# (e.g. -events -gomaxprocs 2 -lock-thread for perf-compare's two-P
+# send_lat row; -tails-stacks for the wakeups' call chains, counted by
+# the waker's) and RXEVM_FLAGS to rxevm (-smp 1 -icount shift=0,sleep=off
+# for perf-compare's guest).
 PERF_TAILS_RUNS ?= 3
 PERF_TAILS_SIZES ?= 64
 PERF_TAILS_FLAGS ?=

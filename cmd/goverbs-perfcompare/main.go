@@ -139,7 +139,7 @@ type options struct {
 	insns                   string // directory for -insns; "" for off
 	tails                   int    // runs for -tails; 0 for off
 	profile                 string // directory for -profile; "" for off
-	tailsSettle             time.Duration
+	tailsStacks             bool   // -tails also records the wakeups' call chains
 	loop                    string // goverbs-perf -loop: go, c for its loops in C, or cgo
 	spin                    int    // goverbs-perf -spin; 0 for its default
 	events                  bool   // both tools wait on completion events (-e)
@@ -225,7 +225,9 @@ func main() {
 		"under perf record and name, for each round trip over 3 times the median, the likeliest cause among the scheduler's events")
 	flag.StringVar(&o.profile, "profile", "", "profile goverbs-perf instead (make perf-profile): run it once a row, the client and "+
 		"(in send_bw and send_lat) the server each writing a CPU profile of its timed part to `DIR`")
-	flag.DurationVar(&o.tailsSettle, "tails-settle", 5*time.Second, "with -tails: how long perf record gets to start before the client")
+	flag.BoolVar(&o.tailsStacks, "tails-stacks", false, "with -tails: also record each wakeup's call chain (sched_waking, frame pointers), "+
+		"count the tool's threads waking the tool's by the waker's chain, and show the chains within the longest round trips; "+
+		"perf's work per wakeup makes the round trips slower")
 	report := flag.String("insns-report", "", "on the host, after a -insns run: print the instructions per message of each tool from `DIR` "+
 		"(with the plugin's snaps.txt in it)")
 	top := flag.Int("insns-top", 25, "with -insns-report: how many functions to list per row")

@@ -10,13 +10,19 @@
 //	perf record -k CLOCK_MONOTONIC -a -e sched:sched_switch,sched:sched_wakeup,irq_vectors:local_timer_entry
 //	perf script -F comm,pid,tid,cpu,time,event,trace --ns
 //
-// and the round trips' starts are on the same clock, CLOCK_MONOTONIC.
+// and the round trips' starts are on the same clock, CLOCK_MONOTONIC. With
+// call chains for the wakeups (goverbs-perfcompare -tails-stacks), perf
+// records sched:sched_waking/call-graph=fp/ too, which fires in the
+// waker's context, and perf script adds ip,sym: each such event's chain
+// follows it, one frame a line, and the other events' instruction
+// pointers end their lines.
 package tails
 
 import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -31,11 +37,28 @@ type Event struct {
 	PID   int
 	TID   int
 	CPU   int
-	Name  string // sched_switch, sched_wakeup, local_timer_entry, ...
-	Trace string // the tracepoint's fields, as printed
+	Name  string  // sched_switch, sched_wakeup, local_timer_entry, ...
+	Trace string  // the tracepoint's fields, as printed
+	Stack []Frame // the call chain, innermost first, where perf recorded one
 }
 
-var eventLine = regexp.MustCompile(`^\s*(.*?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(\S+):\s*(.*)$`)
+// Frame is one return address of an event's call chain.
+type Frame struct {
+	Addr uint64 // as perf script prints it: the kernel's, or the offset in the user program's mapping
+	Sym  string // "[unknown]" where perf found no symbol
+}
+
+// Kernel says whether f is in the kernel: the upper half of the address
+// space, on amd64 and arm64 alike.
+func (f Frame) Kernel() bool { return f.Addr >= 1<<63 }
+
+var (
+	eventLine = regexp.MustCompile(`^\s*(.*?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(\S+):\s*(.*)$`)
+	frameLine = regexp.MustCompile(`^\s+([0-9a-f]+)\s+(.*)$`)
+	// inlineIP is what -F ip,sym appends to an event that has no call
+	// chain: a tracepoint fires in the kernel, so a kernel address.
+	inlineIP = regexp.MustCompile(`\s+[0-9a-f]{16}\s+\S+$`)
+)
 
 // ParseEvents reads perf script's output (the fields above). Lines that
 // are not events (perf's own notes) are skipped; an event line that does
@@ -47,6 +70,14 @@ func ParseEvents(r io.Reader) ([]Event, error) {
 	for n := 1; sc.Scan(); n++ {
 		m := eventLine.FindStringSubmatch(sc.Text())
 		if m == nil {
+			if f := frameLine.FindStringSubmatch(sc.Text()); f != nil && len(evs) > 0 {
+				addr, err := strconv.ParseUint(f[1], 16, 64)
+				if err != nil {
+					return nil, fmt.Errorf("perf script line %d: frame address: %w", n, err)
+				}
+				last := &evs[len(evs)-1]
+				last.Stack = append(last.Stack, Frame{Addr: addr, Sym: f[2]})
+			}
 			continue
 		}
 		var num [5]int64
@@ -62,7 +93,7 @@ func ParseEvents(r io.Reader) ([]Event, error) {
 			name = name[i+1:]
 		}
 		evs = append(evs, Event{At: num[3]*1e9 + num[4], Comm: m[1], PID: int(num[0]), TID: int(num[1]),
-			CPU: int(num[2]), Name: name, Trace: m[8]})
+			CPU: int(num[2]), Name: name, Trace: inlineIP.ReplaceAllString(m[8], "")})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -175,6 +206,39 @@ type Report struct {
 	// included: what a maximum is made of, beyond the kind that Causes
 	// gives it. perftest's maximum is the second longest.
 	Longest []Slow
+
+	// Wakers counts, from the first start to the last end, the tool's
+	// threads waking the tool's threads (the client's or the server's: perf
+	// tells processes apart by comm), by the waker's call chain (Chain),
+	// where perf recorded sched_waking with call chains: which path of the
+	// Go runtime, or which system call, wakes them.
+	Wakers map[string]int
+}
+
+// ChainDepth is how many frames of a wakeup's call chain Chain keeps: from
+// the futex call up to the scheduler's caller (runtime.futex, notewakeup,
+// startm, wakep or handoffp, then who asked).
+const ChainDepth = 7
+
+// Chain names a call chain by its innermost ChainDepth user-space frames,
+// innermost first; by its kernel frames when the chain has no user part
+// (a kernel thread) or the event came in an interrupt, where the user part
+// is only what the interrupt stopped.
+func Chain(stack []Frame) string {
+	var user, kernel []string
+	interrupted := false
+	for _, f := range stack {
+		if !f.Kernel() {
+			user = append(user, f.Sym)
+			continue
+		}
+		kernel = append(kernel, f.Sym)
+		interrupted = interrupted || strings.Contains(f.Sym, "interrupt")
+	}
+	if len(user) == 0 || interrupted {
+		return "kernel: " + strings.Join(kernel[:min(ChainDepth, len(kernel))], " < ")
+	}
+	return strings.Join(user[:min(ChainDepth, len(user))], " < ")
 }
 
 // Slow is one of a run's longest round trips.
@@ -202,7 +266,7 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 	}
 	slices.Sort(lens)
 	rep := Report{Trips: len(trips), Median: lens[len(lens)/2], P99: lens[(len(lens)*99+99)/100-1],
-		Causes: map[string]int{}, Events: map[string]int{}}
+		Causes: map[string]int{}, Events: map[string]int{}, Wakers: map[string]int{}}
 	first, last := trips[0].Start, trips[len(trips)-1].Start+int64(trips[len(trips)-1].Len)
 	rep.Seconds = float64(last-first) / 1e9
 	if len(evs) == 0 || evs[0].At > first || evs[len(evs)-1].At < last {
@@ -219,11 +283,15 @@ func Explain(trips []Trip, evs []Event, comm string, factor float64) (Report, er
 	prev := map[int]*Event{}
 	for i := range evs {
 		ev := &evs[i]
+		inRun := ev.At >= first && ev.At <= last
 		if k := kind(*ev, prev[ev.CPU], comm); k != "" {
 			kinds = append(kinds, stamped{ev.At, k})
-			if ev.At >= first && ev.At <= last {
+			if inRun {
 				rep.Events[k]++
 			}
+		}
+		if inRun && ev.Name == "sched_waking" && len(ev.Stack) > 0 && ev.Comm == comm && field(ev.Trace, "comm") == comm {
+			rep.Wakers[Chain(ev.Stack)]++
 		}
 		prev[ev.CPU] = ev
 	}
@@ -274,7 +342,7 @@ func span(evs []Event) string {
 // o's.
 func (r *Report) Add(o Report) {
 	if r.Causes == nil {
-		r.Causes, r.Events = map[string]int{}, map[string]int{}
+		r.Causes, r.Events, r.Wakers = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	r.Trips += o.Trips
 	r.Seconds += o.Seconds
@@ -287,7 +355,13 @@ func (r *Report) Add(o Report) {
 	for k, v := range o.Events {
 		r.Events[k] += v
 	}
+	for k, v := range o.Wakers {
+		r.Wakers[k] += v
+	}
 }
+
+// wakersShown is how many call chains Print lists, the commonest first.
+const wakersShown = 10
 
 // Print writes r's table: per kind, the outliers it explains and its
 // events a second over the runs.
@@ -301,6 +375,21 @@ func (r Report) Print(w io.Writer) {
 			rate = fmt.Sprintf("%.0f", float64(r.Events[k])/max(r.Seconds, 1e-9))
 		}
 		fmt.Fprintf(w, "%9d %12s  %s\n", r.Causes[k], rate, k)
+	}
+	if len(r.Wakers) == 0 {
+		return
+	}
+	chains := slices.Collect(maps.Keys(r.Wakers))
+	slices.SortFunc(chains, func(a, b string) int {
+		if c := compare(int64(r.Wakers[b]), int64(r.Wakers[a])); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	fmt.Fprintf(w, "the tool's threads (either side's) waking the tool's, by the waker's call chain (%d chains):\n", len(chains))
+	fmt.Fprintf(w, "%9s %12s  %s\n", "wakeups", "a second", "call chain, innermost first")
+	for _, c := range chains[:min(wakersShown, len(chains))] {
+		fmt.Fprintf(w, "%9d %12.0f  %s\n", r.Wakers[c], float64(r.Wakers[c])/max(r.Seconds, 1e-9), c)
 	}
 }
 
@@ -317,6 +406,9 @@ func (r Report) PrintLongest(w io.Writer, limit int) {
 				break
 			}
 			fmt.Fprintf(w, "  +%7.1f us [%03d] %s/%d %s: %s\n", float64(ev.At-slow.Start)/1e3, ev.CPU, ev.Comm, ev.TID, ev.Name, ev.Trace)
+			if len(ev.Stack) > 0 {
+				fmt.Fprintf(w, "             from %s\n", Chain(ev.Stack))
+			}
 		}
 	}
 }

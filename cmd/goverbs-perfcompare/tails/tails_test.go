@@ -118,3 +118,90 @@ func TestExplainNeedsCoverage(t *testing.T) {
 	_, err = Explain(nil, evs, "goverbs-perf", 3)
 	assert.Error(t, err)
 }
+
+// Lines as perf script prints them with call chains for sched_waking
+// (-F comm,pid,tid,cpu,time,event,trace,ip,sym --ns): a chain follows its
+// event, and the events without one end with their instruction pointer.
+const stackScript = `
+    goverbs-perf   167/167   [000]    10.000001000:                     sched:sched_switch: prev_comm=goverbs-perf prev_pid=167 prev_prio=120 prev_state=S ==> next_comm=goverbs-perf next_pid=170 next_prio=120 ffffffff9c2528c8 __schedule
+    goverbs-perf   167/167   [000]    10.000002000:                     sched:sched_waking: comm=goverbs-perf pid=170 prio=120 target_cpu=000
+	ffffffff9b8e19d2 try_to_wake_up
+	ffffffff9b96f081 futex_wake
+	ffffffff9c400126 entry_SYSCALL_64_after_hwframe
+	           8d963 runtime.futex.abi0
+	           1ee65 runtime.notewakeup
+	           54828 runtime.startm
+	           54bf6 runtime.wakep
+	           57925 runtime.goschedImpl
+	           6a1d5 runtime.gosched_m
+	           8a1d5 runtime.mcall
+	           9a1d5 runtime.deeper
+
+    goverbs-perf   167/167   [000]    10.000003000:                     sched:sched_waking: comm=ksoftirqd/0 pid=14 prio=120 target_cpu=000
+	ffffffff9b8e19d2 try_to_wake_up
+	           9e2c1 __GI___libc_write
+
+    goverbs-perf   167/170   [000]    10.000004000:                     sched:sched_waking: comm=goverbs-perf pid=167 prio=120 target_cpu=000
+	ffffffff9b8e19d2 try_to_wake_up
+	ffffffff9b95517e hrtimer_wakeup
+	ffffffff9c400f06 asm_sysvec_apic_timer_interrupt
+	           1098ea clone3
+
+    goverbs-perf   167/167   [000]    10.000005000:                     sched:sched_waking: comm=goverbs-perf pid=170 prio=120 target_cpu=000
+	ffffffff9b8e19d2 try_to_wake_up
+	           8d963 runtime.futex.abi0
+	           1ee65 runtime.notewakeup
+	           54828 runtime.startm
+	           54bf6 runtime.wakep
+	           57925 runtime.goschedImpl
+	           6a1d5 runtime.gosched_m
+	           8a1d5 runtime.mcall
+
+    goverbs-perf   167/167   [000]    10.000020000:                     sched:sched_waking: comm=goverbs-perf pid=170 prio=120 target_cpu=000
+	ffffffff9b8e19d2 try_to_wake_up
+	           8d963 runtime.futex.abi0
+	           1ee65 runtime.notewakeup
+	           54828 runtime.startlockedm
+`
+
+// The call chains come with their events, the kernel's frames told from the
+// program's, and the instruction pointer perf appends to an event without
+// a chain is not part of its fields.
+func TestParseEventsStacks(t *testing.T) {
+	evs, err := ParseEvents(strings.NewReader(stackScript))
+	require.NoError(t, err)
+	require.Len(t, evs, 6)
+	assert.Equal(t, "prev_comm=goverbs-perf prev_pid=167 prev_prio=120 prev_state=S ==> next_comm=goverbs-perf next_pid=170 next_prio=120", evs[0].Trace)
+	assert.Empty(t, evs[0].Stack)
+	require.Len(t, evs[1].Stack, 11)
+	assert.Equal(t, Frame{Addr: 0xffffffff9b8e19d2, Sym: "try_to_wake_up"}, evs[1].Stack[0])
+	assert.True(t, evs[1].Stack[2].Kernel())
+	assert.Equal(t, Frame{Addr: 0x8d963, Sym: "runtime.futex.abi0"}, evs[1].Stack[3])
+	assert.False(t, evs[1].Stack[3].Kernel())
+
+	assert.Equal(t, "runtime.futex.abi0 < runtime.notewakeup < runtime.startm < runtime.wakep < runtime.goschedImpl < runtime.gosched_m < runtime.mcall",
+		Chain(evs[1].Stack), "the innermost ChainDepth user frames")
+	assert.Equal(t, "kernel: try_to_wake_up < hrtimer_wakeup < asm_sysvec_apic_timer_interrupt", Chain(evs[3].Stack),
+		"in an interrupt, the user frame is only what it stopped")
+	assert.Equal(t, "kernel: try_to_wake_up", Chain([]Frame{{Addr: 0xffffffff9b8e19d2, Sym: "try_to_wake_up"}}))
+}
+
+// Wakers counts the tool's threads waking its own within the run, by call
+// chain: not a kernel thread woken, not a wakeup after the last round trip.
+func TestExplainWakers(t *testing.T) {
+	evs, err := ParseEvents(strings.NewReader(stackScript))
+	require.NoError(t, err)
+	trips := []Trip{{10_000_001_000, 4500 * time.Nanosecond}, {10_000_005_500, 500 * time.Nanosecond}, {10_000_006_000, 500 * time.Nanosecond}}
+	rep, err := Explain(trips, evs, "goverbs-perf", 3)
+	require.NoError(t, err)
+	gosched := "runtime.futex.abi0 < runtime.notewakeup < runtime.startm < runtime.wakep < runtime.goschedImpl < runtime.gosched_m < runtime.mcall"
+	assert.Equal(t, map[string]int{gosched: 2, "kernel: try_to_wake_up < hrtimer_wakeup < asm_sysvec_apic_timer_interrupt": 1}, rep.Wakers)
+
+	var b strings.Builder
+	rep.Print(&b)
+	assert.Contains(t, b.String(), "(2 chains)")
+	assert.Contains(t, b.String(), "        2       363636  "+gosched+"\n        1       181818  kernel:", "the commonest first, a second over the run's 5.5 us")
+	b.Reset()
+	rep.PrintLongest(&b, 10)
+	assert.Contains(t, b.String(), "sched_waking: comm=goverbs-perf pid=170 prio=120 target_cpu=000\n             from "+gosched+"\n")
+}
