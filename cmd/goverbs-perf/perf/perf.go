@@ -497,7 +497,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 	// Counted from before the first sync, so that neither side collects
 	// garbage while the other one runs.
 	allocs.start()
-	releaseFreed()
+	defer quietScavenger()()
 	if err := sync(conn, buf[:1], "the start sync"); err != nil {
 		return err
 	}

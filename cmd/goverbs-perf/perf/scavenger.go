@@ -2,16 +2,30 @@ package perf
 
 import "runtime/debug"
 
-// releaseFreed returns to the OS now the memory that the collections before
-// the loop freed (allocCounter.start makes two), which Go's background
-// scavenger would otherwise return during the loop. Every collection wakes
-// the scavenger as it starts, and it then releases free pages at about 1%
-// of a CPU, waking from a timer, until the heap's retained memory is back
-// under its goal: in send_lat on one vCPU under TCG it ran for about 190 us
-// of one round trip 4-5 ms into the run, in two runs of three, and made
-// their longest round trip (sysmon, runtime.(*scavengerState).wake, then
-// bgscavenge; BENCHMARKS.md, "The two-P tail traced"). debug.FreeOSMemory
-// collects once more and releases everything free before it returns, so
-// the scavenger that this collection wakes finds nothing to do and parks.
-// The loop allocates nothing, so nothing wakes it again.
-func releaseFreed() { debug.FreeOSMemory() }
+// quietScavenger leaves Go's background scavenger nothing to do until the
+// returned function runs, by switching the collector off (GOGC=off) after
+// the collections before the loop (allocCounter.start makes two), and
+// returns the function that switches it back on.
+//
+// Every collection wakes the scavenger as it starts, and it then returns
+// free pages to the OS at about 1% of a CPU, waking from a timer, until the
+// heap's retained memory is down to its goal: in send_lat on one vCPU
+// under TCG it ran for about 190 us of one round trip in the run's first
+// 5 ms, in half the runs, and made their longest round trip (sysmon,
+// runtime.(*scavengerState).wake, then bgscavenge; BENCHMARKS.md,
+// "send_lat's tails traced to the runtime"). With the collector off, the
+// goal has no bound (runtime.gcPaceScavenger), so the scavenger, once
+// woken, finds nothing to do and parks.
+//
+// Switching the collector off changes nothing else in the loop, which
+// allocates nothing (loopallocs); the count's own collections after it
+// (allocCounter.stop) are runtime.GC's, which run regardless. Returning
+// the memory before the loop instead (debug.FreeOSMemory, all of it)
+// left the bandwidth rows' Go runs slower and further apart in a complete
+// perf-compare run (0.1-2% by median, up to 5% by the slowest run; not
+// traced: the guest's transparent huge pages are always on, and
+// khugepaged may fill the released holes again).
+func quietScavenger() (restore func()) {
+	old := debug.SetGCPercent(-1)
+	return func() { debug.SetGCPercent(old) }
+}
