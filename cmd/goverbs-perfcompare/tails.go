@@ -102,8 +102,8 @@ func tailRun(o options, dir, comm string, args []string, port int) (tails.Report
 		return tails.Report{}, err
 	}
 	_, runErr := pair("send_lat", o.perf, o.addr, args, sideArgs{client: []string{"-lat-dump", dump}}, port, "")
-	// The wrapper script may end on the signal; perf itself still writes
-	// its file.
+	// A wrapper script may end on the signal; perf itself still writes
+	// its file, and stop waits for it.
 	if err := rec.stop(); err != nil && !interrupted(rec.cmd) && runErr == nil {
 		return tails.Report{}, fmt.Errorf("perf record: %w\n%s", err, perfOut.String())
 	}
@@ -146,9 +146,9 @@ func (r recording) stop() error {
 	return <-r.exited
 }
 
-// signal sends sig to perf's process group: Debian's perf is a wrapper
-// script around the real one, which would hold the output pipes open
-// past the wrapper's end.
+// signal sends sig to perf's process group: where perf is a wrapper
+// script around the real one (Debian's was, before bookworm), the real one
+// would otherwise live on, holding the output pipes open.
 func (r recording) signal(sig syscall.Signal) {
 	syscall.Kill(-r.cmd.Process.Pid, sig)
 }
