@@ -494,10 +494,11 @@ func Run(cfg Config, out io.Writer) (err error) {
 		w = newPeerWatch(conn, e.progressed, qp.ToError)
 		defer w.release() // before conn.Close, which ends its read
 	}
+	// Before the count starts: the restore it returns is allocated.
+	defer quietScavenger()()
 	// Counted from before the first sync, so that neither side collects
 	// garbage while the other one runs.
 	allocs.start()
-	defer quietScavenger()()
 	if err := sync(conn, buf[:1], "the start sync"); err != nil {
 		return err
 	}
