@@ -67,8 +67,12 @@ test-go-min:
 # pinned header trees skip without them, unless CI is set: here it is, and
 # the trees come first, so that a missing one fails and never passes as a
 # skip that go test's summary does not show.
+# tests/ownheaders leaves the test binary of its scratch module (goverbs'
+# hand/ beside a package generated from a user's own headers) in
+# SITE_TEST_OUT, for rxe-test to run in the VM.
+SITE_TEST_OUT ?= $(CURDIR)/.cache/site
 test-go: headers
-	CI=1 $(GO) test -count=1 ./...
+	CI=1 GOVERBS_SITE_TEST_OUT=$(SITE_TEST_OUT) $(GO) test -count=1 ./...
 
 # Layouts generated from the 56.1 headers, checked against gcc with those
 # headers, and what changed since 44.0.
@@ -104,6 +108,7 @@ fuzz: headers
 # on an emulated arm64 machine the host's release (44.0) and Debian 13's
 # (56.1, with its 6.12 kernel). bookworm is the host's, which rxe-test runs.
 test: RXE_MATRIX_RELEASES = bullseye trixie sid bookworm-arm64 trixie-arm64
+test: RXE_PREBUILT = $(SITE_TEST_OUT)/sitecheck.test
 test: deps headers check-generated vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix rxe-pair-test-arm64
 	@echo "make test: all suites passed"
 

@@ -51,6 +51,10 @@ RXE_TEST_PKGS ?= ./tests/rxe/...
 # different goroutines, the netpoller waits, rdma_cm's event loop).
 RXE_RACE_PKGS ?= ./tests/rxe/
 RXE_RACE_RUN ?= Concurrent|Wait|CM
+# Test binaries built elsewhere that run in the same boot, each from its
+# own directory: make test gives the one tests/ownheaders builds from a
+# scratch module outside the repository (GOVERBS_SITE_TEST_OUT).
+RXE_PREBUILT ?=
 # Extra rxevm flags, for example -timeout 30m or -v.
 RXEVM_FLAGS ?=
 # Where the binaries are built. The guest sees the host's filesystem but
@@ -109,6 +113,11 @@ rxe-test:
 			n=$$((n + 1)); \
 		fi; \
 	done < "$$dir/pkgs"; \
+	for bin in $(RXE_PREBUILT); do \
+		if [ ! -x "$$bin" ]; then echo "rxe-test: prebuilt test binary $$bin is missing (make test-go builds it)" >&2; exit 1; fi; \
+		printf 'echo "rxe-test: binary %s"\n(cd "%s" && "%s" -test.v) || st=1\n' "$$(basename "$$bin")" "$$(dirname "$$(realpath "$$bin")")" "$$(realpath "$$bin")" >> "$$dir/run.sh"; \
+		n=$$((n + 1)); \
+	done; \
 	race_pkgs=; \
 	if [ -n '$(strip $(RXE_RACE_PKGS))' ]; then race_pkgs=$$($(GO) list $(RXE_RACE_PKGS)); fi; \
 	for pkg in $$race_pkgs; do \

@@ -1,0 +1,234 @@
+// Package ownheaders proves, the way a user would do it, that goverbs
+// serves a module with its own rdma-core headers: a scratch module outside
+// the repository (testdata/site, with a replace directive to this
+// checkout) copies goverbs' vendored headers, adds what a vendor's build
+// adds (an enumerator, an appended member, a new struct, a function
+// libibverbs exports that rdma-core's headers no longer declare, and one
+// it does not export), declares their error conventions in its own file,
+// runs `go generate` through `go tool verbsgen`, vets, and links its
+// package beside hand/ and goverbs' own generated packages. Its CI steps
+// run too: verify, and the generated layout test with a warm build cache.
+// Bindings generated from the pinned 33.2 and 56.1 trees link beside
+// goverbs' own as well.
+//
+// The program that needs a device (cmd/sitecheck, a test binary) is built
+// here and run in the soft-RoCE VM by make rxe-test: set
+// GOVERBS_SITE_TEST_OUT to the directory it should be written to (make
+// test-go does).
+package ownheaders
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const repo = "../.."
+
+func TestOwnHeaders(t *testing.T) {
+	root, err := filepath.Abs(repo)
+	require.NoError(t, err)
+	for _, v := range []string{"33.2", "56.1"} {
+		if _, err := os.Stat(filepath.Join(root, "headers", "rdma-core-"+v, "infiniband", "verbs.h")); err != nil {
+			missing(t, "pinned headers rdma-core-"+v, "make headers")
+		}
+	}
+	site := scratchModule(t, root)
+
+	// The user's go generate: three header sets, one conventions file.
+	out, err := goIn(site, nil, "generate", "./...")
+	require.NoError(t, err, "go generate:\n%s", out)
+	for _, f := range []string{"rdma/verbs/zverbs_funcs.go", "rdma/rdmacm/zrdmacm_funcs.go", "layout/zlayout_test.go",
+		"r33/verbs/zverbs_funcs.go", "r56/verbs/zverbs_funcs.go"} {
+		require.FileExists(t, filepath.Join(site, f))
+	}
+	funcs := readFile(t, filepath.Join(site, "rdma/verbs/zverbs_funcs.go"))
+	for _, want := range []string{"func MyVendorOp(", "func GetSysfsPath(", "AccessSiteVendor", "SiteVendorCaps"} {
+		if !strings.Contains(funcs+readFile(t, filepath.Join(site, "rdma/verbs/zverbs_types.go")), want) {
+			t.Errorf("the site's package lacks %s", want)
+		}
+	}
+
+	out, err = goIn(site, nil, "vet", "./...")
+	require.NoError(t, err, "go vet:\n%s", out)
+
+	// One binary: goverbs' packages and three packages generated from
+	// other header sets, each reaching the one library the process loaded.
+	bin := filepath.Join(t.TempDir(), "foreign")
+	out, err = goIn(site, nil, "build", "-o", bin, "./foreign")
+	require.NoError(t, err, "go build ./foreign:\n%s", out)
+	run, err := exec.Command(bin).CombinedOutput()
+	require.NoError(t, err, "foreign:\n%s", run)
+	require.Contains(t, string(run), "every package loaded the same library")
+	t.Logf("foreign:\n%s", run)
+
+	// hand/ and the site's package in one test binary, for the VM.
+	testOut := os.Getenv("GOVERBS_SITE_TEST_OUT")
+	if testOut == "" {
+		testOut = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(testOut, 0o755))
+	out, err = goIn(site, nil, "test", "-c", "-o", filepath.Join(testOut, "sitecheck.test"), "./cmd/sitecheck")
+	require.NoError(t, err, "go test -c ./cmd/sitecheck:\n%s", out)
+
+	// A site-wide include directory does not reach goverbs' own packages:
+	// the site's ibv_device_attr_ex is larger than the vendored one, which
+	// the vendored layout's static assertions would catch.
+	inc := filepath.Join(site, "include")
+	for _, env := range []string{"CGO_CFLAGS=-I" + inc, "CGO_CPPFLAGS=-I" + inc, "C_INCLUDE_PATH=" + inc, "CPATH=" + inc} {
+		out, err = goIn(site, []string{env}, "build", "github.com/goverbs/goverbs/hand", "github.com/goverbs/goverbs/generated/...")
+		require.NoError(t, err, "%s go build hand generated/...:\n%s", env, out)
+	}
+
+	// The user's CI steps.
+	verify := func(args ...string) (string, error) {
+		return goIn(site, nil, append([]string{"tool", "verbsgen", "verify", "-headers", "include"}, args...)...)
+	}
+	out, err = verify("-dir", "rdma", "-import", "example.com/site/rdma")
+	require.NoError(t, err, "verify of the site's own package:\n%s", out)
+	out, err = verify()
+	require.Error(t, err, "verify of goverbs' packages against grown headers, without -allow-growth:\n%s", out)
+	require.Contains(t, out, "verify: compatible")
+	out, err = verify("-allow-growth")
+	require.NoError(t, err, "verify -allow-growth of goverbs' packages against grown headers:\n%s", out)
+	require.Contains(t, out, "verify: compatible")
+	t.Logf("verify -allow-growth, goverbs' packages against the site's headers:\n%s", lastLines(out, 3))
+
+	out, err = goIn(site, nil, "test", "./layout")
+	require.NoError(t, err, "layout test:\n%s", out)
+	out, err = goIn(site, nil, "test", "./layout")
+	require.NoError(t, err, "layout test, again:\n%s", out)
+	require.Contains(t, out, "(cached)", "the second run should come from the build cache")
+
+	// A header edit that moves a member: lid and sm_lid change places.
+	h := filepath.Join(inc, "infiniband", "verbs.h")
+	edit(t, h, "\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
+	out, err = verify("-dir", "rdma", "-import", "example.com/site/rdma", "-allow-growth")
+	require.Error(t, err, "verify after moving a member:\n%s", out)
+	require.Contains(t, out, "incompatible")
+	require.Contains(t, out, "struct ibv_port_attr member lid")
+	t.Logf("verify after moving ibv_port_attr.lid:\n%s", lastLines(out, 4))
+
+	// The build cache still holds the layout test compiled against the
+	// old headers; the test reads the headers themselves and fails.
+	out, err = goIn(site, nil, "test", "./layout")
+	require.Error(t, err, "layout test after moving a member, warm cache:\n%s", out)
+	require.Contains(t, out, "infiniband/verbs.h")
+	t.Logf("layout test after moving ibv_port_attr.lid, warm cache:\n%s", lastLines(out, 6))
+
+	// Compiled afresh, the C side names the member.
+	edit(t, filepath.Join(site, "layout", "zlayout_c.go"), "package layout\n", "package layout\n\n// rebuilt\n")
+	out, err = goIn(site, nil, "test", "./layout")
+	require.Error(t, err, "layout test after moving a member, rebuilt:\n%s", out)
+	require.Contains(t, out, "lid")
+	t.Logf("layout test after moving ibv_port_attr.lid, rebuilt:\n%s", lastLines(out, 6))
+}
+
+// scratchModule lays out testdata/site in a temporary directory: a module
+// that requires this checkout through a replace directive and has
+// verbsgen as a tool, with the vendored headers plus the site's additions
+// in include/ and the pinned 33.2 and 56.1 trees in include33/ and
+// include56/.
+func scratchModule(t *testing.T, root string) string {
+	t.Helper()
+	site := t.TempDir()
+	gomod := "module example.com/site\n\ngo 1.25.0\n\nrequire github.com/goverbs/goverbs v0.0.0\n\n" +
+		"replace github.com/goverbs/goverbs => " + root + "\n\ntool github.com/goverbs/goverbs/cmd/verbsgen\n"
+	require.NoError(t, os.WriteFile(filepath.Join(site, "go.mod"), []byte(gomod), 0o644))
+	sum := readFile(t, filepath.Join(root, "go.sum"))
+	require.NoError(t, os.WriteFile(filepath.Join(site, "go.sum"), []byte(sum), 0o644))
+	copyTree(t, "testdata/site", site)
+	copyTree(t, filepath.Join(root, "headers", "vendored", "include"), filepath.Join(site, "include"))
+	copyTree(t, filepath.Join(root, "headers", "rdma-core-33.2"), filepath.Join(site, "include33"))
+	copyTree(t, filepath.Join(root, "headers", "rdma-core-56.1"), filepath.Join(site, "include56"))
+	addVendorExtensions(t, filepath.Join(site, "include", "infiniband", "verbs.h"))
+	return site
+}
+
+// addVendorExtensions edits verbs.h as a vendor's rdma-core build differs
+// from upstream's: a new access flag, a member appended to
+// ibv_device_attr_ex, a new struct, and two functions.
+func addVendorExtensions(t *testing.T, verbsH string) {
+	t.Helper()
+	edit(t, verbsH, "\tIBV_ACCESS_RELAXED_ORDERING\t= IBV_ACCESS_OPTIONAL_FIRST,\n",
+		"\tIBV_ACCESS_RELAXED_ORDERING\t= IBV_ACCESS_OPTIONAL_FIRST,\n\tIBV_ACCESS_SITE_VENDOR\t\t= (1<<12),\n")
+	edit(t, verbsH, "\tuint32_t phys_port_cnt_ex;\n};\n",
+		"\tuint32_t phys_port_cnt_ex;\n\tuint64_t site_vendor_caps;\n};\n\nstruct ibv_site_vendor_attr {\n\tuint32_t flags;\n\tuint64_t cookie;\n};\n")
+	edit(t, verbsH, "int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);\n",
+		"int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);\n\n"+
+			"const char *ibv_get_sysfs_path(void);\n\n"+
+			"int ibv_my_vendor_op(struct ibv_context *ctx, uint32_t flags);\n")
+}
+
+// edit replaces the one occurrence of old in file with new.
+func edit(t *testing.T, file, old, new string) {
+	t.Helper()
+	s := readFile(t, file)
+	require.Equal(t, 1, strings.Count(s, old), "%s: want one %q", file, old)
+	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(s, old, new, 1)), 0o644))
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// copyTree copies the regular files under src to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	require.NoError(t, err)
+}
+
+// goIn runs the go command in dir with extra environment.
+func goIn(dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// missing ends the test for want, something make test provides through
+// target before it runs the tests: in CI a failure, elsewhere a skip that
+// names it.
+func missing(t *testing.T, want, target string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s missing in CI: `%s`, which make test runs first, should have provided it", want, target)
+	}
+	t.Skipf("%s missing: run `%s` first", want, target)
+}
