@@ -58,7 +58,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
 	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
-	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header; write nothing")
+	fs.StringVar(&cfg.ConventionsFile, "conventions", "", "conventions `file` giving the error convention of functions verbsgen's own table does not list, which decide before it: "+
+		"one rule a line, NAME CONVENTION [negative-code], NAME a C function or a prefix ending in *, CONVENTION one of "+
+		"cannot-fail, null-errno, errno-result, minus-one-errno, count-or-error, getaddrinfo; # starts a comment")
+	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header, and last every function without an error convention (then exit 1); write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// Flags that would otherwise be ignored without a word.
 	if cfg.LayoutOnly && *since != "" {
 		return errors.New("-since dates stubs, which -layout-only does not emit")
+	}
+	if cfg.LayoutOnly && cfg.ConventionsFile != "" {
+		return errors.New("-conventions gives stubs their error conventions, which -layout-only does not emit")
 	}
 	if *layoutImport != "" && cfg.LayoutDir == "" {
 		return errors.New("-layout-import needs -layout")
@@ -91,6 +97,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.Command = "verbsgen " + strings.Join(args, " ")
 	if *report {
 		res, err := gen.Build(cfg)
+		var missing *gen.MissingConventionsError
+		if errors.As(err, &missing) {
+			// The report is what a user needs to write their conventions
+			// file: print it all, the functions without one last.
+			gen.Report(stdout, missing.IR)
+			if n := len(missing.Funcs); n > 1 {
+				return fmt.Errorf("%d functions have no error convention", n)
+			}
+			return errors.New("1 function has no error convention")
+		}
 		if err != nil {
 			return err
 		}
@@ -98,11 +114,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	res, err := gen.Run(cfg)
+	var missing *gen.MissingConventionsError
+	if errors.As(err, &missing) {
+		// A misspelt rule is the likeliest reason for a function to have
+		// no convention.
+		warn(stderr, missing.IR)
+	}
 	if err != nil {
 		return err
 	}
+	warn(stderr, res.IR)
 	fmt.Fprintf(stdout, "verbsgen: rdma-core %s: %d files, %d changed\n", res.IR.Version, len(res.Files), len(res.Changed))
 	return nil
+}
+
+// warn prints ir's warnings, one line each.
+func warn(stderr io.Writer, ir *gen.IR) {
+	for _, w := range ir.Warnings {
+		fmt.Fprintln(stderr, "verbsgen: warning:", w)
+	}
 }
 
 // errMismatch makes verify exit non-zero after printing the differences.
