@@ -6,9 +6,10 @@
 //
 // The stages are plain functions: Load (parse and type-check), Model (the IR,
 // sorted by source position), Names (Go identifiers), AssignConventions (how
-// each function fails, from the Conventions table), Emit (jennifer) and
-// Write (atomic, unchanged files untouched). gen does not download headers;
-// see headers/ for the pinned sets.
+// each function fails, from a user's conventions file, see
+// ParseConventions, then the Conventions table), Emit (jennifer) and Write
+// (atomic, unchanged files untouched). gen does not download headers; see
+// headers/ for the pinned sets.
 package gen
 
 import (

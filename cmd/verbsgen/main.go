@@ -105,9 +105,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
 	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
-	fs.StringVar(&cfg.ConventionsFile, "conventions", "", "conventions `file` giving the error convention of functions verbsgen's own table does not list, which decide before it: "+
-		"one rule a line, NAME CONVENTION [negative-code], NAME a C function or a prefix ending in *, CONVENTION one of "+
-		"cannot-fail, null-errno, errno-result, minus-one-errno, count-or-error, getaddrinfo; # starts a comment")
+	fs.StringVar(&cfg.ConventionsFile, "conventions", "", "conventions `file`: the error conventions of functions verbsgen's own table does not list (its rules decide first). "+
+		"One rule a line, NAME CONVENTION [negative-code]: NAME a C function or a prefix ending in *, CONVENTION one of "+
+		"cannot-fail, null-errno, errno-result, minus-one-errno, count-or-error, getaddrinfo; # starts a comment "+
+		"(go doc github.com/goverbs/goverbs/cmd/verbsgen)")
 	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header, and last every function without an error convention (then exit 1); write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
