@@ -87,6 +87,10 @@ type ConventionRule struct {
 	// 0 read as Failed reads them. Only CountOrError without NegativeCode
 	// can have it.
 	Unsupported string
+	// Source is where a rule read from a conventions file was declared
+	// ("FILE:LINE", see ParseConventions), which its errors name; "" for a
+	// rule written in Go.
+	Source string
 }
 
 // Conventions is the one table of how every rdma-core function reports
@@ -268,10 +272,15 @@ func matches(pattern, name string) bool {
 }
 
 // problem says why r's NegativeCode or Unsupported cannot apply to fn, or
-// "".
+// "". A conventions file's rule is told in the file's words.
 func (r *ConventionRule) problem(fn *Func, externs map[string]bool) string {
+	conv, negative := fmt.Sprintf("convention %q", r.Convention), "NegativeCode"
+	countOrError := fmt.Sprintf("%q", CountOrError)
+	if r.Source != "" {
+		conv, negative, countOrError = r.Convention.Keyword(), negativeCodeKeyword, CountOrError.Keyword()
+	}
 	if r.Unsupported != "" && (r.Convention != CountOrError || r.NegativeCode) {
-		return fmt.Sprintf("convention %q cannot have Unsupported (only \"count or error\" without NegativeCode)", r.Convention)
+		return fmt.Sprintf("%s cannot have Unsupported (only %s without %s)", conv, countOrError, negative)
 	}
 	if !r.NegativeCode {
 		return ""
@@ -281,22 +290,26 @@ func (r *ConventionRule) problem(fn *Func, externs map[string]bool) string {
 		return ""
 	case CountOrError:
 		if fn.Kind != FuncInline {
-			return "NegativeCode with convention \"count or error\" needs a static inline: a missing extern's -1 would read as code -1"
+			return fmt.Sprintf("%s with %s needs a static inline: a missing extern's -1 would read as code -1", negative, conv)
 		}
 		for _, c := range fn.Calls {
 			if externs[c] {
-				return fmt.Sprintf("NegativeCode with convention \"count or error\" needs a function that calls no extern: %s's absence (-1) would read as code -1", c)
+				return fmt.Sprintf("%s with %s needs a function that calls no extern: %s's absence (-1) would read as code -1", negative, conv, c)
 			}
 		}
 		return ""
 	}
-	return fmt.Sprintf("convention %q cannot have NegativeCode", r.Convention)
+	return fmt.Sprintf("%s cannot have %s", conv, negative)
 }
 
 // AssignConventions gives every function of ir (those behind a macro
-// included) its convention from rules. It fails on a function no rule
-// lists, or one whose rule does not fit its result type, naming file:line;
-// entries that matched nothing are added to ir.StalePatches.
+// included) its convention from rules, the first rule that lists it. It
+// fails on a rule that does not fit a function's result type, naming the
+// function's file:line (and the rule's, for a conventions file's rule);
+// failing that, on functions no rule lists with a *MissingConventionsError
+// that has them all, every other function assigned. Entries that matched
+// nothing are added to ir.StalePatches, and those of a conventions file
+// to ir.Warnings too.
 func AssignConventions(ir *IR, rules []ConventionRule) error {
 	used := map[string]bool{}
 	type problem struct {
@@ -304,6 +317,7 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 		msg string
 	}
 	var errs []problem
+	var missing []*Func
 	externs := map[string]bool{}
 	for _, fn := range append(append([]*Func(nil), ir.Funcs...), ir.Shadowed...) {
 		if fn.Kind == FuncExtern {
@@ -320,11 +334,21 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 				}
 				used[r.Name+"\x00"+p] = true
 				if !r.Convention.fits(fn.Result) {
-					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s returns %s, which convention %q of rule %q (entry %q) cannot describe",
-						fn.Pos, fn.Name, cDecl(fn.Result, ""), r.Convention, r.Name, p)})
+					msg := fmt.Sprintf("%s: %s returns %s, which convention %q of rule %q (entry %q) cannot describe",
+						fn.Pos, fn.Name, cDecl(fn.Result, ""), r.Convention, r.Name, p)
+					if r.Source != "" {
+						msg = fmt.Sprintf("%s: %s %s does not fit %s (%s), which returns %s: %s",
+							r.Source, p, r.Convention.Keyword(), fn.Name, fn.Pos, cDecl(fn.Result, ""), fitsWhat(fn.Result))
+					}
+					errs = append(errs, problem{fn.Pos, msg})
 				}
 				if msg := r.problem(fn, externs); msg != "" {
-					errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s: rule %q (entry %q): %s", fn.Pos, fn.Name, r.Name, p, msg)})
+					if r.Source != "" {
+						msg = fmt.Sprintf("%s: %s (%s): %s", r.Source, fn.Name, fn.Pos, msg)
+					} else {
+						msg = fmt.Sprintf("%s: %s: rule %q (entry %q): %s", fn.Pos, fn.Name, r.Name, p, msg)
+					}
+					errs = append(errs, problem{fn.Pos, msg})
 				}
 				fn.Convention, fn.ConventionRule = r.Convention, r.Name
 				fn.NegativeCode, fn.Unsupported = r.NegativeCode, r.Unsupported
@@ -332,8 +356,21 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 			}
 		}
 		if fn.Convention == Unassigned {
-			errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s has no error convention: add it to a rule of gen.Conventions (conventions.go)",
-				fn.Pos, fn.Name)})
+			missing = append(missing, fn)
+		}
+	}
+	for _, r := range rules {
+		for _, p := range r.Funcs {
+			if used[r.Name+"\x00"+p] {
+				continue
+			}
+			if r.Source != "" {
+				w := fmt.Sprintf("%s: %s matches no function in these headers", r.Source, p)
+				ir.Warnings = append(ir.Warnings, w)
+				ir.StalePatches = append(ir.StalePatches, "conventions file "+w)
+				continue
+			}
+			ir.StalePatches = append(ir.StalePatches, fmt.Sprintf("convention rule %q: %s", r.Name, p))
 		}
 	}
 	if len(errs) > 0 {
@@ -351,12 +388,24 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 		}
 		return fmt.Errorf("%s%s", errs[0].msg, more)
 	}
-	for _, r := range rules {
-		for _, p := range r.Funcs {
-			if !used[r.Name+"\x00"+p] {
-				ir.StalePatches = append(ir.StalePatches, fmt.Sprintf("convention rule %q: %s", r.Name, p))
-			}
-		}
+	sort.SliceStable(missing, func(i, j int) bool { return missing[i].Pos.less(missing[j].Pos) })
+	ir.NoConvention = missing
+	if len(missing) > 0 {
+		return &MissingConventionsError{IR: ir, Funcs: missing}
 	}
 	return nil
+}
+
+// fitsWhat says which conventions a result of type t fits, in a
+// conventions file's words.
+func fitsWhat(t *Type) string {
+	cs := fitting(t)
+	words := make([]string, len(cs))
+	for i, c := range cs {
+		words[i] = c.Keyword()
+	}
+	if len(words) == 1 {
+		return "only " + words[0] + " fits it"
+	}
+	return "it fits " + strings.Join(words, ", ")
 }

@@ -6,9 +6,10 @@
 //
 // The stages are plain functions: Load (parse and type-check), Model (the IR,
 // sorted by source position), Names (Go identifiers), AssignConventions (how
-// each function fails, from the Conventions table), Emit (jennifer) and
-// Write (atomic, unchanged files untouched). gen does not download headers;
-// see headers/ for the pinned sets.
+// each function fails, from a user's conventions file, see
+// ParseConventions, then the Conventions table), Emit (jennifer) and Write
+// (atomic, unchanged files untouched). gen does not download headers; see
+// headers/ for the pinned sets.
 package gen
 
 import (
@@ -36,6 +37,11 @@ type Config struct {
 	Roots      []string
 	// Conventions is the table of error conventions; nil: gen.Conventions.
 	Conventions []ConventionRule
+	// ConventionsFile, if set, is a conventions file (see
+	// ParseConventions) whose rules go before Conventions: for the
+	// functions of a user's headers that the table does not list, or
+	// that a user reads otherwise. Unused with LayoutOnly.
+	ConventionsFile string
 	// CgoInclude makes every cgo preamble search Headers first, by a path
 	// relative to the package (#cgo CFLAGS: -I${SRCDIR}/...): for headers
 	// kept inside the module, so that its packages build against them and
@@ -111,7 +117,9 @@ func checkVersions(cfg Config, version string) error {
 	return nil
 }
 
-// Build runs every stage but Write.
+// Build runs every stage but Write. When the only thing wrong is
+// functions that no convention rule lists, its error is a
+// *MissingConventionsError, whose IR Report can still describe.
 func Build(cfg Config) (*Result, error) {
 	if cfg.Packages == nil {
 		cfg.Packages = Packages()
@@ -121,6 +129,15 @@ func Build(cfg Config) (*Result, error) {
 	}
 	if cfg.Conventions == nil {
 		cfg.Conventions = Conventions
+	}
+	if cfg.ConventionsFile != "" && !cfg.LayoutOnly {
+		user, err := ReadConventions(cfg.ConventionsFile)
+		if err != nil {
+			return nil, err
+		}
+		// The user's rules first: the first rule that lists a function
+		// decides.
+		cfg.Conventions = append(user, cfg.Conventions...)
 	}
 	version := cfg.Version
 	if version == "" {
@@ -350,8 +367,16 @@ func Report(w io.Writer, ir *IR) {
 	for c := CannotFail; c <= GetaddrinfoCode; c++ {
 		totals = append(totals, fmt.Sprintf("%d %s", conv[c], c))
 	}
-	fmt.Fprintf(w, "conventions: %s; without one: %d\n", strings.Join(totals, ", "), conv[Unassigned])
+	fmt.Fprintf(w, "conventions: %s; without one: %d\n", strings.Join(totals, ", "), len(ir.NoConvention))
 	for _, p := range ir.StalePatches {
 		fmt.Fprintf(w, "patch unused with these headers: %s\n", p)
+	}
+	// Last, where a reader of a long report looks first: every function
+	// that generation would fail on, and the line that would settle it.
+	if missing := ir.NoConvention; len(missing) > 0 {
+		fmt.Fprintf(w, "functions without an error convention: %d (give each one a line in a conventions file, verbsgen -conventions FILE)\n", len(missing))
+		for _, f := range missing {
+			fmt.Fprintf(w, "  %s (%s): returns %s; a line %s\n", f.Name, f.Pos, cDecl(f.Result, ""), conventionHint(f))
+		}
 	}
 }

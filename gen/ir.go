@@ -274,4 +274,14 @@ type IR struct {
 	// matched nothing in this header set: harmless (another rdma-core
 	// version may need them), but reported.
 	StalePatches []string
+	// Warnings are what a user should see on every run, not only in a
+	// report: the rules of their conventions file that matched nothing
+	// here, a misspelt name likelier than not ("FILE:LINE: NAME matches
+	// no function in these headers").
+	Warnings []string
+	// NoConvention are the functions (of Funcs and Shadowed) that no
+	// convention rule lists, in source order, which generation fails on
+	// (AssignConventions); nil when no rules were applied (a layout-only
+	// run).
+	NoConvention []*Func
 }

@@ -3,14 +3,61 @@
 // typed constants for every enum and integer macro, cgo stubs for every
 // function, and a layout test package that checks them against gcc.
 //
-//	verbsgen -headers headers/rdma-core-44.0 -out generated -layout tests/layout
-//	verbsgen -headers /usr/include -report
-//	verbsgen verify -headers /usr/include
-//	verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
+// goverbs' own packages come from the //go:generate line of generated/doc.go
+// (make generate), from the vendored headers, for two architectures:
 //
-// On any error it prints one line naming the file and line, exits with
-// status 1, and leaves the files of the output directories as they were:
-// nothing is written before every stage has succeeded, and a failure while
+//	verbsgen -headers ../headers/vendored/include -cgo-include -targets linux/amd64,linux/arm64 \
+//		-since ../headers/rdma-core-33.2,../headers/rdma-core-44.0,../headers/rdma-core-56.1 \
+//		-out . -layout ../tests/layout
+//
+// A module of a user's own (go get -tool github.com/goverbs/goverbs/cmd/verbsgen)
+// with its header set in include/ and its conventions file beside it
+// generates, reports on, and verifies its packages with:
+//
+//	go tool verbsgen -headers include -cgo-include -conventions verbs.conventions -import example.com/site/generated -out generated
+//	go tool verbsgen -headers include -conventions verbs.conventions -report
+//	go tool verbsgen verify -headers include -import example.com/site/generated
+//	go tool verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
+//
+// # Error conventions
+//
+// Each stub returns what its function's error convention calls for, and
+// verbsgen's table (gen.Conventions) knows those of rdma-core's functions.
+// A function it does not know, a vendor's addition or a newer release's,
+// stops generation with its header line, its result type and the line that
+// would settle it, which the user writes in a conventions file of their own
+// module, given with -conventions. Its rules decide before verbsgen's own:
+//
+//	# our vendor's additions to rdma-core
+//	ibv_my_vendor_op    errno-result
+//	ibv_my_vendor_get_* minus-one-errno
+//	ibv_my_vendor_poll  count-or-error negative-code
+//
+// One rule a line, NAME CONVENTION [negative-code]; # starts a comment and
+// blank lines are ignored. NAME is a C function name, or a prefix ending in
+// * for every function that starts with it. CONVENTION is one of:
+//
+//	cannot-fail      a value, or void: returned as is
+//	null-errno       a pointer, NULL with errno set on failure: (T, error)
+//	errno-result     an int, 0 or the errno of the failure (or its negation): error
+//	minus-one-errno  an int, -1 with errno set on failure: error
+//	count-or-error   a count, or a negative -1 with errno or -errno on failure: (int, error)
+//	getaddrinfo      0, -1 with errno, or a getaddrinfo(3) EAI_* code: error
+//
+// negative-code says that a negative result is a code of the function's own,
+// which the error keeps (verberr.Error.Code) instead of reading it as an
+// errno: for errno-result, minus-one-errno, and count-or-error of a static
+// inline function that calls no extern. Every mistake is an error naming
+// FILE:LINE: an unknown word, a malformed line, a name given twice, and a
+// convention that does not fit a function's result type (null-errno for an
+// int), which names the function's header line too. A rule that matches no
+// function is a warning. -report lists, after the rest of the report, every
+// function that has no convention, then exits with status 1.
+//
+// On any error it prints one line naming the file and line (after any
+// warnings), exits with status 1, and leaves the files of the output
+// directories as they were: nothing is written before every stage has
+// succeeded, and a failure while
 // writing undoes what was written (gen.Write). POSIX sets the limit: the
 // files are renamed into place one at a time, so a crash during those
 // renames, or a reader at that moment, can see old and new files mixed;
@@ -58,7 +105,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
 	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
-	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header; write nothing")
+	fs.StringVar(&cfg.ConventionsFile, "conventions", "", "conventions `file`: the error conventions of functions verbsgen's own table does not list (its rules decide first). "+
+		"One rule a line, NAME CONVENTION [negative-code]: NAME a C function or a prefix ending in *, CONVENTION one of "+
+		"cannot-fail, null-errno, errno-result, minus-one-errno, count-or-error, getaddrinfo; # starts a comment "+
+		"(go doc github.com/goverbs/goverbs/cmd/verbsgen)")
+	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header, and last every function without an error convention (then exit 1); write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +119,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// Flags that would otherwise be ignored without a word.
 	if cfg.LayoutOnly && *since != "" {
 		return errors.New("-since dates stubs, which -layout-only does not emit")
+	}
+	if cfg.LayoutOnly && cfg.ConventionsFile != "" {
+		return errors.New("-conventions gives stubs their error conventions, which -layout-only does not emit")
 	}
 	if *layoutImport != "" && cfg.LayoutDir == "" {
 		return errors.New("-layout-import needs -layout")
@@ -91,6 +145,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.Command = "verbsgen " + strings.Join(args, " ")
 	if *report {
 		res, err := gen.Build(cfg)
+		var missing *gen.MissingConventionsError
+		if errors.As(err, &missing) {
+			// The report is what a user needs to write their conventions
+			// file: print it all, the functions without one last.
+			gen.Report(stdout, missing.IR)
+			if n := len(missing.Funcs); n > 1 {
+				return fmt.Errorf("%d functions have no error convention", n)
+			}
+			return errors.New("1 function has no error convention")
+		}
 		if err != nil {
 			return err
 		}
@@ -98,11 +162,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	res, err := gen.Run(cfg)
+	var missing *gen.MissingConventionsError
+	if errors.As(err, &missing) {
+		// A misspelt rule is the likeliest reason for a function to have
+		// no convention.
+		warn(stderr, missing.IR)
+	}
 	if err != nil {
 		return err
 	}
+	warn(stderr, res.IR)
 	fmt.Fprintf(stdout, "verbsgen: rdma-core %s: %d files, %d changed\n", res.IR.Version, len(res.Files), len(res.Changed))
 	return nil
+}
+
+// warn prints ir's warnings, one line each.
+func warn(stderr io.Writer, ir *gen.IR) {
+	for _, w := range ir.Warnings {
+		fmt.Fprintln(stderr, "verbsgen: warning:", w)
+	}
 }
 
 // errMismatch makes verify exit non-zero after printing the differences.

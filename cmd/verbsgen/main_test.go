@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -209,11 +210,10 @@ func TestBadInput(t *testing.T) {
 		{name: "name collision", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "struct ibv_twin { int a; };\n#define IBV_TWIN 1\n"},
 			want: `^infiniband/verbs\.h:8: macro IBV_TWIN and struct ibv_twin \(infiniband/verbs\.h:7\) both become verbs\.Twin`},
 		// Every function gets an error-convention decision: a new one fails
-		// with its file:line until gen.Conventions lists it.
+		// with its file:line until a conventions file (or, in goverbs,
+		// gen.Conventions) lists it. -report lists them (TestReportMissingConventions).
 		{name: "function without an error convention", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_brand_new(void);\n"},
-			want: `^infiniband/verbs\.h:7: ibv_brand_new has no error convention: add it to a rule of gen\.Conventions`},
-		{name: "function without an error convention, report", report: true, files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_brand_new(void);\n"},
-			want: `infiniband/verbs\.h:7: ibv_brand_new has no error convention`},
+			want: `^infiniband/verbs\.h:7: ibv_brand_new returns int and has no error convention: give it one in a conventions file \(verbsgen -conventions FILE\), a line "ibv_brand_new CONVENTION"`},
 		{name: "convention that does not fit", files: map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "void *ibv_destroy_everything(void);\n"},
 			want: `infiniband/verbs\.h:7: ibv_destroy_everything returns void \*, which convention "errno returned" of rule "verbs returning their errno" \(entry "ibv_destroy_\*"\) cannot describe`},
 	} {
@@ -468,6 +468,7 @@ func TestFlagMistakes(t *testing.T) {
 		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "-targets", "linux/riscv64"}, `unknown target "linux/riscv64" (known: linux/amd64, linux/arm64)`},
 		{[]string{"-headers", headers, "-layout-only", "-since", headers}, "-since dates stubs, which -layout-only does not emit"},
 		{[]string{"-headers", headers, "-layout-import", "example.com/layout"}, "-layout-import needs -layout"},
+		{[]string{"-headers", headers, "-layout-only", "-conventions", "vendor.conventions"}, "-conventions gives stubs their error conventions, which -layout-only does not emit"},
 	} {
 		root, out, _ := fakeOutput(t)
 		before := snapshot(t, root)
@@ -480,5 +481,197 @@ func TestFlagMistakes(t *testing.T) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
 		unchanged(t, root, before)
+	}
+}
+
+// vendoredWith copies goverbs' vendored header set (headers/vendored,
+// rdma-core 65.0, its VERSION included) into a temporary directory, adds
+// decls to infiniband/verbs.h inside its extern "C" block, as a vendor's
+// additions would be, and returns the include directory and the line of
+// each added declaration.
+func vendoredWith(t *testing.T, decls ...string) (include string, lines []int) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "vendored")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "headers", "vendored"))); err != nil {
+		t.Fatal(err)
+	}
+	include = filepath.Join(dir, "include")
+	verbs := filepath.Join(include, "infiniband", "verbs.h")
+	b, err := os.ReadFile(verbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	const closing = "#ifdef __cplusplus\n}\n#endif\n"
+	i := strings.LastIndex(src, closing)
+	if i < 0 {
+		t.Fatalf("%s has no closing extern \"C\" block to add declarations before", verbs)
+	}
+	first := strings.Count(src[:i], "\n") + 1
+	for j := range decls {
+		lines = append(lines, first+j)
+	}
+	src = src[:i] + strings.Join(decls, "\n") + "\n" + src[i:]
+	if err := os.Chmod(verbs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(verbs, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return include, lines
+}
+
+// writeConventions writes a conventions file and returns its path.
+func writeConventions(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "vendor.conventions")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const myVendorOp = "int ibv_my_vendor_op(struct ibv_context *ctx, uint32_t flags);"
+
+// TestConventionsFile is a user's header set, goverbs' own plus a vendor
+// function that gen.Conventions does not list: generation fails naming
+// the function, its line and result type and telling what line to write,
+// writing nothing; with a conventions file that has the line, it succeeds
+// and the stub has the declared convention.
+func TestConventionsFile(t *testing.T) {
+	headers, lines := vendoredWith(t, myVendorOp)
+	root, out, layout := fakeOutput(t)
+	before := snapshot(t, root)
+	args := []string{"-headers", headers, "-out", out, "-layout", layout}
+	var stdout, stderr bytes.Buffer
+	err := run(args, &stdout, &stderr)
+	want := fmt.Sprintf(`infiniband/verbs.h:%d: ibv_my_vendor_op returns int and has no error convention: `+
+		`give it one in a conventions file (verbsgen -conventions FILE), a line "ibv_my_vendor_op CONVENTION", `+
+		`CONVENTION one of errno-result, minus-one-errno, count-or-error, getaddrinfo, cannot-fail `+
+		`(those a result of type int fits: its documentation says which) (in goverbs itself: a rule of gen.Conventions)`, lines[0])
+	if err == nil || err.Error() != want {
+		t.Fatalf("without -conventions: error\n\t%v\nwant\n\t%s", err, want)
+	}
+	if stdout.Len()+stderr.Len() > 0 {
+		t.Errorf("without -conventions: stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+	unchanged(t, root, before)
+
+	conv := writeConventions(t, "# the vendor's additions to rdma-core\nibv_my_vendor_op errno-result\n")
+	stdout.Reset()
+	if err := run(append(args, "-conventions", conv), &stdout, &stderr); err != nil {
+		t.Fatalf("with -conventions: %v", err)
+	}
+	if !regexp.MustCompile(`^verbsgen: rdma-core 65\.0: \d+ files, \d+ changed\n$`).MatchString(stdout.String()) || stderr.Len() > 0 {
+		t.Errorf("with -conventions: stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+	stubs, err := os.ReadFile(filepath.Join(out, "verbs", "zverbs_funcs.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.ReplaceAll(string(stubs), "\n// ", " ")
+	for _, w := range []string{
+		fmt.Sprintf("MyVendorOp calls ibv_my_vendor_op (extern, infiniband/verbs.h:%d).", lines[0]),
+		`When C returns an errno, it returns it as a *verberr.Error (error convention "errno returned", rule "vendor.conventions: ibv_my_vendor_op").`,
+		"func MyVendorOp(ctx *Context, flags uint32) error {",
+	} {
+		if !strings.Contains(doc, w) {
+			t.Errorf("zverbs_funcs.go lacks %q", w)
+		}
+	}
+}
+
+// TestConventionsFileMistakes: a wrong conventions file fails with one
+// line naming its FILE:LINE (and the function's header line where a rule
+// does not fit it), writing nothing; a rule that matches no function is
+// a warning on stderr, and the run goes on.
+func TestConventionsFileMistakes(t *testing.T) {
+	headers := headerSet(t, map[string]string{"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_brand_new(void);\n"})
+	for _, tc := range []struct {
+		name, conv, want string // want: FILE is the conventions file
+	}{
+		{"unknown convention", "\nibv_brand_new errno-returned\n",
+			`FILE:2: ibv_brand_new: unknown convention "errno-returned" (want one of cannot-fail, null-errno, errno-result, minus-one-errno, count-or-error, getaddrinfo)`},
+		{"malformed line", "ibv_brand_new: errno-result\n", `FILE:1: "ibv_brand_new:" is neither a C function name nor a prefix of one ending in *`},
+		{"duplicate", "ibv_brand_new errno-result\nibv_brand_new errno-result\n", "FILE:2: ibv_brand_new is already given a convention at line 1"},
+		{"does not fit", "# int, no pointer\nibv_brand_new null-errno\n",
+			"FILE:2: ibv_brand_new null-errno does not fit ibv_brand_new (infiniband/verbs.h:7), which returns int: " +
+				"it fits errno-result, minus-one-errno, count-or-error, getaddrinfo, cannot-fail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conv := writeConventions(t, tc.conv)
+			root, out, layout := fakeOutput(t)
+			before := snapshot(t, root)
+			var stdout, stderr bytes.Buffer
+			err := run([]string{"-headers", headers, "-out", out, "-layout", layout, "-conventions", conv}, &stdout, &stderr)
+			if want := strings.ReplaceAll(tc.want, "FILE", conv); err == nil || err.Error() != want {
+				t.Errorf("error\n\t%v\nwant\n\t%s", err, want)
+			}
+			unchanged(t, root, before)
+		})
+	}
+
+	_, out, layout := fakeOutput(t)
+	conv := writeConventions(t, "ibv_brand_new errno-result\nibv_brand_old errno-result\n")
+	var stdout, stderr bytes.Buffer
+	if err := run([]string{"-headers", headers, "-out", out, "-layout", layout, "-conventions", conv}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stderr.String(), "verbsgen: warning: "+conv+":2: ibv_brand_old matches no function in these headers\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+	// A misspelt rule explains a missing convention: the warning comes
+	// with the error.
+	conv = writeConventions(t, "ibv_brand_nwe errno-result\n")
+	stderr.Reset()
+	err := run([]string{"-headers", headers, "-out", out, "-layout", layout, "-conventions", conv}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "ibv_brand_new returns int and has no error convention") ||
+		stderr.String() != "verbsgen: warning: "+conv+":1: ibv_brand_nwe matches no function in these headers\n" {
+		t.Errorf("misspelt rule: error %v, stderr %q", err, stderr.String())
+	}
+}
+
+// TestReportMissingConventions: -report on a header set with two
+// functions that have no convention prints the whole report, then both
+// with their header lines and result types, and exits 1 with a count;
+// once a conventions file gives them theirs it exits 0 and lists none.
+func TestReportMissingConventions(t *testing.T) {
+	headers, lines := vendoredWith(t, myVendorOp, "struct ibv_pd *ibv_my_vendor_alloc_pd(struct ibv_context *ctx, uint64_t flags);")
+	stdout, stderr, code := runBinary(t, "-headers", headers, "-report")
+	if code != 1 || stderr != "verbsgen: 2 functions have no error convention\n" {
+		t.Errorf("exit status %d, stderr %q; want 1 and a count", code, stderr)
+	}
+	for _, w := range []string{"verbsgen report, rdma-core 65.0\n", "\ninfiniband/verbs.h: ", "\ntotal: ", "\nerror conventions:\n",
+		"\n  ibv_create_qp (infiniband/verbs.h:", "; without one: 2\n"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("the report lacks %q", w)
+		}
+	}
+	tail := "functions without an error convention: 2 (give each one a line in a conventions file, verbsgen -conventions FILE)\n" +
+		fmt.Sprintf(`  ibv_my_vendor_op (infiniband/verbs.h:%d): returns int; a line "ibv_my_vendor_op CONVENTION", `+
+			`CONVENTION one of errno-result, minus-one-errno, count-or-error, getaddrinfo, cannot-fail `+
+			`(those a result of type int fits: its documentation says which)`+"\n", lines[0]) +
+		fmt.Sprintf(`  ibv_my_vendor_alloc_pd (infiniband/verbs.h:%d): returns struct ibv_pd *; a line "ibv_my_vendor_alloc_pd CONVENTION", `+
+			`CONVENTION one of null-errno, cannot-fail (those a result of type struct ibv_pd * fits: its documentation says which)`+"\n", lines[1])
+	if !strings.HasSuffix(stdout, tail) {
+		i := strings.LastIndex(stdout, "\nconventions: ")
+		t.Errorf("the report does not end with the functions without a convention:\n%s\nwant it to end with:\n%s", stdout[max(i, 0):], tail)
+	}
+
+	conv := writeConventions(t, "ibv_my_vendor_op errno-result\n")
+	stdout, stderr, code = runBinary(t, "-headers", headers, "-report", "-conventions", conv)
+	if code != 1 || stderr != "verbsgen: 1 function has no error convention\n" {
+		t.Errorf("one missing: exit status %d, stderr %q; want 1 and a count", code, stderr)
+	}
+	if w := fmt.Sprintf(`  ibv_my_vendor_op (infiniband/verbs.h:%d): errno returned, rule "vendor.conventions: ibv_my_vendor_op"`+"\n", lines[0]); !strings.Contains(stdout, w) {
+		t.Errorf("one missing: the report lacks %q", w)
+	}
+	if !strings.Contains(stdout, "functions without an error convention: 1 (") || strings.Contains(stdout, "\n  ibv_my_vendor_op (infiniband/verbs.h:"+fmt.Sprint(lines[0])+"): returns") {
+		t.Errorf("one missing: the report does not list ibv_my_vendor_alloc_pd alone as without a convention")
+	}
+	conv = writeConventions(t, "ibv_my_vendor_op errno-result\nibv_my_vendor_alloc_pd null-errno\n")
+	stdout, stderr, code = runBinary(t, "-headers", headers, "-report", "-conventions", conv)
+	if code != 0 || stderr != "" || strings.Contains(stdout, "functions without an error convention") || !strings.Contains(stdout, "; without one: 0\n") {
+		t.Errorf("none missing: exit status %d, stderr %q", code, stderr)
 	}
 }
