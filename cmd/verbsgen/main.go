@@ -105,11 +105,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// errMismatch makes verify exit non-zero after printing the differences.
-var errMismatch = errors.New("the generated packages do not match these headers")
+// The errors that make verify exit non-zero after printing the differences.
+var (
+	errBreaking = errors.New("the generated packages are incompatible with these headers")
+	errGrowth   = errors.New("these headers add declarations the generated packages lack (-allow-growth accepts that)")
+)
 
 // verify compares the committed (or given) generated packages with the
-// headers on this machine and prints every difference.
+// headers on this machine, prints every difference prefixed by its class
+// ("addition: " or "breaking: ", see gen.Class), a summary line per target
+// and a verdict line, "verify: compatible: N additions" or "verify:
+// incompatible: N breaking changes, M additions". It fails on a breaking
+// change, and on an addition unless -allow-growth.
 func verify(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verbsgen verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -117,6 +124,7 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "`directory` of the generated packages (default: where -import is, found with go list)")
 	importRoot := fs.String("import", "github.com/goverbs/goverbs/generated", "import `path` of -dir")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) whose layouts to verify, each with the headers laid out by its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc) and the packages' files for it (default: the host's, with the host's C compiler)")
+	allowGrowth := fs.Bool("allow-growth", false, "exit 0 when the headers only add to what the packages have (new declarations, members in padding, reserved space or past a record's end); breaking changes still fail")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -147,7 +155,7 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	if ts == nil {
 		ts = []gen.Target{{}} // the host's
 	}
-	differ := false
+	var breaking, additions int
 	for _, t := range ts {
 		cfg := gen.Config{Headers: *headers, ImportRoot: *importRoot, LayoutOnly: true}
 		prefix := ""
@@ -162,19 +170,35 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		var b, a int
 		for _, m := range mismatches {
-			fmt.Fprintln(stdout, prefix+m.String())
+			fmt.Fprintf(stdout, "%s: %s%s\n", m.Class, prefix, m)
+			if m.Class == gen.Addition {
+				a++
+			} else {
+				b++
+			}
 		}
 		constants := len(res.IR.Macros)
 		for _, en := range res.IR.Enums {
 			constants += len(en.Enumerators)
 		}
-		fmt.Fprintf(stdout, "verify: %s%d structs and unions, %d enums and %d constants of %s checked against %s (rdma-core %s): %d differences\n",
-			prefix, len(res.IR.Records), len(res.IR.Enums), constants, *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
-		differ = differ || len(mismatches) > 0
+		fmt.Fprintf(stdout, "verify: %s%d structs and unions, %d enums, %d constants and %d functions of %s checked against %s (rdma-core %s): %d differences (%d breaking, %d additions)\n",
+			prefix, len(res.IR.Records), len(res.IR.Enums), constants, len(res.IR.Funcs), *dir, *headers, orUnknown(res.IR.Version), len(mismatches), b, a)
+		breaking += b
+		additions += a
 	}
-	if differ {
-		return errMismatch
+	switch {
+	case breaking > 0:
+		fmt.Fprintf(stdout, "verify: incompatible: %d breaking changes, %d additions\n", breaking, additions)
+		return errBreaking
+	case additions > 0:
+		fmt.Fprintf(stdout, "verify: compatible: %d additions\n", additions)
+		if !*allowGrowth {
+			return errGrowth
+		}
+	default:
+		fmt.Fprintln(stdout, "verify: compatible: 0 additions")
 	}
 	return nil
 }
