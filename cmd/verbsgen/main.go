@@ -7,6 +7,27 @@
 //	verbsgen -headers /usr/include -report
 //	verbsgen verify -headers /usr/include
 //	verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
+//	verbsgen verify -headers /usr/include -allow-growth
+//
+// verify compares generated packages (by default goverbs' own, found with
+// go list; -dir and -import for others) with a header set, without
+// compiling: every record's size, alignment and member offsets and types,
+// every enum, enumerator and macro constant, and every function's result
+// and parameters (by type class, size and sign). Each difference is printed
+// on a line that starts with its class:
+//
+//	addition: struct ibv_device_attr_ex member my_new: offset: C 400, Go missing
+//	breaking: struct ibv_port_attr member lid: offset: C 36, Go 34
+//	breaking: function ibv_query_port_speed parameter 2 (port_num): C uint64, Go uint32
+//
+// An addition is growth that leaves what the packages have intact (a new
+// record, enumerator, macro or function, a member in padding, reserved
+// space or past a record's old end), whichever side is the newer; anything
+// else is breaking (see gen.Verify). A summary per target follows, then the
+// verdict, "verify: compatible: N additions" or "verify: incompatible: N
+// breaking changes, M additions". verify exits 0 when there is no
+// difference, 1 on any breaking change, and on additions only 1 too unless
+// -allow-growth is given, which makes pure growth exit 0.
 //
 // On any error it prints one line naming the file and line, exits with
 // status 1, and leaves the files of the output directories as they were:
