@@ -628,9 +628,26 @@ func collectAccessors(f *ast.File, pkg string, into map[string]map[string]int64)
 }
 
 // collectFieldNames records, for every field of a generated struct, the C
-// member its line comment names ("// lid @34"), where it names one.
+// member its line comment names ("// lid @34"), and for every accessor the
+// one its doc comment names ("returns a pointer to member arg"), where they
+// name one.
 func collectFieldNames(f *ast.File, pkg string, into map[string]map[string]string) {
 	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && len(fd.Recv.List) == 1 && fd.Doc != nil {
+			star, ok := fd.Recv.List[0].Type.(*ast.StarExpr)
+			if !ok {
+				continue
+			}
+			recv, ok := star.X.(*ast.Ident)
+			if m := accessorMember.FindStringSubmatch(fd.Doc.Text()); ok && m != nil {
+				key := pkg + "." + recv.Name
+				if into[key] == nil {
+					into[key] = map[string]string{}
+				}
+				into[key][fd.Name.Name] = m[1]
+			}
+			continue
+		}
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.TYPE {
 			continue
@@ -658,6 +675,9 @@ func collectFieldNames(f *ast.File, pkg string, into map[string]map[string]strin
 		}
 	}
 }
+
+// accessorMember finds the C member an accessor's doc comment names.
+var accessorMember = regexp.MustCompile(`\bmember ([A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9_])`)
 
 // cPath is a member path as offsetof spells it: "lid", "wr.rdma.rkey".
 var cPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$`)

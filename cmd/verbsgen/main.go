@@ -129,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 // The errors that make verify exit non-zero after printing the differences.
 var (
 	errBreaking = errors.New("the generated packages are incompatible with these headers")
-	errGrowth   = errors.New("these headers add declarations the generated packages lack (-allow-growth accepts that)")
+	errGrowth   = errors.New("the generated packages and these headers differ by growth only (-allow-growth accepts that)")
 )
 
 // verify compares the committed (or given) generated packages with the
