@@ -117,7 +117,8 @@ func (m Mismatch) String() string {
 // in reserved space, or past the old end; a union's new alternative may
 // share its storage), a Go member the headers lack is one when its name
 // says it is reserved space (isReserved: rdma-core extends structures by
-// taking over reserved bytes, as CheckGrowth accepts), and a record whose
+// taking over reserved bytes, as CheckGrowth accepts), as is a reserved
+// member that shrank or moved within its old bytes, and a record whose
 // size grew is one (its members, checked one by one, say whether it grew
 // only at its end). Records that grow at their front (FrontGrowing) are
 // compared as CheckGrowth does: member offsets relative to the anchor, and
@@ -395,7 +396,15 @@ func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, cName
 			add(class, it.cPath, "offset", num(it.off), missing)
 			continue
 		}
-		if g.off-goBase != it.off-cBase {
+		if crel, grel := it.off-cBase, g.off-goBase; crel != grel {
+			// Reserved space one side took part of keeps within its old
+			// bytes (CheckGrowth's "reserved shrunk").
+			cEnd, gEnd := crel+it.typ.Size, grel+g.size
+			if isReserved(it.cPath) && (crel >= grel && cEnd <= gEnd || grel >= crel && gEnd <= cEnd) {
+				add(Addition, it.cPath, "offset", num(it.off), num(g.off))
+				out[len(out)-1].neutral = true
+				continue
+			}
 			add(Breaking, it.cPath, "offset", num(it.off), num(g.off))
 			continue
 		}

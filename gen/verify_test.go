@@ -115,16 +115,23 @@ func verifyLines(t *testing.T, headers string, target []gen.Target, out, importR
 // infiniband/verbs.h, and returns the copy.
 func vendoredWith(t *testing.T, edits ...string) string {
 	t.Helper()
+	return vendoredEdited(t, "infiniband/verbs.h", edits...)
+}
+
+// vendoredEdited is vendoredWith for header file (relative to the include
+// directory).
+func vendoredEdited(t *testing.T, file string, edits ...string) string {
+	t.Helper()
 	src := filepath.Join("..", "headers", "vendored", "include")
 	dst := filepath.Join(t.TempDir(), "include")
 	require.NoError(t, os.CopyFS(dst, os.DirFS(src)))
-	verbs := filepath.Join(dst, "infiniband", "verbs.h")
+	verbs := filepath.Join(dst, filepath.FromSlash(file))
 	b, err := os.ReadFile(verbs)
 	require.NoError(t, err)
 	text := string(b)
 	require.Zero(t, len(edits)%2, "edits come in pairs")
 	for i := 0; i < len(edits); i += 2 {
-		require.Equal(t, 1, strings.Count(text, edits[i]), "edit %q must match once in verbs.h", edits[i])
+		require.Equal(t, 1, strings.Count(text, edits[i]), "edit %q must match once in %s", edits[i], file)
 		text = strings.Replace(text, edits[i], edits[i+1], 1)
 	}
 	require.NoError(t, os.WriteFile(verbs, []byte(text), 0o644))
@@ -179,6 +186,32 @@ func TestVerifyClasses(t *testing.T) {
 			"struct ibv_device_attr_ex: size: C 408, Go 400",
 			"struct ibv_my_vendor_attr: size: C 16, Go missing",
 		}, a)
+	})
+	t.Run("member in padding", func(t *testing.T) {
+		b, a := verifyCommitted(t, vendoredWith(t, "\tuint16_t\t\tport_cap_flags2;\n", "\tuint16_t\t\tport_cap_flags2;\n\tuint16_t\t\tmy_pad;\n"))
+		require.Empty(t, b)
+		require.Equal(t, []string{"struct ibv_port_attr member my_pad: offset: C 50, Go missing"}, a)
+	})
+	const reserved = "\t__u16 port_cap_flags2;\n\t__u8  reserved[2];\n"
+	t.Run("reserved space shortened", func(t *testing.T) {
+		b, a := verifyCommitted(t, vendoredEdited(t, "infiniband/ib_user_ioctl_verbs.h", reserved, "\t__u16 port_cap_flags2;\n\t__u8  my_flag;\n\t__u8  reserved[1];\n"))
+		require.Empty(t, b)
+		require.Equal(t, []string{
+			"struct ib_uverbs_query_port_resp_ex member my_flag: offset: C 42, Go missing",
+			"struct ib_uverbs_query_port_resp_ex member reserved: offset: C 43, Go 42",
+		}, a)
+	})
+	t.Run("reserved space replaced", func(t *testing.T) {
+		b, a := verifyCommitted(t, vendoredEdited(t, "infiniband/ib_user_ioctl_verbs.h", reserved, "\t__u16 port_cap_flags2;\n\t__u16 my_flags;\n"))
+		require.Empty(t, b)
+		require.Equal(t, []string{
+			"struct ib_uverbs_query_port_resp_ex member my_flags: offset: C 42, Go missing",
+			"struct ib_uverbs_query_port_resp_ex member reserved: offset: C missing, Go 42",
+		}, a)
+	})
+	t.Run("enumerator value changed", func(t *testing.T) {
+		b, _ := verifyCommitted(t, vendoredWith(t, "IBV_ACCESS_HUGETLB\t\t= (1<<7),", "IBV_ACCESS_HUGETLB\t\t= (1<<11),"))
+		require.Equal(t, []string{"enum ibv_access_flags enumerator IBV_ACCESS_HUGETLB: value: C 2048, Go 128"}, b)
 	})
 	t.Run("members swapped", func(t *testing.T) {
 		b, _ := verifyCommitted(t, vendoredWith(t, "\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n"))
