@@ -284,7 +284,6 @@ func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, cName
 	}
 	// The Go members: named fields, and accessors of what shares storage.
 	type goMember struct {
-		name      string
 		off, size int64
 		typ       types.Type
 		accessor  bool
@@ -297,7 +296,7 @@ func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, cName
 	}
 	for i, off := range sizes.Offsetsof(fields) {
 		if f := fields[i]; f.Name() != "_" {
-			goMembers[f.Name()] = goMember{f.Name(), off, sizes.Sizeof(f.Type()), f.Type(), false}
+			goMembers[f.Name()] = goMember{off, sizes.Sizeof(f.Type()), f.Type(), false}
 			goOrder = append(goOrder, f.Name())
 		}
 	}
@@ -307,7 +306,7 @@ func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, cName
 		if t != nil {
 			size = sizes.Sizeof(t)
 		}
-		goMembers[name] = goMember{name, off, size, t, true}
+		goMembers[name] = goMember{off, size, t, true}
 		goOrder = append(goOrder, name)
 	}
 	sort.Strings(goOrder[len(goOrder)-len(accessors):])
