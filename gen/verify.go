@@ -10,53 +10,127 @@ import (
 	"go/types"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
 
+// Class tells what a Mismatch means for code built on the generated
+// packages.
+type Class int
+
+const (
+	// Breaking: something the packages rely on changed: a member moved,
+	// was retyped or removed, a record shrank or changed alignment, a
+	// constant changed its value or type, a prototype changed or is gone.
+	// Code built on the packages would misread memory or call wrongly.
+	Breaking Class = iota
+	// Addition: the headers declare something the packages lack, without
+	// changing anything they have: a new record, enum, enumerator, macro
+	// constant or function, a member added in padding or reserved space or
+	// past a record's old end (which the record grew by, at its end). The
+	// packages stay correct; they only do not reach what is new.
+	Addition
+)
+
+func (c Class) String() string {
+	if c == Addition {
+		return "addition"
+	}
+	return "breaking"
+}
+
 // Mismatch is one disagreement between a header set and Go bindings.
 type Mismatch struct {
+	Class Class
 	// Decl is the C declaration: "struct ibv_port_attr", "enum
-	// ibv_wc_status", "enum { IBV_X, ... }" for an anonymous enum, or
-	// "macro IBV_LINK_LAYER_ETHERNET".
+	// ibv_wc_status", "enum { IBV_X, ... }" for an anonymous enum,
+	// "macro IBV_LINK_LAYER_ETHERNET", or "function ibv_query_port".
 	Decl string
-	// Member is a record's member or an enum's enumerator; empty for the
-	// declaration itself.
+	// Member is a record's member or an enum's enumerator, or a function's
+	// parameter ("parameter 2 (port_num)"); empty for the declaration
+	// itself.
 	Member string
-	What   string // "size", "align", "offset", "type" or "value"
-	C, Go  string // "missing" where that side lacks the declaration
+	// What differs: "size", "align", "offset", "type", "value", and for a
+	// function "prototype", "result", "parameters" (their number), or empty
+	// for a parameter.
+	What  string
+	C, Go string // "missing" where that side lacks the declaration
+
+	// older: the Go side has what the headers lack, in a way that is
+	// growth if the headers are older than the packages (see Verify).
+	older bool
+	// neutral: an addition that says neither side is the newer one
+	// (reserved space the headers took over).
+	neutral bool
 }
 
 // missing stands in Mismatch for the side that lacks a declaration.
 const missing = "missing"
 
 func (m Mismatch) String() string {
-	if m.Member == "" {
-		return fmt.Sprintf("%s: %s: C %s, Go %s", m.Decl, m.What, m.C, m.Go)
+	s := m.Decl
+	if m.Member != "" {
+		switch {
+		case strings.HasPrefix(m.Decl, "enum "):
+			s += " enumerator " + m.Member
+		case strings.HasPrefix(m.Decl, "function "):
+			s += " " + m.Member
+		default:
+			s += " member " + m.Member
+		}
 	}
-	part := "member"
-	if strings.HasPrefix(m.Decl, "enum ") {
-		part = "enumerator"
+	if m.What != "" {
+		s += ": " + m.What
 	}
-	return fmt.Sprintf("%s %s %s: %s: C %s, Go %s", m.Decl, part, m.Member, m.What, m.C, m.Go)
+	return fmt.Sprintf("%s: C %s, Go %s", s, m.C, m.Go)
 }
 
 // Verify compares what the headers define (ir, after Names) with already
 // generated packages in dir (one subdirectory per package, as Emit lays
 // them out), without compiling them, and returns every mismatch, sorted:
 //   - of each struct and union, its size and alignment and, but for
-//     glibc's opaque ones, each member's offset and type;
+//     glibc's opaque ones, each member's offset and type, and each member
+//     of the Go type that the headers no longer have;
 //   - of each named enum, its Go type;
-//   - of each enumerator and integer macro, its value and type.
+//   - of each enumerator and integer macro, its value and type;
+//   - of each function of a package that has stubs (z*_funcs.go; a
+//     -layout-only package has none, and its functions are not compared),
+//     its result and each parameter, and each stub whose C function the
+//     headers no longer declare.
 //
 // go/types computes the Go sizes and offsets; accessor offsets are read
 // from their bodies. Types are compared as the machine sees them: integer
 // size and sign, bool, float size, pointer (any pointer, uintptr included),
-// array length and element, and a record by its Go name; so a member whose
-// sign changed is a mismatch even where its offsets all match. A
-// declaration the Go side has and the headers do not is not reported.
+// array length and element, a record by its Go name, an enum as its
+// integer; so a member whose sign changed is a mismatch even where its
+// offsets all match. A record, enum or constant the Go side has and the
+// headers do not is not reported (its Go declaration stays valid as
+// such); a member or a function is.
+//
+// Each mismatch is classed (see Class): what is only new in the headers is
+// an Addition, everything else Breaking. A member the Go side lacks is an
+// addition when it overlaps no member both sides have (it sits in padding,
+// in reserved space, or past the old end; a union's new alternative may
+// share its storage), a Go member the headers lack is one when its name
+// says it is reserved space (isReserved: rdma-core extends structures by
+// taking over reserved bytes, as CheckGrowth accepts), as is a reserved
+// member that shrank or moved within its old bytes, and a record whose
+// size grew is one (its members, checked one by one, say whether it grew
+// only at its end). Records that grow at their front (FrontGrowing) are
+// compared as CheckGrowth does: member offsets relative to the anchor, and
+// new members only in front of it.
+//
+// A stub's Go signature follows its error convention, which its doc
+// comment names ("error convention ..."); the C result is read back
+// through it: "errno returned", "-1 and errno" and the getaddrinfo code
+// stand for a C int (32-bit, signed), "NULL and errno" for the pointer the
+// stub returns beside its error, and "count or error" for a signed integer
+// of any size (the stub returns it as an int, so its C width cannot be
+// checked). Parameters are passed one to one.
 //
 // goarch is the architecture ir was laid out for (Build with that Target;
 // "" for the host's): its per-architecture files are the ones read, and Go
@@ -72,6 +146,7 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot, goarch string) ([]Mism
 	fset := token.NewFileSet()
 	pkgs := map[string]*types.Package{}
 	accessors := map[string]map[string]int64{} // "pkg.Type" -> method -> offset
+	cNames := map[string]map[string]string{}   // "pkg.Type" -> field -> C member, from its comment
 	std := importer.ForCompiler(fset, "source", nil)
 	var imp types.ImporterFrom
 	load := func(pkg string) (*types.Package, error) {
@@ -87,12 +162,13 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot, goarch string) ([]Mism
 		files = append(files, arch...)
 		var parsed []*ast.File
 		for _, f := range files {
-			af, err := parser.ParseFile(fset, f, nil, 0)
+			af, err := parser.ParseFile(fset, f, nil, parser.ParseComments)
 			if err != nil {
 				return nil, err
 			}
 			parsed = append(parsed, af)
 			collectAccessors(af, pkg, accessors)
+			collectFieldNames(af, pkg, cNames)
 		}
 		conf := types.Config{Importer: imp, Sizes: sizes}
 		p, err := conf.Check(path.Join(importRoot, pkg), fset, parsed, nil)
@@ -125,7 +201,8 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot, goarch string) ([]Mism
 		if err != nil {
 			return nil, err
 		}
-		ms, err := verifyRecord(r, obj, accessors[r.Package+"."+r.GoName], sizes)
+		key := r.Package + "." + r.GoName
+		ms, err := verifyRecord(r, obj, accessors[key], cNames[key], sizes)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +220,11 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot, goarch string) ([]Mism
 				return nil, err
 			}
 			if g := declShape(obj); g != cType {
-				out = append(out, Mismatch{Decl: decl, What: "type", C: cType, Go: g})
+				class := Breaking
+				if g == missing {
+					class = Addition
+				}
+				out = append(out, Mismatch{Class: class, Decl: decl, What: "type", C: cType, Go: g})
 			}
 		}
 		for _, x := range en.Enumerators {
@@ -165,71 +246,224 @@ func Verify(ir *IR, specs []PackageSpec, dir, importRoot, goarch string) ([]Mism
 		}
 		out = append(out, verifyConst("macro "+m.Name, "", cType, constValue(m.Value, m.Signed && !m.Pointer, m.Size), obj)...)
 	}
+	for _, spec := range specs {
+		ms, err := verifyFuncs(ir, spec.Name, dir, importRoot, fset, lookup)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ms...)
+	}
+	// What only the Go side has is growth when the headers are older
+	// than the packages, that is when they add nothing of their own.
+	newer := false
+	for _, m := range out {
+		newer = newer || m.Class == Addition && !m.older && !m.neutral
+	}
+	for i := range out {
+		if out[i].older && newer {
+			out[i].Class = Breaking
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out, nil
 }
 
 // verifyRecord compares record r with obj, its Go type (nil if there is
-// none), whose accessor methods sit at the offsets in accessors, laid out
-// with sizes.
-func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, sizes types.Sizes) ([]Mismatch, error) {
+// none), whose accessor methods sit at the offsets in accessors and whose
+// fields mirror the C members cNames names, laid out with sizes. See Verify
+// for how each mismatch is classed.
+func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, cNames map[string]string, sizes types.Sizes) ([]Mismatch, error) {
 	ct := r.CType()
 	num := func(v int64) string { return strconv.FormatInt(v, 10) }
 	if obj == nil {
-		return []Mismatch{{Decl: ct, What: "size", C: num(r.Size), Go: missing}}, nil
+		return []Mismatch{{Class: Addition, Decl: ct, What: "size", C: num(r.Size), Go: missing}}, nil
 	}
 	st, ok := obj.Type().Underlying().(*types.Struct)
 	if !ok {
 		return nil, fmt.Errorf("%s.%s is not a struct", r.Package, r.GoName)
 	}
-	var out []Mismatch
-	if gs := sizes.Sizeof(st); gs != r.Size {
-		out = append(out, Mismatch{Decl: ct, What: "size", C: num(r.Size), Go: num(gs)})
+	// The Go members: named fields, and accessors of what shares storage.
+	type goMember struct {
+		off, size int64
+		typ       types.Type
+		accessor  bool
 	}
-	if ga := sizes.Alignof(st); ga != r.Align {
-		out = append(out, Mismatch{Decl: ct, What: "align", C: num(r.Align), Go: num(ga)})
+	goMembers := map[string]goMember{}
+	var goOrder []string
+	var fields []*types.Var
+	for i := 0; i < st.NumFields(); i++ {
+		fields = append(fields, st.Field(i))
+	}
+	for i, off := range sizes.Offsetsof(fields) {
+		if f := fields[i]; f.Name() != "_" {
+			goMembers[f.Name()] = goMember{off, sizes.Sizeof(f.Type()), f.Type(), false}
+			goOrder = append(goOrder, f.Name())
+		}
+	}
+	for name, off := range accessors {
+		var size int64
+		t := accessorElem(obj.Type(), obj.Pkg(), name)
+		if t != nil {
+			size = sizes.Sizeof(t)
+		}
+		goMembers[name] = goMember{off, size, t, true}
+		goOrder = append(goOrder, name)
+	}
+	sort.Strings(goOrder[len(goOrder)-len(accessors):])
+
+	var out []Mismatch
+	add := func(class Class, member, what, c, g string) {
+		out = append(out, Mismatch{Class: class, Decl: ct, Member: member, What: what, C: c, Go: g})
+	}
+	items := layoutOf(r)
+	inC := map[string]bool{}
+	for _, it := range items {
+		if it.kind != itemStorage {
+			inC[it.goName] = true
+		}
+	}
+	// Offsets are compared as off - base: relative to the anchor for a
+	// record that grows at its front, absolute for any other.
+	var cBase, goBase int64
+	anchor := FrontGrowing[r.Describe()]
+	if anchor != "" {
+		ca, cOK := int64(-1), false
+		for _, it := range items {
+			if it.kind == itemField && it.cPath == anchor {
+				ca, cOK = it.off, true
+			}
+		}
+		ga, gOK := goMembers[fieldName(anchor)]
+		if !cOK || !gOK || ga.accessor {
+			add(Breaking, anchor, "offset", orMissing(cOK, ca), orMissing(gOK && !ga.accessor, ga.off))
+			anchor = "" // compare the rest as any other record's
+		} else {
+			cBase, goBase = ca, ga.off
+		}
+	}
+	gs, ga := sizes.Sizeof(st), sizes.Alignof(st)
+	if gs != r.Size {
+		// The front may grow, and the anchor at the end; nothing shrinks.
+		cGrew, goGrew := r.Size > gs, gs > r.Size
+		if anchor != "" {
+			cGrew = cBase >= goBase && r.Size-cBase >= gs-goBase
+			goGrew = goBase >= cBase && gs-goBase >= r.Size-cBase
+		}
+		switch {
+		case cGrew:
+			add(Addition, "", "size", num(r.Size), num(gs))
+		case goGrew:
+			add(Addition, "", "size", num(r.Size), num(gs))
+			out[len(out)-1].older = true
+		default:
+			add(Breaking, "", "size", num(r.Size), num(gs))
+		}
+	}
+	if ga != r.Align {
+		add(Breaking, "", "align", num(r.Align), num(ga))
 	}
 	if r.System {
 		return out, nil
 	}
-	fieldOff := map[string]int64{}
-	fieldType := map[string]types.Type{}
-	var fields []*types.Var
-	for i := 0; i < st.NumFields(); i++ {
-		fields = append(fields, st.Field(i))
-		fieldType[st.Field(i).Name()] = st.Field(i).Type()
-	}
-	for i, off := range sizes.Offsetsof(fields) {
-		fieldOff[fields[i].Name()] = off
-	}
-	for _, it := range layoutOf(r) {
-		var goOff int64 = -1
-		var goType types.Type
-		switch it.kind {
-		case itemStorage:
-			continue
-		case itemField:
-			if o, ok := fieldOff[it.goName]; ok {
-				goOff, goType = o, fieldType[it.goName]
-			}
-		case itemAccessor, itemFlex:
-			if o, ok := accessors[it.goName]; ok {
-				goOff, goType = o, accessorElem(obj.Type(), obj.Pkg(), it.goName)
-			}
-		}
-		if goOff != it.off {
-			g := missing
-			if goOff >= 0 {
-				g = num(goOff)
-			}
-			out = append(out, Mismatch{Decl: ct, Member: it.cPath, What: "offset", C: num(it.off), Go: g})
+	for _, it := range items {
+		if it.kind == itemStorage {
 			continue
 		}
-		if c, g := cShape(it.typ), goShape(goType); c != g {
-			out = append(out, Mismatch{Decl: ct, Member: it.cPath, What: "type", C: c, Go: g})
+		g, ok := goMembers[it.goName]
+		if ok && g.accessor != (it.kind == itemAccessor || it.kind == itemFlex) {
+			ok = false // a field that became an accessor, or the other way round: Go has no such member
 		}
+		if !ok {
+			// New in C: compatible where it takes no byte of a member both
+			// sides have (a union's new alternative shares its storage by
+			// design), and, in a record that grows at its front, where it
+			// is in front of the anchor.
+			class := Addition
+			rel, size := it.off-cBase, it.typ.Size
+			if anchor != "" && rel >= 0 {
+				class = Breaking
+			}
+			for _, name := range goOrder {
+				o := goMembers[name]
+				if o.accessor || !inC[name] || it.kind == itemAccessor || isReserved(name) {
+					continue
+				}
+				if orel := o.off - goBase; rel < orel+o.size && orel < rel+size {
+					class = Breaking
+				}
+			}
+			add(class, it.cPath, "offset", num(it.off), missing)
+			continue
+		}
+		if crel, grel := it.off-cBase, g.off-goBase; crel != grel {
+			// Reserved space one side took part of keeps within its old
+			// bytes (CheckGrowth's "reserved shrunk").
+			cEnd, gEnd := crel+it.typ.Size, grel+g.size
+			if isReserved(it.cPath) && (crel >= grel && cEnd <= gEnd || grel >= crel && gEnd <= cEnd) {
+				add(Addition, it.cPath, "offset", num(it.off), num(g.off))
+				out[len(out)-1].neutral = true
+				continue
+			}
+			add(Breaking, it.cPath, "offset", num(it.off), num(g.off))
+			continue
+		}
+		if c, gt := cShape(it.typ), goShape(g.typ); c != gt {
+			if isReserved(it.cPath) {
+				// Reserved space one side took over part of, or gave back:
+				// what moved into it or out of it is checked on its own.
+				add(Addition, it.cPath, "type", c, gt)
+				out[len(out)-1].neutral = true
+				continue
+			}
+			add(Breaking, it.cPath, "type", c, gt)
+		}
+	}
+	// Members of the Go type the headers no longer have: removed, or, for
+	// reserved space, taken over by new members.
+	for _, name := range goOrder {
+		if inC[name] {
+			continue
+		}
+		g := goMembers[name]
+		member := cNames[name]
+		if member == "" {
+			member = name + " (Go)"
+		}
+		if isReserved(member) || isReserved(name) {
+			add(Addition, member, "offset", missing, num(g.off))
+			out[len(out)-1].neutral = true
+			continue
+		}
+		// Growth of the Go side if it takes no byte of a member both sides
+		// have (and, growing at the front, is in front of the anchor).
+		class := Addition
+		rel := g.off - goBase
+		if anchor != "" && rel >= 0 {
+			class = Breaking
+		}
+		for _, it := range items {
+			if it.kind != itemField || !inC[it.goName] || g.accessor || isReserved(it.cPath) {
+				continue
+			}
+			if o, ok := goMembers[it.goName]; !ok || o.accessor {
+				continue
+			}
+			if crel := it.off - cBase; rel < crel+it.typ.Size && crel < rel+g.size {
+				class = Breaking
+			}
+		}
+		add(class, member, "offset", missing, num(g.off))
+		out[len(out)-1].older = class == Addition
 	}
 	return out, nil
+}
+
+// orMissing spells an offset found (ok) or not.
+func orMissing(ok bool, off int64) string {
+	if !ok {
+		return missing
+	}
+	return strconv.FormatInt(off, 10)
 }
 
 // accessorElem is what the accessor method name of named type t points
@@ -262,7 +496,9 @@ func verifyConst(decl, member, cType string, c constant.Value, obj types.Object)
 	}
 	k, ok := obj.(*types.Const)
 	if !ok {
-		return []Mismatch{at("value", c.ExactString(), missing)}
+		m := at("value", c.ExactString(), missing)
+		m.Class = Addition
+		return []Mismatch{m}
 	}
 	var out []Mismatch
 	if g := goShape(k.Type()); g != cType {
@@ -397,4 +633,300 @@ func collectAccessors(f *ast.File, pkg string, into map[string]map[string]int64)
 			return false
 		})
 	}
+}
+
+// collectFieldNames records, for every field of a generated struct, the C
+// member its line comment names ("// lid @34"), and for every accessor the
+// one its doc comment names ("returns a pointer to member arg"), where they
+// name one.
+func collectFieldNames(f *ast.File, pkg string, into map[string]map[string]string) {
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && len(fd.Recv.List) == 1 && fd.Doc != nil {
+			star, ok := fd.Recv.List[0].Type.(*ast.StarExpr)
+			if !ok {
+				continue
+			}
+			recv, ok := star.X.(*ast.Ident)
+			if m := accessorMember.FindStringSubmatch(fd.Doc.Text()); ok && m != nil {
+				key := pkg + "." + recv.Name
+				if into[key] == nil {
+					into[key] = map[string]string{}
+				}
+				into[key][fd.Name.Name] = m[1]
+			}
+			continue
+		}
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.TYPE {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			ts := spec.(*ast.TypeSpec)
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				continue
+			}
+			for _, fl := range st.Fields.List {
+				if fl.Comment == nil || len(fl.Names) != 1 {
+					continue
+				}
+				c, _, ok := strings.Cut(strings.TrimSpace(fl.Comment.Text()), " @")
+				if !ok || !cPath.MatchString(c) {
+					continue
+				}
+				key := pkg + "." + ts.Name.Name
+				if into[key] == nil {
+					into[key] = map[string]string{}
+				}
+				into[key][fl.Names[0].Name] = c
+			}
+		}
+	}
+}
+
+// accessorMember finds the C member an accessor's doc comment names.
+var accessorMember = regexp.MustCompile(`\bmember ([A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9_])`)
+
+// cPath is a member path as offsetof spells it: "lid", "wr.rdma.rkey".
+var cPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$`)
+
+// A stub is what verify reads of a generated Go function that calls a C
+// function: the C function's name and the shapes (goShape) of the C
+// prototype its Go signature stands for.
+type stub struct {
+	cName  string
+	pos    token.Position
+	result string   // a shape, "void", or resultSignedInt
+	params []string // shapes
+}
+
+// resultSignedInt is the result a "count or error" stub stands for: a
+// signed integer whose width its Go int does not tell.
+const resultSignedInt = "a signed integer"
+
+var (
+	// stubDoc is how every stub's doc comment starts (see emitter.stub).
+	stubDoc = regexp.MustCompile(`^(\w+) calls (\w+) \(`)
+	// stubConvention is where the doc comment names the error convention.
+	stubConvention = regexp.MustCompile(`error convention "([^"]+)"`)
+)
+
+// readStubs reads the stubs of package pkg in dir/pkg, keyed by C name;
+// nil if the package has no stubs file (generated -layout-only). shape
+// spells a type expression of a file of the package as goShape does.
+func readStubs(dir, pkg string, fset *token.FileSet, shape func(*ast.File, ast.Expr) (string, error)) (map[string]stub, error) {
+	files, err := filepath.Glob(filepath.Join(dir, pkg, "z*_funcs.go"))
+	if err != nil || len(files) == 0 {
+		return nil, nil
+	}
+	stubs := map[string]stub{}
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || fd.Doc == nil {
+				continue
+			}
+			doc := strings.Join(strings.Fields(fd.Doc.Text()), " ")
+			m := stubDoc.FindStringSubmatch(doc)
+			if m == nil || m[1] != fd.Name.Name {
+				continue // not a stub: the loader's API, helpers
+			}
+			pos := fset.Position(fd.Pos())
+			conv := stubConvention.FindStringSubmatch(doc)
+			if conv == nil {
+				return nil, fmt.Errorf("%s: stub %s names no error convention in its doc comment", pos, fd.Name.Name)
+			}
+			s := stub{cName: m[2], pos: pos}
+			for _, fl := range fd.Type.Params.List {
+				sh, err := shape(f, fl.Type)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", fset.Position(fl.Pos()), err)
+				}
+				for range max(1, len(fl.Names)) {
+					s.params = append(s.params, sh)
+				}
+			}
+			var results []string
+			if fd.Type.Results != nil {
+				for _, fl := range fd.Type.Results.List {
+					sh, err := shape(f, fl.Type)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %w", fset.Position(fl.Pos()), err)
+					}
+					for range max(1, len(fl.Names)) {
+						results = append(results, sh)
+					}
+				}
+			}
+			if s.result, err = cResultOf(conv[1], results); err != nil {
+				return nil, fmt.Errorf("%s: stub %s: %w", pos, fd.Name.Name, err)
+			}
+			stubs[s.cName] = s
+		}
+	}
+	return stubs, nil
+}
+
+// cResultOf maps the Go results of a stub with error convention conv back
+// to the C result they stand for (see Convention and emitter.stub).
+func cResultOf(conv string, results []string) (string, error) {
+	bad := func() (string, error) {
+		return "", fmt.Errorf("results (%s) do not follow error convention %q", strings.Join(results, ", "), conv)
+	}
+	switch conv {
+	case CannotFail.String():
+		// A function an older pinned release lacks returns an error too.
+		if n := len(results); n > 0 && results[n-1] == "error" {
+			results = results[:n-1]
+		}
+		switch len(results) {
+		case 0:
+			return "void", nil
+		case 1:
+			return results[0], nil
+		}
+	case NullErrno.String():
+		if len(results) == 2 && results[0] == "pointer" && results[1] == "error" {
+			return "pointer", nil
+		}
+	case ErrnoResult.String(), MinusOneErrno.String(), GetaddrinfoCode.String():
+		if len(results) == 1 && results[0] == "error" {
+			return "int32", nil // Convention.fits: a 32-bit signed int
+		}
+	case CountOrError.String():
+		if len(results) == 2 && results[0] == "int" && results[1] == "error" {
+			return resultSignedInt, nil
+		}
+	default:
+		return "", fmt.Errorf("unknown error convention %q", conv)
+	}
+	return bad()
+}
+
+// cResult spells the result of C function fn as a stub's is read back.
+func cResult(fn *Func) string {
+	if fn.Result.Kind == KVoid {
+		return "void"
+	}
+	return cShape(fn.Result)
+}
+
+// resultsAgree reports whether C result c (cResult) is what stub result g
+// stands for.
+func resultsAgree(c, g string) bool {
+	if g == resultSignedInt {
+		return slices.Contains([]string{"int8", "int16", "int32", "int64"}, c)
+	}
+	return c == g
+}
+
+// prototype spells a prototype in shapes: "int32(pointer, uint8)".
+func prototype(result string, params []string) string {
+	return result + "(" + strings.Join(params, ", ") + ")"
+}
+
+// verifyFuncs compares the functions of package pkg in ir with its stubs
+// in dir; nothing if it has none. lookup finds a declaration of a package
+// under importRoot, by package name.
+func verifyFuncs(ir *IR, pkg, dir, importRoot string, fset *token.FileSet, lookup func(pkg, name string) (types.Object, error)) ([]Mismatch, error) {
+	shape := func(f *ast.File, e ast.Expr) (string, error) {
+		switch e := e.(type) {
+		case *ast.StarExpr:
+			return "pointer", nil
+		case *ast.Ident:
+			if e.Name == "error" {
+				return "error", nil
+			}
+			obj, err := lookup(pkg, e.Name)
+			if err != nil {
+				return "", err
+			}
+			if obj == nil {
+				obj = types.Universe.Lookup(e.Name)
+			}
+			if obj == nil {
+				return "", fmt.Errorf("type %s is not declared in package %s", e.Name, pkg)
+			}
+			return goShape(obj.Type()), nil
+		case *ast.SelectorExpr:
+			x, ok := e.X.(*ast.Ident)
+			if !ok {
+				break
+			}
+			if x.Name == "unsafe" && e.Sel.Name == "Pointer" {
+				return "pointer", nil
+			}
+			for _, im := range f.Imports {
+				p, err := strconv.Unquote(im.Path.Value)
+				if err != nil {
+					continue
+				}
+				name := path.Base(p)
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+				rest, under := strings.CutPrefix(p, importRoot+"/")
+				if name != x.Name || !under {
+					continue
+				}
+				obj, err := lookup(rest, e.Sel.Name)
+				if err != nil {
+					return "", err
+				}
+				if obj == nil {
+					return "", fmt.Errorf("type %s is not declared in package %s", e.Sel.Name, p)
+				}
+				return goShape(obj.Type()), nil
+			}
+		case *ast.ArrayType, *ast.FuncType, *ast.MapType, *ast.ChanType:
+			// Not a type a stub passes: spelled as it is, it never matches.
+		}
+		return types.ExprString(e), nil
+	}
+	stubs, err := readStubs(dir, pkg, fset, shape)
+	if err != nil || stubs == nil {
+		return nil, err
+	}
+	var out []Mismatch
+	inC := map[string]bool{}
+	for _, fn := range ir.Funcs {
+		if fn.Package != pkg {
+			continue
+		}
+		inC[fn.Name] = true
+		decl := "function " + fn.Name
+		var params []string
+		for _, p := range fn.Params {
+			params = append(params, cShape(p.Type))
+		}
+		s, ok := stubs[fn.Name]
+		if !ok {
+			out = append(out, Mismatch{Class: Addition, Decl: decl, What: "prototype", C: prototype(cResult(fn), params), Go: missing})
+			continue
+		}
+		if c := cResult(fn); !resultsAgree(c, s.result) {
+			out = append(out, Mismatch{Decl: decl, What: "result", C: c, Go: s.result})
+		}
+		if len(params) != len(s.params) {
+			out = append(out, Mismatch{Decl: decl, What: "parameters", C: prototype(cResult(fn), params), Go: prototype(s.result, s.params)})
+			continue
+		}
+		for i, c := range params {
+			if c != s.params[i] {
+				out = append(out, Mismatch{Decl: decl, Member: fmt.Sprintf("parameter %d (%s)", i+1, fn.Params[i].Name), C: c, Go: s.params[i]})
+			}
+		}
+	}
+	for name, s := range stubs {
+		if !inC[name] {
+			// Breaking, unless the headers are older than the packages
+			// (see Verify): the loader then reports it missing when called.
+			out = append(out, Mismatch{Class: Addition, older: true, Decl: "function " + name, What: "prototype", C: missing, Go: prototype(s.result, s.params)})
+		}
+	}
+	return out, nil
 }

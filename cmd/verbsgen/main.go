@@ -54,6 +54,28 @@
 // function is a warning. -report lists, after the rest of the report, every
 // function that has no convention, then exits with status 1.
 //
+// # Verify
+//
+// verify compares generated packages (by default goverbs' own, found with
+// go list; -dir and -import for others) with a header set, without
+// compiling: every record's size, alignment and member offsets and types,
+// every enum, enumerator and macro constant, and every function's result
+// and parameters (by type class, size and sign). Each difference is printed
+// on a line that starts with its class:
+//
+//	addition: struct ibv_device_attr_ex member my_new: offset: C 400, Go missing
+//	breaking: struct ibv_port_attr member lid: offset: C 36, Go 34
+//	breaking: function ibv_query_port_speed parameter 2 (port_num): C uint64, Go uint32
+//
+// An addition is growth that leaves what the packages have intact (a new
+// record, enumerator, macro or function, a member in padding, reserved
+// space or past a record's old end), whichever side is the newer; anything
+// else is breaking (see gen.Verify). A summary per target follows, then the
+// verdict, "verify: compatible: N additions" or "verify: incompatible: N
+// breaking changes, M additions". verify exits 0 when there is no
+// difference, 1 on any breaking change, and on additions only 1 too unless
+// -allow-growth is given, which makes pure growth exit 0.
+//
 // On any error it prints one line naming the file and line (after any
 // warnings), exits with status 1, and leaves the files of the output
 // directories as they were: nothing is written before every stage has
@@ -183,11 +205,18 @@ func warn(stderr io.Writer, ir *gen.IR) {
 	}
 }
 
-// errMismatch makes verify exit non-zero after printing the differences.
-var errMismatch = errors.New("the generated packages do not match these headers")
+// The errors that make verify exit non-zero after printing the differences.
+var (
+	errBreaking = errors.New("the generated packages are incompatible with these headers")
+	errGrowth   = errors.New("the generated packages and these headers differ by growth only (-allow-growth accepts that)")
+)
 
 // verify compares the committed (or given) generated packages with the
-// headers on this machine and prints every difference.
+// headers on this machine, prints every difference prefixed by its class
+// ("addition: " or "breaking: ", see gen.Class), a summary line per target
+// and a verdict line, "verify: compatible: N additions" or "verify:
+// incompatible: N breaking changes, M additions". It fails on a breaking
+// change, and on an addition unless -allow-growth.
 func verify(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verbsgen verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -195,6 +224,7 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "`directory` of the generated packages (default: where -import is, found with go list)")
 	importRoot := fs.String("import", "github.com/goverbs/goverbs/generated", "import `path` of -dir")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) whose layouts to verify, each with the headers laid out by its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc) and the packages' files for it (default: the host's, with the host's C compiler)")
+	allowGrowth := fs.Bool("allow-growth", false, "exit 0 when the headers only add to what the packages have (new declarations, members in padding, reserved space or past a record's end); breaking changes still fail")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -225,7 +255,7 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	if ts == nil {
 		ts = []gen.Target{{}} // the host's
 	}
-	differ := false
+	var breaking, additions int
 	for _, t := range ts {
 		cfg := gen.Config{Headers: *headers, ImportRoot: *importRoot, LayoutOnly: true}
 		prefix := ""
@@ -240,19 +270,35 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		var b, a int
 		for _, m := range mismatches {
-			fmt.Fprintln(stdout, prefix+m.String())
+			fmt.Fprintf(stdout, "%s: %s%s\n", m.Class, prefix, m)
+			if m.Class == gen.Addition {
+				a++
+			} else {
+				b++
+			}
 		}
 		constants := len(res.IR.Macros)
 		for _, en := range res.IR.Enums {
 			constants += len(en.Enumerators)
 		}
-		fmt.Fprintf(stdout, "verify: %s%d structs and unions, %d enums and %d constants of %s checked against %s (rdma-core %s): %d differences\n",
-			prefix, len(res.IR.Records), len(res.IR.Enums), constants, *dir, *headers, orUnknown(res.IR.Version), len(mismatches))
-		differ = differ || len(mismatches) > 0
+		fmt.Fprintf(stdout, "verify: %s%d structs and unions, %d enums, %d constants and %d functions of %s checked against %s (rdma-core %s): %d differences (%d breaking, %d additions)\n",
+			prefix, len(res.IR.Records), len(res.IR.Enums), constants, len(res.IR.Funcs), *dir, *headers, orUnknown(res.IR.Version), len(mismatches), b, a)
+		breaking += b
+		additions += a
 	}
-	if differ {
-		return errMismatch
+	switch {
+	case breaking > 0:
+		fmt.Fprintf(stdout, "verify: incompatible: %d breaking changes, %d additions\n", breaking, additions)
+		return errBreaking
+	case additions > 0:
+		fmt.Fprintf(stdout, "verify: compatible: %d additions\n", additions)
+		if !*allowGrowth {
+			return errGrowth
+		}
+	default:
+		fmt.Fprintln(stdout, "verify: compatible: 0 additions")
 	}
 	return nil
 }

@@ -675,3 +675,131 @@ func TestReportMissingConventions(t *testing.T) {
 		t.Errorf("none missing: exit status %d, stderr %q", code, stderr)
 	}
 }
+
+// vendoredEdited copies headers/vendored/include, the headers goverbs'
+// committed packages were generated from, to a temporary directory, applies
+// edits (old -> new, each matching exactly once) to its infiniband/verbs.h,
+// and returns the copy.
+func vendoredEdited(t *testing.T, edits ...string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "include")
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join("..", "..", "headers", "vendored", "include"))); err != nil {
+		t.Fatal(err)
+	}
+	verbs := filepath.Join(dst, "infiniband", "verbs.h")
+	b, err := os.ReadFile(verbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for i := 0; i+1 < len(edits); i += 2 {
+		if n := strings.Count(text, edits[i]); n != 1 {
+			t.Fatalf("edit %q matches %d times in verbs.h, want once", edits[i], n)
+		}
+		text = strings.Replace(text, edits[i], edits[i+1], 1)
+	}
+	if err := os.WriteFile(verbs, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestVerifyVerdict runs verbsgen verify on goverbs' committed packages
+// against edited copies of the vendored headers and checks what a CI acts
+// on: the class of each line, the verdict line and the exit status, with
+// and without -allow-growth.
+func TestVerifyVerdict(t *testing.T) {
+	generated := filepath.Join("..", "..", "generated")
+	additions := vendoredEdited(t,
+		"\tIBV_ACCESS_RELAXED_ORDERING\t= IBV_ACCESS_OPTIONAL_FIRST,\n",
+		"\tIBV_ACCESS_RELAXED_ORDERING\t= IBV_ACCESS_OPTIONAL_FIRST,\n\tIBV_ACCESS_MY_VENDOR = (1 << 30),\n",
+		"\tuint32_t phys_port_cnt_ex;\n", "\tuint32_t phys_port_cnt_ex;\n\tuint64_t my_new;\n",
+		"int ibv_query_port_speed(",
+		"struct ibv_my_vendor_attr {\n\tuint32_t flags;\n\tuint64_t handle;\n};\n\nint ibv_my_vendor_op(struct ibv_context *ctx, uint32_t flags);\n\nint ibv_query_port_speed(")
+	moved := vendoredEdited(t, "\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
+	inserted := vendoredEdited(t, "\tuint16_t\t\tlid;\n", "\tuint16_t\t\tlid;\n\tuint16_t\t\tmy_mid;\n")
+	retyped := vendoredEdited(t, "\tuint32_t\t\tmax_msg_sz;\n", "\tint32_t\t\tmax_msg_sz;\n")
+	prototype := vendoredEdited(t,
+		"int ibv_query_port_speed(struct ibv_context *context, uint32_t port_num,",
+		"int ibv_query_port_speed(struct ibv_context *context, uint64_t port_num,")
+	for _, tc := range []struct {
+		name     string
+		headers  string
+		growth   bool // -allow-growth
+		code     int
+		lines    []string // lines stdout must have
+		verdict  string
+		stderrRE string
+	}{
+		{"unchanged", vendoredEdited(t), false, 0, nil, "verify: compatible: 0 additions", `^$`},
+		{"additions", additions, false, 1, []string{
+			"addition: enum ibv_access_flags enumerator IBV_ACCESS_MY_VENDOR: value: C 1073741824, Go missing",
+			"addition: struct ibv_device_attr_ex member my_new: offset: C 400, Go missing",
+			"addition: struct ibv_my_vendor_attr: size: C 16, Go missing",
+			"addition: function ibv_my_vendor_op: prototype: C int32(pointer, uint32), Go missing",
+		}, "verify: compatible: 5 additions", `^verbsgen: the generated packages and these headers differ by growth only \(-allow-growth accepts that\)\n$`},
+		{"additions allowed", additions, true, 0, nil, "verify: compatible: 5 additions", `^$`},
+		{"members swapped", moved, true, 1, []string{
+			"breaking: struct ibv_port_attr member lid: offset: C 36, Go 34",
+			"breaking: struct ibv_port_attr member sm_lid: offset: C 34, Go 36",
+		}, "verify: incompatible: 2 breaking changes, 0 additions", `^verbsgen: the generated packages are incompatible with these headers\n$`},
+		{"member inserted", inserted, true, 1, []string{
+			"breaking: struct ibv_port_attr member my_mid: offset: C 36, Go missing",
+		}, "", `incompatible`},
+		{"member retyped", retyped, true, 1, []string{
+			"breaking: struct ibv_port_attr member max_msg_sz: type: C int32, Go uint32",
+		}, "verify: incompatible: 1 breaking changes, 0 additions", `incompatible`},
+		{"parameter retyped", prototype, true, 1, []string{
+			"breaking: function ibv_query_port_speed parameter 2 (port_num): C uint64, Go uint32",
+		}, "verify: incompatible: 1 breaking changes, 0 additions", `incompatible`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"verify", "-headers", tc.headers, "-dir", generated}
+			if tc.growth {
+				args = append(args, "-allow-growth")
+			}
+			stdout, stderr, code := runBinary(t, args...)
+			if code != tc.code {
+				t.Errorf("exit status %d, want %d; stdout:\n%s\nstderr: %s", code, tc.code, stdout, stderr)
+			}
+			for _, l := range tc.lines {
+				if !strings.Contains(stdout, "\n"+l+"\n") && !strings.HasPrefix(stdout, l+"\n") {
+					t.Errorf("stdout lacks line %q:\n%s", l, stdout)
+				}
+			}
+			if last := lastLine(stdout); tc.verdict != "" && last != tc.verdict {
+				t.Errorf("verdict %q, want %q", last, tc.verdict)
+			}
+			if !regexp.MustCompile(tc.stderrRE).MatchString(stderr) {
+				t.Errorf("stderr %q does not match %s", stderr, tc.stderrRE)
+			}
+		})
+	}
+}
+
+// TestVerifyOlderRelease: goverbs' packages (rdma-core 65.0) verified
+// against the pinned 56.1 headers have only grown since, so verify calls
+// them compatible, and -allow-growth makes that exit 0.
+func TestVerifyOlderRelease(t *testing.T) {
+	headers := filepath.Join("..", "..", "headers", "rdma-core-56.1")
+	if _, err := os.Stat(filepath.Join(headers, "infiniband", "verbs.h")); err != nil {
+		msg := "pinned headers " + headers + " are missing: run `make headers` (or `bash headers/fetch.sh`) first"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this is a failure, not a skip)")
+		}
+		t.Skip(msg)
+	}
+	stdout, stderr, code := runBinary(t, "verify", "-headers", headers, "-dir", filepath.Join("..", "..", "generated"), "-allow-growth")
+	if code != 0 || strings.Contains(stdout, "breaking: ") {
+		t.Errorf("exit status %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	if last := lastLine(stdout); !regexp.MustCompile(`^verify: compatible: [1-9][0-9]* additions$`).MatchString(last) {
+		t.Errorf("verdict %q, want compatible with additions", last)
+	}
+}
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}

@@ -157,10 +157,13 @@ func TestMismatchedBuildFails(t *testing.T) {
 // TestVerify runs `verbsgen verify` the way a downstream user's CI does:
 // from another module, against a header set. The committed bindings match
 // the vendored 65.0 exactly and differ from 44.0 in precisely what rdma-core
-// changed: members it added, verbs_context, which grows at its front, and a
+// changed, all of it growth: members it added at records' ends, functions
+// it added, verbs_context, which grows at its front (its members keep their
+// offsets relative to its anchor, so none is reported moved), and a
 // reserved array that 65.0's new members shortened without moving anything
 // (only the member types show it). 44.0's 706 constants all keep their
-// values and types in 65.0.
+// values and types in 65.0. So verify calls 44.0 compatible: it exits 1,
+// and 0 with -allow-growth.
 func TestVerify(t *testing.T) {
 	requireHeaders(t, headers44)
 	user := tempModule(t, "example.com/user")
@@ -176,18 +179,22 @@ func TestVerify(t *testing.T) {
 
 	out, err = verify(headers44)
 	t.Logf("verify against 44.0:\n%s", out)
-	require.Error(t, err, "verify must exit non-zero on a difference")
+	require.Error(t, err, "verify must exit non-zero on a difference without -allow-growth")
 	for _, want := range []string{
-		"struct ibv_port_attr: size: C 52, Go 56",
-		"struct ibv_qp_ex: size: C 352, Go 360",
-		"struct verbs_context: size: C 648, Go 696",
-		"struct verbs_context member query_port: offset: C 0, Go 48",
-		"struct ib_uverbs_query_port_resp_ex member reserved: type: C [6]uint8, Go [2]uint8",
-		"101 enums and 706 constants",
-		": 45 differences",
+		"addition: struct ibv_port_attr: size: C 52, Go 56",
+		"addition: struct ibv_qp_ex: size: C 352, Go 360",
+		"addition: struct verbs_context: size: C 648, Go 696",
+		"addition: struct ib_uverbs_query_port_resp_ex member reserved: type: C [6]uint8, Go [2]uint8",
+		"addition: function ibv_reg_mr_ex: prototype: C missing, Go pointer(pointer, pointer)",
+		"101 enums, 706 constants and 221 functions",
+		": 39 differences (0 breaking, 39 additions)",
+		"verify: compatible: 39 additions",
 	} {
 		require.Contains(t, out, want)
 	}
+	require.NotContains(t, out, "member query_port", "verbs_context is compared relative to its anchor")
+	out, err = verify(headers44, "-allow-growth")
+	require.NoError(t, err, "growth only, allowed:\n%s", out)
 
 	// arm64's layouts, from this host, as a user's CI building for both
 	// would check them: the same differences, in arm64's sizes (its glibc
@@ -203,10 +210,10 @@ func TestVerify(t *testing.T) {
 	require.Equal(t, 2, strings.Count(out, ": 0 differences"))
 	out, err = verify(headers44, "-targets", "linux/arm64")
 	t.Logf("verify arm64 against 44.0:\n%s", out)
-	require.Error(t, err, "verify must exit non-zero on a difference")
-	require.Contains(t, out, "linux/arm64: struct ibv_qp_ex: size: C 360, Go 368")
+	require.Error(t, err, "verify must exit non-zero on a difference without -allow-growth")
+	require.Contains(t, out, "addition: linux/arm64: struct ibv_qp_ex: size: C 360, Go 368")
 	require.Contains(t, out, "verify: linux/arm64: 271 structs and unions")
-	require.Contains(t, out, ": 45 differences")
+	require.Contains(t, out, ": 39 differences (0 breaking, 39 additions)")
 }
 
 // TestVerifyOwnPackages runs `verbsgen verify` on packages a user generated
