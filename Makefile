@@ -27,18 +27,20 @@ deps:
 	@bash tests/deps.sh
 
 # Offline and deterministic: regenerates generated/ and tests/layout from
-# the vendored 65.0 headers (headers/vendored); the older pinned trees
-# (make headers fetches them) only date each function for its error.
-# Laid out for linux/amd64 and linux/arm64: it needs x86_64-linux-gnu-gcc
-# and aarch64-linux-gnu-gcc with their C libraries' headers (make deps).
-generate: headers
+# the vendored 65.0 headers (headers/vendored) and headers/since.tsv (the
+# first pinned release of each function, for its error: make since), both
+# committed; no fetched tree is read. Laid out for linux/amd64 and
+# linux/arm64: it needs x86_64-linux-gnu-gcc and aarch64-linux-gnu-gcc with
+# their C libraries' headers (make deps).
+generate:
 	cd generated && $(GO) generate .
 
 # Fails if the committed generated files differ from what the generator
-# makes, or the vendored headers from the pinned packages; and if git cannot
+# makes, the vendored headers from the pinned packages, or headers/since.tsv
+# from the pinned trees (check-since); and if git cannot
 # tell (not a repository, a clone owned by another user), where its empty
 # output would read as no difference.
-check-generated: generate check-vendored
+check-generated: generate check-vendored check-since
 	@st=$$(git status --porcelain -- generated tests/layout) || { \
 		echo "check-generated: git status failed: cannot tell whether generated/ matches the generator's output" >&2; exit 1; }; \
 	if [ -n "$$st" ]; then \

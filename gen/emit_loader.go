@@ -79,11 +79,14 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 		}
 	}
 	f.Commentf("library describes %s, which package %s opens on first use.", lib.Soname, spec.Name)
-	f.Var().Id("library").Op("=").Op("&").Qual(libloadPath, "Library").Values(jen.Dict{
+	fields := jen.Dict{
 		jen.Id("Soname"):  jen.Lit(lib.Soname),
 		jen.Id("Package"): jen.Lit(lib.Package),
-		jen.Id("Since"):   jen.Map(jen.String()).String().Values(since),
-	})
+	}
+	if e.opt.Since != nil { // dated by the pinned releases; nil Since: not dated
+		fields[jen.Id("Since")] = jen.Map(jen.String()).String().Values(since)
+	}
+	f.Var().Id("library").Op("=").Op("&").Qual(libloadPath, "Library").Values(fields)
 	f.Line()
 	f.Comment("symbols maps each extern function to its slot in the loader's table.")
 	f.Var().Id("symbols").Op("=").Map(jen.String()).Int().Values(index)

@@ -7,6 +7,12 @@
 //	verbsgen -headers /usr/include -report
 //	verbsgen verify -headers /usr/include
 //	verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
+//	verbsgen since -o headers/since.tsv headers/rdma-core-33.2 headers/rdma-core-44.0
+//
+// verbsgen since writes the table -since-table reads: each extern function
+// of the given pinned header trees (named .../rdma-core-VERSION) and the
+// oldest of them that declares it. It is made once from the pinned trees
+// and committed, so that generating needs no tree but -headers.
 //
 // On any error it prints one line naming the file and line, exits with
 // status 1, and leaves the files of the output directories as they were:
@@ -45,6 +51,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "verify" {
 		return verify(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "since" {
+		return since(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("verbsgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg gen.Config
@@ -56,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.LayoutOnly, "layout-only", false, "emit layouts and constants only, no cgo stubs (nothing to link)")
 	fs.StringVar(&cfg.Version, "version", "", "rdma-core `version` recorded in the files (default: from the -headers path)")
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
-	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
+	sinceTable := fs.String("since-table", "", "`file` mapping each function of the pinned rdma-core releases to the oldest that declares it (made by verbsgen since): a missing function's error names that release, or says that no pinned release declares it (default: nothing is dated)")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
 	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header; write nothing")
 	if err := fs.Parse(args); err != nil {
@@ -66,8 +75,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Flags that would otherwise be ignored without a word.
-	if cfg.LayoutOnly && *since != "" {
-		return errors.New("-since dates stubs, which -layout-only does not emit")
+	if cfg.LayoutOnly && *sinceTable != "" {
+		return errors.New("-since-table dates stubs, which -layout-only does not emit")
 	}
 	if *layoutImport != "" && cfg.LayoutDir == "" {
 		return errors.New("-layout-import needs -layout")
@@ -78,8 +87,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			cfg.LayoutPkg = strings.TrimSuffix(cfg.ImportRoot, "/generated") + "/tests/layout"
 		}
 	}
-	if *since != "" {
-		cfg.Since = strings.Split(*since, ",")
+	if *sinceTable != "" {
+		table, err := gen.ReadSince(*sinceTable)
+		if err != nil {
+			return err
+		}
+		cfg.Since = table
 	}
 	if *targets != "" {
 		ts, err := gen.ParseTargets(*targets)
@@ -177,6 +190,50 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		return errMismatch
 	}
 	return nil
+}
+
+// since writes the table of the pinned releases' functions (gen.PinnedSince)
+// to -o, which it leaves as it was on any error.
+func since(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("verbsgen since", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "`file` to write the table to")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of verbsgen since: verbsgen since -o FILE DIR... (each DIR an include directory named .../rdma-core-VERSION)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("since: -o is required")
+	}
+	if fs.NArg() == 0 {
+		return errors.New("since: no release trees given (.../rdma-core-VERSION)")
+	}
+	var releases []gen.Release
+	var versions []string
+	for _, dir := range fs.Args() {
+		v := gen.VersionOf(dir)
+		if v == "" || filepath.Base(filepath.Clean(dir)) != "rdma-core-"+v {
+			return fmt.Errorf("since: %s: no rdma-core version in the name (want .../rdma-core-VERSION)", dir)
+		}
+		releases = append(releases, gen.Release{Version: v, Headers: dir})
+		versions = append(versions, v)
+	}
+	table, err := gen.PinnedSince(releases, gen.Roots)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	if err := gen.WriteSince(&b, table, versions, "verbsgen since -o FILE "+strings.Join(fs.Args(), " ")); err != nil {
+		return err
+	}
+	tmp := *out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, *out)
 }
 
 // noArgs fails if arguments follow the flags: verbsgen takes none.
