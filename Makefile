@@ -12,7 +12,7 @@ include mk/arm64.mk
 FUZZTIME ?= 20s
 FUZZTIME_WIRE ?= 5s
 
-.PHONY: all deps generate check-generated vet test-go-min test test-go test-versions fuzz clean
+.PHONY: all deps generate check-generated generate-offline vet test-go-min test test-go test-versions fuzz clean
 
 # One recipe at a time, even under make -j: make test's prerequisites are
 # ordered only by their place in the list (deps installs the compilers that
@@ -48,6 +48,25 @@ check-generated: generate check-vendored check-since
 		echo "check-generated: generated files differ from the generator's output: run make generate and commit" >&2; exit 1; \
 	fi
 	@echo "check-generated: generated/ and tests/layout match the generator's output"
+
+# make generate with no network and the fetched header trees hidden (an
+# empty tmpfs over each headers/rdma-core-*), in a network and mount
+# namespace of its own: it fails if generating reads a fetched tree or
+# downloads anything, and if it leaves generated/ or tests/layout other
+# than committed. The probe first proves the namespace has no network.
+generate-offline:
+	unshare --net --mount --map-root-user bash -c '\
+		set -e; \
+		if timeout 5 bash -c "exec 3<>/dev/tcp/1.1.1.1/80" 2>/dev/null; then echo "generate-offline: the namespace reaches the network" >&2; exit 1; fi; \
+		for d in headers/rdma-core-*/; do [ -d "$$d" ] && mount -t tmpfs -o ro tmpfs "$$d"; done; \
+		GOPROXY=off $(MAKE) --no-print-directory generate'
+	@st=$$(git status --porcelain -- generated tests/layout) || { \
+		echo "generate-offline: git status failed" >&2; exit 1; }; \
+	if [ -n "$$st" ]; then \
+		git status --short -- generated tests/layout; \
+		echo "generate-offline: make generate without network or fetched trees left generated files that differ from the committed ones" >&2; exit 1; \
+	fi
+	@echo "generate-offline: make generate needs no network and no fetched tree, and leaves no diff"
 
 # gofmt over the tracked Go files, go vet and staticcheck (a tool
 # dependency in go.mod: go tool staticcheck).
@@ -106,7 +125,7 @@ fuzz: headers
 # on an emulated arm64 machine the host's release (44.0) and Debian 13's
 # (56.1, with its 6.12 kernel). bookworm is the host's, which rxe-test runs.
 test: RXE_MATRIX_RELEASES = bullseye trixie sid bookworm-arm64 trixie-arm64
-test: deps headers check-generated vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix rxe-pair-test-arm64
+test: deps headers check-generated generate-offline vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix rxe-pair-test-arm64
 	@echo "make test: all suites passed"
 
 clean:
