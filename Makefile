@@ -27,16 +27,16 @@ deps:
 	@bash tests/deps.sh
 
 # Offline and deterministic: regenerates generated/ and tests/layout from
-# the vendored 65.0 headers (headers/vendored) and headers/since.tsv (the
-# first pinned release of each function, for its error: make since), both
-# committed; no fetched tree is read. Laid out for linux/amd64 and
+# the vendored 65.0 headers (headers/vendored) and gen/since.tsv (the
+# first pinned release of each function, for its error: make since; built
+# into verbsgen, -since-pinned), both committed; no fetched tree is read. Laid out for linux/amd64 and
 # linux/arm64: it needs x86_64-linux-gnu-gcc and aarch64-linux-gnu-gcc with
 # their C libraries' headers (make deps).
 generate:
 	cd generated && $(GO) generate .
 
 # Fails if the committed generated files differ from what the generator
-# makes, the vendored headers from the pinned packages, or headers/since.tsv
+# makes, the vendored headers from the pinned packages, or gen/since.tsv
 # from the pinned trees (check-since); and if git cannot
 # tell (not a repository, a clone owned by another user), where its empty
 # output would read as no difference.

@@ -2,6 +2,8 @@ package gen
 
 import (
 	"bufio"
+	"bytes"
+	_ "embed" // pinnedSince
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,26 @@ import (
 	"sort"
 	"strings"
 )
+
+// pinnedSince is since.tsv: the table PinnedSince makes from every release
+// goverbs pins (headers/manifest.tsv), written by make since and checked
+// by make check-since.
+//
+//go:embed since.tsv
+var pinnedSince []byte
+
+// Pinned returns the table of the rdma-core releases goverbs pins
+// (gen/since.tsv, built into the package): each extern function of
+// libibverbs and librdmacm that one of them declares, and the oldest that
+// does. It is what Config.Since takes to date functions without the
+// pinned trees at hand; each call returns a new map.
+func Pinned() map[string]string {
+	since, err := parseSince("gen/since.tsv", bytes.NewReader(pinnedSince))
+	if err != nil {
+		panic(err) // since.tsv is committed, and TestPinned reads it
+	}
+	return since
+}
 
 // Release is one pinned rdma-core release's header tree, for PinnedSince.
 type Release struct {
@@ -74,8 +96,13 @@ func ReadSince(path string) (map[string]string, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return parseSince(path, f)
+}
+
+// parseSince is ReadSince of r, read from the file name.
+func parseSince(path string, r io.Reader) (map[string]string, error) {
 	since := map[string]string{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		text := sc.Text()
 		if text == "" || strings.HasPrefix(text, "#") {

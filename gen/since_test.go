@@ -84,3 +84,19 @@ func TestBadSinceTable(t *testing.T) {
 		Since: map[string]string{"ibv_b": "1.0", "ibv_a": "x"}})
 	assert.EqualError(t, err, `the release of ibv_a in the Since table, "x", is not a dotted number such as 65.0`)
 }
+
+// TestPinned: the table built into gen, made from every pinned release,
+// reads (Pinned does not panic) and dates functions by the release that
+// first declared them: ibv_open_device is in the oldest pin, 33.2;
+// ibv_reg_dmabuf_mr came with 34.0, so the first pin with it is 44.0; no
+// static inline and nothing a release does not declare is in it.
+func TestPinned(t *testing.T) {
+	since := gen.Pinned()
+	assert.Equal(t, "33.2", since["ibv_open_device"])
+	assert.Equal(t, "44.0", since["ibv_reg_dmabuf_mr"])
+	assert.Equal(t, "33.2", since["rdma_create_id"])
+	assert.NotContains(t, since, "ibv_post_send", "a static inline")
+	assert.NotContains(t, since, "ibv_my_vendor_op")
+	since["ibv_open_device"] = "1.0"
+	assert.Equal(t, "33.2", gen.Pinned()["ibv_open_device"], "a new map each call")
+}

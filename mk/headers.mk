@@ -9,11 +9,11 @@
 #   make check-vendored
 #                   fail if headers/vendored/include differs from what
 #                   vendor-headers makes from the pinned packages
-#   make since      refresh headers/since.tsv (committed: the oldest pinned
+#   make since      refresh gen/since.tsv (committed: the oldest pinned
 #                   release that declares each function, which make
 #                   generate reads) from every fetched tree
 #   make check-since
-#                   fail if headers/since.tsv differs from what make since
+#                   fail if gen/since.tsv differs from what make since
 #                   makes
 #
 # Each tree is an include directory, e.g. -I $(HEADERS_44).
@@ -43,12 +43,12 @@ check-vendored: headers
 	echo "check-vendored: headers/vendored/include is rdma-core $(HEADERS_VENDORED)'s header closure, from the pinned packages"
 
 since: headers
-	$(GO) run ./cmd/verbsgen since -o headers/since.tsv $(PINNED_TREES)
+	$(GO) run ./cmd/verbsgen since -o gen/since.tsv $(PINNED_TREES)
 
 check-since: headers
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(GO) run ./cmd/verbsgen since -o "$$tmp/since.tsv" $(PINNED_TREES) || exit 1; \
-	if ! diff -u headers/since.tsv "$$tmp/since.tsv"; then \
-		echo "check-since: headers/since.tsv differs from what the pinned trees ($(PINNED_RELEASES)) declare: run make since and commit" >&2; exit 1; \
+	if ! diff -u gen/since.tsv "$$tmp/since.tsv"; then \
+		echo "check-since: gen/since.tsv differs from what the pinned trees ($(PINNED_RELEASES)) declare: run make since and commit" >&2; exit 1; \
 	fi; \
-	echo "check-since: headers/since.tsv dates every function of the pinned releases $(PINNED_RELEASES)"
+	echo "check-since: gen/since.tsv dates every function of the pinned releases $(PINNED_RELEASES)"

@@ -7,12 +7,13 @@
 //	verbsgen -headers /usr/include -report
 //	verbsgen verify -headers /usr/include
 //	verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
-//	verbsgen since -o headers/since.tsv headers/rdma-core-33.2 headers/rdma-core-44.0
+//	verbsgen since -o gen/since.tsv headers/rdma-core-33.2 headers/rdma-core-44.0
 //
 // verbsgen since writes the table -since-table reads: each extern function
 // of the given pinned header trees (named .../rdma-core-VERSION) and the
 // oldest of them that declares it. It is made once from the pinned trees
-// and committed, so that generating needs no tree but -headers.
+// and committed, so that generating needs no tree but -headers; goverbs'
+// own, gen/since.tsv, is built into verbsgen (-since-pinned).
 //
 // On any error it prints one line naming the file and line, exits with
 // status 1, and leaves the files of the output directories as they were:
@@ -66,6 +67,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Version, "version", "", "rdma-core `version` recorded in the files (default: from the -headers path)")
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
 	sinceTable := fs.String("since-table", "", "`file` mapping each function of the pinned rdma-core releases to the oldest that declares it (made by verbsgen since): a missing function's error names that release, or says that no pinned release declares it (default: nothing is dated)")
+	sincePinned := fs.Bool("since-pinned", false, "as -since-table, with the table of the releases goverbs pins that is built into verbsgen (gen/since.tsv)")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
 	report := fs.Bool("report", false, "print what would be generated and what is skipped, per header; write nothing")
 	if err := fs.Parse(args); err != nil {
@@ -75,8 +77,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Flags that would otherwise be ignored without a word.
-	if cfg.LayoutOnly && *sinceTable != "" {
-		return errors.New("-since-table dates stubs, which -layout-only does not emit")
+	if cfg.LayoutOnly && (*sinceTable != "" || *sincePinned) {
+		return errors.New("-since-table and -since-pinned date stubs, which -layout-only does not emit")
+	}
+	if *sinceTable != "" && *sincePinned {
+		return errors.New("-since-table and -since-pinned are two tables: give one")
 	}
 	if *layoutImport != "" && cfg.LayoutDir == "" {
 		return errors.New("-layout-import needs -layout")
@@ -93,6 +98,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		cfg.Since = table
+	}
+	if *sincePinned {
+		cfg.Since = gen.Pinned()
 	}
 	if *targets != "" {
 		ts, err := gen.ParseTargets(*targets)

@@ -467,7 +467,9 @@ func TestFlagMistakes(t *testing.T) {
 	}{
 		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "extra"}, "unexpected arguments: extra"},
 		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "-targets", "linux/riscv64"}, `unknown target "linux/riscv64" (known: linux/amd64, linux/arm64)`},
-		{[]string{"-headers", headers, "-layout-only", "-since-table", headers}, "-since-table dates stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-layout-only", "-since-table", headers}, "-since-table and -since-pinned date stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-layout-only", "-since-pinned"}, "-since-table and -since-pinned date stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-since-pinned", "-since-table", headers}, "-since-table and -since-pinned are two tables: give one"},
 		{[]string{"-headers", headers, "-layout-import", "example.com/layout"}, "-layout-import needs -layout"},
 	} {
 		root, out, _ := fakeOutput(t)
@@ -526,12 +528,31 @@ func TestSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	since := regexp.MustCompile(`Since: map\[string\]string\{([^}]*)\}`).FindSubmatch(funcs)
+	since := regexp.MustCompile(`Since:\s+map\[string\]string\{([^}]*)\}`).FindSubmatch(funcs)
 	if since == nil {
 		t.Fatalf("zverbs_funcs.go has no Since table:\n%s", funcs)
 	}
 	if got := strings.Join(strings.Fields(string(since[1])), " "); got != `"ibv_destroy_newer": "2.0", "ibv_destroy_thing": "1.0",` {
 		t.Errorf("Since holds %s, want ibv_destroy_thing at 1.0, ibv_destroy_newer at 2.0 and no ibv_destroy_vendor", got)
+	}
+
+	// The table built in: only what the pinned releases declare.
+	pinnedHeaders := headerSet(t, map[string]string{
+		"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "struct ibv_qp;\nint ibv_destroy_qp(struct ibv_qp *qp);\n",
+	})
+	_, out, _ = fakeOutput(t)
+	if err := run([]string{"-headers", pinnedHeaders, "-version", "65.0", "-since-pinned", "-out", out}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("generating with -since-pinned: %v", err)
+	}
+	if funcs, err = os.ReadFile(filepath.Join(out, "verbs", "zverbs_funcs.go")); err != nil {
+		t.Fatal(err)
+	}
+	since = regexp.MustCompile(`Since:\s+map\[string\]string\{([^}]*)\}`).FindSubmatch(funcs)
+	if since == nil {
+		t.Fatalf("generated with -since-pinned, zverbs_funcs.go has no Since table:\n%s", funcs)
+	}
+	if got := strings.TrimSuffix(strings.Join(strings.Fields(string(since[1])), " "), ","); got != `"ibv_destroy_qp": "33.2"` {
+		t.Errorf("with -since-pinned, Since holds %s, want ibv_destroy_qp at 33.2 and not ibv_destroy_thing, which no pinned release declares", got)
 	}
 
 	// Without the table nothing is dated: no Since at all.
