@@ -122,8 +122,14 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 	f.Commentf("Available reports whether the installed %s has the extern function", lib.Soname)
 	f.Comment("named function (its C name). It returns nil; the Load error; or a")
 	f.Comment("*libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming")
-	f.Comment("the function and the first rdma-core release known to have it. A call to")
-	f.Comment("a missing function sets errno to ENOSYS and returns its failure value.")
+	if e.opt.Since != nil {
+		f.Comment("the function and the first rdma-core release goverbs pins that declares")
+		f.Comment("it, or saying that none does. A call to a missing function sets errno to")
+		f.Comment("ENOSYS and returns its failure value.")
+	} else {
+		f.Comment("the function. A call to a missing function sets errno to ENOSYS and")
+		f.Comment("returns its failure value.")
+	}
 	f.Func().Id("Available").Params(jen.Id("function").String()).Error().Block(
 		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id("symbols").Index(jen.Id("function")),
 		jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Qual("fmt", "Errorf").Call(

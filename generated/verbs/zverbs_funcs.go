@@ -2477,8 +2477,9 @@ func Functions() []string {
 // Available reports whether the installed libibverbs.so.1 has the extern function
 // named function (its C name). It returns nil; the Load error; or a
 // *libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming
-// the function and the first rdma-core release known to have it. A call to
-// a missing function sets errno to ENOSYS and returns its failure value.
+// the function and the first rdma-core release goverbs pins that declares
+// it, or saying that none does. A call to a missing function sets errno to
+// ENOSYS and returns its failure value.
 func Available(function string) error {
 	i, ok := symbols[function]
 	if !ok {
