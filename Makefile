@@ -12,7 +12,7 @@ include mk/arm64.mk
 FUZZTIME ?= 20s
 FUZZTIME_WIRE ?= 5s
 
-.PHONY: all deps generate check-generated vet test-go-min test test-go test-versions fuzz clean
+.PHONY: all deps generate check-generated generate-offline vet test-go-min test test-go test-versions fuzz clean
 
 # One recipe at a time, even under make -j: make test's prerequisites are
 # ordered only by their place in the list (deps installs the compilers that
@@ -27,18 +27,20 @@ deps:
 	@bash tests/deps.sh
 
 # Offline and deterministic: regenerates generated/ and tests/layout from
-# the vendored 65.0 headers (headers/vendored); the older pinned trees
-# (make headers fetches them) only date each function for its error.
-# Laid out for linux/amd64 and linux/arm64: it needs x86_64-linux-gnu-gcc
-# and aarch64-linux-gnu-gcc with their C libraries' headers (make deps).
-generate: headers
+# the vendored 65.0 headers (headers/vendored) and gen/since.tsv (the
+# first pinned release of each function, for its error: make since; built
+# into verbsgen, -since-pinned), both committed; no fetched tree is read. Laid out for linux/amd64 and
+# linux/arm64: it needs x86_64-linux-gnu-gcc and aarch64-linux-gnu-gcc with
+# their C libraries' headers (make deps).
+generate:
 	cd generated && $(GO) generate .
 
 # Fails if the committed generated files differ from what the generator
-# makes, or the vendored headers from the pinned packages; and if git cannot
+# makes, the vendored headers from the pinned packages, or gen/since.tsv
+# from the pinned trees (check-since); and if git cannot
 # tell (not a repository, a clone owned by another user), where its empty
 # output would read as no difference.
-check-generated: generate check-vendored
+check-generated: generate check-vendored check-since
 	@st=$$(git status --porcelain -- generated tests/layout) || { \
 		echo "check-generated: git status failed: cannot tell whether generated/ matches the generator's output" >&2; exit 1; }; \
 	if [ -n "$$st" ]; then \
@@ -46,6 +48,25 @@ check-generated: generate check-vendored
 		echo "check-generated: generated files differ from the generator's output: run make generate and commit" >&2; exit 1; \
 	fi
 	@echo "check-generated: generated/ and tests/layout match the generator's output"
+
+# make generate with no network and the fetched header trees hidden (an
+# empty tmpfs over each headers/rdma-core-*), in a network and mount
+# namespace of its own: it fails if generating reads a fetched tree or
+# downloads anything, and if it leaves generated/ or tests/layout other
+# than committed. The probe first proves the namespace has no network.
+generate-offline:
+	unshare --net --mount --map-root-user bash -c '\
+		set -e; \
+		if timeout 5 bash -c "exec 3<>/dev/tcp/1.1.1.1/80" 2>/dev/null; then echo "generate-offline: the namespace reaches the network" >&2; exit 1; fi; \
+		for d in headers/rdma-core-*/; do [ -d "$$d" ] && mount -t tmpfs -o ro tmpfs "$$d"; done; \
+		GOPROXY=off $(MAKE) --no-print-directory generate'
+	@st=$$(git status --porcelain -- generated tests/layout) || { \
+		echo "generate-offline: git status failed" >&2; exit 1; }; \
+	if [ -n "$$st" ]; then \
+		git status --short -- generated tests/layout; \
+		echo "generate-offline: make generate without network or fetched trees left generated files that differ from the committed ones" >&2; exit 1; \
+	fi
+	@echo "generate-offline: make generate needs no network and no fetched tree, and leaves no diff"
 
 # gofmt over the tracked Go files, go vet and staticcheck (a tool
 # dependency in go.mod: go tool staticcheck).
@@ -109,7 +130,7 @@ fuzz: headers
 # (56.1, with its 6.12 kernel). bookworm is the host's, which rxe-test runs.
 test: RXE_MATRIX_RELEASES = bullseye trixie sid bookworm-arm64 trixie-arm64
 test: RXE_PREBUILT = $(SITE_TEST_OUT)/sitecheck.test
-test: deps headers check-generated vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix rxe-pair-test-arm64
+test: deps headers check-generated generate-offline vet test-go-min test-go test-hand bench-gate test-arm64 nordma-build fuzz rxe-test soak rxe-pair-test rxe-matrix rxe-pair-test-arm64
 	@echo "make test: all suites passed"
 
 clean:

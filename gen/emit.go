@@ -28,9 +28,10 @@ type EmitOptions struct {
 	// never the machine's. LayoutIncludeDir is the same directory relative
 	// to the layout test package.
 	IncludeDir, LayoutIncludeDir string
-	// Since maps an extern function to the oldest rdma-core release known
-	// to declare it, for the error a call gets when the loaded library
-	// lacks it.
+	// Since maps an extern function to the oldest pinned rdma-core release
+	// that declares it, for the error a call gets when the loaded library
+	// lacks it; a function not in a non-nil Since is declared by no pinned
+	// release. Nil: nothing is dated.
 	Since map[string]string
 	// Target, for Emit, is the architecture the IR was laid out for (the
 	// host's): the layout assertions then hold only where its Define is
@@ -1013,14 +1014,14 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func, newer map
 
 // A newerExtern is an extern function of the package's library that the
 // oldest release in EmitOptions.Since lacks: the extern's C name and the
-// first release with it.
+// first pinned release with it, empty when no pinned release declares it.
 type newerExtern struct{ name, since string }
 
-// newerExterns maps each extern of spec's library that an older pinned
-// release lacks to what newerExtern says of it; nil without a loader or
-// without older releases.
+// newerExterns maps each extern of spec's library that the oldest pinned
+// release lacks (a later one declares it, or none does) to what
+// newerExtern says of it; nil without a loader or without a Since table.
 func (e *emitter) newerExterns(spec *PackageSpec) map[string]newerExtern {
-	if spec.Library.Soname == "" || len(e.opt.Since) == 0 {
+	if spec.Library.Soname == "" || e.opt.Since == nil {
 		return nil
 	}
 	oldest := ""
@@ -1031,7 +1032,7 @@ func (e *emitter) newerExterns(spec *PackageSpec) map[string]newerExtern {
 	}
 	newer := map[string]newerExtern{}
 	for _, fn := range e.externsOf(spec) {
-		if v := e.opt.Since[fn.Name]; v != "" && v != oldest {
+		if v, ok := e.opt.Since[fn.Name]; !ok || v != oldest {
 			newer[fn.Name] = newerExtern{fn.Name, v}
 		}
 	}
@@ -1111,16 +1112,34 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 	switch fn.Convention {
 	case CannotFail:
 		if xs := newerThanOldest(fn, newer); len(xs) > 0 {
-			var lacks []string
+			var lacks, undated []string
 			var names []jen.Code
 			for _, x := range xs {
-				lacks = append(lacks, fmt.Sprintf("before %s lack %s", x.since, x.name))
+				if x.since == "" {
+					undated = append(undated, x.name)
+				} else {
+					lacks = append(lacks, fmt.Sprintf("before %s lack %s", x.since, x.name))
+				}
 				names = append(names, jen.Lit(x.name))
 			}
-			doc = fmt.Sprintf("It cannot fail once called, but rdma-core releases %s: "+
-				"when the loaded library does, it calls nothing and returns a *verberr.Error naming %s, "+
+			var clauses []string
+			if len(lacks) > 0 {
+				clauses = append(clauses, "rdma-core releases "+strings.Join(lacks, ", and "))
+			}
+			if len(undated) > 0 {
+				clauses = append(clauses, "no rdma-core release goverbs pins declares "+strings.Join(undated, " or "))
+			}
+			when := "does" // lacks what those releases lack
+			switch {
+			case len(undated) > 0 && len(names) > 1:
+				when = "lacks one"
+			case len(undated) > 0:
+				when = "lacks it"
+			}
+			doc = fmt.Sprintf("It cannot fail once called, but %s: "+
+				"when the loaded library %s, it calls nothing and returns a *verberr.Error naming %s, "+
 				"ENOSYS with Available's error (error convention %q, rule %q).",
-				strings.Join(lacks, ", and "), fn.Name, fn.Convention, fn.ConventionRule)
+				strings.Join(clauses, ", and "), when, fn.Name, fn.Convention, fn.ConventionRule)
 			// fail returns the site's ENOSYS, which carries Available's
 			// error, for a missing extern.
 			enosys := site.Clone().Dot("Err").Call(jen.Qual("syscall", "ENOSYS"))

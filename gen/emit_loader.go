@@ -79,11 +79,14 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 		}
 	}
 	f.Commentf("library describes %s, which package %s opens on first use.", lib.Soname, spec.Name)
-	f.Var().Id("library").Op("=").Op("&").Qual(libloadPath, "Library").Values(jen.Dict{
+	fields := jen.Dict{
 		jen.Id("Soname"):  jen.Lit(lib.Soname),
 		jen.Id("Package"): jen.Lit(lib.Package),
-		jen.Id("Since"):   jen.Map(jen.String()).String().Values(since),
-	})
+	}
+	if e.opt.Since != nil { // dated by the pinned releases; nil Since: not dated
+		fields[jen.Id("Since")] = jen.Map(jen.String()).String().Values(since)
+	}
+	f.Var().Id("library").Op("=").Op("&").Qual(libloadPath, "Library").Values(fields)
 	f.Line()
 	f.Comment("symbols maps each extern function to its slot in the loader's table.")
 	f.Var().Id("symbols").Op("=").Map(jen.String()).Int().Values(index)
@@ -119,8 +122,14 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 	f.Commentf("Available reports whether the installed %s has the extern function", lib.Soname)
 	f.Comment("named function (its C name). It returns nil; the Load error; or a")
 	f.Comment("*libload.MissingError (matching libload.ErrNotSupported and ENOSYS) naming")
-	f.Comment("the function and the first rdma-core release known to have it. A call to")
-	f.Comment("a missing function sets errno to ENOSYS and returns its failure value.")
+	if e.opt.Since != nil {
+		f.Comment("the function and the first rdma-core release goverbs pins that declares")
+		f.Comment("it, or saying that none does. A call to a missing function sets errno to")
+		f.Comment("ENOSYS and returns its failure value.")
+	} else {
+		f.Comment("the function. A call to a missing function sets errno to ENOSYS and")
+		f.Comment("returns its failure value.")
+	}
 	f.Func().Id("Available").Params(jen.Id("function").String()).Error().Block(
 		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id("symbols").Index(jen.Id("function")),
 		jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Qual("fmt", "Errorf").Call(

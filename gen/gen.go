@@ -47,10 +47,13 @@ type Config struct {
 	// kept inside the module, so that its packages build against them and
 	// never against the machine's. Headers must then be inside Out's module.
 	CgoInclude bool
-	// Since lists include directories of older rdma-core releases: a call
-	// to a function the loaded library lacks names the oldest of them that
-	// declares it.
-	Since []string
+	// Since maps each extern function of the pinned rdma-core releases to
+	// the oldest of them that declares it (PinnedSince, ReadSince): a call
+	// to a function the loaded library lacks names that release, or says
+	// that no pinned release declares it when the function is not in
+	// Since. Nil: the errors date nothing. The headers' own version plays
+	// no part: only releases whose trees made the table are named.
+	Since map[string]string
 	// Targets, if set, are the architectures to lay the types out for,
 	// each with its own C front end configuration (see Target); with more
 	// than one, what differs between them goes in per-architecture files.
@@ -91,27 +94,20 @@ var (
 )
 
 // checkVersions fails, naming the version, if version (the headers') could
-// not be pasted into the files, or if older releases are to date functions
-// and a version of them or of the headers cannot be ordered.
+// not be pasted into the files, or if a release of the Since table cannot
+// be ordered (the oldest of them is the one every library has).
 func checkVersions(cfg Config, version string) error {
 	if version != "" && !safeVersion.MatchString(version) {
 		return fmt.Errorf("version %q: not an rdma-core version (letters, digits and .+~_- only)", version)
 	}
-	if cfg.LayoutOnly || len(cfg.Since) == 0 {
-		return nil
+	names := make([]string, 0, len(cfg.Since))
+	for n := range cfg.Since {
+		names = append(names, n)
 	}
-	if version == "" {
-		return fmt.Errorf("the version of headers %s is unknown: comparing it with older releases (-since) needs a dotted number such as 65.0 (give -version)", cfg.Headers)
-	}
-	if !numericVersion.MatchString(version) {
-		return fmt.Errorf("version %q of headers %s is not a dotted number such as 65.0: it cannot be compared with older releases (-since)", version, cfg.Headers)
-	}
-	for _, dir := range cfg.Since {
-		switch v := VersionOf(dir); {
-		case v == "":
-			return fmt.Errorf("older release %s: no rdma-core version in the path (want .../rdma-core-VERSION)", dir)
-		case !numericVersion.MatchString(v):
-			return fmt.Errorf("older release %s: version %q is not a dotted number such as 65.0", dir, v)
+	sort.Strings(names) // the same error each run
+	for _, n := range names {
+		if v := cfg.Since[n]; !numericVersion.MatchString(v) {
+			return fmt.Errorf("the release of %s in the Since table, %q, is not a dotted number such as 65.0", n, v)
 		}
 	}
 	return nil
@@ -186,15 +182,7 @@ func Build(cfg Config) (*Result, error) {
 		}
 	}
 	if !cfg.LayoutOnly {
-		releases := []*IR{ir}
-		for _, dir := range cfg.Since {
-			old, err := olderRelease(dir, cfg.Roots)
-			if err != nil {
-				return nil, fmt.Errorf("older release %s: %w", dir, err)
-			}
-			releases = append(releases, old)
-		}
-		opt.Since = sinceTable(releases)
+		opt.Since = cfg.Since
 	}
 	var files []File
 	if len(cfg.Targets) > 0 {
@@ -224,8 +212,8 @@ func modelOf(t Target, headers string, roots []string) (*IR, error) {
 	return Model(l)
 }
 
-// olderRelease models an older release's header set for the Since table,
-// its version taken from its path.
+// olderRelease models a pinned release's header set for the Since table
+// (PinnedSince sets its version).
 func olderRelease(headers string, roots []string) (*IR, error) {
 	var have []string // an older release may lack a root header
 	for _, r := range roots {
@@ -233,14 +221,10 @@ func olderRelease(headers string, roots []string) (*IR, error) {
 			have = append(have, r)
 		}
 	}
-	ir, err := modelOf(Target{}, headers, have)
-	if err != nil {
-		return nil, err
+	if len(have) == 0 {
+		return nil, fmt.Errorf("none of %s is there", strings.Join(roots, ", "))
 	}
-	if ir.Version = VersionOf(headers); ir.Version == "" {
-		return nil, fmt.Errorf("%s: no rdma-core version in the path (want .../rdma-core-VERSION)", headers)
-	}
-	return ir, nil
+	return modelOf(Target{}, headers, have)
 }
 
 // relSlash is target relative to dir, slash-separated.

@@ -56,6 +56,17 @@ func TestLoader(t *testing.T) {
 			Library:  gen.Library{Soname: "libgoverbs-absent.so.1", Package: "libabsent1"},
 		},
 	}
+	// The pinned releases are 0.1 (testdata/loader/old) and 0.2 (the
+	// headers generated from), but for ibv_missing_u16, which stands for a
+	// vendor's addition: declared by the headers, by no pinned release.
+	since, err := gen.PinnedSince([]gen.Release{
+		{Version: "0.2", Headers: filepath.Join(dir, "include")},
+		{Version: "0.1", Headers: filepath.Join(dir, "old", "rdma-core-0.1")},
+	}, []string{"infiniband/verbs.h", "rdma/rdma_cma.h"})
+	if err != nil {
+		t.Fatalf("PinnedSince: %v", err)
+	}
+	delete(since, "ibv_missing_u16")
 	res, err := gen.Run(gen.Config{
 		Headers:    filepath.Join(dir, "include"),
 		Out:        filepath.Join(mod, "generated"),
@@ -64,7 +75,7 @@ func TestLoader(t *testing.T) {
 		Command:    "verbsgen (gen loader test)",
 		Packages:   specs,
 		Roots:      []string{"infiniband/verbs.h", "rdma/rdma_cma.h"},
-		Since:      []string{filepath.Join(dir, "old", "rdma-core-0.1")},
+		Since:      since,
 		Conventions: []gen.ConventionRule{
 			{Name: "values", Convention: gen.CannotFail,
 				Funcs: []string{"ibv_add_one", "ibv_add_two", "ibv_add_three", "ibv_twice", "ibv_missing_void", "ibv_missing_u16",
@@ -86,6 +97,17 @@ func TestLoader(t *testing.T) {
 	}
 	var loaders []string
 	for _, f := range res.Files {
+		// A cannot-fail inline behind a dated and an undated extern says
+		// which pinned releases lack the one and that none declares the
+		// other.
+		if f.Path == "verbs/zverbs_funcs.go" {
+			const want = "It cannot fail once called, but rdma-core releases before 0.2 lack ibv_add_one, " +
+				"and no rdma-core release goverbs pins declares ibv_missing_u16: when the loaded library lacks one, " +
+				"it calls nothing and returns a *verberr.Error naming ibv_two_newer"
+			if !strings.Contains(strings.ReplaceAll(string(f.Data), "\n// ", " "), want) {
+				t.Errorf("%s: TwoNewer's doc does not say %q", f.Path, want)
+			}
+		}
 		if strings.HasSuffix(f.Path, "_load.c") {
 			loaders = append(loaders, f.Path)
 		}

@@ -29,8 +29,11 @@ var ErrNotSupported = errors.New("goverbs: not supported by the installed rdma-c
 type Library struct {
 	Soname  string // what dlopen is given: "libibverbs.so.1"
 	Package string // the Debian and Ubuntu package that installs it: "libibverbs1"
-	// Since maps a function to the oldest rdma-core release, among those the
-	// generator was shown, whose headers declare it; empty when unknown.
+	// Since maps a function to the oldest of the rdma-core releases goverbs
+	// pins whose headers declare it. A function it does not hold is
+	// declared by none of them (a vendor's addition, or a release newer
+	// than the pins). Nil when the package was generated without the
+	// table of pinned releases: then nothing is dated.
 	Since map[string]string
 }
 
@@ -42,7 +45,8 @@ func (l *Library) LoadError(reason string) error {
 // Missing is the error of a call to a function the loaded library lacks;
 // path is the file the library was loaded from.
 func (l *Library) Missing(function, path string) error {
-	return &MissingError{Function: function, Soname: l.Soname, Path: path, Since: l.Since[function]}
+	since, ok := l.Since[function]
+	return &MissingError{Function: function, Soname: l.Soname, Path: path, Since: since, Unpinned: l.Since != nil && !ok}
 }
 
 // LibraryError says that an rdma-core library could not be loaded, and what
@@ -79,13 +83,19 @@ func (e *LibraryError) Is(target error) bool {
 }
 
 // MissingError says that the loaded library lacks a function, and which
-// rdma-core release first has it. It matches ErrNotSupported and
-// syscall.ENOSYS (the errno the C call itself reported).
+// pinned rdma-core release first has it, or that none does. It matches
+// ErrNotSupported and syscall.ENOSYS (the errno the C call itself
+// reported).
 type MissingError struct {
 	Function string
 	Soname   string
 	Path     string // the file the library was loaded from; empty if unknown
-	Since    string // oldest known rdma-core release that has Function; empty if unknown
+	// Since is the oldest pinned rdma-core release whose headers declare
+	// Function; empty if none does (Unpinned) or nothing is dated.
+	Since string
+	// Unpinned says that no rdma-core release goverbs pins declares
+	// Function: a release, if any, that has it is not known.
+	Unpinned bool
 }
 
 func (e *MissingError) Error() string {
@@ -97,10 +107,13 @@ func (e *MissingError) Error() string {
 	if e.Path != "" {
 		b.WriteString(" (" + e.Path + ")")
 	}
-	if e.Since != "" {
+	switch {
+	case e.Since != "":
 		b.WriteString(": of the rdma-core releases goverbs pins, " + e.Since + " is the first that has it")
-	} else {
-		b.WriteString(": it needs a newer rdma-core")
+	case e.Unpinned:
+		b.WriteString(": no rdma-core release goverbs pins declares it")
+	default:
+		b.WriteString(": the headers its package was generated from declare it")
 	}
 	return b.String()
 }

@@ -44,3 +44,37 @@ func TestLibraryError(t *testing.T) {
 		}
 	}
 }
+
+// A missing function's error names the pinned release that first declares
+// it, says that none does when the table of pinned releases lacks it, and
+// dates nothing when the package was generated without that table. Each
+// matches ErrNotSupported and ENOSYS.
+func TestMissingError(t *testing.T) {
+	pinned := &Library{Soname: "libibverbs.so.1", Package: "libibverbs1",
+		Since: map[string]string{"ibv_query_device_ex": "33.2", "ibv_reg_dmabuf_mr": "44.0"}}
+	undated := &Library{Soname: "libibverbs.so.1", Package: "libibverbs1"}
+	const head = "goverbs: %s is not in the installed libibverbs.so.1 (/lib/libibverbs.so.1): "
+	for _, c := range []struct {
+		lib      *Library
+		fn       string
+		since    string
+		unpinned bool
+		tail     string
+	}{
+		{pinned, "ibv_reg_dmabuf_mr", "44.0", false, "of the rdma-core releases goverbs pins, 44.0 is the first that has it"},
+		{pinned, "ibv_my_vendor_op", "", true, "no rdma-core release goverbs pins declares it"},
+		{undated, "ibv_reg_dmabuf_mr", "", false, "the headers its package was generated from declare it"},
+	} {
+		err := c.lib.Missing(c.fn, "/lib/libibverbs.so.1")
+		var me *MissingError
+		if !errors.As(err, &me) || me.Function != c.fn || me.Since != c.since || me.Unpinned != c.unpinned {
+			t.Errorf("Missing(%s) = %#v, want Since %q, Unpinned %v", c.fn, err, c.since, c.unpinned)
+		}
+		if want := strings.Replace(head, "%s", c.fn, 1) + c.tail; err.Error() != want {
+			t.Errorf("Missing(%s):\n got %q\nwant %q", c.fn, err, want)
+		}
+		if !errors.Is(err, ErrNotSupported) || !errors.Is(err, syscall.ENOSYS) {
+			t.Errorf("Missing(%s) = %v: does not match ErrNotSupported and ENOSYS", c.fn, err)
+		}
+	}
+}

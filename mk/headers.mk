@@ -9,6 +9,12 @@
 #   make check-vendored
 #                   fail if headers/vendored/include differs from what
 #                   vendor-headers makes from the pinned packages
+#   make since      refresh gen/since.tsv (committed: the oldest pinned
+#                   release that declares each function, which make
+#                   generate reads) from every fetched tree
+#   make check-since
+#                   fail if gen/since.tsv differs from what make since
+#                   makes
 #
 # Each tree is an include directory, e.g. -I $(HEADERS_44).
 
@@ -17,7 +23,11 @@ HEADERS_56 := headers/rdma-core-56.1
 # The release vendored in headers/vendored, which generated/ is made from.
 HEADERS_VENDORED := 65.0
 
-.PHONY: headers vendor-headers check-vendored
+# Every release of the manifest, oldest first, and its tree.
+PINNED_RELEASES := $(shell awk '!/^\#/ && NF { print $$1 }' headers/manifest.tsv | sort -u -V)
+PINNED_TREES := $(addprefix headers/rdma-core-,$(PINNED_RELEASES))
+
+.PHONY: headers vendor-headers check-vendored since check-since
 headers:
 	bash headers/fetch.sh
 
@@ -31,3 +41,14 @@ check-vendored: headers
 		echo "check-vendored: headers/vendored differs from rdma-core $(HEADERS_VENDORED)'s pinned packages: run make vendor-headers and commit" >&2; exit 1; \
 	fi; \
 	echo "check-vendored: headers/vendored/include is rdma-core $(HEADERS_VENDORED)'s header closure, from the pinned packages"
+
+since: headers
+	$(GO) run ./cmd/verbsgen since -o gen/since.tsv $(PINNED_TREES)
+
+check-since: headers
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) run ./cmd/verbsgen since -o "$$tmp/since.tsv" $(PINNED_TREES) || exit 1; \
+	if ! diff -u gen/since.tsv "$$tmp/since.tsv"; then \
+		echo "check-since: gen/since.tsv differs from what the pinned trees ($(PINNED_RELEASES)) declare: run make since and commit" >&2; exit 1; \
+	fi; \
+	echo "check-since: gen/since.tsv dates every function of the pinned releases $(PINNED_RELEASES)"

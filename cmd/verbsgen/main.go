@@ -6,18 +6,28 @@
 // goverbs' own packages come from the //go:generate line of generated/doc.go
 // (make generate), from the vendored headers, for two architectures:
 //
-//	verbsgen -headers ../headers/vendored/include -cgo-include -targets linux/amd64,linux/arm64 \
-//		-since ../headers/rdma-core-33.2,../headers/rdma-core-44.0,../headers/rdma-core-56.1 \
-//		-out . -layout ../tests/layout
+//	verbsgen -headers ../headers/vendored/include -cgo-include -since-pinned \
+//		-targets linux/amd64,linux/arm64 -out . -layout ../tests/layout
 //
 // A module of a user's own (go get -tool github.com/goverbs/goverbs/cmd/verbsgen)
 // with its header set in include/ and its conventions file beside it
 // generates, reports on, and verifies its packages with:
 //
-//	go tool verbsgen -headers include -cgo-include -conventions verbs.conventions -import example.com/site/generated -out generated
+//	go tool verbsgen -headers include -cgo-include -since-pinned -conventions verbs.conventions -import example.com/site/generated -out generated
 //	go tool verbsgen -headers include -conventions verbs.conventions -report
 //	go tool verbsgen verify -headers include -import example.com/site/generated
 //	go tool verbsgen verify -headers /usr/include -targets linux/amd64,linux/arm64
+//
+// # Dating functions
+//
+// -since-pinned makes the error of a call to a function the loaded library
+// lacks name the oldest rdma-core release goverbs pins that declares it, or
+// say that none does (a vendor's function). The table comes from the pinned
+// header trees and is committed (gen/since.tsv), so generating needs no tree
+// but -headers; verbsgen since remakes it after make headers, and
+// -since-table reads another:
+//
+//	verbsgen since -o gen/since.tsv headers/rdma-core-33.2 headers/rdma-core-44.0 ...
 //
 // # Error conventions
 //
@@ -114,6 +124,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "verify" {
 		return verify(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "since" {
+		return since(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("verbsgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg gen.Config
@@ -125,7 +138,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.LayoutOnly, "layout-only", false, "emit layouts and constants only, no cgo stubs (nothing to link)")
 	fs.StringVar(&cfg.Version, "version", "", "rdma-core `version` recorded in the files (default: from the -headers path)")
 	fs.BoolVar(&cfg.CgoInclude, "cgo-include", false, "cgo preambles include -headers by a path relative to each package (#cgo CFLAGS), not the machine's headers; -headers must be inside the output's module")
-	since := fs.String("since", "", "comma-separated include `directories` of older rdma-core releases (.../rdma-core-VERSION): a missing function's error names the oldest that has it")
+	sinceTable := fs.String("since-table", "", "`file` mapping each function of the pinned rdma-core releases to the oldest that declares it (made by verbsgen since): a missing function's error names that release, or says that no pinned release declares it (default: nothing is dated)")
+	sincePinned := fs.Bool("since-pinned", false, "as -since-table, with the table of the releases goverbs pins that is built into verbsgen (gen/since.tsv)")
 	targets := fs.String("targets", "", "comma-separated `GOOS/GOARCH` list (linux/amd64, linux/arm64) to lay the types out for, each configured from its Debian gcc (x86_64-linux-gnu-gcc, aarch64-linux-gnu-gcc); what differs goes in per-architecture files (default: the host only)")
 	fs.StringVar(&cfg.ConventionsFile, "conventions", "", "conventions `file`: the error conventions of functions verbsgen's own table does not list (its rules decide first). "+
 		"One rule a line, NAME CONVENTION [negative-code]: NAME a C function or a prefix ending in *, CONVENTION one of "+
@@ -139,8 +153,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Flags that would otherwise be ignored without a word.
-	if cfg.LayoutOnly && *since != "" {
-		return errors.New("-since dates stubs, which -layout-only does not emit")
+	if cfg.LayoutOnly && (*sinceTable != "" || *sincePinned) {
+		return errors.New("-since-table and -since-pinned date stubs, which -layout-only does not emit")
+	}
+	if *sinceTable != "" && *sincePinned {
+		return errors.New("-since-table and -since-pinned are two tables: give one")
 	}
 	if cfg.LayoutOnly && cfg.ConventionsFile != "" {
 		return errors.New("-conventions gives stubs their error conventions, which -layout-only does not emit")
@@ -154,8 +171,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 			cfg.LayoutPkg = strings.TrimSuffix(cfg.ImportRoot, "/generated") + "/tests/layout"
 		}
 	}
-	if *since != "" {
-		cfg.Since = strings.Split(*since, ",")
+	if *sinceTable != "" {
+		table, err := gen.ReadSince(*sinceTable)
+		if err != nil {
+			return err
+		}
+		cfg.Since = table
+	}
+	if *sincePinned {
+		cfg.Since = gen.Pinned()
 	}
 	if *targets != "" {
 		ts, err := gen.ParseTargets(*targets)
@@ -301,6 +325,50 @@ func verify(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "verify: compatible: 0 additions")
 	}
 	return nil
+}
+
+// since writes the table of the pinned releases' functions (gen.PinnedSince)
+// to -o, which it leaves as it was on any error.
+func since(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("verbsgen since", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "`file` to write the table to")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of verbsgen since: verbsgen since -o FILE DIR... (each DIR an include directory named .../rdma-core-VERSION)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("since: -o is required")
+	}
+	if fs.NArg() == 0 {
+		return errors.New("since: no release trees given (.../rdma-core-VERSION)")
+	}
+	var releases []gen.Release
+	var versions []string
+	for _, dir := range fs.Args() {
+		v := gen.VersionOf(dir)
+		if v == "" || filepath.Base(filepath.Clean(dir)) != "rdma-core-"+v {
+			return fmt.Errorf("since: %s: no rdma-core version in the name (want .../rdma-core-VERSION)", dir)
+		}
+		releases = append(releases, gen.Release{Version: v, Headers: dir})
+		versions = append(versions, v)
+	}
+	table, err := gen.PinnedSince(releases, gen.Roots)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	if err := gen.WriteSince(&b, table, versions, "verbsgen since -o FILE "+strings.Join(fs.Args(), " ")); err != nil {
+		return err
+	}
+	tmp := *out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, *out)
 }
 
 // noArgs fails if arguments follow the flags: verbsgen takes none.

@@ -416,23 +416,24 @@ func TestBadOutputDir(t *testing.T) {
 	unchangedFiles(t, root, before)
 }
 
-// TestBadVersion: a version that -since cannot order (unknown, or not a
-// dotted number) and a -version that could not be pasted into the files
-// are errors naming the version, before anything is written, not panics.
+// TestBadVersion: a -version that could not be pasted into the files, and a
+// -since-table that cannot be read, are errors naming what is wrong, before
+// anything is written, not panics.
 func TestBadVersion(t *testing.T) {
-	old := headerSetAt(t, filepath.Join(t.TempDir(), "rdma-core-1.0"), nil)
 	unversioned := headerSet(t, nil)
+	badTable := filepath.Join(t.TempDir(), "since.tsv")
+	if err := os.WriteFile(badTable, []byte("ibv_destroy_thing\t1.0-x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string // regexp
 	}{
-		{"unknown current version", []string{"-headers", unversioned, "-since", old},
-			`^the version of headers .* is unknown: comparing it with older releases \(-since\) needs a dotted number such as 65\.0 \(give -version\)$`},
-		{"current version not a number", []string{"-headers", unversioned, "-version", "1.0-test", "-since", old},
-			`^version "1\.0-test" of headers .* is not a dotted number such as 65\.0: it cannot be compared with older releases \(-since\)$`},
-		{"older release without a version", []string{"-headers", unversioned, "-version", "2.0", "-since", unversioned},
-			`^older release .*: no rdma-core version in the path \(want \.\.\./rdma-core-VERSION\)$`},
+		{"release in -since-table not a number", []string{"-headers", unversioned, "-since-table", badTable},
+			`^.*/since\.tsv:1: ibv_destroy_thing: release "1\.0-x" is not a dotted number such as 65\.0$`},
+		{"no -since-table file", []string{"-headers", unversioned, "-since-table", badTable + ".absent"},
+			`^open .*/since\.tsv\.absent: no such file or directory$`},
 		{"quote in -version", []string{"-headers", unversioned, "-version", `1.0"x`},
 			`^version "1\.0\\"x": not an rdma-core version \(letters, digits and \.\+~_- only\)$`},
 		{"newline in -version", []string{"-headers", unversioned, "-version", "1.0\nx"},
@@ -466,7 +467,9 @@ func TestFlagMistakes(t *testing.T) {
 	}{
 		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "extra"}, "unexpected arguments: extra"},
 		{[]string{"verify", "-headers", headers, "-dir", t.TempDir(), "-targets", "linux/riscv64"}, `unknown target "linux/riscv64" (known: linux/amd64, linux/arm64)`},
-		{[]string{"-headers", headers, "-layout-only", "-since", headers}, "-since dates stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-layout-only", "-since-table", headers}, "-since-table and -since-pinned date stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-layout-only", "-since-pinned"}, "-since-table and -since-pinned date stubs, which -layout-only does not emit"},
+		{[]string{"-headers", headers, "-since-pinned", "-since-table", headers}, "-since-table and -since-pinned are two tables: give one"},
 		{[]string{"-headers", headers, "-layout-import", "example.com/layout"}, "-layout-import needs -layout"},
 		{[]string{"-headers", headers, "-layout-only", "-conventions", "vendor.conventions"}, "-conventions gives stubs their error conventions, which -layout-only does not emit"},
 	} {
@@ -802,4 +805,111 @@ func TestVerifyOlderRelease(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestSince: verbsgen since dates each function of the pinned trees by the
+// oldest that declares it, and generating with that table names the release
+// in a missing function's error only if a pinned tree declares the
+// function: one in the headers generated from but in no tree (a vendor's
+// addition) is said to be in none, whatever the headers' own version.
+func TestSince(t *testing.T) {
+	trees := t.TempDir()
+	old := headerSetAt(t, filepath.Join(trees, "rdma-core-1.0"), nil)
+	newer := headerSetAt(t, filepath.Join(trees, "rdma-core-2.0"), map[string]string{
+		"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_destroy_newer(struct ibv_thing *t);\n",
+	})
+	table := filepath.Join(t.TempDir(), "since.tsv")
+	var stderr bytes.Buffer
+	if err := run([]string{"since", "-o", table, newer, old}, &bytes.Buffer{}, &stderr); err != nil {
+		t.Fatalf("since: %v\n%s", err, stderr.String())
+	}
+	got, err := os.ReadFile(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# The oldest of the rdma-core releases 1.0, 2.0 whose headers declare each extern\n" +
+		"# function: function<TAB>release, sorted by function. A function missing\n" +
+		"# here is declared by none of them. Made by (do not edit):\n" +
+		"#   verbsgen since -o FILE " + newer + " " + old + "\n" +
+		"ibv_destroy_newer\t2.0\n" +
+		"ibv_destroy_thing\t1.0\n"
+	if string(got) != want {
+		t.Fatalf("since wrote\n%s\nwant\n%s", got, want)
+	}
+
+	// Headers "2.0 plus additions": ibv_destroy_vendor is in no pinned tree.
+	headers := headerSet(t, map[string]string{
+		"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "int ibv_destroy_newer(struct ibv_thing *t);\nint ibv_destroy_vendor(struct ibv_thing *t);\n",
+	})
+	_, out, _ := fakeOutput(t)
+	if err := run([]string{"-headers", headers, "-version", "2.0", "-since-table", table, "-out", out}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("generating with -since-table: %v", err)
+	}
+	funcs, err := os.ReadFile(filepath.Join(out, "verbs", "zverbs_funcs.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := regexp.MustCompile(`Since:\s+map\[string\]string\{([^}]*)\}`).FindSubmatch(funcs)
+	if since == nil {
+		t.Fatalf("zverbs_funcs.go has no Since table:\n%s", funcs)
+	}
+	if got := strings.Join(strings.Fields(string(since[1])), " "); got != `"ibv_destroy_newer": "2.0", "ibv_destroy_thing": "1.0",` {
+		t.Errorf("Since holds %s, want ibv_destroy_thing at 1.0, ibv_destroy_newer at 2.0 and no ibv_destroy_vendor", got)
+	}
+
+	// The table built in: only what the pinned releases declare.
+	pinnedHeaders := headerSet(t, map[string]string{
+		"infiniband/verbs.h": goodRoots["infiniband/verbs.h"] + "struct ibv_qp;\nint ibv_destroy_qp(struct ibv_qp *qp);\n",
+	})
+	_, out, _ = fakeOutput(t)
+	if err := run([]string{"-headers", pinnedHeaders, "-version", "65.0", "-since-pinned", "-out", out}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("generating with -since-pinned: %v", err)
+	}
+	if funcs, err = os.ReadFile(filepath.Join(out, "verbs", "zverbs_funcs.go")); err != nil {
+		t.Fatal(err)
+	}
+	since = regexp.MustCompile(`Since:\s+map\[string\]string\{([^}]*)\}`).FindSubmatch(funcs)
+	if since == nil {
+		t.Fatalf("generated with -since-pinned, zverbs_funcs.go has no Since table:\n%s", funcs)
+	}
+	if got := strings.TrimSuffix(strings.Join(strings.Fields(string(since[1])), " "), ","); got != `"ibv_destroy_qp": "33.2"` {
+		t.Errorf("with -since-pinned, Since holds %s, want ibv_destroy_qp at 33.2 and not ibv_destroy_thing, which no pinned release declares", got)
+	}
+
+	// Without the table nothing is dated: no Since at all.
+	_, out, _ = fakeOutput(t)
+	if err := run([]string{"-headers", headers, "-version", "2.0", "-out", out}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("generating without -since-table: %v", err)
+	}
+	if funcs, err = os.ReadFile(filepath.Join(out, "verbs", "zverbs_funcs.go")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(funcs), "Since:") {
+		t.Errorf("generated without -since-table, zverbs_funcs.go dates functions anyway")
+	}
+}
+
+// TestSinceMistakes: verbsgen since without -o, without trees, or with a
+// tree whose name carries no version fails naming the mistake and writes
+// nothing.
+func TestSinceMistakes(t *testing.T) {
+	tree := headerSetAt(t, filepath.Join(t.TempDir(), "rdma-core-1.0"), nil)
+	plain := headerSet(t, nil)
+	table := filepath.Join(t.TempDir(), "since.tsv")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"since", tree}, "since: -o is required"},
+		{[]string{"since", "-o", table}, "since: no release trees given (.../rdma-core-VERSION)"},
+		{[]string{"since", "-o", table, plain}, "since: " + plain + ": no rdma-core version in the name (want .../rdma-core-VERSION)"},
+	} {
+		err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(table); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v: %s written", tc.args, table)
+		}
+	}
 }

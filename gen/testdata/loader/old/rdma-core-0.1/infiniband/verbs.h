@@ -1,5 +1,5 @@
-/* Loader case: an older release's header (the -since input), which already
- * declared ibv_missing_ptr. */
+/* Loader case: an older release's header (a pinned tree the Since table
+ * is made from), which already declared ibv_missing_ptr. */
 #ifndef LOADER_OLD_VERBS_H
 #define LOADER_OLD_VERBS_H
 
