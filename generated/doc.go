@@ -2,7 +2,7 @@
 // headers: verbs (libibverbs: infiniband/verbs.h and the kernel ABI headers
 // it includes) and rdmacm (librdmacm: rdma/rdma_cma.h, rdma/rdma_verbs.h and
 // infiniband/sa.h). Their files are never edited by hand: run `make generate`
-// (or `go generate ./generated`) after `make headers`.
+// (or `go generate ./generated`).
 //
 // They are generated from the rdma-core release vendored in
 // ../headers/vendored and include it, never the machine's headers; they
