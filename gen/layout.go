@@ -153,9 +153,11 @@ func memberTypeOf(it item) memberType {
 }
 
 // hasSign reports whether the element is an integer with a signedness to
-// check: _Bool has none in Go (bool), and a float or pointer none at all.
+// check: _Bool has none in Go (bool), a float or pointer none at all, and
+// plain char's is the architecture's (unsigned on arm64) where Go keeps it
+// int8 on purpose (see typeOf): its size is still checked.
 func (mt memberType) hasSign() bool {
-	return mt.elem.Kind == KEnum || mt.elem.Kind == KInt && !mt.elem.Bool
+	return mt.elem.Kind == KEnum || mt.elem.Kind == KInt && !mt.elem.Bool && !mt.elem.Char
 }
 
 // cMember is the C expression of member path of a record typed ct, and

@@ -12,7 +12,7 @@ import (
 
 // GoRows returns the same table as CRows, computed from the generated Go types and constants.
 func GoRows() []layoutcheck.Row {
-	rows := make([]layoutcheck.Row, 0, 5817)
+	rows := make([]layoutcheck.Row, 0, 5812)
 	{
 		var v verbs.UverbsFlowActionESPKeymatAesGcm
 		rows = append(rows, layoutcheck.Row{
@@ -1308,9 +1308,6 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "memberelem(struct ibv_device_attr, fw_ver)",
 			Value: uint64(unsafe.Sizeof(v.FWVer[0])),
-		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device_attr, fw_ver)",
-			Value: layoutcheck.Signed(v.FWVer[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, node_guid)",
 			Value: uint64(unsafe.Offsetof(v.NodeGUID)),
@@ -6445,9 +6442,6 @@ func GoRows() []layoutcheck.Row {
 			Key:   "memberelem(struct ibv_device, name)",
 			Value: uint64(unsafe.Sizeof(v.Name[0])),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device, name)",
-			Value: layoutcheck.Signed(v.Name[0]),
-		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, dev_name)",
 			Value: uint64(unsafe.Offsetof(v.DevName)),
 		}, layoutcheck.Row{
@@ -6456,9 +6450,6 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "memberelem(struct ibv_device, dev_name)",
 			Value: uint64(unsafe.Sizeof(v.DevName[0])),
-		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device, dev_name)",
-			Value: layoutcheck.Signed(v.DevName[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, dev_path)",
 			Value: uint64(unsafe.Offsetof(v.DevPath)),
@@ -6469,9 +6460,6 @@ func GoRows() []layoutcheck.Row {
 			Key:   "memberelem(struct ibv_device, dev_path)",
 			Value: uint64(unsafe.Sizeof(v.DevPath[0])),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device, dev_path)",
-			Value: layoutcheck.Signed(v.DevPath[0]),
-		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, ibdev_path)",
 			Value: uint64(unsafe.Offsetof(v.IbdevPath)),
 		}, layoutcheck.Row{
@@ -6480,9 +6468,6 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "memberelem(struct ibv_device, ibdev_path)",
 			Value: uint64(unsafe.Sizeof(v.IbdevPath[0])),
-		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device, ibdev_path)",
-			Value: layoutcheck.Signed(v.IbdevPath[0]),
 		})
 	}
 	{
