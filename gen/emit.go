@@ -28,6 +28,13 @@ type EmitOptions struct {
 	// never the machine's. LayoutIncludeDir is the same directory relative
 	// to the layout test package.
 	IncludeDir, LayoutIncludeDir string
+	// LayoutHeaders is, when LayoutIncludeDir is empty, the directory the
+	// layout test reads the headers from to check they are the ones it was
+	// generated from (IR.Read): the generator's headers directory, relative
+	// to the layout test package if it was given relative. The test's C side
+	// then compiles against the machine's headers, so the environment
+	// variable layoutcheck.HeadersEnv overrides it.
+	LayoutHeaders string
 	// Since maps an extern function to the oldest pinned rdma-core release
 	// that declares it, for the error a call gets when the loaded library
 	// lacks it; a function not in a non-nil Since is declared by no pinned
@@ -934,10 +941,42 @@ func recordAssertions(b *strings.Builder, r *Record) int {
 		if it.kind == itemStorage {
 			continue
 		}
-		fmt.Fprintf(b, "GOVERBS_LAYOUT(__builtin_offsetof(%s, %s) == %d, \"offsetof(%s, %s)\");\n", ct, it.cPath, it.off, ct, it.cPath)
+		b.WriteString(memberAssertion(ct, it))
 		n++
 	}
 	return n
+}
+
+// memberAssertion is the one assertion of a member: its offset, its size
+// (for an array, its element's too) and, for an integer or enum, its
+// signedness, so that a member retyped at the same offset also fails the
+// build. One line a member keeps the preamble as long as offsets alone made
+// it; the message says what the Go side expects.
+func memberAssertion(ct string, it item) string {
+	mt := memberTypeOf(it)
+	conds := []string{fmt.Sprintf("__builtin_offsetof(%s, %s) == %d", ct, it.cPath, it.off)}
+	var want []string
+	if !mt.flex {
+		conds = append(conds, fmt.Sprintf("sizeof(%s) == %d", mt.cMember(ct, it.cPath), mt.size))
+		want = append(want, fmt.Sprintf("size %d", mt.size))
+	}
+	if mt.dims > 0 {
+		conds = append(conds, fmt.Sprintf("sizeof(%s) == %d", mt.cElem(ct, it.cPath), mt.elem.Size))
+		want = append(want, fmt.Sprintf("element size %d", mt.elem.Size))
+	}
+	if mt.hasSign() {
+		conds = append(conds, fmt.Sprintf("((__typeof__(%s))-1 < 0) == %d", mt.cElem(ct, it.cPath), cBool(mt.elem.Signed)))
+		want = append(want, map[bool]string{true: "signed", false: "unsigned"}[mt.elem.Signed])
+	}
+	return fmt.Sprintf("GOVERBS_LAYOUT(%s, \"%s member %s (offset %d, %s)\");\n",
+		strings.Join(conds, " && "), ct, it.cPath, it.off, strings.Join(want, ", "))
+}
+
+func cBool(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cName is the C function a stub calls: the macro's wrapper or the function.

@@ -53,6 +53,7 @@ func (e *emitter) layoutFiles() ([]File, error) {
 						jen.Qual("unsafe", "SliceData").Call(jen.Id("v").Dot(it.goName).Call(jen.Lit(0)))))
 				}
 				rows = append(rows, layoutRow{key, cexpr, g})
+				rows = append(rows, memberRows(ct, it)...)
 			}
 		}
 		blocks = append(blocks, rows)
@@ -157,9 +158,13 @@ func (e *emitter) layoutFiles() ([]File, error) {
 
 	tf := jen.NewFilePathName(e.opt.LayoutPkg, pkgName)
 	e.header(tf)
+	if err := e.headersTest(tf); err != nil {
+		return nil, err
+	}
 	tf.Comment("TestLayout compares every size, alignment, offset and constant value of the")
-	tf.Comment("generated packages, and the signedness of every enum type and macro, with")
-	tf.Comment("what gcc computes from the headers.")
+	tf.Comment("generated packages, the size and signedness of every member, and the")
+	tf.Comment("signedness of every enum type and macro, with what gcc computes from the")
+	tf.Comment("headers.")
 	tf.Func().Id("TestLayout").Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 		jen.Qual(layoutcheckPath, "Check").Call(jen.Id("t"), jen.Lit(e.ir.Version), jen.Id("CRows").Call(), jen.Id("GoRows").Call()),
 	)
@@ -168,6 +173,100 @@ func (e *emitter) layoutFiles() ([]File, error) {
 		return nil, err
 	}
 	return []File{cFile, goFile, testFile}, nil
+}
+
+// memberRows are the rows of a member's type (memberType): its size, its
+// element's size if it is an array, and its signedness if it is an integer
+// or enum. gcc evaluates them on a null pointer's member inside sizeof and
+// __typeof__, which evaluate nothing; Go on the field, the accessor's
+// result or the flexible array's element inside unsafe.Sizeof, which
+// evaluates nothing either, and through layoutcheck.Signed.
+func memberRows(ct string, it item) []layoutRow {
+	mt := memberTypeOf(it)
+	key := func(what string) string { return fmt.Sprintf("%s(%s, %s)", what, ct, it.cPath) }
+	// goMember is the member as a Go expression; goElem its innermost element.
+	goMember := func() *jen.Statement {
+		switch it.kind {
+		case itemAccessor:
+			return jen.Parens(jen.Op("*").Id("v").Dot(it.goName).Call())
+		case itemFlex:
+			return jen.Id("v").Dot(it.goName).Call(jen.Lit(0))
+		}
+		return jen.Id("v").Dot(it.goName)
+	}
+	goElem := func() *jen.Statement {
+		g := goMember()
+		for range mt.dims {
+			g = g.Index(jen.Lit(0))
+		}
+		return g
+	}
+	var rows []layoutRow
+	if !mt.flex {
+		rows = append(rows, layoutRow{key("membersize"), "sizeof(" + mt.cMember(ct, it.cPath) + ")",
+			jen.Uint64().Call(jen.Qual("unsafe", "Sizeof").Call(goMember()))})
+	}
+	if mt.dims > 0 {
+		rows = append(rows, layoutRow{key("memberelem"), "sizeof(" + mt.cElem(ct, it.cPath) + ")",
+			jen.Uint64().Call(jen.Qual("unsafe", "Sizeof").Call(goElem()))})
+	}
+	switch {
+	case !mt.hasSign():
+	case !mt.flex:
+		rows = append(rows, layoutRow{key("membersigned"), "(__typeof__(" + mt.cElem(ct, it.cPath) + "))-1 < 0",
+			jen.Qual(layoutcheckPath, "Signed").Call(goElem())})
+	case mt.dims == 1:
+		// Signed's argument is evaluated: the empty slice's element
+		// cannot be, so SignedElem takes the slice.
+		rows = append(rows, layoutRow{key("membersigned"), "(__typeof__(" + mt.cElem(ct, it.cPath) + "))-1 < 0",
+			jen.Qual(layoutcheckPath, "SignedElem").Call(goMember())})
+	}
+	// A flexible array of arrays has no sign row: the static assertions
+	// check it.
+	return rows
+}
+
+// headersTest adds to the layout test file the digests of the headers the
+// layouts were generated from and TestHeaders, which compares them with the
+// headers the C side compiles against, read when the test runs: a cached
+// pass of TestLayout says nothing of headers changed since (go test's cache
+// keys on neither headers outside the module nor C_INCLUDE_PATH or CPATH).
+func (e *emitter) headersTest(tf *jen.File) error {
+	if len(e.ir.Read) == 0 {
+		return fmt.Errorf("layout test: no header was read from the headers directory: nothing to tie the layouts to")
+	}
+	var list []jen.Code
+	for _, h := range e.ir.Read {
+		list = append(list, jen.Line().Values(jen.Id("Path").Op(":").Lit(h.Path), jen.Id("SHA256").Op(":").Lit(h.SHA256)))
+	}
+	list = append(list, jen.Line())
+	tf.Comment("headers are the headers the layouts were generated from, relative to the")
+	tf.Comment("include directory, with the SHA-256 of each.")
+	tf.Var().Id("headers").Op("=").Index().Qual(layoutcheckPath, "Header").Values(list...)
+	regen := "go generate"
+	if e.opt.Command != "" {
+		regen += ", or " + e.opt.Command
+	}
+	var dir jen.Code
+	if e.opt.LayoutIncludeDir != "" {
+		tf.Comment("includeDir is where the C side's headers are: the #cgo CFLAGS -I directory,")
+		tf.Comment("relative to this package's directory, where go test runs the test.")
+		tf.Const().Id("includeDir").Op("=").Lit(e.opt.LayoutIncludeDir)
+		dir = jen.Id("includeDir")
+	} else {
+		tf.Comment("includeDir is the headers directory the layouts were generated from. The C")
+		tf.Comment("side compiles against the machine's headers: if they are elsewhere, name")
+		tf.Commentf("their directory in the environment variable %s.", "GOVERBS_LAYOUT_HEADERS")
+		tf.Const().Id("includeDir").Op("=").Lit(e.opt.LayoutHeaders)
+		dir = jen.Qual(layoutcheckPath, "IncludeDir").Call(jen.Id("includeDir"))
+	}
+	tf.Comment("TestHeaders fails if the headers the C side compiles against are not the ones")
+	tf.Comment("the layouts were generated from, whatever the build cache holds: it reads")
+	tf.Comment("them each time it runs.")
+	tf.Func().Id("TestHeaders").Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
+		jen.Qual(layoutcheckPath, "CheckHeaders").Call(jen.Id("t"), dir, jen.Id("headers"), jen.Lit(regen)),
+	)
+	return nil
 }
 
 // enumSignRow is the "signed(...)" row of enum en. A named enum's type is

@@ -181,6 +181,14 @@ func Build(cfg Config) (*Result, error) {
 			}
 		}
 	}
+	if cfg.LayoutPkg != "" && opt.LayoutIncludeDir == "" {
+		opt.LayoutHeaders = filepath.ToSlash(cfg.Headers)
+		if !filepath.IsAbs(cfg.Headers) && cfg.LayoutDir != "" {
+			if opt.LayoutHeaders, err = relSlash(cfg.LayoutDir, cfg.Headers); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !cfg.LayoutOnly {
 		opt.Since = cfg.Since
 	}

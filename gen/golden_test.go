@@ -294,7 +294,11 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 
 	env := append(os.Environ(),
 		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local",
-		"CGO_ENABLED=1", "CGO_CFLAGS=-g -O2 "+strictCFlags+" -I"+include)
+		"CGO_ENABLED=1", "CGO_CFLAGS=-g -O2 "+strictCFlags+" -I"+include,
+		// The layout test reads the headers it was generated from here,
+		// as a user's test generated without -cgo-include does when its
+		// C side compiles against headers given in CGO_CFLAGS.
+		"GOVERBS_LAYOUT_HEADERS="+include)
 	run := func(env []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(goCmd, args...)
@@ -307,7 +311,7 @@ func compileGolden(t *testing.T, name string, full, layoutOnly []gen.File) {
 	}
 	run(env, "vet", "./...")
 	out := run(env, "test", "-count=1", "-v", "./...")
-	want := []string{"--- PASS: TestLayout"}
+	want := []string{"--- PASS: TestHeaders", "--- PASS: TestLayout"}
 	if len(support) > 0 {
 		want = append(want, "--- PASS: TestStubs")
 	}

@@ -259,6 +259,10 @@ type Skip struct {
 type IR struct {
 	Version string // rdma-core version the headers come from, "" if unknown
 	Headers []string
+	// Read are the target headers the IR was made from, with their
+	// digests (Loaded.Read): the layout test checks, when it runs, that the
+	// headers it compiles against are still these.
+	Read    []HeaderDigest
 	Records []*Record // every record the Go side declares, top-level first then nested, by position
 	Enums   []*Enum
 	Macros  []*Macro

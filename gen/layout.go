@@ -1,6 +1,9 @@
 package gen
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // itemKind tells how Go reaches a C member.
 type itemKind int
@@ -121,4 +124,48 @@ func checkLayout(r *Record, items []item) error {
 		seen[it.goName] = it.cPath
 	}
 	return nil
+}
+
+// memberType is what the layout test and the static assertions check of a
+// member's type, beyond its offset: its size, for an array the size of its
+// element (the count follows from the two), and for an integer or enum
+// (or an array of them) its signedness. A retyped member at the same offset
+// (uint64_t to uint32_t before padding, uint32_t to int32_t) changes one of
+// them.
+type memberType struct {
+	flex   bool  // a flexible array member: no size of its own
+	size   int64 // sizeof the member
+	dims   int   // array dimensions: the element is the member with dims [0]
+	elem   *Type // the member's type with every array dimension removed
+	signed bool  // elem is an integer or enum, and hasSign says which
+}
+
+func memberTypeOf(it item) memberType {
+	mt := memberType{flex: it.kind == itemFlex, size: it.typ.Size, elem: it.typ}
+	if mt.flex {
+		mt.dims = 1 // it.typ is already the element
+	}
+	for mt.elem.Kind == KArray {
+		mt.elem = mt.elem.Elem
+		mt.dims++
+	}
+	return mt
+}
+
+// hasSign reports whether the element is an integer with a signedness to
+// check: _Bool has none in Go (bool), a float or pointer none at all, and
+// plain char's is the architecture's (unsigned on arm64) where Go keeps it
+// int8 on purpose (see typeOf): its size is still checked.
+func (mt memberType) hasSign() bool {
+	return mt.elem.Kind == KEnum || mt.elem.Kind == KInt && !mt.elem.Bool && !mt.elem.Char
+}
+
+// cMember is the C expression of member path of a record typed ct, and
+// cElem that of its innermost element.
+func (mt memberType) cMember(ct, path string) string {
+	return fmt.Sprintf("((%s *)0)->%s", ct, path)
+}
+
+func (mt memberType) cElem(ct, path string) string {
+	return mt.cMember(ct, path) + strings.Repeat("[0]", mt.dims)
 }

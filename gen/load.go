@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,6 +33,10 @@ type Loaded struct {
 	// position in one of them is recorded relative to it
 	// ("bits/pthreadtypes.h"), the same on every machine and architecture.
 	System []string
+	// Read are the target headers (see isTargetPath) the front end read
+	// from the include directory, relative to it, sorted, each with the
+	// SHA-256 of the bytes read: what the layouts were made from.
+	Read []HeaderDigest
 	// packPragmas are where a pack pragma occurred (_Pragma_ for the
 	// operator's form): cc/v4 ignores them, so Model refuses one anywhere
 	// in the headers directory.
@@ -103,6 +108,10 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		}
 		return nil
 	}
+	// Every file the front end opens goes through rec, which records it:
+	// the target headers among them are the layouts' sources (Loaded.Read).
+	rec := &recordingFS{opened: map[string]bool{}}
+	cfg.FS = rec
 	cfg.IncludePaths = append([]string{abs}, host.IncludePaths...)
 	cfg.SysIncludePaths = append([]string{abs}, host.SysIncludePaths...)
 
@@ -133,6 +142,9 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		return nil, errors.New(msg)
 	}
 	l = &Loaded{AST: ast, Headers: abs, Roots: roots, packPragmas: packPragmas}
+	if l.Read, err = l.digests(rec.opened); err != nil {
+		return nil, err
+	}
 	for _, d := range append(append([]string(nil), host.IncludePaths...), host.SysIncludePaths...) {
 		if d != "" && filepath.IsAbs(d) && !slices.Contains(l.System, filepath.Clean(d)) {
 			l.System = append(l.System, filepath.Clean(d))
@@ -143,6 +155,53 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// HeaderDigest is a header file, relative to its include directory
+// ("infiniband/verbs.h"), and the SHA-256 of its bytes in hex.
+type HeaderDigest struct {
+	Path, SHA256 string
+}
+
+// recordingFS opens files from the operating system, as cc/v4 does without
+// an FS, and records each name it opened.
+type recordingFS struct {
+	opened map[string]bool
+}
+
+func (r *recordingFS) Open(name string) (fs.File, error) {
+	f, err := os.Open(filepath.FromSlash(name))
+	if err != nil {
+		return nil, err
+	}
+	r.opened[filepath.Clean(filepath.FromSlash(name))] = true
+	return f, nil
+}
+
+// digests returns the target headers among the files opened that lie in
+// the include directory, with their digests, sorted by path.
+func (l *Loaded) digests(opened map[string]bool) ([]HeaderDigest, error) {
+	var out []HeaderDigest
+	for name := range opened {
+		abs, err := filepath.Abs(name)
+		if err != nil {
+			continue
+		}
+		r, ok := l.rel(abs)
+		if !ok || !isTargetPath(r) {
+			continue
+		}
+		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+			continue // a directory opened while searching: not a source
+		}
+		data, err := os.ReadFile(abs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading it again for its digest: %w", r, err)
+		}
+		out = append(out, HeaderDigest{Path: r, SHA256: fmt.Sprintf("%x", sha256.Sum256(data))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
 }
 
 // endSource names the sentinel source Load appends after the headers.

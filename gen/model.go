@@ -130,6 +130,7 @@ func (m *modeler) run() error {
 		m.ir.Headers = append(m.ir.Headers, h)
 	}
 	sort.Strings(m.ir.Headers)
+	m.ir.Read = m.l.Read
 	return nil
 }
 

@@ -92,6 +92,51 @@ func TestWrongSignIsCaught(t *testing.T) {
 	}
 }
 
+// wrongSendWR is struct ibv_send_wr's head with wr_id narrowed to 32 bits,
+// as a binding written for other headers might have it: next, a pointer,
+// stays at 8, so no offset and not the record's size moves.
+type wrongSendWR struct {
+	_    structs.HostLayout
+	WRID uint32
+	_    [4]byte
+	Next unsafe.Pointer
+	Rest [unsafe.Sizeof(verbs.SendWR{}) - 16]byte // sg_list onwards, unchanged
+}
+
+// TestWrongMemberTypeIsCaught gives struct ibv_send_wr's wr_id the width of
+// wrongSendWR's and struct ibv_wc's vendor_err a signed type: every offset
+// and size of the records still matches, so only the member rows can catch
+// them, and they must name the record and member.
+func TestWrongMemberTypeIsCaught(t *testing.T) {
+	var w wrongSendWR
+	if unsafe.Sizeof(w) != unsafe.Sizeof(verbs.SendWR{}) || unsafe.Offsetof(w.Next) != unsafe.Offsetof(verbs.SendWR{}.Next) {
+		t.Fatal("wrongSendWR moved more than wr_id's type")
+	}
+	var wc verbs.WC
+	wrong := map[string]uint64{
+		"membersize(struct ibv_send_wr, wr_id)":   uint64(unsafe.Sizeof(w.WRID)),
+		"membersigned(struct ibv_wc, vendor_err)": layoutcheck.Signed(int32(wc.VendorErr)),
+	}
+	rows := GoRows()
+	n := 0
+	for i, r := range rows {
+		if v, ok := wrong[r.Key]; ok {
+			rows[i].Value = v
+			n++
+		}
+	}
+	if n != len(wrong) {
+		t.Fatalf("%d of the %d rows to mutate are in the Go table", n, len(wrong))
+	}
+	want := []string{
+		"membersigned(struct ibv_wc, vendor_err): C says 0, Go says 1",
+		"membersize(struct ibv_send_wr, wr_id): C says 8, Go says 4",
+	}
+	if diff := layoutcheck.Diff(CRows(), rows); !slices.Equal(diff, want) {
+		t.Errorf("Diff = %q, want %q", diff, want)
+	}
+}
+
 // TestMissingRowIsCaught drops a row from one side: a member the Go side
 // forgot must not pass silently.
 func TestMissingRowIsCaught(t *testing.T) {

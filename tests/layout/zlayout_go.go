@@ -12,7 +12,7 @@ import (
 
 // GoRows returns the same table as CRows, computed from the generated Go types and constants.
 func GoRows() []layoutcheck.Row {
-	rows := make([]layoutcheck.Row, 0, 3076)
+	rows := make([]layoutcheck.Row, 0, 5812)
 	{
 		var v verbs.UverbsFlowActionESPKeymatAesGcm
 		rows = append(rows, layoutcheck.Row{
@@ -25,20 +25,59 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv)",
 			Value: uint64(unsafe.Offsetof(v.Iv)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv)",
+			Value: uint64(unsafe.Sizeof(v.Iv)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv)",
+			Value: layoutcheck.Signed(v.Iv),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo)",
 			Value: uint64(unsafe.Offsetof(v.IvAlgo)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo)",
+			Value: uint64(unsafe.Sizeof(v.IvAlgo)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, iv_algo)",
+			Value: layoutcheck.Signed(v.IvAlgo),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, salt)",
 			Value: uint64(unsafe.Offsetof(v.Salt)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, salt)",
+			Value: uint64(unsafe.Sizeof(v.Salt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, salt)",
+			Value: layoutcheck.Signed(v.Salt),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len)",
 			Value: uint64(unsafe.Offsetof(v.IcvLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len)",
+			Value: uint64(unsafe.Sizeof(v.IcvLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, icv_len)",
+			Value: layoutcheck.Signed(v.IcvLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len)",
 			Value: uint64(unsafe.Offsetof(v.KeyLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len)",
+			Value: uint64(unsafe.Sizeof(v.KeyLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, key_len)",
+			Value: layoutcheck.Signed(v.KeyLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)",
 			Value: uint64(unsafe.Offsetof(v.AesKey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)",
+			Value: uint64(unsafe.Sizeof(v.AesKey)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)",
+			Value: uint64(unsafe.Sizeof(v.AesKey[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_keymat_aes_gcm, aes_key)",
+			Value: layoutcheck.Signed(v.AesKey[0]),
 		})
 	}
 	{
@@ -52,6 +91,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_replay_bmp, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_replay_bmp, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_replay_bmp, size)",
+			Value: layoutcheck.Signed(v.Size),
 		})
 	}
 	{
@@ -66,20 +111,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, val_ptr)",
 			Value: uint64(unsafe.Offsetof(v.ValPtr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_encap, val_ptr)",
+			Value: uint64(unsafe.Sizeof(v.ValPtr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, val_ptr_data_u64)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.ValPtrDataU64())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_encap, val_ptr_data_u64)",
+			Value: uint64(unsafe.Sizeof((*v.ValPtrDataU64()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_encap, val_ptr_data_u64)",
+			Value: layoutcheck.Signed((*v.ValPtrDataU64())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, next_ptr)",
 			Value: uint64(unsafe.Offsetof(v.NextPtr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_encap, next_ptr)",
+			Value: uint64(unsafe.Sizeof(v.NextPtr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, next_ptr_data_u64)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.NextPtrDataU64())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_encap, next_ptr_data_u64)",
+			Value: uint64(unsafe.Sizeof((*v.NextPtrDataU64()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_encap, next_ptr_data_u64)",
+			Value: layoutcheck.Signed((*v.NextPtrDataU64())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, len)",
 			Value: uint64(unsafe.Offsetof(v.Len)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_encap, len)",
+			Value: uint64(unsafe.Sizeof(v.Len)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_encap, len)",
+			Value: layoutcheck.Signed(v.Len),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp_encap, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp_encap, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp_encap, type)",
+			Value: layoutcheck.Signed(v.Type),
 		})
 	}
 	{
@@ -94,17 +169,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp, spi)",
 			Value: uint64(unsafe.Offsetof(v.Spi)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp, spi)",
+			Value: uint64(unsafe.Sizeof(v.Spi)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp, spi)",
+			Value: layoutcheck.Signed(v.Spi),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp, seq)",
 			Value: uint64(unsafe.Offsetof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp, seq)",
+			Value: uint64(unsafe.Sizeof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp, seq)",
+			Value: layoutcheck.Signed(v.Seq),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp, tfc_pad)",
 			Value: uint64(unsafe.Offsetof(v.TfcPad)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp, tfc_pad)",
+			Value: uint64(unsafe.Sizeof(v.TfcPad)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp, tfc_pad)",
+			Value: layoutcheck.Signed(v.TfcPad),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_action_esp, hard_limit_pkts)",
 			Value: uint64(unsafe.Offsetof(v.HardLimitPkts)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_action_esp, hard_limit_pkts)",
+			Value: uint64(unsafe.Sizeof(v.HardLimitPkts)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_action_esp, hard_limit_pkts)",
+			Value: layoutcheck.Signed(v.HardLimitPkts),
 		})
 	}
 	{
@@ -119,14 +224,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, legacy_resp)",
 			Value: uint64(unsafe.Offsetof(v.LegacyResp)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp_ex, legacy_resp)",
+			Value: uint64(unsafe.Sizeof(v.LegacyResp)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, port_cap_flags2)",
 			Value: uint64(unsafe.Offsetof(v.PortCapFlags2)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp_ex, port_cap_flags2)",
+			Value: uint64(unsafe.Sizeof(v.PortCapFlags2)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp_ex, port_cap_flags2)",
+			Value: layoutcheck.Signed(v.PortCapFlags2),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp_ex, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_port_resp_ex, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp_ex, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp_ex, active_speed_ex)",
 			Value: uint64(unsafe.Offsetof(v.ActiveSpeedEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp_ex, active_speed_ex)",
+			Value: uint64(unsafe.Sizeof(v.ActiveSpeedEx)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp_ex, active_speed_ex)",
+			Value: layoutcheck.Signed(v.ActiveSpeedEx),
 		})
 	}
 	{
@@ -141,17 +270,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_qp_cap, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_cap, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_cap, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_cap, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_cap, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_cap, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_cap, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_cap, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_cap, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_cap, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_cap, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_cap, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_cap, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_cap, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_cap, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
 		})
 	}
 	{
@@ -166,17 +325,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_gid_entry, gid)",
 			Value: uint64(unsafe.Offsetof(v.GID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_gid_entry, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_gid_entry, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_gid_entry, gid)",
+			Value: layoutcheck.Signed(v.GID[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_gid_entry, gid_index)",
 			Value: uint64(unsafe.Offsetof(v.GIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_gid_entry, gid_index)",
+			Value: uint64(unsafe.Sizeof(v.GIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_gid_entry, gid_index)",
+			Value: layoutcheck.Signed(v.GIDIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_gid_entry, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_gid_entry, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_gid_entry, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_gid_entry, gid_type)",
 			Value: uint64(unsafe.Offsetof(v.GIDType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_gid_entry, gid_type)",
+			Value: uint64(unsafe.Sizeof(v.GIDType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_gid_entry, gid_type)",
+			Value: layoutcheck.Signed(v.GIDType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_gid_entry, netdev_ifindex)",
 			Value: uint64(unsafe.Offsetof(v.NetdevIfindex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_gid_entry, netdev_ifindex)",
+			Value: uint64(unsafe.Sizeof(v.NetdevIfindex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_gid_entry, netdev_ifindex)",
+			Value: layoutcheck.Signed(v.NetdevIfindex),
 		})
 	}
 	{
@@ -191,20 +383,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_buffer_desc, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_buffer_desc, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_buffer_desc, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_buffer_desc, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_buffer_desc, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_buffer_desc, fd)",
+			Value: layoutcheck.Signed(v.FD),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_buffer_desc, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_buffer_desc, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_buffer_desc, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_buffer_desc, optional_flags)",
 			Value: uint64(unsafe.Offsetof(v.OptionalFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_buffer_desc, optional_flags)",
+			Value: uint64(unsafe.Sizeof(v.OptionalFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_buffer_desc, optional_flags)",
+			Value: layoutcheck.Signed(v.OptionalFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_buffer_desc, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_buffer_desc, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_buffer_desc, addr)",
+			Value: layoutcheck.Signed(v.Addr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_buffer_desc, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_buffer_desc, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_buffer_desc, length)",
+			Value: layoutcheck.Signed(v.Length),
 		})
 	}
 	{
@@ -219,59 +447,167 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_sa_path_rec, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, sgid)",
 			Value: uint64(unsafe.Offsetof(v.SGID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, sgid)",
+			Value: uint64(unsafe.Sizeof(v.SGID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, dlid)",
 			Value: uint64(unsafe.Offsetof(v.DLID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, dlid)",
+			Value: uint64(unsafe.Sizeof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, dlid)",
+			Value: layoutcheck.Signed(v.DLID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, slid)",
 			Value: uint64(unsafe.Offsetof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, slid)",
+			Value: uint64(unsafe.Sizeof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, slid)",
+			Value: layoutcheck.Signed(v.SLID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, raw_traffic)",
 			Value: uint64(unsafe.Offsetof(v.RawTraffic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, raw_traffic)",
+			Value: uint64(unsafe.Sizeof(v.RawTraffic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, raw_traffic)",
+			Value: layoutcheck.Signed(v.RawTraffic),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, reversible)",
 			Value: uint64(unsafe.Offsetof(v.Reversible)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, reversible)",
+			Value: uint64(unsafe.Sizeof(v.Reversible)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, reversible)",
+			Value: layoutcheck.Signed(v.Reversible),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, numb_path)",
 			Value: uint64(unsafe.Offsetof(v.NumbPath)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, numb_path)",
+			Value: uint64(unsafe.Sizeof(v.NumbPath)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, numb_path)",
+			Value: layoutcheck.Signed(v.NumbPath),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, pkey)",
 			Value: uint64(unsafe.Offsetof(v.Pkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, pkey)",
+			Value: uint64(unsafe.Sizeof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, pkey)",
+			Value: layoutcheck.Signed(v.Pkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, sl)",
+			Value: layoutcheck.Signed(v.SL),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, mtu_selector)",
 			Value: uint64(unsafe.Offsetof(v.MTUSelector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, mtu_selector)",
+			Value: uint64(unsafe.Sizeof(v.MTUSelector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, mtu_selector)",
+			Value: layoutcheck.Signed(v.MTUSelector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, mtu)",
 			Value: uint64(unsafe.Offsetof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, mtu)",
+			Value: uint64(unsafe.Sizeof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, mtu)",
+			Value: layoutcheck.Signed(v.MTU),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, rate_selector)",
 			Value: uint64(unsafe.Offsetof(v.RateSelector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, rate_selector)",
+			Value: uint64(unsafe.Sizeof(v.RateSelector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, rate_selector)",
+			Value: layoutcheck.Signed(v.RateSelector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, rate)",
 			Value: uint64(unsafe.Offsetof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, rate)",
+			Value: uint64(unsafe.Sizeof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, rate)",
+			Value: layoutcheck.Signed(v.Rate),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, packet_life_time_selector)",
 			Value: uint64(unsafe.Offsetof(v.PacketLifeTimeSelector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, packet_life_time_selector)",
+			Value: uint64(unsafe.Sizeof(v.PacketLifeTimeSelector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, packet_life_time_selector)",
+			Value: layoutcheck.Signed(v.PacketLifeTimeSelector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, packet_life_time)",
 			Value: uint64(unsafe.Offsetof(v.PacketLifeTime)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, packet_life_time)",
+			Value: uint64(unsafe.Sizeof(v.PacketLifeTime)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, packet_life_time)",
+			Value: layoutcheck.Signed(v.PacketLifeTime),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, preference)",
 			Value: uint64(unsafe.Offsetof(v.Preference)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_path_rec, preference)",
+			Value: uint64(unsafe.Sizeof(v.Preference)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_path_rec, preference)",
+			Value: layoutcheck.Signed(v.Preference),
 		})
 	}
 	{
@@ -286,56 +622,158 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, mgid)",
 			Value: uint64(unsafe.Offsetof(v.Mgid)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, mgid)",
+			Value: uint64(unsafe.Sizeof(v.Mgid)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, port_gid)",
 			Value: uint64(unsafe.Offsetof(v.PortGID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, port_gid)",
+			Value: uint64(unsafe.Sizeof(v.PortGID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, qkey)",
 			Value: uint64(unsafe.Offsetof(v.Qkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, qkey)",
+			Value: uint64(unsafe.Sizeof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, qkey)",
+			Value: layoutcheck.Signed(v.Qkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, mlid)",
 			Value: uint64(unsafe.Offsetof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, mlid)",
+			Value: uint64(unsafe.Sizeof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, mlid)",
+			Value: layoutcheck.Signed(v.Mlid),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, mtu_selector)",
 			Value: uint64(unsafe.Offsetof(v.MTUSelector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, mtu_selector)",
+			Value: uint64(unsafe.Sizeof(v.MTUSelector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, mtu_selector)",
+			Value: layoutcheck.Signed(v.MTUSelector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, mtu)",
 			Value: uint64(unsafe.Offsetof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, mtu)",
+			Value: uint64(unsafe.Sizeof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, mtu)",
+			Value: layoutcheck.Signed(v.MTU),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, pkey)",
 			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, pkey)",
+			Value: uint64(unsafe.Sizeof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, pkey)",
+			Value: layoutcheck.Signed(v.Pkey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, rate_selector)",
 			Value: uint64(unsafe.Offsetof(v.RateSelector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, rate_selector)",
+			Value: uint64(unsafe.Sizeof(v.RateSelector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, rate_selector)",
+			Value: layoutcheck.Signed(v.RateSelector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, rate)",
 			Value: uint64(unsafe.Offsetof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, rate)",
+			Value: uint64(unsafe.Sizeof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, rate)",
+			Value: layoutcheck.Signed(v.Rate),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, packet_life_time_selector)",
 			Value: uint64(unsafe.Offsetof(v.PacketLifeTimeSelector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, packet_life_time_selector)",
+			Value: uint64(unsafe.Sizeof(v.PacketLifeTimeSelector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, packet_life_time_selector)",
+			Value: layoutcheck.Signed(v.PacketLifeTimeSelector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, packet_life_time)",
 			Value: uint64(unsafe.Offsetof(v.PacketLifeTime)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, packet_life_time)",
+			Value: uint64(unsafe.Sizeof(v.PacketLifeTime)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, packet_life_time)",
+			Value: layoutcheck.Signed(v.PacketLifeTime),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, sl)",
+			Value: layoutcheck.Signed(v.SL),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, scope)",
 			Value: uint64(unsafe.Offsetof(v.Scope)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, scope)",
+			Value: uint64(unsafe.Sizeof(v.Scope)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, scope)",
+			Value: layoutcheck.Signed(v.Scope),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, join_state)",
 			Value: uint64(unsafe.Offsetof(v.JoinState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, join_state)",
+			Value: uint64(unsafe.Sizeof(v.JoinState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, join_state)",
+			Value: layoutcheck.Signed(v.JoinState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, proxy_join)",
 			Value: uint64(unsafe.Offsetof(v.ProxyJoin)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_mcmember_rec, proxy_join)",
+			Value: uint64(unsafe.Sizeof(v.ProxyJoin)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_mcmember_rec, proxy_join)",
+			Value: layoutcheck.Signed(v.ProxyJoin),
 		})
 	}
 	{
@@ -350,32 +788,107 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_sa_service_rec, id)",
 			Value: uint64(unsafe.Offsetof(v.ID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, id)",
+			Value: uint64(unsafe.Sizeof(v.ID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, id)",
+			Value: layoutcheck.Signed(v.ID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, gid)",
 			Value: uint64(unsafe.Offsetof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, pkey)",
 			Value: uint64(unsafe.Offsetof(v.Pkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, pkey)",
+			Value: uint64(unsafe.Sizeof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, pkey)",
+			Value: layoutcheck.Signed(v.Pkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, lease)",
 			Value: uint64(unsafe.Offsetof(v.Lease)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, lease)",
+			Value: uint64(unsafe.Sizeof(v.Lease)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, lease)",
+			Value: layoutcheck.Signed(v.Lease),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, key)",
 			Value: uint64(unsafe.Offsetof(v.Key)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, key)",
+			Value: uint64(unsafe.Sizeof(v.Key)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_sa_service_rec, key)",
+			Value: uint64(unsafe.Sizeof(v.Key[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, key)",
+			Value: layoutcheck.Signed(v.Key[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, name)",
 			Value: uint64(unsafe.Offsetof(v.Name)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, name)",
+			Value: uint64(unsafe.Sizeof(v.Name)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_sa_service_rec, name)",
+			Value: uint64(unsafe.Sizeof(v.Name[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, name)",
+			Value: layoutcheck.Signed(v.Name[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, data8)",
 			Value: uint64(unsafe.Offsetof(v.Data8)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, data8)",
+			Value: uint64(unsafe.Sizeof(v.Data8)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_sa_service_rec, data8)",
+			Value: uint64(unsafe.Sizeof(v.Data8[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, data8)",
+			Value: layoutcheck.Signed(v.Data8[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, data16)",
 			Value: uint64(unsafe.Offsetof(v.Data16)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, data16)",
+			Value: uint64(unsafe.Sizeof(v.Data16)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_sa_service_rec, data16)",
+			Value: uint64(unsafe.Sizeof(v.Data16[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, data16)",
+			Value: layoutcheck.Signed(v.Data16[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, data32)",
 			Value: uint64(unsafe.Offsetof(v.Data32)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, data32)",
+			Value: uint64(unsafe.Sizeof(v.Data32)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_sa_service_rec, data32)",
+			Value: uint64(unsafe.Sizeof(v.Data32[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, data32)",
+			Value: layoutcheck.Signed(v.Data32[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, data64)",
 			Value: uint64(unsafe.Offsetof(v.Data64)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sa_service_rec, data64)",
+			Value: uint64(unsafe.Sizeof(v.Data64)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_sa_service_rec, data64)",
+			Value: uint64(unsafe.Sizeof(v.Data64[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sa_service_rec, data64)",
+			Value: layoutcheck.Signed(v.Data64[0]),
 		})
 	}
 	{
@@ -390,47 +903,134 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_path_record, service_id)",
 			Value: uint64(unsafe.Offsetof(v.ServiceID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, service_id)",
+			Value: uint64(unsafe.Sizeof(v.ServiceID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, service_id)",
+			Value: layoutcheck.Signed(v.ServiceID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, sgid)",
 			Value: uint64(unsafe.Offsetof(v.SGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, sgid)",
+			Value: uint64(unsafe.Sizeof(v.SGID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, dlid)",
 			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, dlid)",
+			Value: uint64(unsafe.Sizeof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, dlid)",
+			Value: layoutcheck.Signed(v.DLID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, slid)",
 			Value: uint64(unsafe.Offsetof(v.SLID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, slid)",
+			Value: uint64(unsafe.Sizeof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, slid)",
+			Value: layoutcheck.Signed(v.SLID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, flowlabel_hoplimit)",
 			Value: uint64(unsafe.Offsetof(v.FlowlabelHoplimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, flowlabel_hoplimit)",
+			Value: uint64(unsafe.Sizeof(v.FlowlabelHoplimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, flowlabel_hoplimit)",
+			Value: layoutcheck.Signed(v.FlowlabelHoplimit),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, tclass)",
 			Value: uint64(unsafe.Offsetof(v.Tclass)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, tclass)",
+			Value: uint64(unsafe.Sizeof(v.Tclass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, tclass)",
+			Value: layoutcheck.Signed(v.Tclass),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, reversible_numpath)",
 			Value: uint64(unsafe.Offsetof(v.ReversibleNumpath)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, reversible_numpath)",
+			Value: uint64(unsafe.Sizeof(v.ReversibleNumpath)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, reversible_numpath)",
+			Value: layoutcheck.Signed(v.ReversibleNumpath),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, pkey)",
 			Value: uint64(unsafe.Offsetof(v.Pkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, pkey)",
+			Value: uint64(unsafe.Sizeof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, pkey)",
+			Value: layoutcheck.Signed(v.Pkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, qosclass_sl)",
 			Value: uint64(unsafe.Offsetof(v.QosclassSL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, qosclass_sl)",
+			Value: uint64(unsafe.Sizeof(v.QosclassSL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, qosclass_sl)",
+			Value: layoutcheck.Signed(v.QosclassSL),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, mtu)",
 			Value: uint64(unsafe.Offsetof(v.MTU)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, mtu)",
+			Value: uint64(unsafe.Sizeof(v.MTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, mtu)",
+			Value: layoutcheck.Signed(v.MTU),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, rate)",
 			Value: uint64(unsafe.Offsetof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, rate)",
+			Value: uint64(unsafe.Sizeof(v.Rate)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, rate)",
+			Value: layoutcheck.Signed(v.Rate),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, packetlifetime)",
 			Value: uint64(unsafe.Offsetof(v.Packetlifetime)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, packetlifetime)",
+			Value: uint64(unsafe.Sizeof(v.Packetlifetime)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, packetlifetime)",
+			Value: layoutcheck.Signed(v.Packetlifetime),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, preference)",
 			Value: uint64(unsafe.Offsetof(v.Preference)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, preference)",
+			Value: uint64(unsafe.Sizeof(v.Preference)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, preference)",
+			Value: layoutcheck.Signed(v.Preference),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_record, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_path_record, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_record, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
 		})
 	}
 	{
@@ -445,11 +1045,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_path_data, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_data, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_data, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_data, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_data, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_path_data, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_data, path)",
 			Value: uint64(unsafe.Offsetof(v.Path)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_path_data, path)",
+			Value: uint64(unsafe.Sizeof(v.Path)),
 		})
 	}
 	{
@@ -464,8 +1079,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(union ibv_gid, global)",
 			Value: uint64(unsafe.Offsetof(v.Global)),
 		}, layoutcheck.Row{
+			Key:   "membersize(union ibv_gid, global)",
+			Value: uint64(unsafe.Sizeof(v.Global)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(union ibv_gid, raw)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Raw())),
+		}, layoutcheck.Row{
+			Key:   "membersize(union ibv_gid, raw)",
+			Value: uint64(unsafe.Sizeof((*v.Raw()))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(union ibv_gid, raw)",
+			Value: uint64(unsafe.Sizeof((*v.Raw())[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(union ibv_gid, raw)",
+			Value: layoutcheck.Signed((*v.Raw())[0]),
 		})
 	}
 	{
@@ -480,17 +1107,44 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_gid_entry, gid)",
 			Value: uint64(unsafe.Offsetof(v.GID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_gid_entry, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_gid_entry, gid_index)",
 			Value: uint64(unsafe.Offsetof(v.GIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_gid_entry, gid_index)",
+			Value: uint64(unsafe.Sizeof(v.GIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_gid_entry, gid_index)",
+			Value: layoutcheck.Signed(v.GIDIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_gid_entry, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_gid_entry, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_gid_entry, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_gid_entry, gid_type)",
 			Value: uint64(unsafe.Offsetof(v.GIDType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_gid_entry, gid_type)",
+			Value: uint64(unsafe.Sizeof(v.GIDType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_gid_entry, gid_type)",
+			Value: layoutcheck.Signed(v.GIDType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_gid_entry, ndev_ifindex)",
 			Value: uint64(unsafe.Offsetof(v.NdevIfindex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_gid_entry, ndev_ifindex)",
+			Value: uint64(unsafe.Sizeof(v.NdevIfindex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_gid_entry, ndev_ifindex)",
+			Value: layoutcheck.Signed(v.NdevIfindex),
 		})
 	}
 	{
@@ -505,11 +1159,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_alloc_dm_attr, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_alloc_dm_attr, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_alloc_dm_attr, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_alloc_dm_attr, log_align_req)",
 			Value: uint64(unsafe.Offsetof(v.LogAlignReq)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_alloc_dm_attr, log_align_req)",
+			Value: uint64(unsafe.Sizeof(v.LogAlignReq)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_alloc_dm_attr, log_align_req)",
+			Value: layoutcheck.Signed(v.LogAlignReq),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_alloc_dm_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_alloc_dm_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_alloc_dm_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -524,17 +1196,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_dm, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dm, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dm, memcpy_to_dm)",
 			Value: uint64(unsafe.Offsetof(v.MemcpyToDM)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dm, memcpy_to_dm)",
+			Value: uint64(unsafe.Sizeof(v.MemcpyToDM)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dm, memcpy_from_dm)",
 			Value: uint64(unsafe.Offsetof(v.MemcpyFromDM)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dm, memcpy_from_dm)",
+			Value: uint64(unsafe.Sizeof(v.MemcpyFromDM)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dm, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dm, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_dm, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dm, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dm, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_dm, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		})
 	}
 	{
@@ -549,23 +1242,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_context, device)",
 			Value: uint64(unsafe.Offsetof(v.Device)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, device)",
+			Value: uint64(unsafe.Sizeof(v.Device)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context, ops)",
 			Value: uint64(unsafe.Offsetof(v.Ops)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, ops)",
+			Value: uint64(unsafe.Sizeof(v.Ops)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context, cmd_fd)",
 			Value: uint64(unsafe.Offsetof(v.CmdFD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, cmd_fd)",
+			Value: uint64(unsafe.Sizeof(v.CmdFD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_context, cmd_fd)",
+			Value: layoutcheck.Signed(v.CmdFD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context, async_fd)",
 			Value: uint64(unsafe.Offsetof(v.AsyncFD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, async_fd)",
+			Value: uint64(unsafe.Sizeof(v.AsyncFD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_context, async_fd)",
+			Value: layoutcheck.Signed(v.AsyncFD),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context, num_comp_vectors)",
 			Value: uint64(unsafe.Offsetof(v.NumCompVectors)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, num_comp_vectors)",
+			Value: uint64(unsafe.Sizeof(v.NumCompVectors)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_context, num_comp_vectors)",
+			Value: layoutcheck.Signed(v.NumCompVectors),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context, mutex)",
 			Value: uint64(unsafe.Offsetof(v.Mutex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, mutex)",
+			Value: uint64(unsafe.Sizeof(v.Mutex)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context, abi_compat)",
 			Value: uint64(unsafe.Offsetof(v.ABICompat)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context, abi_compat)",
+			Value: uint64(unsafe.Sizeof(v.ABICompat)),
 		})
 	}
 	{
@@ -580,122 +1303,362 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_device_attr, fw_ver)",
 			Value: uint64(unsafe.Offsetof(v.FWVer)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, fw_ver)",
+			Value: uint64(unsafe.Sizeof(v.FWVer)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_device_attr, fw_ver)",
+			Value: uint64(unsafe.Sizeof(v.FWVer[0])),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, node_guid)",
 			Value: uint64(unsafe.Offsetof(v.NodeGUID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, node_guid)",
+			Value: uint64(unsafe.Sizeof(v.NodeGUID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, node_guid)",
+			Value: layoutcheck.Signed(v.NodeGUID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, sys_image_guid)",
 			Value: uint64(unsafe.Offsetof(v.SysImageGUID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, sys_image_guid)",
+			Value: uint64(unsafe.Sizeof(v.SysImageGUID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, sys_image_guid)",
+			Value: layoutcheck.Signed(v.SysImageGUID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_mr_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxMRSize)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_mr_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxMRSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_mr_size)",
+			Value: layoutcheck.Signed(v.MaxMRSize),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, page_size_cap)",
 			Value: uint64(unsafe.Offsetof(v.PageSizeCap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, page_size_cap)",
+			Value: uint64(unsafe.Sizeof(v.PageSizeCap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, page_size_cap)",
+			Value: layoutcheck.Signed(v.PageSizeCap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, vendor_id)",
 			Value: uint64(unsafe.Offsetof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, vendor_id)",
+			Value: uint64(unsafe.Sizeof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, vendor_id)",
+			Value: layoutcheck.Signed(v.VendorID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, vendor_part_id)",
 			Value: uint64(unsafe.Offsetof(v.VendorPartID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, vendor_part_id)",
+			Value: uint64(unsafe.Sizeof(v.VendorPartID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, vendor_part_id)",
+			Value: layoutcheck.Signed(v.VendorPartID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, hw_ver)",
 			Value: uint64(unsafe.Offsetof(v.HWVer)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, hw_ver)",
+			Value: uint64(unsafe.Sizeof(v.HWVer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, hw_ver)",
+			Value: layoutcheck.Signed(v.HWVer),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_qp)",
 			Value: uint64(unsafe.Offsetof(v.MaxQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_qp)",
+			Value: uint64(unsafe.Sizeof(v.MaxQP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_qp)",
+			Value: layoutcheck.Signed(v.MaxQP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_qp_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxQPWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_qp_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxQPWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_qp_wr)",
+			Value: layoutcheck.Signed(v.MaxQPWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, device_cap_flags)",
 			Value: uint64(unsafe.Offsetof(v.DeviceCapFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, device_cap_flags)",
+			Value: uint64(unsafe.Sizeof(v.DeviceCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, device_cap_flags)",
+			Value: layoutcheck.Signed(v.DeviceCapFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_sge_rd)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGERD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_sge_rd)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGERD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_sge_rd)",
+			Value: layoutcheck.Signed(v.MaxSGERD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_cq)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_cq)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_cq)",
+			Value: layoutcheck.Signed(v.MaxCQ),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_cqe)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_cqe)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_cqe)",
+			Value: layoutcheck.Signed(v.MaxCQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_mr)",
 			Value: uint64(unsafe.Offsetof(v.MaxMR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_mr)",
+			Value: uint64(unsafe.Sizeof(v.MaxMR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_mr)",
+			Value: layoutcheck.Signed(v.MaxMR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_pd)",
 			Value: uint64(unsafe.Offsetof(v.MaxPD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_pd)",
+			Value: uint64(unsafe.Sizeof(v.MaxPD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_pd)",
+			Value: layoutcheck.Signed(v.MaxPD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_qp_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxQPRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_qp_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxQPRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_qp_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxQPRDAtom),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_ee_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxEeRDAtom)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_ee_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxEeRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_ee_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxEeRDAtom),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_res_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxResRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_res_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxResRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_res_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxResRDAtom),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_qp_init_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxQPInitRDAtom)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_qp_init_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxQPInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_qp_init_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxQPInitRDAtom),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_ee_init_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxEeInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_ee_init_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxEeInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_ee_init_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxEeInitRDAtom),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, atomic_cap)",
 			Value: uint64(unsafe.Offsetof(v.AtomicCap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, atomic_cap)",
+			Value: uint64(unsafe.Sizeof(v.AtomicCap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, atomic_cap)",
+			Value: layoutcheck.Signed(v.AtomicCap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_ee)",
 			Value: uint64(unsafe.Offsetof(v.MaxEe)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_ee)",
+			Value: uint64(unsafe.Sizeof(v.MaxEe)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_ee)",
+			Value: layoutcheck.Signed(v.MaxEe),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_rdd)",
 			Value: uint64(unsafe.Offsetof(v.MaxRdd)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_rdd)",
+			Value: uint64(unsafe.Sizeof(v.MaxRdd)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_rdd)",
+			Value: layoutcheck.Signed(v.MaxRdd),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_mw)",
 			Value: uint64(unsafe.Offsetof(v.MaxMW)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_mw)",
+			Value: uint64(unsafe.Sizeof(v.MaxMW)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_mw)",
+			Value: layoutcheck.Signed(v.MaxMW),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_raw_ipv6_qp)",
 			Value: uint64(unsafe.Offsetof(v.MaxRawIPv6QP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_raw_ipv6_qp)",
+			Value: uint64(unsafe.Sizeof(v.MaxRawIPv6QP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_raw_ipv6_qp)",
+			Value: layoutcheck.Signed(v.MaxRawIPv6QP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_raw_ethy_qp)",
 			Value: uint64(unsafe.Offsetof(v.MaxRawEthyQP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_raw_ethy_qp)",
+			Value: uint64(unsafe.Sizeof(v.MaxRawEthyQP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_raw_ethy_qp)",
+			Value: layoutcheck.Signed(v.MaxRawEthyQP),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_mcast_grp)",
 			Value: uint64(unsafe.Offsetof(v.MaxMcastGrp)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_mcast_grp)",
+			Value: uint64(unsafe.Sizeof(v.MaxMcastGrp)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_mcast_grp)",
+			Value: layoutcheck.Signed(v.MaxMcastGrp),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_mcast_qp_attach)",
 			Value: uint64(unsafe.Offsetof(v.MaxMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_mcast_qp_attach)",
+			Value: uint64(unsafe.Sizeof(v.MaxMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_mcast_qp_attach)",
+			Value: layoutcheck.Signed(v.MaxMcastQPAttach),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_total_mcast_qp_attach)",
 			Value: uint64(unsafe.Offsetof(v.MaxTotalMcastQPAttach)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_total_mcast_qp_attach)",
+			Value: uint64(unsafe.Sizeof(v.MaxTotalMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_total_mcast_qp_attach)",
+			Value: layoutcheck.Signed(v.MaxTotalMcastQPAttach),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_ah)",
 			Value: uint64(unsafe.Offsetof(v.MaxAH)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_ah)",
+			Value: uint64(unsafe.Sizeof(v.MaxAH)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_ah)",
+			Value: layoutcheck.Signed(v.MaxAH),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_fmr)",
 			Value: uint64(unsafe.Offsetof(v.MaxFmr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_fmr)",
+			Value: uint64(unsafe.Sizeof(v.MaxFmr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_fmr)",
+			Value: layoutcheck.Signed(v.MaxFmr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_map_per_fmr)",
 			Value: uint64(unsafe.Offsetof(v.MaxMapPerFmr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_map_per_fmr)",
+			Value: uint64(unsafe.Sizeof(v.MaxMapPerFmr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_map_per_fmr)",
+			Value: layoutcheck.Signed(v.MaxMapPerFmr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_srq)",
 			Value: uint64(unsafe.Offsetof(v.MaxSRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_srq)",
+			Value: uint64(unsafe.Sizeof(v.MaxSRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_srq)",
+			Value: layoutcheck.Signed(v.MaxSRQ),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_srq_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSRQWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_srq_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSRQWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_srq_wr)",
+			Value: layoutcheck.Signed(v.MaxSRQWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_srq_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSRQSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_srq_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSRQSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_srq_sge)",
+			Value: layoutcheck.Signed(v.MaxSRQSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_pkeys)",
 			Value: uint64(unsafe.Offsetof(v.MaxPkeys)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, max_pkeys)",
+			Value: uint64(unsafe.Sizeof(v.MaxPkeys)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, max_pkeys)",
+			Value: layoutcheck.Signed(v.MaxPkeys),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, local_ca_ack_delay)",
 			Value: uint64(unsafe.Offsetof(v.LocalCaACKDelay)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, local_ca_ack_delay)",
+			Value: uint64(unsafe.Sizeof(v.LocalCaACKDelay)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, local_ca_ack_delay)",
+			Value: layoutcheck.Signed(v.LocalCaACKDelay),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, phys_port_cnt)",
 			Value: uint64(unsafe.Offsetof(v.PhysPortCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr, phys_port_cnt)",
+			Value: uint64(unsafe.Sizeof(v.PhysPortCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr, phys_port_cnt)",
+			Value: layoutcheck.Signed(v.PhysPortCnt),
 		})
 	}
 	{
@@ -709,6 +1672,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_query_device_ex_input, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_query_device_ex_input, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_query_device_ex_input, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -723,8 +1692,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_odp_caps, general_caps)",
 			Value: uint64(unsafe.Offsetof(v.GeneralCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_odp_caps, general_caps)",
+			Value: uint64(unsafe.Sizeof(v.GeneralCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_odp_caps, general_caps)",
+			Value: layoutcheck.Signed(v.GeneralCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_odp_caps, per_transport_caps)",
 			Value: uint64(unsafe.Offsetof(v.PerTransportCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_odp_caps, per_transport_caps)",
+			Value: uint64(unsafe.Sizeof(v.PerTransportCaps)),
 		})
 	}
 	{
@@ -739,8 +1717,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_tso_caps, max_tso)",
 			Value: uint64(unsafe.Offsetof(v.MaxTSO)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tso_caps, max_tso)",
+			Value: uint64(unsafe.Sizeof(v.MaxTSO)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tso_caps, max_tso)",
+			Value: layoutcheck.Signed(v.MaxTSO),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tso_caps, supported_qpts)",
 			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tso_caps, supported_qpts)",
+			Value: uint64(unsafe.Sizeof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tso_caps, supported_qpts)",
+			Value: layoutcheck.Signed(v.SupportedQpts),
 		})
 	}
 	{
@@ -755,17 +1745,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_rss_caps, supported_qpts)",
 			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rss_caps, supported_qpts)",
+			Value: uint64(unsafe.Sizeof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rss_caps, supported_qpts)",
+			Value: layoutcheck.Signed(v.SupportedQpts),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rss_caps, max_rwq_indirection_tables)",
 			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTables)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rss_caps, max_rwq_indirection_tables)",
+			Value: uint64(unsafe.Sizeof(v.MaxRWQIndirectionTables)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rss_caps, max_rwq_indirection_tables)",
+			Value: layoutcheck.Signed(v.MaxRWQIndirectionTables),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rss_caps, max_rwq_indirection_table_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTableSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rss_caps, max_rwq_indirection_table_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxRWQIndirectionTableSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rss_caps, max_rwq_indirection_table_size)",
+			Value: layoutcheck.Signed(v.MaxRWQIndirectionTableSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rss_caps, rx_hash_fields_mask)",
 			Value: uint64(unsafe.Offsetof(v.RXHashFieldsMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rss_caps, rx_hash_fields_mask)",
+			Value: uint64(unsafe.Sizeof(v.RXHashFieldsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rss_caps, rx_hash_fields_mask)",
+			Value: layoutcheck.Signed(v.RXHashFieldsMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rss_caps, rx_hash_function)",
 			Value: uint64(unsafe.Offsetof(v.RXHashFunction)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rss_caps, rx_hash_function)",
+			Value: uint64(unsafe.Sizeof(v.RXHashFunction)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rss_caps, rx_hash_function)",
+			Value: layoutcheck.Signed(v.RXHashFunction),
 		})
 	}
 	{
@@ -780,11 +1800,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_packet_pacing_caps, qp_rate_limit_min)",
 			Value: uint64(unsafe.Offsetof(v.QPRateLimitMin)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_packet_pacing_caps, qp_rate_limit_min)",
+			Value: uint64(unsafe.Sizeof(v.QPRateLimitMin)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_packet_pacing_caps, qp_rate_limit_min)",
+			Value: layoutcheck.Signed(v.QPRateLimitMin),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_packet_pacing_caps, qp_rate_limit_max)",
 			Value: uint64(unsafe.Offsetof(v.QPRateLimitMax)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_packet_pacing_caps, qp_rate_limit_max)",
+			Value: uint64(unsafe.Sizeof(v.QPRateLimitMax)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_packet_pacing_caps, qp_rate_limit_max)",
+			Value: layoutcheck.Signed(v.QPRateLimitMax),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_packet_pacing_caps, supported_qpts)",
 			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_packet_pacing_caps, supported_qpts)",
+			Value: uint64(unsafe.Sizeof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_packet_pacing_caps, supported_qpts)",
+			Value: layoutcheck.Signed(v.SupportedQpts),
 		})
 	}
 	{
@@ -799,17 +1837,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_tm_caps, max_rndv_hdr_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxRndvHdrSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_caps, max_rndv_hdr_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxRndvHdrSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_caps, max_rndv_hdr_size)",
+			Value: layoutcheck.Signed(v.MaxRndvHdrSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tm_caps, max_num_tags)",
 			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_caps, max_num_tags)",
+			Value: uint64(unsafe.Sizeof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_caps, max_num_tags)",
+			Value: layoutcheck.Signed(v.MaxNumTags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tm_caps, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_caps, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_caps, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tm_caps, max_ops)",
 			Value: uint64(unsafe.Offsetof(v.MaxOps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_caps, max_ops)",
+			Value: uint64(unsafe.Sizeof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_caps, max_ops)",
+			Value: layoutcheck.Signed(v.MaxOps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tm_caps, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_caps, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_caps, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
 		})
 	}
 	{
@@ -824,8 +1892,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_cq_moderation_caps, max_cq_count)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_moderation_caps, max_cq_count)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_moderation_caps, max_cq_count)",
+			Value: layoutcheck.Signed(v.MaxCQCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_moderation_caps, max_cq_period)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_moderation_caps, max_cq_period)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_moderation_caps, max_cq_period)",
+			Value: layoutcheck.Signed(v.MaxCQPeriod),
 		})
 	}
 	{
@@ -840,11 +1920,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_pci_atomic_caps, fetch_add)",
 			Value: uint64(unsafe.Offsetof(v.FetchAdd)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_pci_atomic_caps, fetch_add)",
+			Value: uint64(unsafe.Sizeof(v.FetchAdd)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_pci_atomic_caps, fetch_add)",
+			Value: layoutcheck.Signed(v.FetchAdd),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_pci_atomic_caps, swap)",
 			Value: uint64(unsafe.Offsetof(v.Swap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_pci_atomic_caps, swap)",
+			Value: uint64(unsafe.Sizeof(v.Swap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_pci_atomic_caps, swap)",
+			Value: layoutcheck.Signed(v.Swap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_pci_atomic_caps, compare_swap)",
 			Value: uint64(unsafe.Offsetof(v.CompareSwap)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_pci_atomic_caps, compare_swap)",
+			Value: uint64(unsafe.Sizeof(v.CompareSwap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_pci_atomic_caps, compare_swap)",
+			Value: layoutcheck.Signed(v.CompareSwap),
 		})
 	}
 	{
@@ -859,53 +1957,131 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_device_attr_ex, orig_attr)",
 			Value: uint64(unsafe.Offsetof(v.OrigAttr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, orig_attr)",
+			Value: uint64(unsafe.Sizeof(v.OrigAttr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.ODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.ODPCaps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, completion_timestamp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompletionTimestampMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, completion_timestamp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompletionTimestampMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, completion_timestamp_mask)",
+			Value: layoutcheck.Signed(v.CompletionTimestampMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, hca_core_clock)",
 			Value: uint64(unsafe.Offsetof(v.HcaCoreClock)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, hca_core_clock)",
+			Value: uint64(unsafe.Sizeof(v.HcaCoreClock)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, hca_core_clock)",
+			Value: layoutcheck.Signed(v.HcaCoreClock),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, device_cap_flags_ex)",
 			Value: uint64(unsafe.Offsetof(v.DeviceCapFlagsEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, device_cap_flags_ex)",
+			Value: uint64(unsafe.Sizeof(v.DeviceCapFlagsEx)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, device_cap_flags_ex)",
+			Value: layoutcheck.Signed(v.DeviceCapFlagsEx),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, tso_caps)",
 			Value: uint64(unsafe.Offsetof(v.TSOCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, tso_caps)",
+			Value: uint64(unsafe.Sizeof(v.TSOCaps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, rss_caps)",
 			Value: uint64(unsafe.Offsetof(v.RSSCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, rss_caps)",
+			Value: uint64(unsafe.Sizeof(v.RSSCaps)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, max_wq_type_rq)",
 			Value: uint64(unsafe.Offsetof(v.MaxWQTypeRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, max_wq_type_rq)",
+			Value: uint64(unsafe.Sizeof(v.MaxWQTypeRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, max_wq_type_rq)",
+			Value: layoutcheck.Signed(v.MaxWQTypeRQ),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, packet_pacing_caps)",
 			Value: uint64(unsafe.Offsetof(v.PacketPacingCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, packet_pacing_caps)",
+			Value: uint64(unsafe.Sizeof(v.PacketPacingCaps)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, raw_packet_caps)",
 			Value: uint64(unsafe.Offsetof(v.RawPacketCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, raw_packet_caps)",
+			Value: uint64(unsafe.Sizeof(v.RawPacketCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, raw_packet_caps)",
+			Value: layoutcheck.Signed(v.RawPacketCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, tm_caps)",
 			Value: uint64(unsafe.Offsetof(v.TMCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, tm_caps)",
+			Value: uint64(unsafe.Sizeof(v.TMCaps)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, cq_mod_caps)",
 			Value: uint64(unsafe.Offsetof(v.CQModCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, cq_mod_caps)",
+			Value: uint64(unsafe.Sizeof(v.CQModCaps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, max_dm_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxDMSize)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, max_dm_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxDMSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, max_dm_size)",
+			Value: layoutcheck.Signed(v.MaxDMSize),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, pci_atomic_caps)",
 			Value: uint64(unsafe.Offsetof(v.PCIAtomicCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, pci_atomic_caps)",
+			Value: uint64(unsafe.Sizeof(v.PCIAtomicCaps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, xrc_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.XRCODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, xrc_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.XRCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, xrc_odp_caps)",
+			Value: layoutcheck.Signed(v.XRCODPCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex)",
 			Value: uint64(unsafe.Offsetof(v.PhysPortCntEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device_attr_ex, phys_port_cnt_ex)",
+			Value: uint64(unsafe.Sizeof(v.PhysPortCntEx)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device_attr_ex, phys_port_cnt_ex)",
+			Value: layoutcheck.Signed(v.PhysPortCntEx),
 		})
 	}
 	{
@@ -920,71 +2096,209 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_port_attr, state)",
 			Value: uint64(unsafe.Offsetof(v.State)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, state)",
+			Value: uint64(unsafe.Sizeof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, state)",
+			Value: layoutcheck.Signed(v.State),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, max_mtu)",
 			Value: uint64(unsafe.Offsetof(v.MaxMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, max_mtu)",
+			Value: uint64(unsafe.Sizeof(v.MaxMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, max_mtu)",
+			Value: layoutcheck.Signed(v.MaxMTU),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, active_mtu)",
 			Value: uint64(unsafe.Offsetof(v.ActiveMTU)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, active_mtu)",
+			Value: uint64(unsafe.Sizeof(v.ActiveMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, active_mtu)",
+			Value: layoutcheck.Signed(v.ActiveMTU),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, gid_tbl_len)",
 			Value: uint64(unsafe.Offsetof(v.GIDTblLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, gid_tbl_len)",
+			Value: uint64(unsafe.Sizeof(v.GIDTblLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, gid_tbl_len)",
+			Value: layoutcheck.Signed(v.GIDTblLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, port_cap_flags)",
 			Value: uint64(unsafe.Offsetof(v.PortCapFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, port_cap_flags)",
+			Value: uint64(unsafe.Sizeof(v.PortCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, port_cap_flags)",
+			Value: layoutcheck.Signed(v.PortCapFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, max_msg_sz)",
 			Value: uint64(unsafe.Offsetof(v.MaxMsgSz)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, max_msg_sz)",
+			Value: uint64(unsafe.Sizeof(v.MaxMsgSz)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, max_msg_sz)",
+			Value: layoutcheck.Signed(v.MaxMsgSz),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, bad_pkey_cntr)",
 			Value: uint64(unsafe.Offsetof(v.BadPkeyCntr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, bad_pkey_cntr)",
+			Value: uint64(unsafe.Sizeof(v.BadPkeyCntr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, bad_pkey_cntr)",
+			Value: layoutcheck.Signed(v.BadPkeyCntr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, qkey_viol_cntr)",
 			Value: uint64(unsafe.Offsetof(v.QkeyViolCntr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, qkey_viol_cntr)",
+			Value: uint64(unsafe.Sizeof(v.QkeyViolCntr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, qkey_viol_cntr)",
+			Value: layoutcheck.Signed(v.QkeyViolCntr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, pkey_tbl_len)",
 			Value: uint64(unsafe.Offsetof(v.PkeyTblLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, pkey_tbl_len)",
+			Value: uint64(unsafe.Sizeof(v.PkeyTblLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, pkey_tbl_len)",
+			Value: layoutcheck.Signed(v.PkeyTblLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, lid)",
 			Value: uint64(unsafe.Offsetof(v.LID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, lid)",
+			Value: uint64(unsafe.Sizeof(v.LID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, lid)",
+			Value: layoutcheck.Signed(v.LID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, sm_lid)",
 			Value: uint64(unsafe.Offsetof(v.SMLID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, sm_lid)",
+			Value: uint64(unsafe.Sizeof(v.SMLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, sm_lid)",
+			Value: layoutcheck.Signed(v.SMLID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, lmc)",
 			Value: uint64(unsafe.Offsetof(v.LMC)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, lmc)",
+			Value: uint64(unsafe.Sizeof(v.LMC)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, lmc)",
+			Value: layoutcheck.Signed(v.LMC),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, max_vl_num)",
 			Value: uint64(unsafe.Offsetof(v.MaxVLNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, max_vl_num)",
+			Value: uint64(unsafe.Sizeof(v.MaxVLNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, max_vl_num)",
+			Value: layoutcheck.Signed(v.MaxVLNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, sm_sl)",
 			Value: uint64(unsafe.Offsetof(v.SMSL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, sm_sl)",
+			Value: uint64(unsafe.Sizeof(v.SMSL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, sm_sl)",
+			Value: layoutcheck.Signed(v.SMSL),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, subnet_timeout)",
 			Value: uint64(unsafe.Offsetof(v.SubnetTimeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, subnet_timeout)",
+			Value: uint64(unsafe.Sizeof(v.SubnetTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, subnet_timeout)",
+			Value: layoutcheck.Signed(v.SubnetTimeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, init_type_reply)",
 			Value: uint64(unsafe.Offsetof(v.InitTypeReply)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, init_type_reply)",
+			Value: uint64(unsafe.Sizeof(v.InitTypeReply)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, init_type_reply)",
+			Value: layoutcheck.Signed(v.InitTypeReply),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, active_width)",
 			Value: uint64(unsafe.Offsetof(v.ActiveWidth)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, active_width)",
+			Value: uint64(unsafe.Sizeof(v.ActiveWidth)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, active_width)",
+			Value: layoutcheck.Signed(v.ActiveWidth),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, active_speed)",
 			Value: uint64(unsafe.Offsetof(v.ActiveSpeed)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, active_speed)",
+			Value: uint64(unsafe.Sizeof(v.ActiveSpeed)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, active_speed)",
+			Value: layoutcheck.Signed(v.ActiveSpeed),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, phys_state)",
 			Value: uint64(unsafe.Offsetof(v.PhysState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, phys_state)",
+			Value: uint64(unsafe.Sizeof(v.PhysState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, phys_state)",
+			Value: layoutcheck.Signed(v.PhysState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, link_layer)",
 			Value: uint64(unsafe.Offsetof(v.LinkLayer)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, link_layer)",
+			Value: uint64(unsafe.Sizeof(v.LinkLayer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, link_layer)",
+			Value: layoutcheck.Signed(v.LinkLayer),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, port_cap_flags2)",
 			Value: uint64(unsafe.Offsetof(v.PortCapFlags2)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, port_cap_flags2)",
+			Value: uint64(unsafe.Sizeof(v.PortCapFlags2)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, port_cap_flags2)",
+			Value: layoutcheck.Signed(v.PortCapFlags2),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, active_speed_ex)",
 			Value: uint64(unsafe.Offsetof(v.ActiveSpeedEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_port_attr, active_speed_ex)",
+			Value: uint64(unsafe.Sizeof(v.ActiveSpeedEx)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_port_attr, active_speed_ex)",
+			Value: layoutcheck.Signed(v.ActiveSpeedEx),
 		})
 	}
 	{
@@ -999,8 +2313,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_async_event, element)",
 			Value: uint64(unsafe.Offsetof(v.Element)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_async_event, element)",
+			Value: uint64(unsafe.Sizeof(v.Element)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_async_event, event_type)",
 			Value: uint64(unsafe.Offsetof(v.EventType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_async_event, event_type)",
+			Value: uint64(unsafe.Sizeof(v.EventType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_async_event, event_type)",
+			Value: layoutcheck.Signed(v.EventType),
 		})
 	}
 	{
@@ -1015,29 +2338,68 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_cq, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, channel)",
 			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, channel)",
+			Value: uint64(unsafe.Sizeof(v.Channel)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, cq_context)",
 			Value: uint64(unsafe.Offsetof(v.CQContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, cq_context)",
+			Value: uint64(unsafe.Sizeof(v.CQContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, mutex)",
 			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, mutex)",
+			Value: uint64(unsafe.Sizeof(v.Mutex)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, cond)",
 			Value: uint64(unsafe.Offsetof(v.Cond)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, cond)",
+			Value: uint64(unsafe.Sizeof(v.Cond)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, comp_events_completed)",
 			Value: uint64(unsafe.Offsetof(v.CompEventsCompleted)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, comp_events_completed)",
+			Value: uint64(unsafe.Sizeof(v.CompEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq, comp_events_completed)",
+			Value: layoutcheck.Signed(v.CompEventsCompleted),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq, async_events_completed)",
 			Value: uint64(unsafe.Offsetof(v.AsyncEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq, async_events_completed)",
+			Value: uint64(unsafe.Sizeof(v.AsyncEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq, async_events_completed)",
+			Value: layoutcheck.Signed(v.AsyncEventsCompleted),
 		})
 	}
 	{
@@ -1052,41 +2414,95 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, qp_context)",
 			Value: uint64(unsafe.Offsetof(v.QPContext)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, qp_context)",
+			Value: uint64(unsafe.Sizeof(v.QPContext)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, send_cq)",
 			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, send_cq)",
+			Value: uint64(unsafe.Sizeof(v.SendCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, recv_cq)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, recv_cq)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, srq)",
 			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, srq)",
+			Value: uint64(unsafe.Sizeof(v.SRQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp, handle)",
+			Value: layoutcheck.Signed(v.Handle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, qp_num)",
+			Value: uint64(unsafe.Sizeof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp, qp_num)",
+			Value: layoutcheck.Signed(v.QPNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, state)",
 			Value: uint64(unsafe.Offsetof(v.State)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, state)",
+			Value: uint64(unsafe.Sizeof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp, state)",
+			Value: layoutcheck.Signed(v.State),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, mutex)",
 			Value: uint64(unsafe.Offsetof(v.Mutex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, mutex)",
+			Value: uint64(unsafe.Sizeof(v.Mutex)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, cond)",
 			Value: uint64(unsafe.Offsetof(v.Cond)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, cond)",
+			Value: uint64(unsafe.Sizeof(v.Cond)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp, events_completed)",
 			Value: uint64(unsafe.Offsetof(v.EventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp, events_completed)",
+			Value: uint64(unsafe.Sizeof(v.EventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp, events_completed)",
+			Value: layoutcheck.Signed(v.EventsCompleted),
 		})
 	}
 	{
@@ -1101,41 +2517,98 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_wq, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, wq_context)",
 			Value: uint64(unsafe.Offsetof(v.WQContext)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, wq_context)",
+			Value: uint64(unsafe.Sizeof(v.WQContext)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, cq)",
 			Value: uint64(unsafe.Offsetof(v.CQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, cq)",
+			Value: uint64(unsafe.Sizeof(v.CQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, wq_num)",
 			Value: uint64(unsafe.Offsetof(v.WQNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, wq_num)",
+			Value: uint64(unsafe.Sizeof(v.WQNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq, wq_num)",
+			Value: layoutcheck.Signed(v.WQNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, state)",
 			Value: uint64(unsafe.Offsetof(v.State)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, state)",
+			Value: uint64(unsafe.Sizeof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq, state)",
+			Value: layoutcheck.Signed(v.State),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, wq_type)",
 			Value: uint64(unsafe.Offsetof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, wq_type)",
+			Value: uint64(unsafe.Sizeof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq, wq_type)",
+			Value: layoutcheck.Signed(v.WQType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, post_recv)",
 			Value: uint64(unsafe.Offsetof(v.PostRecv)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, post_recv)",
+			Value: uint64(unsafe.Sizeof(v.PostRecv)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, mutex)",
 			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, mutex)",
+			Value: uint64(unsafe.Sizeof(v.Mutex)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, cond)",
 			Value: uint64(unsafe.Offsetof(v.Cond)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, cond)",
+			Value: uint64(unsafe.Sizeof(v.Cond)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, events_completed)",
 			Value: uint64(unsafe.Offsetof(v.EventsCompleted)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, events_completed)",
+			Value: uint64(unsafe.Sizeof(v.EventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq, events_completed)",
+			Value: layoutcheck.Signed(v.EventsCompleted),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -1150,44 +2623,128 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_wc, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, status)",
 			Value: uint64(unsafe.Offsetof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, status)",
+			Value: uint64(unsafe.Sizeof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, status)",
+			Value: layoutcheck.Signed(v.Status),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, opcode)",
 			Value: uint64(unsafe.Offsetof(v.Opcode)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, opcode)",
+			Value: uint64(unsafe.Sizeof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, opcode)",
+			Value: layoutcheck.Signed(v.Opcode),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, vendor_err)",
 			Value: uint64(unsafe.Offsetof(v.VendorErr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, vendor_err)",
+			Value: uint64(unsafe.Sizeof(v.VendorErr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, vendor_err)",
+			Value: layoutcheck.Signed(v.VendorErr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, byte_len)",
 			Value: uint64(unsafe.Offsetof(v.ByteLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, byte_len)",
+			Value: uint64(unsafe.Sizeof(v.ByteLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, byte_len)",
+			Value: layoutcheck.Signed(v.ByteLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, imm_data)",
 			Value: uint64(unsafe.Offsetof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, imm_data)",
+			Value: uint64(unsafe.Sizeof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, imm_data)",
+			Value: layoutcheck.Signed(v.ImmData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, invalidated_rkey)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidatedRkey())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, invalidated_rkey)",
+			Value: uint64(unsafe.Sizeof((*v.InvalidatedRkey()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, invalidated_rkey)",
+			Value: layoutcheck.Signed((*v.InvalidatedRkey())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, qp_num)",
+			Value: uint64(unsafe.Sizeof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, qp_num)",
+			Value: layoutcheck.Signed(v.QPNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, src_qp)",
 			Value: uint64(unsafe.Offsetof(v.SrcQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, src_qp)",
+			Value: uint64(unsafe.Sizeof(v.SrcQP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, src_qp)",
+			Value: layoutcheck.Signed(v.SrcQP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, wc_flags)",
 			Value: uint64(unsafe.Offsetof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, wc_flags)",
+			Value: uint64(unsafe.Sizeof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, wc_flags)",
+			Value: layoutcheck.Signed(v.WCFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, pkey_index)",
+			Value: layoutcheck.Signed(v.PkeyIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, slid)",
 			Value: uint64(unsafe.Offsetof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, slid)",
+			Value: uint64(unsafe.Sizeof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, slid)",
+			Value: layoutcheck.Signed(v.SLID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, sl)",
+			Value: layoutcheck.Signed(v.SL),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, dlid_path_bits)",
 			Value: uint64(unsafe.Offsetof(v.DLIDPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc, dlid_path_bits)",
+			Value: uint64(unsafe.Sizeof(v.DLIDPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc, dlid_path_bits)",
+			Value: layoutcheck.Signed(v.DLIDPathBits),
 		})
 	}
 	{
@@ -1202,14 +2759,35 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_mw_bind_info, mr)",
 			Value: uint64(unsafe.Offsetof(v.MR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind_info, mr)",
+			Value: uint64(unsafe.Sizeof(v.MR)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw_bind_info, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind_info, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw_bind_info, addr)",
+			Value: layoutcheck.Signed(v.Addr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw_bind_info, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind_info, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw_bind_info, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw_bind_info, mw_access_flags)",
 			Value: uint64(unsafe.Offsetof(v.MWAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind_info, mw_access_flags)",
+			Value: uint64(unsafe.Sizeof(v.MWAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw_bind_info, mw_access_flags)",
+			Value: layoutcheck.Signed(v.MWAccessFlags),
 		})
 	}
 	{
@@ -1224,23 +2802,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_mr, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr, length)",
+			Value: layoutcheck.Signed(v.Length),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr, handle)",
+			Value: layoutcheck.Signed(v.Handle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, lkey)",
 			Value: uint64(unsafe.Offsetof(v.Lkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, lkey)",
+			Value: uint64(unsafe.Sizeof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr, lkey)",
+			Value: layoutcheck.Signed(v.Lkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr, rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr, rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
 		})
 	}
 	{
@@ -1254,6 +2865,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dmah, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dmah, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
 		})
 	}
 	{
@@ -1268,8 +2882,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_pd, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_pd, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_pd, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_pd, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_pd, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		})
 	}
 	{
@@ -1283,6 +2906,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_td_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_td_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_td_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -1296,6 +2925,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_td, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_td, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
 		})
 	}
 	{
@@ -1310,11 +2942,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_xrcd_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_xrcd_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_xrcd_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_xrcd_init_attr, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_xrcd_init_attr, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_xrcd_init_attr, fd)",
+			Value: layoutcheck.Signed(v.FD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_xrcd_init_attr, oflags)",
 			Value: uint64(unsafe.Offsetof(v.Oflags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_xrcd_init_attr, oflags)",
+			Value: uint64(unsafe.Sizeof(v.Oflags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_xrcd_init_attr, oflags)",
+			Value: layoutcheck.Signed(v.Oflags),
 		})
 	}
 	{
@@ -1328,6 +2978,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_xrcd, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_xrcd, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
 		})
 	}
 	{
@@ -1342,29 +2995,74 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_mr_init_attr, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr_init_attr, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, access)",
 			Value: uint64(unsafe.Offsetof(v.Access)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, access)",
+			Value: uint64(unsafe.Sizeof(v.Access)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr_init_attr, access)",
+			Value: layoutcheck.Signed(v.Access),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, iova)",
 			Value: uint64(unsafe.Offsetof(v.IOVA)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, iova)",
+			Value: uint64(unsafe.Sizeof(v.IOVA)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr_init_attr, iova)",
+			Value: layoutcheck.Signed(v.IOVA),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr_init_attr, fd)",
+			Value: layoutcheck.Signed(v.FD),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, fd_offset)",
 			Value: uint64(unsafe.Offsetof(v.FDOffset)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, fd_offset)",
+			Value: uint64(unsafe.Sizeof(v.FDOffset)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mr_init_attr, fd_offset)",
+			Value: layoutcheck.Signed(v.FDOffset),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, dmah)",
 			Value: uint64(unsafe.Offsetof(v.Dmah)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, dmah)",
+			Value: uint64(unsafe.Sizeof(v.Dmah)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, buf)",
 			Value: uint64(unsafe.Offsetof(v.Buf)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mr_init_attr, buf)",
+			Value: uint64(unsafe.Sizeof(v.Buf)),
 		})
 	}
 	{
@@ -1379,17 +3077,41 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_mw, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw, rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw, rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw, rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw, handle)",
+			Value: layoutcheck.Signed(v.Handle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw, type)",
+			Value: layoutcheck.Signed(v.Type),
 		})
 	}
 	{
@@ -1404,17 +3126,44 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_global_route, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_global_route, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_global_route, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_global_route, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_global_route, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_global_route, sgid_index)",
 			Value: uint64(unsafe.Offsetof(v.SGIDIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_global_route, sgid_index)",
+			Value: uint64(unsafe.Sizeof(v.SGIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_global_route, sgid_index)",
+			Value: layoutcheck.Signed(v.SGIDIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_global_route, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_global_route, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_global_route, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_global_route, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_global_route, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_global_route, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
 		})
 	}
 	{
@@ -1429,20 +3178,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_grh, version_tclass_flow)",
 			Value: uint64(unsafe.Offsetof(v.VersionTclassFlow)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_grh, version_tclass_flow)",
+			Value: uint64(unsafe.Sizeof(v.VersionTclassFlow)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_grh, version_tclass_flow)",
+			Value: layoutcheck.Signed(v.VersionTclassFlow),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_grh, paylen)",
 			Value: uint64(unsafe.Offsetof(v.Paylen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_grh, paylen)",
+			Value: uint64(unsafe.Sizeof(v.Paylen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_grh, paylen)",
+			Value: layoutcheck.Signed(v.Paylen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_grh, next_hdr)",
 			Value: uint64(unsafe.Offsetof(v.NextHdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_grh, next_hdr)",
+			Value: uint64(unsafe.Sizeof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_grh, next_hdr)",
+			Value: layoutcheck.Signed(v.NextHdr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_grh, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_grh, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_grh, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_grh, sgid)",
 			Value: uint64(unsafe.Offsetof(v.SGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_grh, sgid)",
+			Value: uint64(unsafe.Sizeof(v.SGID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_grh, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_grh, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
 		})
 	}
 	{
@@ -1457,23 +3236,62 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_ah_attr, grh)",
 			Value: uint64(unsafe.Offsetof(v.GRH)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, grh)",
+			Value: uint64(unsafe.Sizeof(v.GRH)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah_attr, dlid)",
 			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, dlid)",
+			Value: uint64(unsafe.Sizeof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah_attr, dlid)",
+			Value: layoutcheck.Signed(v.DLID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah_attr, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah_attr, sl)",
+			Value: layoutcheck.Signed(v.SL),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah_attr, src_path_bits)",
 			Value: uint64(unsafe.Offsetof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, src_path_bits)",
+			Value: uint64(unsafe.Sizeof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah_attr, src_path_bits)",
+			Value: layoutcheck.Signed(v.SrcPathBits),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah_attr, static_rate)",
 			Value: uint64(unsafe.Offsetof(v.StaticRate)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, static_rate)",
+			Value: uint64(unsafe.Sizeof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah_attr, static_rate)",
+			Value: layoutcheck.Signed(v.StaticRate),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah_attr, is_global)",
 			Value: uint64(unsafe.Offsetof(v.IsGlobal)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, is_global)",
+			Value: uint64(unsafe.Sizeof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah_attr, is_global)",
+			Value: layoutcheck.Signed(v.IsGlobal),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah_attr, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah_attr, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah_attr, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
 		})
 	}
 	{
@@ -1488,11 +3306,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_srq_attr, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_attr, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq_attr, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_attr, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_attr, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq_attr, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_attr, srq_limit)",
 			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_attr, srq_limit)",
+			Value: uint64(unsafe.Sizeof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq_attr, srq_limit)",
+			Value: layoutcheck.Signed(v.SRQLimit),
 		})
 	}
 	{
@@ -1507,8 +3343,14 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_srq_init_attr, srq_context)",
 			Value: uint64(unsafe.Offsetof(v.SRQContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr, srq_context)",
+			Value: uint64(unsafe.Sizeof(v.SRQContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr, attr)",
 			Value: uint64(unsafe.Offsetof(v.Attr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr, attr)",
+			Value: uint64(unsafe.Sizeof(v.Attr)),
 		})
 	}
 	{
@@ -1523,8 +3365,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_tm_cap, max_num_tags)",
 			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_cap, max_num_tags)",
+			Value: uint64(unsafe.Sizeof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_cap, max_num_tags)",
+			Value: layoutcheck.Signed(v.MaxNumTags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tm_cap, max_ops)",
 			Value: uint64(unsafe.Offsetof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_tm_cap, max_ops)",
+			Value: uint64(unsafe.Sizeof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_tm_cap, max_ops)",
+			Value: layoutcheck.Signed(v.MaxOps),
 		})
 	}
 	{
@@ -1539,26 +3393,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, srq_context)",
 			Value: uint64(unsafe.Offsetof(v.SRQContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, srq_context)",
+			Value: uint64(unsafe.Sizeof(v.SRQContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, attr)",
 			Value: uint64(unsafe.Offsetof(v.Attr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, attr)",
+			Value: uint64(unsafe.Sizeof(v.Attr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq_init_attr_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, srq_type)",
 			Value: uint64(unsafe.Offsetof(v.SRQType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, srq_type)",
+			Value: uint64(unsafe.Sizeof(v.SRQType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq_init_attr_ex, srq_type)",
+			Value: layoutcheck.Signed(v.SRQType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, xrcd)",
 			Value: uint64(unsafe.Offsetof(v.XRCD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, xrcd)",
+			Value: uint64(unsafe.Sizeof(v.XRCD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, cq)",
 			Value: uint64(unsafe.Offsetof(v.CQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, cq)",
+			Value: uint64(unsafe.Sizeof(v.CQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, tm_cap)",
 			Value: uint64(unsafe.Offsetof(v.TMCap)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq_init_attr_ex, tm_cap)",
+			Value: uint64(unsafe.Sizeof(v.TMCap)),
 		})
 	}
 	{
@@ -1573,26 +3457,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_wq_init_attr, wq_context)",
 			Value: uint64(unsafe.Offsetof(v.WQContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, wq_context)",
+			Value: uint64(unsafe.Sizeof(v.WQContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, wq_type)",
 			Value: uint64(unsafe.Offsetof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, wq_type)",
+			Value: uint64(unsafe.Sizeof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_init_attr, wq_type)",
+			Value: layoutcheck.Signed(v.WQType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_init_attr, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_init_attr, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, cq)",
 			Value: uint64(unsafe.Offsetof(v.CQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, cq)",
+			Value: uint64(unsafe.Sizeof(v.CQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, create_flags)",
 			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_init_attr, create_flags)",
+			Value: uint64(unsafe.Sizeof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_init_attr, create_flags)",
+			Value: layoutcheck.Signed(v.CreateFlags),
 		})
 	}
 	{
@@ -1607,17 +3530,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_wq_attr, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_attr, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_attr, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_attr, wq_state)",
 			Value: uint64(unsafe.Offsetof(v.WQState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_attr, wq_state)",
+			Value: uint64(unsafe.Sizeof(v.WQState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_attr, wq_state)",
+			Value: layoutcheck.Signed(v.WQState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_attr, curr_wq_state)",
 			Value: uint64(unsafe.Offsetof(v.CurrWQState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_attr, curr_wq_state)",
+			Value: uint64(unsafe.Sizeof(v.CurrWQState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_attr, curr_wq_state)",
+			Value: layoutcheck.Signed(v.CurrWQState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_attr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_attr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_attr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_attr, flags_mask)",
 			Value: uint64(unsafe.Offsetof(v.FlagsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wq_attr, flags_mask)",
+			Value: uint64(unsafe.Sizeof(v.FlagsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wq_attr, flags_mask)",
+			Value: layoutcheck.Signed(v.FlagsMask),
 		})
 	}
 	{
@@ -1632,14 +3585,35 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_rwq_ind_table, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rwq_ind_table, ind_tbl_handle)",
 			Value: uint64(unsafe.Offsetof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table, ind_tbl_handle)",
+			Value: uint64(unsafe.Sizeof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rwq_ind_table, ind_tbl_handle)",
+			Value: layoutcheck.Signed(v.IndTblHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rwq_ind_table, ind_tbl_num)",
 			Value: uint64(unsafe.Offsetof(v.IndTblNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table, ind_tbl_num)",
+			Value: uint64(unsafe.Sizeof(v.IndTblNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rwq_ind_table, ind_tbl_num)",
+			Value: layoutcheck.Signed(v.IndTblNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rwq_ind_table, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rwq_ind_table, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -1654,11 +3628,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_rwq_ind_table_init_attr, log_ind_tbl_size)",
 			Value: uint64(unsafe.Offsetof(v.LogIndTblSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table_init_attr, log_ind_tbl_size)",
+			Value: uint64(unsafe.Sizeof(v.LogIndTblSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rwq_ind_table_init_attr, log_ind_tbl_size)",
+			Value: layoutcheck.Signed(v.LogIndTblSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rwq_ind_table_init_attr, ind_tbl)",
 			Value: uint64(unsafe.Offsetof(v.IndTbl)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table_init_attr, ind_tbl)",
+			Value: uint64(unsafe.Sizeof(v.IndTbl)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rwq_ind_table_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rwq_ind_table_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rwq_ind_table_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -1673,17 +3662,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_cap, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_cap, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_cap, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_cap, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_cap, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_cap, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_cap, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_cap, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_cap, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_cap, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_cap, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_cap, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_cap, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_cap, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_cap, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
 		})
 	}
 	{
@@ -1698,23 +3717,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_init_attr, qp_context)",
 			Value: uint64(unsafe.Offsetof(v.QPContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, qp_context)",
+			Value: uint64(unsafe.Sizeof(v.QPContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr, send_cq)",
 			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, send_cq)",
+			Value: uint64(unsafe.Sizeof(v.SendCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr, recv_cq)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, recv_cq)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr, srq)",
 			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, srq)",
+			Value: uint64(unsafe.Sizeof(v.SRQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr, cap)",
 			Value: uint64(unsafe.Offsetof(v.Cap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, cap)",
+			Value: uint64(unsafe.Sizeof(v.Cap)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr, sq_sig_all)",
 			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr, sq_sig_all)",
+			Value: uint64(unsafe.Sizeof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr, sq_sig_all)",
+			Value: layoutcheck.Signed(v.SQSigAll),
 		})
 	}
 	{
@@ -1729,14 +3775,35 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_function)",
 			Value: uint64(unsafe.Offsetof(v.RXHashFunction)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rx_hash_conf, rx_hash_function)",
+			Value: uint64(unsafe.Sizeof(v.RXHashFunction)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rx_hash_conf, rx_hash_function)",
+			Value: layoutcheck.Signed(v.RXHashFunction),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_key_len)",
 			Value: uint64(unsafe.Offsetof(v.RXHashKeyLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rx_hash_conf, rx_hash_key_len)",
+			Value: uint64(unsafe.Sizeof(v.RXHashKeyLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rx_hash_conf, rx_hash_key_len)",
+			Value: layoutcheck.Signed(v.RXHashKeyLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_key)",
 			Value: uint64(unsafe.Offsetof(v.RXHashKey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rx_hash_conf, rx_hash_key)",
+			Value: uint64(unsafe.Sizeof(v.RXHashKey)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_rx_hash_conf, rx_hash_fields_mask)",
 			Value: uint64(unsafe.Offsetof(v.RXHashFieldsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_rx_hash_conf, rx_hash_fields_mask)",
+			Value: uint64(unsafe.Sizeof(v.RXHashFieldsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_rx_hash_conf, rx_hash_fields_mask)",
+			Value: layoutcheck.Signed(v.RXHashFieldsMask),
 		})
 	}
 	{
@@ -1751,50 +3818,119 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, qp_context)",
 			Value: uint64(unsafe.Offsetof(v.QPContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, qp_context)",
+			Value: uint64(unsafe.Sizeof(v.QPContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, send_cq)",
 			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, send_cq)",
+			Value: uint64(unsafe.Sizeof(v.SendCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, recv_cq)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, recv_cq)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, srq)",
 			Value: uint64(unsafe.Offsetof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, srq)",
+			Value: uint64(unsafe.Sizeof(v.SRQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, cap)",
 			Value: uint64(unsafe.Offsetof(v.Cap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, cap)",
+			Value: uint64(unsafe.Sizeof(v.Cap)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, sq_sig_all)",
 			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, sq_sig_all)",
+			Value: uint64(unsafe.Sizeof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, sq_sig_all)",
+			Value: layoutcheck.Signed(v.SQSigAll),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, xrcd)",
 			Value: uint64(unsafe.Offsetof(v.XRCD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, xrcd)",
+			Value: uint64(unsafe.Sizeof(v.XRCD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, create_flags)",
 			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, create_flags)",
+			Value: uint64(unsafe.Sizeof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, create_flags)",
+			Value: layoutcheck.Signed(v.CreateFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, max_tso_header)",
 			Value: uint64(unsafe.Offsetof(v.MaxTSOHeader)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, max_tso_header)",
+			Value: uint64(unsafe.Sizeof(v.MaxTSOHeader)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, max_tso_header)",
+			Value: layoutcheck.Signed(v.MaxTSOHeader),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, rwq_ind_tbl)",
 			Value: uint64(unsafe.Offsetof(v.RWQIndTbl)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, rwq_ind_tbl)",
+			Value: uint64(unsafe.Sizeof(v.RWQIndTbl)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, rx_hash_conf)",
 			Value: uint64(unsafe.Offsetof(v.RXHashConf)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, rx_hash_conf)",
+			Value: uint64(unsafe.Sizeof(v.RXHashConf)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, source_qpn)",
 			Value: uint64(unsafe.Offsetof(v.SourceQPN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, source_qpn)",
+			Value: uint64(unsafe.Sizeof(v.SourceQPN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, source_qpn)",
+			Value: layoutcheck.Signed(v.SourceQPN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, send_ops_flags)",
 			Value: uint64(unsafe.Offsetof(v.SendOpsFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_init_attr_ex, send_ops_flags)",
+			Value: uint64(unsafe.Sizeof(v.SendOpsFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, send_ops_flags)",
+			Value: layoutcheck.Signed(v.SendOpsFlags),
 		})
 	}
 	{
@@ -1809,17 +3945,41 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_open_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_open_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_open_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_open_attr, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_open_attr, qp_num)",
+			Value: uint64(unsafe.Sizeof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_open_attr, qp_num)",
+			Value: layoutcheck.Signed(v.QPNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_open_attr, xrcd)",
 			Value: uint64(unsafe.Offsetof(v.XRCD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_open_attr, xrcd)",
+			Value: uint64(unsafe.Sizeof(v.XRCD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_open_attr, qp_context)",
 			Value: uint64(unsafe.Offsetof(v.QPContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_open_attr, qp_context)",
+			Value: uint64(unsafe.Sizeof(v.QPContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_open_attr, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_open_attr, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_open_attr, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
 		})
 	}
 	{
@@ -1834,80 +3994,227 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_attr, qp_state)",
 			Value: uint64(unsafe.Offsetof(v.QPState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, qp_state)",
+			Value: uint64(unsafe.Sizeof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, qp_state)",
+			Value: layoutcheck.Signed(v.QPState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, cur_qp_state)",
 			Value: uint64(unsafe.Offsetof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, cur_qp_state)",
+			Value: uint64(unsafe.Sizeof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, cur_qp_state)",
+			Value: layoutcheck.Signed(v.CurQPState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, path_mtu)",
 			Value: uint64(unsafe.Offsetof(v.PathMTU)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, path_mtu)",
+			Value: uint64(unsafe.Sizeof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, path_mtu)",
+			Value: layoutcheck.Signed(v.PathMTU),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, path_mig_state)",
 			Value: uint64(unsafe.Offsetof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, path_mig_state)",
+			Value: uint64(unsafe.Sizeof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, path_mig_state)",
+			Value: layoutcheck.Signed(v.PathMigState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, qkey)",
 			Value: uint64(unsafe.Offsetof(v.Qkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, qkey)",
+			Value: uint64(unsafe.Sizeof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, qkey)",
+			Value: layoutcheck.Signed(v.Qkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, rq_psn)",
+			Value: uint64(unsafe.Sizeof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, rq_psn)",
+			Value: layoutcheck.Signed(v.RQPSN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, sq_psn)",
 			Value: uint64(unsafe.Offsetof(v.SQPSN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, sq_psn)",
+			Value: uint64(unsafe.Sizeof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, sq_psn)",
+			Value: layoutcheck.Signed(v.SQPSN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, dest_qp_num)",
 			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, dest_qp_num)",
+			Value: uint64(unsafe.Sizeof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, dest_qp_num)",
+			Value: layoutcheck.Signed(v.DestQPNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, qp_access_flags)",
 			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, qp_access_flags)",
+			Value: uint64(unsafe.Sizeof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, qp_access_flags)",
+			Value: layoutcheck.Signed(v.QPAccessFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, cap)",
 			Value: uint64(unsafe.Offsetof(v.Cap)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, cap)",
+			Value: uint64(unsafe.Sizeof(v.Cap)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, ah_attr)",
 			Value: uint64(unsafe.Offsetof(v.AHAttr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, ah_attr)",
+			Value: uint64(unsafe.Sizeof(v.AHAttr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, alt_ah_attr)",
 			Value: uint64(unsafe.Offsetof(v.AltAHAttr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, alt_ah_attr)",
+			Value: uint64(unsafe.Sizeof(v.AltAHAttr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, pkey_index)",
+			Value: layoutcheck.Signed(v.PkeyIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, alt_pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, alt_pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, alt_pkey_index)",
+			Value: layoutcheck.Signed(v.AltPkeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, en_sqd_async_notify)",
 			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, en_sqd_async_notify)",
+			Value: uint64(unsafe.Sizeof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, en_sqd_async_notify)",
+			Value: layoutcheck.Signed(v.EnSqdAsyncNotify),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, sq_draining)",
 			Value: uint64(unsafe.Offsetof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, sq_draining)",
+			Value: uint64(unsafe.Sizeof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, sq_draining)",
+			Value: layoutcheck.Signed(v.SQDraining),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, max_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, max_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, max_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxRDAtomic),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, max_dest_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, max_dest_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxDestRDAtomic),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, min_rnr_timer)",
 			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, min_rnr_timer)",
+			Value: uint64(unsafe.Sizeof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, min_rnr_timer)",
+			Value: layoutcheck.Signed(v.MinRNRTimer),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, timeout)",
 			Value: uint64(unsafe.Offsetof(v.Timeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, timeout)",
+			Value: uint64(unsafe.Sizeof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, timeout)",
+			Value: layoutcheck.Signed(v.Timeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, retry_cnt)",
 			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, retry_cnt)",
+			Value: uint64(unsafe.Sizeof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, retry_cnt)",
+			Value: layoutcheck.Signed(v.RetryCnt),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, rnr_retry)",
 			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, rnr_retry)",
+			Value: uint64(unsafe.Sizeof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, rnr_retry)",
+			Value: layoutcheck.Signed(v.RNRRetry),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, alt_port_num)",
 			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, alt_port_num)",
+			Value: uint64(unsafe.Sizeof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, alt_port_num)",
+			Value: layoutcheck.Signed(v.AltPortNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, alt_timeout)",
 			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, alt_timeout)",
+			Value: uint64(unsafe.Sizeof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, alt_timeout)",
+			Value: layoutcheck.Signed(v.AltTimeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, rate_limit)",
 			Value: uint64(unsafe.Offsetof(v.RateLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attr, rate_limit)",
+			Value: uint64(unsafe.Sizeof(v.RateLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attr, rate_limit)",
+			Value: layoutcheck.Signed(v.RateLimit),
 		})
 	}
 	{
@@ -1922,14 +4229,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_rate_limit_attr, rate_limit)",
 			Value: uint64(unsafe.Offsetof(v.RateLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_rate_limit_attr, rate_limit)",
+			Value: uint64(unsafe.Sizeof(v.RateLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_rate_limit_attr, rate_limit)",
+			Value: layoutcheck.Signed(v.RateLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_rate_limit_attr, max_burst_sz)",
 			Value: uint64(unsafe.Offsetof(v.MaxBurstSz)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_rate_limit_attr, max_burst_sz)",
+			Value: uint64(unsafe.Sizeof(v.MaxBurstSz)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_rate_limit_attr, max_burst_sz)",
+			Value: layoutcheck.Signed(v.MaxBurstSz),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_rate_limit_attr, typical_pkt_sz)",
 			Value: uint64(unsafe.Offsetof(v.TypicalPktSz)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_rate_limit_attr, typical_pkt_sz)",
+			Value: uint64(unsafe.Sizeof(v.TypicalPktSz)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_rate_limit_attr, typical_pkt_sz)",
+			Value: layoutcheck.Signed(v.TypicalPktSz),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_rate_limit_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_rate_limit_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_rate_limit_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -1944,8 +4275,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_data_buf, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_data_buf, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_data_buf, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_data_buf, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_data_buf, length)",
+			Value: layoutcheck.Signed(v.Length),
 		})
 	}
 	{
@@ -1960,11 +4300,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_sge, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sge, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sge, addr)",
+			Value: layoutcheck.Signed(v.Addr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sge, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sge, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sge, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sge, lkey)",
 			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_sge, lkey)",
+			Value: uint64(unsafe.Sizeof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_sge, lkey)",
+			Value: layoutcheck.Signed(v.Lkey),
 		})
 	}
 	{
@@ -1979,8 +4337,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_fd_arr, arr)",
 			Value: uint64(unsafe.Offsetof(v.Arr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_fd_arr, arr)",
+			Value: uint64(unsafe.Sizeof(v.Arr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_fd_arr, count)",
 			Value: uint64(unsafe.Offsetof(v.Count)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_fd_arr, count)",
+			Value: uint64(unsafe.Sizeof(v.Count)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_fd_arr, count)",
+			Value: layoutcheck.Signed(v.Count),
 		})
 	}
 	{
@@ -1995,38 +4362,92 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_send_wr, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_send_wr, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, next)",
 			Value: uint64(unsafe.Offsetof(v.Next)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, next)",
+			Value: uint64(unsafe.Sizeof(v.Next)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, sg_list)",
 			Value: uint64(unsafe.Offsetof(v.SGList)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, sg_list)",
+			Value: uint64(unsafe.Sizeof(v.SGList)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, num_sge)",
 			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, num_sge)",
+			Value: uint64(unsafe.Sizeof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_send_wr, num_sge)",
+			Value: layoutcheck.Signed(v.NumSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, opcode)",
 			Value: uint64(unsafe.Offsetof(v.Opcode)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, opcode)",
+			Value: uint64(unsafe.Sizeof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_send_wr, opcode)",
+			Value: layoutcheck.Signed(v.Opcode),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, send_flags)",
 			Value: uint64(unsafe.Offsetof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, send_flags)",
+			Value: uint64(unsafe.Sizeof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_send_wr, send_flags)",
+			Value: layoutcheck.Signed(v.SendFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, imm_data)",
 			Value: uint64(unsafe.Offsetof(v.ImmData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, imm_data)",
+			Value: uint64(unsafe.Sizeof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_send_wr, imm_data)",
+			Value: layoutcheck.Signed(v.ImmData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, invalidate_rkey)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, invalidate_rkey)",
+			Value: uint64(unsafe.Sizeof((*v.InvalidateRkey()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_send_wr, invalidate_rkey)",
+			Value: layoutcheck.Signed((*v.InvalidateRkey())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, wr)",
 			Value: uint64(unsafe.Offsetof(v.WR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, wr)",
+			Value: uint64(unsafe.Sizeof(v.WR)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, bind_mw)",
 			Value: uint64(unsafe.Offsetof(v.BindMW)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, bind_mw)",
+			Value: uint64(unsafe.Sizeof(v.BindMW)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, tso)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.TSO())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_send_wr, tso)",
+			Value: uint64(unsafe.Sizeof((*v.TSO()))),
 		})
 	}
 	{
@@ -2041,11 +4462,23 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_ah, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ah, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ah, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ah, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		})
 	}
 	{
@@ -2060,14 +4493,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_recv_wr, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_recv_wr, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_recv_wr, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_recv_wr, next)",
 			Value: uint64(unsafe.Offsetof(v.Next)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_recv_wr, next)",
+			Value: uint64(unsafe.Sizeof(v.Next)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_recv_wr, sg_list)",
 			Value: uint64(unsafe.Offsetof(v.SGList)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_recv_wr, sg_list)",
+			Value: uint64(unsafe.Sizeof(v.SGList)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_recv_wr, num_sge)",
 			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_recv_wr, num_sge)",
+			Value: uint64(unsafe.Sizeof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_recv_wr, num_sge)",
+			Value: layoutcheck.Signed(v.NumSGE),
 		})
 	}
 	{
@@ -2082,17 +4533,41 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_ops_wr, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ops_wr, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ops_wr, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ops_wr, next)",
 			Value: uint64(unsafe.Offsetof(v.Next)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ops_wr, next)",
+			Value: uint64(unsafe.Sizeof(v.Next)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ops_wr, opcode)",
 			Value: uint64(unsafe.Offsetof(v.Opcode)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ops_wr, opcode)",
+			Value: uint64(unsafe.Sizeof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ops_wr, opcode)",
+			Value: layoutcheck.Signed(v.Opcode),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ops_wr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ops_wr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ops_wr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ops_wr, tm)",
 			Value: uint64(unsafe.Offsetof(v.TM)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ops_wr, tm)",
+			Value: uint64(unsafe.Sizeof(v.TM)),
 		})
 	}
 	{
@@ -2107,11 +4582,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_mw_bind, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw_bind, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw_bind, send_flags)",
 			Value: uint64(unsafe.Offsetof(v.SendFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind, send_flags)",
+			Value: uint64(unsafe.Sizeof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_mw_bind, send_flags)",
+			Value: layoutcheck.Signed(v.SendFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw_bind, bind_info)",
 			Value: uint64(unsafe.Offsetof(v.BindInfo)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_mw_bind, bind_info)",
+			Value: uint64(unsafe.Sizeof(v.BindInfo)),
 		})
 	}
 	{
@@ -2126,23 +4616,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_srq, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq, srq_context)",
 			Value: uint64(unsafe.Offsetof(v.SRQContext)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, srq_context)",
+			Value: uint64(unsafe.Sizeof(v.SRQContext)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq, mutex)",
 			Value: uint64(unsafe.Offsetof(v.Mutex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, mutex)",
+			Value: uint64(unsafe.Sizeof(v.Mutex)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq, cond)",
 			Value: uint64(unsafe.Offsetof(v.Cond)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, cond)",
+			Value: uint64(unsafe.Sizeof(v.Cond)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq, events_completed)",
 			Value: uint64(unsafe.Offsetof(v.EventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_srq, events_completed)",
+			Value: uint64(unsafe.Sizeof(v.EventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_srq, events_completed)",
+			Value: layoutcheck.Signed(v.EventsCompleted),
 		})
 	}
 	{
@@ -2157,80 +4674,167 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_ex, qp_base)",
 			Value: uint64(unsafe.Offsetof(v.QPBase)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, qp_base)",
+			Value: uint64(unsafe.Sizeof(v.QPBase)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_ex, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_flags)",
 			Value: uint64(unsafe.Offsetof(v.WRFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_flags)",
+			Value: uint64(unsafe.Sizeof(v.WRFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_ex, wr_flags)",
+			Value: layoutcheck.Signed(v.WRFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)",
 			Value: uint64(unsafe.Offsetof(v.WRAtomicCmpSwp)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_atomic_cmp_swp)",
+			Value: uint64(unsafe.Sizeof(v.WRAtomicCmpSwp)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_fetch_add)",
 			Value: uint64(unsafe.Offsetof(v.WRAtomicFetchAdd)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_atomic_fetch_add)",
+			Value: uint64(unsafe.Sizeof(v.WRAtomicFetchAdd)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_bind_mw)",
 			Value: uint64(unsafe.Offsetof(v.WRBindMW)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_bind_mw)",
+			Value: uint64(unsafe.Sizeof(v.WRBindMW)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_local_inv)",
 			Value: uint64(unsafe.Offsetof(v.WRLocalInv)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_local_inv)",
+			Value: uint64(unsafe.Sizeof(v.WRLocalInv)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_rdma_read)",
 			Value: uint64(unsafe.Offsetof(v.WRRDMARead)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_rdma_read)",
+			Value: uint64(unsafe.Sizeof(v.WRRDMARead)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_rdma_write)",
 			Value: uint64(unsafe.Offsetof(v.WRRDMAWrite)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_rdma_write)",
+			Value: uint64(unsafe.Sizeof(v.WRRDMAWrite)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_rdma_write_imm)",
 			Value: uint64(unsafe.Offsetof(v.WRRDMAWriteImm)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_rdma_write_imm)",
+			Value: uint64(unsafe.Sizeof(v.WRRDMAWriteImm)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_send)",
 			Value: uint64(unsafe.Offsetof(v.WRSend)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_send)",
+			Value: uint64(unsafe.Sizeof(v.WRSend)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_send_imm)",
 			Value: uint64(unsafe.Offsetof(v.WRSendImm)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_send_imm)",
+			Value: uint64(unsafe.Sizeof(v.WRSendImm)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_send_inv)",
 			Value: uint64(unsafe.Offsetof(v.WRSendInv)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_send_inv)",
+			Value: uint64(unsafe.Sizeof(v.WRSendInv)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_send_tso)",
 			Value: uint64(unsafe.Offsetof(v.WRSendTSO)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_send_tso)",
+			Value: uint64(unsafe.Sizeof(v.WRSendTSO)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_set_ud_addr)",
 			Value: uint64(unsafe.Offsetof(v.WRSetUDAddr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_set_ud_addr)",
+			Value: uint64(unsafe.Sizeof(v.WRSetUDAddr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_set_xrc_srqn)",
 			Value: uint64(unsafe.Offsetof(v.WRSetXRCSRQN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_set_xrc_srqn)",
+			Value: uint64(unsafe.Sizeof(v.WRSetXRCSRQN)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_set_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.WRSetInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_set_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.WRSetInlineData)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_set_inline_data_list)",
 			Value: uint64(unsafe.Offsetof(v.WRSetInlineDataList)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_set_inline_data_list)",
+			Value: uint64(unsafe.Sizeof(v.WRSetInlineDataList)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_set_sge)",
 			Value: uint64(unsafe.Offsetof(v.WRSetSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_set_sge)",
+			Value: uint64(unsafe.Sizeof(v.WRSetSGE)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_set_sge_list)",
 			Value: uint64(unsafe.Offsetof(v.WRSetSGEList)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_set_sge_list)",
+			Value: uint64(unsafe.Sizeof(v.WRSetSGEList)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_start)",
 			Value: uint64(unsafe.Offsetof(v.WRStart)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_start)",
+			Value: uint64(unsafe.Sizeof(v.WRStart)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_complete)",
 			Value: uint64(unsafe.Offsetof(v.WRComplete)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_complete)",
+			Value: uint64(unsafe.Sizeof(v.WRComplete)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_abort)",
 			Value: uint64(unsafe.Offsetof(v.WRAbort)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_abort)",
+			Value: uint64(unsafe.Sizeof(v.WRAbort)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_write)",
 			Value: uint64(unsafe.Offsetof(v.WRAtomicWrite)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_atomic_write)",
+			Value: uint64(unsafe.Sizeof(v.WRAtomicWrite)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_flush)",
 			Value: uint64(unsafe.Offsetof(v.WRFlush)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_ex, wr_flush)",
+			Value: uint64(unsafe.Sizeof(v.WRFlush)),
 		})
 	}
 	{
@@ -2245,11 +4849,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_ece, vendor_id)",
 			Value: uint64(unsafe.Offsetof(v.VendorID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ece, vendor_id)",
+			Value: uint64(unsafe.Sizeof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ece, vendor_id)",
+			Value: layoutcheck.Signed(v.VendorID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ece, options)",
 			Value: uint64(unsafe.Offsetof(v.Options)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ece, options)",
+			Value: uint64(unsafe.Sizeof(v.Options)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ece, options)",
+			Value: layoutcheck.Signed(v.Options),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ece, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_ece, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_ece, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -2264,11 +4886,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_comp_channel, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_channel, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_channel, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_channel, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_channel, fd)",
+			Value: layoutcheck.Signed(v.FD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_channel, refcnt)",
 			Value: uint64(unsafe.Offsetof(v.Refcnt)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_channel, refcnt)",
+			Value: uint64(unsafe.Sizeof(v.Refcnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_channel, refcnt)",
+			Value: layoutcheck.Signed(v.Refcnt),
 		})
 	}
 	{
@@ -2282,6 +4919,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_poll_cq_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_poll_cq_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_poll_cq_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -2296,8 +4939,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_wc_tm_info, tag)",
 			Value: uint64(unsafe.Offsetof(v.Tag)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc_tm_info, tag)",
+			Value: uint64(unsafe.Sizeof(v.Tag)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc_tm_info, tag)",
+			Value: layoutcheck.Signed(v.Tag),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc_tm_info, priv)",
 			Value: uint64(unsafe.Offsetof(v.Priv)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_wc_tm_info, priv)",
+			Value: uint64(unsafe.Sizeof(v.Priv)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_wc_tm_info, priv)",
+			Value: layoutcheck.Signed(v.Priv),
 		})
 	}
 	{
@@ -2312,92 +4967,203 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_cq_ex, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, channel)",
 			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, channel)",
+			Value: uint64(unsafe.Sizeof(v.Channel)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, cq_context)",
 			Value: uint64(unsafe.Offsetof(v.CQContext)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, cq_context)",
+			Value: uint64(unsafe.Sizeof(v.CQContext)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, mutex)",
 			Value: uint64(unsafe.Offsetof(v.Mutex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, mutex)",
+			Value: uint64(unsafe.Sizeof(v.Mutex)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, cond)",
 			Value: uint64(unsafe.Offsetof(v.Cond)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, cond)",
+			Value: uint64(unsafe.Sizeof(v.Cond)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, comp_events_completed)",
 			Value: uint64(unsafe.Offsetof(v.CompEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, comp_events_completed)",
+			Value: uint64(unsafe.Sizeof(v.CompEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, comp_events_completed)",
+			Value: layoutcheck.Signed(v.CompEventsCompleted),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, async_events_completed)",
 			Value: uint64(unsafe.Offsetof(v.AsyncEventsCompleted)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, async_events_completed)",
+			Value: uint64(unsafe.Sizeof(v.AsyncEventsCompleted)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, async_events_completed)",
+			Value: layoutcheck.Signed(v.AsyncEventsCompleted),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, status)",
 			Value: uint64(unsafe.Offsetof(v.Status)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, status)",
+			Value: uint64(unsafe.Sizeof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, status)",
+			Value: layoutcheck.Signed(v.Status),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_ex, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, start_poll)",
 			Value: uint64(unsafe.Offsetof(v.StartPoll)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, start_poll)",
+			Value: uint64(unsafe.Sizeof(v.StartPoll)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, next_poll)",
 			Value: uint64(unsafe.Offsetof(v.NextPoll)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, next_poll)",
+			Value: uint64(unsafe.Sizeof(v.NextPoll)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, end_poll)",
 			Value: uint64(unsafe.Offsetof(v.EndPoll)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, end_poll)",
+			Value: uint64(unsafe.Sizeof(v.EndPoll)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_opcode)",
 			Value: uint64(unsafe.Offsetof(v.ReadOpcode)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_opcode)",
+			Value: uint64(unsafe.Sizeof(v.ReadOpcode)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_vendor_err)",
 			Value: uint64(unsafe.Offsetof(v.ReadVendorErr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_vendor_err)",
+			Value: uint64(unsafe.Sizeof(v.ReadVendorErr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_byte_len)",
 			Value: uint64(unsafe.Offsetof(v.ReadByteLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_byte_len)",
+			Value: uint64(unsafe.Sizeof(v.ReadByteLen)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_imm_data)",
 			Value: uint64(unsafe.Offsetof(v.ReadImmData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_imm_data)",
+			Value: uint64(unsafe.Sizeof(v.ReadImmData)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_qp_num)",
 			Value: uint64(unsafe.Offsetof(v.ReadQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_qp_num)",
+			Value: uint64(unsafe.Sizeof(v.ReadQPNum)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_src_qp)",
 			Value: uint64(unsafe.Offsetof(v.ReadSrcQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_src_qp)",
+			Value: uint64(unsafe.Sizeof(v.ReadSrcQP)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_wc_flags)",
 			Value: uint64(unsafe.Offsetof(v.ReadWCFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_wc_flags)",
+			Value: uint64(unsafe.Sizeof(v.ReadWCFlags)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_slid)",
 			Value: uint64(unsafe.Offsetof(v.ReadSLID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_slid)",
+			Value: uint64(unsafe.Sizeof(v.ReadSLID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_sl)",
 			Value: uint64(unsafe.Offsetof(v.ReadSL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_sl)",
+			Value: uint64(unsafe.Sizeof(v.ReadSL)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_dlid_path_bits)",
 			Value: uint64(unsafe.Offsetof(v.ReadDLIDPathBits)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_dlid_path_bits)",
+			Value: uint64(unsafe.Sizeof(v.ReadDLIDPathBits)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_completion_ts)",
 			Value: uint64(unsafe.Offsetof(v.ReadCompletionTs)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_completion_ts)",
+			Value: uint64(unsafe.Sizeof(v.ReadCompletionTs)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_cvlan)",
 			Value: uint64(unsafe.Offsetof(v.ReadCvlan)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_cvlan)",
+			Value: uint64(unsafe.Sizeof(v.ReadCvlan)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_flow_tag)",
 			Value: uint64(unsafe.Offsetof(v.ReadFlowTag)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_flow_tag)",
+			Value: uint64(unsafe.Sizeof(v.ReadFlowTag)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_tm_info)",
 			Value: uint64(unsafe.Offsetof(v.ReadTMInfo)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_tm_info)",
+			Value: uint64(unsafe.Sizeof(v.ReadTMInfo)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_ex, read_completion_wallclock_ns)",
 			Value: uint64(unsafe.Offsetof(v.ReadCompletionWallclockNs)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_ex, read_completion_wallclock_ns)",
+			Value: uint64(unsafe.Sizeof(v.ReadCompletionWallclockNs)),
 		})
 	}
 	{
@@ -2412,8 +5178,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_moderate_cq, cq_count)",
 			Value: uint64(unsafe.Offsetof(v.CQCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_moderate_cq, cq_count)",
+			Value: uint64(unsafe.Sizeof(v.CQCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_moderate_cq, cq_count)",
+			Value: layoutcheck.Signed(v.CQCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_moderate_cq, cq_period)",
 			Value: uint64(unsafe.Offsetof(v.CQPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_moderate_cq, cq_period)",
+			Value: uint64(unsafe.Sizeof(v.CQPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_moderate_cq, cq_period)",
+			Value: layoutcheck.Signed(v.CQPeriod),
 		})
 	}
 	{
@@ -2428,8 +5206,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_modify_cq_attr, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_modify_cq_attr, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_modify_cq_attr, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_modify_cq_attr, moderate)",
 			Value: uint64(unsafe.Offsetof(v.Moderate)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_modify_cq_attr, moderate)",
+			Value: uint64(unsafe.Sizeof(v.Moderate)),
 		})
 	}
 	{
@@ -2444,14 +5231,44 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_eth_filter, dst_mac)",
 			Value: uint64(unsafe.Offsetof(v.DstMAC)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_eth_filter, dst_mac)",
+			Value: uint64(unsafe.Sizeof(v.DstMAC)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_flow_eth_filter, dst_mac)",
+			Value: uint64(unsafe.Sizeof(v.DstMAC[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_eth_filter, dst_mac)",
+			Value: layoutcheck.Signed(v.DstMAC[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_eth_filter, src_mac)",
 			Value: uint64(unsafe.Offsetof(v.SrcMAC)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_eth_filter, src_mac)",
+			Value: uint64(unsafe.Sizeof(v.SrcMAC)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_flow_eth_filter, src_mac)",
+			Value: uint64(unsafe.Sizeof(v.SrcMAC[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_eth_filter, src_mac)",
+			Value: layoutcheck.Signed(v.SrcMAC[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_eth_filter, ether_type)",
 			Value: uint64(unsafe.Offsetof(v.EtherType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_eth_filter, ether_type)",
+			Value: uint64(unsafe.Sizeof(v.EtherType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_eth_filter, ether_type)",
+			Value: layoutcheck.Signed(v.EtherType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_eth_filter, vlan_tag)",
 			Value: uint64(unsafe.Offsetof(v.VLANTag)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_eth_filter, vlan_tag)",
+			Value: uint64(unsafe.Sizeof(v.VLANTag)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_eth_filter, vlan_tag)",
+			Value: layoutcheck.Signed(v.VLANTag),
 		})
 	}
 	{
@@ -2466,14 +5283,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_eth, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_eth, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_eth, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_eth, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_eth, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_eth, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_eth, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_eth, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_eth, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_eth, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2488,8 +5323,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_ipv4_filter, src_ip)",
 			Value: uint64(unsafe.Offsetof(v.SrcIP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_filter, src_ip)",
+			Value: layoutcheck.Signed(v.SrcIP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv4_filter, dst_ip)",
 			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_filter, dst_ip)",
+			Value: layoutcheck.Signed(v.DstIP),
 		})
 	}
 	{
@@ -2504,14 +5351,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_ipv4, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_ipv4, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv4, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_ipv4, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv4, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv4, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2526,20 +5391,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, src_ip)",
 			Value: uint64(unsafe.Offsetof(v.SrcIP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_ext_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_ext_filter, src_ip)",
+			Value: layoutcheck.Signed(v.SrcIP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, dst_ip)",
 			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_ext_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_ext_filter, dst_ip)",
+			Value: layoutcheck.Signed(v.DstIP),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, proto)",
 			Value: uint64(unsafe.Offsetof(v.Proto)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_ext_filter, proto)",
+			Value: uint64(unsafe.Sizeof(v.Proto)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_ext_filter, proto)",
+			Value: layoutcheck.Signed(v.Proto),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, tos)",
 			Value: uint64(unsafe.Offsetof(v.Tos)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_ext_filter, tos)",
+			Value: uint64(unsafe.Sizeof(v.Tos)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_ext_filter, tos)",
+			Value: layoutcheck.Signed(v.Tos),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, ttl)",
 			Value: uint64(unsafe.Offsetof(v.Ttl)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_ext_filter, ttl)",
+			Value: uint64(unsafe.Sizeof(v.Ttl)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_ext_filter, ttl)",
+			Value: layoutcheck.Signed(v.Ttl),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv4_ext_filter, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv4_ext_filter, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv4_ext_filter, flags)",
+			Value: layoutcheck.Signed(v.Flags),
 		})
 	}
 	{
@@ -2554,14 +5455,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4_ext, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_ipv4_ext, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4_ext, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_ipv4_ext, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4_ext, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv4_ext, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv4_ext, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2576,20 +5495,62 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_ipv6_filter, src_ip)",
 			Value: uint64(unsafe.Offsetof(v.SrcIP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv6_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_flow_ipv6_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv6_filter, src_ip)",
+			Value: layoutcheck.Signed(v.SrcIP[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv6_filter, dst_ip)",
 			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv6_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_flow_ipv6_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv6_filter, dst_ip)",
+			Value: layoutcheck.Signed(v.DstIP[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv6_filter, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv6_filter, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv6_filter, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv6_filter, next_hdr)",
 			Value: uint64(unsafe.Offsetof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv6_filter, next_hdr)",
+			Value: uint64(unsafe.Sizeof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv6_filter, next_hdr)",
+			Value: layoutcheck.Signed(v.NextHdr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv6_filter, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv6_filter, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv6_filter, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_ipv6_filter, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_ipv6_filter, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_ipv6_filter, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
 		})
 	}
 	{
@@ -2604,14 +5565,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_ipv6, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv6, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_ipv6, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv6, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv6, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_ipv6, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv6, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv6, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_ipv6, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_ipv6, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2626,8 +5605,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_esp_filter, spi)",
 			Value: uint64(unsafe.Offsetof(v.Spi)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_esp_filter, spi)",
+			Value: uint64(unsafe.Sizeof(v.Spi)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_esp_filter, spi)",
+			Value: layoutcheck.Signed(v.Spi),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_esp_filter, seq)",
 			Value: uint64(unsafe.Offsetof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_esp_filter, seq)",
+			Value: uint64(unsafe.Sizeof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_esp_filter, seq)",
+			Value: layoutcheck.Signed(v.Seq),
 		})
 	}
 	{
@@ -2642,14 +5633,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_esp, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_esp, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_esp, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_esp, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_esp, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_esp, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_esp, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_esp, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_esp, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_esp, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2664,8 +5673,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_tcp_udp_filter, dst_port)",
 			Value: uint64(unsafe.Offsetof(v.DstPort)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_tcp_udp_filter, dst_port)",
+			Value: uint64(unsafe.Sizeof(v.DstPort)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_tcp_udp_filter, dst_port)",
+			Value: layoutcheck.Signed(v.DstPort),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_tcp_udp_filter, src_port)",
 			Value: uint64(unsafe.Offsetof(v.SrcPort)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_tcp_udp_filter, src_port)",
+			Value: uint64(unsafe.Sizeof(v.SrcPort)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_tcp_udp_filter, src_port)",
+			Value: layoutcheck.Signed(v.SrcPort),
 		})
 	}
 	{
@@ -2680,14 +5701,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tcp_udp, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_tcp_udp, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tcp_udp, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_tcp_udp, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tcp_udp, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_tcp_udp, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tcp_udp, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2702,11 +5741,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_gre_filter, c_ks_res0_ver)",
 			Value: uint64(unsafe.Offsetof(v.CKsRes0Ver)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_gre_filter, c_ks_res0_ver)",
+			Value: uint64(unsafe.Sizeof(v.CKsRes0Ver)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_gre_filter, c_ks_res0_ver)",
+			Value: layoutcheck.Signed(v.CKsRes0Ver),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_gre_filter, protocol)",
 			Value: uint64(unsafe.Offsetof(v.Protocol)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_gre_filter, protocol)",
+			Value: uint64(unsafe.Sizeof(v.Protocol)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_gre_filter, protocol)",
+			Value: layoutcheck.Signed(v.Protocol),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_gre_filter, key)",
 			Value: uint64(unsafe.Offsetof(v.Key)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_gre_filter, key)",
+			Value: uint64(unsafe.Sizeof(v.Key)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_gre_filter, key)",
+			Value: layoutcheck.Signed(v.Key),
 		})
 	}
 	{
@@ -2721,14 +5778,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_gre, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_gre, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_gre, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_gre, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_gre, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_gre, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_gre, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_gre, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_gre, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_gre, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2742,6 +5817,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_mpls_filter, label)",
 			Value: uint64(unsafe.Offsetof(v.Label)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_mpls_filter, label)",
+			Value: uint64(unsafe.Sizeof(v.Label)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_mpls_filter, label)",
+			Value: layoutcheck.Signed(v.Label),
 		})
 	}
 	{
@@ -2756,14 +5837,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_mpls, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_mpls, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_mpls, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_mpls, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_mpls, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_mpls, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_mpls, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_mpls, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_mpls, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_mpls, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2777,6 +5876,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_tunnel_filter, tunnel_id)",
 			Value: uint64(unsafe.Offsetof(v.TunnelID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_tunnel_filter, tunnel_id)",
+			Value: uint64(unsafe.Sizeof(v.TunnelID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_tunnel_filter, tunnel_id)",
+			Value: layoutcheck.Signed(v.TunnelID),
 		})
 	}
 	{
@@ -2791,14 +5896,32 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_tunnel, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tunnel, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_tunnel, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_tunnel, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tunnel, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_tunnel, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_tunnel, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tunnel, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_tunnel, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_tunnel, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -2813,11 +5936,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_action_tag, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_tag, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_tag, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_action_tag, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_tag, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_tag, size)",
+			Value: layoutcheck.Signed(v.Size),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_action_tag, tag_id)",
 			Value: uint64(unsafe.Offsetof(v.TagID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_tag, tag_id)",
+			Value: uint64(unsafe.Sizeof(v.TagID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_tag, tag_id)",
+			Value: layoutcheck.Signed(v.TagID),
 		})
 	}
 	{
@@ -2832,8 +5973,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_action_drop, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_drop, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_drop, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_action_drop, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_drop, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_drop, size)",
+			Value: layoutcheck.Signed(v.Size),
 		})
 	}
 	{
@@ -2848,11 +6001,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_action_handle, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_handle, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_handle, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_action_handle, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_handle, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_action_handle, size)",
+			Value: layoutcheck.Signed(v.Size),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_action_handle, action)",
 			Value: uint64(unsafe.Offsetof(v.Action)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_action_handle, action)",
+			Value: uint64(unsafe.Sizeof(v.Action)),
 		})
 	}
 	{
@@ -2866,6 +6034,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
 		})
 	}
 	{
@@ -2880,11 +6051,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec_counter_action, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_counter_action, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_counter_action, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_counter_action, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_counter_action, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_spec_counter_action, size)",
+			Value: layoutcheck.Signed(v.Size),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec_counter_action, counters)",
 			Value: uint64(unsafe.Offsetof(v.Counters)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec_counter_action, counters)",
+			Value: uint64(unsafe.Sizeof(v.Counters)),
 		})
 	}
 	{
@@ -2898,6 +6084,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_counters, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_counters, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
 		})
 	}
 	{
@@ -2912,44 +6101,86 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_spec, hdr)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Hdr())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, hdr)",
+			Value: uint64(unsafe.Sizeof((*v.Hdr()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, eth)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Eth())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, eth)",
+			Value: uint64(unsafe.Sizeof((*v.Eth()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, ipv4)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv4())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, ipv4)",
+			Value: uint64(unsafe.Sizeof((*v.IPv4()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, tcp_udp)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.TCPUDP())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, tcp_udp)",
+			Value: uint64(unsafe.Sizeof((*v.TCPUDP()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, ipv4_ext)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv4Ext())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, ipv4_ext)",
+			Value: uint64(unsafe.Sizeof((*v.IPv4Ext()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, ipv6)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.IPv6())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, ipv6)",
+			Value: uint64(unsafe.Sizeof((*v.IPv6()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, esp)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.ESP())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, esp)",
+			Value: uint64(unsafe.Sizeof((*v.ESP()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, tunnel)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Tunnel())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, tunnel)",
+			Value: uint64(unsafe.Sizeof((*v.Tunnel()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, gre)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.GRE())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, gre)",
+			Value: uint64(unsafe.Sizeof((*v.GRE()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, mpls)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.MPLS())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, mpls)",
+			Value: uint64(unsafe.Sizeof((*v.MPLS()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, flow_tag)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.FlowTag())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, flow_tag)",
+			Value: uint64(unsafe.Sizeof((*v.FlowTag()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, drop)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Drop())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, drop)",
+			Value: uint64(unsafe.Sizeof((*v.Drop()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, handle)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Handle())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, handle)",
+			Value: uint64(unsafe.Sizeof((*v.Handle()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_spec, flow_count)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.FlowCount())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_spec, flow_count)",
+			Value: uint64(unsafe.Sizeof((*v.FlowCount()))),
 		})
 	}
 	{
@@ -2964,23 +6195,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_attr, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, type)",
+			Value: layoutcheck.Signed(v.Type),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_attr, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, size)",
+			Value: layoutcheck.Signed(v.Size),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_attr, priority)",
 			Value: uint64(unsafe.Offsetof(v.Priority)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, priority)",
+			Value: uint64(unsafe.Sizeof(v.Priority)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, priority)",
+			Value: layoutcheck.Signed(v.Priority),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_attr, num_of_specs)",
 			Value: uint64(unsafe.Offsetof(v.NumOfSpecs)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, num_of_specs)",
+			Value: uint64(unsafe.Sizeof(v.NumOfSpecs)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, num_of_specs)",
+			Value: layoutcheck.Signed(v.NumOfSpecs),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_attr, port)",
 			Value: uint64(unsafe.Offsetof(v.Port)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, port)",
+			Value: uint64(unsafe.Sizeof(v.Port)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, port)",
+			Value: layoutcheck.Signed(v.Port),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_attr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_attr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_attr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
 		})
 	}
 	{
@@ -2995,11 +6268,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		})
 	}
 	{
@@ -3014,32 +6302,80 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, esp_attr)",
 			Value: uint64(unsafe.Offsetof(v.ESPAttr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, esp_attr)",
+			Value: uint64(unsafe.Sizeof(v.ESPAttr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, keymat_proto)",
 			Value: uint64(unsafe.Offsetof(v.KeymatProto)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, keymat_proto)",
+			Value: uint64(unsafe.Sizeof(v.KeymatProto)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, keymat_proto)",
+			Value: layoutcheck.Signed(v.KeymatProto),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, keymat_len)",
 			Value: uint64(unsafe.Offsetof(v.KeymatLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, keymat_len)",
+			Value: uint64(unsafe.Sizeof(v.KeymatLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, keymat_len)",
+			Value: layoutcheck.Signed(v.KeymatLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, keymat_ptr)",
 			Value: uint64(unsafe.Offsetof(v.KeymatPtr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, keymat_ptr)",
+			Value: uint64(unsafe.Sizeof(v.KeymatPtr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, replay_proto)",
 			Value: uint64(unsafe.Offsetof(v.ReplayProto)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, replay_proto)",
+			Value: uint64(unsafe.Sizeof(v.ReplayProto)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, replay_proto)",
+			Value: layoutcheck.Signed(v.ReplayProto),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, replay_len)",
 			Value: uint64(unsafe.Offsetof(v.ReplayLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, replay_len)",
+			Value: uint64(unsafe.Sizeof(v.ReplayLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, replay_len)",
+			Value: layoutcheck.Signed(v.ReplayLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, replay_ptr)",
 			Value: uint64(unsafe.Offsetof(v.ReplayPtr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, replay_ptr)",
+			Value: uint64(unsafe.Sizeof(v.ReplayPtr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, esp_encap)",
 			Value: uint64(unsafe.Offsetof(v.ESPEncap)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, esp_encap)",
+			Value: uint64(unsafe.Sizeof(v.ESPEncap)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, esn)",
 			Value: uint64(unsafe.Offsetof(v.Esn)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_flow_action_esp_attr, esn)",
+			Value: uint64(unsafe.Sizeof(v.Esn)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, esn)",
+			Value: layoutcheck.Signed(v.Esn),
 		})
 	}
 	{
@@ -3054,8 +6390,14 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct _ibv_device_ops, _dummy1)",
 			Value: uint64(unsafe.Offsetof(v.Dummy1)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct _ibv_device_ops, _dummy1)",
+			Value: uint64(unsafe.Sizeof(v.Dummy1)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct _ibv_device_ops, _dummy2)",
 			Value: uint64(unsafe.Offsetof(v.Dummy2)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct _ibv_device_ops, _dummy2)",
+			Value: uint64(unsafe.Sizeof(v.Dummy2)),
 		})
 	}
 	{
@@ -3070,23 +6412,62 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_device, _ops)",
 			Value: uint64(unsafe.Offsetof(v.Ops)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, _ops)",
+			Value: uint64(unsafe.Sizeof(v.Ops)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, node_type)",
 			Value: uint64(unsafe.Offsetof(v.NodeType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, node_type)",
+			Value: uint64(unsafe.Sizeof(v.NodeType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device, node_type)",
+			Value: layoutcheck.Signed(v.NodeType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, transport_type)",
 			Value: uint64(unsafe.Offsetof(v.TransportType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, transport_type)",
+			Value: uint64(unsafe.Sizeof(v.TransportType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_device, transport_type)",
+			Value: layoutcheck.Signed(v.TransportType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, name)",
 			Value: uint64(unsafe.Offsetof(v.Name)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, name)",
+			Value: uint64(unsafe.Sizeof(v.Name)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_device, name)",
+			Value: uint64(unsafe.Sizeof(v.Name[0])),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, dev_name)",
 			Value: uint64(unsafe.Offsetof(v.DevName)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, dev_name)",
+			Value: uint64(unsafe.Sizeof(v.DevName)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_device, dev_name)",
+			Value: uint64(unsafe.Sizeof(v.DevName[0])),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, dev_path)",
 			Value: uint64(unsafe.Offsetof(v.DevPath)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, dev_path)",
+			Value: uint64(unsafe.Sizeof(v.DevPath)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_device, dev_path)",
+			Value: uint64(unsafe.Sizeof(v.DevPath[0])),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device, ibdev_path)",
 			Value: uint64(unsafe.Offsetof(v.IbdevPath)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_device, ibdev_path)",
+			Value: uint64(unsafe.Sizeof(v.IbdevPath)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ibv_device, ibdev_path)",
+			Value: uint64(unsafe.Sizeof(v.IbdevPath[0])),
 		})
 	}
 	{
@@ -3101,98 +6482,194 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_context_ops, _compat_query_device)",
 			Value: uint64(unsafe.Offsetof(v.CompatQueryDevice)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_query_device)",
+			Value: uint64(unsafe.Sizeof(v.CompatQueryDevice)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_query_port)",
 			Value: uint64(unsafe.Offsetof(v.CompatQueryPort)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_query_port)",
+			Value: uint64(unsafe.Sizeof(v.CompatQueryPort)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_alloc_pd)",
 			Value: uint64(unsafe.Offsetof(v.CompatAllocPD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_alloc_pd)",
+			Value: uint64(unsafe.Sizeof(v.CompatAllocPD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_dealloc_pd)",
 			Value: uint64(unsafe.Offsetof(v.CompatDeallocPD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_dealloc_pd)",
+			Value: uint64(unsafe.Sizeof(v.CompatDeallocPD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_reg_mr)",
 			Value: uint64(unsafe.Offsetof(v.CompatRegMR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_reg_mr)",
+			Value: uint64(unsafe.Sizeof(v.CompatRegMR)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_rereg_mr)",
 			Value: uint64(unsafe.Offsetof(v.CompatReregMR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_rereg_mr)",
+			Value: uint64(unsafe.Sizeof(v.CompatReregMR)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_dereg_mr)",
 			Value: uint64(unsafe.Offsetof(v.CompatDeregMR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_dereg_mr)",
+			Value: uint64(unsafe.Sizeof(v.CompatDeregMR)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, alloc_mw)",
 			Value: uint64(unsafe.Offsetof(v.AllocMW)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, alloc_mw)",
+			Value: uint64(unsafe.Sizeof(v.AllocMW)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, bind_mw)",
 			Value: uint64(unsafe.Offsetof(v.BindMW)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, bind_mw)",
+			Value: uint64(unsafe.Sizeof(v.BindMW)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, dealloc_mw)",
 			Value: uint64(unsafe.Offsetof(v.DeallocMW)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, dealloc_mw)",
+			Value: uint64(unsafe.Sizeof(v.DeallocMW)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_create_cq)",
 			Value: uint64(unsafe.Offsetof(v.CompatCreateCQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_create_cq)",
+			Value: uint64(unsafe.Sizeof(v.CompatCreateCQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, poll_cq)",
 			Value: uint64(unsafe.Offsetof(v.PollCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, poll_cq)",
+			Value: uint64(unsafe.Sizeof(v.PollCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, req_notify_cq)",
 			Value: uint64(unsafe.Offsetof(v.ReqNotifyCQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, req_notify_cq)",
+			Value: uint64(unsafe.Sizeof(v.ReqNotifyCQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_cq_event)",
 			Value: uint64(unsafe.Offsetof(v.CompatCQEvent)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_cq_event)",
+			Value: uint64(unsafe.Sizeof(v.CompatCQEvent)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_resize_cq)",
 			Value: uint64(unsafe.Offsetof(v.CompatResizeCQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_resize_cq)",
+			Value: uint64(unsafe.Sizeof(v.CompatResizeCQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_cq)",
 			Value: uint64(unsafe.Offsetof(v.CompatDestroyCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_destroy_cq)",
+			Value: uint64(unsafe.Sizeof(v.CompatDestroyCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_create_srq)",
 			Value: uint64(unsafe.Offsetof(v.CompatCreateSRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_create_srq)",
+			Value: uint64(unsafe.Sizeof(v.CompatCreateSRQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_modify_srq)",
 			Value: uint64(unsafe.Offsetof(v.CompatModifySRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_modify_srq)",
+			Value: uint64(unsafe.Sizeof(v.CompatModifySRQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_query_srq)",
 			Value: uint64(unsafe.Offsetof(v.CompatQuerySRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_query_srq)",
+			Value: uint64(unsafe.Sizeof(v.CompatQuerySRQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_srq)",
 			Value: uint64(unsafe.Offsetof(v.CompatDestroySRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_destroy_srq)",
+			Value: uint64(unsafe.Sizeof(v.CompatDestroySRQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, post_srq_recv)",
 			Value: uint64(unsafe.Offsetof(v.PostSRQRecv)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, post_srq_recv)",
+			Value: uint64(unsafe.Sizeof(v.PostSRQRecv)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_create_qp)",
 			Value: uint64(unsafe.Offsetof(v.CompatCreateQP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_create_qp)",
+			Value: uint64(unsafe.Sizeof(v.CompatCreateQP)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_query_qp)",
 			Value: uint64(unsafe.Offsetof(v.CompatQueryQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_query_qp)",
+			Value: uint64(unsafe.Sizeof(v.CompatQueryQP)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_modify_qp)",
 			Value: uint64(unsafe.Offsetof(v.CompatModifyQP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_modify_qp)",
+			Value: uint64(unsafe.Sizeof(v.CompatModifyQP)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_qp)",
 			Value: uint64(unsafe.Offsetof(v.CompatDestroyQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_destroy_qp)",
+			Value: uint64(unsafe.Sizeof(v.CompatDestroyQP)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, post_send)",
 			Value: uint64(unsafe.Offsetof(v.PostSend)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, post_send)",
+			Value: uint64(unsafe.Sizeof(v.PostSend)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, post_recv)",
 			Value: uint64(unsafe.Offsetof(v.PostRecv)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, post_recv)",
+			Value: uint64(unsafe.Sizeof(v.PostRecv)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_create_ah)",
 			Value: uint64(unsafe.Offsetof(v.CompatCreateAH)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_create_ah)",
+			Value: uint64(unsafe.Sizeof(v.CompatCreateAH)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_destroy_ah)",
 			Value: uint64(unsafe.Offsetof(v.CompatDestroyAH)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_destroy_ah)",
+			Value: uint64(unsafe.Sizeof(v.CompatDestroyAH)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_attach_mcast)",
 			Value: uint64(unsafe.Offsetof(v.CompatAttachMcast)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_attach_mcast)",
+			Value: uint64(unsafe.Sizeof(v.CompatAttachMcast)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_detach_mcast)",
 			Value: uint64(unsafe.Offsetof(v.CompatDetachMcast)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_detach_mcast)",
+			Value: uint64(unsafe.Sizeof(v.CompatDetachMcast)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_context_ops, _compat_async_event)",
 			Value: uint64(unsafe.Offsetof(v.CompatAsyncEvent)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_context_ops, _compat_async_event)",
+			Value: uint64(unsafe.Sizeof(v.CompatAsyncEvent)),
 		})
 	}
 	{
@@ -3207,26 +6684,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, cq_context)",
 			Value: uint64(unsafe.Offsetof(v.CQContext)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, cq_context)",
+			Value: uint64(unsafe.Sizeof(v.CQContext)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, channel)",
 			Value: uint64(unsafe.Offsetof(v.Channel)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, channel)",
+			Value: uint64(unsafe.Sizeof(v.Channel)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, comp_vector)",
 			Value: uint64(unsafe.Offsetof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, comp_vector)",
+			Value: uint64(unsafe.Sizeof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, comp_vector)",
+			Value: layoutcheck.Signed(v.CompVector),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, wc_flags)",
 			Value: uint64(unsafe.Offsetof(v.WCFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, wc_flags)",
+			Value: uint64(unsafe.Sizeof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, wc_flags)",
+			Value: layoutcheck.Signed(v.WCFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, parent_domain)",
 			Value: uint64(unsafe.Offsetof(v.ParentDomain)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_cq_init_attr_ex, parent_domain)",
+			Value: uint64(unsafe.Sizeof(v.ParentDomain)),
 		})
 	}
 	{
@@ -3241,11 +6757,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_comp_cntr_caps, max_value)",
 			Value: uint64(unsafe.Offsetof(v.MaxValue)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr_caps, max_value)",
+			Value: uint64(unsafe.Sizeof(v.MaxValue)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr_caps, max_value)",
+			Value: layoutcheck.Signed(v.MaxValue),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_cntr_caps, max_counters)",
 			Value: uint64(unsafe.Offsetof(v.MaxCounters)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr_caps, max_counters)",
+			Value: uint64(unsafe.Sizeof(v.MaxCounters)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr_caps, max_counters)",
+			Value: layoutcheck.Signed(v.MaxCounters),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_cntr_caps, supported_qp_attach_ops)",
 			Value: uint64(unsafe.Offsetof(v.SupportedQPAttachOps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr_caps, supported_qp_attach_ops)",
+			Value: uint64(unsafe.Sizeof(v.SupportedQPAttachOps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr_caps, supported_qp_attach_ops)",
+			Value: layoutcheck.Signed(v.SupportedQPAttachOps),
 		})
 	}
 	{
@@ -3260,8 +6794,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_comp_cntr, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_cntr, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr, handle)",
+			Value: layoutcheck.Signed(v.Handle),
 		})
 	}
 	{
@@ -3276,11 +6819,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_comp_cntr_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_cntr_init_attr, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr_init_attr, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr_init_attr, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_comp_cntr_init_attr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_comp_cntr_init_attr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_comp_cntr_init_attr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
 		})
 	}
 	{
@@ -3295,8 +6856,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_qp_attach_comp_cntr_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attach_comp_cntr_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attach_comp_cntr_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attach_comp_cntr_attr, op_mask)",
 			Value: uint64(unsafe.Offsetof(v.OpMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_qp_attach_comp_cntr_attr, op_mask)",
+			Value: uint64(unsafe.Sizeof(v.OpMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_qp_attach_comp_cntr_attr, op_mask)",
+			Value: layoutcheck.Signed(v.OpMask),
 		})
 	}
 	{
@@ -3311,20 +6884,41 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_parent_domain_init_attr, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, td)",
 			Value: uint64(unsafe.Offsetof(v.TD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_parent_domain_init_attr, td)",
+			Value: uint64(unsafe.Sizeof(v.TD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_parent_domain_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_parent_domain_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, alloc)",
 			Value: uint64(unsafe.Offsetof(v.Alloc)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_parent_domain_init_attr, alloc)",
+			Value: uint64(unsafe.Sizeof(v.Alloc)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, free)",
 			Value: uint64(unsafe.Offsetof(v.Free)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_parent_domain_init_attr, free)",
+			Value: uint64(unsafe.Sizeof(v.Free)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, pd_context)",
 			Value: uint64(unsafe.Offsetof(v.PDContext)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_parent_domain_init_attr, pd_context)",
+			Value: uint64(unsafe.Sizeof(v.PDContext)),
 		})
 	}
 	{
@@ -3339,14 +6933,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_dmah_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dmah_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_dmah_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dmah_init_attr, cpu_id)",
 			Value: uint64(unsafe.Offsetof(v.CPUID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dmah_init_attr, cpu_id)",
+			Value: uint64(unsafe.Sizeof(v.CPUID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_dmah_init_attr, cpu_id)",
+			Value: layoutcheck.Signed(v.CPUID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dmah_init_attr, ph)",
 			Value: uint64(unsafe.Offsetof(v.Ph)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dmah_init_attr, ph)",
+			Value: uint64(unsafe.Sizeof(v.Ph)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_dmah_init_attr, ph)",
+			Value: layoutcheck.Signed(v.Ph),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dmah_init_attr, tph_mem_type)",
 			Value: uint64(unsafe.Offsetof(v.TphMemType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_dmah_init_attr, tph_mem_type)",
+			Value: uint64(unsafe.Sizeof(v.TphMemType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_dmah_init_attr, tph_mem_type)",
+			Value: layoutcheck.Signed(v.TphMemType),
 		})
 	}
 	{
@@ -3360,6 +6978,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_counters_init_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_counters_init_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_counters_init_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -3374,11 +6998,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_counter_attach_attr, counter_desc)",
 			Value: uint64(unsafe.Offsetof(v.CounterDesc)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_counter_attach_attr, counter_desc)",
+			Value: uint64(unsafe.Sizeof(v.CounterDesc)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_counter_attach_attr, counter_desc)",
+			Value: layoutcheck.Signed(v.CounterDesc),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_counter_attach_attr, index)",
 			Value: uint64(unsafe.Offsetof(v.Index)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_counter_attach_attr, index)",
+			Value: uint64(unsafe.Sizeof(v.Index)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_counter_attach_attr, index)",
+			Value: layoutcheck.Signed(v.Index),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_counter_attach_attr, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_counter_attach_attr, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_counter_attach_attr, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		})
 	}
 	{
@@ -3393,8 +7035,17 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ibv_values_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_values_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ibv_values_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_values_ex, raw_clock)",
 			Value: uint64(unsafe.Offsetof(v.RawClock)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ibv_values_ex, raw_clock)",
+			Value: uint64(unsafe.Sizeof(v.RawClock)),
 		})
 	}
 	{
@@ -3409,143 +7060,290 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct verbs_context, free_buf)",
 			Value: uint64(unsafe.Offsetof(v.FreeBuf)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, free_buf)",
+			Value: uint64(unsafe.Sizeof(v.FreeBuf)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, alloc_buf)",
 			Value: uint64(unsafe.Offsetof(v.AllocBuf)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, alloc_buf)",
+			Value: uint64(unsafe.Sizeof(v.AllocBuf)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, dm_export_dmabuf_fd)",
 			Value: uint64(unsafe.Offsetof(v.DMExportDmabufFD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, dm_export_dmabuf_fd)",
+			Value: uint64(unsafe.Sizeof(v.DMExportDmabufFD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, reg_mr_ex)",
 			Value: uint64(unsafe.Offsetof(v.RegMREx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, reg_mr_ex)",
+			Value: uint64(unsafe.Sizeof(v.RegMREx)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, dealloc_dmah)",
 			Value: uint64(unsafe.Offsetof(v.DeallocDmah)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, dealloc_dmah)",
+			Value: uint64(unsafe.Sizeof(v.DeallocDmah)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, alloc_dmah)",
 			Value: uint64(unsafe.Offsetof(v.AllocDmah)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, alloc_dmah)",
+			Value: uint64(unsafe.Sizeof(v.AllocDmah)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, query_port)",
 			Value: uint64(unsafe.Offsetof(v.QueryPort)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, query_port)",
+			Value: uint64(unsafe.Sizeof(v.QueryPort)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, advise_mr)",
 			Value: uint64(unsafe.Offsetof(v.AdviseMR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, advise_mr)",
+			Value: uint64(unsafe.Sizeof(v.AdviseMR)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, alloc_null_mr)",
 			Value: uint64(unsafe.Offsetof(v.AllocNullMR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, alloc_null_mr)",
+			Value: uint64(unsafe.Sizeof(v.AllocNullMR)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, read_counters)",
 			Value: uint64(unsafe.Offsetof(v.ReadCounters)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, read_counters)",
+			Value: uint64(unsafe.Sizeof(v.ReadCounters)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, attach_counters_point_flow)",
 			Value: uint64(unsafe.Offsetof(v.AttachCountersPointFlow)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, attach_counters_point_flow)",
+			Value: uint64(unsafe.Sizeof(v.AttachCountersPointFlow)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_counters)",
 			Value: uint64(unsafe.Offsetof(v.CreateCounters)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_counters)",
+			Value: uint64(unsafe.Sizeof(v.CreateCounters)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, destroy_counters)",
 			Value: uint64(unsafe.Offsetof(v.DestroyCounters)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, destroy_counters)",
+			Value: uint64(unsafe.Sizeof(v.DestroyCounters)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, reg_dm_mr)",
 			Value: uint64(unsafe.Offsetof(v.RegDMMR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, reg_dm_mr)",
+			Value: uint64(unsafe.Sizeof(v.RegDMMR)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, alloc_dm)",
 			Value: uint64(unsafe.Offsetof(v.AllocDM)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, alloc_dm)",
+			Value: uint64(unsafe.Sizeof(v.AllocDM)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, free_dm)",
 			Value: uint64(unsafe.Offsetof(v.FreeDM)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, free_dm)",
+			Value: uint64(unsafe.Sizeof(v.FreeDM)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, modify_flow_action_esp)",
 			Value: uint64(unsafe.Offsetof(v.ModifyFlowActionESP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, modify_flow_action_esp)",
+			Value: uint64(unsafe.Sizeof(v.ModifyFlowActionESP)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, destroy_flow_action)",
 			Value: uint64(unsafe.Offsetof(v.DestroyFlowAction)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, destroy_flow_action)",
+			Value: uint64(unsafe.Sizeof(v.DestroyFlowAction)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_flow_action_esp)",
 			Value: uint64(unsafe.Offsetof(v.CreateFlowActionESP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_flow_action_esp)",
+			Value: uint64(unsafe.Sizeof(v.CreateFlowActionESP)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, modify_qp_rate_limit)",
 			Value: uint64(unsafe.Offsetof(v.ModifyQPRateLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, modify_qp_rate_limit)",
+			Value: uint64(unsafe.Sizeof(v.ModifyQPRateLimit)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, alloc_parent_domain)",
 			Value: uint64(unsafe.Offsetof(v.AllocParentDomain)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, alloc_parent_domain)",
+			Value: uint64(unsafe.Sizeof(v.AllocParentDomain)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, dealloc_td)",
 			Value: uint64(unsafe.Offsetof(v.DeallocTD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, dealloc_td)",
+			Value: uint64(unsafe.Sizeof(v.DeallocTD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, alloc_td)",
 			Value: uint64(unsafe.Offsetof(v.AllocTD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, alloc_td)",
+			Value: uint64(unsafe.Sizeof(v.AllocTD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, modify_cq)",
 			Value: uint64(unsafe.Offsetof(v.ModifyCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, modify_cq)",
+			Value: uint64(unsafe.Sizeof(v.ModifyCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, post_srq_ops)",
 			Value: uint64(unsafe.Offsetof(v.PostSRQOps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, post_srq_ops)",
+			Value: uint64(unsafe.Sizeof(v.PostSRQOps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, destroy_rwq_ind_table)",
 			Value: uint64(unsafe.Offsetof(v.DestroyRWQIndTable)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, destroy_rwq_ind_table)",
+			Value: uint64(unsafe.Sizeof(v.DestroyRWQIndTable)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_rwq_ind_table)",
 			Value: uint64(unsafe.Offsetof(v.CreateRWQIndTable)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_rwq_ind_table)",
+			Value: uint64(unsafe.Sizeof(v.CreateRWQIndTable)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, destroy_wq)",
 			Value: uint64(unsafe.Offsetof(v.DestroyWQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, destroy_wq)",
+			Value: uint64(unsafe.Sizeof(v.DestroyWQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, modify_wq)",
 			Value: uint64(unsafe.Offsetof(v.ModifyWQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, modify_wq)",
+			Value: uint64(unsafe.Sizeof(v.ModifyWQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_wq)",
 			Value: uint64(unsafe.Offsetof(v.CreateWQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_wq)",
+			Value: uint64(unsafe.Sizeof(v.CreateWQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, query_rt_values)",
 			Value: uint64(unsafe.Offsetof(v.QueryRtValues)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, query_rt_values)",
+			Value: uint64(unsafe.Sizeof(v.QueryRtValues)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_cq_ex)",
 			Value: uint64(unsafe.Offsetof(v.CreateCQEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_cq_ex)",
+			Value: uint64(unsafe.Sizeof(v.CreateCQEx)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, priv)",
 			Value: uint64(unsafe.Offsetof(v.Priv)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, priv)",
+			Value: uint64(unsafe.Sizeof(v.Priv)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, query_device_ex)",
 			Value: uint64(unsafe.Offsetof(v.QueryDeviceEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, query_device_ex)",
+			Value: uint64(unsafe.Sizeof(v.QueryDeviceEx)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, ibv_destroy_flow)",
 			Value: uint64(unsafe.Offsetof(v.IbvDestroyFlow)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, ibv_destroy_flow)",
+			Value: uint64(unsafe.Sizeof(v.IbvDestroyFlow)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, ABI_placeholder2)",
 			Value: uint64(unsafe.Offsetof(v.ABIPlaceholder2)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, ABI_placeholder2)",
+			Value: uint64(unsafe.Sizeof(v.ABIPlaceholder2)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, ibv_create_flow)",
 			Value: uint64(unsafe.Offsetof(v.IbvCreateFlow)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, ibv_create_flow)",
+			Value: uint64(unsafe.Sizeof(v.IbvCreateFlow)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, ABI_placeholder1)",
 			Value: uint64(unsafe.Offsetof(v.ABIPlaceholder1)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, ABI_placeholder1)",
+			Value: uint64(unsafe.Sizeof(v.ABIPlaceholder1)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, open_qp)",
 			Value: uint64(unsafe.Offsetof(v.OpenQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, open_qp)",
+			Value: uint64(unsafe.Sizeof(v.OpenQP)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_qp_ex)",
 			Value: uint64(unsafe.Offsetof(v.CreateQPEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_qp_ex)",
+			Value: uint64(unsafe.Sizeof(v.CreateQPEx)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, get_srq_num)",
 			Value: uint64(unsafe.Offsetof(v.GetSRQNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, get_srq_num)",
+			Value: uint64(unsafe.Sizeof(v.GetSRQNum)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, create_srq_ex)",
 			Value: uint64(unsafe.Offsetof(v.CreateSRQEx)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, create_srq_ex)",
+			Value: uint64(unsafe.Sizeof(v.CreateSRQEx)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, open_xrcd)",
 			Value: uint64(unsafe.Offsetof(v.OpenXRCD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, open_xrcd)",
+			Value: uint64(unsafe.Sizeof(v.OpenXRCD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, close_xrcd)",
 			Value: uint64(unsafe.Offsetof(v.CloseXRCD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, close_xrcd)",
+			Value: uint64(unsafe.Sizeof(v.CloseXRCD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, _ABI_placeholder3)",
 			Value: uint64(unsafe.Offsetof(v.ABIPlaceholder3)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, _ABI_placeholder3)",
+			Value: uint64(unsafe.Sizeof(v.ABIPlaceholder3)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct verbs_context, _ABI_placeholder3)",
+			Value: layoutcheck.Signed(v.ABIPlaceholder3),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, sz)",
 			Value: uint64(unsafe.Offsetof(v.Sz)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, sz)",
+			Value: uint64(unsafe.Sizeof(v.Sz)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct verbs_context, sz)",
+			Value: layoutcheck.Signed(v.Sz),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct verbs_context, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct verbs_context, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
 		})
 	}
 	{
@@ -3560,11 +7358,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_async_event_desc, element)",
 			Value: uint64(unsafe.Offsetof(v.Element)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_async_event_desc, element)",
+			Value: uint64(unsafe.Sizeof(v.Element)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_async_event_desc, element)",
+			Value: layoutcheck.Signed(v.Element),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_async_event_desc, event_type)",
 			Value: uint64(unsafe.Offsetof(v.EventType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_async_event_desc, event_type)",
+			Value: uint64(unsafe.Sizeof(v.EventType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_async_event_desc, event_type)",
+			Value: layoutcheck.Signed(v.EventType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_async_event_desc, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_async_event_desc, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_async_event_desc, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3578,6 +7394,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_comp_event_desc, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_comp_event_desc, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_comp_event_desc, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
 		})
 	}
 	{
@@ -3592,11 +7414,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_count)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQModerationCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_count)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQModerationCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_count)",
+			Value: layoutcheck.Signed(v.MaxCQModerationCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_period)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQModerationPeriod)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_period)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQModerationPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cq_moderation_caps, max_cq_moderation_period)",
+			Value: layoutcheck.Signed(v.MaxCQModerationPeriod),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_cq_moderation_caps, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cq_moderation_caps, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cq_moderation_caps, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3611,11 +7451,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_cmd_hdr, command)",
 			Value: uint64(unsafe.Offsetof(v.Command)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cmd_hdr, command)",
+			Value: uint64(unsafe.Sizeof(v.Command)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cmd_hdr, command)",
+			Value: layoutcheck.Signed(v.Command),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_cmd_hdr, in_words)",
 			Value: uint64(unsafe.Offsetof(v.InWords)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cmd_hdr, in_words)",
+			Value: uint64(unsafe.Sizeof(v.InWords)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cmd_hdr, in_words)",
+			Value: layoutcheck.Signed(v.InWords),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_cmd_hdr, out_words)",
 			Value: uint64(unsafe.Offsetof(v.OutWords)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cmd_hdr, out_words)",
+			Value: uint64(unsafe.Sizeof(v.OutWords)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cmd_hdr, out_words)",
+			Value: layoutcheck.Signed(v.OutWords),
 		})
 	}
 	{
@@ -3630,14 +7488,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_cmd_hdr, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_cmd_hdr, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, provider_in_words)",
 			Value: uint64(unsafe.Offsetof(v.ProviderInWords)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_cmd_hdr, provider_in_words)",
+			Value: uint64(unsafe.Sizeof(v.ProviderInWords)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_cmd_hdr, provider_in_words)",
+			Value: layoutcheck.Signed(v.ProviderInWords),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, provider_out_words)",
 			Value: uint64(unsafe.Offsetof(v.ProviderOutWords)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_cmd_hdr, provider_out_words)",
+			Value: uint64(unsafe.Sizeof(v.ProviderOutWords)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_cmd_hdr, provider_out_words)",
+			Value: layoutcheck.Signed(v.ProviderOutWords),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved)",
 			Value: uint64(unsafe.Offsetof(v.CmdHdrReserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved)",
+			Value: uint64(unsafe.Sizeof(v.CmdHdrReserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_cmd_hdr, cmd_hdr_reserved)",
+			Value: layoutcheck.Signed(v.CmdHdrReserved),
 		})
 	}
 	{
@@ -3652,8 +7534,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_get_context, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_get_context, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_get_context, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_get_context, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_get_context, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_get_context, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -3668,11 +7562,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_get_context_resp, async_fd)",
 			Value: uint64(unsafe.Offsetof(v.AsyncFD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_get_context_resp, async_fd)",
+			Value: uint64(unsafe.Sizeof(v.AsyncFD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_get_context_resp, async_fd)",
+			Value: layoutcheck.Signed(v.AsyncFD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_get_context_resp, num_comp_vectors)",
 			Value: uint64(unsafe.Offsetof(v.NumCompVectors)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_get_context_resp, num_comp_vectors)",
+			Value: uint64(unsafe.Sizeof(v.NumCompVectors)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_get_context_resp, num_comp_vectors)",
+			Value: layoutcheck.Signed(v.NumCompVectors),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_get_context_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_get_context_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_get_context_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -3687,8 +7599,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_device, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_device, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -3703,125 +7627,374 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, fw_ver)",
 			Value: uint64(unsafe.Offsetof(v.FWVer)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, fw_ver)",
+			Value: uint64(unsafe.Sizeof(v.FWVer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, fw_ver)",
+			Value: layoutcheck.Signed(v.FWVer),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, node_guid)",
 			Value: uint64(unsafe.Offsetof(v.NodeGUID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, node_guid)",
+			Value: uint64(unsafe.Sizeof(v.NodeGUID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, node_guid)",
+			Value: layoutcheck.Signed(v.NodeGUID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, sys_image_guid)",
 			Value: uint64(unsafe.Offsetof(v.SysImageGUID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, sys_image_guid)",
+			Value: uint64(unsafe.Sizeof(v.SysImageGUID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, sys_image_guid)",
+			Value: layoutcheck.Signed(v.SysImageGUID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mr_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxMRSize)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_mr_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxMRSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_mr_size)",
+			Value: layoutcheck.Signed(v.MaxMRSize),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, page_size_cap)",
 			Value: uint64(unsafe.Offsetof(v.PageSizeCap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, page_size_cap)",
+			Value: uint64(unsafe.Sizeof(v.PageSizeCap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, page_size_cap)",
+			Value: layoutcheck.Signed(v.PageSizeCap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, vendor_id)",
 			Value: uint64(unsafe.Offsetof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, vendor_id)",
+			Value: uint64(unsafe.Sizeof(v.VendorID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, vendor_id)",
+			Value: layoutcheck.Signed(v.VendorID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, vendor_part_id)",
 			Value: uint64(unsafe.Offsetof(v.VendorPartID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, vendor_part_id)",
+			Value: uint64(unsafe.Sizeof(v.VendorPartID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, vendor_part_id)",
+			Value: layoutcheck.Signed(v.VendorPartID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, hw_ver)",
 			Value: uint64(unsafe.Offsetof(v.HWVer)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, hw_ver)",
+			Value: uint64(unsafe.Sizeof(v.HWVer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, hw_ver)",
+			Value: layoutcheck.Signed(v.HWVer),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp)",
 			Value: uint64(unsafe.Offsetof(v.MaxQP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_qp)",
+			Value: uint64(unsafe.Sizeof(v.MaxQP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_qp)",
+			Value: layoutcheck.Signed(v.MaxQP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxQPWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_qp_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxQPWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_qp_wr)",
+			Value: layoutcheck.Signed(v.MaxQPWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, device_cap_flags)",
 			Value: uint64(unsafe.Offsetof(v.DeviceCapFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, device_cap_flags)",
+			Value: uint64(unsafe.Sizeof(v.DeviceCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, device_cap_flags)",
+			Value: layoutcheck.Signed(v.DeviceCapFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_sge_rd)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGERD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_sge_rd)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGERD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_sge_rd)",
+			Value: layoutcheck.Signed(v.MaxSGERD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_cq)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_cq)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_cq)",
+			Value: layoutcheck.Signed(v.MaxCQ),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_cqe)",
 			Value: uint64(unsafe.Offsetof(v.MaxCQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_cqe)",
+			Value: uint64(unsafe.Sizeof(v.MaxCQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_cqe)",
+			Value: layoutcheck.Signed(v.MaxCQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mr)",
 			Value: uint64(unsafe.Offsetof(v.MaxMR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_mr)",
+			Value: uint64(unsafe.Sizeof(v.MaxMR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_mr)",
+			Value: layoutcheck.Signed(v.MaxMR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_pd)",
 			Value: uint64(unsafe.Offsetof(v.MaxPD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_pd)",
+			Value: uint64(unsafe.Sizeof(v.MaxPD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_pd)",
+			Value: layoutcheck.Signed(v.MaxPD),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxQPRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_qp_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxQPRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_qp_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxQPRDAtom),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ee_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxEeRDAtom)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_ee_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxEeRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_ee_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxEeRDAtom),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_res_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxResRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_res_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxResRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_res_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxResRDAtom),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_qp_init_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxQPInitRDAtom)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_qp_init_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxQPInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_qp_init_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxQPInitRDAtom),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ee_init_rd_atom)",
 			Value: uint64(unsafe.Offsetof(v.MaxEeInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_ee_init_rd_atom)",
+			Value: uint64(unsafe.Sizeof(v.MaxEeInitRDAtom)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_ee_init_rd_atom)",
+			Value: layoutcheck.Signed(v.MaxEeInitRDAtom),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, atomic_cap)",
 			Value: uint64(unsafe.Offsetof(v.AtomicCap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, atomic_cap)",
+			Value: uint64(unsafe.Sizeof(v.AtomicCap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, atomic_cap)",
+			Value: layoutcheck.Signed(v.AtomicCap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ee)",
 			Value: uint64(unsafe.Offsetof(v.MaxEe)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_ee)",
+			Value: uint64(unsafe.Sizeof(v.MaxEe)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_ee)",
+			Value: layoutcheck.Signed(v.MaxEe),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_rdd)",
 			Value: uint64(unsafe.Offsetof(v.MaxRdd)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_rdd)",
+			Value: uint64(unsafe.Sizeof(v.MaxRdd)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_rdd)",
+			Value: layoutcheck.Signed(v.MaxRdd),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mw)",
 			Value: uint64(unsafe.Offsetof(v.MaxMW)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_mw)",
+			Value: uint64(unsafe.Sizeof(v.MaxMW)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_mw)",
+			Value: layoutcheck.Signed(v.MaxMW),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_raw_ipv6_qp)",
 			Value: uint64(unsafe.Offsetof(v.MaxRawIPv6QP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_raw_ipv6_qp)",
+			Value: uint64(unsafe.Sizeof(v.MaxRawIPv6QP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_raw_ipv6_qp)",
+			Value: layoutcheck.Signed(v.MaxRawIPv6QP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_raw_ethy_qp)",
 			Value: uint64(unsafe.Offsetof(v.MaxRawEthyQP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_raw_ethy_qp)",
+			Value: uint64(unsafe.Sizeof(v.MaxRawEthyQP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_raw_ethy_qp)",
+			Value: layoutcheck.Signed(v.MaxRawEthyQP),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mcast_grp)",
 			Value: uint64(unsafe.Offsetof(v.MaxMcastGrp)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_mcast_grp)",
+			Value: uint64(unsafe.Sizeof(v.MaxMcastGrp)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_mcast_grp)",
+			Value: layoutcheck.Signed(v.MaxMcastGrp),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_mcast_qp_attach)",
 			Value: uint64(unsafe.Offsetof(v.MaxMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_mcast_qp_attach)",
+			Value: uint64(unsafe.Sizeof(v.MaxMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_mcast_qp_attach)",
+			Value: layoutcheck.Signed(v.MaxMcastQPAttach),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_total_mcast_qp_attach)",
 			Value: uint64(unsafe.Offsetof(v.MaxTotalMcastQPAttach)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_total_mcast_qp_attach)",
+			Value: uint64(unsafe.Sizeof(v.MaxTotalMcastQPAttach)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_total_mcast_qp_attach)",
+			Value: layoutcheck.Signed(v.MaxTotalMcastQPAttach),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_ah)",
 			Value: uint64(unsafe.Offsetof(v.MaxAH)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_ah)",
+			Value: uint64(unsafe.Sizeof(v.MaxAH)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_ah)",
+			Value: layoutcheck.Signed(v.MaxAH),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_fmr)",
 			Value: uint64(unsafe.Offsetof(v.MaxFmr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_fmr)",
+			Value: uint64(unsafe.Sizeof(v.MaxFmr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_fmr)",
+			Value: layoutcheck.Signed(v.MaxFmr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_map_per_fmr)",
 			Value: uint64(unsafe.Offsetof(v.MaxMapPerFmr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_map_per_fmr)",
+			Value: uint64(unsafe.Sizeof(v.MaxMapPerFmr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_map_per_fmr)",
+			Value: layoutcheck.Signed(v.MaxMapPerFmr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_srq)",
 			Value: uint64(unsafe.Offsetof(v.MaxSRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_srq)",
+			Value: uint64(unsafe.Sizeof(v.MaxSRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_srq)",
+			Value: layoutcheck.Signed(v.MaxSRQ),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_srq_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSRQWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_srq_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSRQWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_srq_wr)",
+			Value: layoutcheck.Signed(v.MaxSRQWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_srq_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSRQSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_srq_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSRQSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_srq_sge)",
+			Value: layoutcheck.Signed(v.MaxSRQSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_pkeys)",
 			Value: uint64(unsafe.Offsetof(v.MaxPkeys)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, max_pkeys)",
+			Value: uint64(unsafe.Sizeof(v.MaxPkeys)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_pkeys)",
+			Value: layoutcheck.Signed(v.MaxPkeys),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, local_ca_ack_delay)",
 			Value: uint64(unsafe.Offsetof(v.LocalCaACKDelay)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, local_ca_ack_delay)",
+			Value: uint64(unsafe.Sizeof(v.LocalCaACKDelay)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, local_ca_ack_delay)",
+			Value: layoutcheck.Signed(v.LocalCaACKDelay),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, phys_port_cnt)",
 			Value: uint64(unsafe.Offsetof(v.PhysPortCnt)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, phys_port_cnt)",
+			Value: uint64(unsafe.Sizeof(v.PhysPortCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, phys_port_cnt)",
+			Value: layoutcheck.Signed(v.PhysPortCnt),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_device_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_device_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_device_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
 		})
 	}
 	{
@@ -3836,8 +8009,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_query_device, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3852,11 +8037,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_odp_caps, general_caps)",
 			Value: uint64(unsafe.Offsetof(v.GeneralCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_odp_caps, general_caps)",
+			Value: uint64(unsafe.Sizeof(v.GeneralCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_odp_caps, general_caps)",
+			Value: layoutcheck.Signed(v.GeneralCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_odp_caps, per_transport_caps)",
 			Value: uint64(unsafe.Offsetof(v.PerTransportCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_odp_caps, per_transport_caps)",
+			Value: uint64(unsafe.Sizeof(v.PerTransportCaps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_odp_caps, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_odp_caps, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_odp_caps, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3871,14 +8071,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_rss_caps, supported_qpts)",
 			Value: uint64(unsafe.Offsetof(v.SupportedQpts)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rss_caps, supported_qpts)",
+			Value: uint64(unsafe.Sizeof(v.SupportedQpts)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rss_caps, supported_qpts)",
+			Value: layoutcheck.Signed(v.SupportedQpts),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rss_caps, max_rwq_indirection_tables)",
 			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTables)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rss_caps, max_rwq_indirection_tables)",
+			Value: uint64(unsafe.Sizeof(v.MaxRWQIndirectionTables)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rss_caps, max_rwq_indirection_tables)",
+			Value: layoutcheck.Signed(v.MaxRWQIndirectionTables),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rss_caps, max_rwq_indirection_table_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxRWQIndirectionTableSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rss_caps, max_rwq_indirection_table_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxRWQIndirectionTableSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rss_caps, max_rwq_indirection_table_size)",
+			Value: layoutcheck.Signed(v.MaxRWQIndirectionTableSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rss_caps, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rss_caps, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rss_caps, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3893,20 +8117,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_tm_caps, max_rndv_hdr_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxRndvHdrSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_tm_caps, max_rndv_hdr_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxRndvHdrSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_tm_caps, max_rndv_hdr_size)",
+			Value: layoutcheck.Signed(v.MaxRndvHdrSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_tm_caps, max_num_tags)",
 			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_tm_caps, max_num_tags)",
+			Value: uint64(unsafe.Sizeof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_tm_caps, max_num_tags)",
+			Value: layoutcheck.Signed(v.MaxNumTags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_tm_caps, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_tm_caps, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_tm_caps, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_tm_caps, max_ops)",
 			Value: uint64(unsafe.Offsetof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_tm_caps, max_ops)",
+			Value: uint64(unsafe.Sizeof(v.MaxOps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_tm_caps, max_ops)",
+			Value: layoutcheck.Signed(v.MaxOps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_tm_caps, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_tm_caps, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_tm_caps, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_tm_caps, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_tm_caps, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_tm_caps, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3921,47 +8181,122 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, base)",
 			Value: uint64(unsafe.Offsetof(v.Base)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, base)",
+			Value: uint64(unsafe.Sizeof(v.Base)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.ODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.ODPCaps)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, timestamp_mask)",
 			Value: uint64(unsafe.Offsetof(v.TimestampMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, timestamp_mask)",
+			Value: uint64(unsafe.Sizeof(v.TimestampMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, timestamp_mask)",
+			Value: layoutcheck.Signed(v.TimestampMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, hca_core_clock)",
 			Value: uint64(unsafe.Offsetof(v.HcaCoreClock)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, hca_core_clock)",
+			Value: uint64(unsafe.Sizeof(v.HcaCoreClock)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, hca_core_clock)",
+			Value: layoutcheck.Signed(v.HcaCoreClock),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, device_cap_flags_ex)",
 			Value: uint64(unsafe.Offsetof(v.DeviceCapFlagsEx)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, device_cap_flags_ex)",
+			Value: uint64(unsafe.Sizeof(v.DeviceCapFlagsEx)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, device_cap_flags_ex)",
+			Value: layoutcheck.Signed(v.DeviceCapFlagsEx),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, rss_caps)",
 			Value: uint64(unsafe.Offsetof(v.RSSCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, rss_caps)",
+			Value: uint64(unsafe.Sizeof(v.RSSCaps)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, max_wq_type_rq)",
 			Value: uint64(unsafe.Offsetof(v.MaxWQTypeRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, max_wq_type_rq)",
+			Value: uint64(unsafe.Sizeof(v.MaxWQTypeRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, max_wq_type_rq)",
+			Value: layoutcheck.Signed(v.MaxWQTypeRQ),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, raw_packet_caps)",
 			Value: uint64(unsafe.Offsetof(v.RawPacketCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, raw_packet_caps)",
+			Value: uint64(unsafe.Sizeof(v.RawPacketCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, raw_packet_caps)",
+			Value: layoutcheck.Signed(v.RawPacketCaps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, tm_caps)",
 			Value: uint64(unsafe.Offsetof(v.TMCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, tm_caps)",
+			Value: uint64(unsafe.Sizeof(v.TMCaps)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, cq_moderation_caps)",
 			Value: uint64(unsafe.Offsetof(v.CQModerationCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, cq_moderation_caps)",
+			Value: uint64(unsafe.Sizeof(v.CQModerationCaps)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, max_dm_size)",
 			Value: uint64(unsafe.Offsetof(v.MaxDMSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, max_dm_size)",
+			Value: uint64(unsafe.Sizeof(v.MaxDMSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, max_dm_size)",
+			Value: layoutcheck.Signed(v.MaxDMSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, xrc_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.XRCODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, xrc_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.XRCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, xrc_odp_caps)",
+			Value: layoutcheck.Signed(v.XRCODPCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_query_device_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_query_device_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_query_device_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -3976,14 +8311,41 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_port, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_port, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_port, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -3998,68 +8360,200 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, port_cap_flags)",
 			Value: uint64(unsafe.Offsetof(v.PortCapFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, port_cap_flags)",
+			Value: uint64(unsafe.Sizeof(v.PortCapFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, port_cap_flags)",
+			Value: layoutcheck.Signed(v.PortCapFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, max_msg_sz)",
 			Value: uint64(unsafe.Offsetof(v.MaxMsgSz)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, max_msg_sz)",
+			Value: uint64(unsafe.Sizeof(v.MaxMsgSz)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, max_msg_sz)",
+			Value: layoutcheck.Signed(v.MaxMsgSz),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
 			Value: uint64(unsafe.Offsetof(v.BadPkeyCntr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
+			Value: uint64(unsafe.Sizeof(v.BadPkeyCntr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
+			Value: layoutcheck.Signed(v.BadPkeyCntr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
 			Value: uint64(unsafe.Offsetof(v.QkeyViolCntr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
+			Value: uint64(unsafe.Sizeof(v.QkeyViolCntr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
+			Value: layoutcheck.Signed(v.QkeyViolCntr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, gid_tbl_len)",
 			Value: uint64(unsafe.Offsetof(v.GIDTblLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, gid_tbl_len)",
+			Value: uint64(unsafe.Sizeof(v.GIDTblLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, gid_tbl_len)",
+			Value: layoutcheck.Signed(v.GIDTblLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
 			Value: uint64(unsafe.Offsetof(v.PkeyTblLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
+			Value: uint64(unsafe.Sizeof(v.PkeyTblLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
+			Value: layoutcheck.Signed(v.PkeyTblLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, lid)",
 			Value: uint64(unsafe.Offsetof(v.LID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, lid)",
+			Value: uint64(unsafe.Sizeof(v.LID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, lid)",
+			Value: layoutcheck.Signed(v.LID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, sm_lid)",
 			Value: uint64(unsafe.Offsetof(v.SMLID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, sm_lid)",
+			Value: uint64(unsafe.Sizeof(v.SMLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, sm_lid)",
+			Value: layoutcheck.Signed(v.SMLID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, state)",
 			Value: uint64(unsafe.Offsetof(v.State)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, state)",
+			Value: uint64(unsafe.Sizeof(v.State)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, state)",
+			Value: layoutcheck.Signed(v.State),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, max_mtu)",
 			Value: uint64(unsafe.Offsetof(v.MaxMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, max_mtu)",
+			Value: uint64(unsafe.Sizeof(v.MaxMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, max_mtu)",
+			Value: layoutcheck.Signed(v.MaxMTU),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, active_mtu)",
 			Value: uint64(unsafe.Offsetof(v.ActiveMTU)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, active_mtu)",
+			Value: uint64(unsafe.Sizeof(v.ActiveMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, active_mtu)",
+			Value: layoutcheck.Signed(v.ActiveMTU),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, lmc)",
 			Value: uint64(unsafe.Offsetof(v.LMC)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, lmc)",
+			Value: uint64(unsafe.Sizeof(v.LMC)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, lmc)",
+			Value: layoutcheck.Signed(v.LMC),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, max_vl_num)",
 			Value: uint64(unsafe.Offsetof(v.MaxVLNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, max_vl_num)",
+			Value: uint64(unsafe.Sizeof(v.MaxVLNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, max_vl_num)",
+			Value: layoutcheck.Signed(v.MaxVLNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, sm_sl)",
 			Value: uint64(unsafe.Offsetof(v.SMSL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, sm_sl)",
+			Value: uint64(unsafe.Sizeof(v.SMSL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, sm_sl)",
+			Value: layoutcheck.Signed(v.SMSL),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, subnet_timeout)",
 			Value: uint64(unsafe.Offsetof(v.SubnetTimeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, subnet_timeout)",
+			Value: uint64(unsafe.Sizeof(v.SubnetTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, subnet_timeout)",
+			Value: layoutcheck.Signed(v.SubnetTimeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, init_type_reply)",
 			Value: uint64(unsafe.Offsetof(v.InitTypeReply)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, init_type_reply)",
+			Value: uint64(unsafe.Sizeof(v.InitTypeReply)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, init_type_reply)",
+			Value: layoutcheck.Signed(v.InitTypeReply),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, active_width)",
 			Value: uint64(unsafe.Offsetof(v.ActiveWidth)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, active_width)",
+			Value: uint64(unsafe.Sizeof(v.ActiveWidth)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, active_width)",
+			Value: layoutcheck.Signed(v.ActiveWidth),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, active_speed)",
 			Value: uint64(unsafe.Offsetof(v.ActiveSpeed)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, active_speed)",
+			Value: uint64(unsafe.Sizeof(v.ActiveSpeed)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, active_speed)",
+			Value: layoutcheck.Signed(v.ActiveSpeed),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, phys_state)",
 			Value: uint64(unsafe.Offsetof(v.PhysState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, phys_state)",
+			Value: uint64(unsafe.Sizeof(v.PhysState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, phys_state)",
+			Value: layoutcheck.Signed(v.PhysState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, link_layer)",
 			Value: uint64(unsafe.Offsetof(v.LinkLayer)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, link_layer)",
+			Value: uint64(unsafe.Sizeof(v.LinkLayer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, link_layer)",
+			Value: layoutcheck.Signed(v.LinkLayer),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_port_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_port_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -4074,8 +8568,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_alloc_pd, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_pd, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_pd, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_pd, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_alloc_pd, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_pd, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4090,8 +8596,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_alloc_pd_resp, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_pd_resp, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_pd_resp, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_pd_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_alloc_pd_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_pd_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4105,6 +8623,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_dealloc_pd, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_dealloc_pd, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_dealloc_pd, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
 		})
 	}
 	{
@@ -4119,14 +8643,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_open_xrcd, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_xrcd, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_xrcd, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_xrcd, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_xrcd, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_xrcd, fd)",
+			Value: layoutcheck.Signed(v.FD),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_xrcd, oflags)",
 			Value: uint64(unsafe.Offsetof(v.Oflags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_xrcd, oflags)",
+			Value: uint64(unsafe.Sizeof(v.Oflags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_xrcd, oflags)",
+			Value: layoutcheck.Signed(v.Oflags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_xrcd, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_open_xrcd, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_xrcd, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4141,8 +8689,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_open_xrcd_resp, xrcd_handle)",
 			Value: uint64(unsafe.Offsetof(v.XRCDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_xrcd_resp, xrcd_handle)",
+			Value: uint64(unsafe.Sizeof(v.XRCDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_xrcd_resp, xrcd_handle)",
+			Value: layoutcheck.Signed(v.XRCDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_xrcd_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_open_xrcd_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_xrcd_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4156,6 +8716,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_close_xrcd, xrcd_handle)",
 			Value: uint64(unsafe.Offsetof(v.XRCDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_close_xrcd, xrcd_handle)",
+			Value: uint64(unsafe.Sizeof(v.XRCDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_close_xrcd, xrcd_handle)",
+			Value: layoutcheck.Signed(v.XRCDHandle),
 		})
 	}
 	{
@@ -4170,23 +8736,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_reg_mr, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr, start)",
 			Value: uint64(unsafe.Offsetof(v.Start)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr, start)",
+			Value: uint64(unsafe.Sizeof(v.Start)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, start)",
+			Value: layoutcheck.Signed(v.Start),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr, hca_va)",
 			Value: uint64(unsafe.Offsetof(v.HcaVa)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr, hca_va)",
+			Value: uint64(unsafe.Sizeof(v.HcaVa)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, hca_va)",
+			Value: layoutcheck.Signed(v.HcaVa),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr, access_flags)",
 			Value: uint64(unsafe.Offsetof(v.AccessFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr, access_flags)",
+			Value: uint64(unsafe.Sizeof(v.AccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, access_flags)",
+			Value: layoutcheck.Signed(v.AccessFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_reg_mr, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4201,14 +8809,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, mr_handle)",
 			Value: uint64(unsafe.Offsetof(v.MRHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr_resp, mr_handle)",
+			Value: uint64(unsafe.Sizeof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr_resp, mr_handle)",
+			Value: layoutcheck.Signed(v.MRHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, lkey)",
 			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr_resp, lkey)",
+			Value: uint64(unsafe.Sizeof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr_resp, lkey)",
+			Value: layoutcheck.Signed(v.Lkey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_reg_mr_resp, rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr_resp, rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_reg_mr_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_reg_mr_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4223,29 +8855,83 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, mr_handle)",
 			Value: uint64(unsafe.Offsetof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, mr_handle)",
+			Value: uint64(unsafe.Sizeof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, mr_handle)",
+			Value: layoutcheck.Signed(v.MRHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, start)",
 			Value: uint64(unsafe.Offsetof(v.Start)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, start)",
+			Value: uint64(unsafe.Sizeof(v.Start)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, start)",
+			Value: layoutcheck.Signed(v.Start),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, hca_va)",
 			Value: uint64(unsafe.Offsetof(v.HcaVa)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, hca_va)",
+			Value: uint64(unsafe.Sizeof(v.HcaVa)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, hca_va)",
+			Value: layoutcheck.Signed(v.HcaVa),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, access_flags)",
 			Value: uint64(unsafe.Offsetof(v.AccessFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr, access_flags)",
+			Value: uint64(unsafe.Sizeof(v.AccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, access_flags)",
+			Value: layoutcheck.Signed(v.AccessFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_rereg_mr, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4260,11 +8946,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, lkey)",
 			Value: uint64(unsafe.Offsetof(v.Lkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr_resp, lkey)",
+			Value: uint64(unsafe.Sizeof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr_resp, lkey)",
+			Value: layoutcheck.Signed(v.Lkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_rereg_mr_resp, rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr_resp, rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_rereg_mr_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_rereg_mr_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4278,6 +8982,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_dereg_mr, mr_handle)",
 			Value: uint64(unsafe.Offsetof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_dereg_mr, mr_handle)",
+			Value: uint64(unsafe.Sizeof(v.MRHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_dereg_mr, mr_handle)",
+			Value: layoutcheck.Signed(v.MRHandle),
 		})
 	}
 	{
@@ -4292,17 +9002,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_alloc_mw, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_mw, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_mw, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw, mw_type)",
 			Value: uint64(unsafe.Offsetof(v.MWType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_mw, mw_type)",
+			Value: uint64(unsafe.Sizeof(v.MWType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw, mw_type)",
+			Value: layoutcheck.Signed(v.MWType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_mw, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_alloc_mw, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_alloc_mw, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4317,11 +9060,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, mw_handle)",
 			Value: uint64(unsafe.Offsetof(v.MWHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_mw_resp, mw_handle)",
+			Value: uint64(unsafe.Sizeof(v.MWHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw_resp, mw_handle)",
+			Value: layoutcheck.Signed(v.MWHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_alloc_mw_resp, rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw_resp, rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_alloc_mw_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_alloc_mw_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4335,6 +9096,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_dealloc_mw, mw_handle)",
 			Value: uint64(unsafe.Offsetof(v.MWHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_dealloc_mw, mw_handle)",
+			Value: uint64(unsafe.Sizeof(v.MWHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_dealloc_mw, mw_handle)",
+			Value: layoutcheck.Signed(v.MWHandle),
 		})
 	}
 	{
@@ -4348,6 +9115,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_comp_channel, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_comp_channel, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_comp_channel, response)",
+			Value: layoutcheck.Signed(v.Response),
 		})
 	}
 	{
@@ -4361,6 +9134,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_comp_channel_resp, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_comp_channel_resp, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_comp_channel_resp, fd)",
+			Value: layoutcheck.Signed(v.FD),
 		})
 	}
 	{
@@ -4375,23 +9154,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_cq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq, comp_vector)",
 			Value: uint64(unsafe.Offsetof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq, comp_vector)",
+			Value: uint64(unsafe.Sizeof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, comp_vector)",
+			Value: layoutcheck.Signed(v.CompVector),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq, comp_channel)",
 			Value: uint64(unsafe.Offsetof(v.CompChannel)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq, comp_channel)",
+			Value: uint64(unsafe.Sizeof(v.CompChannel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, comp_channel)",
+			Value: layoutcheck.Signed(v.CompChannel),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_cq, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4406,23 +9227,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, comp_vector)",
 			Value: uint64(unsafe.Offsetof(v.CompVector)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, comp_vector)",
+			Value: uint64(unsafe.Sizeof(v.CompVector)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, comp_vector)",
+			Value: layoutcheck.Signed(v.CompVector),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, comp_channel)",
 			Value: uint64(unsafe.Offsetof(v.CompChannel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, comp_channel)",
+			Value: uint64(unsafe.Sizeof(v.CompChannel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, comp_channel)",
+			Value: layoutcheck.Signed(v.CompChannel),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -4437,11 +9300,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_cq_resp, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq_resp, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq_resp, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq_resp, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_cq_resp, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq_resp, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_cq_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_cq_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_cq_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4456,11 +9337,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq_resp, base)",
 			Value: uint64(unsafe.Offsetof(v.Base)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq_resp, base)",
+			Value: uint64(unsafe.Sizeof(v.Base)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_cq_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_cq_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_cq_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
 		})
 	}
 	{
@@ -4475,14 +9371,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_resize_cq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_resize_cq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_resize_cq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_resize_cq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_resize_cq, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_resize_cq, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_resize_cq, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_resize_cq, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4497,11 +9417,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_resize_cq_resp, cqe)",
 			Value: uint64(unsafe.Offsetof(v.CQE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_resize_cq_resp, cqe)",
+			Value: uint64(unsafe.Sizeof(v.CQE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq_resp, cqe)",
+			Value: layoutcheck.Signed(v.CQE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_resize_cq_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_resize_cq_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_resize_cq_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_resize_cq_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_resize_cq_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4516,11 +9454,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_poll_cq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_poll_cq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_poll_cq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_poll_cq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_poll_cq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_poll_cq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_poll_cq, ne)",
 			Value: uint64(unsafe.Offsetof(v.Ne)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_poll_cq, ne)",
+			Value: uint64(unsafe.Sizeof(v.Ne)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_poll_cq, ne)",
+			Value: layoutcheck.Signed(v.Ne),
 		})
 	}
 	{
@@ -4535,47 +9491,134 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_wc, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, status)",
 			Value: uint64(unsafe.Offsetof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, status)",
+			Value: uint64(unsafe.Sizeof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, status)",
+			Value: layoutcheck.Signed(v.Status),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, opcode)",
 			Value: uint64(unsafe.Offsetof(v.Opcode)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, opcode)",
+			Value: uint64(unsafe.Sizeof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, opcode)",
+			Value: layoutcheck.Signed(v.Opcode),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, vendor_err)",
 			Value: uint64(unsafe.Offsetof(v.VendorErr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, vendor_err)",
+			Value: uint64(unsafe.Sizeof(v.VendorErr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, vendor_err)",
+			Value: layoutcheck.Signed(v.VendorErr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, byte_len)",
 			Value: uint64(unsafe.Offsetof(v.ByteLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, byte_len)",
+			Value: uint64(unsafe.Sizeof(v.ByteLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, byte_len)",
+			Value: layoutcheck.Signed(v.ByteLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, ex)",
 			Value: uint64(unsafe.Offsetof(v.Ex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, ex)",
+			Value: uint64(unsafe.Sizeof(v.Ex)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, qp_num)",
+			Value: uint64(unsafe.Sizeof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, qp_num)",
+			Value: layoutcheck.Signed(v.QPNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, src_qp)",
 			Value: uint64(unsafe.Offsetof(v.SrcQP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, src_qp)",
+			Value: uint64(unsafe.Sizeof(v.SrcQP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, src_qp)",
+			Value: layoutcheck.Signed(v.SrcQP),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, wc_flags)",
 			Value: uint64(unsafe.Offsetof(v.WCFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, wc_flags)",
+			Value: uint64(unsafe.Sizeof(v.WCFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, wc_flags)",
+			Value: layoutcheck.Signed(v.WCFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, pkey_index)",
+			Value: layoutcheck.Signed(v.PkeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, slid)",
 			Value: uint64(unsafe.Offsetof(v.SLID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, slid)",
+			Value: uint64(unsafe.Sizeof(v.SLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, slid)",
+			Value: layoutcheck.Signed(v.SLID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, sl)",
+			Value: layoutcheck.Signed(v.SL),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, dlid_path_bits)",
 			Value: uint64(unsafe.Offsetof(v.DLIDPathBits)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, dlid_path_bits)",
+			Value: uint64(unsafe.Sizeof(v.DLIDPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, dlid_path_bits)",
+			Value: layoutcheck.Signed(v.DLIDPathBits),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_wc, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_wc, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -4590,11 +9633,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_poll_cq_resp, count)",
 			Value: uint64(unsafe.Offsetof(v.Count)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_poll_cq_resp, count)",
+			Value: uint64(unsafe.Sizeof(v.Count)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_poll_cq_resp, count)",
+			Value: layoutcheck.Signed(v.Count),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_poll_cq_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_poll_cq_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_poll_cq_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_poll_cq_resp, wc)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.WC(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_poll_cq_resp, wc)",
+			Value: uint64(unsafe.Sizeof(v.WC(0)[0])),
 		})
 	}
 	{
@@ -4609,8 +9667,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_req_notify_cq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_req_notify_cq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_req_notify_cq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_req_notify_cq, solicited_only)",
 			Value: uint64(unsafe.Offsetof(v.SolicitedOnly)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_req_notify_cq, solicited_only)",
+			Value: uint64(unsafe.Sizeof(v.SolicitedOnly)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_req_notify_cq, solicited_only)",
+			Value: layoutcheck.Signed(v.SolicitedOnly),
 		})
 	}
 	{
@@ -4625,11 +9695,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_destroy_cq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_cq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_cq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_cq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_cq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_cq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_cq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_cq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_cq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -4644,8 +9732,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_destroy_cq_resp, comp_events_reported)",
 			Value: uint64(unsafe.Offsetof(v.CompEventsReported)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_cq_resp, comp_events_reported)",
+			Value: uint64(unsafe.Sizeof(v.CompEventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_cq_resp, comp_events_reported)",
+			Value: layoutcheck.Signed(v.CompEventsReported),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_cq_resp, async_events_reported)",
 			Value: uint64(unsafe.Offsetof(v.AsyncEventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_cq_resp, async_events_reported)",
+			Value: uint64(unsafe.Sizeof(v.AsyncEventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_cq_resp, async_events_reported)",
+			Value: layoutcheck.Signed(v.AsyncEventsReported),
 		})
 	}
 	{
@@ -4660,20 +9760,59 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_global_route, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_global_route, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_global_route, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_global_route, dgid)",
+			Value: layoutcheck.Signed(v.DGID[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_global_route, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_global_route, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_global_route, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_global_route, sgid_index)",
 			Value: uint64(unsafe.Offsetof(v.SGIDIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_global_route, sgid_index)",
+			Value: uint64(unsafe.Sizeof(v.SGIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_global_route, sgid_index)",
+			Value: layoutcheck.Signed(v.SGIDIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_global_route, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_global_route, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_global_route, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_global_route, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_global_route, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_global_route, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_global_route, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_global_route, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_global_route, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -4688,26 +9827,71 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ah_attr, grh)",
 			Value: uint64(unsafe.Offsetof(v.GRH)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, grh)",
+			Value: uint64(unsafe.Sizeof(v.GRH)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, dlid)",
 			Value: uint64(unsafe.Offsetof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, dlid)",
+			Value: uint64(unsafe.Sizeof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, dlid)",
+			Value: layoutcheck.Signed(v.DLID),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, sl)",
+			Value: layoutcheck.Signed(v.SL),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, src_path_bits)",
 			Value: uint64(unsafe.Offsetof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, src_path_bits)",
+			Value: uint64(unsafe.Sizeof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, src_path_bits)",
+			Value: layoutcheck.Signed(v.SrcPathBits),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, static_rate)",
 			Value: uint64(unsafe.Offsetof(v.StaticRate)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, static_rate)",
+			Value: uint64(unsafe.Sizeof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, static_rate)",
+			Value: layoutcheck.Signed(v.StaticRate),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, is_global)",
 			Value: uint64(unsafe.Offsetof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, is_global)",
+			Value: uint64(unsafe.Sizeof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, is_global)",
+			Value: layoutcheck.Signed(v.IsGlobal),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ah_attr, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ah_attr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ah_attr, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -4722,95 +9906,278 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_qp_attr, qp_attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.QPAttrMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, qp_attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.QPAttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, qp_attr_mask)",
+			Value: layoutcheck.Signed(v.QPAttrMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, qp_state)",
 			Value: uint64(unsafe.Offsetof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, qp_state)",
+			Value: uint64(unsafe.Sizeof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, qp_state)",
+			Value: layoutcheck.Signed(v.QPState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, cur_qp_state)",
 			Value: uint64(unsafe.Offsetof(v.CurQPState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, cur_qp_state)",
+			Value: uint64(unsafe.Sizeof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, cur_qp_state)",
+			Value: layoutcheck.Signed(v.CurQPState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, path_mtu)",
 			Value: uint64(unsafe.Offsetof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, path_mtu)",
+			Value: uint64(unsafe.Sizeof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, path_mtu)",
+			Value: layoutcheck.Signed(v.PathMTU),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, path_mig_state)",
 			Value: uint64(unsafe.Offsetof(v.PathMigState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, path_mig_state)",
+			Value: uint64(unsafe.Sizeof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, path_mig_state)",
+			Value: layoutcheck.Signed(v.PathMigState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, qkey)",
 			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, qkey)",
+			Value: uint64(unsafe.Sizeof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, qkey)",
+			Value: layoutcheck.Signed(v.Qkey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, rq_psn)",
+			Value: uint64(unsafe.Sizeof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, rq_psn)",
+			Value: layoutcheck.Signed(v.RQPSN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, sq_psn)",
 			Value: uint64(unsafe.Offsetof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, sq_psn)",
+			Value: uint64(unsafe.Sizeof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, sq_psn)",
+			Value: layoutcheck.Signed(v.SQPSN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, dest_qp_num)",
 			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, dest_qp_num)",
+			Value: uint64(unsafe.Sizeof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, dest_qp_num)",
+			Value: layoutcheck.Signed(v.DestQPNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, qp_access_flags)",
 			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, qp_access_flags)",
+			Value: uint64(unsafe.Sizeof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, qp_access_flags)",
+			Value: layoutcheck.Signed(v.QPAccessFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, ah_attr)",
 			Value: uint64(unsafe.Offsetof(v.AHAttr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, ah_attr)",
+			Value: uint64(unsafe.Sizeof(v.AHAttr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_ah_attr)",
 			Value: uint64(unsafe.Offsetof(v.AltAHAttr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, alt_ah_attr)",
+			Value: uint64(unsafe.Sizeof(v.AltAHAttr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, pkey_index)",
+			Value: layoutcheck.Signed(v.PkeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, alt_pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, alt_pkey_index)",
+			Value: layoutcheck.Signed(v.AltPkeyIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, en_sqd_async_notify)",
 			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, en_sqd_async_notify)",
+			Value: uint64(unsafe.Sizeof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, en_sqd_async_notify)",
+			Value: layoutcheck.Signed(v.EnSqdAsyncNotify),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, sq_draining)",
 			Value: uint64(unsafe.Offsetof(v.SQDraining)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, sq_draining)",
+			Value: uint64(unsafe.Sizeof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, sq_draining)",
+			Value: layoutcheck.Signed(v.SQDraining),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxRDAtomic),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, max_dest_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, max_dest_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxDestRDAtomic),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, min_rnr_timer)",
 			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, min_rnr_timer)",
+			Value: uint64(unsafe.Sizeof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, min_rnr_timer)",
+			Value: layoutcheck.Signed(v.MinRNRTimer),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, timeout)",
 			Value: uint64(unsafe.Offsetof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, timeout)",
+			Value: uint64(unsafe.Sizeof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, timeout)",
+			Value: layoutcheck.Signed(v.Timeout),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, retry_cnt)",
 			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, retry_cnt)",
+			Value: uint64(unsafe.Sizeof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, retry_cnt)",
+			Value: layoutcheck.Signed(v.RetryCnt),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, rnr_retry)",
 			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, rnr_retry)",
+			Value: uint64(unsafe.Sizeof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, rnr_retry)",
+			Value: layoutcheck.Signed(v.RNRRetry),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_port_num)",
 			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, alt_port_num)",
+			Value: uint64(unsafe.Sizeof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, alt_port_num)",
+			Value: layoutcheck.Signed(v.AltPortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_timeout)",
 			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, alt_timeout)",
+			Value: uint64(unsafe.Sizeof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, alt_timeout)",
+			Value: layoutcheck.Signed(v.AltTimeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_attr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_qp_attr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_attr, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
 		})
 	}
 	{
@@ -4825,50 +10192,146 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_qp, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, send_cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SendCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, send_cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SendCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, send_cq_handle)",
+			Value: layoutcheck.Signed(v.SendCQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, recv_cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, recv_cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, recv_cq_handle)",
+			Value: layoutcheck.Signed(v.RecvCQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, sq_sig_all)",
 			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, sq_sig_all)",
+			Value: uint64(unsafe.Sizeof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, sq_sig_all)",
+			Value: layoutcheck.Signed(v.SQSigAll),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, is_srq)",
 			Value: uint64(unsafe.Offsetof(v.IsSRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, is_srq)",
+			Value: uint64(unsafe.Sizeof(v.IsSRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, is_srq)",
+			Value: layoutcheck.Signed(v.IsSRQ),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_qp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4883,56 +10346,164 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, send_cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SendCQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, send_cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SendCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, send_cq_handle)",
+			Value: layoutcheck.Signed(v.SendCQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, recv_cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, recv_cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, recv_cq_handle)",
+			Value: layoutcheck.Signed(v.RecvCQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, sq_sig_all)",
 			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, sq_sig_all)",
+			Value: uint64(unsafe.Sizeof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, sq_sig_all)",
+			Value: layoutcheck.Signed(v.SQSigAll),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, is_srq)",
 			Value: uint64(unsafe.Offsetof(v.IsSRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, is_srq)",
+			Value: uint64(unsafe.Sizeof(v.IsSRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, is_srq)",
+			Value: layoutcheck.Signed(v.IsSRQ),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, create_flags)",
 			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, create_flags)",
+			Value: uint64(unsafe.Sizeof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, create_flags)",
+			Value: layoutcheck.Signed(v.CreateFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, rwq_ind_tbl_handle)",
 			Value: uint64(unsafe.Offsetof(v.RWQIndTblHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, rwq_ind_tbl_handle)",
+			Value: uint64(unsafe.Sizeof(v.RWQIndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, rwq_ind_tbl_handle)",
+			Value: layoutcheck.Signed(v.RWQIndTblHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp, source_qpn)",
 			Value: uint64(unsafe.Offsetof(v.SourceQPN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp, source_qpn)",
+			Value: uint64(unsafe.Sizeof(v.SourceQPN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp, source_qpn)",
+			Value: layoutcheck.Signed(v.SourceQPN),
 		})
 	}
 	{
@@ -4947,23 +10518,68 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_open_qp, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_qp, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_qp, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_qp, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_qp, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_qp, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_qp, qpn)",
 			Value: uint64(unsafe.Offsetof(v.QPN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_qp, qpn)",
+			Value: uint64(unsafe.Sizeof(v.QPN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, qpn)",
+			Value: layoutcheck.Signed(v.QPN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_qp, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_qp, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_qp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_open_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_open_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_open_qp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_open_qp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_open_qp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -4978,29 +10594,83 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, qpn)",
 			Value: uint64(unsafe.Offsetof(v.QPN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, qpn)",
+			Value: uint64(unsafe.Sizeof(v.QPN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, qpn)",
+			Value: layoutcheck.Signed(v.QPN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_qp_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_qp_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_qp_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_qp_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5015,11 +10685,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp_resp, base)",
 			Value: uint64(unsafe.Offsetof(v.Base)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp_resp, base)",
+			Value: uint64(unsafe.Sizeof(v.Base)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_qp_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_qp_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_qp_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
 		})
 	}
 	{
@@ -5034,38 +10719,113 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_qp_dest, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_qp_dest, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, dgid)",
+			Value: layoutcheck.Signed(v.DGID[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, dlid)",
 			Value: uint64(unsafe.Offsetof(v.DLID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, dlid)",
+			Value: uint64(unsafe.Sizeof(v.DLID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, dlid)",
+			Value: layoutcheck.Signed(v.DLID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, sgid_index)",
 			Value: uint64(unsafe.Offsetof(v.SGIDIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, sgid_index)",
+			Value: uint64(unsafe.Sizeof(v.SGIDIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, sgid_index)",
+			Value: layoutcheck.Signed(v.SGIDIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, sl)",
+			Value: uint64(unsafe.Sizeof(v.SL)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, sl)",
+			Value: layoutcheck.Signed(v.SL),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, src_path_bits)",
 			Value: uint64(unsafe.Offsetof(v.SrcPathBits)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, src_path_bits)",
+			Value: uint64(unsafe.Sizeof(v.SrcPathBits)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, src_path_bits)",
+			Value: layoutcheck.Signed(v.SrcPathBits),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, static_rate)",
 			Value: uint64(unsafe.Offsetof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, static_rate)",
+			Value: uint64(unsafe.Sizeof(v.StaticRate)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, static_rate)",
+			Value: layoutcheck.Signed(v.StaticRate),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, is_global)",
 			Value: uint64(unsafe.Offsetof(v.IsGlobal)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, is_global)",
+			Value: uint64(unsafe.Sizeof(v.IsGlobal)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, is_global)",
+			Value: layoutcheck.Signed(v.IsGlobal),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_dest, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_qp_dest, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_qp_dest, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
 		})
 	}
 	{
@@ -5080,14 +10840,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_qp, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_qp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5102,95 +10886,278 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, dest)",
 			Value: uint64(unsafe.Offsetof(v.Dest)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, dest)",
+			Value: uint64(unsafe.Sizeof(v.Dest)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_dest)",
 			Value: uint64(unsafe.Offsetof(v.AltDest)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, alt_dest)",
+			Value: uint64(unsafe.Sizeof(v.AltDest)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_send_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_send_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_send_wr)",
+			Value: layoutcheck.Signed(v.MaxSendWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_recv_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_recv_wr)",
+			Value: layoutcheck.Signed(v.MaxRecvWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_send_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSendSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_send_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSendSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_send_sge)",
+			Value: layoutcheck.Signed(v.MaxSendSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_recv_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_recv_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxRecvSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_recv_sge)",
+			Value: layoutcheck.Signed(v.MaxRecvSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_inline_data)",
 			Value: uint64(unsafe.Offsetof(v.MaxInlineData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_inline_data)",
+			Value: uint64(unsafe.Sizeof(v.MaxInlineData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_inline_data)",
+			Value: layoutcheck.Signed(v.MaxInlineData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qkey)",
 			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, qkey)",
+			Value: uint64(unsafe.Sizeof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, qkey)",
+			Value: layoutcheck.Signed(v.Qkey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, rq_psn)",
+			Value: uint64(unsafe.Sizeof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, rq_psn)",
+			Value: layoutcheck.Signed(v.RQPSN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, sq_psn)",
 			Value: uint64(unsafe.Offsetof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, sq_psn)",
+			Value: uint64(unsafe.Sizeof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, sq_psn)",
+			Value: layoutcheck.Signed(v.SQPSN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, dest_qp_num)",
 			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, dest_qp_num)",
+			Value: uint64(unsafe.Sizeof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, dest_qp_num)",
+			Value: layoutcheck.Signed(v.DestQPNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qp_access_flags)",
 			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, qp_access_flags)",
+			Value: uint64(unsafe.Sizeof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, qp_access_flags)",
+			Value: layoutcheck.Signed(v.QPAccessFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, pkey_index)",
+			Value: layoutcheck.Signed(v.PkeyIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
+			Value: layoutcheck.Signed(v.AltPkeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qp_state)",
 			Value: uint64(unsafe.Offsetof(v.QPState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, qp_state)",
+			Value: uint64(unsafe.Sizeof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, qp_state)",
+			Value: layoutcheck.Signed(v.QPState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, cur_qp_state)",
 			Value: uint64(unsafe.Offsetof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, cur_qp_state)",
+			Value: uint64(unsafe.Sizeof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, cur_qp_state)",
+			Value: layoutcheck.Signed(v.CurQPState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, path_mtu)",
 			Value: uint64(unsafe.Offsetof(v.PathMTU)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, path_mtu)",
+			Value: uint64(unsafe.Sizeof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, path_mtu)",
+			Value: layoutcheck.Signed(v.PathMTU),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, path_mig_state)",
 			Value: uint64(unsafe.Offsetof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, path_mig_state)",
+			Value: uint64(unsafe.Sizeof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, path_mig_state)",
+			Value: layoutcheck.Signed(v.PathMigState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, sq_draining)",
 			Value: uint64(unsafe.Offsetof(v.SQDraining)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, sq_draining)",
+			Value: uint64(unsafe.Sizeof(v.SQDraining)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, sq_draining)",
+			Value: layoutcheck.Signed(v.SQDraining),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxRDAtomic),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, max_dest_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, max_dest_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxDestRDAtomic),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, min_rnr_timer)",
 			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, min_rnr_timer)",
+			Value: uint64(unsafe.Sizeof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, min_rnr_timer)",
+			Value: layoutcheck.Signed(v.MinRNRTimer),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, timeout)",
 			Value: uint64(unsafe.Offsetof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, timeout)",
+			Value: uint64(unsafe.Sizeof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, timeout)",
+			Value: layoutcheck.Signed(v.Timeout),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, retry_cnt)",
 			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, retry_cnt)",
+			Value: uint64(unsafe.Sizeof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, retry_cnt)",
+			Value: layoutcheck.Signed(v.RetryCnt),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, rnr_retry)",
 			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, rnr_retry)",
+			Value: uint64(unsafe.Sizeof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, rnr_retry)",
+			Value: layoutcheck.Signed(v.RNRRetry),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_port_num)",
 			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, alt_port_num)",
+			Value: uint64(unsafe.Sizeof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, alt_port_num)",
+			Value: layoutcheck.Signed(v.AltPortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_timeout)",
 			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, alt_timeout)",
+			Value: uint64(unsafe.Sizeof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, alt_timeout)",
+			Value: layoutcheck.Signed(v.AltTimeout),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, sq_sig_all)",
 			Value: uint64(unsafe.Offsetof(v.SQSigAll)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, sq_sig_all)",
+			Value: uint64(unsafe.Sizeof(v.SQSigAll)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, sq_sig_all)",
+			Value: layoutcheck.Signed(v.SQSigAll),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_qp_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_qp_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_qp_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_qp_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5205,83 +11172,242 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_modify_qp, dest)",
 			Value: uint64(unsafe.Offsetof(v.Dest)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, dest)",
+			Value: uint64(unsafe.Sizeof(v.Dest)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_dest)",
 			Value: uint64(unsafe.Offsetof(v.AltDest)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, alt_dest)",
+			Value: uint64(unsafe.Sizeof(v.AltDest)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, qkey)",
 			Value: uint64(unsafe.Offsetof(v.Qkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, qkey)",
+			Value: uint64(unsafe.Sizeof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, qkey)",
+			Value: layoutcheck.Signed(v.Qkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, rq_psn)",
+			Value: uint64(unsafe.Sizeof(v.RQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, rq_psn)",
+			Value: layoutcheck.Signed(v.RQPSN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, sq_psn)",
 			Value: uint64(unsafe.Offsetof(v.SQPSN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, sq_psn)",
+			Value: uint64(unsafe.Sizeof(v.SQPSN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, sq_psn)",
+			Value: layoutcheck.Signed(v.SQPSN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, dest_qp_num)",
 			Value: uint64(unsafe.Offsetof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, dest_qp_num)",
+			Value: uint64(unsafe.Sizeof(v.DestQPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, dest_qp_num)",
+			Value: layoutcheck.Signed(v.DestQPNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_access_flags)",
 			Value: uint64(unsafe.Offsetof(v.QPAccessFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, qp_access_flags)",
+			Value: uint64(unsafe.Sizeof(v.QPAccessFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, qp_access_flags)",
+			Value: layoutcheck.Signed(v.QPAccessFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, pkey_index)",
+			Value: layoutcheck.Signed(v.PkeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_pkey_index)",
 			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, alt_pkey_index)",
+			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, alt_pkey_index)",
+			Value: layoutcheck.Signed(v.AltPkeyIndex),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_state)",
 			Value: uint64(unsafe.Offsetof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, qp_state)",
+			Value: uint64(unsafe.Sizeof(v.QPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, qp_state)",
+			Value: layoutcheck.Signed(v.QPState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, cur_qp_state)",
 			Value: uint64(unsafe.Offsetof(v.CurQPState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, cur_qp_state)",
+			Value: uint64(unsafe.Sizeof(v.CurQPState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, cur_qp_state)",
+			Value: layoutcheck.Signed(v.CurQPState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, path_mtu)",
 			Value: uint64(unsafe.Offsetof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, path_mtu)",
+			Value: uint64(unsafe.Sizeof(v.PathMTU)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, path_mtu)",
+			Value: layoutcheck.Signed(v.PathMTU),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, path_mig_state)",
 			Value: uint64(unsafe.Offsetof(v.PathMigState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, path_mig_state)",
+			Value: uint64(unsafe.Sizeof(v.PathMigState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, path_mig_state)",
+			Value: layoutcheck.Signed(v.PathMigState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, en_sqd_async_notify)",
 			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, en_sqd_async_notify)",
+			Value: uint64(unsafe.Sizeof(v.EnSqdAsyncNotify)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, en_sqd_async_notify)",
+			Value: layoutcheck.Signed(v.EnSqdAsyncNotify),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, max_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxRDAtomic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, max_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, max_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxRDAtomic),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, max_dest_rd_atomic)",
 			Value: uint64(unsafe.Offsetof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, max_dest_rd_atomic)",
+			Value: uint64(unsafe.Sizeof(v.MaxDestRDAtomic)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, max_dest_rd_atomic)",
+			Value: layoutcheck.Signed(v.MaxDestRDAtomic),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, min_rnr_timer)",
 			Value: uint64(unsafe.Offsetof(v.MinRNRTimer)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, min_rnr_timer)",
+			Value: uint64(unsafe.Sizeof(v.MinRNRTimer)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, min_rnr_timer)",
+			Value: layoutcheck.Signed(v.MinRNRTimer),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, timeout)",
 			Value: uint64(unsafe.Offsetof(v.Timeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, timeout)",
+			Value: uint64(unsafe.Sizeof(v.Timeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, timeout)",
+			Value: layoutcheck.Signed(v.Timeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, retry_cnt)",
 			Value: uint64(unsafe.Offsetof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, retry_cnt)",
+			Value: uint64(unsafe.Sizeof(v.RetryCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, retry_cnt)",
+			Value: layoutcheck.Signed(v.RetryCnt),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, rnr_retry)",
 			Value: uint64(unsafe.Offsetof(v.RNRRetry)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, rnr_retry)",
+			Value: uint64(unsafe.Sizeof(v.RNRRetry)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, rnr_retry)",
+			Value: layoutcheck.Signed(v.RNRRetry),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_port_num)",
 			Value: uint64(unsafe.Offsetof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, alt_port_num)",
+			Value: uint64(unsafe.Sizeof(v.AltPortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, alt_port_num)",
+			Value: layoutcheck.Signed(v.AltPortNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_timeout)",
 			Value: uint64(unsafe.Offsetof(v.AltTimeout)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, alt_timeout)",
+			Value: uint64(unsafe.Sizeof(v.AltTimeout)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, alt_timeout)",
+			Value: layoutcheck.Signed(v.AltTimeout),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_modify_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_modify_qp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_qp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5296,11 +11422,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_modify_qp, base)",
 			Value: uint64(unsafe.Offsetof(v.Base)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_qp, base)",
+			Value: uint64(unsafe.Sizeof(v.Base)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_qp, rate_limit)",
 			Value: uint64(unsafe.Offsetof(v.RateLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_qp, rate_limit)",
+			Value: uint64(unsafe.Sizeof(v.RateLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_qp, rate_limit)",
+			Value: layoutcheck.Signed(v.RateLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_qp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_qp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -5315,8 +11456,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_modify_qp_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_qp_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_qp_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_qp_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_qp_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_qp_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
 		})
 	}
 	{
@@ -5331,11 +11484,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_destroy_qp, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_qp, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_qp, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_qp, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_qp, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_qp, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_qp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_qp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_qp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -5349,6 +11520,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_qp_resp, events_reported)",
 			Value: uint64(unsafe.Offsetof(v.EventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_qp_resp, events_reported)",
+			Value: uint64(unsafe.Sizeof(v.EventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_qp_resp, events_reported)",
+			Value: layoutcheck.Signed(v.EventsReported),
 		})
 	}
 	{
@@ -5363,11 +11540,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_sge, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_sge, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_sge, addr)",
+			Value: layoutcheck.Signed(v.Addr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_sge, length)",
 			Value: uint64(unsafe.Offsetof(v.Length)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_sge, length)",
+			Value: uint64(unsafe.Sizeof(v.Length)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_sge, length)",
+			Value: layoutcheck.Signed(v.Length),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_sge, lkey)",
 			Value: uint64(unsafe.Offsetof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_sge, lkey)",
+			Value: uint64(unsafe.Sizeof(v.Lkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_sge, lkey)",
+			Value: layoutcheck.Signed(v.Lkey),
 		})
 	}
 	{
@@ -5382,20 +11577,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_send_wr, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_send_wr, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_send_wr, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_send_wr, num_sge)",
 			Value: uint64(unsafe.Offsetof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_send_wr, num_sge)",
+			Value: uint64(unsafe.Sizeof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_send_wr, num_sge)",
+			Value: layoutcheck.Signed(v.NumSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_send_wr, opcode)",
 			Value: uint64(unsafe.Offsetof(v.Opcode)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_send_wr, opcode)",
+			Value: uint64(unsafe.Sizeof(v.Opcode)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_send_wr, opcode)",
+			Value: layoutcheck.Signed(v.Opcode),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_send_wr, send_flags)",
 			Value: uint64(unsafe.Offsetof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_send_wr, send_flags)",
+			Value: uint64(unsafe.Sizeof(v.SendFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_send_wr, send_flags)",
+			Value: layoutcheck.Signed(v.SendFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_send_wr, ex)",
 			Value: uint64(unsafe.Offsetof(v.Ex)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_send_wr, ex)",
+			Value: uint64(unsafe.Sizeof(v.Ex)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_send_wr, wr)",
 			Value: uint64(unsafe.Offsetof(v.WR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_send_wr, wr)",
+			Value: uint64(unsafe.Sizeof(v.WR)),
 		})
 	}
 	{
@@ -5410,20 +11635,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_post_send, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_send, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_send, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_send, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_send, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_send, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_send, wr_count)",
 			Value: uint64(unsafe.Offsetof(v.WRCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_send, wr_count)",
+			Value: uint64(unsafe.Sizeof(v.WRCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_send, wr_count)",
+			Value: layoutcheck.Signed(v.WRCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_send, sge_count)",
 			Value: uint64(unsafe.Offsetof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_send, sge_count)",
+			Value: uint64(unsafe.Sizeof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_send, sge_count)",
+			Value: layoutcheck.Signed(v.SGECount),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_send, wqe_size)",
 			Value: uint64(unsafe.Offsetof(v.WQESize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_send, wqe_size)",
+			Value: uint64(unsafe.Sizeof(v.WQESize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_send, wqe_size)",
+			Value: layoutcheck.Signed(v.WQESize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_send, send_wr)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.SendWR(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_post_send, send_wr)",
+			Value: uint64(unsafe.Sizeof(v.SendWR(0)[0])),
 		})
 	}
 	{
@@ -5437,6 +11695,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_send_resp, bad_wr)",
 			Value: uint64(unsafe.Offsetof(v.BadWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_send_resp, bad_wr)",
+			Value: uint64(unsafe.Sizeof(v.BadWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_send_resp, bad_wr)",
+			Value: layoutcheck.Signed(v.BadWR),
 		})
 	}
 	{
@@ -5451,11 +11715,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_recv_wr, wr_id)",
 			Value: uint64(unsafe.Offsetof(v.WRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_recv_wr, wr_id)",
+			Value: uint64(unsafe.Sizeof(v.WRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_recv_wr, wr_id)",
+			Value: layoutcheck.Signed(v.WRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_recv_wr, num_sge)",
 			Value: uint64(unsafe.Offsetof(v.NumSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_recv_wr, num_sge)",
+			Value: uint64(unsafe.Sizeof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_recv_wr, num_sge)",
+			Value: layoutcheck.Signed(v.NumSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_recv_wr, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_recv_wr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_recv_wr, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -5470,20 +11752,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_post_recv, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_recv, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_recv, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_recv, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_recv, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_recv, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_recv, wr_count)",
 			Value: uint64(unsafe.Offsetof(v.WRCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_recv, wr_count)",
+			Value: uint64(unsafe.Sizeof(v.WRCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_recv, wr_count)",
+			Value: layoutcheck.Signed(v.WRCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_recv, sge_count)",
 			Value: uint64(unsafe.Offsetof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_recv, sge_count)",
+			Value: uint64(unsafe.Sizeof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_recv, sge_count)",
+			Value: layoutcheck.Signed(v.SGECount),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_recv, wqe_size)",
 			Value: uint64(unsafe.Offsetof(v.WQESize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_recv, wqe_size)",
+			Value: uint64(unsafe.Sizeof(v.WQESize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_recv, wqe_size)",
+			Value: layoutcheck.Signed(v.WQESize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_recv, recv_wr)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.RecvWR(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_post_recv, recv_wr)",
+			Value: uint64(unsafe.Sizeof(v.RecvWR(0)[0])),
 		})
 	}
 	{
@@ -5497,6 +11812,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_recv_resp, bad_wr)",
 			Value: uint64(unsafe.Offsetof(v.BadWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_recv_resp, bad_wr)",
+			Value: uint64(unsafe.Sizeof(v.BadWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_recv_resp, bad_wr)",
+			Value: layoutcheck.Signed(v.BadWR),
 		})
 	}
 	{
@@ -5511,20 +11832,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_srq_recv, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_srq_recv, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_srq_recv, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_srq_recv, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv, wr_count)",
 			Value: uint64(unsafe.Offsetof(v.WRCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_srq_recv, wr_count)",
+			Value: uint64(unsafe.Sizeof(v.WRCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_srq_recv, wr_count)",
+			Value: layoutcheck.Signed(v.WRCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv, sge_count)",
 			Value: uint64(unsafe.Offsetof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_srq_recv, sge_count)",
+			Value: uint64(unsafe.Sizeof(v.SGECount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_srq_recv, sge_count)",
+			Value: layoutcheck.Signed(v.SGECount),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv, wqe_size)",
 			Value: uint64(unsafe.Offsetof(v.WQESize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_srq_recv, wqe_size)",
+			Value: uint64(unsafe.Sizeof(v.WQESize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_srq_recv, wqe_size)",
+			Value: layoutcheck.Signed(v.WQESize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv, recv)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.Recv(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_post_srq_recv, recv)",
+			Value: uint64(unsafe.Sizeof(v.Recv(0)[0])),
 		})
 	}
 	{
@@ -5538,6 +11892,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_post_srq_recv_resp, bad_wr)",
 			Value: uint64(unsafe.Offsetof(v.BadWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_post_srq_recv_resp, bad_wr)",
+			Value: uint64(unsafe.Sizeof(v.BadWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_post_srq_recv_resp, bad_wr)",
+			Value: layoutcheck.Signed(v.BadWR),
 		})
 	}
 	{
@@ -5552,20 +11912,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_ah, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_ah, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_ah, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_ah, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_ah, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_ah, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_ah, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_ah, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_ah, attr)",
 			Value: uint64(unsafe.Offsetof(v.Attr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_ah, attr)",
+			Value: uint64(unsafe.Sizeof(v.Attr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_ah, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_ah, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5580,8 +11973,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_ah_resp, ah_handle)",
 			Value: uint64(unsafe.Offsetof(v.AHHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_ah_resp, ah_handle)",
+			Value: uint64(unsafe.Sizeof(v.AHHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah_resp, ah_handle)",
+			Value: layoutcheck.Signed(v.AHHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_ah_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_ah_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_ah_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5595,6 +12000,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_ah, ah_handle)",
 			Value: uint64(unsafe.Offsetof(v.AHHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_ah, ah_handle)",
+			Value: uint64(unsafe.Sizeof(v.AHHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_ah, ah_handle)",
+			Value: layoutcheck.Signed(v.AHHandle),
 		})
 	}
 	{
@@ -5609,17 +12020,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_attach_mcast, gid)",
 			Value: uint64(unsafe.Offsetof(v.GID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_attach_mcast, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_attach_mcast, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_attach_mcast, gid)",
+			Value: layoutcheck.Signed(v.GID[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_attach_mcast, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_attach_mcast, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_attach_mcast, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_attach_mcast, mlid)",
 			Value: uint64(unsafe.Offsetof(v.Mlid)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_attach_mcast, mlid)",
+			Value: uint64(unsafe.Sizeof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_attach_mcast, mlid)",
+			Value: layoutcheck.Signed(v.Mlid),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_attach_mcast, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_attach_mcast, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_attach_mcast, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_attach_mcast, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_attach_mcast, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_attach_mcast, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5634,17 +12078,50 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_detach_mcast, gid)",
 			Value: uint64(unsafe.Offsetof(v.GID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_detach_mcast, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_detach_mcast, gid)",
+			Value: uint64(unsafe.Sizeof(v.GID[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_detach_mcast, gid)",
+			Value: layoutcheck.Signed(v.GID[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_detach_mcast, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_detach_mcast, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_detach_mcast, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_detach_mcast, mlid)",
 			Value: uint64(unsafe.Offsetof(v.Mlid)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_detach_mcast, mlid)",
+			Value: uint64(unsafe.Sizeof(v.Mlid)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_detach_mcast, mlid)",
+			Value: layoutcheck.Signed(v.Mlid),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_detach_mcast, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_detach_mcast, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_detach_mcast, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_detach_mcast, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_detach_mcast, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_detach_mcast, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -5659,14 +12136,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_hdr, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_hdr, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_hdr, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_hdr, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_hdr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_hdr, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_hdr, flow_spec_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.FlowSpecData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_spec_hdr, flow_spec_data)",
+			Value: uint64(unsafe.Sizeof(v.FlowSpecData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_hdr, flow_spec_data)",
+			Value: layoutcheck.SignedElem(v.FlowSpecData(0)),
 		})
 	}
 	{
@@ -5681,14 +12182,44 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, dst_mac)",
 			Value: uint64(unsafe.Offsetof(v.DstMAC)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_eth_filter, dst_mac)",
+			Value: uint64(unsafe.Sizeof(v.DstMAC)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_eth_filter, dst_mac)",
+			Value: uint64(unsafe.Sizeof(v.DstMAC[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_eth_filter, dst_mac)",
+			Value: layoutcheck.Signed(v.DstMAC[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, src_mac)",
 			Value: uint64(unsafe.Offsetof(v.SrcMAC)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_eth_filter, src_mac)",
+			Value: uint64(unsafe.Sizeof(v.SrcMAC)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_eth_filter, src_mac)",
+			Value: uint64(unsafe.Sizeof(v.SrcMAC[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_eth_filter, src_mac)",
+			Value: layoutcheck.Signed(v.SrcMAC[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, ether_type)",
 			Value: uint64(unsafe.Offsetof(v.EtherType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_eth_filter, ether_type)",
+			Value: uint64(unsafe.Sizeof(v.EtherType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_eth_filter, ether_type)",
+			Value: layoutcheck.Signed(v.EtherType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_eth_filter, vlan_tag)",
 			Value: uint64(unsafe.Offsetof(v.VLANTag)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_eth_filter, vlan_tag)",
+			Value: uint64(unsafe.Sizeof(v.VLANTag)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_eth_filter, vlan_tag)",
+			Value: layoutcheck.Signed(v.VLANTag),
 		})
 	}
 	{
@@ -5703,20 +12234,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_eth, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_eth, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_eth, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_eth, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_eth, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_eth, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_eth, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_eth, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_eth, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_eth, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -5731,20 +12289,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, src_ip)",
 			Value: uint64(unsafe.Offsetof(v.SrcIP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv4_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv4_filter, src_ip)",
+			Value: layoutcheck.Signed(v.SrcIP),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, dst_ip)",
 			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv4_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv4_filter, dst_ip)",
+			Value: layoutcheck.Signed(v.DstIP),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, proto)",
 			Value: uint64(unsafe.Offsetof(v.Proto)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv4_filter, proto)",
+			Value: uint64(unsafe.Sizeof(v.Proto)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv4_filter, proto)",
+			Value: layoutcheck.Signed(v.Proto),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, tos)",
 			Value: uint64(unsafe.Offsetof(v.Tos)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv4_filter, tos)",
+			Value: uint64(unsafe.Sizeof(v.Tos)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv4_filter, tos)",
+			Value: layoutcheck.Signed(v.Tos),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, ttl)",
 			Value: uint64(unsafe.Offsetof(v.Ttl)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv4_filter, ttl)",
+			Value: uint64(unsafe.Sizeof(v.Ttl)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv4_filter, ttl)",
+			Value: layoutcheck.Signed(v.Ttl),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv4_filter, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv4_filter, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv4_filter, flags)",
+			Value: layoutcheck.Signed(v.Flags),
 		})
 	}
 	{
@@ -5759,20 +12353,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv4, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv4, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_ipv4, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv4, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_ipv4, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv4, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_ipv4, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv4, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv4, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv4, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -5787,8 +12408,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_tcp_udp_filter, dst_port)",
 			Value: uint64(unsafe.Offsetof(v.DstPort)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_tcp_udp_filter, dst_port)",
+			Value: uint64(unsafe.Sizeof(v.DstPort)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_tcp_udp_filter, dst_port)",
+			Value: layoutcheck.Signed(v.DstPort),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_tcp_udp_filter, src_port)",
 			Value: uint64(unsafe.Offsetof(v.SrcPort)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_tcp_udp_filter, src_port)",
+			Value: uint64(unsafe.Sizeof(v.SrcPort)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_tcp_udp_filter, src_port)",
+			Value: layoutcheck.Signed(v.SrcPort),
 		})
 	}
 	{
@@ -5803,20 +12436,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tcp_udp, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tcp_udp, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_tcp_udp, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tcp_udp, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_tcp_udp, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tcp_udp, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_tcp_udp, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tcp_udp, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tcp_udp, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tcp_udp, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -5831,23 +12491,71 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, src_ip)",
 			Value: uint64(unsafe.Offsetof(v.SrcIP)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_ipv6_filter, src_ip)",
+			Value: uint64(unsafe.Sizeof(v.SrcIP[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, src_ip)",
+			Value: layoutcheck.Signed(v.SrcIP[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, dst_ip)",
 			Value: uint64(unsafe.Offsetof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_ipv6_filter, dst_ip)",
+			Value: uint64(unsafe.Sizeof(v.DstIP[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, dst_ip)",
+			Value: layoutcheck.Signed(v.DstIP[0]),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, flow_label)",
 			Value: uint64(unsafe.Offsetof(v.FlowLabel)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, flow_label)",
+			Value: uint64(unsafe.Sizeof(v.FlowLabel)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, flow_label)",
+			Value: layoutcheck.Signed(v.FlowLabel),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, next_hdr)",
 			Value: uint64(unsafe.Offsetof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, next_hdr)",
+			Value: uint64(unsafe.Sizeof(v.NextHdr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, next_hdr)",
+			Value: layoutcheck.Signed(v.NextHdr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, traffic_class)",
 			Value: uint64(unsafe.Offsetof(v.TrafficClass)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, traffic_class)",
+			Value: uint64(unsafe.Sizeof(v.TrafficClass)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, traffic_class)",
+			Value: layoutcheck.Signed(v.TrafficClass),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, hop_limit)",
 			Value: uint64(unsafe.Offsetof(v.HopLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, hop_limit)",
+			Value: uint64(unsafe.Sizeof(v.HopLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, hop_limit)",
+			Value: layoutcheck.Signed(v.HopLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_ipv6_filter, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_ipv6_filter, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_ipv6_filter, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -5862,20 +12570,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv6, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv6, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_ipv6, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv6, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_ipv6, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv6, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_ipv6, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv6, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_ipv6, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_ipv6, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -5890,20 +12625,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_tag, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_tag, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_tag, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_tag, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_tag, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_tag, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_tag, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, tag_id)",
 			Value: uint64(unsafe.Offsetof(v.TagID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_tag, tag_id)",
+			Value: uint64(unsafe.Sizeof(v.TagID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_tag, tag_id)",
+			Value: layoutcheck.Signed(v.TagID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_tag, reserved1)",
 			Value: uint64(unsafe.Offsetof(v.Reserved1)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_tag, reserved1)",
+			Value: uint64(unsafe.Sizeof(v.Reserved1)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_tag, reserved1)",
+			Value: layoutcheck.Signed(v.Reserved1),
 		})
 	}
 	{
@@ -5918,14 +12686,35 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_drop, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_drop, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_drop, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_drop, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_drop, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_drop, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_drop, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_drop, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		})
 	}
 	{
@@ -5940,20 +12729,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_handle, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_handle, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_handle, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_handle, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_handle, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_handle, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_handle, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_handle, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_handle, handle)",
+			Value: layoutcheck.Signed(v.Handle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_handle, reserved1)",
 			Value: uint64(unsafe.Offsetof(v.Reserved1)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_handle, reserved1)",
+			Value: uint64(unsafe.Sizeof(v.Reserved1)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_handle, reserved1)",
+			Value: layoutcheck.Signed(v.Reserved1),
 		})
 	}
 	{
@@ -5968,20 +12790,53 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_count, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_count, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_count, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_count, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_count, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_count, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_count, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_count, handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_count, handle)",
+			Value: layoutcheck.Signed(v.Handle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_action_count, reserved1)",
 			Value: uint64(unsafe.Offsetof(v.Reserved1)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_action_count, reserved1)",
+			Value: uint64(unsafe.Sizeof(v.Reserved1)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_action_count, reserved1)",
+			Value: layoutcheck.Signed(v.Reserved1),
 		})
 	}
 	{
@@ -5995,6 +12850,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_tunnel_filter, tunnel_id)",
 			Value: uint64(unsafe.Offsetof(v.TunnelID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_tunnel_filter, tunnel_id)",
+			Value: uint64(unsafe.Sizeof(v.TunnelID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_tunnel_filter, tunnel_id)",
+			Value: layoutcheck.Signed(v.TunnelID),
 		})
 	}
 	{
@@ -6009,20 +12870,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tunnel, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tunnel, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_tunnel, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tunnel, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_tunnel, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tunnel, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_tunnel, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tunnel, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_tunnel, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_tunnel, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -6037,8 +12925,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp_filter, spi)",
 			Value: uint64(unsafe.Offsetof(v.Spi)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp_filter, spi)",
+			Value: uint64(unsafe.Sizeof(v.Spi)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_esp_filter, spi)",
+			Value: layoutcheck.Signed(v.Spi),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp_filter, seq)",
 			Value: uint64(unsafe.Offsetof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp_filter, seq)",
+			Value: uint64(unsafe.Sizeof(v.Seq)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_esp_filter, seq)",
+			Value: layoutcheck.Signed(v.Seq),
 		})
 	}
 	{
@@ -6053,20 +12953,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_esp, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_esp, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_esp, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_esp, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_esp, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -6081,11 +13008,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_gre_filter, c_ks_res0_ver)",
 			Value: uint64(unsafe.Offsetof(v.CKsRes0Ver)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_gre_filter, c_ks_res0_ver)",
+			Value: uint64(unsafe.Sizeof(v.CKsRes0Ver)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_gre_filter, c_ks_res0_ver)",
+			Value: layoutcheck.Signed(v.CKsRes0Ver),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_gre_filter, protocol)",
 			Value: uint64(unsafe.Offsetof(v.Protocol)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_gre_filter, protocol)",
+			Value: uint64(unsafe.Sizeof(v.Protocol)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_gre_filter, protocol)",
+			Value: layoutcheck.Signed(v.Protocol),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_gre_filter, key)",
 			Value: uint64(unsafe.Offsetof(v.Key)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_gre_filter, key)",
+			Value: uint64(unsafe.Sizeof(v.Key)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_gre_filter, key)",
+			Value: layoutcheck.Signed(v.Key),
 		})
 	}
 	{
@@ -6100,20 +13045,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_gre, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_gre, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_gre, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_gre, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_gre, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_gre, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_gre, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_gre, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_gre, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_gre, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -6127,6 +13099,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_mpls_filter, label)",
 			Value: uint64(unsafe.Offsetof(v.Label)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_mpls_filter, label)",
+			Value: uint64(unsafe.Sizeof(v.Label)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_mpls_filter, label)",
+			Value: layoutcheck.Signed(v.Label),
 		})
 	}
 	{
@@ -6141,20 +13119,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_mpls, hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, type)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Type())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_mpls, type)",
+			Value: uint64(unsafe.Sizeof((*v.Type()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_mpls, type)",
+			Value: layoutcheck.Signed((*v.Type())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, size)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Size())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_mpls, size)",
+			Value: uint64(unsafe.Sizeof((*v.Size()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_mpls, size)",
+			Value: layoutcheck.Signed((*v.Size())),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, reserved)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Reserved())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_mpls, reserved)",
+			Value: uint64(unsafe.Sizeof((*v.Reserved()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_spec_mpls, reserved)",
+			Value: layoutcheck.Signed((*v.Reserved())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, val)",
 			Value: uint64(unsafe.Offsetof(v.Val)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_mpls, val)",
+			Value: uint64(unsafe.Sizeof(v.Val)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_spec_mpls, mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_spec_mpls, mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
 		})
 	}
 	{
@@ -6169,26 +13174,74 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_flow_attr, type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, size)",
+			Value: layoutcheck.Signed(v.Size),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, priority)",
 			Value: uint64(unsafe.Offsetof(v.Priority)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, priority)",
+			Value: uint64(unsafe.Sizeof(v.Priority)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, priority)",
+			Value: layoutcheck.Signed(v.Priority),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, num_of_specs)",
 			Value: uint64(unsafe.Offsetof(v.NumOfSpecs)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, num_of_specs)",
+			Value: uint64(unsafe.Sizeof(v.NumOfSpecs)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, num_of_specs)",
+			Value: layoutcheck.Signed(v.NumOfSpecs),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_attr, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, reserved)",
+			Value: layoutcheck.Signed(v.Reserved[0]),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, port)",
 			Value: uint64(unsafe.Offsetof(v.Port)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, port)",
+			Value: uint64(unsafe.Sizeof(v.Port)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, port)",
+			Value: layoutcheck.Signed(v.Port),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_flow_attr, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_flow_attr, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_flow_attr, flow_specs)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.FlowSpecs(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_flow_attr, flow_specs)",
+			Value: uint64(unsafe.Sizeof(v.FlowSpecs(0)[0])),
 		})
 	}
 	{
@@ -6203,11 +13256,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_flow, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_flow, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_flow, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_flow, qp_handle)",
 			Value: uint64(unsafe.Offsetof(v.QPHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_flow, qp_handle)",
+			Value: uint64(unsafe.Sizeof(v.QPHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_flow, qp_handle)",
+			Value: layoutcheck.Signed(v.QPHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_flow, flow_attr)",
 			Value: uint64(unsafe.Offsetof(v.FlowAttr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_flow, flow_attr)",
+			Value: uint64(unsafe.Sizeof(v.FlowAttr)),
 		})
 	}
 	{
@@ -6222,8 +13290,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_flow_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_flow_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_flow_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_flow_resp, flow_handle)",
 			Value: uint64(unsafe.Offsetof(v.FlowHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_flow_resp, flow_handle)",
+			Value: uint64(unsafe.Sizeof(v.FlowHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_flow_resp, flow_handle)",
+			Value: layoutcheck.Signed(v.FlowHandle),
 		})
 	}
 	{
@@ -6238,8 +13318,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_destroy_flow, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_flow, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_flow, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_flow, flow_handle)",
 			Value: uint64(unsafe.Offsetof(v.FlowHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_flow, flow_handle)",
+			Value: uint64(unsafe.Sizeof(v.FlowHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_flow, flow_handle)",
+			Value: layoutcheck.Signed(v.FlowHandle),
 		})
 	}
 	{
@@ -6254,23 +13346,65 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_srq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq, srq_limit)",
 			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq, srq_limit)",
+			Value: uint64(unsafe.Sizeof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, srq_limit)",
+			Value: layoutcheck.Signed(v.SRQLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_srq, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -6285,35 +13419,101 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, srq_type)",
 			Value: uint64(unsafe.Offsetof(v.SRQType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, srq_type)",
+			Value: uint64(unsafe.Sizeof(v.SRQType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, srq_type)",
+			Value: layoutcheck.Signed(v.SRQType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, srq_limit)",
 			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, srq_limit)",
+			Value: uint64(unsafe.Sizeof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, srq_limit)",
+			Value: layoutcheck.Signed(v.SRQLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, max_num_tags)",
 			Value: uint64(unsafe.Offsetof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, max_num_tags)",
+			Value: uint64(unsafe.Sizeof(v.MaxNumTags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, max_num_tags)",
+			Value: layoutcheck.Signed(v.MaxNumTags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, xrcd_handle)",
 			Value: uint64(unsafe.Offsetof(v.XRCDHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, xrcd_handle)",
+			Value: uint64(unsafe.Sizeof(v.XRCDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, xrcd_handle)",
+			Value: layoutcheck.Signed(v.XRCDHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_xsrq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_xsrq, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_xsrq, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_xsrq, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -6328,17 +13528,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_create_srq_resp, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq_resp, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq_resp, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq_resp, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq_resp, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq_resp, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq_resp, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq_resp, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq_resp, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq_resp, srqn)",
 			Value: uint64(unsafe.Offsetof(v.SRQN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_create_srq_resp, srqn)",
+			Value: uint64(unsafe.Sizeof(v.SRQN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq_resp, srqn)",
+			Value: layoutcheck.Signed(v.SRQN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_create_srq_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_create_srq_resp, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_create_srq_resp, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -6353,17 +13583,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_modify_srq, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_srq, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_srq, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_srq, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_srq, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_srq, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_srq, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_srq, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_srq, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_srq, srq_limit)",
 			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_modify_srq, srq_limit)",
+			Value: uint64(unsafe.Sizeof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_srq, srq_limit)",
+			Value: layoutcheck.Signed(v.SRQLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_srq, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_modify_srq, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_modify_srq, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -6378,14 +13638,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_srq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_srq, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_srq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_srq, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_query_srq, driver_data)",
+			Value: uint64(unsafe.Sizeof(v.DriverData(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq, driver_data)",
+			Value: layoutcheck.SignedElem(v.DriverData(0)),
 		})
 	}
 	{
@@ -6400,14 +13684,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_query_srq_resp, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq_resp, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq_resp, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_srq_resp, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq_resp, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq_resp, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_srq_resp, srq_limit)",
 			Value: uint64(unsafe.Offsetof(v.SRQLimit)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq_resp, srq_limit)",
+			Value: uint64(unsafe.Sizeof(v.SRQLimit)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq_resp, srq_limit)",
+			Value: layoutcheck.Signed(v.SRQLimit),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_srq_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_query_srq_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_query_srq_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -6422,11 +13730,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_destroy_srq, response)",
 			Value: uint64(unsafe.Offsetof(v.Response)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_srq, response)",
+			Value: uint64(unsafe.Sizeof(v.Response)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_srq, response)",
+			Value: layoutcheck.Signed(v.Response),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_srq, srq_handle)",
 			Value: uint64(unsafe.Offsetof(v.SRQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_srq, srq_handle)",
+			Value: uint64(unsafe.Sizeof(v.SRQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_srq, srq_handle)",
+			Value: layoutcheck.Signed(v.SRQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_srq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_srq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_srq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -6440,6 +13766,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_destroy_srq_resp, events_reported)",
 			Value: uint64(unsafe.Offsetof(v.EventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_destroy_srq_resp, events_reported)",
+			Value: uint64(unsafe.Sizeof(v.EventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_destroy_srq_resp, events_reported)",
+			Value: layoutcheck.Signed(v.EventsReported),
 		})
 	}
 	{
@@ -6454,29 +13786,83 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, wq_type)",
 			Value: uint64(unsafe.Offsetof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, wq_type)",
+			Value: uint64(unsafe.Sizeof(v.WQType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, wq_type)",
+			Value: layoutcheck.Signed(v.WQType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, user_handle)",
 			Value: uint64(unsafe.Offsetof(v.UserHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, user_handle)",
+			Value: uint64(unsafe.Sizeof(v.UserHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, user_handle)",
+			Value: layoutcheck.Signed(v.UserHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, pd_handle)",
 			Value: uint64(unsafe.Offsetof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, pd_handle)",
+			Value: uint64(unsafe.Sizeof(v.PDHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, pd_handle)",
+			Value: layoutcheck.Signed(v.PDHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, create_flags)",
 			Value: uint64(unsafe.Offsetof(v.CreateFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, create_flags)",
+			Value: uint64(unsafe.Sizeof(v.CreateFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, create_flags)",
+			Value: layoutcheck.Signed(v.CreateFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -6491,20 +13877,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, wq_handle)",
 			Value: uint64(unsafe.Offsetof(v.WQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq_resp, wq_handle)",
+			Value: uint64(unsafe.Sizeof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq_resp, wq_handle)",
+			Value: layoutcheck.Signed(v.WQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, max_wr)",
 			Value: uint64(unsafe.Offsetof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq_resp, max_wr)",
+			Value: uint64(unsafe.Sizeof(v.MaxWR)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq_resp, max_wr)",
+			Value: layoutcheck.Signed(v.MaxWR),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, max_sge)",
 			Value: uint64(unsafe.Offsetof(v.MaxSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq_resp, max_sge)",
+			Value: uint64(unsafe.Sizeof(v.MaxSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq_resp, max_sge)",
+			Value: layoutcheck.Signed(v.MaxSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_wq_resp, wqn)",
 			Value: uint64(unsafe.Offsetof(v.WQN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_wq_resp, wqn)",
+			Value: uint64(unsafe.Sizeof(v.WQN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_wq_resp, wqn)",
+			Value: layoutcheck.Signed(v.WQN),
 		})
 	}
 	{
@@ -6519,8 +13941,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_wq, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_wq, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq, wq_handle)",
 			Value: uint64(unsafe.Offsetof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_wq, wq_handle)",
+			Value: uint64(unsafe.Sizeof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_wq, wq_handle)",
+			Value: layoutcheck.Signed(v.WQHandle),
 		})
 	}
 	{
@@ -6535,14 +13969,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_wq_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_wq_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_wq_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_wq_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, events_reported)",
 			Value: uint64(unsafe.Offsetof(v.EventsReported)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_wq_resp, events_reported)",
+			Value: uint64(unsafe.Sizeof(v.EventsReported)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_wq_resp, events_reported)",
+			Value: layoutcheck.Signed(v.EventsReported),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_wq_resp, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_wq_resp, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_wq_resp, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -6557,20 +14015,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_wq, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_wq, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, wq_handle)",
 			Value: uint64(unsafe.Offsetof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_wq, wq_handle)",
+			Value: uint64(unsafe.Sizeof(v.WQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_wq, wq_handle)",
+			Value: layoutcheck.Signed(v.WQHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, wq_state)",
 			Value: uint64(unsafe.Offsetof(v.WQState)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_wq, wq_state)",
+			Value: uint64(unsafe.Sizeof(v.WQState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_wq, wq_state)",
+			Value: layoutcheck.Signed(v.WQState),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, curr_wq_state)",
 			Value: uint64(unsafe.Offsetof(v.CurrWQState)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_wq, curr_wq_state)",
+			Value: uint64(unsafe.Sizeof(v.CurrWQState)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_wq, curr_wq_state)",
+			Value: layoutcheck.Signed(v.CurrWQState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, flags)",
 			Value: uint64(unsafe.Offsetof(v.Flags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_wq, flags)",
+			Value: uint64(unsafe.Sizeof(v.Flags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_wq, flags)",
+			Value: layoutcheck.Signed(v.Flags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_wq, flags_mask)",
 			Value: uint64(unsafe.Offsetof(v.FlagsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_wq, flags_mask)",
+			Value: uint64(unsafe.Sizeof(v.FlagsMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_wq, flags_mask)",
+			Value: layoutcheck.Signed(v.FlagsMask),
 		})
 	}
 	{
@@ -6585,11 +14079,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_rwq_ind_table, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size)",
 			Value: uint64(unsafe.Offsetof(v.LogIndTblSize)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size)",
+			Value: uint64(unsafe.Sizeof(v.LogIndTblSize)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table, log_ind_tbl_size)",
+			Value: layoutcheck.Signed(v.LogIndTblSize),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table, wq_handles)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.WQHandles(0)))),
+		}, layoutcheck.Row{
+			Key:   "memberelem(struct ib_uverbs_ex_create_rwq_ind_table, wq_handles)",
+			Value: uint64(unsafe.Sizeof(v.WQHandles(0)[0])),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table, wq_handles)",
+			Value: layoutcheck.SignedElem(v.WQHandles(0)),
 		})
 	}
 	{
@@ -6604,14 +14116,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table_resp, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, response_length)",
 			Value: uint64(unsafe.Offsetof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_rwq_ind_table_resp, response_length)",
+			Value: uint64(unsafe.Sizeof(v.ResponseLength)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table_resp, response_length)",
+			Value: layoutcheck.Signed(v.ResponseLength),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle)",
 			Value: uint64(unsafe.Offsetof(v.IndTblHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle)",
+			Value: uint64(unsafe.Sizeof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_handle)",
+			Value: layoutcheck.Signed(v.IndTblHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num)",
 			Value: uint64(unsafe.Offsetof(v.IndTblNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num)",
+			Value: uint64(unsafe.Sizeof(v.IndTblNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_create_rwq_ind_table_resp, ind_tbl_num)",
+			Value: layoutcheck.Signed(v.IndTblNum),
 		})
 	}
 	{
@@ -6626,8 +14162,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_rwq_ind_table, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_rwq_ind_table, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_rwq_ind_table, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle)",
 			Value: uint64(unsafe.Offsetof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle)",
+			Value: uint64(unsafe.Sizeof(v.IndTblHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_destroy_rwq_ind_table, ind_tbl_handle)",
+			Value: layoutcheck.Signed(v.IndTblHandle),
 		})
 	}
 	{
@@ -6642,8 +14190,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_cq_moderation, cq_count)",
 			Value: uint64(unsafe.Offsetof(v.CQCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cq_moderation, cq_count)",
+			Value: uint64(unsafe.Sizeof(v.CQCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cq_moderation, cq_count)",
+			Value: layoutcheck.Signed(v.CQCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_cq_moderation, cq_period)",
 			Value: uint64(unsafe.Offsetof(v.CQPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_cq_moderation, cq_period)",
+			Value: uint64(unsafe.Sizeof(v.CQPeriod)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_cq_moderation, cq_period)",
+			Value: layoutcheck.Signed(v.CQPeriod),
 		})
 	}
 	{
@@ -6658,14 +14218,35 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, cq_handle)",
 			Value: uint64(unsafe.Offsetof(v.CQHandle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_cq, cq_handle)",
+			Value: uint64(unsafe.Sizeof(v.CQHandle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_cq, cq_handle)",
+			Value: layoutcheck.Signed(v.CQHandle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, attr_mask)",
 			Value: uint64(unsafe.Offsetof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_cq, attr_mask)",
+			Value: uint64(unsafe.Sizeof(v.AttrMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_cq, attr_mask)",
+			Value: layoutcheck.Signed(v.AttrMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, attr)",
 			Value: uint64(unsafe.Offsetof(v.Attr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_cq, attr)",
+			Value: uint64(unsafe.Sizeof(v.Attr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_ex_modify_cq, reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct ib_uverbs_ex_modify_cq, reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct ib_uverbs_ex_modify_cq, reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -6680,11 +14261,23 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_ib_addr, sgid)",
 			Value: uint64(unsafe.Offsetof(v.SGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ib_addr, sgid)",
+			Value: uint64(unsafe.Sizeof(v.SGID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ib_addr, dgid)",
 			Value: uint64(unsafe.Offsetof(v.DGID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ib_addr, dgid)",
+			Value: uint64(unsafe.Sizeof(v.DGID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ib_addr, pkey)",
 			Value: uint64(unsafe.Offsetof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ib_addr, pkey)",
+			Value: uint64(unsafe.Sizeof(v.Pkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_ib_addr, pkey)",
+			Value: layoutcheck.Signed(v.Pkey),
 		})
 	}
 	{
@@ -6699,29 +14292,56 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_addr, src_storage)",
 			Value: uint64(unsafe.Offsetof(v.SrcStorage)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, src_storage)",
+			Value: uint64(unsafe.Sizeof(v.SrcStorage)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, src_addr)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcAddr())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, src_addr)",
+			Value: uint64(unsafe.Sizeof((*v.SrcAddr()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, src_sin)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcSin())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, src_sin)",
+			Value: uint64(unsafe.Sizeof((*v.SrcSin()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, src_sin6)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SrcSin6())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, src_sin6)",
+			Value: uint64(unsafe.Sizeof((*v.SrcSin6()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, dst_storage)",
 			Value: uint64(unsafe.Offsetof(v.DstStorage)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, dst_storage)",
+			Value: uint64(unsafe.Sizeof(v.DstStorage)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, dst_addr)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstAddr())),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, dst_addr)",
+			Value: uint64(unsafe.Sizeof((*v.DstAddr()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, dst_sin)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstSin())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, dst_sin)",
+			Value: uint64(unsafe.Sizeof((*v.DstSin()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, dst_sin6)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.DstSin6())),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, dst_sin6)",
+			Value: uint64(unsafe.Sizeof((*v.DstSin6()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addr, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addr, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
 		})
 	}
 	{
@@ -6736,11 +14356,23 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_route, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_route, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_route, path_rec)",
 			Value: uint64(unsafe.Offsetof(v.PathRec)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_route, path_rec)",
+			Value: uint64(unsafe.Sizeof(v.PathRec)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_route, num_paths)",
 			Value: uint64(unsafe.Offsetof(v.NumPaths)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_route, num_paths)",
+			Value: uint64(unsafe.Sizeof(v.NumPaths)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_route, num_paths)",
+			Value: layoutcheck.Signed(v.NumPaths),
 		})
 	}
 	{
@@ -6754,6 +14386,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_event_channel, fd)",
 			Value: uint64(unsafe.Offsetof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_event_channel, fd)",
+			Value: uint64(unsafe.Sizeof(v.FD)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_event_channel, fd)",
+			Value: layoutcheck.Signed(v.FD),
 		})
 	}
 	{
@@ -6768,47 +14406,101 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_cm_id, verbs)",
 			Value: uint64(unsafe.Offsetof(v.Verbs)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, verbs)",
+			Value: uint64(unsafe.Sizeof(v.Verbs)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, channel)",
 			Value: uint64(unsafe.Offsetof(v.Channel)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, channel)",
+			Value: uint64(unsafe.Sizeof(v.Channel)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, context)",
 			Value: uint64(unsafe.Offsetof(v.Context)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, context)",
+			Value: uint64(unsafe.Sizeof(v.Context)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, qp)",
 			Value: uint64(unsafe.Offsetof(v.QP)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, qp)",
+			Value: uint64(unsafe.Sizeof(v.QP)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, route)",
 			Value: uint64(unsafe.Offsetof(v.Route)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, route)",
+			Value: uint64(unsafe.Sizeof(v.Route)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, ps)",
 			Value: uint64(unsafe.Offsetof(v.Ps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, ps)",
+			Value: uint64(unsafe.Sizeof(v.Ps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_id, ps)",
+			Value: layoutcheck.Signed(v.Ps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, port_num)",
 			Value: uint64(unsafe.Offsetof(v.PortNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, port_num)",
+			Value: uint64(unsafe.Sizeof(v.PortNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_id, port_num)",
+			Value: layoutcheck.Signed(v.PortNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, event)",
 			Value: uint64(unsafe.Offsetof(v.Event)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, event)",
+			Value: uint64(unsafe.Sizeof(v.Event)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, send_cq_channel)",
 			Value: uint64(unsafe.Offsetof(v.SendCQChannel)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, send_cq_channel)",
+			Value: uint64(unsafe.Sizeof(v.SendCQChannel)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, send_cq)",
 			Value: uint64(unsafe.Offsetof(v.SendCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, send_cq)",
+			Value: uint64(unsafe.Sizeof(v.SendCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, recv_cq_channel)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQChannel)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, recv_cq_channel)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQChannel)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, recv_cq)",
 			Value: uint64(unsafe.Offsetof(v.RecvCQ)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, recv_cq)",
+			Value: uint64(unsafe.Sizeof(v.RecvCQ)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, srq)",
 			Value: uint64(unsafe.Offsetof(v.SRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, srq)",
+			Value: uint64(unsafe.Sizeof(v.SRQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, pd)",
 			Value: uint64(unsafe.Offsetof(v.PD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, pd)",
+			Value: uint64(unsafe.Sizeof(v.PD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_id, qp_type)",
 			Value: uint64(unsafe.Offsetof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_id, qp_type)",
+			Value: uint64(unsafe.Sizeof(v.QPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_id, qp_type)",
+			Value: layoutcheck.Signed(v.QPType),
 		})
 	}
 	{
@@ -6823,17 +14515,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_cm_event, id)",
 			Value: uint64(unsafe.Offsetof(v.ID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_event, id)",
+			Value: uint64(unsafe.Sizeof(v.ID)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_event, listen_id)",
 			Value: uint64(unsafe.Offsetof(v.ListenID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_event, listen_id)",
+			Value: uint64(unsafe.Sizeof(v.ListenID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_event, event)",
 			Value: uint64(unsafe.Offsetof(v.Event)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_event, event)",
+			Value: uint64(unsafe.Sizeof(v.Event)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_event, event)",
+			Value: layoutcheck.Signed(v.Event),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_event, status)",
 			Value: uint64(unsafe.Offsetof(v.Status)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_event, status)",
+			Value: uint64(unsafe.Sizeof(v.Status)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_event, status)",
+			Value: layoutcheck.Signed(v.Status),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_event, param)",
 			Value: uint64(unsafe.Offsetof(v.Param)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_event, param)",
+			Value: uint64(unsafe.Sizeof(v.Param)),
 		})
 	}
 	{
@@ -6848,29 +14561,80 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_conn_param, private_data)",
 			Value: uint64(unsafe.Offsetof(v.PrivateData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, private_data)",
+			Value: uint64(unsafe.Sizeof(v.PrivateData)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, private_data_len)",
 			Value: uint64(unsafe.Offsetof(v.PrivateDataLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, private_data_len)",
+			Value: uint64(unsafe.Sizeof(v.PrivateDataLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, private_data_len)",
+			Value: layoutcheck.Signed(v.PrivateDataLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, responder_resources)",
 			Value: uint64(unsafe.Offsetof(v.ResponderResources)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, responder_resources)",
+			Value: uint64(unsafe.Sizeof(v.ResponderResources)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, responder_resources)",
+			Value: layoutcheck.Signed(v.ResponderResources),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, initiator_depth)",
 			Value: uint64(unsafe.Offsetof(v.InitiatorDepth)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, initiator_depth)",
+			Value: uint64(unsafe.Sizeof(v.InitiatorDepth)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, initiator_depth)",
+			Value: layoutcheck.Signed(v.InitiatorDepth),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, flow_control)",
 			Value: uint64(unsafe.Offsetof(v.FlowControl)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, flow_control)",
+			Value: uint64(unsafe.Sizeof(v.FlowControl)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, flow_control)",
+			Value: layoutcheck.Signed(v.FlowControl),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, retry_count)",
 			Value: uint64(unsafe.Offsetof(v.RetryCount)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, retry_count)",
+			Value: uint64(unsafe.Sizeof(v.RetryCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, retry_count)",
+			Value: layoutcheck.Signed(v.RetryCount),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, rnr_retry_count)",
 			Value: uint64(unsafe.Offsetof(v.RNRRetryCount)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, rnr_retry_count)",
+			Value: uint64(unsafe.Sizeof(v.RNRRetryCount)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, rnr_retry_count)",
+			Value: layoutcheck.Signed(v.RNRRetryCount),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, srq)",
 			Value: uint64(unsafe.Offsetof(v.SRQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, srq)",
+			Value: uint64(unsafe.Sizeof(v.SRQ)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, srq)",
+			Value: layoutcheck.Signed(v.SRQ),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_conn_param, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_conn_param, qp_num)",
+			Value: uint64(unsafe.Sizeof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_conn_param, qp_num)",
+			Value: layoutcheck.Signed(v.QPNum),
 		})
 	}
 	{
@@ -6885,17 +14649,41 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_ud_param, private_data)",
 			Value: uint64(unsafe.Offsetof(v.PrivateData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ud_param, private_data)",
+			Value: uint64(unsafe.Sizeof(v.PrivateData)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ud_param, private_data_len)",
 			Value: uint64(unsafe.Offsetof(v.PrivateDataLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ud_param, private_data_len)",
+			Value: uint64(unsafe.Sizeof(v.PrivateDataLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_ud_param, private_data_len)",
+			Value: layoutcheck.Signed(v.PrivateDataLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ud_param, ah_attr)",
 			Value: uint64(unsafe.Offsetof(v.AHAttr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ud_param, ah_attr)",
+			Value: uint64(unsafe.Sizeof(v.AHAttr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ud_param, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ud_param, qp_num)",
+			Value: uint64(unsafe.Sizeof(v.QPNum)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_ud_param, qp_num)",
+			Value: layoutcheck.Signed(v.QPNum),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ud_param, qkey)",
 			Value: uint64(unsafe.Offsetof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_ud_param, qkey)",
+			Value: uint64(unsafe.Sizeof(v.Qkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_ud_param, qkey)",
+			Value: layoutcheck.Signed(v.Qkey),
 		})
 	}
 	{
@@ -6910,47 +14698,116 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_addrinfo, ai_flags)",
 			Value: uint64(unsafe.Offsetof(v.AiFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_flags)",
+			Value: uint64(unsafe.Sizeof(v.AiFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_flags)",
+			Value: layoutcheck.Signed(v.AiFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_family)",
 			Value: uint64(unsafe.Offsetof(v.AiFamily)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_family)",
+			Value: uint64(unsafe.Sizeof(v.AiFamily)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_family)",
+			Value: layoutcheck.Signed(v.AiFamily),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_qp_type)",
 			Value: uint64(unsafe.Offsetof(v.AiQPType)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_qp_type)",
+			Value: uint64(unsafe.Sizeof(v.AiQPType)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_qp_type)",
+			Value: layoutcheck.Signed(v.AiQPType),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_port_space)",
 			Value: uint64(unsafe.Offsetof(v.AiPortSpace)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_port_space)",
+			Value: uint64(unsafe.Sizeof(v.AiPortSpace)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_port_space)",
+			Value: layoutcheck.Signed(v.AiPortSpace),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_src_len)",
 			Value: uint64(unsafe.Offsetof(v.AiSrcLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_src_len)",
+			Value: uint64(unsafe.Sizeof(v.AiSrcLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_src_len)",
+			Value: layoutcheck.Signed(v.AiSrcLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_dst_len)",
 			Value: uint64(unsafe.Offsetof(v.AiDstLen)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_dst_len)",
+			Value: uint64(unsafe.Sizeof(v.AiDstLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_dst_len)",
+			Value: layoutcheck.Signed(v.AiDstLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_src_addr)",
 			Value: uint64(unsafe.Offsetof(v.AiSrcAddr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_src_addr)",
+			Value: uint64(unsafe.Sizeof(v.AiSrcAddr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_dst_addr)",
 			Value: uint64(unsafe.Offsetof(v.AiDstAddr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_dst_addr)",
+			Value: uint64(unsafe.Sizeof(v.AiDstAddr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_src_canonname)",
 			Value: uint64(unsafe.Offsetof(v.AiSrcCanonname)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_src_canonname)",
+			Value: uint64(unsafe.Sizeof(v.AiSrcCanonname)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_dst_canonname)",
 			Value: uint64(unsafe.Offsetof(v.AiDstCanonname)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_dst_canonname)",
+			Value: uint64(unsafe.Sizeof(v.AiDstCanonname)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_route_len)",
 			Value: uint64(unsafe.Offsetof(v.AiRouteLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_route_len)",
+			Value: uint64(unsafe.Sizeof(v.AiRouteLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_route_len)",
+			Value: layoutcheck.Signed(v.AiRouteLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_route)",
 			Value: uint64(unsafe.Offsetof(v.AiRoute)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_route)",
+			Value: uint64(unsafe.Sizeof(v.AiRoute)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_connect_len)",
 			Value: uint64(unsafe.Offsetof(v.AiConnectLen)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_connect_len)",
+			Value: uint64(unsafe.Sizeof(v.AiConnectLen)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_addrinfo, ai_connect_len)",
+			Value: layoutcheck.Signed(v.AiConnectLen),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_connect)",
 			Value: uint64(unsafe.Offsetof(v.AiConnect)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_connect)",
+			Value: uint64(unsafe.Sizeof(v.AiConnect)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_next)",
 			Value: uint64(unsafe.Offsetof(v.AiNext)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_addrinfo, ai_next)",
+			Value: uint64(unsafe.Sizeof(v.AiNext)),
 		})
 	}
 	{
@@ -6965,11 +14822,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Offsetof(v.CompMask)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_join_mc_attr_ex, comp_mask)",
+			Value: uint64(unsafe.Sizeof(v.CompMask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_join_mc_attr_ex, comp_mask)",
+			Value: layoutcheck.Signed(v.CompMask),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, join_flags)",
 			Value: uint64(unsafe.Offsetof(v.JoinFlags)),
 		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_join_mc_attr_ex, join_flags)",
+			Value: uint64(unsafe.Sizeof(v.JoinFlags)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(struct rdma_cm_join_mc_attr_ex, join_flags)",
+			Value: layoutcheck.Signed(v.JoinFlags),
+		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, addr)",
 			Value: uint64(unsafe.Offsetof(v.Addr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(struct rdma_cm_join_mc_attr_ex, addr)",
+			Value: uint64(unsafe.Sizeof(v.Addr)),
 		})
 	}
 	{
@@ -7054,8 +14926,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((union ibv_gid *)0)->global), subnet_prefix)",
 			Value: uint64(unsafe.Offsetof(v.SubnetPrefix)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((union ibv_gid *)0)->global), subnet_prefix)",
+			Value: uint64(unsafe.Sizeof(v.SubnetPrefix)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((union ibv_gid *)0)->global), subnet_prefix)",
+			Value: layoutcheck.Signed(v.SubnetPrefix),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((union ibv_gid *)0)->global), interface_id)",
 			Value: uint64(unsafe.Offsetof(v.InterfaceID)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((union ibv_gid *)0)->global), interface_id)",
+			Value: uint64(unsafe.Sizeof(v.InterfaceID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((union ibv_gid *)0)->global), interface_id)",
+			Value: layoutcheck.Signed(v.InterfaceID),
 		})
 	}
 	{
@@ -7070,11 +14954,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.RCODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.RCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Value: layoutcheck.Signed(v.RCODPCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.UCODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.UCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Value: layoutcheck.Signed(v.UCODPCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.UDODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.UDODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Value: layoutcheck.Signed(v.UDODPCaps),
 		})
 	}
 	{
@@ -7089,17 +14991,35 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), cq)",
 			Value: uint64(unsafe.Offsetof(v.CQ)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_async_event *)0)->element), cq)",
+			Value: uint64(unsafe.Sizeof(v.CQ)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), qp)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.QP())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_async_event *)0)->element), qp)",
+			Value: uint64(unsafe.Sizeof((*v.QP()))),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), srq)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.SRQ())),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_async_event *)0)->element), srq)",
+			Value: uint64(unsafe.Sizeof((*v.SRQ()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), wq)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.WQ())),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_async_event *)0)->element), wq)",
+			Value: uint64(unsafe.Sizeof((*v.WQ()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_async_event *)0)->element), port_num)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.PortNum())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_async_event *)0)->element), port_num)",
+			Value: uint64(unsafe.Sizeof((*v.PortNum()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_async_event *)0)->element), port_num)",
+			Value: layoutcheck.Signed((*v.PortNum())),
 		})
 	}
 	{
@@ -7113,6 +15033,12 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc), remote_srqn)",
 			Value: uint64(unsafe.Offsetof(v.RemoteSRQN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc), remote_srqn)",
+			Value: uint64(unsafe.Sizeof(v.RemoteSRQN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->qp_type) *)0)->xrc), remote_srqn)",
+			Value: layoutcheck.Signed(v.RemoteSRQN),
 		})
 	}
 	{
@@ -7127,14 +15053,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
 			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
+			Value: uint64(unsafe.Sizeof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
+			Value: layoutcheck.Signed(v.RemoteAddr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), compare_add)",
 			Value: uint64(unsafe.Offsetof(v.CompareAdd)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), compare_add)",
+			Value: uint64(unsafe.Sizeof(v.CompareAdd)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), compare_add)",
+			Value: layoutcheck.Signed(v.CompareAdd),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), swap)",
 			Value: uint64(unsafe.Offsetof(v.Swap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), swap)",
+			Value: uint64(unsafe.Sizeof(v.Swap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), swap)",
+			Value: layoutcheck.Signed(v.Swap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
 		})
 	}
 	{
@@ -7149,8 +15099,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
 			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
+			Value: uint64(unsafe.Sizeof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
+			Value: layoutcheck.Signed(v.RemoteAddr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
 		})
 	}
 	{
@@ -7165,11 +15127,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), ah)",
 			Value: uint64(unsafe.Offsetof(v.AH)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), ah)",
+			Value: uint64(unsafe.Sizeof(v.AH)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
 			Value: uint64(unsafe.Offsetof(v.RemoteQPN)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
+			Value: uint64(unsafe.Sizeof(v.RemoteQPN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
+			Value: layoutcheck.Signed(v.RemoteQPN),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
 			Value: uint64(unsafe.Offsetof(v.RemoteQkey)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
+			Value: uint64(unsafe.Sizeof(v.RemoteQkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
+			Value: layoutcheck.Signed(v.RemoteQkey),
 		})
 	}
 	{
@@ -7184,11 +15161,23 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), mw)",
 			Value: uint64(unsafe.Offsetof(v.MW)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->bind_mw), mw)",
+			Value: uint64(unsafe.Sizeof(v.MW)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), bind_info)",
 			Value: uint64(unsafe.Offsetof(v.BindInfo)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->bind_mw), bind_info)",
+			Value: uint64(unsafe.Sizeof(v.BindInfo)),
 		})
 	}
 	{
@@ -7202,6 +15191,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->qp_type), xrc)",
 			Value: uint64(unsafe.Offsetof(v.XRC)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->qp_type), xrc)",
+			Value: uint64(unsafe.Sizeof(v.XRC)),
 		})
 	}
 	{
@@ -7216,11 +15208,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), hdr)",
 			Value: uint64(unsafe.Offsetof(v.Hdr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->tso), hdr)",
+			Value: uint64(unsafe.Sizeof(v.Hdr)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), hdr_sz)",
 			Value: uint64(unsafe.Offsetof(v.HdrSz)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->tso), hdr_sz)",
+			Value: uint64(unsafe.Sizeof(v.HdrSz)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_send_wr *)0)->tso), hdr_sz)",
+			Value: layoutcheck.Signed(v.HdrSz),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->tso), mss)",
 			Value: uint64(unsafe.Offsetof(v.Mss)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->tso), mss)",
+			Value: uint64(unsafe.Sizeof(v.Mss)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_send_wr *)0)->tso), mss)",
+			Value: layoutcheck.Signed(v.Mss),
 		})
 	}
 	{
@@ -7235,11 +15242,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), atomic)",
 			Value: uint64(unsafe.Offsetof(v.Atomic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->wr), atomic)",
+			Value: uint64(unsafe.Sizeof(v.Atomic)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), rdma)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.RDMA())),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->wr), rdma)",
+			Value: uint64(unsafe.Sizeof((*v.RDMA()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->wr), ud)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.UD())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->wr), ud)",
+			Value: uint64(unsafe.Sizeof((*v.UD()))),
 		})
 	}
 	{
@@ -7254,17 +15270,44 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), recv_wr_id)",
 			Value: uint64(unsafe.Offsetof(v.RecvWRID)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), recv_wr_id)",
+			Value: uint64(unsafe.Sizeof(v.RecvWRID)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), recv_wr_id)",
+			Value: layoutcheck.Signed(v.RecvWRID),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), sg_list)",
 			Value: uint64(unsafe.Offsetof(v.SGList)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), sg_list)",
+			Value: uint64(unsafe.Sizeof(v.SGList)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), num_sge)",
 			Value: uint64(unsafe.Offsetof(v.NumSGE)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), num_sge)",
+			Value: uint64(unsafe.Sizeof(v.NumSGE)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), num_sge)",
+			Value: layoutcheck.Signed(v.NumSGE),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), tag)",
 			Value: uint64(unsafe.Offsetof(v.Tag)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), tag)",
+			Value: uint64(unsafe.Sizeof(v.Tag)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), tag)",
+			Value: layoutcheck.Signed(v.Tag),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), mask)",
 			Value: uint64(unsafe.Offsetof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), mask)",
+			Value: uint64(unsafe.Sizeof(v.Mask)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_ops_wr *)0)->tm) *)0)->add), mask)",
+			Value: layoutcheck.Signed(v.Mask),
 		})
 	}
 	{
@@ -7279,11 +15322,26 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), unexpected_cnt)",
 			Value: uint64(unsafe.Offsetof(v.UnexpectedCnt)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_ops_wr *)0)->tm), unexpected_cnt)",
+			Value: uint64(unsafe.Sizeof(v.UnexpectedCnt)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_ops_wr *)0)->tm), unexpected_cnt)",
+			Value: layoutcheck.Signed(v.UnexpectedCnt),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_ops_wr *)0)->tm), handle)",
+			Value: uint64(unsafe.Sizeof(v.Handle)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_ops_wr *)0)->tm), handle)",
+			Value: layoutcheck.Signed(v.Handle),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_ops_wr *)0)->tm), add)",
 			Value: uint64(unsafe.Offsetof(v.Add)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_ops_wr *)0)->tm), add)",
+			Value: uint64(unsafe.Sizeof(v.Add)),
 		})
 	}
 	{
@@ -7298,8 +15356,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ibv_flow_spec *)0)->hdr), type)",
 			Value: uint64(unsafe.Offsetof(v.Type)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_flow_spec *)0)->hdr), type)",
+			Value: uint64(unsafe.Sizeof(v.Type)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_flow_spec *)0)->hdr), type)",
+			Value: layoutcheck.Signed(v.Type),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_flow_spec *)0)->hdr), size)",
 			Value: uint64(unsafe.Offsetof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ibv_flow_spec *)0)->hdr), size)",
+			Value: uint64(unsafe.Sizeof(v.Size)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ibv_flow_spec *)0)->hdr), size)",
+			Value: layoutcheck.Signed(v.Size),
 		})
 	}
 	{
@@ -7314,11 +15384,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.RCODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.RCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Value: layoutcheck.Signed(v.RCODPCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.UCODPCaps)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.UCODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Value: layoutcheck.Signed(v.UCODPCaps),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
 			Value: uint64(unsafe.Offsetof(v.UDODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Value: uint64(unsafe.Sizeof(v.UDODPCaps)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Value: layoutcheck.Signed(v.UDODPCaps),
 		})
 	}
 	{
@@ -7333,8 +15421,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), imm_data)",
 			Value: uint64(unsafe.Offsetof(v.ImmData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_wc *)0)->ex), imm_data)",
+			Value: uint64(unsafe.Sizeof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_wc *)0)->ex), imm_data)",
+			Value: layoutcheck.Signed(v.ImmData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
+			Value: uint64(unsafe.Sizeof((*v.InvalidateRkey()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
+			Value: layoutcheck.Signed((*v.InvalidateRkey())),
 		})
 	}
 	{
@@ -7349,17 +15449,47 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
 			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
+			Value: uint64(unsafe.Sizeof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), remote_addr)",
+			Value: layoutcheck.Signed(v.RemoteAddr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), compare_add)",
 			Value: uint64(unsafe.Offsetof(v.CompareAdd)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), compare_add)",
+			Value: uint64(unsafe.Sizeof(v.CompareAdd)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), compare_add)",
+			Value: layoutcheck.Signed(v.CompareAdd),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), swap)",
 			Value: uint64(unsafe.Offsetof(v.Swap)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), swap)",
+			Value: uint64(unsafe.Sizeof(v.Swap)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), swap)",
+			Value: layoutcheck.Signed(v.Swap),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -7374,11 +15504,29 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
 			Value: uint64(unsafe.Offsetof(v.RemoteAddr)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
+			Value: uint64(unsafe.Sizeof(v.RemoteAddr)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), remote_addr)",
+			Value: layoutcheck.Signed(v.RemoteAddr),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
 			Value: uint64(unsafe.Offsetof(v.Rkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
+			Value: uint64(unsafe.Sizeof(v.Rkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
+			Value: layoutcheck.Signed(v.Rkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -7393,14 +15541,38 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), ah)",
 			Value: uint64(unsafe.Offsetof(v.AH)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), ah)",
+			Value: uint64(unsafe.Sizeof(v.AH)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), ah)",
+			Value: layoutcheck.Signed(v.AH),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
 			Value: uint64(unsafe.Offsetof(v.RemoteQPN)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
+			Value: uint64(unsafe.Sizeof(v.RemoteQPN)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qpn)",
+			Value: layoutcheck.Signed(v.RemoteQPN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
 			Value: uint64(unsafe.Offsetof(v.RemoteQkey)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
+			Value: uint64(unsafe.Sizeof(v.RemoteQkey)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
+			Value: layoutcheck.Signed(v.RemoteQkey),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), reserved)",
+			Value: uint64(unsafe.Sizeof(v.Reserved)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), reserved)",
+			Value: layoutcheck.Signed(v.Reserved),
 		})
 	}
 	{
@@ -7415,8 +15587,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), imm_data)",
 			Value: uint64(unsafe.Offsetof(v.ImmData)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), imm_data)",
+			Value: uint64(unsafe.Sizeof(v.ImmData)),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), imm_data)",
+			Value: layoutcheck.Signed(v.ImmData),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
+			Value: uint64(unsafe.Sizeof((*v.InvalidateRkey()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
+			Value: layoutcheck.Signed((*v.InvalidateRkey())),
 		})
 	}
 	{
@@ -7431,11 +15615,20 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), atomic)",
 			Value: uint64(unsafe.Offsetof(v.Atomic)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), atomic)",
+			Value: uint64(unsafe.Sizeof(v.Atomic)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), rdma)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.RDMA())),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), rdma)",
+			Value: uint64(unsafe.Sizeof((*v.RDMA()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), ud)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.UD())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct ib_uverbs_send_wr *)0)->wr), ud)",
+			Value: uint64(unsafe.Sizeof((*v.UD()))),
 		})
 	}
 	{
@@ -7449,6 +15642,9 @@ func GoRows() []layoutcheck.Row {
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct rdma_addr *)0)->addr), ibaddr)",
 			Value: uint64(unsafe.Offsetof(v.Ibaddr)),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct rdma_addr *)0)->addr), ibaddr)",
+			Value: uint64(unsafe.Sizeof(v.Ibaddr)),
 		})
 	}
 	{
@@ -7463,11 +15659,23 @@ func GoRows() []layoutcheck.Row {
 			Key:   "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), ud)",
 			Value: uint64(unsafe.Offsetof(v.UD)),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct rdma_cm_event *)0)->param), ud)",
+			Value: uint64(unsafe.Sizeof(v.UD)),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), conn)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Conn())),
 		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct rdma_cm_event *)0)->param), conn)",
+			Value: uint64(unsafe.Sizeof((*v.Conn()))),
+		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct rdma_cm_event *)0)->param), arg)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.Arg())),
+		}, layoutcheck.Row{
+			Key:   "membersize(__typeof__(((struct rdma_cm_event *)0)->param), arg)",
+			Value: uint64(unsafe.Sizeof((*v.Arg()))),
+		}, layoutcheck.Row{
+			Key:   "membersigned(__typeof__(((struct rdma_cm_event *)0)->param), arg)",
+			Value: layoutcheck.Signed((*v.Arg())),
 		})
 	}
 	rows = append(rows, layoutcheck.Row{

@@ -8,9 +8,33 @@ import (
 	"testing"
 )
 
+// headers are the headers the layouts were generated from, relative to the
+// include directory, with the SHA-256 of each.
+var headers = []layoutcheck.Header{
+	{Path: "infiniband/ib_user_ioctl_verbs.h", SHA256: "b64428d801c154558e9dba43d3fa3ca70aa7bb33558e04a851acbbaa3e9e0338"},
+	{Path: "infiniband/sa.h", SHA256: "b5d6ed3c389584460792d7c4cada1c25dfbdf19e6259227d84dde259e13d134f"},
+	{Path: "infiniband/verbs.h", SHA256: "65248ccbfebec54d37582090e9e30d3ab5ae888547b478de586173b869cfc933"},
+	{Path: "infiniband/verbs_api.h", SHA256: "6d37f6f7f417e87cc2c3ba8c0220d6d56f11b54ee4665ce8553500d65d076554"},
+	{Path: "rdma/ib_user_verbs.h", SHA256: "e33c36983e8cb7b53faf334579ada2f3eed96b9c9e4a764b546aee4ec69ad5e8"},
+	{Path: "rdma/rdma_cma.h", SHA256: "20a4c73c476a689f172b05ec1def2bc9a14a8fa61b91043e691a57b06d920789"},
+	{Path: "rdma/rdma_verbs.h", SHA256: "a4b020e1963d776b5526b9c868bef890ed415cc471eae0290a4da07ee986e06a"},
+}
+
+// includeDir is where the C side's headers are: the #cgo CFLAGS -I directory,
+// relative to this package's directory, where go test runs the test.
+const includeDir = "../../headers/vendored/include"
+
+// TestHeaders fails if the headers the C side compiles against are not the ones
+// the layouts were generated from, whatever the build cache holds: it reads
+// them each time it runs.
+func TestHeaders(t *testing.T) {
+	layoutcheck.CheckHeaders(t, includeDir, headers, "go generate, or verbsgen -headers ../headers/vendored/include -cgo-include -targets linux/amd64,linux/arm64 -since-pinned -out . -layout ../tests/layout")
+}
+
 // TestLayout compares every size, alignment, offset and constant value of the
-// generated packages, and the signedness of every enum type and macro, with
-// what gcc computes from the headers.
+// generated packages, the size and signedness of every member, and the
+// signedness of every enum type and macro, with what gcc computes from the
+// headers.
 func TestLayout(t *testing.T) {
 	layoutcheck.Check(t, "65.0", CRows(), GoRows())
 }

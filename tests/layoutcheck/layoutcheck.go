@@ -13,10 +13,14 @@ import (
 )
 
 // Row is one fact: "sizeof(struct ibv_wc)", "_Alignof(...)",
-// "offsetof(struct ibv_wc, imm_data)", "enum IBV_WC_SUCCESS",
-// "macro IBV_DEVICE_RAW_SCATTER_FCS", "signed(enum ibv_wc_status)" or
-// "signed(macro IBV_DEVICE_RAW_SCATTER_FCS)", and its value (two's
-// complement bits for constants; 1 for a signed type, 0 for an unsigned one).
+// "offsetof(struct ibv_wc, imm_data)", "membersize(struct ibv_wc, imm_data)"
+// (sizeof the member), "memberelem(struct ibv_gid, raw)" (sizeof an array
+// member's element), "membersigned(struct ibv_wc, status)" (whether an
+// integer or enum member, or an array's element, is signed),
+// "enum IBV_WC_SUCCESS", "macro IBV_DEVICE_RAW_SCATTER_FCS",
+// "signed(enum ibv_wc_status)" or "signed(macro IBV_DEVICE_RAW_SCATTER_FCS)",
+// and its value (two's complement bits for constants; 1 for a signed type,
+// 0 for an unsigned one).
 type Row struct {
 	Key   string
 	Value uint64
@@ -39,6 +43,13 @@ func Signed[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~u
 		return 1
 	}
 	return 0
+}
+
+// SignedElem is Signed of the element type of s, which may be empty (a
+// flexible array member's accessor asked for no elements).
+func SignedElem[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr](s []T) uint64 {
+	var zero T
+	return Signed(zero)
 }
 
 // Diff lists every disagreement between the C and Go tables: a value that
@@ -81,6 +92,9 @@ type Counts struct {
 	Types, Alignments, Offsets, Enumerators, Macros int
 	// Signs are the signedness of enum types and of macros' types.
 	Signs int
+	// MemberSizes are the sizes of members and of array members'
+	// elements, MemberSigns the signedness of integer and enum members.
+	MemberSizes, MemberSigns int
 }
 
 // Count classifies the rows of a table.
@@ -100,14 +114,18 @@ func Count(rows []Row) Counts {
 			c.Macros++
 		case strings.HasPrefix(r.Key, "signed("):
 			c.Signs++
+		case strings.HasPrefix(r.Key, "membersize("), strings.HasPrefix(r.Key, "memberelem("):
+			c.MemberSizes++
+		case strings.HasPrefix(r.Key, "membersigned("):
+			c.MemberSigns++
 		}
 	}
 	return c
 }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("%d structs and unions (size and alignment), %d member offsets, %d enumerators, %d macros, %d signs (enum and macro types)",
-		c.Types, c.Offsets, c.Enumerators, c.Macros, c.Signs)
+	return fmt.Sprintf("%d structs and unions (size and alignment), %d member offsets, %d member and element sizes, %d member signs, %d enumerators, %d macros, %d signs (enum and macro types)",
+		c.Types, c.Offsets, c.MemberSizes, c.MemberSigns, c.Enumerators, c.Macros, c.Signs)
 }
 
 // Check fails t with every difference between the tables and logs what was

@@ -1,7 +1,12 @@
 package layoutcheck
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +58,31 @@ func TestSigned(t *testing.T) {
 	rows := []Row{{"enum A", 1}, {"signed(enum a)", 0}, {"macro M", 2}, {"signed(macro M)", 1}}
 	if got, want := Count(rows), (Counts{Enumerators: 1, Macros: 1, Signs: 2}); got != want {
 		t.Errorf("Count = %+v, want %+v", got, want)
+	}
+}
+
+// StaleHeaders names, in the generated list's order, each header whose
+// bytes differ from its digest and each that is gone.
+func TestStaleHeaders(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("infiniband/verbs.h", "struct a { int x; };\n")
+	write("infiniband/sa.h", "struct b { int y; };\n")
+	notItsSum := strings.Repeat("0", 64)
+	got := StaleHeaders(dir, []Header{{"infiniband/verbs.h", notItsSum}, {"rdma/gone.h", notItsSum}})
+	if len(got) != 2 || !strings.HasPrefix(got[0], "header infiniband/verbs.h in "+dir+" differs from the one the layouts were generated from") ||
+		got[1] != "header rdma/gone.h is gone from "+dir {
+		t.Errorf("StaleHeaders = %q", got)
+	}
+	sum := sha256.Sum256([]byte("struct b { int y; };\n"))
+	if got := StaleHeaders(dir, []Header{{"infiniband/sa.h", hex.EncodeToString(sum[:])}}); len(got) != 0 {
+		t.Errorf("StaleHeaders of an unchanged header = %q, want nothing", got)
 	}
 }
