@@ -46,14 +46,17 @@ func TestSiteBindingBesideHand(t *testing.T) {
 	t.Logf("port 1 through the site package on hand's context: state %d, active MTU %d", attr.State, attr.ActiveMTU)
 
 	// A function libibverbs exports and rdma-core's headers no longer declare.
-	if p := siteverbs.GetSysfsPath(); p == nil {
-		t.Fatal("ibv_get_sysfs_path returned NULL")
+	// No pinned release declares it, so its stub says whether the loaded
+	// library has it.
+	if p, err := siteverbs.GetSysfsPath(); err != nil || p == nil {
+		t.Fatalf("ibv_get_sysfs_path: %v, %v", p, err)
 	}
 
 	// A function no libibverbs exports: an error naming it, not a crash.
 	err = siteverbs.MyVendorOp(sctx, uint32(siteverbs.AccessSiteVendor))
-	if !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "ibv_my_vendor_op") {
-		t.Fatalf("ibv_my_vendor_op: want ENOSYS naming the function, got %v", err)
+	if !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "ibv_my_vendor_op") ||
+		!strings.Contains(err.Error(), "no rdma-core release goverbs pins declares it") {
+		t.Fatalf("ibv_my_vendor_op: want ENOSYS naming the function and no pinned release, got %v", err)
 	}
 	t.Logf("ibv_my_vendor_op: %v", err)
 
