@@ -168,6 +168,9 @@ func (e *emitter) emit() ([]File, error) {
 			if c != nil {
 				files = append(files, *c)
 			}
+			if h := e.namesFile(spec); h != nil {
+				files = append(files, *h)
+			}
 		}
 	}
 	if opt.LayoutPkg != "" {
@@ -740,6 +743,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		// only), so the same rule gives them noescape alone.
 		fmt.Fprintf(&pre, "#cgo noescape %s\n#cgo nocallback %s\n", n, n)
 	}
+	pre.WriteString(e.preamblePragmas())
 	for _, inc := range spec.Includes {
 		fmt.Fprintf(&pre, "#include <%s>\n", inc)
 	}

@@ -12,6 +12,16 @@
 #define GOVERBS_HAND_H
 
 #include <stdint.h>
+/*
+ * Before rdma-core's headers: every call by C name to an extern function of
+ * libibverbs or librdmacm, from an inline function of the headers or from
+ * hand.c, reaches the trampoline of package generated/verbs or
+ * generated/rdmacm, whose C symbols carry the package's own prefix (see
+ * gen/emit_loader.go). Without them such a call references the bare name,
+ * which nothing in the program defines, and the link fails.
+ */
+#include "../generated/verbs/zverbs_names.h"
+#include "../generated/rdmacm/zrdmacm_names.h"
 #include <infiniband/verbs.h>
 #include <rdma/rdma_verbs.h>
 
