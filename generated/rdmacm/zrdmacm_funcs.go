@@ -27,7 +27,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers/vendored/include
+#cgo CFLAGS: -I${SRCDIR}/../../headers
 #cgo LDFLAGS: -ldl
 #cgo noescape goverbs_rdma_get_recv_comp
 #cgo nocallback goverbs_rdma_get_recv_comp
@@ -184,8 +184,8 @@ import (
 #pragma redefine_extname rdma_create_srq goverbs_rdmacm_c5c77daa_rdma_create_srq
 #pragma redefine_extname rdma_create_srq_ex goverbs_rdmacm_c5c77daa_rdma_create_srq_ex
 #pragma redefine_extname rdma_destroy_srq goverbs_rdmacm_c5c77daa_rdma_destroy_srq
-#include <rdma/rdma_cma.h>
-#include <rdma/rdma_verbs.h>
+#include "vendored/include/rdma/rdma_cma.h"
+#include "vendored/include/rdma/rdma_verbs.h"
 #include <netdb.h>
 
 // Layout proof: each line fails the build if these headers disagree with

@@ -26,7 +26,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers/vendored/include
+#cgo CFLAGS: -I${SRCDIR}/../../headers
 #cgo LDFLAGS: -ldl
 #cgo noescape ibv_end_poll
 #cgo nocallback ibv_end_poll
@@ -259,7 +259,7 @@ import (
 #pragma redefine_extname rdma_create_srq goverbs_rdmacm_c5c77daa_rdma_create_srq
 #pragma redefine_extname rdma_create_srq_ex goverbs_rdmacm_c5c77daa_rdma_create_srq_ex
 #pragma redefine_extname rdma_destroy_srq goverbs_rdmacm_c5c77daa_rdma_destroy_srq
-#include <infiniband/verbs.h>
+#include "vendored/include/infiniband/verbs.h"
 
 // Layout proof: each line fails the build if these headers disagree with
 // the layout the Go types of package verbs were generated with.
