@@ -851,16 +851,19 @@ func includeRoot(rel string) (dir, sub string) {
 
 // cflags is the #cgo CFLAGS line that makes the package reach the headers
 // of the include directory rel (relative to the package's own directory):
-// see includeRoot.
+// the directory of includeRoot, for the roots, then rel itself, for a
+// header set whose headers include each other by <...> (a user's copy of
+// /usr/include's, unlike goverbs' vendored set, which vendor.sh rewrote):
+// those follow any -I of CGO_CFLAGS, as they always did.
 func cflags(rel string) string {
 	if rel == "" {
 		return ""
 	}
 	dir, sub := includeRoot(rel)
 	if sub == "" {
-		dir = rel
+		return "#cgo CFLAGS: -I${SRCDIR}/" + rel + "\n"
 	}
-	return "#cgo CFLAGS: -I${SRCDIR}/" + dir + "\n"
+	return "#cgo CFLAGS: -I${SRCDIR}/" + dir + " -I${SRCDIR}/" + rel + "\n"
 }
 
 // includeLine includes the root header inc of the include directory rel

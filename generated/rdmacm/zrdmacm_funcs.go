@@ -27,7 +27,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers
+#cgo CFLAGS: -I${SRCDIR}/../../headers -I${SRCDIR}/../../headers/vendored/include
 #cgo LDFLAGS: -ldl
 #cgo noescape goverbs_rdma_get_recv_comp
 #cgo nocallback goverbs_rdma_get_recv_comp

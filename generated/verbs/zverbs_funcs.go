@@ -26,7 +26,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers
+#cgo CFLAGS: -I${SRCDIR}/../../headers -I${SRCDIR}/../../headers/vendored/include
 #cgo LDFLAGS: -ldl
 #cgo noescape ibv_end_poll
 #cgo nocallback ibv_end_poll

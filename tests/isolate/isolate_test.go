@@ -77,7 +77,7 @@ func main() {
 
 // TestTwoPackagesOneProgram generates a second copy of the verbs and
 // rdmacm packages, at another import path, from a copy of the vendored
-// headers, and builds and runs a program that links it beside hand/ and
+// headers with their includes as rdma-core installs them (<...>), and builds and runs a program that links it beside hand/ and
 // goverbs' own packages: before each package's C symbols had their own
 // prefix, the link failed with 92 multiple definitions.
 func TestTwoPackagesOneProgram(t *testing.T) {
@@ -85,6 +85,7 @@ func TestTwoPackagesOneProgram(t *testing.T) {
 	require.NoError(t, err)
 	mod := t.TempDir()
 	copyTree(t, filepath.Join(root, "headers/vendored/include"), filepath.Join(mod, "headers/include"))
+	unquoteIncludes(t, filepath.Join(mod, "headers/include"))
 	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/user\n\ngo 1.25.0\n\n"+
 		"require github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => "+root+"\n"), 0o644))
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
@@ -119,6 +120,31 @@ func TestTwoPackagesOneProgram(t *testing.T) {
 		t.Log("libibverbs.so.1 is not installed: both packages fail to load, as the program shows")
 		assert.Contains(t, out, `own path: ""`)
 	}
+}
+
+// quotedInclude is an include headers/vendor.sh made quoted and relative.
+var quotedInclude = regexp.MustCompile(`(?m)^#include "([^"]+)"`)
+
+// unquoteIncludes turns the includes vendor.sh rewrote back into the
+// <infiniband/...> and <rdma/...> of rdma-core's installed headers, which a
+// user's header set has.
+func unquoteIncludes(t *testing.T, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.h"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		sub := filepath.Base(filepath.Dir(f))
+		out := quotedInclude.ReplaceAllStringFunc(string(src), func(m string) string {
+			n++
+			inc := quotedInclude.FindStringSubmatch(m)[1]
+			return "#include <" + filepath.ToSlash(filepath.Clean(filepath.Join(sub, inc))) + ">"
+		})
+		require.NoError(t, os.WriteFile(f, []byte(out), 0o644))
+	}
+	require.NotZero(t, n, "no quoted include in the vendored copy")
 }
 
 func uniq(s []string) []string {

@@ -9,7 +9,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers
+#cgo CFLAGS: -I${SRCDIR}/../../headers -I${SRCDIR}/../../headers/vendored/include
 #include <stddef.h>
 #include <stdint.h>
 #include "vendored/include/infiniband/verbs.h"
