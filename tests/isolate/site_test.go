@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -58,9 +59,10 @@ import "C"
 		{"CPATH", site},
 	} {
 		// The go command keys its cache on CGO_CFLAGS but not on CPATH or
-		// C_INCLUDE_PATH: a define of its own in CGO_CFLAGS makes each
-		// build compile the C code again, under this environment.
-		cflags := fmt.Sprintf("-DGOVERBS_SITE_TEST=%d", i)
+		// C_INCLUDE_PATH: a define of its own in CGO_CFLAGS, new at each
+		// run, makes each build compile the C code again, under this
+		// environment, however warm the cache.
+		cflags := fmt.Sprintf("-DGOVERBS_SITE_TEST=%d%d", time.Now().UnixNano(), i)
 		env := []string{c.name + "=" + c.value}
 		if c.name == "CGO_CFLAGS" {
 			env = nil
