@@ -176,6 +176,9 @@ func (e *emitter) emit() ([]File, error) {
 			if c != nil {
 				files = append(files, *c)
 			}
+			if h := e.namesFile(spec); h != nil {
+				files = append(files, *h)
+			}
 		}
 	}
 	if opt.LayoutPkg != "" {
@@ -722,8 +725,10 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		f.PackageComment(line)
 	}
 	var pre strings.Builder
+	incDir := ""
 	if e.opt.IncludeDir != "" {
-		pre.WriteString(cflags(path.Join("..", e.opt.IncludeDir)))
+		incDir = path.Join("..", e.opt.IncludeDir)
+		pre.WriteString(cflags(incDir))
 	}
 	funcs := e.funcsOf(spec)
 	if spec.Library.Soname != "" {
@@ -748,8 +753,9 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		// only), so the same rule gives them noescape alone.
 		fmt.Fprintf(&pre, "#cgo noescape %s\n#cgo nocallback %s\n", n, n)
 	}
+	pre.WriteString(e.preamblePragmas())
 	for _, inc := range spec.Includes {
-		fmt.Fprintf(&pre, "#include <%s>\n", inc)
+		pre.WriteString(includeLine(incDir, inc))
 	}
 	for _, fn := range funcs {
 		if fn.Convention == GetaddrinfoCode {
@@ -821,13 +827,64 @@ func (e *emitter) funcsOf(spec *PackageSpec) []*Func {
 	return funcs
 }
 
-// cflags is the #cgo CFLAGS line that puts the include directory rel
-// (relative to the package's own directory) first on the include path.
+// includeRoot splits rel, the include directory relative to the package's
+// own directory, into the directory the preamble puts on the include path
+// and the last (up to two) components of rel, which the preamble's
+// includes name: "../../headers/vendored/include" gives "../../headers" and
+// "vendored/include", so verbs.h is included as
+// "vendored/include/infiniband/verbs.h".
+//
+// Why: cmd/go puts CGO_CFLAGS and CGO_CPPFLAGS before a package's own
+// #cgo CFLAGS, and GCC searches CPATH and C_INCLUDE_PATH before the
+// system's directories, so a site's -I/opt/ofed/include would win over any
+// -I of ours for #include <infiniband/verbs.h>, and the package would
+// compile against headers it was not generated from. A site directory
+// holding vendored/include/infiniband/verbs.h is not a thing, so the roots
+// are found where the package says; and the roots include the rest of the
+// set quoted and relative to themselves (headers/vendor.sh rewrites the
+// vendored copies so; a user's own set needs the same), which GCC looks
+// up in the including file's own directory before any -I. (-iquote would
+// say it more directly, but cmd/go refuses it in #cgo CFLAGS.)
+//
+// sub is "" when rel ends in ".." or "." and names no directory: the
+// preamble then falls back to -I rel and #include <...>.
+func includeRoot(rel string) (dir, sub string) {
+	parts := strings.Split(path.Clean(rel), "/")
+	i := len(parts)
+	for i > 0 && len(parts)-i < 2 && parts[i-1] != ".." && parts[i-1] != "." {
+		i--
+	}
+	return path.Join(parts[:i]...), path.Join(parts[i:]...)
+}
+
+// cflags is the #cgo CFLAGS line that makes the package reach the headers
+// of the include directory rel (relative to the package's own directory):
+// the directory of includeRoot, for the roots, then rel itself, for a
+// header set whose headers include each other by <...> (a user's copy of
+// /usr/include's, unlike goverbs' vendored set, which vendor.sh rewrote):
+// those follow any -I of CGO_CFLAGS, as they always did.
 func cflags(rel string) string {
 	if rel == "" {
 		return ""
 	}
-	return "#cgo CFLAGS: -I${SRCDIR}/" + rel + "\n"
+	dir, sub := includeRoot(rel)
+	if sub == "" {
+		return "#cgo CFLAGS: -I${SRCDIR}/" + rel + "\n"
+	}
+	return "#cgo CFLAGS: -I${SRCDIR}/" + dir + " -I${SRCDIR}/" + rel + "\n"
+}
+
+// includeLine includes the root header inc of the include directory rel
+// (relative to the package's own directory; "" when the build's flags
+// provide it): by a path below cflags's directory when rel names one, else
+// from the include path.
+func includeLine(rel, inc string) string {
+	if rel != "" {
+		if _, sub := includeRoot(rel); sub != "" {
+			return "#include \"" + path.Join(sub, inc) + "\"\n"
+		}
+	}
+	return "#include <" + inc + ">\n"
 }
 
 // layoutAssertions are C static assertions of the size, alignment and every

@@ -87,7 +87,7 @@ func (e *emitter) layoutFiles() ([]File, error) {
 	pre.WriteString("#include <stddef.h>\n#include <stdint.h>\n")
 	for _, spec := range e.specs {
 		for _, inc := range spec.Includes {
-			fmt.Fprintf(&pre, "#include <%s>\n", inc)
+			pre.WriteString(includeLine(e.opt.LayoutIncludeDir, inc))
 		}
 	}
 	pre.WriteString("\nstruct goverbs_row { const char *key; unsigned long long value; };\n\n")

@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"sort"
@@ -13,12 +15,24 @@ import (
 // The run-time loader. A generated package does not link its library: its
 // C file opens the library with dlopen on first use, resolves every extern
 // function the headers declare into a table, and defines each of those
-// functions itself as a trampoline through that table. The headers' static
-// inline functions and macros, the cgo stubs and any other C code of the
-// program that calls, say, ibv_create_qp reach the trampoline by name, so
-// one table serves them all. A binary then starts on a machine without
-// rdma-core, and a function an older library lacks fails only its own call,
-// with errno ENOSYS, instead of stopping the program at load time.
+// functions itself as a trampoline through that table. A binary then starts
+// on a machine without rdma-core, and a function an older library lacks
+// fails only its own call, with errno ENOSYS, instead of stopping the
+// program at load time.
+//
+// Every C symbol a package defines carries the package's own prefix
+// (symbolPrefix: its name and a digest of its import path), the
+// trampolines included: the trampoline of ibv_create_qp in package
+// github.com/goverbs/goverbs/generated/verbs is goverbs_verbs_<hash>_ibv_create_qp.
+// Two packages generated from different header sets, goverbs' own and a
+// user's, then link into one program. The headers' static inline functions
+// and macros, the cgo stubs and other C code still say ibv_create_qp: a
+// "#pragma redefine_extname ibv_create_qp <prefix>ibv_create_qp" ahead of
+// the headers (in the cgo preamble, and in the z<pkg>_names.h each package
+// ships for C code of packages that import it) makes GCC emit the
+// prefixed symbol for every call by that name. Both packages' tables
+// dlopen the same soname, which the dynamic loader opens once: they reach
+// the same library and the same objects.
 //
 // The trampolines are compiled in a translation unit that includes none of
 // rdma-core's headers and spell their parameters by ABI class only
@@ -48,15 +62,103 @@ func (e *emitter) externsOf(spec *PackageSpec) []*Func {
 	return ext
 }
 
-// cPrefix is the prefix of the loader's C symbols in package spec.
-func cPrefix(spec *PackageSpec) string { return "goverbs_" + spec.Name + "_" }
+// symbolPrefix is the prefix of every C symbol of the generated package
+// name at importPath: "goverbs_", the name, the first 8 hex digits of the
+// SHA-256 of the import path, "_". Deterministic, a valid C identifier, and
+// different for two packages of one program, whose import paths differ.
+func symbolPrefix(name, importPath string) string {
+	sum := sha256.Sum256([]byte(importPath))
+	return "goverbs_" + cIdent(name) + "_" + hex.EncodeToString(sum[:4]) + "_"
+}
+
+// cIdent replaces what a C identifier cannot hold with '_'.
+func cIdent(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// cPrefix is the prefix of the C symbols of package spec.
+func (e *emitter) cPrefix(spec *PackageSpec) string {
+	return symbolPrefix(spec.Name, e.pkgPath(spec.Name))
+}
+
+// hasLoader reports whether package spec gets a loader: a library and at
+// least one extern function.
+func (e *emitter) hasLoader(spec *PackageSpec) bool {
+	return spec.Library.Soname != "" && len(e.externsOf(spec)) > 0
+}
+
+// extnamePragmas renames, for GCC, every extern function of package spec to
+// its trampoline: placed before the headers, a pragma makes each call by
+// the C name, from a static inline function, a macro's expansion or a cgo
+// stub, reference the prefixed symbol. Before, because GCC expands macros
+// in this pragma: ahead of the headers no macro shadows a name yet.
+func (e *emitter) extnamePragmas(spec *PackageSpec) string {
+	if !e.hasLoader(spec) {
+		return ""
+	}
+	p := e.cPrefix(spec)
+	var b strings.Builder
+	for _, fn := range e.externsOf(spec) {
+		fmt.Fprintf(&b, "#pragma redefine_extname %s %s%s\n", fn.Name, p, fn.Name)
+	}
+	return b.String()
+}
+
+// preamblePragmas are the extname pragmas of every package of the run, for
+// a cgo preamble: a package's headers include other packages' (rdma_cma.h
+// includes verbs.h, and rdma_verbs.h's inline functions call libibverbs),
+// whose calls must reach those packages' trampolines. A pragma for a name
+// the translation unit never declares does nothing.
+func (e *emitter) preamblePragmas() string {
+	var b strings.Builder
+	for i := range e.specs {
+		if s := e.extnamePragmas(&e.specs[i]); s != "" {
+			fmt.Fprintf(&b, "// Calls by C name reach package %s's trampolines (z%s_load.c).\n%s", e.specs[i].Name, e.specs[i].Name, s)
+		}
+	}
+	return b.String()
+}
+
+// namesFile is z<pkg>_names.h: the extname pragmas of package spec, for the
+// C files of a package that imports it and includes rdma-core's headers
+// (hand/ does). Included before those headers, it makes their calls reach
+// this package's trampolines; without it they reference the bare C names,
+// which nothing in the program defines, and the link fails.
+func (e *emitter) namesFile(spec *PackageSpec) *File {
+	if !e.hasLoader(spec) {
+		return nil
+	}
+	guard := strings.ToUpper(e.cPrefix(spec)) + "NAMES_H"
+	var b strings.Builder
+	fmt.Fprintf(&b, "// %s\n// Code generated by the command above from rdma-core %s. DO NOT EDIT.\n\n", e.opt.Command, orUnknownVersion(e.ir.Version))
+	fmt.Fprintf(&b, `// Package %[2]s
+// defines the extern functions of its headers as trampolines (z%[1]s_load.c)
+// whose C symbols carry its prefix %[4]s. C code that calls
+// them includes this file before any of those headers, so that its calls by
+// C name reach the trampolines. It must come first because GCC expands
+// macros in #pragma redefine_extname, and the headers shadow some of these
+// functions with macros.
+
+#ifndef %[3]s
+#define %[3]s
+
+`, spec.Name, e.pkgPath(spec.Name), guard, e.cPrefix(spec))
+	b.WriteString(e.extnamePragmas(spec))
+	fmt.Fprintf(&b, "\n#endif // %s\n", guard)
+	return &File{Path: path.Join(spec.Name, "z"+spec.Name+"_names.h"), Data: []byte(b.String())}
+}
 
 // loaderDecls declares the loader's C entry points for the cgo preamble.
 func (e *emitter) loaderDecls(spec *PackageSpec) string {
-	if spec.Library.Soname == "" || len(e.externsOf(spec)) == 0 {
+	if !e.hasLoader(spec) {
 		return ""
 	}
-	p := cPrefix(spec)
+	p := e.cPrefix(spec)
 	return fmt.Sprintf("\n// The run-time loader (z%s_load.c).\nint %sload(void);\nconst char *%sload_error(void);\nconst char *%spath(void);\nint %shas(int);\nvoid *%saddress(int);\n",
 		spec.Name, p, p, p, p, p)
 }
@@ -68,7 +170,7 @@ func (e *emitter) loaderAPI(f *jen.File, spec *PackageSpec) {
 	if spec.Library.Soname == "" || len(ext) == 0 {
 		return
 	}
-	p := cPrefix(spec)
+	p := e.cPrefix(spec)
 	lib := spec.Library
 	since := jen.Dict{}
 	index := jen.Dict{}
@@ -159,15 +261,18 @@ func (e *emitter) loaderFile(spec *PackageSpec) (*File, error) {
 	if spec.Library.Soname == "" || len(ext) == 0 {
 		return nil, nil
 	}
-	p := cPrefix(spec)
+	p := e.cPrefix(spec)
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s\n// Code generated by the command above from rdma-core %s. DO NOT EDIT.\n\n", e.opt.Command, orUnknownVersion(e.ir.Version))
 	fmt.Fprintf(&b, `// The run-time loader of package %[1]s: %[2]s is opened with dlopen on
 // first use, and each of the %[3]d extern functions its headers declare is
 // defined here as a hidden trampoline that calls the library's function
 // through a table, or fails with errno ENOSYS when the library (or that one
-// function) is missing. See gen/emit_loader.go for why the parameters are
-// spelled by ABI class. None of rdma-core's headers is included here.
+// function) is missing. Every symbol here carries the package's prefix
+// %[4]s, so that another package generated from other headers links
+// beside this one; the pragmas of z%[1]s_names.h lead calls by C name here.
+// See gen/emit_loader.go for why the parameters are spelled by ABI class.
+// None of rdma-core's headers is included here.
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -182,7 +287,7 @@ func (e *emitter) loaderFile(spec *PackageSpec) (*File, error) {
 #define GOVERBS_HIDDEN __attribute__((visibility("hidden")))
 
 static const char *const names[%[3]d] = {
-`, spec.Name, spec.Library.Soname, len(ext))
+`, spec.Name, spec.Library.Soname, len(ext), p)
 	for _, fn := range ext {
 		fmt.Fprintf(&b, "\t%q,\n", fn.Name)
 	}
@@ -241,7 +346,7 @@ GOVERBS_HIDDEN void *%[3]saddress(int i) {
 }
 `, len(ext), spec.Library.Soname, p)
 	for i, f := range ext {
-		t, err := trampoline(spec, f, i)
+		t, err := trampoline(p, f, i)
 		if err != nil {
 			return nil, err
 		}
@@ -257,8 +362,9 @@ func orUnknownVersion(v string) string {
 	return v
 }
 
-// trampoline is the C definition of extern function f, slot i.
-func trampoline(spec *PackageSpec, f *Func, i int) (string, error) {
+// trampoline is the C definition of extern function f, slot i, named with
+// the package's symbol prefix.
+func trampoline(prefix string, f *Func, i int) (string, error) {
 	ret, err := abiType(f.Result)
 	if err != nil {
 		return "", fmt.Errorf("%s: result of %s: %w", f.Pos, f.Name, err)
@@ -283,7 +389,7 @@ func trampoline(spec *PackageSpec, f *Func, i int) (string, error) {
 	}
 	ptr := fmt.Sprintf("%s (*)(%s)", ret, strings.Join(types, ", "))
 	return fmt.Sprintf("// %s (%s)\nGOVERBS_HIDDEN %s(%s) {\n\t%s = (%s)fn(%d);\n\tif (fn_ == NULL) {\n\t\terrno = ENOSYS;\n\t\t%s\n\t}\n\t%s\n}\n",
-		f.Name, f.Pos, abiDecl(ret, f.Name), strings.Join(params, ", "),
+		f.Name, f.Pos, abiDecl(ret, prefix+f.Name), strings.Join(params, ", "),
 		strings.Replace(ptr, "(*)", "(*fn_)", 1), ptr, i, fail, call), nil
 }
 

@@ -14,3 +14,6 @@ func FailRenameAfter(n int) (restore func()) {
 	}
 	return func() { rename = os.Rename }
 }
+
+// SymbolPrefix is symbolPrefix, for the tests of package gen_test.
+var SymbolPrefix = symbolPrefix

@@ -43,8 +43,8 @@ func TestRegenerate(t *testing.T) {
 	h44, h56 := pinnedHeaders(t, "44.0"), pinnedHeaders(t, "56.1")
 	res := regenerateBoth(t, h44, h56)
 	for i, want := range [][]string{
-		{"verbs/zverbs_types.go", "verbs/zverbs_funcs.go", "verbs/zverbs_load.c",
-			"rdmacm/zrdmacm_types.go", "rdmacm/zrdmacm_funcs.go", "rdmacm/zrdmacm_load.c",
+		{"verbs/zverbs_types.go", "verbs/zverbs_funcs.go", "verbs/zverbs_load.c", "verbs/zverbs_names.h",
+			"rdmacm/zrdmacm_types.go", "rdmacm/zrdmacm_funcs.go", "rdmacm/zrdmacm_load.c", "rdmacm/zrdmacm_names.h",
 			"layout/zlayout_c.go", "layout/zlayout_go.go", "layout/zlayout_test.go"},
 		{"verbs/zverbs_types.go", "rdmacm/zrdmacm_types.go",
 			"layout/zlayout_c.go", "layout/zlayout_go.go", "layout/zlayout_test.go"},

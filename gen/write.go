@@ -288,10 +288,10 @@ func staleFiles(produced map[string]map[string]bool) ([]string, error) {
 	return stale, nil
 }
 
-// ownedName reports whether name reads z<package>_*.go or z<package>_*.c for
-// the prefix of one of the names written beside it.
+// ownedName reports whether name reads z<package>_*.go, .c or .h for the
+// prefix of one of the names written beside it.
 func ownedName(name string, written map[string]bool) bool {
-	if filepath.Ext(name) != ".go" && filepath.Ext(name) != ".c" {
+	if ext := filepath.Ext(name); ext != ".go" && ext != ".c" && ext != ".h" {
 		return false
 	}
 	for w := range written {

@@ -1,7 +1,6 @@
 package hand
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../headers/vendored/include
 // The policy of the generated data-path stubs, applied to arguments that are
 // all uintptr_t: noescape always, nocallback only where a pointer argument
 // must stay on the Go stack (without it, a local passed by address still

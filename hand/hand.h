@@ -12,8 +12,24 @@
 #define GOVERBS_HAND_H
 
 #include <stdint.h>
-#include <infiniband/verbs.h>
-#include <rdma/rdma_verbs.h>
+/*
+ * Before rdma-core's headers: every call by C name to an extern function of
+ * libibverbs or librdmacm, from an inline function of the headers or from
+ * hand.c, reaches the trampoline of package generated/verbs or
+ * generated/rdmacm, whose C symbols carry the package's own prefix (see
+ * gen/emit_loader.go). Without them such a call references the bare name,
+ * which nothing in the program defines, and the link fails.
+ *
+ * rdma-core's headers are the vendored ones the generated packages were made
+ * from, named by a path relative to this file: GCC looks for a quoted
+ * include in the including file's directory before any -I, CPATH or
+ * C_INCLUDE_PATH directory, so a site's own rdma-core headers (a
+ * CGO_CFLAGS=-I/opt/ofed/include) never replace them.
+ */
+#include "../generated/verbs/zverbs_names.h"
+#include "../generated/rdmacm/zrdmacm_names.h"
+#include "../headers/vendored/include/infiniband/verbs.h"
+#include "../headers/vendored/include/rdma/rdma_verbs.h"
 
 /*
  * goverbs_post_recv, goverbs_post_srq_recv and goverbs_post_send post the WRs

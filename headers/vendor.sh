@@ -12,6 +12,16 @@
 # are kept. The generated packages and every cgo preamble of the project
 # include DIR/include: the machine's own rdma-core headers never matter.
 #
+# One edit is made to the copies: an include of another header of the
+# closure (#include <infiniband/verbs_api.h>, <rdma/ib_user_verbs.h>) is
+# rewritten quoted and relative to the including file ("verbs_api.h",
+# "../rdma/ib_user_verbs.h"). GCC looks for a quoted include in the
+# including file's directory before any -I directory, so the closure holds
+# together whatever a site puts in CGO_CFLAGS, CGO_CPPFLAGS, CPATH or
+# C_INCLUDE_PATH (an OFED install's -I/opt/.../include): the packages reach
+# the vendored roots with #cgo CFLAGS: -iquote and #include "...". Headers
+# outside the closure (the C library's, linux/) stay angle-bracketed.
+#
 # Offline: run `make headers` first. `make check-vendored` runs this into a
 # temporary directory and compares.
 set -euo pipefail
@@ -37,9 +47,29 @@ mapfile -t files < <(printf '#include <infiniband/verbs.h>\n#include <rdma/rdma_
 stage=$(mktemp -d "${out%/}.tmp.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/include" "$stage/LICENSES"
+# relinc FROM TO: TO (a path of the closure) as written in FROM's directory.
+relinc() {
+	local from=${1%/*} to=$2
+	if [[ ${to%/*} == "$from" ]]; then
+		printf '%s' "${to##*/}"
+	else
+		printf '../%s' "$to"
+	fi
+}
+declare -A inclosure=()
+for f in "${files[@]}"; do inclosure[$f]=1; done
 for f in "${files[@]}"; do
 	mkdir -p "$stage/include/$(dirname "$f")"
 	cp "$tree/$f" "$stage/include/$f"
+	script=()
+	while read -r inc; do
+		[[ -n ${inclosure[$inc]:-} ]] || continue
+		script+=(-e "s|^\\([[:space:]]*#[[:space:]]*include[[:space:]]*\\)<${inc}>|\\1\"$(relinc "$f" "$inc")\"|")
+	done < <(sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*|\1|p' "$tree/$f" | sort -u)
+	((${#script[@]} == 0)) || sed -i "${script[@]}" "$stage/include/$f"
+	left=$(sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*|\1|p' "$stage/include/$f" |
+		while read -r inc; do [[ -z ${inclosure[$inc]:-} ]] || echo "$inc"; done)
+	[[ -z $left ]] || die "$f: the rewrite left an include of the closure angle-bracketed: $left"
 done
 for f in "$tree"/.copyright/*; do
 	cp "$f" "$stage/LICENSES/copyright.${f##*/}"

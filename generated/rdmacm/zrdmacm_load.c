@@ -5,8 +5,11 @@
 // first use, and each of the 44 extern functions its headers declare is
 // defined here as a hidden trampoline that calls the library's function
 // through a table, or fails with errno ENOSYS when the library (or that one
-// function) is missing. See gen/emit_loader.go for why the parameters are
-// spelled by ABI class. None of rdma-core's headers is included here.
+// function) is missing. Every symbol here carries the package's prefix
+// goverbs_rdmacm_c5c77daa_, so that another package generated from other headers links
+// beside this one; the pragmas of zrdmacm_names.h lead calls by C name here.
+// See gen/emit_loader.go for why the parameters are spelled by ABI class.
+// None of rdma-core's headers is included here.
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -96,31 +99,31 @@ static void *fn(int i) {
 	return fns[i];
 }
 
-GOVERBS_HIDDEN int goverbs_rdmacm_load(void) {
+GOVERBS_HIDDEN int goverbs_rdmacm_c5c77daa_load(void) {
 	pthread_once(&once, open_library);
 	return handle != NULL ? 0 : -1;
 }
 
-GOVERBS_HIDDEN const char *goverbs_rdmacm_load_error(void) {
+GOVERBS_HIDDEN const char *goverbs_rdmacm_c5c77daa_load_error(void) {
 	pthread_once(&once, open_library);
 	return load_error;
 }
 
-GOVERBS_HIDDEN const char *goverbs_rdmacm_path(void) {
+GOVERBS_HIDDEN const char *goverbs_rdmacm_c5c77daa_path(void) {
 	pthread_once(&once, open_library);
 	return lib_path;
 }
 
-GOVERBS_HIDDEN int goverbs_rdmacm_has(int i) {
+GOVERBS_HIDDEN int goverbs_rdmacm_c5c77daa_has(int i) {
 	return i >= 0 && i < 44 && fn(i) != NULL;
 }
 
-GOVERBS_HIDDEN void *goverbs_rdmacm_address(int i) {
+GOVERBS_HIDDEN void *goverbs_rdmacm_c5c77daa_address(int i) {
 	return i >= 0 && i < 44 ? fn(i) : NULL;
 }
 
 // rdma_create_event_channel (rdma/rdma_cma.h:242)
-GOVERBS_HIDDEN void *rdma_create_event_channel(void) {
+GOVERBS_HIDDEN void *goverbs_rdmacm_c5c77daa_rdma_create_event_channel(void) {
 	void * (*fn_)(void) = (void * (*)(void))fn(0);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -130,7 +133,7 @@ GOVERBS_HIDDEN void *rdma_create_event_channel(void) {
 }
 
 // rdma_destroy_event_channel (rdma/rdma_cma.h:256)
-GOVERBS_HIDDEN void rdma_destroy_event_channel(void *a0) {
+GOVERBS_HIDDEN void goverbs_rdmacm_c5c77daa_rdma_destroy_event_channel(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(1);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -140,7 +143,7 @@ GOVERBS_HIDDEN void rdma_destroy_event_channel(void *a0) {
 }
 
 // rdma_create_id (rdma/rdma_cma.h:279)
-GOVERBS_HIDDEN int32_t rdma_create_id(void *a0, void *a1, void *a2, uint32_t a3) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_create_id(void *a0, void *a1, void *a2, uint32_t a3) {
 	int32_t (*fn_)(void *, void *, void *, uint32_t) = (int32_t (*)(void *, void *, void *, uint32_t))fn(2);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -150,7 +153,7 @@ GOVERBS_HIDDEN int32_t rdma_create_id(void *a0, void *a1, void *a2, uint32_t a3)
 }
 
 // rdma_create_ep (rdma/rdma_cma.h:306)
-GOVERBS_HIDDEN int32_t rdma_create_ep(void *a0, void *a1, void *a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_create_ep(void *a0, void *a1, void *a2, void *a3) {
 	int32_t (*fn_)(void *, void *, void *, void *) = (int32_t (*)(void *, void *, void *, void *))fn(3);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -160,7 +163,7 @@ GOVERBS_HIDDEN int32_t rdma_create_ep(void *a0, void *a1, void *a2, void *a3) {
 }
 
 // rdma_destroy_ep (rdma/rdma_cma.h:318)
-GOVERBS_HIDDEN void rdma_destroy_ep(void *a0) {
+GOVERBS_HIDDEN void goverbs_rdmacm_c5c77daa_rdma_destroy_ep(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(4);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -170,7 +173,7 @@ GOVERBS_HIDDEN void rdma_destroy_ep(void *a0) {
 }
 
 // rdma_destroy_id (rdma/rdma_cma.h:332)
-GOVERBS_HIDDEN int32_t rdma_destroy_id(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_destroy_id(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(5);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -180,7 +183,7 @@ GOVERBS_HIDDEN int32_t rdma_destroy_id(void *a0) {
 }
 
 // rdma_bind_addr (rdma/rdma_cma.h:350)
-GOVERBS_HIDDEN int32_t rdma_bind_addr(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_bind_addr(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(6);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -190,7 +193,7 @@ GOVERBS_HIDDEN int32_t rdma_bind_addr(void *a0, void *a1) {
 }
 
 // rdma_resolve_addr (rdma/rdma_cma.h:375)
-GOVERBS_HIDDEN int32_t rdma_resolve_addr(void *a0, void *a1, void *a2, int32_t a3) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_resolve_addr(void *a0, void *a1, void *a2, int32_t a3) {
 	int32_t (*fn_)(void *, void *, void *, int32_t) = (int32_t (*)(void *, void *, void *, int32_t))fn(7);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -200,7 +203,7 @@ GOVERBS_HIDDEN int32_t rdma_resolve_addr(void *a0, void *a1, void *a2, int32_t a
 }
 
 // rdma_resolve_route (rdma/rdma_cma.h:392)
-GOVERBS_HIDDEN int32_t rdma_resolve_route(void *a0, int32_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_resolve_route(void *a0, int32_t a1) {
 	int32_t (*fn_)(void *, int32_t) = (int32_t (*)(void *, int32_t))fn(8);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -210,7 +213,7 @@ GOVERBS_HIDDEN int32_t rdma_resolve_route(void *a0, int32_t a1) {
 }
 
 // rdma_create_qp (rdma/rdma_cma.h:415)
-GOVERBS_HIDDEN int32_t rdma_create_qp(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_create_qp(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(9);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -220,7 +223,7 @@ GOVERBS_HIDDEN int32_t rdma_create_qp(void *a0, void *a1, void *a2) {
 }
 
 // rdma_create_qp_ex (rdma/rdma_cma.h:417)
-GOVERBS_HIDDEN int32_t rdma_create_qp_ex(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_create_qp_ex(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(10);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -230,7 +233,7 @@ GOVERBS_HIDDEN int32_t rdma_create_qp_ex(void *a0, void *a1) {
 }
 
 // rdma_destroy_qp (rdma/rdma_cma.h:431)
-GOVERBS_HIDDEN void rdma_destroy_qp(void *a0) {
+GOVERBS_HIDDEN void goverbs_rdmacm_c5c77daa_rdma_destroy_qp(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(11);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -240,7 +243,7 @@ GOVERBS_HIDDEN void rdma_destroy_qp(void *a0) {
 }
 
 // rdma_connect (rdma/rdma_cma.h:449)
-GOVERBS_HIDDEN int32_t rdma_connect(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_connect(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(12);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -250,7 +253,7 @@ GOVERBS_HIDDEN int32_t rdma_connect(void *a0, void *a1) {
 }
 
 // rdma_establish (rdma/rdma_cma.h:467)
-GOVERBS_HIDDEN int32_t rdma_establish(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_establish(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(13);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -260,7 +263,7 @@ GOVERBS_HIDDEN int32_t rdma_establish(void *a0) {
 }
 
 // rdma_listen (rdma/rdma_cma.h:487)
-GOVERBS_HIDDEN int32_t rdma_listen(void *a0, int32_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_listen(void *a0, int32_t a1) {
 	int32_t (*fn_)(void *, int32_t) = (int32_t (*)(void *, int32_t))fn(14);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -270,7 +273,7 @@ GOVERBS_HIDDEN int32_t rdma_listen(void *a0, int32_t a1) {
 }
 
 // rdma_get_request (rdma/rdma_cma.h:492)
-GOVERBS_HIDDEN int32_t rdma_get_request(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_get_request(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(15);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -280,7 +283,7 @@ GOVERBS_HIDDEN int32_t rdma_get_request(void *a0, void *a1) {
 }
 
 // rdma_accept (rdma/rdma_cma.h:513)
-GOVERBS_HIDDEN int32_t rdma_accept(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_accept(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(16);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -290,7 +293,7 @@ GOVERBS_HIDDEN int32_t rdma_accept(void *a0, void *a1) {
 }
 
 // rdma_reject (rdma/rdma_cma.h:531)
-GOVERBS_HIDDEN int32_t rdma_reject(void *a0, void *a1, uint8_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_reject(void *a0, void *a1, uint8_t a2) {
 	int32_t (*fn_)(void *, void *, uint8_t) = (int32_t (*)(void *, void *, uint8_t))fn(17);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -300,7 +303,7 @@ GOVERBS_HIDDEN int32_t rdma_reject(void *a0, void *a1, uint8_t a2) {
 }
 
 // rdma_reject_ece (rdma/rdma_cma.h:539)
-GOVERBS_HIDDEN int32_t rdma_reject_ece(void *a0, void *a1, uint8_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_reject_ece(void *a0, void *a1, uint8_t a2) {
 	int32_t (*fn_)(void *, void *, uint8_t) = (int32_t (*)(void *, void *, uint8_t))fn(18);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -310,7 +313,7 @@ GOVERBS_HIDDEN int32_t rdma_reject_ece(void *a0, void *a1, uint8_t a2) {
 }
 
 // rdma_notify (rdma/rdma_cma.h:562)
-GOVERBS_HIDDEN int32_t rdma_notify(void *a0, uint32_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_notify(void *a0, uint32_t a1) {
 	int32_t (*fn_)(void *, uint32_t) = (int32_t (*)(void *, uint32_t))fn(19);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -320,7 +323,7 @@ GOVERBS_HIDDEN int32_t rdma_notify(void *a0, uint32_t a1) {
 }
 
 // rdma_disconnect (rdma/rdma_cma.h:573)
-GOVERBS_HIDDEN int32_t rdma_disconnect(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_disconnect(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(20);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -330,7 +333,7 @@ GOVERBS_HIDDEN int32_t rdma_disconnect(void *a0) {
 }
 
 // rdma_join_multicast (rdma/rdma_cma.h:593)
-GOVERBS_HIDDEN int32_t rdma_join_multicast(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_join_multicast(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(21);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -340,7 +343,7 @@ GOVERBS_HIDDEN int32_t rdma_join_multicast(void *a0, void *a1, void *a2) {
 }
 
 // rdma_leave_multicast (rdma/rdma_cma.h:611)
-GOVERBS_HIDDEN int32_t rdma_leave_multicast(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_leave_multicast(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(22);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -350,7 +353,7 @@ GOVERBS_HIDDEN int32_t rdma_leave_multicast(void *a0, void *a1) {
 }
 
 // rdma_join_multicast_ex (rdma/rdma_cma.h:633)
-GOVERBS_HIDDEN int32_t rdma_join_multicast_ex(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_join_multicast_ex(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(23);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -360,7 +363,7 @@ GOVERBS_HIDDEN int32_t rdma_join_multicast_ex(void *a0, void *a1, void *a2) {
 }
 
 // rdma_get_cm_event (rdma/rdma_cma.h:653)
-GOVERBS_HIDDEN int32_t rdma_get_cm_event(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_get_cm_event(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(24);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -370,7 +373,7 @@ GOVERBS_HIDDEN int32_t rdma_get_cm_event(void *a0, void *a1) {
 }
 
 // rdma_ack_cm_event (rdma/rdma_cma.h:666)
-GOVERBS_HIDDEN int32_t rdma_ack_cm_event(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_ack_cm_event(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(25);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -380,7 +383,7 @@ GOVERBS_HIDDEN int32_t rdma_ack_cm_event(void *a0) {
 }
 
 // rdma_get_src_port (rdma/rdma_cma.h:668)
-GOVERBS_HIDDEN uint16_t rdma_get_src_port(void *a0) {
+GOVERBS_HIDDEN uint16_t goverbs_rdmacm_c5c77daa_rdma_get_src_port(void *a0) {
 	uint16_t (*fn_)(void *) = (uint16_t (*)(void *))fn(26);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -390,7 +393,7 @@ GOVERBS_HIDDEN uint16_t rdma_get_src_port(void *a0) {
 }
 
 // rdma_get_dst_port (rdma/rdma_cma.h:669)
-GOVERBS_HIDDEN uint16_t rdma_get_dst_port(void *a0) {
+GOVERBS_HIDDEN uint16_t goverbs_rdmacm_c5c77daa_rdma_get_dst_port(void *a0) {
 	uint16_t (*fn_)(void *) = (uint16_t (*)(void *))fn(27);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -400,7 +403,7 @@ GOVERBS_HIDDEN uint16_t rdma_get_dst_port(void *a0) {
 }
 
 // rdma_get_devices (rdma/rdma_cma.h:694)
-GOVERBS_HIDDEN void *rdma_get_devices(void *a0) {
+GOVERBS_HIDDEN void *goverbs_rdmacm_c5c77daa_rdma_get_devices(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(28);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -410,7 +413,7 @@ GOVERBS_HIDDEN void *rdma_get_devices(void *a0) {
 }
 
 // rdma_free_devices (rdma/rdma_cma.h:704)
-GOVERBS_HIDDEN void rdma_free_devices(void *a0) {
+GOVERBS_HIDDEN void goverbs_rdmacm_c5c77daa_rdma_free_devices(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(29);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -420,7 +423,7 @@ GOVERBS_HIDDEN void rdma_free_devices(void *a0) {
 }
 
 // rdma_event_str (rdma/rdma_cma.h:714)
-GOVERBS_HIDDEN void *rdma_event_str(uint32_t a0) {
+GOVERBS_HIDDEN void *goverbs_rdmacm_c5c77daa_rdma_event_str(uint32_t a0) {
 	void * (*fn_)(uint32_t) = (void * (*)(uint32_t))fn(30);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -430,7 +433,7 @@ GOVERBS_HIDDEN void *rdma_event_str(uint32_t a0) {
 }
 
 // rdma_set_option (rdma/rdma_cma.h:742)
-GOVERBS_HIDDEN int32_t rdma_set_option(void *a0, int32_t a1, int32_t a2, void *a3, uint64_t a4) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_set_option(void *a0, int32_t a1, int32_t a2, void *a3, uint64_t a4) {
 	int32_t (*fn_)(void *, int32_t, int32_t, void *, uint64_t) = (int32_t (*)(void *, int32_t, int32_t, void *, uint64_t))fn(31);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -440,7 +443,7 @@ GOVERBS_HIDDEN int32_t rdma_set_option(void *a0, int32_t a1, int32_t a2, void *a
 }
 
 // rdma_migrate_id (rdma/rdma_cma.h:750)
-GOVERBS_HIDDEN int32_t rdma_migrate_id(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_migrate_id(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(32);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -450,7 +453,7 @@ GOVERBS_HIDDEN int32_t rdma_migrate_id(void *a0, void *a1) {
 }
 
 // rdma_getaddrinfo (rdma/rdma_cma.h:755)
-GOVERBS_HIDDEN int32_t rdma_getaddrinfo(void *a0, void *a1, void *a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_getaddrinfo(void *a0, void *a1, void *a2, void *a3) {
 	int32_t (*fn_)(void *, void *, void *, void *) = (int32_t (*)(void *, void *, void *, void *))fn(33);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -460,7 +463,7 @@ GOVERBS_HIDDEN int32_t rdma_getaddrinfo(void *a0, void *a1, void *a2, void *a3) 
 }
 
 // rdma_freeaddrinfo (rdma/rdma_cma.h:759)
-GOVERBS_HIDDEN void rdma_freeaddrinfo(void *a0) {
+GOVERBS_HIDDEN void goverbs_rdmacm_c5c77daa_rdma_freeaddrinfo(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(34);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -470,7 +473,7 @@ GOVERBS_HIDDEN void rdma_freeaddrinfo(void *a0) {
 }
 
 // rdma_init_qp_attr (rdma/rdma_cma.h:769)
-GOVERBS_HIDDEN int32_t rdma_init_qp_attr(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_init_qp_attr(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(35);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -480,7 +483,7 @@ GOVERBS_HIDDEN int32_t rdma_init_qp_attr(void *a0, void *a1, void *a2) {
 }
 
 // rdma_set_local_ece (rdma/rdma_cma.h:778)
-GOVERBS_HIDDEN int32_t rdma_set_local_ece(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_set_local_ece(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(36);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -490,7 +493,7 @@ GOVERBS_HIDDEN int32_t rdma_set_local_ece(void *a0, void *a1) {
 }
 
 // rdma_get_remote_ece (rdma/rdma_cma.h:786)
-GOVERBS_HIDDEN int32_t rdma_get_remote_ece(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_get_remote_ece(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(37);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -500,7 +503,7 @@ GOVERBS_HIDDEN int32_t rdma_get_remote_ece(void *a0, void *a1) {
 }
 
 // rdma_resolve_addrinfo (rdma/rdma_cma.h:796)
-GOVERBS_HIDDEN int32_t rdma_resolve_addrinfo(void *a0, void *a1, void *a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_resolve_addrinfo(void *a0, void *a1, void *a2, void *a3) {
 	int32_t (*fn_)(void *, void *, void *, void *) = (int32_t (*)(void *, void *, void *, void *))fn(38);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -510,7 +513,7 @@ GOVERBS_HIDDEN int32_t rdma_resolve_addrinfo(void *a0, void *a1, void *a2, void 
 }
 
 // rdma_query_addrinfo (rdma/rdma_cma.h:803)
-GOVERBS_HIDDEN int32_t rdma_query_addrinfo(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_query_addrinfo(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(39);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -520,7 +523,7 @@ GOVERBS_HIDDEN int32_t rdma_query_addrinfo(void *a0, void *a1) {
 }
 
 // rdma_write_cm_event (rdma/rdma_cma.h:808)
-GOVERBS_HIDDEN int32_t rdma_write_cm_event(void *a0, uint32_t a1, int32_t a2, uint64_t a3) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_write_cm_event(void *a0, uint32_t a1, int32_t a2, uint64_t a3) {
 	int32_t (*fn_)(void *, uint32_t, int32_t, uint64_t) = (int32_t (*)(void *, uint32_t, int32_t, uint64_t))fn(40);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -530,7 +533,7 @@ GOVERBS_HIDDEN int32_t rdma_write_cm_event(void *a0, uint32_t a1, int32_t a2, ui
 }
 
 // rdma_create_srq (rdma/rdma_verbs.h:57)
-GOVERBS_HIDDEN int32_t rdma_create_srq(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_create_srq(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(41);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -540,7 +543,7 @@ GOVERBS_HIDDEN int32_t rdma_create_srq(void *a0, void *a1, void *a2) {
 }
 
 // rdma_create_srq_ex (rdma/rdma_verbs.h:59)
-GOVERBS_HIDDEN int32_t rdma_create_srq_ex(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_rdmacm_c5c77daa_rdma_create_srq_ex(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(42);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -550,7 +553,7 @@ GOVERBS_HIDDEN int32_t rdma_create_srq_ex(void *a0, void *a1) {
 }
 
 // rdma_destroy_srq (rdma/rdma_verbs.h:61)
-GOVERBS_HIDDEN void rdma_destroy_srq(void *a0) {
+GOVERBS_HIDDEN void goverbs_rdmacm_c5c77daa_rdma_destroy_srq(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(43);
 	if (fn_ == NULL) {
 		errno = ENOSYS;

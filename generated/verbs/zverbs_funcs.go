@@ -26,7 +26,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers/vendored/include
+#cgo CFLAGS: -I${SRCDIR}/../../headers -I${SRCDIR}/../../headers/vendored/include
 #cgo LDFLAGS: -ldl
 #cgo noescape ibv_end_poll
 #cgo nocallback ibv_end_poll
@@ -126,7 +126,140 @@ import (
 #cgo nocallback ibv_wr_set_xrc_srqn
 #cgo noescape ibv_wr_start
 #cgo nocallback ibv_wr_start
-#include <infiniband/verbs.h>
+// Calls by C name reach package verbs's trampolines (zverbs_load.c).
+#pragma redefine_extname ibv_wc_status_str goverbs_verbs_cf17a4c0_ibv_wc_status_str
+#pragma redefine_extname ibv_rate_to_mult goverbs_verbs_cf17a4c0_ibv_rate_to_mult
+#pragma redefine_extname mult_to_ibv_rate goverbs_verbs_cf17a4c0_mult_to_ibv_rate
+#pragma redefine_extname ibv_rate_to_mbps goverbs_verbs_cf17a4c0_ibv_rate_to_mbps
+#pragma redefine_extname mbps_to_ibv_rate goverbs_verbs_cf17a4c0_mbps_to_ibv_rate
+#pragma redefine_extname ibv_wr_opcode_str goverbs_verbs_cf17a4c0_ibv_wr_opcode_str
+#pragma redefine_extname ibv_qp_to_qp_ex goverbs_verbs_cf17a4c0_ibv_qp_to_qp_ex
+#pragma redefine_extname ibv_get_device_list goverbs_verbs_cf17a4c0_ibv_get_device_list
+#pragma redefine_extname ibv_free_device_list goverbs_verbs_cf17a4c0_ibv_free_device_list
+#pragma redefine_extname ibv_get_device_name goverbs_verbs_cf17a4c0_ibv_get_device_name
+#pragma redefine_extname ibv_get_device_index goverbs_verbs_cf17a4c0_ibv_get_device_index
+#pragma redefine_extname ibv_get_device_guid goverbs_verbs_cf17a4c0_ibv_get_device_guid
+#pragma redefine_extname ibv_open_device goverbs_verbs_cf17a4c0_ibv_open_device
+#pragma redefine_extname ibv_close_device goverbs_verbs_cf17a4c0_ibv_close_device
+#pragma redefine_extname ibv_import_device goverbs_verbs_cf17a4c0_ibv_import_device
+#pragma redefine_extname ibv_import_pd goverbs_verbs_cf17a4c0_ibv_import_pd
+#pragma redefine_extname ibv_unimport_pd goverbs_verbs_cf17a4c0_ibv_unimport_pd
+#pragma redefine_extname ibv_import_mr goverbs_verbs_cf17a4c0_ibv_import_mr
+#pragma redefine_extname ibv_unimport_mr goverbs_verbs_cf17a4c0_ibv_unimport_mr
+#pragma redefine_extname ibv_import_dm goverbs_verbs_cf17a4c0_ibv_import_dm
+#pragma redefine_extname ibv_unimport_dm goverbs_verbs_cf17a4c0_ibv_unimport_dm
+#pragma redefine_extname ibv_get_async_event goverbs_verbs_cf17a4c0_ibv_get_async_event
+#pragma redefine_extname ibv_ack_async_event goverbs_verbs_cf17a4c0_ibv_ack_async_event
+#pragma redefine_extname ibv_query_device goverbs_verbs_cf17a4c0_ibv_query_device
+#pragma redefine_extname ibv_query_port goverbs_verbs_cf17a4c0_ibv_query_port
+#pragma redefine_extname ibv_query_port_speed goverbs_verbs_cf17a4c0_ibv_query_port_speed
+#pragma redefine_extname ibv_query_gid goverbs_verbs_cf17a4c0_ibv_query_gid
+#pragma redefine_extname _ibv_query_gid_ex goverbs_verbs_cf17a4c0__ibv_query_gid_ex
+#pragma redefine_extname _ibv_query_gid_table goverbs_verbs_cf17a4c0__ibv_query_gid_table
+#pragma redefine_extname ibv_query_pkey goverbs_verbs_cf17a4c0_ibv_query_pkey
+#pragma redefine_extname ibv_get_pkey_index goverbs_verbs_cf17a4c0_ibv_get_pkey_index
+#pragma redefine_extname ibv_alloc_pd goverbs_verbs_cf17a4c0_ibv_alloc_pd
+#pragma redefine_extname ibv_dealloc_pd goverbs_verbs_cf17a4c0_ibv_dealloc_pd
+#pragma redefine_extname ibv_reg_mr_iova2 goverbs_verbs_cf17a4c0_ibv_reg_mr_iova2
+#pragma redefine_extname ibv_reg_mr goverbs_verbs_cf17a4c0_ibv_reg_mr
+#pragma redefine_extname ibv_reg_mr_iova goverbs_verbs_cf17a4c0_ibv_reg_mr_iova
+#pragma redefine_extname ibv_reg_dmabuf_mr goverbs_verbs_cf17a4c0_ibv_reg_dmabuf_mr
+#pragma redefine_extname ibv_reg_mr_ex goverbs_verbs_cf17a4c0_ibv_reg_mr_ex
+#pragma redefine_extname ibv_rereg_mr goverbs_verbs_cf17a4c0_ibv_rereg_mr
+#pragma redefine_extname ibv_dereg_mr goverbs_verbs_cf17a4c0_ibv_dereg_mr
+#pragma redefine_extname ibv_create_comp_channel goverbs_verbs_cf17a4c0_ibv_create_comp_channel
+#pragma redefine_extname ibv_destroy_comp_channel goverbs_verbs_cf17a4c0_ibv_destroy_comp_channel
+#pragma redefine_extname ibv_dm_export_dmabuf_fd goverbs_verbs_cf17a4c0_ibv_dm_export_dmabuf_fd
+#pragma redefine_extname ibv_create_cq goverbs_verbs_cf17a4c0_ibv_create_cq
+#pragma redefine_extname ibv_resize_cq goverbs_verbs_cf17a4c0_ibv_resize_cq
+#pragma redefine_extname ibv_destroy_cq goverbs_verbs_cf17a4c0_ibv_destroy_cq
+#pragma redefine_extname ibv_get_cq_event goverbs_verbs_cf17a4c0_ibv_get_cq_event
+#pragma redefine_extname ibv_ack_cq_events goverbs_verbs_cf17a4c0_ibv_ack_cq_events
+#pragma redefine_extname _ibv_query_comp_cntr_caps goverbs_verbs_cf17a4c0__ibv_query_comp_cntr_caps
+#pragma redefine_extname ibv_create_comp_cntr goverbs_verbs_cf17a4c0_ibv_create_comp_cntr
+#pragma redefine_extname ibv_destroy_comp_cntr goverbs_verbs_cf17a4c0_ibv_destroy_comp_cntr
+#pragma redefine_extname ibv_set_comp_cntr goverbs_verbs_cf17a4c0_ibv_set_comp_cntr
+#pragma redefine_extname ibv_set_err_comp_cntr goverbs_verbs_cf17a4c0_ibv_set_err_comp_cntr
+#pragma redefine_extname ibv_inc_comp_cntr goverbs_verbs_cf17a4c0_ibv_inc_comp_cntr
+#pragma redefine_extname ibv_inc_err_comp_cntr goverbs_verbs_cf17a4c0_ibv_inc_err_comp_cntr
+#pragma redefine_extname ibv_read_comp_cntr goverbs_verbs_cf17a4c0_ibv_read_comp_cntr
+#pragma redefine_extname ibv_read_err_comp_cntr goverbs_verbs_cf17a4c0_ibv_read_err_comp_cntr
+#pragma redefine_extname ibv_create_srq goverbs_verbs_cf17a4c0_ibv_create_srq
+#pragma redefine_extname ibv_modify_srq goverbs_verbs_cf17a4c0_ibv_modify_srq
+#pragma redefine_extname ibv_query_srq goverbs_verbs_cf17a4c0_ibv_query_srq
+#pragma redefine_extname ibv_destroy_srq goverbs_verbs_cf17a4c0_ibv_destroy_srq
+#pragma redefine_extname ibv_create_qp goverbs_verbs_cf17a4c0_ibv_create_qp
+#pragma redefine_extname ibv_alloc_buf goverbs_verbs_cf17a4c0_ibv_alloc_buf
+#pragma redefine_extname ibv_export_buf_dmabuf_fd goverbs_verbs_cf17a4c0_ibv_export_buf_dmabuf_fd
+#pragma redefine_extname ibv_free_buf goverbs_verbs_cf17a4c0_ibv_free_buf
+#pragma redefine_extname ibv_reg_buf_mr goverbs_verbs_cf17a4c0_ibv_reg_buf_mr
+#pragma redefine_extname ibv_alloc_dmah goverbs_verbs_cf17a4c0_ibv_alloc_dmah
+#pragma redefine_extname ibv_dealloc_dmah goverbs_verbs_cf17a4c0_ibv_dealloc_dmah
+#pragma redefine_extname ibv_modify_qp goverbs_verbs_cf17a4c0_ibv_modify_qp
+#pragma redefine_extname ibv_qp_attach_comp_cntr goverbs_verbs_cf17a4c0_ibv_qp_attach_comp_cntr
+#pragma redefine_extname ibv_query_qp_data_in_order goverbs_verbs_cf17a4c0_ibv_query_qp_data_in_order
+#pragma redefine_extname ibv_query_qp goverbs_verbs_cf17a4c0_ibv_query_qp
+#pragma redefine_extname ibv_destroy_qp goverbs_verbs_cf17a4c0_ibv_destroy_qp
+#pragma redefine_extname ibv_create_ah goverbs_verbs_cf17a4c0_ibv_create_ah
+#pragma redefine_extname ibv_init_ah_from_wc goverbs_verbs_cf17a4c0_ibv_init_ah_from_wc
+#pragma redefine_extname ibv_create_ah_from_wc goverbs_verbs_cf17a4c0_ibv_create_ah_from_wc
+#pragma redefine_extname ibv_destroy_ah goverbs_verbs_cf17a4c0_ibv_destroy_ah
+#pragma redefine_extname ibv_attach_mcast goverbs_verbs_cf17a4c0_ibv_attach_mcast
+#pragma redefine_extname ibv_detach_mcast goverbs_verbs_cf17a4c0_ibv_detach_mcast
+#pragma redefine_extname ibv_fork_init goverbs_verbs_cf17a4c0_ibv_fork_init
+#pragma redefine_extname ibv_is_fork_initialized goverbs_verbs_cf17a4c0_ibv_is_fork_initialized
+#pragma redefine_extname ibv_node_type_str goverbs_verbs_cf17a4c0_ibv_node_type_str
+#pragma redefine_extname ibv_port_state_str goverbs_verbs_cf17a4c0_ibv_port_state_str
+#pragma redefine_extname ibv_event_type_str goverbs_verbs_cf17a4c0_ibv_event_type_str
+#pragma redefine_extname ibv_resolve_eth_l2_from_gid goverbs_verbs_cf17a4c0_ibv_resolve_eth_l2_from_gid
+#pragma redefine_extname ibv_set_ece goverbs_verbs_cf17a4c0_ibv_set_ece
+#pragma redefine_extname ibv_query_ece goverbs_verbs_cf17a4c0_ibv_query_ece
+// Calls by C name reach package rdmacm's trampolines (zrdmacm_load.c).
+#pragma redefine_extname rdma_create_event_channel goverbs_rdmacm_c5c77daa_rdma_create_event_channel
+#pragma redefine_extname rdma_destroy_event_channel goverbs_rdmacm_c5c77daa_rdma_destroy_event_channel
+#pragma redefine_extname rdma_create_id goverbs_rdmacm_c5c77daa_rdma_create_id
+#pragma redefine_extname rdma_create_ep goverbs_rdmacm_c5c77daa_rdma_create_ep
+#pragma redefine_extname rdma_destroy_ep goverbs_rdmacm_c5c77daa_rdma_destroy_ep
+#pragma redefine_extname rdma_destroy_id goverbs_rdmacm_c5c77daa_rdma_destroy_id
+#pragma redefine_extname rdma_bind_addr goverbs_rdmacm_c5c77daa_rdma_bind_addr
+#pragma redefine_extname rdma_resolve_addr goverbs_rdmacm_c5c77daa_rdma_resolve_addr
+#pragma redefine_extname rdma_resolve_route goverbs_rdmacm_c5c77daa_rdma_resolve_route
+#pragma redefine_extname rdma_create_qp goverbs_rdmacm_c5c77daa_rdma_create_qp
+#pragma redefine_extname rdma_create_qp_ex goverbs_rdmacm_c5c77daa_rdma_create_qp_ex
+#pragma redefine_extname rdma_destroy_qp goverbs_rdmacm_c5c77daa_rdma_destroy_qp
+#pragma redefine_extname rdma_connect goverbs_rdmacm_c5c77daa_rdma_connect
+#pragma redefine_extname rdma_establish goverbs_rdmacm_c5c77daa_rdma_establish
+#pragma redefine_extname rdma_listen goverbs_rdmacm_c5c77daa_rdma_listen
+#pragma redefine_extname rdma_get_request goverbs_rdmacm_c5c77daa_rdma_get_request
+#pragma redefine_extname rdma_accept goverbs_rdmacm_c5c77daa_rdma_accept
+#pragma redefine_extname rdma_reject goverbs_rdmacm_c5c77daa_rdma_reject
+#pragma redefine_extname rdma_reject_ece goverbs_rdmacm_c5c77daa_rdma_reject_ece
+#pragma redefine_extname rdma_notify goverbs_rdmacm_c5c77daa_rdma_notify
+#pragma redefine_extname rdma_disconnect goverbs_rdmacm_c5c77daa_rdma_disconnect
+#pragma redefine_extname rdma_join_multicast goverbs_rdmacm_c5c77daa_rdma_join_multicast
+#pragma redefine_extname rdma_leave_multicast goverbs_rdmacm_c5c77daa_rdma_leave_multicast
+#pragma redefine_extname rdma_join_multicast_ex goverbs_rdmacm_c5c77daa_rdma_join_multicast_ex
+#pragma redefine_extname rdma_get_cm_event goverbs_rdmacm_c5c77daa_rdma_get_cm_event
+#pragma redefine_extname rdma_ack_cm_event goverbs_rdmacm_c5c77daa_rdma_ack_cm_event
+#pragma redefine_extname rdma_get_src_port goverbs_rdmacm_c5c77daa_rdma_get_src_port
+#pragma redefine_extname rdma_get_dst_port goverbs_rdmacm_c5c77daa_rdma_get_dst_port
+#pragma redefine_extname rdma_get_devices goverbs_rdmacm_c5c77daa_rdma_get_devices
+#pragma redefine_extname rdma_free_devices goverbs_rdmacm_c5c77daa_rdma_free_devices
+#pragma redefine_extname rdma_event_str goverbs_rdmacm_c5c77daa_rdma_event_str
+#pragma redefine_extname rdma_set_option goverbs_rdmacm_c5c77daa_rdma_set_option
+#pragma redefine_extname rdma_migrate_id goverbs_rdmacm_c5c77daa_rdma_migrate_id
+#pragma redefine_extname rdma_getaddrinfo goverbs_rdmacm_c5c77daa_rdma_getaddrinfo
+#pragma redefine_extname rdma_freeaddrinfo goverbs_rdmacm_c5c77daa_rdma_freeaddrinfo
+#pragma redefine_extname rdma_init_qp_attr goverbs_rdmacm_c5c77daa_rdma_init_qp_attr
+#pragma redefine_extname rdma_set_local_ece goverbs_rdmacm_c5c77daa_rdma_set_local_ece
+#pragma redefine_extname rdma_get_remote_ece goverbs_rdmacm_c5c77daa_rdma_get_remote_ece
+#pragma redefine_extname rdma_resolve_addrinfo goverbs_rdmacm_c5c77daa_rdma_resolve_addrinfo
+#pragma redefine_extname rdma_query_addrinfo goverbs_rdmacm_c5c77daa_rdma_query_addrinfo
+#pragma redefine_extname rdma_write_cm_event goverbs_rdmacm_c5c77daa_rdma_write_cm_event
+#pragma redefine_extname rdma_create_srq goverbs_rdmacm_c5c77daa_rdma_create_srq
+#pragma redefine_extname rdma_create_srq_ex goverbs_rdmacm_c5c77daa_rdma_create_srq_ex
+#pragma redefine_extname rdma_destroy_srq goverbs_rdmacm_c5c77daa_rdma_destroy_srq
+#include "vendored/include/infiniband/verbs.h"
 
 // Layout proof: each line fails the build if these headers disagree with
 // the layout the Go types of package verbs were generated with.
@@ -2249,11 +2382,11 @@ GOVERBS_LAYOUT(_Alignof(pthread_mutex_t) == 8, "_Alignof(pthread_mutex_t)");
 
 
 // The run-time loader (zverbs_load.c).
-int goverbs_verbs_load(void);
-const char *goverbs_verbs_load_error(void);
-const char *goverbs_verbs_path(void);
-int goverbs_verbs_has(int);
-void *goverbs_verbs_address(int);
+int goverbs_verbs_cf17a4c0_load(void);
+const char *goverbs_verbs_cf17a4c0_load_error(void);
+const char *goverbs_verbs_cf17a4c0_path(void);
+int goverbs_verbs_cf17a4c0_has(int);
+void *goverbs_verbs_cf17a4c0_address(int);
 static inline int goverbs_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr) { return ibv_query_port(context, port_num, port_attr); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, unsigned int access) { return ibv_reg_mr(pd, addr, length, access); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access) { return ibv_reg_mr_iova(pd, addr, length, iova, access); }
@@ -2453,10 +2586,10 @@ var symbols = map[string]int{
 // library every extern function fails with errno ENOSYS and returns its
 // failure value, and Available says so.
 func Load() error {
-	if C.goverbs_verbs_load() == 0 {
+	if C.goverbs_verbs_cf17a4c0_load() == 0 {
 		return nil
 	}
-	return library.LoadError(C.GoString(C.goverbs_verbs_load_error()))
+	return library.LoadError(C.GoString(C.goverbs_verbs_cf17a4c0_load_error()))
 }
 
 // LibraryPath is the file libibverbs.so.1 was loaded from (its name carries the
@@ -2465,7 +2598,7 @@ func LibraryPath() string {
 	if Load() != nil {
 		return ""
 	}
-	return C.GoString(C.goverbs_verbs_path())
+	return C.GoString(C.goverbs_verbs_cf17a4c0_path())
 }
 
 // Functions lists the C names of the 87 extern functions package verbs
@@ -2488,7 +2621,7 @@ func Available(function string) error {
 	if err := Load(); err != nil {
 		return err
 	}
-	if C.goverbs_verbs_has(C.int(i)) != 0 {
+	if C.goverbs_verbs_cf17a4c0_has(C.int(i)) != 0 {
 		return nil
 	}
 	return library.Missing(function, LibraryPath())
@@ -2503,7 +2636,7 @@ func Address(function string) (uintptr, error) {
 	if err := Available(function); err != nil {
 		return 0, err
 	}
-	return uintptr(C.goverbs_verbs_address(C.int(symbols[function]))), nil
+	return uintptr(C.goverbs_verbs_cf17a4c0_address(C.int(symbols[function]))), nil
 }
 
 // The sites the stubs' errors come from: one per C function that can fail, or

@@ -5,8 +5,11 @@
 // first use, and each of the 87 extern functions its headers declare is
 // defined here as a hidden trampoline that calls the library's function
 // through a table, or fails with errno ENOSYS when the library (or that one
-// function) is missing. See gen/emit_loader.go for why the parameters are
-// spelled by ABI class. None of rdma-core's headers is included here.
+// function) is missing. Every symbol here carries the package's prefix
+// goverbs_verbs_cf17a4c0_, so that another package generated from other headers links
+// beside this one; the pragmas of zverbs_names.h lead calls by C name here.
+// See gen/emit_loader.go for why the parameters are spelled by ABI class.
+// None of rdma-core's headers is included here.
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -139,31 +142,31 @@ static void *fn(int i) {
 	return fns[i];
 }
 
-GOVERBS_HIDDEN int goverbs_verbs_load(void) {
+GOVERBS_HIDDEN int goverbs_verbs_cf17a4c0_load(void) {
 	pthread_once(&once, open_library);
 	return handle != NULL ? 0 : -1;
 }
 
-GOVERBS_HIDDEN const char *goverbs_verbs_load_error(void) {
+GOVERBS_HIDDEN const char *goverbs_verbs_cf17a4c0_load_error(void) {
 	pthread_once(&once, open_library);
 	return load_error;
 }
 
-GOVERBS_HIDDEN const char *goverbs_verbs_path(void) {
+GOVERBS_HIDDEN const char *goverbs_verbs_cf17a4c0_path(void) {
 	pthread_once(&once, open_library);
 	return lib_path;
 }
 
-GOVERBS_HIDDEN int goverbs_verbs_has(int i) {
+GOVERBS_HIDDEN int goverbs_verbs_cf17a4c0_has(int i) {
 	return i >= 0 && i < 87 && fn(i) != NULL;
 }
 
-GOVERBS_HIDDEN void *goverbs_verbs_address(int i) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_address(int i) {
 	return i >= 0 && i < 87 ? fn(i) : NULL;
 }
 
 // ibv_wc_status_str (infiniband/verbs.h:515)
-GOVERBS_HIDDEN void *ibv_wc_status_str(uint32_t a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_wc_status_str(uint32_t a0) {
 	void * (*fn_)(uint32_t) = (void * (*)(uint32_t))fn(0);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -173,7 +176,7 @@ GOVERBS_HIDDEN void *ibv_wc_status_str(uint32_t a0) {
 }
 
 // ibv_rate_to_mult (infiniband/verbs.h:772)
-GOVERBS_HIDDEN int32_t ibv_rate_to_mult(uint32_t a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_rate_to_mult(uint32_t a0) {
 	int32_t (*fn_)(uint32_t) = (int32_t (*)(uint32_t))fn(1);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -183,7 +186,7 @@ GOVERBS_HIDDEN int32_t ibv_rate_to_mult(uint32_t a0) {
 }
 
 // mult_to_ibv_rate (infiniband/verbs.h:778)
-GOVERBS_HIDDEN uint32_t mult_to_ibv_rate(int32_t a0) {
+GOVERBS_HIDDEN uint32_t goverbs_verbs_cf17a4c0_mult_to_ibv_rate(int32_t a0) {
 	uint32_t (*fn_)(int32_t) = (uint32_t (*)(int32_t))fn(2);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -193,7 +196,7 @@ GOVERBS_HIDDEN uint32_t mult_to_ibv_rate(int32_t a0) {
 }
 
 // ibv_rate_to_mbps (infiniband/verbs.h:785)
-GOVERBS_HIDDEN int32_t ibv_rate_to_mbps(uint32_t a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_rate_to_mbps(uint32_t a0) {
 	int32_t (*fn_)(uint32_t) = (int32_t (*)(uint32_t))fn(3);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -203,7 +206,7 @@ GOVERBS_HIDDEN int32_t ibv_rate_to_mbps(uint32_t a0) {
 }
 
 // mbps_to_ibv_rate (infiniband/verbs.h:791)
-GOVERBS_HIDDEN uint32_t mbps_to_ibv_rate(int32_t a0) {
+GOVERBS_HIDDEN uint32_t goverbs_verbs_cf17a4c0_mbps_to_ibv_rate(int32_t a0) {
 	uint32_t (*fn_)(int32_t) = (uint32_t (*)(int32_t))fn(4);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -213,7 +216,7 @@ GOVERBS_HIDDEN uint32_t mbps_to_ibv_rate(int32_t a0) {
 }
 
 // ibv_wr_opcode_str (infiniband/verbs.h:1152)
-GOVERBS_HIDDEN void *ibv_wr_opcode_str(uint32_t a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_wr_opcode_str(uint32_t a0) {
 	void * (*fn_)(uint32_t) = (void * (*)(uint32_t))fn(5);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -223,7 +226,7 @@ GOVERBS_HIDDEN void *ibv_wr_opcode_str(uint32_t a0) {
 }
 
 // ibv_qp_to_qp_ex (infiniband/verbs.h:1391)
-GOVERBS_HIDDEN void *ibv_qp_to_qp_ex(void *a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_qp_to_qp_ex(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(6);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -233,7 +236,7 @@ GOVERBS_HIDDEN void *ibv_qp_to_qp_ex(void *a0) {
 }
 
 // ibv_get_device_list (infiniband/verbs.h:2337)
-GOVERBS_HIDDEN void *ibv_get_device_list(void *a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_get_device_list(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(7);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -243,7 +246,7 @@ GOVERBS_HIDDEN void *ibv_get_device_list(void *a0) {
 }
 
 // ibv_free_device_list (infiniband/verbs.h:2404)
-GOVERBS_HIDDEN void ibv_free_device_list(void *a0) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_free_device_list(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(8);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -253,7 +256,7 @@ GOVERBS_HIDDEN void ibv_free_device_list(void *a0) {
 }
 
 // ibv_get_device_name (infiniband/verbs.h:2409)
-GOVERBS_HIDDEN void *ibv_get_device_name(void *a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_get_device_name(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(9);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -263,7 +266,7 @@ GOVERBS_HIDDEN void *ibv_get_device_name(void *a0) {
 }
 
 // ibv_get_device_index (infiniband/verbs.h:2418)
-GOVERBS_HIDDEN int32_t ibv_get_device_index(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_get_device_index(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(10);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -273,7 +276,7 @@ GOVERBS_HIDDEN int32_t ibv_get_device_index(void *a0) {
 }
 
 // ibv_get_device_guid (infiniband/verbs.h:2423)
-GOVERBS_HIDDEN uint64_t ibv_get_device_guid(void *a0) {
+GOVERBS_HIDDEN uint64_t goverbs_verbs_cf17a4c0_ibv_get_device_guid(void *a0) {
 	uint64_t (*fn_)(void *) = (uint64_t (*)(void *))fn(11);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -283,7 +286,7 @@ GOVERBS_HIDDEN uint64_t ibv_get_device_guid(void *a0) {
 }
 
 // ibv_open_device (infiniband/verbs.h:2428)
-GOVERBS_HIDDEN void *ibv_open_device(void *a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_open_device(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(12);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -293,7 +296,7 @@ GOVERBS_HIDDEN void *ibv_open_device(void *a0) {
 }
 
 // ibv_close_device (infiniband/verbs.h:2433)
-GOVERBS_HIDDEN int32_t ibv_close_device(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_close_device(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(13);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -303,7 +306,7 @@ GOVERBS_HIDDEN int32_t ibv_close_device(void *a0) {
 }
 
 // ibv_import_device (infiniband/verbs.h:2438)
-GOVERBS_HIDDEN void *ibv_import_device(int32_t a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_import_device(int32_t a0) {
 	void * (*fn_)(int32_t) = (void * (*)(int32_t))fn(14);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -313,7 +316,7 @@ GOVERBS_HIDDEN void *ibv_import_device(int32_t a0) {
 }
 
 // ibv_import_pd (infiniband/verbs.h:2443)
-GOVERBS_HIDDEN void *ibv_import_pd(void *a0, uint32_t a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_import_pd(void *a0, uint32_t a1) {
 	void * (*fn_)(void *, uint32_t) = (void * (*)(void *, uint32_t))fn(15);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -323,7 +326,7 @@ GOVERBS_HIDDEN void *ibv_import_pd(void *a0, uint32_t a1) {
 }
 
 // ibv_unimport_pd (infiniband/verbs.h:2449)
-GOVERBS_HIDDEN void ibv_unimport_pd(void *a0) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_unimport_pd(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(16);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -333,7 +336,7 @@ GOVERBS_HIDDEN void ibv_unimport_pd(void *a0) {
 }
 
 // ibv_import_mr (infiniband/verbs.h:2454)
-GOVERBS_HIDDEN void *ibv_import_mr(void *a0, uint32_t a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_import_mr(void *a0, uint32_t a1) {
 	void * (*fn_)(void *, uint32_t) = (void * (*)(void *, uint32_t))fn(17);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -343,7 +346,7 @@ GOVERBS_HIDDEN void *ibv_import_mr(void *a0, uint32_t a1) {
 }
 
 // ibv_unimport_mr (infiniband/verbs.h:2459)
-GOVERBS_HIDDEN void ibv_unimport_mr(void *a0) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_unimport_mr(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(18);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -353,7 +356,7 @@ GOVERBS_HIDDEN void ibv_unimport_mr(void *a0) {
 }
 
 // ibv_import_dm (infiniband/verbs.h:2464)
-GOVERBS_HIDDEN void *ibv_import_dm(void *a0, uint32_t a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_import_dm(void *a0, uint32_t a1) {
 	void * (*fn_)(void *, uint32_t) = (void * (*)(void *, uint32_t))fn(19);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -363,7 +366,7 @@ GOVERBS_HIDDEN void *ibv_import_dm(void *a0, uint32_t a1) {
 }
 
 // ibv_unimport_dm (infiniband/verbs.h:2469)
-GOVERBS_HIDDEN void ibv_unimport_dm(void *a0) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_unimport_dm(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(20);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -373,7 +376,7 @@ GOVERBS_HIDDEN void ibv_unimport_dm(void *a0) {
 }
 
 // ibv_get_async_event (infiniband/verbs.h:2478)
-GOVERBS_HIDDEN int32_t ibv_get_async_event(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_get_async_event(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(21);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -383,7 +386,7 @@ GOVERBS_HIDDEN int32_t ibv_get_async_event(void *a0, void *a1) {
 }
 
 // ibv_ack_async_event (infiniband/verbs.h:2491)
-GOVERBS_HIDDEN void ibv_ack_async_event(void *a0) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_ack_async_event(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(22);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -393,7 +396,7 @@ GOVERBS_HIDDEN void ibv_ack_async_event(void *a0) {
 }
 
 // ibv_query_device (infiniband/verbs.h:2496)
-GOVERBS_HIDDEN int32_t ibv_query_device(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_device(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(23);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -403,7 +406,7 @@ GOVERBS_HIDDEN int32_t ibv_query_device(void *a0, void *a1) {
 }
 
 // ibv_query_port (infiniband/verbs.h:2502)
-GOVERBS_HIDDEN int32_t ibv_query_port(void *a0, uint8_t a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_port(void *a0, uint8_t a1, void *a2) {
 	int32_t (*fn_)(void *, uint8_t, void *) = (int32_t (*)(void *, uint8_t, void *))fn(24);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -413,7 +416,7 @@ GOVERBS_HIDDEN int32_t ibv_query_port(void *a0, uint8_t a1, void *a2) {
 }
 
 // ibv_query_port_speed (infiniband/verbs.h:2508)
-GOVERBS_HIDDEN int32_t ibv_query_port_speed(void *a0, uint32_t a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_port_speed(void *a0, uint32_t a1, void *a2) {
 	int32_t (*fn_)(void *, uint32_t, void *) = (int32_t (*)(void *, uint32_t, void *))fn(25);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -423,7 +426,7 @@ GOVERBS_HIDDEN int32_t ibv_query_port_speed(void *a0, uint32_t a1, void *a2) {
 }
 
 // ibv_query_gid (infiniband/verbs.h:2537)
-GOVERBS_HIDDEN int32_t ibv_query_gid(void *a0, uint8_t a1, int32_t a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_gid(void *a0, uint8_t a1, int32_t a2, void *a3) {
 	int32_t (*fn_)(void *, uint8_t, int32_t, void *) = (int32_t (*)(void *, uint8_t, int32_t, void *))fn(26);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -433,7 +436,7 @@ GOVERBS_HIDDEN int32_t ibv_query_gid(void *a0, uint8_t a1, int32_t a2, void *a3)
 }
 
 // _ibv_query_gid_ex (infiniband/verbs.h:2540)
-GOVERBS_HIDDEN int32_t _ibv_query_gid_ex(void *a0, uint32_t a1, uint32_t a2, void *a3, uint32_t a4, uint64_t a5) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0__ibv_query_gid_ex(void *a0, uint32_t a1, uint32_t a2, void *a3, uint32_t a4, uint64_t a5) {
 	int32_t (*fn_)(void *, uint32_t, uint32_t, void *, uint32_t, uint64_t) = (int32_t (*)(void *, uint32_t, uint32_t, void *, uint32_t, uint64_t))fn(27);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -443,7 +446,7 @@ GOVERBS_HIDDEN int32_t _ibv_query_gid_ex(void *a0, uint32_t a1, uint32_t a2, voi
 }
 
 // _ibv_query_gid_table (infiniband/verbs.h:2555)
-GOVERBS_HIDDEN int64_t _ibv_query_gid_table(void *a0, void *a1, uint64_t a2, uint32_t a3, uint64_t a4) {
+GOVERBS_HIDDEN int64_t goverbs_verbs_cf17a4c0__ibv_query_gid_table(void *a0, void *a1, uint64_t a2, uint32_t a3, uint64_t a4) {
 	int64_t (*fn_)(void *, void *, uint64_t, uint32_t, uint64_t) = (int64_t (*)(void *, void *, uint64_t, uint32_t, uint64_t))fn(28);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -453,7 +456,7 @@ GOVERBS_HIDDEN int64_t _ibv_query_gid_table(void *a0, void *a1, uint64_t a2, uin
 }
 
 // ibv_query_pkey (infiniband/verbs.h:2573)
-GOVERBS_HIDDEN int32_t ibv_query_pkey(void *a0, uint8_t a1, int32_t a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_pkey(void *a0, uint8_t a1, int32_t a2, void *a3) {
 	int32_t (*fn_)(void *, uint8_t, int32_t, void *) = (int32_t (*)(void *, uint8_t, int32_t, void *))fn(29);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -463,7 +466,7 @@ GOVERBS_HIDDEN int32_t ibv_query_pkey(void *a0, uint8_t a1, int32_t a2, void *a3
 }
 
 // ibv_get_pkey_index (infiniband/verbs.h:2579)
-GOVERBS_HIDDEN int32_t ibv_get_pkey_index(void *a0, uint8_t a1, uint16_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_get_pkey_index(void *a0, uint8_t a1, uint16_t a2) {
 	int32_t (*fn_)(void *, uint8_t, uint16_t) = (int32_t (*)(void *, uint8_t, uint16_t))fn(30);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -473,7 +476,7 @@ GOVERBS_HIDDEN int32_t ibv_get_pkey_index(void *a0, uint8_t a1, uint16_t a2) {
 }
 
 // ibv_alloc_pd (infiniband/verbs.h:2585)
-GOVERBS_HIDDEN void *ibv_alloc_pd(void *a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_alloc_pd(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(31);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -483,7 +486,7 @@ GOVERBS_HIDDEN void *ibv_alloc_pd(void *a0) {
 }
 
 // ibv_dealloc_pd (infiniband/verbs.h:2590)
-GOVERBS_HIDDEN int32_t ibv_dealloc_pd(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_dealloc_pd(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(32);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -493,7 +496,7 @@ GOVERBS_HIDDEN int32_t ibv_dealloc_pd(void *a0) {
 }
 
 // ibv_reg_mr_iova2 (infiniband/verbs.h:2684)
-GOVERBS_HIDDEN void *ibv_reg_mr_iova2(void *a0, void *a1, uint64_t a2, uint64_t a3, uint32_t a4) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_reg_mr_iova2(void *a0, void *a1, uint64_t a2, uint64_t a3, uint32_t a4) {
 	void * (*fn_)(void *, void *, uint64_t, uint64_t, uint32_t) = (void * (*)(void *, void *, uint64_t, uint64_t, uint32_t))fn(33);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -503,7 +506,7 @@ GOVERBS_HIDDEN void *ibv_reg_mr_iova2(void *a0, void *a1, uint64_t a2, uint64_t 
 }
 
 // ibv_reg_mr (infiniband/verbs.h:2690)
-GOVERBS_HIDDEN void *ibv_reg_mr(void *a0, void *a1, uint64_t a2, int32_t a3) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_reg_mr(void *a0, void *a1, uint64_t a2, int32_t a3) {
 	void * (*fn_)(void *, void *, uint64_t, int32_t) = (void * (*)(void *, void *, uint64_t, int32_t))fn(34);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -513,7 +516,7 @@ GOVERBS_HIDDEN void *ibv_reg_mr(void *a0, void *a1, uint64_t a2, int32_t a3) {
 }
 
 // ibv_reg_mr_iova (infiniband/verbs.h:2713)
-GOVERBS_HIDDEN void *ibv_reg_mr_iova(void *a0, void *a1, uint64_t a2, uint64_t a3, int32_t a4) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_reg_mr_iova(void *a0, void *a1, uint64_t a2, uint64_t a3, int32_t a4) {
 	void * (*fn_)(void *, void *, uint64_t, uint64_t, int32_t) = (void * (*)(void *, void *, uint64_t, uint64_t, int32_t))fn(35);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -523,7 +526,7 @@ GOVERBS_HIDDEN void *ibv_reg_mr_iova(void *a0, void *a1, uint64_t a2, uint64_t a
 }
 
 // ibv_reg_dmabuf_mr (infiniband/verbs.h:2734)
-GOVERBS_HIDDEN void *ibv_reg_dmabuf_mr(void *a0, uint64_t a1, uint64_t a2, uint64_t a3, int32_t a4, int32_t a5) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_reg_dmabuf_mr(void *a0, uint64_t a1, uint64_t a2, uint64_t a3, int32_t a4, int32_t a5) {
 	void * (*fn_)(void *, uint64_t, uint64_t, uint64_t, int32_t, int32_t) = (void * (*)(void *, uint64_t, uint64_t, uint64_t, int32_t, int32_t))fn(36);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -533,7 +536,7 @@ GOVERBS_HIDDEN void *ibv_reg_dmabuf_mr(void *a0, uint64_t a1, uint64_t a2, uint6
 }
 
 // ibv_reg_mr_ex (infiniband/verbs.h:2737)
-GOVERBS_HIDDEN void *ibv_reg_mr_ex(void *a0, void *a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_reg_mr_ex(void *a0, void *a1) {
 	void * (*fn_)(void *, void *) = (void * (*)(void *, void *))fn(37);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -543,7 +546,7 @@ GOVERBS_HIDDEN void *ibv_reg_mr_ex(void *a0, void *a1) {
 }
 
 // ibv_rereg_mr (infiniband/verbs.h:2755)
-GOVERBS_HIDDEN int32_t ibv_rereg_mr(void *a0, int32_t a1, void *a2, void *a3, uint64_t a4, int32_t a5) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_rereg_mr(void *a0, int32_t a1, void *a2, void *a3, uint64_t a4, int32_t a5) {
 	int32_t (*fn_)(void *, int32_t, void *, void *, uint64_t, int32_t) = (int32_t (*)(void *, int32_t, void *, void *, uint64_t, int32_t))fn(38);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -553,7 +556,7 @@ GOVERBS_HIDDEN int32_t ibv_rereg_mr(void *a0, int32_t a1, void *a2, void *a3, ui
 }
 
 // ibv_dereg_mr (infiniband/verbs.h:2761)
-GOVERBS_HIDDEN int32_t ibv_dereg_mr(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_dereg_mr(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(39);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -563,7 +566,7 @@ GOVERBS_HIDDEN int32_t ibv_dereg_mr(void *a0) {
 }
 
 // ibv_create_comp_channel (infiniband/verbs.h:2822)
-GOVERBS_HIDDEN void *ibv_create_comp_channel(void *a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_comp_channel(void *a0) {
 	void * (*fn_)(void *) = (void * (*)(void *))fn(40);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -573,7 +576,7 @@ GOVERBS_HIDDEN void *ibv_create_comp_channel(void *a0) {
 }
 
 // ibv_destroy_comp_channel (infiniband/verbs.h:2827)
-GOVERBS_HIDDEN int32_t ibv_destroy_comp_channel(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_destroy_comp_channel(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(41);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -583,7 +586,7 @@ GOVERBS_HIDDEN int32_t ibv_destroy_comp_channel(void *a0) {
 }
 
 // ibv_dm_export_dmabuf_fd (infiniband/verbs.h:2886)
-GOVERBS_HIDDEN int32_t ibv_dm_export_dmabuf_fd(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_dm_export_dmabuf_fd(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(42);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -593,7 +596,7 @@ GOVERBS_HIDDEN int32_t ibv_dm_export_dmabuf_fd(void *a0) {
 }
 
 // ibv_create_cq (infiniband/verbs.h:2960)
-GOVERBS_HIDDEN void *ibv_create_cq(void *a0, int32_t a1, void *a2, void *a3, int32_t a4) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_cq(void *a0, int32_t a1, void *a2, void *a3, int32_t a4) {
 	void * (*fn_)(void *, int32_t, void *, void *, int32_t) = (void * (*)(void *, int32_t, void *, void *, int32_t))fn(43);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -603,7 +606,7 @@ GOVERBS_HIDDEN void *ibv_create_cq(void *a0, int32_t a1, void *a2, void *a3, int
 }
 
 // ibv_resize_cq (infiniband/verbs.h:2991)
-GOVERBS_HIDDEN int32_t ibv_resize_cq(void *a0, int32_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_resize_cq(void *a0, int32_t a1) {
 	int32_t (*fn_)(void *, int32_t) = (int32_t (*)(void *, int32_t))fn(44);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -613,7 +616,7 @@ GOVERBS_HIDDEN int32_t ibv_resize_cq(void *a0, int32_t a1) {
 }
 
 // ibv_destroy_cq (infiniband/verbs.h:2996)
-GOVERBS_HIDDEN int32_t ibv_destroy_cq(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_destroy_cq(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(45);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -623,7 +626,7 @@ GOVERBS_HIDDEN int32_t ibv_destroy_cq(void *a0) {
 }
 
 // ibv_get_cq_event (infiniband/verbs.h:3007)
-GOVERBS_HIDDEN int32_t ibv_get_cq_event(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_get_cq_event(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(46);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -633,7 +636,7 @@ GOVERBS_HIDDEN int32_t ibv_get_cq_event(void *a0, void *a1, void *a2) {
 }
 
 // ibv_ack_cq_events (infiniband/verbs.h:3023)
-GOVERBS_HIDDEN void ibv_ack_cq_events(void *a0, uint32_t a1) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_ack_cq_events(void *a0, uint32_t a1) {
 	void (*fn_)(void *, uint32_t) = (void (*)(void *, uint32_t))fn(47);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -643,7 +646,7 @@ GOVERBS_HIDDEN void ibv_ack_cq_events(void *a0, uint32_t a1) {
 }
 
 // _ibv_query_comp_cntr_caps (infiniband/verbs.h:3067)
-GOVERBS_HIDDEN int32_t _ibv_query_comp_cntr_caps(void *a0, void *a1, uint64_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0__ibv_query_comp_cntr_caps(void *a0, void *a1, uint64_t a2) {
 	int32_t (*fn_)(void *, void *, uint64_t) = (int32_t (*)(void *, void *, uint64_t))fn(48);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -653,7 +656,7 @@ GOVERBS_HIDDEN int32_t _ibv_query_comp_cntr_caps(void *a0, void *a1, uint64_t a2
 }
 
 // ibv_create_comp_cntr (infiniband/verbs.h:3086)
-GOVERBS_HIDDEN void *ibv_create_comp_cntr(void *a0, void *a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_comp_cntr(void *a0, void *a1) {
 	void * (*fn_)(void *, void *) = (void * (*)(void *, void *))fn(49);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -663,7 +666,7 @@ GOVERBS_HIDDEN void *ibv_create_comp_cntr(void *a0, void *a1) {
 }
 
 // ibv_destroy_comp_cntr (infiniband/verbs.h:3093)
-GOVERBS_HIDDEN int32_t ibv_destroy_comp_cntr(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_destroy_comp_cntr(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(50);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -673,7 +676,7 @@ GOVERBS_HIDDEN int32_t ibv_destroy_comp_cntr(void *a0) {
 }
 
 // ibv_set_comp_cntr (infiniband/verbs.h:3100)
-GOVERBS_HIDDEN int32_t ibv_set_comp_cntr(void *a0, uint64_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_set_comp_cntr(void *a0, uint64_t a1) {
 	int32_t (*fn_)(void *, uint64_t) = (int32_t (*)(void *, uint64_t))fn(51);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -683,7 +686,7 @@ GOVERBS_HIDDEN int32_t ibv_set_comp_cntr(void *a0, uint64_t a1) {
 }
 
 // ibv_set_err_comp_cntr (infiniband/verbs.h:3107)
-GOVERBS_HIDDEN int32_t ibv_set_err_comp_cntr(void *a0, uint64_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_set_err_comp_cntr(void *a0, uint64_t a1) {
 	int32_t (*fn_)(void *, uint64_t) = (int32_t (*)(void *, uint64_t))fn(52);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -693,7 +696,7 @@ GOVERBS_HIDDEN int32_t ibv_set_err_comp_cntr(void *a0, uint64_t a1) {
 }
 
 // ibv_inc_comp_cntr (infiniband/verbs.h:3114)
-GOVERBS_HIDDEN int32_t ibv_inc_comp_cntr(void *a0, uint64_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_inc_comp_cntr(void *a0, uint64_t a1) {
 	int32_t (*fn_)(void *, uint64_t) = (int32_t (*)(void *, uint64_t))fn(53);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -703,7 +706,7 @@ GOVERBS_HIDDEN int32_t ibv_inc_comp_cntr(void *a0, uint64_t a1) {
 }
 
 // ibv_inc_err_comp_cntr (infiniband/verbs.h:3121)
-GOVERBS_HIDDEN int32_t ibv_inc_err_comp_cntr(void *a0, uint64_t a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_inc_err_comp_cntr(void *a0, uint64_t a1) {
 	int32_t (*fn_)(void *, uint64_t) = (int32_t (*)(void *, uint64_t))fn(54);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -713,7 +716,7 @@ GOVERBS_HIDDEN int32_t ibv_inc_err_comp_cntr(void *a0, uint64_t a1) {
 }
 
 // ibv_read_comp_cntr (infiniband/verbs.h:3128)
-GOVERBS_HIDDEN int32_t ibv_read_comp_cntr(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_read_comp_cntr(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(55);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -723,7 +726,7 @@ GOVERBS_HIDDEN int32_t ibv_read_comp_cntr(void *a0, void *a1) {
 }
 
 // ibv_read_err_comp_cntr (infiniband/verbs.h:3135)
-GOVERBS_HIDDEN int32_t ibv_read_err_comp_cntr(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_read_err_comp_cntr(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(56);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -733,7 +736,7 @@ GOVERBS_HIDDEN int32_t ibv_read_err_comp_cntr(void *a0, void *a1) {
 }
 
 // ibv_create_srq (infiniband/verbs.h:3148)
-GOVERBS_HIDDEN void *ibv_create_srq(void *a0, void *a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_srq(void *a0, void *a1) {
 	void * (*fn_)(void *, void *) = (void * (*)(void *, void *))fn(57);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -743,7 +746,7 @@ GOVERBS_HIDDEN void *ibv_create_srq(void *a0, void *a1) {
 }
 
 // ibv_modify_srq (infiniband/verbs.h:3185)
-GOVERBS_HIDDEN int32_t ibv_modify_srq(void *a0, void *a1, int32_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_modify_srq(void *a0, void *a1, int32_t a2) {
 	int32_t (*fn_)(void *, void *, int32_t) = (int32_t (*)(void *, void *, int32_t))fn(58);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -753,7 +756,7 @@ GOVERBS_HIDDEN int32_t ibv_modify_srq(void *a0, void *a1, int32_t a2) {
 }
 
 // ibv_query_srq (infiniband/verbs.h:3195)
-GOVERBS_HIDDEN int32_t ibv_query_srq(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_srq(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(59);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -763,7 +766,7 @@ GOVERBS_HIDDEN int32_t ibv_query_srq(void *a0, void *a1) {
 }
 
 // ibv_destroy_srq (infiniband/verbs.h:3211)
-GOVERBS_HIDDEN int32_t ibv_destroy_srq(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_destroy_srq(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(60);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -773,7 +776,7 @@ GOVERBS_HIDDEN int32_t ibv_destroy_srq(void *a0) {
 }
 
 // ibv_create_qp (infiniband/verbs.h:3244)
-GOVERBS_HIDDEN void *ibv_create_qp(void *a0, void *a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_qp(void *a0, void *a1) {
 	void * (*fn_)(void *, void *) = (void * (*)(void *, void *))fn(61);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -783,7 +786,7 @@ GOVERBS_HIDDEN void *ibv_create_qp(void *a0, void *a1) {
 }
 
 // ibv_alloc_buf (infiniband/verbs.h:3326)
-GOVERBS_HIDDEN void *ibv_alloc_buf(void *a0, uint64_t a1, void *a2) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_alloc_buf(void *a0, uint64_t a1, void *a2) {
 	void * (*fn_)(void *, uint64_t, void *) = (void * (*)(void *, uint64_t, void *))fn(62);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -793,7 +796,7 @@ GOVERBS_HIDDEN void *ibv_alloc_buf(void *a0, uint64_t a1, void *a2) {
 }
 
 // ibv_export_buf_dmabuf_fd (infiniband/verbs.h:3336)
-GOVERBS_HIDDEN int32_t ibv_export_buf_dmabuf_fd(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_export_buf_dmabuf_fd(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(63);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -803,7 +806,7 @@ GOVERBS_HIDDEN int32_t ibv_export_buf_dmabuf_fd(void *a0) {
 }
 
 // ibv_free_buf (infiniband/verbs.h:3342)
-GOVERBS_HIDDEN void ibv_free_buf(void *a0) {
+GOVERBS_HIDDEN void goverbs_verbs_cf17a4c0_ibv_free_buf(void *a0) {
 	void (*fn_)(void *) = (void (*)(void *))fn(64);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -813,7 +816,7 @@ GOVERBS_HIDDEN void ibv_free_buf(void *a0) {
 }
 
 // ibv_reg_buf_mr (infiniband/verbs.h:3355)
-GOVERBS_HIDDEN void *ibv_reg_buf_mr(void *a0, void *a1, void *a2, uint64_t a3, int32_t a4) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_reg_buf_mr(void *a0, void *a1, void *a2, uint64_t a3, int32_t a4) {
 	void * (*fn_)(void *, void *, void *, uint64_t, int32_t) = (void * (*)(void *, void *, void *, uint64_t, int32_t))fn(65);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -823,7 +826,7 @@ GOVERBS_HIDDEN void *ibv_reg_buf_mr(void *a0, void *a1, void *a2, uint64_t a3, i
 }
 
 // ibv_alloc_dmah (infiniband/verbs.h:3361)
-GOVERBS_HIDDEN void *ibv_alloc_dmah(void *a0, void *a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_alloc_dmah(void *a0, void *a1) {
 	void * (*fn_)(void *, void *) = (void * (*)(void *, void *))fn(66);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -833,7 +836,7 @@ GOVERBS_HIDDEN void *ibv_alloc_dmah(void *a0, void *a1) {
 }
 
 // ibv_dealloc_dmah (infiniband/verbs.h:3367)
-GOVERBS_HIDDEN int32_t ibv_dealloc_dmah(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_dealloc_dmah(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(67);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -843,7 +846,7 @@ GOVERBS_HIDDEN int32_t ibv_dealloc_dmah(void *a0) {
 }
 
 // ibv_modify_qp (infiniband/verbs.h:3435)
-GOVERBS_HIDDEN int32_t ibv_modify_qp(void *a0, void *a1, int32_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_modify_qp(void *a0, void *a1, int32_t a2) {
 	int32_t (*fn_)(void *, void *, int32_t) = (int32_t (*)(void *, void *, int32_t))fn(68);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -853,7 +856,7 @@ GOVERBS_HIDDEN int32_t ibv_modify_qp(void *a0, void *a1, int32_t a2) {
 }
 
 // ibv_qp_attach_comp_cntr (infiniband/verbs.h:3462)
-GOVERBS_HIDDEN int32_t ibv_qp_attach_comp_cntr(void *a0, void *a1, void *a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_qp_attach_comp_cntr(void *a0, void *a1, void *a2) {
 	int32_t (*fn_)(void *, void *, void *) = (int32_t (*)(void *, void *, void *))fn(69);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -863,7 +866,7 @@ GOVERBS_HIDDEN int32_t ibv_qp_attach_comp_cntr(void *a0, void *a1, void *a2) {
 }
 
 // ibv_query_qp_data_in_order (infiniband/verbs.h:3480)
-GOVERBS_HIDDEN int32_t ibv_query_qp_data_in_order(void *a0, uint32_t a1, uint32_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_qp_data_in_order(void *a0, uint32_t a1, uint32_t a2) {
 	int32_t (*fn_)(void *, uint32_t, uint32_t) = (int32_t (*)(void *, uint32_t, uint32_t))fn(70);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -873,7 +876,7 @@ GOVERBS_HIDDEN int32_t ibv_query_qp_data_in_order(void *a0, uint32_t a1, uint32_
 }
 
 // ibv_query_qp (infiniband/verbs.h:3494)
-GOVERBS_HIDDEN int32_t ibv_query_qp(void *a0, void *a1, int32_t a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_qp(void *a0, void *a1, int32_t a2, void *a3) {
 	int32_t (*fn_)(void *, void *, int32_t, void *) = (int32_t (*)(void *, void *, int32_t, void *))fn(71);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -883,7 +886,7 @@ GOVERBS_HIDDEN int32_t ibv_query_qp(void *a0, void *a1, int32_t a2, void *a3) {
 }
 
 // ibv_destroy_qp (infiniband/verbs.h:3501)
-GOVERBS_HIDDEN int32_t ibv_destroy_qp(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_destroy_qp(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(72);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -893,7 +896,7 @@ GOVERBS_HIDDEN int32_t ibv_destroy_qp(void *a0) {
 }
 
 // ibv_create_ah (infiniband/verbs.h:3648)
-GOVERBS_HIDDEN void *ibv_create_ah(void *a0, void *a1) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_ah(void *a0, void *a1) {
 	void * (*fn_)(void *, void *) = (void * (*)(void *, void *))fn(73);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -903,7 +906,7 @@ GOVERBS_HIDDEN void *ibv_create_ah(void *a0, void *a1) {
 }
 
 // ibv_init_ah_from_wc (infiniband/verbs.h:3661)
-GOVERBS_HIDDEN int32_t ibv_init_ah_from_wc(void *a0, uint8_t a1, void *a2, void *a3, void *a4) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_init_ah_from_wc(void *a0, uint8_t a1, void *a2, void *a3, void *a4) {
 	int32_t (*fn_)(void *, uint8_t, void *, void *, void *) = (int32_t (*)(void *, uint8_t, void *, void *, void *))fn(74);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -913,7 +916,7 @@ GOVERBS_HIDDEN int32_t ibv_init_ah_from_wc(void *a0, uint8_t a1, void *a2, void 
 }
 
 // ibv_create_ah_from_wc (infiniband/verbs.h:3677)
-GOVERBS_HIDDEN void *ibv_create_ah_from_wc(void *a0, void *a1, void *a2, uint8_t a3) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_create_ah_from_wc(void *a0, void *a1, void *a2, uint8_t a3) {
 	void * (*fn_)(void *, void *, void *, uint8_t) = (void * (*)(void *, void *, void *, uint8_t))fn(75);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -923,7 +926,7 @@ GOVERBS_HIDDEN void *ibv_create_ah_from_wc(void *a0, void *a1, void *a2, uint8_t
 }
 
 // ibv_destroy_ah (infiniband/verbs.h:3683)
-GOVERBS_HIDDEN int32_t ibv_destroy_ah(void *a0) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_destroy_ah(void *a0) {
 	int32_t (*fn_)(void *) = (int32_t (*)(void *))fn(76);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -933,7 +936,7 @@ GOVERBS_HIDDEN int32_t ibv_destroy_ah(void *a0) {
 }
 
 // ibv_attach_mcast (infiniband/verbs.h:3696)
-GOVERBS_HIDDEN int32_t ibv_attach_mcast(void *a0, void *a1, uint16_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_attach_mcast(void *a0, void *a1, uint16_t a2) {
 	int32_t (*fn_)(void *, void *, uint16_t) = (int32_t (*)(void *, void *, uint16_t))fn(77);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -943,7 +946,7 @@ GOVERBS_HIDDEN int32_t ibv_attach_mcast(void *a0, void *a1, uint16_t a2) {
 }
 
 // ibv_detach_mcast (infiniband/verbs.h:3704)
-GOVERBS_HIDDEN int32_t ibv_detach_mcast(void *a0, void *a1, uint16_t a2) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_detach_mcast(void *a0, void *a1, uint16_t a2) {
 	int32_t (*fn_)(void *, void *, uint16_t) = (int32_t (*)(void *, void *, uint16_t))fn(78);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -953,7 +956,7 @@ GOVERBS_HIDDEN int32_t ibv_detach_mcast(void *a0, void *a1, uint16_t a2) {
 }
 
 // ibv_fork_init (infiniband/verbs.h:3712)
-GOVERBS_HIDDEN int32_t ibv_fork_init(void) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_fork_init(void) {
 	int32_t (*fn_)(void) = (int32_t (*)(void))fn(79);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -963,7 +966,7 @@ GOVERBS_HIDDEN int32_t ibv_fork_init(void) {
 }
 
 // ibv_is_fork_initialized (infiniband/verbs.h:3718)
-GOVERBS_HIDDEN uint32_t ibv_is_fork_initialized(void) {
+GOVERBS_HIDDEN uint32_t goverbs_verbs_cf17a4c0_ibv_is_fork_initialized(void) {
 	uint32_t (*fn_)(void) = (uint32_t (*)(void))fn(80);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -973,7 +976,7 @@ GOVERBS_HIDDEN uint32_t ibv_is_fork_initialized(void) {
 }
 
 // ibv_node_type_str (infiniband/verbs.h:3723)
-GOVERBS_HIDDEN void *ibv_node_type_str(int32_t a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_node_type_str(int32_t a0) {
 	void * (*fn_)(int32_t) = (void * (*)(int32_t))fn(81);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -983,7 +986,7 @@ GOVERBS_HIDDEN void *ibv_node_type_str(int32_t a0) {
 }
 
 // ibv_port_state_str (infiniband/verbs.h:3728)
-GOVERBS_HIDDEN void *ibv_port_state_str(uint32_t a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_port_state_str(uint32_t a0) {
 	void * (*fn_)(uint32_t) = (void * (*)(uint32_t))fn(82);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -993,7 +996,7 @@ GOVERBS_HIDDEN void *ibv_port_state_str(uint32_t a0) {
 }
 
 // ibv_event_type_str (infiniband/verbs.h:3733)
-GOVERBS_HIDDEN void *ibv_event_type_str(uint32_t a0) {
+GOVERBS_HIDDEN void *goverbs_verbs_cf17a4c0_ibv_event_type_str(uint32_t a0) {
 	void * (*fn_)(uint32_t) = (void * (*)(uint32_t))fn(83);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -1003,7 +1006,7 @@ GOVERBS_HIDDEN void *ibv_event_type_str(uint32_t a0) {
 }
 
 // ibv_resolve_eth_l2_from_gid (infiniband/verbs.h:3735)
-GOVERBS_HIDDEN int32_t ibv_resolve_eth_l2_from_gid(void *a0, void *a1, void *a2, void *a3) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_resolve_eth_l2_from_gid(void *a0, void *a1, void *a2, void *a3) {
 	int32_t (*fn_)(void *, void *, void *, void *) = (int32_t (*)(void *, void *, void *, void *))fn(84);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -1013,7 +1016,7 @@ GOVERBS_HIDDEN int32_t ibv_resolve_eth_l2_from_gid(void *a0, void *a1, void *a2,
 }
 
 // ibv_set_ece (infiniband/verbs.h:3812)
-GOVERBS_HIDDEN int32_t ibv_set_ece(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_set_ece(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(85);
 	if (fn_ == NULL) {
 		errno = ENOSYS;
@@ -1023,7 +1026,7 @@ GOVERBS_HIDDEN int32_t ibv_set_ece(void *a0, void *a1) {
 }
 
 // ibv_query_ece (infiniband/verbs.h:3817)
-GOVERBS_HIDDEN int32_t ibv_query_ece(void *a0, void *a1) {
+GOVERBS_HIDDEN int32_t goverbs_verbs_cf17a4c0_ibv_query_ece(void *a0, void *a1) {
 	int32_t (*fn_)(void *, void *) = (int32_t (*)(void *, void *))fn(86);
 	if (fn_ == NULL) {
 		errno = ENOSYS;

@@ -9,12 +9,12 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../headers/vendored/include
+#cgo CFLAGS: -I${SRCDIR}/../../headers -I${SRCDIR}/../../headers/vendored/include
 #include <stddef.h>
 #include <stdint.h>
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
-#include <rdma/rdma_verbs.h>
+#include "vendored/include/infiniband/verbs.h"
+#include "vendored/include/rdma/rdma_cma.h"
+#include "vendored/include/rdma/rdma_verbs.h"
 
 struct goverbs_row { const char *key; unsigned long long value; };
 

@@ -124,10 +124,13 @@ func TestVersionDiff(t *testing.T) {
 }
 
 // TestMismatchedBuildFails compiles the committed bindings (generated from
-// the vendored 65.0) against the 44.0 headers instead (CGO_CFLAGS comes
-// before the preamble's own -I): the layout assertions in their cgo
-// preamble must stop the build and name what changed and how to fix it.
-// This is what a user who regenerates from other headers relies on.
+// the vendored 65.0) against the 44.0 headers instead: the layout
+// assertions in their cgo preamble must stop the build and name what
+// changed and how to fix it. This is what a user who regenerates from
+// other headers relies on. No compiler flag can swap the headers of the
+// committed package (the preamble includes them by a path of its own), so
+// the test copies the package into a scratch module whose
+// headers/vendored/include is the 44.0 tree.
 func TestMismatchedBuildFails(t *testing.T) {
 	requireHeaders(t, headers44)
 	inc, err := filepath.Abs(headers44)
@@ -138,8 +141,17 @@ func TestMismatchedBuildFails(t *testing.T) {
 	t.Logf("generated/verbs carries %d layout assertions", n)
 	require.Greater(t, n, 1000)
 
+	root, err := filepath.Abs(repo)
+	require.NoError(t, err)
+	mod := t.TempDir()
+	require.NoError(t, os.CopyFS(filepath.Join(mod, "generated/verbs"), os.DirFS(root+"/generated/verbs")))
+	require.NoError(t, os.MkdirAll(filepath.Join(mod, "headers/vendored"), 0o755))
+	require.NoError(t, os.Symlink(inc, filepath.Join(mod, "headers/vendored/include")))
+	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/mismatch\n\ngo 1.25.0\n\n"+
+		"require github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => "+root+"\n"), 0o644))
 	cmd := exec.Command("go", "build", "./generated/verbs")
-	cmd.Dir = repo
+	cmd.Dir = mod
+	// 44.0's own headers include each other by <...>: from the 44.0 tree.
 	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-I"+inc)
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "building 65.0 bindings against 44.0 headers must fail")

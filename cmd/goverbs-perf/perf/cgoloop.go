@@ -1,7 +1,6 @@
 package perf
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
 // As hand's data-path stubs: every argument is a number, and none calls
 // back into Go.
 #cgo noescape perf_cgo_post_send

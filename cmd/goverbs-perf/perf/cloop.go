@@ -1,7 +1,6 @@
 package perf
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
 #include <stdlib.h>
 #include "cloop.h"
 */

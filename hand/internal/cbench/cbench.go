@@ -8,7 +8,6 @@
 package cbench
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
 #cgo noescape cb_empty3
 #cgo nocallback cb_empty3
 #cgo noescape cb_empty4u

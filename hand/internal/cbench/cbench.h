@@ -12,8 +12,8 @@
 #define GOVERBS_CBENCH_H
 
 #include <stdint.h>
-#include <infiniband/verbs.h>
-#include <rdma/rdma_verbs.h>
+#include "../../../headers/vendored/include/infiniband/verbs.h"
+#include "../../../headers/vendored/include/rdma/rdma_verbs.h"
 
 /* The values every benchmark WR carries (the Go benchmarks use the same). */
 #define CB_ADDR 0x10000ull        /* local address of WR i: CB_ADDR + i * CB_LEN */

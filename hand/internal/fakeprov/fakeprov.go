@@ -18,7 +18,6 @@
 package fakeprov
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../headers/vendored/include
 #include <stdlib.h>
 #include "fakeprov.h"
 */

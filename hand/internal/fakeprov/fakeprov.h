@@ -21,8 +21,8 @@
 #define GOVERBS_FAKEPROV_H
 
 #include <stdint.h>
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
+#include "../../../headers/vendored/include/infiniband/verbs.h"
+#include "../../../headers/vendored/include/rdma/rdma_cma.h"
 
 #define FAKE_WQE_BB 64      /* bytes in a WQE basic block */
 #define FAKE_CQE_SIZE 64    /* bytes in a CQE */

@@ -34,7 +34,7 @@
 #ifndef INFINIBAND_SA_H
 #define INFINIBAND_SA_H
 
-#include <infiniband/verbs.h>
+#include "verbs.h"
 #include <linux/types.h>
 
 struct ibv_sa_path_rec {

@@ -45,7 +45,7 @@
 #include <linux/types.h>
 #include <linux/if_ether.h>
 #include <sys/types.h>
-#include <infiniband/verbs_api.h>
+#include "verbs_api.h"
 
 #ifdef __cplusplus
 #include <limits>

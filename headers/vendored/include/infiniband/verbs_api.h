@@ -63,7 +63,7 @@
 #error "Pointer size not supported"
 #endif
 
-#include <infiniband/ib_user_ioctl_verbs.h>
+#include "ib_user_ioctl_verbs.h"
 
 #define ibv_flow_action_esp_keymat			ib_uverbs_flow_action_esp_keymat
 #define IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM              IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM

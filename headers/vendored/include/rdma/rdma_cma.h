@@ -36,8 +36,8 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <infiniband/verbs.h>
-#include <infiniband/sa.h>
+#include "../infiniband/verbs.h"
+#include "../infiniband/sa.h"
 
 #ifdef __cplusplus
 extern "C" {

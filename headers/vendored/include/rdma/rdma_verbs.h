@@ -34,8 +34,8 @@
 #define RDMA_VERBS_H
 
 #include <assert.h>
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
+#include "../infiniband/verbs.h"
+#include "rdma_cma.h"
 #include <errno.h>
 
 #ifdef __cplusplus
