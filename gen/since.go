@@ -86,7 +86,7 @@ func WriteSince(w io.Writer, since map[string]string, versions []string, command
 	return b.Flush()
 }
 
-var cIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var cIdentPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ReadSince reads a table WriteSince wrote (lines starting with # are
 // comments). Errors name the file and line.
@@ -112,7 +112,7 @@ func parseSince(path string, r io.Reader) (map[string]string, error) {
 		switch {
 		case !ok || strings.Contains(version, "\t"):
 			return nil, fmt.Errorf("%s:%d: want function<TAB>release, got %q", path, line, text)
-		case !cIdent.MatchString(name):
+		case !cIdentPattern.MatchString(name):
 			return nil, fmt.Errorf("%s:%d: %q is not a C function name", path, line, name)
 		case !numericVersion.MatchString(version):
 			return nil, fmt.Errorf("%s:%d: %s: release %q is not a dotted number such as 65.0", path, line, name, version)

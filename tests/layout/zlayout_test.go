@@ -11,13 +11,13 @@ import (
 // headers are the headers the layouts were generated from, relative to the
 // include directory, with the SHA-256 of each.
 var headers = []layoutcheck.Header{
-	{Path: "infiniband/ib_user_ioctl_verbs.h", SHA256: "b64428d801c154558e9dba43d3fa3ca70aa7bb33558e04a851acbbaa3e9e0338"},
-	{Path: "infiniband/sa.h", SHA256: "b5d6ed3c389584460792d7c4cada1c25dfbdf19e6259227d84dde259e13d134f"},
-	{Path: "infiniband/verbs.h", SHA256: "65248ccbfebec54d37582090e9e30d3ab5ae888547b478de586173b869cfc933"},
-	{Path: "infiniband/verbs_api.h", SHA256: "6d37f6f7f417e87cc2c3ba8c0220d6d56f11b54ee4665ce8553500d65d076554"},
+	{Path: "infiniband/ib_user_ioctl_verbs.h", SHA256: "750c6c146999268831c1d552acc1dda685925c8c1ebc853d966b7a6e4776b1be"},
+	{Path: "infiniband/sa.h", SHA256: "c1be482310d75014afc054b48b0bdba7a9e88107c2f16370052d0ed6e036b8f3"},
+	{Path: "infiniband/verbs.h", SHA256: "014e181ab513a3e6d0450f7a8eb26b0d58b71c3474c4fe27acdba693492a2356"},
+	{Path: "infiniband/verbs_api.h", SHA256: "f9d5829b88b0795d64833c198ec8cc25a27d08fc038df1d592aa3d905958f6ed"},
 	{Path: "rdma/ib_user_verbs.h", SHA256: "e33c36983e8cb7b53faf334579ada2f3eed96b9c9e4a764b546aee4ec69ad5e8"},
-	{Path: "rdma/rdma_cma.h", SHA256: "20a4c73c476a689f172b05ec1def2bc9a14a8fa61b91043e691a57b06d920789"},
-	{Path: "rdma/rdma_verbs.h", SHA256: "a4b020e1963d776b5526b9c868bef890ed415cc471eae0290a4da07ee986e06a"},
+	{Path: "rdma/rdma_cma.h", SHA256: "07b0194d6c6cd6c839f9a9173d2f9639185f2e662e4f2d14b421737eef87635c"},
+	{Path: "rdma/rdma_verbs.h", SHA256: "3207cc118f8b08801b1f0c5516f42f3cd7c4341003111e812e8037e8f3ec4815"},
 }
 
 // includeDir is where the C side's headers are: the #cgo CFLAGS -I directory,
