@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -67,6 +68,16 @@ func TestOwnHeaders(t *testing.T) {
 	require.Contains(t, string(run), "every package loaded the same library")
 	t.Logf("foreign:\n%s", run)
 
+	// Each package's C symbols are its own: the binary holds a trampoline
+	// of ibv_open_device for each of the four verbs packages.
+	syms, err := exec.Command("nm", bin).CombinedOutput()
+	require.NoError(t, err, "nm:\n%s", syms)
+	tramps := map[string]bool{}
+	for _, s := range regexp.MustCompile(`goverbs_verbs_[0-9a-f]{8}_ibv_open_device`).FindAllString(string(syms), -1) {
+		tramps[s] = true
+	}
+	require.Len(t, tramps, 4, "trampolines of ibv_open_device: %v", tramps)
+
 	// hand/ and the site's package in one test binary, for the VM.
 	testOut := os.Getenv("GOVERBS_SITE_TEST_OUT")
 	if testOut == "" {
@@ -75,15 +86,6 @@ func TestOwnHeaders(t *testing.T) {
 	require.NoError(t, os.MkdirAll(testOut, 0o755))
 	out, err = goIn(site, nil, "test", "-c", "-o", filepath.Join(testOut, "sitecheck.test"), "./cmd/sitecheck")
 	require.NoError(t, err, "go test -c ./cmd/sitecheck:\n%s", out)
-
-	// A site-wide include directory does not reach goverbs' own packages:
-	// the site's ibv_device_attr_ex is larger than the vendored one, which
-	// the vendored layout's static assertions would catch.
-	inc := filepath.Join(site, "include")
-	for _, env := range []string{"CGO_CFLAGS=-I" + inc, "CGO_CPPFLAGS=-I" + inc, "C_INCLUDE_PATH=" + inc, "CPATH=" + inc} {
-		out, err = goIn(site, []string{env}, "build", "github.com/goverbs/goverbs/hand", "github.com/goverbs/goverbs/generated/...")
-		require.NoError(t, err, "%s go build hand generated/...:\n%s", env, out)
-	}
 
 	// The user's CI steps.
 	verify := func(args ...string) (string, error) {
@@ -106,7 +108,7 @@ func TestOwnHeaders(t *testing.T) {
 	require.Contains(t, out, "(cached)", "the second run should come from the build cache")
 
 	// A header edit that moves a member: lid and sm_lid change places.
-	h := filepath.Join(inc, "infiniband", "verbs.h")
+	h := filepath.Join(site, "include", "infiniband", "verbs.h")
 	edit(t, h, "\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
 	out, err = verify("-dir", "rdma", "-import", "example.com/site/rdma", "-allow-growth")
 	require.Error(t, err, "verify after moving a member:\n%s", out)
@@ -132,8 +134,8 @@ func TestOwnHeaders(t *testing.T) {
 // scratchModule lays out testdata/site in a temporary directory: a module
 // that requires this checkout through a replace directive and has
 // verbsgen as a tool, with the vendored headers plus the site's additions
-// in include/ and the pinned 33.2 and 56.1 trees in include33/ and
-// include56/.
+// in include/ (with their includes of each other as rdma-core installs
+// them) and the pinned 33.2 and 56.1 trees in include33/ and include56/.
 func scratchModule(t *testing.T, root string) string {
 	t.Helper()
 	site := t.TempDir()
@@ -146,6 +148,7 @@ func scratchModule(t *testing.T, root string) string {
 	copyTree(t, filepath.Join(root, "headers", "vendored", "include"), filepath.Join(site, "include"))
 	copyTree(t, filepath.Join(root, "headers", "rdma-core-33.2"), filepath.Join(site, "include33"))
 	copyTree(t, filepath.Join(root, "headers", "rdma-core-56.1"), filepath.Join(site, "include56"))
+	unquoteIncludes(t, filepath.Join(site, "include"))
 	addVendorExtensions(t, filepath.Join(site, "include", "infiniband", "verbs.h"))
 	return site
 }
@@ -163,6 +166,29 @@ func addVendorExtensions(t *testing.T, verbsH string) {
 		"int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);\n\n"+
 			"const char *ibv_get_sysfs_path(void);\n\n"+
 			"int ibv_my_vendor_op(struct ibv_context *ctx, uint32_t flags);\n")
+}
+
+// quotedInclude is an include headers/vendor.sh made quoted and relative.
+var quotedInclude = regexp.MustCompile(`(?m)^#include "([^"]+)"`)
+
+// unquoteIncludes turns the includes vendor.sh rewrote back into the
+// <infiniband/...> and <rdma/...> of rdma-core's installed headers, which a
+// user's header set has.
+func unquoteIncludes(t *testing.T, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.h"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range files {
+		sub := filepath.Base(filepath.Dir(f))
+		out := quotedInclude.ReplaceAllStringFunc(readFile(t, f), func(m string) string {
+			n++
+			inc := quotedInclude.FindStringSubmatch(m)[1]
+			return "#include <" + filepath.ToSlash(filepath.Clean(filepath.Join(sub, inc))) + ">"
+		})
+		require.NoError(t, os.WriteFile(f, []byte(out), 0o644))
+	}
+	require.NotZero(t, n, "no quoted include in the vendored copy")
 }
 
 // edit replaces the one occurrence of old in file with new.

@@ -1,8 +1,8 @@
 // Command foreign links goverbs' own bindings with bindings generated from
 // two other rdma-core releases and from this site's headers, and prints
 // the library each package loaded. It exits 1 unless every verbs package
-// loaded one and the same libibverbs, and every rdmacm package the same
-// librdmacm.
+// loaded one and the same libibverbs, and resolves ibv_open_device in it to
+// one address, and every rdmacm package loaded the same librdmacm.
 package main
 
 import (
@@ -38,6 +38,18 @@ func main() {
 			}
 		}
 	}
+	// The same function, resolved by each verbs package's own loader.
+	addr := func(name string, f func(string) (uintptr, error)) {
+		a, err := f("ibv_open_device")
+		want, _ := verbs.Address("ibv_open_device")
+		if err != nil || a == 0 || a != want {
+			fmt.Fprintf(os.Stderr, "foreign: %s resolves ibv_open_device to %#x (%v), goverbs verbs to %#x\n", name, a, err, want)
+			ok = false
+		}
+	}
+	addr("33.2 verbs", v33.Address)
+	addr("56.1 verbs", v56.Address)
+	addr("site verbs", siteverbs.Address)
 	if !ok {
 		os.Exit(1)
 	}
