@@ -42,7 +42,9 @@ func TestOwnHeaders(t *testing.T) {
 	site := scratchModule(t, root)
 
 	// The user's go generate: three header sets, one conventions file.
-	out, err := goIn(site, nil, "generate", "./...")
+	out, err := goIn(site, nil, "mod", "tidy")
+	require.NoError(t, err, "go mod tidy:\n%s", out)
+	out, err = goIn(site, nil, "generate", "./...")
 	require.NoError(t, err, "go generate:\n%s", out)
 	for _, f := range []string{"rdma/verbs/zverbs_funcs.go", "rdma/rdmacm/zrdmacm_funcs.go", "layout/zlayout_test.go",
 		"r33/verbs/zverbs_funcs.go", "r56/verbs/zverbs_funcs.go"} {
@@ -55,6 +57,11 @@ func TestOwnHeaders(t *testing.T) {
 		}
 	}
 
+	// The programs that use the generated packages, written once they
+	// exist.
+	for _, dir := range []string{"foreign", "cmd"} {
+		copyTree(t, filepath.Join("testdata", "site", dir), filepath.Join(site, dir))
+	}
 	out, err = goIn(site, nil, "vet", "./...")
 	require.NoError(t, err, "go vet:\n%s", out)
 
@@ -99,7 +106,7 @@ func TestOwnHeaders(t *testing.T) {
 	out, err = verify("-allow-growth")
 	require.NoError(t, err, "verify -allow-growth of goverbs' packages against grown headers:\n%s", out)
 	require.Contains(t, out, "verify: compatible")
-	t.Logf("verify -allow-growth, goverbs' packages against the site's headers:\n%s", lastLines(out, 3))
+	t.Logf("verify -allow-growth, goverbs' packages against the site's headers:\n%s", lastLines(out, 9))
 
 	out, err = goIn(site, nil, "test", "./layout")
 	require.NoError(t, err, "layout test:\n%s", out)
@@ -114,7 +121,7 @@ func TestOwnHeaders(t *testing.T) {
 	require.Error(t, err, "verify after moving a member:\n%s", out)
 	require.Contains(t, out, "incompatible")
 	require.Contains(t, out, "struct ibv_port_attr member lid")
-	t.Logf("verify after moving ibv_port_attr.lid:\n%s", lastLines(out, 4))
+	t.Logf("verify after moving ibv_port_attr.lid:\n%s", lastLines(out, 5))
 
 	// The build cache still holds the layout test compiled against the
 	// old headers; the test reads the headers themselves and fails.
@@ -131,7 +138,8 @@ func TestOwnHeaders(t *testing.T) {
 	t.Logf("layout test after moving ibv_port_attr.lid, rebuilt:\n%s", lastLines(out, 6))
 }
 
-// scratchModule lays out testdata/site in a temporary directory: a module
+// scratchModule lays out testdata/site in a temporary directory, but for the
+// programs that use the packages it generates: a module
 // that requires this checkout through a replace directive and has
 // verbsgen as a tool, with the vendored headers plus the site's additions
 // in include/ (with their includes of each other as rdma-core installs
@@ -144,7 +152,9 @@ func scratchModule(t *testing.T, root string) string {
 	require.NoError(t, os.WriteFile(filepath.Join(site, "go.mod"), []byte(gomod), 0o644))
 	sum := readFile(t, filepath.Join(root, "go.sum"))
 	require.NoError(t, os.WriteFile(filepath.Join(site, "go.sum"), []byte(sum), 0o644))
-	copyTree(t, "testdata/site", site)
+	for _, f := range []string{"verbsgen.conventions", "rdma", "r33", "r56"} {
+		copyTree(t, filepath.Join("testdata", "site", f), filepath.Join(site, f))
+	}
 	copyTree(t, filepath.Join(root, "headers", "vendored", "include"), filepath.Join(site, "include"))
 	copyTree(t, filepath.Join(root, "headers", "rdma-core-33.2"), filepath.Join(site, "include33"))
 	copyTree(t, filepath.Join(root, "headers", "rdma-core-56.1"), filepath.Join(site, "include56"))
