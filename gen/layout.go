@@ -133,11 +133,10 @@ func checkLayout(r *Record, items []item) error {
 // (uint64_t to uint32_t before padding, uint32_t to int32_t) changes one of
 // them.
 type memberType struct {
-	flex   bool  // a flexible array member: no size of its own
-	size   int64 // sizeof the member
-	dims   int   // array dimensions: the element is the member with dims [0]
-	elem   *Type // the member's type with every array dimension removed
-	signed bool  // elem is an integer or enum, and hasSign says which
+	flex bool  // a flexible array member: no size of its own
+	size int64 // sizeof the member
+	dims int   // array dimensions: the element is the member with dims [0]
+	elem *Type // the member's type with every array dimension removed
 }
 
 func memberTypeOf(it item) memberType {
