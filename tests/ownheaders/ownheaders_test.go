@@ -133,7 +133,7 @@ func TestOwnHeaders(t *testing.T) {
 	require.Contains(t, out, "the build cache held it", "the C side compiled into the test should predate the edit:\n%s", out)
 	require.Contains(t, out, "offsetof(struct ibv_port_attr, lid): C says 36, Go says 34")
 	require.Contains(t, out, "offsetof(struct ibv_port_attr, sm_lid): C says 34, Go says 36")
-	t.Logf("layout test after moving ibv_port_attr.lid, warm cache:\n%s", lastLines(out, 8))
+	t.Logf("layout test after moving ibv_port_attr.lid, warm cache:\n%s", lastLines(out, 12))
 }
 
 // scratchModule lays out testdata/site in a temporary directory, but for the
