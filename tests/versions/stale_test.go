@@ -168,3 +168,39 @@ func TestLayoutRetypedMember(t *testing.T) {
 	require.NotContains(t, out, "offsetof(struct ibv_send_wr", "no offset moved: only the member checks can catch this")
 	require.NotContains(t, out, "sizeof(struct ibv_send_wr)")
 }
+
+// TestLayoutStaleMachineHeaders is the warm-cache case of a layout package
+// generated without -cgo-include, whose C side compiles against the headers
+// the build's flags name (here CGO_CFLAGS, unchanged between the runs, so
+// the cache answers): after a header edit that moves a member, TestLayout
+// compiles the C side afresh with the same flags and names the member.
+func TestLayoutStaleMachineHeaders(t *testing.T) {
+	t.Parallel()
+	const module = "example.com/stalemachine"
+	tmp := tempModule(t, module)
+	include := filepath.Join(tmp, "include")
+	copyHeaders(t, include)
+	_, err := gen.Run(gen.Config{
+		Headers:    include,
+		Out:        filepath.Join(tmp, "generated"),
+		ImportRoot: module + "/generated",
+		LayoutDir:  filepath.Join(tmp, "tests", "layout"),
+		LayoutPkg:  module + "/tests/layout",
+		LayoutOnly: true,
+		Version:    "65.0",
+		Command:    "verbsgen -headers include -layout-only (tests/versions)",
+	})
+	require.NoError(t, err)
+	env := []string{"CGO_CFLAGS=-I" + include}
+
+	out, err := goIn(tmp, env, "test", "./tests/layout/")
+	require.NoError(t, err, "the layout test of the headers it was generated from:\n%s", out)
+	editHeader(t, include, "infiniband/verbs.h",
+		"\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
+	out, err = goIn(tmp, env, "test", "./tests/layout/")
+	t.Logf("go test after moving ibv_port_attr.lid:\n%s", out)
+	require.Error(t, err, "the layout test passed with a moved member")
+	require.Contains(t, out, "header infiniband/verbs.h in "+include+" differs")
+	require.Contains(t, out, "the build cache held it")
+	require.Contains(t, out, "offsetof(struct ibv_port_attr, lid): C says 36, Go says 34")
+}
