@@ -867,11 +867,20 @@ func cflags(rel string) string {
 	if rel == "" {
 		return ""
 	}
+	var fl []string
+	for _, f := range includeFlags(rel) {
+		fl = append(fl, "-I${SRCDIR}/"+strings.TrimPrefix(f, "-I"))
+	}
+	return "#cgo CFLAGS: " + strings.Join(fl, " ") + "\n"
+}
+
+// includeFlags are cflags's -I flags, relative to the package's directory.
+func includeFlags(rel string) []string {
 	dir, sub := includeRoot(rel)
 	if sub == "" {
-		return "#cgo CFLAGS: -I${SRCDIR}/" + rel + "\n"
+		return []string{"-I" + rel}
 	}
-	return "#cgo CFLAGS: -I${SRCDIR}/" + dir + " -I${SRCDIR}/" + rel + "\n"
+	return []string{"-I" + dir, "-I" + rel}
 }
 
 // includeLine includes the root header inc of the include directory rel

@@ -45,9 +45,9 @@ func TestRegenerate(t *testing.T) {
 	for i, want := range [][]string{
 		{"verbs/zverbs_types.go", "verbs/zverbs_funcs.go", "verbs/zverbs_load.c", "verbs/zverbs_names.h",
 			"rdmacm/zrdmacm_types.go", "rdmacm/zrdmacm_funcs.go", "rdmacm/zrdmacm_load.c", "rdmacm/zrdmacm_names.h",
-			"layout/zlayout_c.go", "layout/zlayout_go.go", "layout/zlayout_test.go"},
+			"layout/zlayout_rows.h", "layout/zlayout_c.go", "layout/zlayout_go.go", "layout/zlayout_test.go"},
 		{"verbs/zverbs_types.go", "rdmacm/zrdmacm_types.go",
-			"layout/zlayout_c.go", "layout/zlayout_go.go", "layout/zlayout_test.go"},
+			"layout/zlayout_rows.h", "layout/zlayout_c.go", "layout/zlayout_go.go", "layout/zlayout_test.go"},
 	} {
 		got := paths(res[i].Files)
 		if strings.Join(got, " ") != strings.Join(want, " ") {

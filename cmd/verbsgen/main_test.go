@@ -288,7 +288,7 @@ func TestGoodInput(t *testing.T) {
 	if err := run(args, &stdout, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := stdout.String(), "verbsgen: rdma-core 0.0-test: 9 files, 9 changed\n"; got != want {
+	if got, want := stdout.String(), "verbsgen: rdma-core 0.0-test: 10 files, 10 changed\n"; got != want {
 		t.Errorf("first run printed %q, want %q", got, want)
 	}
 	before := snapshot(t, root)
@@ -299,7 +299,7 @@ func TestGoodInput(t *testing.T) {
 	if err := run(args, &stdout, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := stdout.String(), "verbsgen: rdma-core 0.0-test: 9 files, 0 changed\n"; got != want {
+	if got, want := stdout.String(), "verbsgen: rdma-core 0.0-test: 10 files, 0 changed\n"; got != want {
 		t.Errorf("second run printed %q, want %q", got, want)
 	}
 	unchanged(t, root, before)

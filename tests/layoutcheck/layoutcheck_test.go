@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Diff names each disagreement once: a value, a row one side lacks, and a
@@ -85,4 +88,39 @@ func TestStaleHeaders(t *testing.T) {
 	if got := StaleHeaders(dir, []Header{{"infiniband/sa.h", hex.EncodeToString(sum[:])}}); len(got) != 0 {
 		t.Errorf("StaleHeaders of an unchanged header = %q, want nothing", got)
 	}
+}
+
+// FreshRows compiles the rows header of the directory the test runs in with
+// $CC, runs it and reads its rows; with no compiler, or a header that does
+// not compile, it says which.
+func TestFreshRows(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not found: FreshRows compiles C")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "inc"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "inc", "a.h"), []byte("struct a { char c; long long x; };\nenum { A_NEG = -2 };\n"), 0o644))
+	rowsHeader := "#include <a.h>\n#include <stddef.h>\nstruct goverbs_row { const char *key; unsigned long long value; };\n" +
+		"static const struct goverbs_row *goverbs_layout_rows(int *n) {\n\tstatic const struct goverbs_row rows[] = {\n" +
+		"\t\t{\"offsetof(struct a, x)\", (unsigned long long)(__builtin_offsetof(struct a, x))},\n" +
+		"\t\t{\"enum A_NEG\", (unsigned long long)(A_NEG)},\n\t};\n\t*n = sizeof(rows) / sizeof(rows[0]);\n\treturn rows;\n}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "zrows.h"), []byte(rowsHeader), 0o644))
+	t.Chdir(dir)
+	o := Oracle{Header: "zrows.h", CFlags: []string{"-Iinc"}}
+
+	t.Setenv("CC", "")
+	rows, err := FreshRows(o)
+	require.NoError(t, err)
+	require.Equal(t, []Row{{"offsetof(struct a, x)", 8}, {"enum A_NEG", Int(int64(-2))}}, rows)
+
+	t.Setenv("CC", "goverbs-no-such-cc -O2")
+	_, err = FreshRows(o)
+	require.ErrorContains(t, err, "no C compiler: goverbs-no-such-cc, $CC, is not found")
+
+	t.Setenv("CC", "gcc")
+	_, err = FreshRows(Oracle{Header: "zrows.h"})
+	require.ErrorContains(t, err, "compiling zrows.h afresh")
+	require.ErrorContains(t, err, "a.h")
+	_, err = FreshRows(Oracle{Header: "gone.h"})
+	require.ErrorContains(t, err, "the C side gone.h is not in "+dir)
 }

@@ -2,6 +2,7 @@ package versions
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,8 +79,8 @@ func TestLayoutStaleHeaders(t *testing.T) {
 	require.Contains(t, out, "(cached)", "the second run should come from the build cache")
 
 	// Two members' types swapped: both are 4-byte unsigned enums, so no
-	// size, offset or sign changes, and the stale C oracle would not see it
-	// anyway; the digest does.
+	// size, offset or sign changes; the digest sees it, and TestLayout,
+	// compiling the C side afresh, finds no fact that changed.
 	editHeader(t, include, "infiniband/verbs.h",
 		"\tenum ibv_wc_status\tstatus;\n\tenum ibv_wc_opcode\topcode;\n",
 		"\tenum ibv_wc_opcode\tstatus;\n\tenum ibv_wc_status\topcode;\n")
@@ -90,6 +91,36 @@ func TestLayoutStaleHeaders(t *testing.T) {
 	require.Contains(t, out, "header infiniband/verbs.h in ../../include differs from the one the layouts were generated from")
 	require.Contains(t, out, "regenerate the packages and this test for these headers")
 	require.NotContains(t, out, "(cached)")
+	require.NotContains(t, out, "--- FAIL: TestLayout")
+
+	// A member moved, with the test binary still the one the build cache
+	// holds, compiled against the original headers (the test says so):
+	// TestLayout compiles the C side afresh and names the moved members.
+	editHeader(t, include, "infiniband/verbs.h",
+		"\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
+	out, err = goIn(tmp, nil, "test", "-v", "-run", "TestLayout", "./tests/layout/")
+	t.Logf("go test after moving ibv_port_attr.lid:\n%s", out)
+	require.Error(t, err, "the layout test passed with a moved member")
+	require.Contains(t, out, "--- FAIL: TestLayout")
+	require.Contains(t, out, "the build cache held it", "the test binary should be the cached one, compiled before the edits")
+	require.Contains(t, out, "offsetof(struct ibv_port_attr, lid): C says 36, Go says 34")
+	require.Contains(t, out, "offsetof(struct ibv_port_attr, sm_lid): C says 34, Go says 36")
+
+	// Without a C compiler when the test runs, the failure says so, and
+	// TestHeaders still names the header. (CC set for go test would
+	// rebuild the cgo package with it: the binary is built first.)
+	bin := filepath.Join(t.TempDir(), "layout.test")
+	out, err = goIn(tmp, nil, "test", "-c", "-o", bin, "./tests/layout/")
+	require.NoError(t, err, "go test -c:\n%s", out)
+	run := exec.Command(bin, "-test.run", "TestLayout|TestHeaders")
+	run.Dir = filepath.Join(tmp, "tests", "layout")
+	run.Env = append(os.Environ(), "CC=goverbs-no-such-cc")
+	b, err := run.CombinedOutput()
+	out = string(b)
+	t.Logf("the layout test with no C compiler at run time:\n%s", out)
+	require.Error(t, err)
+	require.Contains(t, out, "header infiniband/verbs.h in ../../include differs")
+	require.Contains(t, out, "no C compiler: goverbs-no-such-cc")
 
 	require.NoError(t, os.Remove(filepath.Join(include, "infiniband", "sa.h")))
 	out, err = testLayout(tmp)
@@ -136,4 +167,40 @@ func TestLayoutRetypedMember(t *testing.T) {
 	require.Contains(t, out, "membersigned(struct ibv_wc, vendor_err): C says 1, Go says 0")
 	require.NotContains(t, out, "offsetof(struct ibv_send_wr", "no offset moved: only the member checks can catch this")
 	require.NotContains(t, out, "sizeof(struct ibv_send_wr)")
+}
+
+// TestLayoutStaleMachineHeaders is the warm-cache case of a layout package
+// generated without -cgo-include, whose C side compiles against the headers
+// the build's flags name (here CGO_CFLAGS, unchanged between the runs, so
+// the cache answers): after a header edit that moves a member, TestLayout
+// compiles the C side afresh with the same flags and names the member.
+func TestLayoutStaleMachineHeaders(t *testing.T) {
+	t.Parallel()
+	const module = "example.com/stalemachine"
+	tmp := tempModule(t, module)
+	include := filepath.Join(tmp, "include")
+	copyHeaders(t, include)
+	_, err := gen.Run(gen.Config{
+		Headers:    include,
+		Out:        filepath.Join(tmp, "generated"),
+		ImportRoot: module + "/generated",
+		LayoutDir:  filepath.Join(tmp, "tests", "layout"),
+		LayoutPkg:  module + "/tests/layout",
+		LayoutOnly: true,
+		Version:    "65.0",
+		Command:    "verbsgen -headers include -layout-only (tests/versions)",
+	})
+	require.NoError(t, err)
+	env := []string{"CGO_CFLAGS=-I" + include}
+
+	out, err := goIn(tmp, env, "test", "./tests/layout/")
+	require.NoError(t, err, "the layout test of the headers it was generated from:\n%s", out)
+	editHeader(t, include, "infiniband/verbs.h",
+		"\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
+	out, err = goIn(tmp, env, "test", "./tests/layout/")
+	t.Logf("go test after moving ibv_port_attr.lid:\n%s", out)
+	require.Error(t, err, "the layout test passed with a moved member")
+	require.Contains(t, out, "header infiniband/verbs.h in "+include+" differs")
+	require.Contains(t, out, "the build cache held it")
+	require.Contains(t, out, "offsetof(struct ibv_port_attr, lid): C says 36, Go says 34")
 }
