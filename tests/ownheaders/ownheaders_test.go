@@ -26,6 +26,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goverbs/goverbs/tests/internal/scratch"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,15 +37,15 @@ func TestOwnHeaders(t *testing.T) {
 	require.NoError(t, err)
 	for _, v := range []string{"33.2", "56.1"} {
 		if _, err := os.Stat(filepath.Join(root, "headers", "rdma-core-"+v, "infiniband", "verbs.h")); err != nil {
-			missing(t, "pinned headers rdma-core-"+v, "make headers")
+			scratch.Missing(t, "pinned headers rdma-core-"+v, "make headers")
 		}
 	}
 	site := scratchModule(t, root)
 
 	// The user's go generate: three header sets, one conventions file.
-	out, err := goIn(site, nil, "mod", "tidy")
+	out, err := scratch.Go(site, nil, "mod", "tidy")
 	require.NoError(t, err, "go mod tidy:\n%s", out)
-	out, err = goIn(site, nil, "generate", "./...")
+	out, err = scratch.Go(site, nil, "generate", "./...")
 	require.NoError(t, err, "go generate:\n%s", out)
 	for _, f := range []string{"rdma/verbs/zverbs_funcs.go", "rdma/rdmacm/zrdmacm_funcs.go", "layout/zlayout_test.go",
 		"r33/verbs/zverbs_funcs.go", "r56/verbs/zverbs_funcs.go"} {
@@ -62,13 +63,13 @@ func TestOwnHeaders(t *testing.T) {
 	for _, dir := range []string{"foreign", "cmd"} {
 		copyTree(t, filepath.Join("testdata", "site", dir), filepath.Join(site, dir))
 	}
-	out, err = goIn(site, nil, "vet", "./...")
+	out, err = scratch.Go(site, nil, "vet", "./...")
 	require.NoError(t, err, "go vet:\n%s", out)
 
 	// One binary: goverbs' packages and three packages generated from
 	// other header sets, each reaching the one library the process loaded.
 	bin := filepath.Join(t.TempDir(), "foreign")
-	out, err = goIn(site, nil, "build", "-o", bin, "./foreign")
+	out, err = scratch.Go(site, nil, "build", "-o", bin, "./foreign")
 	require.NoError(t, err, "go build ./foreign:\n%s", out)
 	run, err := exec.Command(bin).CombinedOutput()
 	require.NoError(t, err, "foreign:\n%s", run)
@@ -91,12 +92,12 @@ func TestOwnHeaders(t *testing.T) {
 		testOut = t.TempDir()
 	}
 	require.NoError(t, os.MkdirAll(testOut, 0o755))
-	out, err = goIn(site, nil, "test", "-c", "-o", filepath.Join(testOut, "sitecheck.test"), "./cmd/sitecheck")
+	out, err = scratch.Go(site, nil, "test", "-c", "-o", filepath.Join(testOut, "sitecheck.test"), "./cmd/sitecheck")
 	require.NoError(t, err, "go test -c ./cmd/sitecheck:\n%s", out)
 
 	// The user's CI steps.
 	verify := func(args ...string) (string, error) {
-		return goIn(site, nil, append([]string{"tool", "verbsgen", "verify", "-headers", "include"}, args...)...)
+		return scratch.Go(site, nil, append([]string{"tool", "verbsgen", "verify", "-headers", "include"}, args...)...)
 	}
 	out, err = verify("-dir", "rdma", "-import", "example.com/site/rdma")
 	require.NoError(t, err, "verify of the site's own package:\n%s", out)
@@ -108,9 +109,9 @@ func TestOwnHeaders(t *testing.T) {
 	require.Contains(t, out, "verify: compatible")
 	t.Logf("verify -allow-growth, goverbs' packages against the site's headers:\n%s", lastLines(out, 9))
 
-	out, err = goIn(site, nil, "test", "./layout")
+	out, err = scratch.Go(site, nil, "test", "./layout")
 	require.NoError(t, err, "layout test:\n%s", out)
-	out, err = goIn(site, nil, "test", "./layout")
+	out, err = scratch.Go(site, nil, "test", "./layout")
 	require.NoError(t, err, "layout test, again:\n%s", out)
 	require.Contains(t, out, "(cached)", "the second run should come from the build cache")
 
@@ -127,7 +128,7 @@ func TestOwnHeaders(t *testing.T) {
 	// old headers: TestHeaders reads the headers themselves and fails, and
 	// TestLayout, seeing them changed, compiles the C side afresh and names
 	// the member, as a cold build would.
-	out, err = goIn(site, nil, "test", "./layout")
+	out, err = scratch.Go(site, nil, "test", "./layout")
 	require.Error(t, err, "layout test after moving a member, warm cache:\n%s", out)
 	require.Contains(t, out, "header infiniband/verbs.h in ../include differs")
 	require.Contains(t, out, "the build cache held it", "the C side compiled into the test should predate the edit:\n%s", out)
@@ -144,12 +145,7 @@ func TestOwnHeaders(t *testing.T) {
 // them) and the pinned 33.2 and 56.1 trees in include33/ and include56/.
 func scratchModule(t *testing.T, root string) string {
 	t.Helper()
-	site := t.TempDir()
-	gomod := "module example.com/site\n\ngo 1.25.0\n\nrequire github.com/goverbs/goverbs v0.0.0\n\n" +
-		"replace github.com/goverbs/goverbs => " + root + "\n\ntool github.com/goverbs/goverbs/cmd/verbsgen\n"
-	require.NoError(t, os.WriteFile(filepath.Join(site, "go.mod"), []byte(gomod), 0o644))
-	sum := readFile(t, filepath.Join(root, "go.sum"))
-	require.NoError(t, os.WriteFile(filepath.Join(site, "go.sum"), []byte(sum), 0o644))
+	site := scratch.Module(t, root, "example.com/site", "\ntool github.com/goverbs/goverbs/cmd/verbsgen\n")
 	for _, f := range []string{"verbsgen.conventions", "rdma", "r33", "r56"} {
 		copyTree(t, filepath.Join("testdata", "site", f), filepath.Join(site, f))
 	}
@@ -238,15 +234,6 @@ func copyTree(t *testing.T, src, dst string) {
 	require.NoError(t, err)
 }
 
-// goIn runs the go command in dir with extra environment.
-func goIn(dir string, env []string, args ...string) (string, error) {
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
 // lastLines is the last n lines of s.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -254,15 +241,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// missing ends the test for want, something make test provides through
-// target before it runs the tests: in CI a failure, elsewhere a skip that
-// names it.
-func missing(t *testing.T, want, target string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s missing in CI: `%s`, which make test runs first, should have provided it", want, target)
-	}
-	t.Skipf("%s missing: run `%s` first", want, target)
 }

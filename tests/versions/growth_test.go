@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/gen"
+	"github.com/goverbs/goverbs/tests/internal/scratch"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,7 +36,7 @@ func loadPinned(t *testing.T) (irs map[string]*gen.IR, vendoredIR *gen.IR) {
 	for _, v := range pinnedReleases {
 		dirs[v] = repo + "/headers/rdma-core-" + v
 	}
-	requireHeaders(t, append(mapValues(dirs), vendoredInclude)...)
+	scratch.RequireTrees(t, append(mapValues(dirs), vendoredInclude)...)
 	version, err := os.ReadFile(repo + "/headers/vendored/VERSION")
 	require.NoError(t, err)
 	vendoredVersion := strings.TrimSpace(string(version))
@@ -129,7 +130,7 @@ func TestGrowthPinned(t *testing.T) {
 // struct, the members that moved, both releases and both offsets.
 func TestGrowthCatchesEditedHeader(t *testing.T) {
 	src := repo + "/headers/rdma-core-44.0"
-	requireHeaders(t, src)
+	scratch.RequireTrees(t, src)
 	old := loadIR(t, src, "44.0")
 
 	const orig = "\tuint8_t\t\t\tinit_type_reply;\n\tuint8_t\t\t\tactive_width;\n\tuint8_t\t\t\tactive_speed;\n"

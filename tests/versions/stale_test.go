@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/gen"
+	"github.com/goverbs/goverbs/tests/internal/scratch"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,7 +56,7 @@ func generateLayout(t *testing.T, tmp, out, include string) {
 // The test of a generated layout package: its test binary is built once
 // and its result cached, as in a CI that restores GOCACHE.
 func testLayout(tmp string) (string, error) {
-	return goIn(tmp, nil, "test", "./tests/layout/")
+	return scratch.Go(tmp, nil, "test", "./tests/layout/")
 }
 
 // TestLayoutStaleHeaders shows that the generated layout test cannot pass
@@ -98,7 +99,7 @@ func TestLayoutStaleHeaders(t *testing.T) {
 	// TestLayout compiles the C side afresh and names the moved members.
 	editHeader(t, include, "infiniband/verbs.h",
 		"\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
-	out, err = goIn(tmp, nil, "test", "-v", "-run", "TestLayout", "./tests/layout/")
+	out, err = scratch.Go(tmp, nil, "test", "-v", "-run", "TestLayout", "./tests/layout/")
 	t.Logf("go test after moving ibv_port_attr.lid:\n%s", out)
 	require.Error(t, err, "the layout test passed with a moved member")
 	require.Contains(t, out, "--- FAIL: TestLayout")
@@ -110,7 +111,7 @@ func TestLayoutStaleHeaders(t *testing.T) {
 	// TestHeaders still names the header. (CC set for go test would
 	// rebuild the cgo package with it: the binary is built first.)
 	bin := filepath.Join(t.TempDir(), "layout.test")
-	out, err = goIn(tmp, nil, "test", "-c", "-o", bin, "./tests/layout/")
+	out, err = scratch.Go(tmp, nil, "test", "-c", "-o", bin, "./tests/layout/")
 	require.NoError(t, err, "go test -c:\n%s", out)
 	run := exec.Command(bin, "-test.run", "TestLayout|TestHeaders")
 	run.Dir = filepath.Join(tmp, "tests", "layout")
@@ -193,11 +194,11 @@ func TestLayoutStaleMachineHeaders(t *testing.T) {
 	require.NoError(t, err)
 	env := []string{"CGO_CFLAGS=-I" + include}
 
-	out, err := goIn(tmp, env, "test", "./tests/layout/")
+	out, err := scratch.Go(tmp, env, "test", "./tests/layout/")
 	require.NoError(t, err, "the layout test of the headers it was generated from:\n%s", out)
 	editHeader(t, include, "infiniband/verbs.h",
 		"\tuint16_t\t\tlid;\n\tuint16_t\t\tsm_lid;\n", "\tuint16_t\t\tsm_lid;\n\tuint16_t\t\tlid;\n")
-	out, err = goIn(tmp, env, "test", "./tests/layout/")
+	out, err = scratch.Go(tmp, env, "test", "./tests/layout/")
 	t.Logf("go test after moving ibv_port_attr.lid:\n%s", out)
 	require.Error(t, err, "the layout test passed with a moved member")
 	require.Contains(t, out, "header infiniband/verbs.h in "+include+" differs")

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/gen"
+	"github.com/goverbs/goverbs/tests/internal/scratch"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,49 +24,13 @@ const (
 	headers56 = repo + "/headers/rdma-core-56.1"
 )
 
-// requireHeaders ends the test when a pinned tree is missing (missing).
-func requireHeaders(t *testing.T, dirs ...string) {
-	t.Helper()
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "infiniband", "verbs.h")); err != nil {
-			missing(t, "pinned headers "+d, "make headers")
-		}
-	}
-}
-
-// missing ends the test for want, something make test provides through
-// target before it runs the tests: in CI a failure, elsewhere a skip that
-// names it.
-func missing(t *testing.T, want, target string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s missing in CI: `%s`, which make test runs first, should have provided it", want, target)
-	}
-	t.Skipf("%s missing: run `%s` first", want, target)
-}
-
 // tempModule makes an empty module that requires this repository through a
 // replace directive, as a downstream user's module would.
 func tempModule(t *testing.T, module string) string {
 	t.Helper()
 	root, err := filepath.Abs(repo)
 	require.NoError(t, err)
-	dir := t.TempDir()
-	gomod := "module " + module + "\n\ngo 1.25.0\n\nrequire github.com/goverbs/goverbs v0.0.0\n\nreplace github.com/goverbs/goverbs => " + root + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
-	return dir
-}
-
-// goIn runs the go command in dir with extra environment.
-func goIn(dir string, env []string, args ...string) (string, error) {
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return scratch.Module(t, root, module, "")
 }
 
 // TestLayout56 generates layout-only packages from the 56.1 headers into a
@@ -73,7 +38,7 @@ func goIn(dir string, env []string, args ...string) (string, error) {
 // against the 56.1 headers (nothing is linked: the layout-only packages have
 // no cgo stubs).
 func TestLayout56(t *testing.T) {
-	requireHeaders(t, headers56)
+	scratch.RequireTrees(t, headers56)
 	inc, err := filepath.Abs(headers56)
 	require.NoError(t, err)
 	const module = "example.com/goverbs56"
@@ -92,7 +57,7 @@ func TestLayout56(t *testing.T) {
 	require.Equal(t, "56.1", res.IR.Version)
 
 	// The oracle sees the 56.1 headers first; the system's 44.0 copies come after.
-	out, err := goIn(tmp, []string{"CGO_CFLAGS=-I" + inc}, "test", "-count=1", "-v", "./tests/layout/")
+	out, err := scratch.Go(tmp, []string{"CGO_CFLAGS=-I" + inc}, "test", "-count=1", "-v", "./tests/layout/")
 	t.Logf("go test (56.1 layouts against gcc with the 56.1 headers):\n%s", out)
 	require.NoError(t, err, "the 56.1 layout test failed")
 	require.Contains(t, out, "layout rdma-core 56.1: compared")
@@ -102,7 +67,7 @@ func TestLayout56(t *testing.T) {
 // TestVersionDiff reports what changed between 44.0 and 56.1, and checks the
 // comparison sees the layout change rdma-core made to struct ibv_port_attr.
 func TestVersionDiff(t *testing.T) {
-	requireHeaders(t, headers44, headers56)
+	scratch.RequireTrees(t, headers44, headers56)
 	build := func(dir string) *gen.IR {
 		res, err := gen.Build(gen.Config{Headers: dir, ImportRoot: "x/generated", LayoutOnly: true})
 		require.NoError(t, err)
@@ -132,7 +97,7 @@ func TestVersionDiff(t *testing.T) {
 // the test copies the package into a scratch module whose
 // headers/vendored/include is the 44.0 tree.
 func TestMismatchedBuildFails(t *testing.T) {
-	requireHeaders(t, headers44)
+	scratch.RequireTrees(t, headers44)
 	inc, err := filepath.Abs(headers44)
 	require.NoError(t, err)
 	src, err := os.ReadFile(repo + "/generated/verbs/zverbs_funcs.go")
@@ -177,12 +142,12 @@ func TestMismatchedBuildFails(t *testing.T) {
 // values and types in 65.0. So verify calls 44.0 compatible: it exits 1,
 // and 0 with -allow-growth.
 func TestVerify(t *testing.T) {
-	requireHeaders(t, headers44)
+	scratch.RequireTrees(t, headers44)
 	user := tempModule(t, "example.com/user")
 	verify := func(headers string, flags ...string) (string, error) {
 		abs, err := filepath.Abs(headers)
 		require.NoError(t, err)
-		return goIn(user, nil, append([]string{"run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs}, flags...)...)
+		return scratch.Go(user, nil, append([]string{"run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify", "-headers", abs}, flags...)...)
 	}
 	out, err := verify(repo + "/headers/vendored/include")
 	t.Logf("verify against the vendored 65.0:\n%s", out)
@@ -212,7 +177,7 @@ func TestVerify(t *testing.T) {
 	// would check them: the same differences, in arm64's sizes (its glibc
 	// mutex is 8 bytes longer, and ibv_qp_ex holds one).
 	if _, err := exec.LookPath("aarch64-linux-gnu-gcc"); err != nil {
-		missing(t, "aarch64-linux-gnu-gcc (for verify -targets linux/arm64)", "make deps")
+		scratch.Missing(t, "aarch64-linux-gnu-gcc (for verify -targets linux/arm64)", "make deps")
 	}
 	out, err = verify(repo+"/headers/vendored/include", "-targets", "linux/amd64,linux/arm64")
 	t.Logf("verify both architectures against the vendored 65.0:\n%s", out)
@@ -237,10 +202,10 @@ func TestVerifyOwnPackages(t *testing.T) {
 	inc, err := filepath.Abs(repo + "/headers/vendored/include")
 	require.NoError(t, err)
 	user := tempModule(t, "example.com/user")
-	out, err := goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "-headers", inc,
+	out, err := scratch.Go(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "-headers", inc,
 		"-layout-only", "-out", "generated", "-import", "example.com/user/generated")
 	require.NoError(t, err, "generate: %s", out)
-	out, err = goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify",
+	out, err = scratch.Go(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "verify",
 		"-headers", inc, "-import", "example.com/user/generated")
 	t.Logf("verify: %s", out)
 	require.NoError(t, err)
@@ -272,24 +237,24 @@ func TestLayoutFromUserModule(t *testing.T) {
 // starts: nothing is bound at load time (a function 56.1 added fails only
 // its own call, see gen's TestLoader).
 func TestRegenerate56(t *testing.T) {
-	requireHeaders(t, headers56)
+	scratch.RequireTrees(t, headers56)
 	inc, err := filepath.Abs(headers56)
 	require.NoError(t, err)
 	user := tempModule(t, "example.com/user")
-	out, err := goIn(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "-headers", inc,
+	out, err := scratch.Go(user, nil, "run", "github.com/goverbs/goverbs/cmd/verbsgen", "-headers", inc,
 		"-out", "generated", "-import", "example.com/user/generated",
 		"-layout", "tests/layout", "-layout-import", "example.com/user/tests/layout")
 	t.Logf("generate from 56.1: %s", out)
 	require.NoError(t, err)
 
 	cflags := []string{"CGO_CFLAGS=-I" + inc}
-	out, err = goIn(user, cflags, "vet", "./...")
+	out, err = scratch.Go(user, cflags, "vet", "./...")
 	require.NoError(t, err, "the 56.1 package set must build against the 56.1 headers:\n%s", out)
 	src, err := os.ReadFile(filepath.Join(user, "generated", "verbs", "zverbs_funcs.go"))
 	require.NoError(t, err)
 	require.Contains(t, string(src), "from rdma-core 56.1. DO NOT EDIT.")
 
-	out, err = goIn(user, cflags, "test", "-count=1", "./tests/layout/")
+	out, err = scratch.Go(user, cflags, "test", "-count=1", "./tests/layout/")
 	t.Logf("running it against the installed library:\n%s", out)
 	require.NoError(t, err, "the 56.1 package set must start and pass its layout test on a machine with 44.0")
 	require.Contains(t, out, "ok ")
