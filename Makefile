@@ -85,7 +85,7 @@ test-go-min:
 	GOTOOLCHAIN=$(GO_MIN) $(GO) build ./...
 	GOTOOLCHAIN=$(GO_MIN) $(GO) vet ./...
 
-# Unit, golden and layout tests (44.0) on the host. The tests that need the
+# Unit, golden and layout tests (the vendored 65.0) on the host. The tests that need the
 # pinned header trees skip without them, unless CI is set: here it is, and
 # the trees come first, so that a missing one fails and never passes as a
 # skip that go test's summary does not show.

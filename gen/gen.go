@@ -8,7 +8,7 @@
 // sorted by source position), Names (Go identifiers), AssignConventions (how
 // each function fails, from a user's conventions file, see
 // ParseConventions, then the Conventions table), Emit (jennifer) and Write
-// (atomic, unchanged files untouched). gen does not download headers; see
+// (all or nothing as far as POSIX allows, unchanged files untouched). gen does not download headers; see
 // headers/ for the pinned sets.
 package gen
 

@@ -38,7 +38,7 @@ type PackageSpec struct {
 	Headers  []string // header paths (relative to the include directory) it owns
 	Includes []string // headers its cgo preamble includes
 	// Library is the shared library whose functions the package loads at
-	// run time (see loaderFile in emit.go); empty Soname: none.
+	// run time (see loaderFile in emit_loader.go); empty Soname: none.
 	Library  Library
 	Prefixes []Prefix // tried in order; the first match is stripped
 	DataPath []string // name prefixes of data-path functions: #cgo noescape and nocallback

@@ -913,7 +913,7 @@ func TestControlPollerWaitThreadArming(t *testing.T) {
 // event. Injected: a write completed and its event read by CQ.Wait before
 // the WaitThread, then a second write. Measured: the WaitThread returns
 // the first; CQ.Wait returns on the second's event (before the fix it
-// timed out at 5 s; stop 33's first CI run met this in
+// timed out at 5 s, which a CI run once met in
 // TestControlPollerWaitThreadArming, whose write had completed before the
 // wait began).
 func TestControlPollerWaitThreadQueuedLeavesArmed(t *testing.T) {
