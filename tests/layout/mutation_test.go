@@ -42,12 +42,7 @@ func TestWrongLayoutIsCaught(t *testing.T) {
 		"offsetof(struct ibv_wc, qp_num)":         uint64(unsafe.Offsetof(w.QPNum)),
 		"offsetof(struct ibv_wc, dlid_path_bits)": uint64(unsafe.Offsetof(w.DLID)),
 	}
-	rows := GoRows()
-	for i, r := range rows {
-		if v, ok := wrong[r.Key]; ok {
-			rows[i].Value = v
-		}
-	}
+	rows := mutated(t, wrong)
 	diff := layoutcheck.Diff(CRows(), rows)
 	// The size matches, so only the offsets can catch this mistake.
 	want := []string{
@@ -72,17 +67,7 @@ func TestWrongSignIsCaught(t *testing.T) {
 		"signed(macro IBV_ACCESS_OPTIONAL_RANGE)": layoutcheck.Signed(uint32(verbs.AccessOptionalRange)),
 		"macro IBV_ACCESS_OPTIONAL_RANGE":         layoutcheck.Int(uint32(verbs.AccessOptionalRange)),
 	}
-	rows := GoRows()
-	n := 0
-	for i, r := range rows {
-		if v, ok := wrong[r.Key]; ok {
-			rows[i].Value = v
-			n++
-		}
-	}
-	if n != len(wrong) {
-		t.Fatalf("%d of the %d rows to mutate are in the Go table", n, len(wrong))
-	}
+	rows := mutated(t, wrong)
 	want := []string{
 		"signed(enum ibv_wc_status): C says 0, Go says 1",
 		"signed(macro IBV_ACCESS_OPTIONAL_RANGE): C says 1, Go says 0",
@@ -117,17 +102,7 @@ func TestWrongMemberTypeIsCaught(t *testing.T) {
 		"membersize(struct ibv_send_wr, wr_id)":   uint64(unsafe.Sizeof(w.WRID)),
 		"membersigned(struct ibv_wc, vendor_err)": layoutcheck.Signed(int32(wc.VendorErr)),
 	}
-	rows := GoRows()
-	n := 0
-	for i, r := range rows {
-		if v, ok := wrong[r.Key]; ok {
-			rows[i].Value = v
-			n++
-		}
-	}
-	if n != len(wrong) {
-		t.Fatalf("%d of the %d rows to mutate are in the Go table", n, len(wrong))
-	}
+	rows := mutated(t, wrong)
 	want := []string{
 		"membersigned(struct ibv_wc, vendor_err): C says 0, Go says 1",
 		"membersize(struct ibv_send_wr, wr_id): C says 8, Go says 4",
@@ -176,4 +151,22 @@ func TestGeneratedWC(t *testing.T) {
 	if unsafe.Pointer(&wr.WR) != unsafe.Pointer(wr.WR.RDMA()) || unsafe.Pointer(&wr.WR) != unsafe.Pointer(wr.WR.UD()) {
 		t.Error("SendWR.WR.RDMA and UD do not point at the union WR")
 	}
+}
+
+// mutated is GoRows with each row that wrong names given wrong's value; the
+// test fails unless every one of them is in the Go table.
+func mutated(t *testing.T, wrong map[string]uint64) []layoutcheck.Row {
+	t.Helper()
+	rows := GoRows()
+	n := 0
+	for i, r := range rows {
+		if v, ok := wrong[r.Key]; ok {
+			rows[i].Value = v
+			n++
+		}
+	}
+	if n != len(wrong) {
+		t.Fatalf("%d of the %d rows to mutate are in the Go table", n, len(wrong))
+	}
+	return rows
 }
