@@ -53,6 +53,18 @@ func generateLayout(t *testing.T, tmp, out, include string) {
 	require.NoError(t, err)
 }
 
+// staleModule makes a module with a copy of the vendored headers in
+// include/ and layout-only packages generated from them, and returns the
+// module's directory and the include directory.
+func staleModule(t *testing.T) (tmp, include string) {
+	t.Helper()
+	tmp = tempModule(t, "example.com/stale")
+	include = filepath.Join(tmp, "include")
+	copyHeaders(t, include)
+	generateLayout(t, tmp, tmp, include)
+	return tmp, include
+}
+
 // The test of a generated layout package: its test binary is built once
 // and its result cached, as in a CI that restores GOCACHE.
 func testLayout(tmp string) (string, error) {
@@ -66,10 +78,7 @@ func testLayout(tmp string) (string, error) {
 // and go test reruns a test whose files changed.
 func TestLayoutStaleHeaders(t *testing.T) {
 	t.Parallel()
-	tmp := tempModule(t, "example.com/stale")
-	include := filepath.Join(tmp, "include")
-	copyHeaders(t, include)
-	generateLayout(t, tmp, tmp, include)
+	tmp, include := staleModule(t)
 
 	out, err := testLayout(tmp)
 	t.Logf("go test, first run:\n%s", out)
@@ -139,10 +148,7 @@ func TestLayoutStaleHeaders(t *testing.T) {
 // the Go side's member types are not theirs.
 func TestLayoutRetypedMember(t *testing.T) {
 	t.Parallel()
-	tmp := tempModule(t, "example.com/stale")
-	include := filepath.Join(tmp, "include")
-	copyHeaders(t, include)
-	generateLayout(t, tmp, tmp, include)
+	tmp, include := staleModule(t)
 	editHeader(t, include, "infiniband/verbs.h",
 		"struct ibv_send_wr {\n\tuint64_t\t\twr_id;\n", "struct ibv_send_wr {\n\tuint32_t\t\twr_id;\n")
 	editHeader(t, include, "infiniband/verbs.h", "\tuint32_t\t\tvendor_err;\n", "\tint32_t\t\tvendor_err;\n")
