@@ -2,7 +2,11 @@
 // headers: verbs (libibverbs: infiniband/verbs.h and the kernel ABI headers
 // it includes) and rdmacm (librdmacm: rdma/rdma_cma.h, rdma/rdma_verbs.h and
 // infiniband/sa.h). Their files are never edited by hand: run `make generate`
-// (or `go generate ./generated`).
+// (or `go generate ./generated`). The generator owns only the z<package>_*
+// files: beside them, each package's helpers.go is written by hand, the few
+// calls (device list, memory registration, completion events, socket
+// addresses, rdma_set_option) whose C signatures would otherwise make a
+// caller import unsafe; ../cmem is the C memory they and the records need.
 //
 // They are generated from the rdma-core release vendored in
 // ../headers/vendored and include it, never the machine's headers; they
