@@ -45,8 +45,9 @@
 #              a clone may be
 
 GO ?= go
-# Packages whose tests run in the VM.
-RXE_TEST_PKGS ?= ./tests/rxe/...
+# Packages whose tests run in the VM: the integration tests, and the
+# examples against rdma-core's C tools.
+RXE_TEST_PKGS ?= ./tests/rxe/... ./examples/...
 # Tests that also run built with the race detector (a poller and a poster on
 # different goroutines, the netpoller waits, rdma_cm's event loop).
 RXE_RACE_PKGS ?= ./tests/rxe/
@@ -79,7 +80,7 @@ RXE_ROOTS ?= bullseye trixie sid bookworm-arm64 trixie-arm64 nordma
 # arm64: their binaries are cross-built and boot on qemu-system-aarch64
 # (tests/rxe-matrix.sh).
 RXE_MATRIX_RELEASES ?= bullseye bookworm trixie sid bookworm-arm64 trixie-arm64
-RXE_MATRIX_PKGS ?= ./tests/rxe/...
+RXE_MATRIX_PKGS ?= ./tests/rxe/... ./examples/...
 # Releases whose binaries are built inside their root, with its gcc and C
 # library: a binary linked on Debian 12 needs glibc 2.34, which Debian 11
 # lacks; sid's gcc is the newest, with the strictest defaults a user's build
