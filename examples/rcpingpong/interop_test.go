@@ -101,6 +101,33 @@ func TestInteropWithCTool(t *testing.T) {
 	}
 }
 
+// -c can fail: against a C client that does not mark its pages (no -c),
+// the Go server reports both pages and exits 1.
+func TestInteropCheckFindsUnmarkedPages(t *testing.T) {
+	dev := requireDevice(t)
+	const port = 18630
+	args := []string{"-d", dev.device, "-g", strconv.Itoa(dev.gidIndex), "-p", strconv.Itoa(port),
+		"-n", "10", "-s", strconv.Itoa(interopSize)}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := startGo("Go server", append([]string{"-c"}, args...))
+	waitListen(t, ctx, port)
+	client := runC(ctx, "C client", append(args, dev.addr))
+	server := await(ctx, srv)
+	t.Logf("%s:\n%s\n%s:\n%s", server.name, server.out, client.name, client.out)
+	if client.code != 0 {
+		t.Errorf("%s exited %d", client.name, client.code)
+	}
+	for _, want := range []string{"invalid data in page 0\n", "invalid data in page 1\n", "-c: 2 of 2 pages lack the client's mark"} {
+		if !strings.Contains(server.out, want) {
+			t.Errorf("%s did not print %q", server.name, want)
+		}
+	}
+	if server.code != 1 {
+		t.Errorf("%s exited %d, want 1", server.name, server.code)
+	}
+}
+
 // startGo runs the example with args in a goroutine.
 func startGo(name string, args []string) <-chan side {
 	ch := make(chan side, 1)
