@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/hand/internal/cbench"
@@ -393,7 +394,7 @@ func sendFill(kind cbench.SendKind, ah *verbs.AH) func(v hand.SendWRs, id uint64
 }
 
 // pollRig has 64 completions on its CQ that polling cycles through forever.
-func pollRig(b *testing.B) *rig {
+func pollRig(b testing.TB) *rig {
 	r := newRig(b, rigOpts{})
 	c, err := hand.NewRecvChain(64, 1)
 	require.NoError(b, err)
@@ -491,26 +492,70 @@ func BenchmarkNaive(b *testing.B) {
 	}
 }
 
-// BenchmarkGenerated measures the generated data-path stubs of package verbs
-// called as a user of the generated layer calls them: one WR, filled in
-// place in C memory (an anonymous mapping), a local bad_wr, against the same
-// C loops as BenchmarkFast's cases of one WR. It is the A/B bench of the
-// stubs' #cgo directives (BENCHMARKS.md).
+// BenchmarkGenerated/<case>/<n> measures the generated data-path stubs of
+// packages verbs and rdmacm called as a user of the generated layer calls
+// them, against the C loops of BenchmarkFast's cases of one WR (cbench),
+// which call the same static inlines: one WR filled in place in C memory
+// (an anonymous mapping), a local bad_wr; the rdma_post_*v stubs on an
+// rdma_cm_id in C memory (the fake provider's) whose qp is the rig's. Each
+// stub is one crossing around the C function it calls, so make bench-gate
+// holds every case to C plus one empty cgo call plus 1 ns per WR or
+// completion, and no allocation (hand/internal/benchratio). It is also the
+// A/B bench of the stubs' #cgo directives (BENCHMARKS.md).
 func BenchmarkGenerated(b *testing.B) {
-	r := sinkRig(b, fakeprov.RC)
+	for _, c := range generatedCases(b) {
+		pair(b, c.name, c.n, func(*testing.B) (side, func()) { return c.goSide, func() {} }, c.cSide)
+	}
+}
+
+// genCase is a case of BenchmarkGenerated: a Go side calling a generated
+// stub, and the C loop doing the same work.
+type genCase struct {
+	name          string
+	n             int // WRs posted or completions reaped per iteration
+	goSide, cSide side
+	q             *wqView // the queue a post writes to; nil for a poll
+}
+
+// wqView reads a fake work queue: its producer counter, and the first
+// basic block of the WQE at counter value i, with the WQE counter a send
+// WQE carries zeroed (the two sides' counters differ).
+type wqView struct {
+	head func() uint32
+	wqe  func(i uint32) [fakeprov.WQEBytes]byte
+}
+
+// generatedCases makes BenchmarkGenerated's cases on rigs of their own:
+// posts to queues in Sink mode, polls of a CQ cycling through 64
+// completions.
+func generatedCases(tb testing.TB) []genCase {
+	r := sinkRig(tb, fakeprov.RC)
+	cm := r.cmID(tb, false) // no SRQ: rdma_post_recvv posts to the QP
+	pr := pollRig(tb)
 	mem, err := syscall.Mmap(-1, 0, 1<<16, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	require.NoError(b, err)
-	b.Cleanup(func() { syscall.Munmap(mem) })
+	require.NoError(tb, err)
+	tb.Cleanup(func() { syscall.Munmap(mem) })
 	base := unsafe.Pointer(&mem[0])
 	sg := (*verbs.SGE)(base)
 	rwr := (*verbs.RecvWR)(unsafe.Add(base, 64))
 	swr := (*verbs.SendWR)(unsafe.Add(base, 256))
+	// The rdma_post_*v contexts: WR i's is record i%64 of these, as an
+	// application's points at its own record of the request.
+	ctxs := unsafe.Add(base, 2048)
+	ctx := func(id uint64) unsafe.Pointer { return unsafe.Add(ctxs, (id%64)*8) }
 	wcs := (*verbs.WC)(unsafe.Add(base, 4096))
 	var id uint64
-	noop := func() {}
 
-	pair(b, "post_recv", 1, func(b *testing.B) (side, func()) {
-		return func(iters int) error {
+	sq := &wqView{func() uint32 { return r.fqp.SendStats().Head }, func(i uint32) [fakeprov.WQEBytes]byte {
+		w := r.fqp.SendWQE(i)
+		w[0], w[1], w[2] = 0, 0, 0 // counter << 8 | opcode, big-endian
+		return w
+	}}
+	rq := &wqView{func() uint32 { return r.fqp.RecvStats().Head }, r.fqp.RecvWQE}
+	srq := &wqView{func() uint32 { return r.fsrq.Stats().Head }, r.fsrq.WQE}
+
+	cases := []genCase{
+		{name: "post_recv", n: 1, q: rq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				*rwr = verbs.RecvWR{WRID: id, SGList: sg, NumSGE: 1}
@@ -521,14 +566,25 @@ func BenchmarkGenerated(b *testing.B) {
 				}
 			}
 			return nil
-		}, noop
-	}, func(iters int) error { return cbench.PostRecv(r.fqp.Ptr(), 1, iters) })
+		}, cSide: func(iters int) error { return cbench.PostRecv(r.fqp.Ptr(), 1, iters) }},
 
-	pair(b, "post_send_send", 1, func(b *testing.B) (side, func()) {
-		return func(iters int) error {
+		{name: "post_srq_recv", n: 1, q: srq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
-				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: uint32(hand.Signaled)}
+				*rwr = verbs.RecvWR{WRID: id, SGList: sg, NumSGE: 1}
+				id++
+				var bad *verbs.RecvWR
+				if err := verbs.PostSRQRecv(r.srq, rwr, &bad); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, cSide: func(iters int) error { return cbench.PostSRQRecv(r.fsrq.Ptr(), 1, iters) }},
+
+		{name: "post_send_send", n: 1, q: sq, goSide: func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: cbench.Signaled}
 				id++
 				var bad *verbs.SendWR
 				if err := verbs.PostSend(r.qp, swr, &bad); err != nil {
@@ -536,28 +592,101 @@ func BenchmarkGenerated(b *testing.B) {
 				}
 			}
 			return nil
-		}, noop
-	}, func(iters int) error { return cbench.PostSend(r.fqp.Ptr(), cbench.Send, nil, 1, iters) })
+		}, cSide: func(iters int) error { return cbench.PostSend(r.fqp.Ptr(), cbench.Send, nil, 1, iters) }},
 
-	pr := pollRig(b)
-	for _, n := range []int{1, 16} {
-		pair(b, "poll_cq", n, func(b *testing.B) (side, func()) {
-			var sum uint64
-			return func(iters int) error {
-				for range iters {
-					got, err := verbs.PollCQ(pr.vcq, int32(n), wcs)
-					if err != nil {
-						return err
-					}
-					for _, wc := range unsafe.Slice(wcs, got) {
-						sum += wc.WRID
-					}
+		{name: "rdma_post_recvv", n: 1, q: rq, goSide: func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				if err := rdmacm.PostRecvv(cm, ctx(id), sg, 1); err != nil {
+					return err
 				}
-				sink = sum
-				return nil
-			}, noop
-		}, func(iters int) error { return cbench.Poll(pr.cq.Ptr(), n, iters) })
+				id++
+			}
+			return nil
+		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Recvv, 1, iters) }},
+
+		{name: "rdma_post_sendv", n: 1, q: sq, goSide: func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				if err := rdmacm.PostSendv(cm, ctx(id), sg, 1, cbench.Signaled); err != nil {
+					return err
+				}
+				id++
+			}
+			return nil
+		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Sendv, 1, iters) }},
+
+		{name: "rdma_post_readv", n: 1, q: sq, goSide: func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				if err := rdmacm.PostReadv(cm, ctx(id), sg, 1, cbench.Signaled, raddr(0), cbench.RKey); err != nil {
+					return err
+				}
+				id++
+			}
+			return nil
+		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Readv, 1, iters) }},
+
+		{name: "rdma_post_writev", n: 1, q: sq, goSide: func(iters int) error {
+			for range iters {
+				*sg = benchSGE(0)
+				if err := rdmacm.PostWritev(cm, ctx(id), sg, 1, cbench.Signaled, raddr(0), cbench.RKey); err != nil {
+					return err
+				}
+				id++
+			}
+			return nil
+		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Writev, 1, iters) }},
 	}
+	for _, n := range []int{1, 16} {
+		var sum uint64
+		cases = append(cases, genCase{name: "poll_cq", n: n, goSide: func(iters int) error {
+			for range iters {
+				got, err := verbs.PollCQ(pr.vcq, int32(n), wcs)
+				if err != nil {
+					return err
+				}
+				if got != n { // as cb_poll fails a short poll
+					return fmt.Errorf("poll: %d completions, want %d", got, n)
+				}
+				// What cb_poll reads, in place: ranging over the
+				// values would copy each 48-byte WC.
+				ws := unsafe.Slice(wcs, got)
+				for i := range ws {
+					sum += ws[i].WRID + uint64(ws[i].Status)
+				}
+			}
+			sink = sum
+			return nil
+		}, cSide: func(iters int) error { return cbench.Poll(pr.cq.Ptr(), n, iters) }})
+	}
+	return cases
+}
+
+// Each of BenchmarkGenerated's posts writes, from Go, the WQE its C loop
+// writes (the WQE counter aside): the two sides of a case do the same
+// work. Each poll reaps its n completions on both sides (a short poll
+// fails either).
+func TestGeneratedBenchPairs(t *testing.T) {
+	names := map[string]bool{}
+	for _, c := range generatedCases(t) {
+		names[c.name] = true
+		if c.q == nil {
+			require.NoError(t, c.goSide(3), "%s/%d, Go", c.name, c.n)
+			require.NoError(t, c.cSide(3), "%s/%d, C", c.name, c.n)
+			continue
+		}
+		h := c.q.head()
+		require.NoError(t, c.goSide(1), "%s, Go", c.name)
+		goWQE := c.q.wqe(h)
+		h = c.q.head()
+		require.NoError(t, c.cSide(1), "%s, C", c.name)
+		require.Equal(t, c.q.wqe(h), goWQE, "%s: the Go side's WQE against the C side's", c.name)
+		require.NotEqual(t, [fakeprov.WQEBytes]byte{}, goWQE, c.name)
+	}
+	require.Equal(t, map[string]bool{"post_recv": true, "post_srq_recv": true, "post_send_send": true,
+		"rdma_post_recvv": true, "rdma_post_sendv": true, "rdma_post_readv": true, "rdma_post_writev": true,
+		"poll_cq": true}, names, "every generated data-path stub has its case")
 }
 
 // The poll_cq_ex benchmark's C side, cbench.PollEx over hand.c's own

@@ -6,32 +6,38 @@
 //	ratio <case> <go ns/op> <c ns/op> <go/c> <allocs/op>
 //
 // one ratio line per case, in the order the cases first appear. A case is a
-// BenchmarkFast/<entry>/<n> line carrying go-ns/op and c-ns/op (the Go fast
-// path and the C loop, measured alternately) and optionally cgo-ns/op (empty
-// cgo calls measured alongside); the cgo line comes from BenchmarkCgoEmpty
-// (cpu-ns/op where the line has it, ns/op otherwise). With -count above 1 it
-// takes, for every figure, the run with the smallest go-ns/op (for a case)
-// or the fastest run (for cgo): other load on the machine only ever adds
-// time. allocs/op is the largest seen.
+// <Benchmark>/<entry>/<n> line of one of the compared benchmarks (families:
+// BenchmarkFast, hand's fast paths, and BenchmarkGenerated, the generated
+// packages' data-path stubs), named without its "Benchmark" prefix
+// (Fast/post_recv/32), carrying go-ns/op and c-ns/op (the Go side and the C
+// loop, measured alternately) and optionally cgo-ns/op (empty cgo calls
+// measured alongside); the cgo line comes from BenchmarkCgoEmpty (cpu-ns/op
+// where the line has it, ns/op otherwise). With -count above 1 it takes, for
+// every figure, the run with the smallest go-ns/op (for a case) or the
+// fastest run (for cgo): other load on the machine only ever adds time.
+// allocs/op is the largest seen.
 //
-// With -check it also tells on stderr which cases miss the issue's target
-// (Go minus C at most 1.25 empty cgo calls plus 0.5 ns per WR or completion,
-// the cgo cost being the case's own cgo-ns/op when present; and 0 allocs/op)
-// and exits 1 if any does. With -gate it does the same against the looser
-// bound of `make test`'s regression gate (make bench-gate): Go minus C at
-// most 2 empty cgo calls plus 1 ns per WR or completion, and 0 allocs/op.
-// The check is a target to work towards, judged on the ratio lines' runs;
-// the gate catches regressions (an allocation, an extra crossing) without
-// failing on a noisy machine, so it judges each case by its run with the
-// smallest go-c, each run's Go and C sides being measured together: a
-// regression adds to Go in every run, where the run with the fastest Go
-// side can be one whose C side came out unusually fast too. Every message
-// names the case, go-c, the bound, how the bound was computed and how many
-// runs it had.
+// Each family has its own bounds on go-c, in empty cgo calls (the case's own
+// cgo-ns/op when present, else the cgo line) plus ns per WR or completion,
+// and 0 allocs/op. With -check it tells on stderr which cases miss their
+// family's target and exits 1 if any does: BenchmarkFast's is 1.25 cgo calls
+// plus 0.5 ns per WR, BenchmarkGenerated's 1 cgo call plus 1 ns per WR. With
+// -gate it does the same against the bounds of `make test`'s regression gate
+// (make bench-gate): BenchmarkFast's is 2 cgo calls plus 1 ns per WR, looser
+// than its target so as not to fail on a loaded machine; BenchmarkGenerated's
+// is its target, 1 cgo call plus 1 ns per WR: a generated stub is one
+// crossing around the C function it calls, with nothing to check. The check
+// is judged on the ratio lines' runs; the gate catches regressions (an
+// allocation, an extra crossing) without failing on a noisy machine, so it
+// judges each case by its run with the smallest go-c, each run's Go and C
+// sides being measured together: a regression adds to Go in every run, where
+// the run with the fastest Go side can be one whose C side came out unusually
+// fast too. Every message names the case, go-c, the bound it broke, how that
+// bound was computed and how many runs the case had.
 //
-// With -gate -retry FILE, a run whose only failures are cases over the time
-// bound writes a go test -bench pattern selecting just those cases to FILE
-// and exits 2, so that the caller can run them again before failing; an
+// With -gate -retry FILE, a run whose only failures are cases over their
+// time bound writes a go test -bench pattern selecting just those cases to
+// FILE and exits 2, so that the caller can run them again before failing; an
 // allocation, a failed run or a case without allocs/op (no -benchmem) still
 // exits 1. -brief leaves the benchmark lines out of the copy to stdout.
 //
@@ -67,7 +73,8 @@ type result struct {
 }
 
 type caseRatio struct {
-	name      string // entry/n
+	name      string // <family>/<entry>/<n>: Fast/post_recv/32
+	fam       *family
 	n         int
 	goNS      float64
 	cNS       float64
@@ -82,27 +89,69 @@ func (c caseRatio) gap() float64 { return c.goNS - c.cNS }
 // A bound on go-c: cgoCalls empty cgo calls plus perWR ns per WR or
 // completion, and no allocation.
 type bound struct {
-	name     string
+	name     string // as messages name it: "fast-path gate"
 	cgoCalls float64
 	perWR    float64
 	benchmem bool // a case without allocs/op misses (it cannot be judged)
 	leastGap bool // judge each case by its run with the smallest go-c, not its fastest Go side
 }
 
+// A family is one compared benchmark, whose sub-benchmarks are its cases,
+// and its two bounds.
+type family struct {
+	bench string // the benchmark's name without "Benchmark"
+	check bound  // -check's target, make bench BENCH_CHECK=1
+	gate  bound  // -gate's, make test's regression gate
+}
+
+// What a run is judged against: -check or -gate.
+type judge int
+
+const (
+	byCheck judge = iota
+	byGate
+)
+
+func (f *family) bound(j judge) bound {
+	if j == byGate {
+		return f.gate
+	}
+	return f.check
+}
+
 var (
-	// checkBound is the fast paths' target, what make bench BENCH_CHECK=1
-	// checks: Go at most 1.25 empty cgo calls plus half a nanosecond a WR
-	// over C.
-	checkBound = bound{name: "check", cgoCalls: 1.25, perWR: 0.5}
-	// gateBound is make test's regression gate: loose enough for
-	// a loaded 2-core machine, tight enough that an allocation or an extra
-	// crossing per WR shows.
-	gateBound = bound{name: "gate", cgoCalls: 2, perWR: 1, benchmem: true, leastGap: true}
+	// fast is hand's fast paths. Its target: Go at most 1.25 empty cgo
+	// calls plus half a nanosecond a WR over C. Its gate is looser, loose
+	// enough for a loaded 2-core machine, tight enough that an allocation
+	// or an extra crossing per WR shows.
+	fast = family{bench: "Fast",
+		check: bound{name: "fast-path target", cgoCalls: 1.25, perWR: 0.5},
+		gate:  bound{name: "fast-path gate", cgoCalls: 2, perWR: 1, benchmem: true, leastGap: true},
+	}
+	// generated is the generated packages' data-path stubs, each one
+	// crossing around the C function it calls: one cgo call plus 1 ns a WR
+	// over C, for the target and the gate alike. A stub that makes cgo
+	// check its pointer arguments (10-17 ns each) does not fit.
+	generated = family{bench: "Generated",
+		check: bound{name: "generated-stub target", cgoCalls: 1, perWR: 1},
+		gate:  bound{name: "generated-stub gate", cgoCalls: 1, perWR: 1, benchmem: true, leastGap: true},
+	}
+	// families are the compared benchmarks, in the order messages list them.
+	families = []*family{&fast, &generated}
 )
 
 // String is the bound as a formula: "2 x cgo + 1 ns/WR, 0 allocs/op".
 func (b bound) String() string {
 	return fmt.Sprintf("%g x cgo + %g ns/WR, 0 allocs/op", b.cgoCalls, b.perWR)
+}
+
+// bounds lists each family's bound of j: "BenchmarkFast 2 x cgo + ...; BenchmarkGenerated 1 x cgo + ...".
+func bounds(j judge) string {
+	var out []string
+	for _, f := range families {
+		out = append(out, "Benchmark"+f.bench+" "+f.bound(j).String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // Exit codes: exitMissed is also a failed run or unusable input;
@@ -121,8 +170,8 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchratio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	check := fs.Bool("check", false, "report cases over the target ("+checkBound.String()+") on stderr and exit 1 if any is")
-	gate := fs.Bool("gate", false, "report cases over the gate's bound ("+gateBound.String()+") on stderr and exit 1 if any is")
+	check := fs.Bool("check", false, "report cases over their target ("+bounds(byCheck)+") on stderr and exit 1 if any is")
+	gate := fs.Bool("gate", false, "report cases over their gate's bound ("+bounds(byGate)+") on stderr and exit 1 if any is")
 	retry := fs.String("retry", "", "with -gate: when only time bounds are missed, write a -bench pattern of those cases to this file and exit 2")
 	brief := fs.Bool("brief", false, "leave the benchmark lines out of the copy to stdout")
 	if err := fs.Parse(args); err != nil {
@@ -148,13 +197,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code = exitMissed
 	}
 	if *check {
-		for _, m := range misses(res, checkBound) {
+		for _, m := range misses(res, byCheck) {
 			fmt.Fprintln(stderr, "benchratio: target missed:", m)
 			code = exitMissed
 		}
 	}
 	if *gate {
-		ms := misses(res, gateBound)
+		ms := misses(res, byGate)
 		hard := failed
 		var slow []caseRatio
 		for _, m := range ms {
@@ -178,7 +227,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch {
 		case len(ms) == 0:
 			if !failed {
-				fmt.Fprintf(stderr, "benchratio: gate passed: %d cases within go-c <= %s\n", len(res.cases), gateBound)
+				fmt.Fprintf(stderr, "benchratio: gate passed: %s\n", passed(res))
 			}
 		case !retrying:
 			code = exitMissed
@@ -205,19 +254,51 @@ func (e nonBench) Write(p []byte) (int, error) {
 	return e.w.Write(p)
 }
 
+// passed says, per family with cases, how many passed which bound:
+// "67 BenchmarkFast cases within go-c <= 2 x cgo + 1 ns/WR, 0 allocs/op; ...".
+func passed(res result) string {
+	var out []string
+	for _, f := range families {
+		n := 0
+		for _, c := range res.cases {
+			if c.fam == f {
+				n++
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%d Benchmark%s cases within go-c <= %s", n, f.bench, f.gate))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 // benchPattern is a go test -bench pattern that selects just cases (each
 // level anchored; cases joined by a top-level |, which go test treats as
 // alternatives).
 func benchPattern(cases []caseRatio) string {
 	var alts []string
 	for _, c := range cases {
-		elems := []string{"^BenchmarkFast$"}
-		for _, e := range strings.Split(c.name, "/") {
+		var elems []string
+		for i, e := range strings.Split(c.name, "/") {
+			if i == 0 {
+				e = "Benchmark" + e
+			}
 			elems = append(elems, "^"+regexp.QuoteMeta(e)+"$")
 		}
 		alts = append(alts, strings.Join(elems, "/"))
 	}
 	return strings.Join(alts, "|")
+}
+
+// familyOf is the family whose case name is the benchmark line's name
+// (without "Benchmark" and its -GOMAXPROCS suffix), or nil.
+func familyOf(name string) *family {
+	for _, f := range families {
+		if strings.HasPrefix(name, f.bench+"/") {
+			return f
+		}
+	}
+	return nil
 }
 
 // parse copies in to echo and collects the figures.
@@ -256,8 +337,8 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 			}
 			continue
 		}
-		c, ok := strings.CutPrefix(name, "Fast/")
-		if !ok {
+		fam := familyOf(name)
+		if fam == nil {
 			continue
 		}
 		goNS, okGo := metrics["go-ns/op"]
@@ -266,13 +347,13 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 			continue
 		}
 		allocs, hasAllocs := metrics["allocs/op"]
-		cr := caseRatio{name: c, goNS: goNS, cNS: cNS, cgoNS: metrics["cgo-ns/op"], allocs: allocs, hasAllocs: hasAllocs, runs: 1}
-		if i := strings.LastIndexByte(c, '/'); i >= 0 {
-			cr.n, _ = strconv.Atoi(c[i+1:])
+		cr := caseRatio{name: name, fam: fam, goNS: goNS, cNS: cNS, cgoNS: metrics["cgo-ns/op"], allocs: allocs, hasAllocs: hasAllocs, runs: 1}
+		if i := strings.LastIndexByte(name, '/'); i >= 0 {
+			cr.n, _ = strconv.Atoi(name[i+1:])
 		}
-		i, seen := byName[c]
+		i, seen := byName[name]
 		if !seen {
-			byName[c] = len(res.cases)
+			byName[name] = len(res.cases)
 			res.cases = append(res.cases, cr)
 			res.leastGap = append(res.leastGap, cr)
 			continue
@@ -293,7 +374,7 @@ func parse(in io.Reader, echo io.Writer) (result, bool, error) {
 		return result{}, failed, err
 	}
 	if len(res.cases) == 0 && !failed {
-		return res, failed, fmt.Errorf("no BenchmarkFast/<case> lines with go-ns/op and c-ns/op in the input")
+		return res, failed, fmt.Errorf("no Benchmark{%s}/<case> lines with go-ns/op and c-ns/op in the input", familyNames())
 	}
 	return res, failed, nil
 }
@@ -319,15 +400,26 @@ type miss struct {
 
 func (m miss) String() string { return m.msg }
 
-// misses lists the cases over bound b, each message naming the case, go-c,
-// the bound and how it was computed.
-func misses(res result, b bound) []miss {
-	cases, judged := res.cases, "the fastest Go side"
-	if b.leastGap {
-		cases, judged = res.leastGap, "the smallest go-c"
+// familyNames is "Fast,Generated".
+func familyNames() string {
+	var names []string
+	for _, f := range families {
+		names = append(names, f.bench)
 	}
+	return strings.Join(names, ",")
+}
+
+// misses lists the cases over their family's bound of j, each message
+// naming the case, go-c, the bound (by name and formula) and how it was
+// computed.
+func misses(res result, j judge) []miss {
 	var out []miss
-	for _, c := range cases {
+	for i := range res.cases {
+		b := res.cases[i].fam.bound(j)
+		c, judged := res.cases[i], "the fastest Go side"
+		if b.leastGap {
+			c, judged = res.leastGap[i], "the smallest go-c"
+		}
 		cgo, from := c.cgoNS, "the case's cgo-ns/op"
 		if cgo == 0 {
 			cgo, from = res.cgo, "BenchmarkCgoEmpty"

@@ -33,6 +33,11 @@ const (
 	InlineLen = C.CB_INLINE_LEN
 )
 
+// Signaled is IBV_SEND_SIGNALED, the send flag every benchmark WR carries,
+// as an untyped constant: it fits a flags parameter or field of any integer
+// type, whichever Go type the generated packages give it.
+const Signaled = C.IBV_SEND_SIGNALED
+
 // InlineData is what inline sends carry (InlineLen bytes, NUL included).
 const InlineData = "goverbs-inline!\x00"
 
