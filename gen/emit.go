@@ -720,37 +720,42 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	for _, line := range strings.Split(wrapComment("Each stub returns what its C function's error convention calls for "+
 		"(gen.Conventions): a pointer and an error, an error, a count and an error, or the C value of a function "+
 		"that cannot fail (with an error too when an older pinned rdma-core release lacks it). Its doc comment says which. The error is a *verberr.Error naming the C function "+
-		"and its errno (errors.Is(err, syscall.EINVAL)); a failure seen before costs no allocation. cgo checks "+
-		"the whole Go object a pointer argument points into for Go pointers: pass locals or C memory."), "\n") {
+		"and its errno (errors.Is(err, syscall.EINVAL)); a failure seen before costs no allocation."), "\n") {
 		f.PackageComment(line)
 	}
+	funcs := e.funcsOf(spec)
+	pointerRules(f, spec, funcs)
 	var pre strings.Builder
 	incDir := ""
 	if e.opt.IncludeDir != "" {
 		incDir = path.Join("..", e.opt.IncludeDir)
 		pre.WriteString(cflags(incDir))
 	}
-	funcs := e.funcsOf(spec)
 	if spec.Library.Soname != "" {
 		// dlopen lives in libdl before glibc 2.34 and in libc after it.
 		pre.WriteString("#cgo LDFLAGS: -ldl\n")
 	}
 	var dataPath []string
 	for _, fn := range funcs {
-		if spec.isDataPath(fn.Name) {
-			dataPath = append(dataPath, cName(fn))
+		if spec.isDataPath(fn.Name) && takesPointer(fn) {
+			dataPath = append(dataPath, spec.cName(fn))
 		}
 	}
 	sort.Strings(dataPath)
 	for _, n := range dataPath {
 		// The data path keeps its pointer arguments on the Go stack:
 		// these functions neither retain them nor call back into Go.
-		// Both directives are needed: measured with Go 1.26, without
-		// nocallback a local passed by address (the bad_wr slot of
-		// verbs.PostRecv) still escapes, one allocation per call, and
-		// the call costs 17-22 ns more (BENCHMARKS.md, the A/B of
-		// 2026-11-23). hand's entry points take no pointer (uintptr_t
-		// only), so the same rule gives them noescape alone.
+		// Its pointers reach C unchecked (emit_unchecked.go) but as
+		// pointers, which escape like any other without both
+		// directives: cgo honours noescape only together with
+		// nocallback, and without them a local passed by address (the
+		// bad_wr slot of verbs.PostRecv) costs an allocation per call.
+		// nocallback's own cost, 2-3 ns a call, is what the generated
+		// data path pays over an entry point that takes uintptr_t
+		// (hand's), which cannot take a pointer to a local: a stack
+		// that moves before the call reaches C leaves that address
+		// naming the old stack (BENCHMARKS.md). A function that takes
+		// no pointer gets neither.
 		fmt.Fprintf(&pre, "#cgo noescape %s\n#cgo nocallback %s\n", n, n)
 	}
 	pre.WriteString(e.preamblePragmas())
@@ -766,19 +771,33 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	}
 	pre.WriteString(e.layoutAssertions(spec))
 	pre.WriteString(e.loaderDecls(spec))
+	for _, fn := range funcs {
+		if spec.hasUnchecked(fn) {
+			pre.WriteString(uncheckedTypedef)
+			break
+		}
+	}
 	copiers := false
 	for _, fn := range funcs {
-		if fn.Kind != FuncMacro && !copiesErrno(fn) {
+		if !spec.wrapped(fn) {
 			continue
 		}
 		// cgo cannot call a function-like macro: a static inline wrapper
-		// expands it, so C's compile-time choices still apply.
+		// expands it, so C's compile-time choices still apply. A wrapper
+		// takes an unchecked pointer as a goverbs_unchecked * and casts it
+		// back (emit_unchecked.go).
 		var params, args []string
-		for _, p := range fn.Params {
-			params = append(params, wrapperDecl(p.Type, p.Spelling, p.Name))
-			args = append(args, p.Name)
+		for i, p := range fn.Params {
+			name := wrapperParamName(p, i)
+			if spec.unchecked(fn, p) {
+				params = append(params, uncheckedType+" *"+name)
+				args = append(args, "("+castType(p)+")"+name)
+				continue
+			}
+			params = append(params, wrapperDecl(p.Type, p.Spelling, name))
+			args = append(args, name)
 		}
-		decl := wrapperDecl(fn.Result, fn.ResultSpelling, cName(fn)+"("+strings.Join(params, ", ")+")")
+		decl := wrapperDecl(fn.Result, fn.ResultSpelling, spec.cName(fn)+"("+strings.Join(params, ", ")+")")
 		call := fmt.Sprintf("%s(%s)", fn.Name, strings.Join(args, ", "))
 		if reachesFuncPtr(fn.Result) {
 			// Declared void * (cDecl): the cast drops a const of the
@@ -787,7 +806,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 			// conversion gets (discarded qualifiers).
 			call = "(void *)(" + call + ")"
 		}
-		if fn.Kind == FuncMacro && !copiesErrno(fn) {
+		if !copiesErrno(fn) {
 			ret := "return "
 			if fn.Result.Kind == KVoid {
 				ret = ""
@@ -809,7 +828,7 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 	newer := e.newerExterns(spec)
 	e.sites(f, spec, funcs, newer)
 	for _, fn := range funcs {
-		if err := e.stub(f, fn, newer); err != nil {
+		if err := e.stub(f, spec, fn, newer); err != nil {
 			return File{}, err
 		}
 	}
@@ -1045,14 +1064,6 @@ func cBool(b bool) int {
 	return 0
 }
 
-// cName is the C function a stub calls: the macro's wrapper or the function.
-func cName(fn *Func) string {
-	if fn.Kind == FuncMacro || copiesErrno(fn) {
-		return "goverbs_" + fn.Name
-	}
-	return fn.Name
-}
-
 func (s *PackageSpec) isDataPath(name string) bool {
 	for _, p := range s.DataPath {
 		if strings.HasPrefix(name, p) {
@@ -1179,14 +1190,21 @@ func newerThanOldest(fn *Func, newer map[string]newerExtern) []newerExtern {
 // appears in its signature. A function that cannot fail but that an older
 // pinned release lacks (newer) gets an error result too: without it, a
 // library that lacks the function would answer a plausible zero.
-func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) error {
+func (e *emitter) stub(f *jen.File, spec *PackageSpec, fn *Func, newer map[string]newerExtern) error {
 	// A C wrapper of the preamble (cDecl) takes void * for a function
 	// pointer, or a pointer to one, where the C function takes its type.
-	wrapped := fn.Kind == FuncMacro || copiesErrno(fn)
+	wrapped := spec.wrapped(fn)
 	var params, args []jen.Code
 	for _, p := range fn.Params {
 		params = append(params, jen.Id(p.GoName).Add(e.goParamType(p.Type)))
 		switch {
+		case spec.unchecked(fn, p):
+			// See emit_unchecked.go.
+			ptr := jen.Id(p.GoName)
+			if p.Type.Elem.Kind != KVoid {
+				ptr = jen.Qual("unsafe", "Pointer").Call(ptr)
+			}
+			args = append(args, jen.Parens(jen.Op("*").Qual("C", uncheckedType)).Call(ptr))
 		case wrapped && (p.Type.Kind == KFuncPtr || p.Type.Kind == KPointer && p.Type.Elem.Kind == KFuncPtr):
 			args = append(args, jen.Id(p.GoName)) // already an unsafe.Pointer (goParamType)
 		case wrapped && reachesFuncPtr(p.Type):
@@ -1195,7 +1213,7 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 			args = append(args, toC(p.Type, jen.Id(p.GoName)))
 		}
 	}
-	call := jen.Qual("C", cName(fn)).Call(args...)
+	call := jen.Qual("C", spec.cName(fn)).Call(args...)
 	res := fn.Result
 	// value converts the C result r to the stub's Go result type.
 	value := func() jen.Code {
@@ -1356,13 +1374,16 @@ func (e *emitter) stub(f *jen.File, fn *Func, newer map[string]newerExtern) erro
 }
 
 // wrapComment breaks text into lines of at most about 80 columns.
-func wrapComment(text string) string {
+func wrapComment(text string) string { return wrapWidth(text, 77) }
+
+// wrapWidth breaks text into lines of at most about width columns.
+func wrapWidth(text string, width int) string {
 	var b strings.Builder
 	n := 0
 	for _, w := range strings.Fields(text) {
 		switch {
 		case n == 0:
-		case n+1+len(w) > 77:
+		case n+1+len(w) > width:
 			b.WriteByte('\n')
 			n = 0
 		default:

@@ -41,7 +41,10 @@ type PackageSpec struct {
 	// run time (see loaderFile in emit_loader.go); empty Soname: none.
 	Library  Library
 	Prefixes []Prefix // tried in order; the first match is stripped
-	DataPath []string // name prefixes of data-path functions: #cgo noescape and nocallback
+	// DataPath are name prefixes of data-path functions, whose pointers
+	// the stubs pass unchecked, with #cgo noescape and nocallback (see
+	// emit_unchecked.go).
+	DataPath []string
 	// Renames maps a C name (tag, typedef, constant or function) to a Go
 	// name where the rules collide. Each entry is a named patch: one that
 	// no longer matches anything is listed in IR.StalePatches and by

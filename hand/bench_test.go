@@ -74,7 +74,8 @@ func BenchmarkCgoEmpty(b *testing.B) {
 }
 
 // BenchmarkCgoEmptyPtr3 is an empty crossing with three pointer arguments
-// (to C memory), as verbs.PostRecv makes one: cgo checks each for Go pointers.
+// (to C memory) of types cgo checks, as a stub with three record arguments
+// makes one: cgo checks each for Go pointers.
 func BenchmarkCgoEmptyPtr3(b *testing.B) {
 	p := newRig(b, rigOpts{}).fqp.Ptr()
 	t0 := cpuClock()

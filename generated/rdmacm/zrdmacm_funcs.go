@@ -12,9 +12,32 @@
 // the C value of a function that cannot fail (with an error too when an older
 // pinned rdma-core release lacks it). Its doc comment says which. The error is
 // a *verberr.Error naming the C function and its errno (errors.Is(err,
-// syscall.EINVAL)); a failure seen before costs no allocation. cgo checks the
-// whole Go object a pointer argument points into for Go pointers: pass locals
-// or C memory.
+// syscall.EINVAL)); a failure seen before costs no allocation.
+//
+// Pointers. cgo checks a pointer argument whose type may hold pointers: it
+// looks through the whole Go object the argument points into and panics
+// ("argument of cgo function has Go pointer to unpinned Go pointer") if it
+// finds an unpinned Go pointer there. What that means here:
+//
+//   - A pointer to a package-level variable of a struct type with pointer
+//     fields panics at the call even when every pointer field is nil: Go
+//     cannot tell where an object in the data or bss section ends, so it
+//     assumes the worst. Pass a local copy, or memory from cmem.New.
+//   - The data-path stubs (rdma_post_*, rdma_get_send_comp,
+//     rdma_get_recv_comp) check none of their pointers: that is what makes
+//     them cost about what C does. cgo's rules stay: a work request on the Go
+//     heap that points at a Go SGE breaks them, and nothing says so. Keep
+//     work-request chains, SGEs and WC arrays in C memory (cmem.New,
+//     cmem.NewSlice); a local passed by address, such as a bad_wr slot, stays
+//     on the stack and costs nothing.
+//   - A pointer to a handle pointer (an out-parameter such as **CMID or **CQ,
+//     which C fills with a handle of its own, or a list C made, such as
+//     ibv_get_device_list's) is passed unchecked by every stub, so a slot
+//     inside a large Go object, &nodes[i].id, costs no scan of it. What it
+//     points at must hold C pointers only.
+//
+// Handle arguments (*QP, *CQ, *CMID ...) must not be nil: a nil handle crashes
+// inside C, as in C.
 package rdmacm
 
 import (
@@ -387,20 +410,32 @@ const char *goverbs_rdmacm_c5c77daa_load_error(void);
 const char *goverbs_rdmacm_c5c77daa_path(void);
 int goverbs_rdmacm_c5c77daa_has(int);
 void *goverbs_rdmacm_c5c77daa_address(int);
+// goverbs_unchecked is what the wrappers below take a pointer to where cgo's
+// pointer check would protect nothing: cgo checks a pointer argument only when
+// what it points to may hold pointers, which a byte cannot. Each wrapper casts
+// the pointer back to the type the header declares.
+typedef unsigned char goverbs_unchecked;
+static inline int goverbs_rdma_create_id(struct rdma_event_channel *channel, goverbs_unchecked *id, void *context, enum rdma_port_space ps) { return rdma_create_id(channel, (struct rdma_cm_id **)id, context, ps); }
+static inline int goverbs_rdma_create_ep(goverbs_unchecked *id, struct rdma_addrinfo *res, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr) { return rdma_create_ep((struct rdma_cm_id **)id, res, pd, qp_init_attr); }
+static inline int goverbs_rdma_get_request(struct rdma_cm_id *listen, goverbs_unchecked *id) { return rdma_get_request(listen, (struct rdma_cm_id **)id); }
+static inline int goverbs_rdma_get_cm_event(struct rdma_event_channel *channel, goverbs_unchecked *event) { return rdma_get_cm_event(channel, (struct rdma_cm_event **)event); }
+static inline void goverbs_rdma_free_devices(goverbs_unchecked *list) { rdma_free_devices((struct ibv_context **)list); }
+static inline int goverbs_rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints, goverbs_unchecked *res) { return rdma_getaddrinfo(node, service, hints, (struct rdma_addrinfo **)res); }
+static inline int goverbs_rdma_query_addrinfo(struct rdma_cm_id *id, goverbs_unchecked *info) { return rdma_query_addrinfo(id, (struct rdma_addrinfo **)info); }
 // The wrappers below make errno positive where rdma_seterrno left a provider's
 // -errno in it: cgo would box an errno of 256 and up at every failed call.
 static inline int goverbs_rdma_dereg_mr(struct ibv_mr *mr) { int goverbs_r = rdma_dereg_mr(mr); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_recvv(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge) { int goverbs_r = rdma_post_recvv(id, context, sgl, nsge); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_sendv(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge, int flags) { int goverbs_r = rdma_post_sendv(id, context, sgl, nsge, flags); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_readv(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_readv(id, context, sgl, nsge, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_writev(struct rdma_cm_id *id, void *context, struct ibv_sge *sgl, int nsge, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_writev(id, context, sgl, nsge, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_recv(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr) { int goverbs_r = rdma_post_recv(id, context, addr, length, mr); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_send(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags) { int goverbs_r = rdma_post_send(id, context, addr, length, mr, flags); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_read(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_read(id, context, addr, length, mr, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_write(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_write(id, context, addr, length, mr, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_post_ud_send(struct rdma_cm_id *id, void *context, void *addr, size_t length, struct ibv_mr *mr, int flags, struct ibv_ah *ah, uint32_t remote_qpn) { int goverbs_r = rdma_post_ud_send(id, context, addr, length, mr, flags, ah, remote_qpn); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_get_send_comp(struct rdma_cm_id *id, struct ibv_wc *wc) { int goverbs_r = rdma_get_send_comp(id, wc); if (errno < 0) errno = -errno; return goverbs_r; }
-static inline int goverbs_rdma_get_recv_comp(struct rdma_cm_id *id, struct ibv_wc *wc) { int goverbs_r = rdma_get_recv_comp(id, wc); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_recvv(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *sgl, int nsge) { int goverbs_r = rdma_post_recvv((struct rdma_cm_id *)id, (void *)context, (struct ibv_sge *)sgl, nsge); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_sendv(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *sgl, int nsge, int flags) { int goverbs_r = rdma_post_sendv((struct rdma_cm_id *)id, (void *)context, (struct ibv_sge *)sgl, nsge, flags); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_readv(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *sgl, int nsge, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_readv((struct rdma_cm_id *)id, (void *)context, (struct ibv_sge *)sgl, nsge, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_writev(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *sgl, int nsge, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_writev((struct rdma_cm_id *)id, (void *)context, (struct ibv_sge *)sgl, nsge, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_recv(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *addr, size_t length, goverbs_unchecked *mr) { int goverbs_r = rdma_post_recv((struct rdma_cm_id *)id, (void *)context, (void *)addr, length, (struct ibv_mr *)mr); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_send(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *addr, size_t length, goverbs_unchecked *mr, int flags) { int goverbs_r = rdma_post_send((struct rdma_cm_id *)id, (void *)context, (void *)addr, length, (struct ibv_mr *)mr, flags); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_read(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *addr, size_t length, goverbs_unchecked *mr, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_read((struct rdma_cm_id *)id, (void *)context, (void *)addr, length, (struct ibv_mr *)mr, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_write(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *addr, size_t length, goverbs_unchecked *mr, int flags, uint64_t remote_addr, uint32_t rkey) { int goverbs_r = rdma_post_write((struct rdma_cm_id *)id, (void *)context, (void *)addr, length, (struct ibv_mr *)mr, flags, remote_addr, rkey); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_post_ud_send(goverbs_unchecked *id, goverbs_unchecked *context, goverbs_unchecked *addr, size_t length, goverbs_unchecked *mr, int flags, goverbs_unchecked *ah, uint32_t remote_qpn) { int goverbs_r = rdma_post_ud_send((struct rdma_cm_id *)id, (void *)context, (void *)addr, length, (struct ibv_mr *)mr, flags, (struct ibv_ah *)ah, remote_qpn); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_get_send_comp(goverbs_unchecked *id, goverbs_unchecked *wc) { int goverbs_r = rdma_get_send_comp((struct rdma_cm_id *)id, (struct ibv_wc *)wc); if (errno < 0) errno = -errno; return goverbs_r; }
+static inline int goverbs_rdma_get_recv_comp(goverbs_unchecked *id, goverbs_unchecked *wc) { int goverbs_r = rdma_get_recv_comp((struct rdma_cm_id *)id, (struct ibv_wc *)wc); if (errno < 0) errno = -errno; return goverbs_r; }
 */
 import "C"
 
@@ -658,7 +693,7 @@ func DestroyEventChannel(channel *EventChannel) {
 // -1, it returns a *verberr.Error with the errno C set (error convention "-1
 // and errno", rule "librdmacm: -1 with errno").
 func CreateID(channel *EventChannel, id **CMID, context unsafe.Pointer, ps PortSpace) error {
-	r, err := C.rdma_create_id((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (**C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, C.enum_rdma_port_space(ps))
+	r, err := C.goverbs_rdma_create_id((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (*C.goverbs_unchecked)(unsafe.Pointer(id)), context, C.enum_rdma_port_space(ps))
 	if r == 0 {
 		return nil
 	}
@@ -669,7 +704,7 @@ func CreateID(channel *EventChannel, id **CMID, context unsafe.Pointer, ps PortS
 // -1, it returns a *verberr.Error with the errno C set (error convention "-1
 // and errno", rule "librdmacm: -1 with errno").
 func CreateEp(id **CMID, res *Addrinfo, pd *verbs.PD, qpInitAttr *verbs.QPInitAttr) error {
-	r, err := C.rdma_create_ep((**C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(res)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))
+	r, err := C.goverbs_rdma_create_ep((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(res)), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(qpInitAttr)))
 	if r == 0 {
 		return nil
 	}
@@ -793,7 +828,7 @@ func Listen(id *CMID, backlog int32) error {
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func GetRequest(listen *CMID, id **CMID) error {
-	r, err := C.rdma_get_request((*C.struct_rdma_cm_id)(unsafe.Pointer(listen)), (**C.struct_rdma_cm_id)(unsafe.Pointer(id)))
+	r, err := C.goverbs_rdma_get_request((*C.struct_rdma_cm_id)(unsafe.Pointer(listen)), (*C.goverbs_unchecked)(unsafe.Pointer(id)))
 	if r == 0 {
 		return nil
 	}
@@ -892,7 +927,7 @@ func JoinMulticastEx(id *CMID, mcJoinAttr *CMJoinMcAttrEx, context unsafe.Pointe
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func GetCMEvent(channel *EventChannel, event **CMEvent) error {
-	r, err := C.rdma_get_cm_event((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (**C.struct_rdma_cm_event)(unsafe.Pointer(event)))
+	r, err := C.goverbs_rdma_get_cm_event((*C.struct_rdma_event_channel)(unsafe.Pointer(channel)), (*C.goverbs_unchecked)(unsafe.Pointer(event)))
 	if r == 0 {
 		return nil
 	}
@@ -957,7 +992,7 @@ func GetDevices(numDevices *int32) (**verbs.Context, error) {
 // fail: what C returns is the result (error convention "cannot fail", rule
 // "functions returning void").
 func FreeDevices(list **verbs.Context) {
-	C.rdma_free_devices((**C.struct_ibv_context)(unsafe.Pointer(list)))
+	C.goverbs_rdma_free_devices((*C.goverbs_unchecked)(unsafe.Pointer(list)))
 }
 
 // EventStr calls rdma_event_str (extern, rdma/rdma_cma.h:714). It cannot fail:
@@ -995,7 +1030,7 @@ func MigrateID(id *CMID, channel *EventChannel) error {
 // getaddrinfo code (error convention "errno or getaddrinfo code", rule
 // "rdma_getaddrinfo").
 func Getaddrinfo(node *int8, service *int8, hints *Addrinfo, res **Addrinfo) error {
-	r, err := C.rdma_getaddrinfo((*C.char)(unsafe.Pointer(node)), (*C.char)(unsafe.Pointer(service)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(hints)), (**C.struct_rdma_addrinfo)(unsafe.Pointer(res)))
+	r, err := C.goverbs_rdma_getaddrinfo((*C.char)(unsafe.Pointer(node)), (*C.char)(unsafe.Pointer(service)), (*C.struct_rdma_addrinfo)(unsafe.Pointer(hints)), (*C.goverbs_unchecked)(unsafe.Pointer(res)))
 	if r == 0 {
 		return nil
 	}
@@ -1065,7 +1100,7 @@ func ResolveAddrinfo(id *CMID, node *int8, service *int8, hints *Addrinfo) error
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func QueryAddrinfo(id *CMID, info **Addrinfo) error {
-	r, err := C.rdma_query_addrinfo((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (**C.struct_rdma_addrinfo)(unsafe.Pointer(info)))
+	r, err := C.goverbs_rdma_query_addrinfo((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(unsafe.Pointer(info)))
 	if r == 0 {
 		return nil
 	}
@@ -1168,7 +1203,7 @@ func DeregMR(mr *verbs.MR) error {
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) error {
-	r, err := C.goverbs_rdma_post_recvv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge))
+	r, err := C.goverbs_rdma_post_recvv((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge))
 	if r == 0 {
 		return nil
 	}
@@ -1179,7 +1214,7 @@ func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) err
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32) error {
-	r, err := C.goverbs_rdma_post_sendv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags))
+	r, err := C.goverbs_rdma_post_sendv((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags))
 	if r == 0 {
 		return nil
 	}
@@ -1190,7 +1225,7 @@ func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.goverbs_rdma_post_readv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_readv((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1201,7 +1236,7 @@ func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 // When C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.goverbs_rdma_post_writev((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, (*C.struct_ibv_sge)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_writev((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1212,7 +1247,7 @@ func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fl
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR) error {
-	r, err := C.goverbs_rdma_post_recv((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)))
+	r, err := C.goverbs_rdma_post_recv((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)))
 	if r == 0 {
 		return nil
 	}
@@ -1223,7 +1258,7 @@ func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32) error {
-	r, err := C.goverbs_rdma_post_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags))
+	r, err := C.goverbs_rdma_post_send((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags))
 	if r == 0 {
 		return nil
 	}
@@ -1234,7 +1269,7 @@ func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.goverbs_rdma_post_read((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_read((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1245,7 +1280,7 @@ func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
-	r, err := C.goverbs_rdma_post_write((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
+	r, err := C.goverbs_rdma_post_write((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
 	}
@@ -1256,7 +1291,7 @@ func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uin
 // When C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
 func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, ah *verbs.AH, remoteQPN uint32) error {
-	r, err := C.goverbs_rdma_post_ud_send((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), context, addr, C.size_t(length), (*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN))
+	r, err := C.goverbs_rdma_post_ud_send((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags), (*C.goverbs_unchecked)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN))
 	if r == 0 {
 		return nil
 	}
@@ -1268,7 +1303,7 @@ func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length ui
 // with the errno (error convention "count or error", rule "counts, indexes and
 // descriptors, negative on failure").
 func GetSendComp(id *CMID, wc *verbs.WC) (int, error) {
-	r, err := C.goverbs_rdma_get_send_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r, err := C.goverbs_rdma_get_send_comp((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}
@@ -1280,7 +1315,7 @@ func GetSendComp(id *CMID, wc *verbs.WC) (int, error) {
 // with the errno (error convention "count or error", rule "counts, indexes and
 // descriptors, negative on failure").
 func GetRecvComp(id *CMID, wc *verbs.WC) (int, error) {
-	r, err := C.goverbs_rdma_get_recv_comp((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r, err := C.goverbs_rdma_get_recv_comp((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}

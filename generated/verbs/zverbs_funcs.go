@@ -12,9 +12,32 @@
 // the C value of a function that cannot fail (with an error too when an older
 // pinned rdma-core release lacks it). Its doc comment says which. The error is
 // a *verberr.Error naming the C function and its errno (errors.Is(err,
-// syscall.EINVAL)); a failure seen before costs no allocation. cgo checks the
-// whole Go object a pointer argument points into for Go pointers: pass locals
-// or C memory.
+// syscall.EINVAL)); a failure seen before costs no allocation.
+//
+// Pointers. cgo checks a pointer argument whose type may hold pointers: it
+// looks through the whole Go object the argument points into and panics
+// ("argument of cgo function has Go pointer to unpinned Go pointer") if it
+// finds an unpinned Go pointer there. What that means here:
+//
+//   - A pointer to a package-level variable of a struct type with pointer
+//     fields panics at the call even when every pointer field is nil: Go
+//     cannot tell where an object in the data or bss section ends, so it
+//     assumes the worst. Pass a local copy, or memory from cmem.New.
+//   - The data-path stubs (ibv_post_*, ibv_poll_cq, ibv_req_notify_cq,
+//     ibv_start_poll, ibv_next_poll, ibv_end_poll, ibv_wc_read_*, ibv_wr_*)
+//     check none of their pointers: that is what makes them cost about what C
+//     does. cgo's rules stay: a work request on the Go heap that points at a
+//     Go SGE breaks them, and nothing says so. Keep work-request chains, SGEs
+//     and WC arrays in C memory (cmem.New, cmem.NewSlice); a local passed by
+//     address, such as a bad_wr slot, stays on the stack and costs nothing.
+//   - A pointer to a handle pointer (an out-parameter such as **CMID or **CQ,
+//     which C fills with a handle of its own, or a list C made, such as
+//     ibv_get_device_list's) is passed unchecked by every stub, so a slot
+//     inside a large Go object, &nodes[i].id, costs no scan of it. What it
+//     points at must hold C pointers only.
+//
+// Handle arguments (*QP, *CQ, *CMID ...) must not be nil: a nil handle crashes
+// inside C, as in C.
 package verbs
 
 import (
@@ -28,104 +51,102 @@ import (
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../headers -I${SRCDIR}/../../headers/vendored/include
 #cgo LDFLAGS: -ldl
-#cgo noescape ibv_end_poll
-#cgo nocallback ibv_end_poll
-#cgo noescape ibv_next_poll
-#cgo nocallback ibv_next_poll
-#cgo noescape ibv_poll_cq
-#cgo nocallback ibv_poll_cq
-#cgo noescape ibv_post_recv
-#cgo nocallback ibv_post_recv
-#cgo noescape ibv_post_send
-#cgo nocallback ibv_post_send
-#cgo noescape ibv_post_srq_ops
-#cgo nocallback ibv_post_srq_ops
-#cgo noescape ibv_post_srq_recv
-#cgo nocallback ibv_post_srq_recv
-#cgo noescape ibv_post_wq_recv
-#cgo nocallback ibv_post_wq_recv
-#cgo noescape ibv_req_notify_cq
-#cgo nocallback ibv_req_notify_cq
-#cgo noescape ibv_start_poll
-#cgo nocallback ibv_start_poll
-#cgo noescape ibv_wc_read_byte_len
-#cgo nocallback ibv_wc_read_byte_len
-#cgo noescape ibv_wc_read_completion_ts
-#cgo nocallback ibv_wc_read_completion_ts
-#cgo noescape ibv_wc_read_completion_wallclock_ns
-#cgo nocallback ibv_wc_read_completion_wallclock_ns
-#cgo noescape ibv_wc_read_cvlan
-#cgo nocallback ibv_wc_read_cvlan
-#cgo noescape ibv_wc_read_dlid_path_bits
-#cgo nocallback ibv_wc_read_dlid_path_bits
-#cgo noescape ibv_wc_read_flow_tag
-#cgo nocallback ibv_wc_read_flow_tag
-#cgo noescape ibv_wc_read_imm_data
-#cgo nocallback ibv_wc_read_imm_data
-#cgo noescape ibv_wc_read_invalidated_rkey
-#cgo nocallback ibv_wc_read_invalidated_rkey
-#cgo noescape ibv_wc_read_opcode
-#cgo nocallback ibv_wc_read_opcode
-#cgo noescape ibv_wc_read_qp_num
-#cgo nocallback ibv_wc_read_qp_num
-#cgo noescape ibv_wc_read_sl
-#cgo nocallback ibv_wc_read_sl
-#cgo noescape ibv_wc_read_slid
-#cgo nocallback ibv_wc_read_slid
-#cgo noescape ibv_wc_read_src_qp
-#cgo nocallback ibv_wc_read_src_qp
-#cgo noescape ibv_wc_read_tm_info
-#cgo nocallback ibv_wc_read_tm_info
-#cgo noescape ibv_wc_read_vendor_err
-#cgo nocallback ibv_wc_read_vendor_err
-#cgo noescape ibv_wc_read_wc_flags
-#cgo nocallback ibv_wc_read_wc_flags
-#cgo noescape ibv_wr_abort
-#cgo nocallback ibv_wr_abort
-#cgo noescape ibv_wr_atomic_cmp_swp
-#cgo nocallback ibv_wr_atomic_cmp_swp
-#cgo noescape ibv_wr_atomic_fetch_add
-#cgo nocallback ibv_wr_atomic_fetch_add
-#cgo noescape ibv_wr_atomic_write
-#cgo nocallback ibv_wr_atomic_write
-#cgo noescape ibv_wr_bind_mw
-#cgo nocallback ibv_wr_bind_mw
-#cgo noescape ibv_wr_complete
-#cgo nocallback ibv_wr_complete
-#cgo noescape ibv_wr_flush
-#cgo nocallback ibv_wr_flush
-#cgo noescape ibv_wr_local_inv
-#cgo nocallback ibv_wr_local_inv
-#cgo noescape ibv_wr_opcode_str
-#cgo nocallback ibv_wr_opcode_str
-#cgo noescape ibv_wr_rdma_read
-#cgo nocallback ibv_wr_rdma_read
-#cgo noescape ibv_wr_rdma_write
-#cgo nocallback ibv_wr_rdma_write
-#cgo noescape ibv_wr_rdma_write_imm
-#cgo nocallback ibv_wr_rdma_write_imm
-#cgo noescape ibv_wr_send
-#cgo nocallback ibv_wr_send
-#cgo noescape ibv_wr_send_imm
-#cgo nocallback ibv_wr_send_imm
-#cgo noescape ibv_wr_send_inv
-#cgo nocallback ibv_wr_send_inv
-#cgo noescape ibv_wr_send_tso
-#cgo nocallback ibv_wr_send_tso
-#cgo noescape ibv_wr_set_inline_data
-#cgo nocallback ibv_wr_set_inline_data
-#cgo noescape ibv_wr_set_inline_data_list
-#cgo nocallback ibv_wr_set_inline_data_list
-#cgo noescape ibv_wr_set_sge
-#cgo nocallback ibv_wr_set_sge
-#cgo noescape ibv_wr_set_sge_list
-#cgo nocallback ibv_wr_set_sge_list
-#cgo noescape ibv_wr_set_ud_addr
-#cgo nocallback ibv_wr_set_ud_addr
-#cgo noescape ibv_wr_set_xrc_srqn
-#cgo nocallback ibv_wr_set_xrc_srqn
-#cgo noescape ibv_wr_start
-#cgo nocallback ibv_wr_start
+#cgo noescape goverbs_ibv_end_poll
+#cgo nocallback goverbs_ibv_end_poll
+#cgo noescape goverbs_ibv_next_poll
+#cgo nocallback goverbs_ibv_next_poll
+#cgo noescape goverbs_ibv_poll_cq
+#cgo nocallback goverbs_ibv_poll_cq
+#cgo noescape goverbs_ibv_post_recv
+#cgo nocallback goverbs_ibv_post_recv
+#cgo noescape goverbs_ibv_post_send
+#cgo nocallback goverbs_ibv_post_send
+#cgo noescape goverbs_ibv_post_srq_ops
+#cgo nocallback goverbs_ibv_post_srq_ops
+#cgo noescape goverbs_ibv_post_srq_recv
+#cgo nocallback goverbs_ibv_post_srq_recv
+#cgo noescape goverbs_ibv_post_wq_recv
+#cgo nocallback goverbs_ibv_post_wq_recv
+#cgo noescape goverbs_ibv_req_notify_cq
+#cgo nocallback goverbs_ibv_req_notify_cq
+#cgo noescape goverbs_ibv_start_poll
+#cgo nocallback goverbs_ibv_start_poll
+#cgo noescape goverbs_ibv_wc_read_byte_len
+#cgo nocallback goverbs_ibv_wc_read_byte_len
+#cgo noescape goverbs_ibv_wc_read_completion_ts
+#cgo nocallback goverbs_ibv_wc_read_completion_ts
+#cgo noescape goverbs_ibv_wc_read_completion_wallclock_ns
+#cgo nocallback goverbs_ibv_wc_read_completion_wallclock_ns
+#cgo noescape goverbs_ibv_wc_read_cvlan
+#cgo nocallback goverbs_ibv_wc_read_cvlan
+#cgo noescape goverbs_ibv_wc_read_dlid_path_bits
+#cgo nocallback goverbs_ibv_wc_read_dlid_path_bits
+#cgo noescape goverbs_ibv_wc_read_flow_tag
+#cgo nocallback goverbs_ibv_wc_read_flow_tag
+#cgo noescape goverbs_ibv_wc_read_imm_data
+#cgo nocallback goverbs_ibv_wc_read_imm_data
+#cgo noescape goverbs_ibv_wc_read_invalidated_rkey
+#cgo nocallback goverbs_ibv_wc_read_invalidated_rkey
+#cgo noescape goverbs_ibv_wc_read_opcode
+#cgo nocallback goverbs_ibv_wc_read_opcode
+#cgo noescape goverbs_ibv_wc_read_qp_num
+#cgo nocallback goverbs_ibv_wc_read_qp_num
+#cgo noescape goverbs_ibv_wc_read_sl
+#cgo nocallback goverbs_ibv_wc_read_sl
+#cgo noescape goverbs_ibv_wc_read_slid
+#cgo nocallback goverbs_ibv_wc_read_slid
+#cgo noescape goverbs_ibv_wc_read_src_qp
+#cgo nocallback goverbs_ibv_wc_read_src_qp
+#cgo noescape goverbs_ibv_wc_read_tm_info
+#cgo nocallback goverbs_ibv_wc_read_tm_info
+#cgo noescape goverbs_ibv_wc_read_vendor_err
+#cgo nocallback goverbs_ibv_wc_read_vendor_err
+#cgo noescape goverbs_ibv_wc_read_wc_flags
+#cgo nocallback goverbs_ibv_wc_read_wc_flags
+#cgo noescape goverbs_ibv_wr_abort
+#cgo nocallback goverbs_ibv_wr_abort
+#cgo noescape goverbs_ibv_wr_atomic_cmp_swp
+#cgo nocallback goverbs_ibv_wr_atomic_cmp_swp
+#cgo noescape goverbs_ibv_wr_atomic_fetch_add
+#cgo nocallback goverbs_ibv_wr_atomic_fetch_add
+#cgo noescape goverbs_ibv_wr_atomic_write
+#cgo nocallback goverbs_ibv_wr_atomic_write
+#cgo noescape goverbs_ibv_wr_bind_mw
+#cgo nocallback goverbs_ibv_wr_bind_mw
+#cgo noescape goverbs_ibv_wr_complete
+#cgo nocallback goverbs_ibv_wr_complete
+#cgo noescape goverbs_ibv_wr_flush
+#cgo nocallback goverbs_ibv_wr_flush
+#cgo noescape goverbs_ibv_wr_local_inv
+#cgo nocallback goverbs_ibv_wr_local_inv
+#cgo noescape goverbs_ibv_wr_rdma_read
+#cgo nocallback goverbs_ibv_wr_rdma_read
+#cgo noescape goverbs_ibv_wr_rdma_write
+#cgo nocallback goverbs_ibv_wr_rdma_write
+#cgo noescape goverbs_ibv_wr_rdma_write_imm
+#cgo nocallback goverbs_ibv_wr_rdma_write_imm
+#cgo noescape goverbs_ibv_wr_send
+#cgo nocallback goverbs_ibv_wr_send
+#cgo noescape goverbs_ibv_wr_send_imm
+#cgo nocallback goverbs_ibv_wr_send_imm
+#cgo noescape goverbs_ibv_wr_send_inv
+#cgo nocallback goverbs_ibv_wr_send_inv
+#cgo noescape goverbs_ibv_wr_send_tso
+#cgo nocallback goverbs_ibv_wr_send_tso
+#cgo noescape goverbs_ibv_wr_set_inline_data
+#cgo nocallback goverbs_ibv_wr_set_inline_data
+#cgo noescape goverbs_ibv_wr_set_inline_data_list
+#cgo nocallback goverbs_ibv_wr_set_inline_data_list
+#cgo noescape goverbs_ibv_wr_set_sge
+#cgo nocallback goverbs_ibv_wr_set_sge
+#cgo noescape goverbs_ibv_wr_set_sge_list
+#cgo nocallback goverbs_ibv_wr_set_sge_list
+#cgo noescape goverbs_ibv_wr_set_ud_addr
+#cgo nocallback goverbs_ibv_wr_set_ud_addr
+#cgo noescape goverbs_ibv_wr_set_xrc_srqn
+#cgo nocallback goverbs_ibv_wr_set_xrc_srqn
+#cgo noescape goverbs_ibv_wr_start
+#cgo nocallback goverbs_ibv_wr_start
 // Calls by C name reach package verbs's trampolines (zverbs_load.c).
 #pragma redefine_extname ibv_wc_status_str goverbs_verbs_cf17a4c0_ibv_wc_status_str
 #pragma redefine_extname ibv_rate_to_mult goverbs_verbs_cf17a4c0_ibv_rate_to_mult
@@ -2387,9 +2408,65 @@ const char *goverbs_verbs_cf17a4c0_load_error(void);
 const char *goverbs_verbs_cf17a4c0_path(void);
 int goverbs_verbs_cf17a4c0_has(int);
 void *goverbs_verbs_cf17a4c0_address(int);
+// goverbs_unchecked is what the wrappers below take a pointer to where cgo's
+// pointer check would protect nothing: cgo checks a pointer argument only when
+// what it points to may hold pointers, which a byte cannot. Each wrapper casts
+// the pointer back to the type the header declares.
+typedef unsigned char goverbs_unchecked;
+static inline void goverbs_ibv_wr_atomic_cmp_swp(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr, uint64_t compare, uint64_t swap) { ibv_wr_atomic_cmp_swp((struct ibv_qp_ex *)qp, rkey, remote_addr, compare, swap); }
+static inline void goverbs_ibv_wr_atomic_fetch_add(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr, uint64_t add) { ibv_wr_atomic_fetch_add((struct ibv_qp_ex *)qp, rkey, remote_addr, add); }
+static inline void goverbs_ibv_wr_bind_mw(goverbs_unchecked *qp, goverbs_unchecked *mw, uint32_t rkey, goverbs_unchecked *bind_info) { ibv_wr_bind_mw((struct ibv_qp_ex *)qp, (struct ibv_mw *)mw, rkey, (const struct ibv_mw_bind_info *)bind_info); }
+static inline void goverbs_ibv_wr_local_inv(goverbs_unchecked *qp, uint32_t invalidate_rkey) { ibv_wr_local_inv((struct ibv_qp_ex *)qp, invalidate_rkey); }
+static inline void goverbs_ibv_wr_rdma_read(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr) { ibv_wr_rdma_read((struct ibv_qp_ex *)qp, rkey, remote_addr); }
+static inline void goverbs_ibv_wr_rdma_write(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr) { ibv_wr_rdma_write((struct ibv_qp_ex *)qp, rkey, remote_addr); }
+static inline void goverbs_ibv_wr_flush(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr, size_t len, uint8_t type, uint8_t level) { ibv_wr_flush((struct ibv_qp_ex *)qp, rkey, remote_addr, len, type, level); }
+static inline void goverbs_ibv_wr_rdma_write_imm(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr, __be32 imm_data) { ibv_wr_rdma_write_imm((struct ibv_qp_ex *)qp, rkey, remote_addr, imm_data); }
+static inline void goverbs_ibv_wr_send(goverbs_unchecked *qp) { ibv_wr_send((struct ibv_qp_ex *)qp); }
+static inline void goverbs_ibv_wr_send_imm(goverbs_unchecked *qp, __be32 imm_data) { ibv_wr_send_imm((struct ibv_qp_ex *)qp, imm_data); }
+static inline void goverbs_ibv_wr_send_inv(goverbs_unchecked *qp, uint32_t invalidate_rkey) { ibv_wr_send_inv((struct ibv_qp_ex *)qp, invalidate_rkey); }
+static inline void goverbs_ibv_wr_send_tso(goverbs_unchecked *qp, goverbs_unchecked *hdr, uint16_t hdr_sz, uint16_t mss) { ibv_wr_send_tso((struct ibv_qp_ex *)qp, (void *)hdr, hdr_sz, mss); }
+static inline void goverbs_ibv_wr_set_ud_addr(goverbs_unchecked *qp, goverbs_unchecked *ah, uint32_t remote_qpn, uint32_t remote_qkey) { ibv_wr_set_ud_addr((struct ibv_qp_ex *)qp, (struct ibv_ah *)ah, remote_qpn, remote_qkey); }
+static inline void goverbs_ibv_wr_set_xrc_srqn(goverbs_unchecked *qp, uint32_t remote_srqn) { ibv_wr_set_xrc_srqn((struct ibv_qp_ex *)qp, remote_srqn); }
+static inline void goverbs_ibv_wr_set_inline_data(goverbs_unchecked *qp, goverbs_unchecked *addr, size_t length) { ibv_wr_set_inline_data((struct ibv_qp_ex *)qp, (void *)addr, length); }
+static inline void goverbs_ibv_wr_set_inline_data_list(goverbs_unchecked *qp, size_t num_buf, goverbs_unchecked *buf_list) { ibv_wr_set_inline_data_list((struct ibv_qp_ex *)qp, num_buf, (const struct ibv_data_buf *)buf_list); }
+static inline void goverbs_ibv_wr_set_sge(goverbs_unchecked *qp, uint32_t lkey, uint64_t addr, uint32_t length) { ibv_wr_set_sge((struct ibv_qp_ex *)qp, lkey, addr, length); }
+static inline void goverbs_ibv_wr_set_sge_list(goverbs_unchecked *qp, size_t num_sge, goverbs_unchecked *sg_list) { ibv_wr_set_sge_list((struct ibv_qp_ex *)qp, num_sge, (const struct ibv_sge *)sg_list); }
+static inline void goverbs_ibv_wr_start(goverbs_unchecked *qp) { ibv_wr_start((struct ibv_qp_ex *)qp); }
+static inline int goverbs_ibv_wr_complete(goverbs_unchecked *qp) { return ibv_wr_complete((struct ibv_qp_ex *)qp); }
+static inline void goverbs_ibv_wr_abort(goverbs_unchecked *qp) { ibv_wr_abort((struct ibv_qp_ex *)qp); }
+static inline void goverbs_ibv_wr_atomic_write(goverbs_unchecked *qp, uint32_t rkey, uint64_t remote_addr, goverbs_unchecked *atomic_wr) { ibv_wr_atomic_write((struct ibv_qp_ex *)qp, rkey, remote_addr, (const void *)atomic_wr); }
+static inline int goverbs_ibv_start_poll(goverbs_unchecked *cq, goverbs_unchecked *attr) { return ibv_start_poll((struct ibv_cq_ex *)cq, (struct ibv_poll_cq_attr *)attr); }
+static inline int goverbs_ibv_next_poll(goverbs_unchecked *cq) { return ibv_next_poll((struct ibv_cq_ex *)cq); }
+static inline void goverbs_ibv_end_poll(goverbs_unchecked *cq) { ibv_end_poll((struct ibv_cq_ex *)cq); }
+static inline enum ibv_wc_opcode goverbs_ibv_wc_read_opcode(goverbs_unchecked *cq) { return ibv_wc_read_opcode((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_vendor_err(goverbs_unchecked *cq) { return ibv_wc_read_vendor_err((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_byte_len(goverbs_unchecked *cq) { return ibv_wc_read_byte_len((struct ibv_cq_ex *)cq); }
+static inline __be32 goverbs_ibv_wc_read_imm_data(goverbs_unchecked *cq) { return ibv_wc_read_imm_data((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_invalidated_rkey(goverbs_unchecked *cq) { return ibv_wc_read_invalidated_rkey((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_qp_num(goverbs_unchecked *cq) { return ibv_wc_read_qp_num((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_src_qp(goverbs_unchecked *cq) { return ibv_wc_read_src_qp((struct ibv_cq_ex *)cq); }
+static inline unsigned int goverbs_ibv_wc_read_wc_flags(goverbs_unchecked *cq) { return ibv_wc_read_wc_flags((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_slid(goverbs_unchecked *cq) { return ibv_wc_read_slid((struct ibv_cq_ex *)cq); }
+static inline uint8_t goverbs_ibv_wc_read_sl(goverbs_unchecked *cq) { return ibv_wc_read_sl((struct ibv_cq_ex *)cq); }
+static inline uint8_t goverbs_ibv_wc_read_dlid_path_bits(goverbs_unchecked *cq) { return ibv_wc_read_dlid_path_bits((struct ibv_cq_ex *)cq); }
+static inline uint64_t goverbs_ibv_wc_read_completion_ts(goverbs_unchecked *cq) { return ibv_wc_read_completion_ts((struct ibv_cq_ex *)cq); }
+static inline uint64_t goverbs_ibv_wc_read_completion_wallclock_ns(goverbs_unchecked *cq) { return ibv_wc_read_completion_wallclock_ns((struct ibv_cq_ex *)cq); }
+static inline uint16_t goverbs_ibv_wc_read_cvlan(goverbs_unchecked *cq) { return ibv_wc_read_cvlan((struct ibv_cq_ex *)cq); }
+static inline uint32_t goverbs_ibv_wc_read_flow_tag(goverbs_unchecked *cq) { return ibv_wc_read_flow_tag((struct ibv_cq_ex *)cq); }
+static inline void goverbs_ibv_wc_read_tm_info(goverbs_unchecked *cq, goverbs_unchecked *tm_info) { ibv_wc_read_tm_info((struct ibv_cq_ex *)cq, (struct ibv_wc_tm_info *)tm_info); }
+static inline int goverbs_ibv_post_wq_recv(goverbs_unchecked *wq, goverbs_unchecked *recv_wr, goverbs_unchecked *bad_recv_wr) { return ibv_post_wq_recv((struct ibv_wq *)wq, (struct ibv_recv_wr *)recv_wr, (struct ibv_recv_wr **)bad_recv_wr); }
+static inline void goverbs_ibv_free_device_list(goverbs_unchecked *list) { ibv_free_device_list((struct ibv_device **)list); }
 static inline int goverbs_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr) { return ibv_query_port(context, port_num, port_attr); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, unsigned int access) { return ibv_reg_mr(pd, addr, length, access); }
 static inline struct ibv_mr *goverbs_ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access) { return ibv_reg_mr_iova(pd, addr, length, iova, access); }
+static inline int goverbs_ibv_get_cq_event(struct ibv_comp_channel *channel, goverbs_unchecked *cq, void **cq_context) { return ibv_get_cq_event(channel, (struct ibv_cq **)cq, cq_context); }
+static inline int goverbs_ibv_poll_cq(goverbs_unchecked *cq, int num_entries, goverbs_unchecked *wc) { return ibv_poll_cq((struct ibv_cq *)cq, num_entries, (struct ibv_wc *)wc); }
+static inline int goverbs_ibv_req_notify_cq(goverbs_unchecked *cq, int solicited_only) { return ibv_req_notify_cq((struct ibv_cq *)cq, solicited_only); }
+static inline int goverbs_ibv_post_srq_recv(goverbs_unchecked *srq, goverbs_unchecked *recv_wr, goverbs_unchecked *bad_recv_wr) { return ibv_post_srq_recv((struct ibv_srq *)srq, (struct ibv_recv_wr *)recv_wr, (struct ibv_recv_wr **)bad_recv_wr); }
+static inline int goverbs_ibv_post_srq_ops(goverbs_unchecked *srq, goverbs_unchecked *op, goverbs_unchecked *bad_op) { return ibv_post_srq_ops((struct ibv_srq *)srq, (struct ibv_ops_wr *)op, (struct ibv_ops_wr **)bad_op); }
+static inline void *goverbs_ibv_alloc_buf(struct ibv_pd *pd, size_t size, goverbs_unchecked *buf) { return ibv_alloc_buf(pd, size, (struct ibv_buf **)buf); }
+static inline int goverbs_ibv_post_send(goverbs_unchecked *qp, goverbs_unchecked *wr, goverbs_unchecked *bad_wr) { return ibv_post_send((struct ibv_qp *)qp, (struct ibv_send_wr *)wr, (struct ibv_send_wr **)bad_wr); }
+static inline int goverbs_ibv_post_recv(goverbs_unchecked *qp, goverbs_unchecked *wr, goverbs_unchecked *bad_wr) { return ibv_post_recv((struct ibv_qp *)qp, (struct ibv_recv_wr *)wr, (struct ibv_recv_wr **)bad_wr); }
 */
 import "C"
 
@@ -2851,140 +2928,140 @@ func QPToQPEx(qp *QP) *QPEx {
 // infiniband/verbs.h:1393). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRAtomicCmpSwp(qp *QPEx, rkey uint32, remoteAddr uint64, compare uint64, swap uint64) {
-	C.ibv_wr_atomic_cmp_swp((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.uint64_t(compare), C.uint64_t(swap))
+	C.goverbs_ibv_wr_atomic_cmp_swp((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.uint64_t(compare), C.uint64_t(swap))
 }
 
 // WRAtomicFetchAdd calls ibv_wr_atomic_fetch_add (static inline,
 // infiniband/verbs.h:1400). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRAtomicFetchAdd(qp *QPEx, rkey uint32, remoteAddr uint64, add uint64) {
-	C.ibv_wr_atomic_fetch_add((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.uint64_t(add))
+	C.goverbs_ibv_wr_atomic_fetch_add((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.uint64_t(add))
 }
 
 // WRBindMW calls ibv_wr_bind_mw (static inline, infiniband/verbs.h:1406). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRBindMW(qp *QPEx, mw *MW, rkey uint32, bindInfo *MWBindInfo) {
-	C.ibv_wr_bind_mw((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), (*C.struct_ibv_mw)(unsafe.Pointer(mw)), C.uint32_t(rkey), (*C.struct_ibv_mw_bind_info)(unsafe.Pointer(bindInfo)))
+	C.goverbs_ibv_wr_bind_mw((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(unsafe.Pointer(mw)), C.uint32_t(rkey), (*C.goverbs_unchecked)(unsafe.Pointer(bindInfo)))
 }
 
 // WRLocalInv calls ibv_wr_local_inv (static inline, infiniband/verbs.h:1413).
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRLocalInv(qp *QPEx, invalidateRkey uint32) {
-	C.ibv_wr_local_inv((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
+	C.goverbs_ibv_wr_local_inv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
 }
 
 // WRRDMARead calls ibv_wr_rdma_read (static inline, infiniband/verbs.h:1419).
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRRDMARead(qp *QPEx, rkey uint32, remoteAddr uint64) {
-	C.ibv_wr_rdma_read((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr))
+	C.goverbs_ibv_wr_rdma_read((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr))
 }
 
 // WRRDMAWrite calls ibv_wr_rdma_write (static inline, infiniband/verbs.h:1425).
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRRDMAWrite(qp *QPEx, rkey uint32, remoteAddr uint64) {
-	C.ibv_wr_rdma_write((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr))
+	C.goverbs_ibv_wr_rdma_write((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr))
 }
 
 // WRFlush calls ibv_wr_flush (static inline, infiniband/verbs.h:1431). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRFlush(qp *QPEx, rkey uint32, remoteAddr uint64, len uint64, type_ uint8, level uint8) {
-	C.ibv_wr_flush((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.size_t(len), C.uint8_t(type_), C.uint8_t(level))
+	C.goverbs_ibv_wr_flush((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.size_t(len), C.uint8_t(type_), C.uint8_t(level))
 }
 
 // WRRDMAWriteImm calls ibv_wr_rdma_write_imm (static inline,
 // infiniband/verbs.h:1438). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRRDMAWriteImm(qp *QPEx, rkey uint32, remoteAddr uint64, immData Be32) {
-	C.ibv_wr_rdma_write_imm((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.__be32(immData))
+	C.goverbs_ibv_wr_rdma_write_imm((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), C.__be32(immData))
 }
 
 // WRSend calls ibv_wr_send (static inline, infiniband/verbs.h:1444). It cannot
 // fail: what C returns is the result (error convention "cannot fail", rule
 // "extended QP and CQ accessors").
 func WRSend(qp *QPEx) {
-	C.ibv_wr_send((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
+	C.goverbs_ibv_wr_send((*C.goverbs_unchecked)(unsafe.Pointer(qp)))
 }
 
 // WRSendImm calls ibv_wr_send_imm (static inline, infiniband/verbs.h:1449). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRSendImm(qp *QPEx, immData Be32) {
-	C.ibv_wr_send_imm((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.__be32(immData))
+	C.goverbs_ibv_wr_send_imm((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.__be32(immData))
 }
 
 // WRSendInv calls ibv_wr_send_inv (static inline, infiniband/verbs.h:1454). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRSendInv(qp *QPEx, invalidateRkey uint32) {
-	C.ibv_wr_send_inv((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
+	C.goverbs_ibv_wr_send_inv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
 }
 
 // WRSendTSO calls ibv_wr_send_tso (static inline, infiniband/verbs.h:1460). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRSendTSO(qp *QPEx, hdr unsafe.Pointer, hdrSz uint16, mss uint16) {
-	C.ibv_wr_send_tso((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), hdr, C.uint16_t(hdrSz), C.uint16_t(mss))
+	C.goverbs_ibv_wr_send_tso((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(hdr), C.uint16_t(hdrSz), C.uint16_t(mss))
 }
 
 // WRSetUDAddr calls ibv_wr_set_ud_addr (static inline,
 // infiniband/verbs.h:1466). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetUDAddr(qp *QPEx, ah *AH, remoteQPN uint32, remoteQkey uint32) {
-	C.ibv_wr_set_ud_addr((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), (*C.struct_ibv_ah)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN), C.uint32_t(remoteQkey))
+	C.goverbs_ibv_wr_set_ud_addr((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN), C.uint32_t(remoteQkey))
 }
 
 // WRSetXRCSRQN calls ibv_wr_set_xrc_srqn (static inline,
 // infiniband/verbs.h:1472). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetXRCSRQN(qp *QPEx, remoteSRQN uint32) {
-	C.ibv_wr_set_xrc_srqn((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(remoteSRQN))
+	C.goverbs_ibv_wr_set_xrc_srqn((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(remoteSRQN))
 }
 
 // WRSetInlineData calls ibv_wr_set_inline_data (static inline,
 // infiniband/verbs.h:1478). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetInlineData(qp *QPEx, addr unsafe.Pointer, length uint64) {
-	C.ibv_wr_set_inline_data((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), addr, C.size_t(length))
+	C.goverbs_ibv_wr_set_inline_data((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(addr), C.size_t(length))
 }
 
 // WRSetInlineDataList calls ibv_wr_set_inline_data_list (static inline,
 // infiniband/verbs.h:1484). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetInlineDataList(qp *QPEx, numBuf uint64, bufList *DataBuf) {
-	C.ibv_wr_set_inline_data_list((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.size_t(numBuf), (*C.struct_ibv_data_buf)(unsafe.Pointer(bufList)))
+	C.goverbs_ibv_wr_set_inline_data_list((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.size_t(numBuf), (*C.goverbs_unchecked)(unsafe.Pointer(bufList)))
 }
 
 // WRSetSGE calls ibv_wr_set_sge (static inline, infiniband/verbs.h:1491). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRSetSGE(qp *QPEx, lkey uint32, addr uint64, length uint32) {
-	C.ibv_wr_set_sge((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(lkey), C.uint64_t(addr), C.uint32_t(length))
+	C.goverbs_ibv_wr_set_sge((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(lkey), C.uint64_t(addr), C.uint32_t(length))
 }
 
 // WRSetSGEList calls ibv_wr_set_sge_list (static inline,
 // infiniband/verbs.h:1497). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRSetSGEList(qp *QPEx, numSGE uint64, sgList *SGE) {
-	C.ibv_wr_set_sge_list((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.size_t(numSGE), (*C.struct_ibv_sge)(unsafe.Pointer(sgList)))
+	C.goverbs_ibv_wr_set_sge_list((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.size_t(numSGE), (*C.goverbs_unchecked)(unsafe.Pointer(sgList)))
 }
 
 // WRStart calls ibv_wr_start (static inline, infiniband/verbs.h:1503). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRStart(qp *QPEx) {
-	C.ibv_wr_start((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
+	C.goverbs_ibv_wr_start((*C.goverbs_unchecked)(unsafe.Pointer(qp)))
 }
 
 // WRComplete calls ibv_wr_complete (static inline, infiniband/verbs.h:1508).
 // When C returns an errno, it returns it as a *verberr.Error (error convention
 // "errno returned", rule "verbs returning their errno").
 func WRComplete(qp *QPEx) error {
-	r := C.ibv_wr_complete((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
+	r := C.goverbs_ibv_wr_complete((*C.goverbs_unchecked)(unsafe.Pointer(qp)))
 	if r == 0 {
 		return nil
 	}
@@ -2995,14 +3072,14 @@ func WRComplete(qp *QPEx) error {
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WRAbort(qp *QPEx) {
-	C.ibv_wr_abort((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)))
+	C.goverbs_ibv_wr_abort((*C.goverbs_unchecked)(unsafe.Pointer(qp)))
 }
 
 // WRAtomicWrite calls ibv_wr_atomic_write (static inline,
 // infiniband/verbs.h:1518). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WRAtomicWrite(qp *QPEx, rkey uint32, remoteAddr uint64, atomicWR unsafe.Pointer) {
-	C.ibv_wr_atomic_write((*C.struct_ibv_qp_ex)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), atomicWR)
+	C.goverbs_ibv_wr_atomic_write((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(rkey), C.uint64_t(remoteAddr), (*C.goverbs_unchecked)(atomicWR))
 }
 
 // CQExToCQ calls ibv_cq_ex_to_cq (static inline, infiniband/verbs.h:1604). It
@@ -3019,7 +3096,7 @@ func CQExToCQ(cq *CQEx) *CQ {
 // matching no errno (error convention "errno returned", rule "extended poll: 0,
 // an errno, or a provider's negative code").
 func StartPoll(cq *CQEx, attr *PollCQAttr) error {
-	r := C.ibv_start_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_poll_cq_attr)(unsafe.Pointer(attr)))
+	r := C.goverbs_ibv_start_poll((*C.goverbs_unchecked)(unsafe.Pointer(cq)), (*C.goverbs_unchecked)(unsafe.Pointer(attr)))
 	if r == 0 {
 		return nil
 	}
@@ -3032,7 +3109,7 @@ func StartPoll(cq *CQEx, attr *PollCQAttr) error {
 // matching no errno (error convention "errno returned", rule "extended poll: 0,
 // an errno, or a provider's negative code").
 func NextPoll(cq *CQEx) error {
-	r := C.ibv_next_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_next_poll((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	if r == 0 {
 		return nil
 	}
@@ -3043,14 +3120,14 @@ func NextPoll(cq *CQEx) error {
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func EndPoll(cq *CQEx) {
-	C.ibv_end_poll((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	C.goverbs_ibv_end_poll((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 }
 
 // WCReadOpcode calls ibv_wc_read_opcode (static inline,
 // infiniband/verbs.h:1640). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadOpcode(cq *CQEx) WCOpcode {
-	r := C.ibv_wc_read_opcode((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_opcode((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return WCOpcode(r)
 }
 
@@ -3058,7 +3135,7 @@ func WCReadOpcode(cq *CQEx) WCOpcode {
 // infiniband/verbs.h:1645). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadVendorErr(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_vendor_err((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_vendor_err((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3066,7 +3143,7 @@ func WCReadVendorErr(cq *CQEx) uint32 {
 // infiniband/verbs.h:1650). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadByteLen(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_byte_len((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_byte_len((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3074,7 +3151,7 @@ func WCReadByteLen(cq *CQEx) uint32 {
 // infiniband/verbs.h:1655). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadImmData(cq *CQEx) Be32 {
-	r := C.ibv_wc_read_imm_data((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_imm_data((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return Be32(r)
 }
 
@@ -3082,7 +3159,7 @@ func WCReadImmData(cq *CQEx) Be32 {
 // infiniband/verbs.h:1660). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadInvalidatedRkey(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_invalidated_rkey((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_invalidated_rkey((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3090,7 +3167,7 @@ func WCReadInvalidatedRkey(cq *CQEx) uint32 {
 // infiniband/verbs.h:1669). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadQPNum(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_qp_num((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_qp_num((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3098,7 +3175,7 @@ func WCReadQPNum(cq *CQEx) uint32 {
 // infiniband/verbs.h:1674). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadSrcQP(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_src_qp((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_src_qp((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3106,7 +3183,7 @@ func WCReadSrcQP(cq *CQEx) uint32 {
 // infiniband/verbs.h:1679). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadWCFlags(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_wc_flags((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_wc_flags((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3114,7 +3191,7 @@ func WCReadWCFlags(cq *CQEx) uint32 {
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WCReadSLID(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_slid((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_slid((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3122,7 +3199,7 @@ func WCReadSLID(cq *CQEx) uint32 {
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WCReadSL(cq *CQEx) uint8 {
-	r := C.ibv_wc_read_sl((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_sl((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint8(r)
 }
 
@@ -3130,7 +3207,7 @@ func WCReadSL(cq *CQEx) uint8 {
 // infiniband/verbs.h:1694). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadDLIDPathBits(cq *CQEx) uint8 {
-	r := C.ibv_wc_read_dlid_path_bits((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_dlid_path_bits((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint8(r)
 }
 
@@ -3138,7 +3215,7 @@ func WCReadDLIDPathBits(cq *CQEx) uint8 {
 // infiniband/verbs.h:1699). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadCompletionTs(cq *CQEx) uint64 {
-	r := C.ibv_wc_read_completion_ts((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_completion_ts((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint64(r)
 }
 
@@ -3146,7 +3223,7 @@ func WCReadCompletionTs(cq *CQEx) uint64 {
 // inline, infiniband/verbs.h:1704). It cannot fail: what C returns is the
 // result (error convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadCompletionWallclockNs(cq *CQEx) uint64 {
-	r := C.ibv_wc_read_completion_wallclock_ns((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_completion_wallclock_ns((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint64(r)
 }
 
@@ -3154,7 +3231,7 @@ func WCReadCompletionWallclockNs(cq *CQEx) uint64 {
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
 func WCReadCvlan(cq *CQEx) uint16 {
-	r := C.ibv_wc_read_cvlan((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_cvlan((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint16(r)
 }
 
@@ -3162,7 +3239,7 @@ func WCReadCvlan(cq *CQEx) uint16 {
 // infiniband/verbs.h:1714). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadFlowTag(cq *CQEx) uint32 {
-	r := C.ibv_wc_read_flow_tag((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)))
+	r := C.goverbs_ibv_wc_read_flow_tag((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
 
@@ -3170,14 +3247,14 @@ func WCReadFlowTag(cq *CQEx) uint32 {
 // infiniband/verbs.h:1719). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
 func WCReadTMInfo(cq *CQEx, tmInfo *WCTMInfo) {
-	C.ibv_wc_read_tm_info((*C.struct_ibv_cq_ex)(unsafe.Pointer(cq)), (*C.struct_ibv_wc_tm_info)(unsafe.Pointer(tmInfo)))
+	C.goverbs_ibv_wc_read_tm_info((*C.goverbs_unchecked)(unsafe.Pointer(cq)), (*C.goverbs_unchecked)(unsafe.Pointer(tmInfo)))
 }
 
 // PostWQRecv calls ibv_post_wq_recv (static inline, infiniband/verbs.h:1725).
 // When C returns an errno, it returns it as a *verberr.Error (error convention
 // "errno returned", rule "verbs returning their errno").
 func PostWQRecv(wq *WQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
-	r := C.ibv_post_wq_recv((*C.struct_ibv_wq)(unsafe.Pointer(wq)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(recvWR)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badRecvWR)))
+	r := C.goverbs_ibv_post_wq_recv((*C.goverbs_unchecked)(unsafe.Pointer(wq)), (*C.goverbs_unchecked)(unsafe.Pointer(recvWR)), (*C.goverbs_unchecked)(unsafe.Pointer(badRecvWR)))
 	if r == 0 {
 		return nil
 	}
@@ -3208,7 +3285,7 @@ func GetDeviceList(numDevices *int32) (**Device, error) {
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "functions returning void").
 func FreeDeviceList(list **Device) {
-	C.ibv_free_device_list((**C.struct_ibv_device)(unsafe.Pointer(list)))
+	C.goverbs_ibv_free_device_list((*C.goverbs_unchecked)(unsafe.Pointer(list)))
 }
 
 // GetDeviceName calls ibv_get_device_name (extern, infiniband/verbs.h:2409). It
@@ -3892,7 +3969,7 @@ func DestroyCQ(cq *CQ) error {
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "verbs returning -1 with errno").
 func GetCQEvent(channel *CompChannel, cq **CQ, cqContext *unsafe.Pointer) error {
-	r, err := C.ibv_get_cq_event((*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), (**C.struct_ibv_cq)(unsafe.Pointer(cq)), (*unsafe.Pointer)(unsafe.Pointer(cqContext)))
+	r, err := C.goverbs_ibv_get_cq_event((*C.struct_ibv_comp_channel)(unsafe.Pointer(channel)), (*C.goverbs_unchecked)(unsafe.Pointer(cq)), (*unsafe.Pointer)(unsafe.Pointer(cqContext)))
 	if r == 0 {
 		return nil
 	}
@@ -3912,7 +3989,7 @@ func ACKCQEvents(cq *CQ, nevents uint32) {
 // convention "count or error", rule "poll: a count, or a provider's negative
 // code").
 func PollCQ(cq *CQ, numEntries int32, wc *WC) (int, error) {
-	r := C.ibv_poll_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(numEntries), (*C.struct_ibv_wc)(unsafe.Pointer(wc)))
+	r := C.goverbs_ibv_poll_cq((*C.goverbs_unchecked)(unsafe.Pointer(cq)), C.int(numEntries), (*C.goverbs_unchecked)(unsafe.Pointer(wc)))
 	if r >= 0 {
 		return int(r), nil
 	}
@@ -3923,7 +4000,7 @@ func PollCQ(cq *CQ, numEntries int32, wc *WC) (int, error) {
 // When C returns an errno, it returns it as a *verberr.Error (error convention
 // "errno returned", rule "verbs returning their errno").
 func ReqNotifyCQ(cq *CQ, solicitedOnly int32) error {
-	r := C.ibv_req_notify_cq((*C.struct_ibv_cq)(unsafe.Pointer(cq)), C.int(solicitedOnly))
+	r := C.goverbs_ibv_req_notify_cq((*C.goverbs_unchecked)(unsafe.Pointer(cq)), C.int(solicitedOnly))
 	if r == 0 {
 		return nil
 	}
@@ -4127,7 +4204,7 @@ func DestroySRQ(srq *SRQ) error {
 // When C returns an errno, it returns it as a *verberr.Error (error convention
 // "errno returned", rule "verbs returning their errno").
 func PostSRQRecv(srq *SRQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
-	r := C.ibv_post_srq_recv((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(recvWR)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badRecvWR)))
+	r := C.goverbs_ibv_post_srq_recv((*C.goverbs_unchecked)(unsafe.Pointer(srq)), (*C.goverbs_unchecked)(unsafe.Pointer(recvWR)), (*C.goverbs_unchecked)(unsafe.Pointer(badRecvWR)))
 	if r == 0 {
 		return nil
 	}
@@ -4138,7 +4215,7 @@ func PostSRQRecv(srq *SRQ, recvWR *RecvWR, badRecvWR **RecvWR) error {
 // When C returns an errno, it returns it as a *verberr.Error (error convention
 // "errno returned", rule "verbs returning their errno").
 func PostSRQOps(srq *SRQ, op *OpsWR, badOp **OpsWR) error {
-	r := C.ibv_post_srq_ops((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_ops_wr)(unsafe.Pointer(op)), (**C.struct_ibv_ops_wr)(unsafe.Pointer(badOp)))
+	r := C.goverbs_ibv_post_srq_ops((*C.goverbs_unchecked)(unsafe.Pointer(srq)), (*C.goverbs_unchecked)(unsafe.Pointer(op)), (*C.goverbs_unchecked)(unsafe.Pointer(badOp)))
 	if r == 0 {
 		return nil
 	}
@@ -4206,7 +4283,7 @@ func AllocParentDomain(context *Context, attr *ParentDomainInitAttr) (*PD, error
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
 func AllocBuf(pd *PD, size uint64, buf **Buf) (unsafe.Pointer, error) {
-	r, err := C.ibv_alloc_buf((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.size_t(size), (**C.struct_ibv_buf)(unsafe.Pointer(buf)))
+	r, err := C.goverbs_ibv_alloc_buf((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.size_t(size), (*C.goverbs_unchecked)(unsafe.Pointer(buf)))
 	if r == nil {
 		return nil, siteAllocBuf.Failed(err, -1)
 	}
@@ -4439,7 +4516,7 @@ func DestroyRWQIndTable(rwqIndTable *RWQIndTable) error {
 // returns an errno, it returns it as a *verberr.Error (error convention "errno
 // returned", rule "verbs returning their errno").
 func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
-	r := C.ibv_post_send((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_send_wr)(unsafe.Pointer(wr)), (**C.struct_ibv_send_wr)(unsafe.Pointer(badWR)))
+	r := C.goverbs_ibv_post_send((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(unsafe.Pointer(wr)), (*C.goverbs_unchecked)(unsafe.Pointer(badWR)))
 	if r == 0 {
 		return nil
 	}
@@ -4450,7 +4527,7 @@ func PostSend(qp *QP, wr *SendWR, badWR **SendWR) error {
 // returns an errno, it returns it as a *verberr.Error (error convention "errno
 // returned", rule "verbs returning their errno").
 func PostRecv(qp *QP, wr *RecvWR, badWR **RecvWR) error {
-	r := C.ibv_post_recv((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_recv_wr)(unsafe.Pointer(wr)), (**C.struct_ibv_recv_wr)(unsafe.Pointer(badWR)))
+	r := C.goverbs_ibv_post_recv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(unsafe.Pointer(wr)), (*C.goverbs_unchecked)(unsafe.Pointer(badWR)))
 	if r == 0 {
 		return nil
 	}

@@ -5,7 +5,9 @@ package verbs
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -147,6 +149,51 @@ func TestStubs(t *testing.T) {
 	}
 	if got, err := FindAttr(&attrs[1], &lastAttr); got != nil || !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("FindAttr(no attributes) = %p, %v; want nil, ENOENT", got, err)
+	}
+
+	// Pointers passed unchecked: every pointer of a data-path function,
+	// and a handle slot anywhere. Each reaches C as the type its header
+	// spells, a stack local's slot included.
+	sges := [2]SGE{{Length: 10}, {Length: 20}}
+	rows := [2][4]uint32{{1}, {2}}
+	var wr RecvWR
+	var bad *RecvWR
+	if n := PostRows(&qp7, &sges[0], 2, &rows[0], unsafe.Pointer(&wr), &names[0], &bad); n != 7+10+1+20+2 || bad != &wr {
+		t.Errorf("PostRows (data path, unchecked) = %d, bad_wr %p; want %d, %p", n, bad, 7+10+1+20+2, &wr)
+	}
+	var qp9 QP
+	pin.Pin(&qp9)
+	pd9 := PD{Context: (*Context)(unsafe.Pointer(&qp9))}
+	var opened *QP
+	if err := OpenQP(&pd9, 9, &opened); err != nil || opened != &qp9 || qp9.QPNum != 9 {
+		t.Errorf("OpenQP (handle slot) = %v, %p, qp_num %d; want nil, %p, 9", err, opened, qp9.QPNum, &qp9)
+	}
+	if err := OpenQP(&pd9, 0, &opened); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("OpenQP(0) = %v, want EINVAL", err)
+	}
+	// A slot inside a heap object that holds Go pointers, which cgo's
+	// check finds, scanning all of it, and panics on: a checked argument
+	// into the object (its PD) shows it.
+	type node struct {
+		name *string
+		pd   PD
+		qp   *QP
+	}
+	nodes := make([]node, 100)
+	for i := range nodes {
+		nodes[i].name = new(string)
+	}
+	nodes[1].pd = pd9
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Go pointer to unpinned Go pointer") {
+				t.Errorf("OpenQP(&nodes[1].pd) panicked with %v, want cgo's pointer check", r)
+			}
+		}()
+		OpenQP(&nodes[1].pd, 9, &opened)
+	}()
+	if err := OpenQP(&pd9, 9, &nodes[50].qp); err != nil || nodes[50].qp != &qp9 {
+		t.Errorf("OpenQP(&nodes[50].qp) = %v, %p; want nil, %p", err, nodes[50].qp, &qp9)
 	}
 
 	readers := [2]unsafe.Pointer{reader, nil}

@@ -208,4 +208,24 @@ static inline int ibv_count_names(const char *const *names, const char *const st
 /* A macro over an errno copier: its wrapper makes errno positive too. */
 #define ibv_count(names) ibv_count_names(names, (const char *)0)
 
+/* Pointers passed unchecked, each cast back by its wrapper to the type
+ * spelled here. A data-path function: every pointer parameter (an array, a
+ * const record, a pointer to an array, void *, const char *const *, an
+ * out-slot). */
+static inline int ibv_post_rows(struct ibv_qp *qp, const struct ibv_sge sges[], int n,
+				const uint32_t (*rows)[4], void *ctx, const char *const *names,
+				struct ibv_recv_wr **bad_wr)
+{
+	uint32_t sum = qp->qp_num;
+
+	for (int i = 0; i < n; i++)
+		sum += sges[i].length + rows[i][0];
+	*bad_wr = (struct ibv_recv_wr *)ctx;
+	return names[0] ? (int)sum : -1;
+}
+
+/* A handle slot, in a prototype that names no parameter: the wrapper names
+ * them. */
+int ibv_open_qp(struct ibv_pd *, uint32_t, struct ibv_qp **);
+
 #endif
