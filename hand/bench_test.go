@@ -545,6 +545,9 @@ func generatedCases(tb testing.TB) []genCase {
 	ctxs := unsafe.Add(base, 2048)
 	ctx := func(id uint64) unsafe.Pointer { return unsafe.Add(ctxs, (id%64)*8) }
 	wcs := (*verbs.WC)(unsafe.Add(base, 4096))
+	// As the C loops do, the chain's links are set once and each post
+	// writes only the fields that change, not the whole record.
+	rwr.SGList, swr.SGList = sg, sg
 	var id uint64
 
 	sq := &wqView{func() uint32 { return r.fqp.SendStats().Head }, func(i uint32) [fakeprov.WQEBytes]byte {
@@ -559,7 +562,7 @@ func generatedCases(tb testing.TB) []genCase {
 		{name: "post_recv", n: 1, q: rq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
-				*rwr = verbs.RecvWR{WRID: id, SGList: sg, NumSGE: 1}
+				rwr.WRID, rwr.NumSGE = id, 1
 				id++
 				var bad *verbs.RecvWR
 				if err := verbs.PostRecv(r.qp, rwr, &bad); err != nil {
@@ -572,7 +575,7 @@ func generatedCases(tb testing.TB) []genCase {
 		{name: "post_srq_recv", n: 1, q: srq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
-				*rwr = verbs.RecvWR{WRID: id, SGList: sg, NumSGE: 1}
+				rwr.WRID, rwr.NumSGE = id, 1
 				id++
 				var bad *verbs.RecvWR
 				if err := verbs.PostSRQRecv(r.srq, rwr, &bad); err != nil {
@@ -585,7 +588,7 @@ func generatedCases(tb testing.TB) []genCase {
 		{name: "post_send_send", n: 1, q: sq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
-				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: cbench.Signaled}
+				swr.WRID, swr.NumSGE, swr.Opcode, swr.SendFlags, swr.ImmData = id, 1, verbs.WROpSend, cbench.Signaled, 0
 				id++
 				var bad *verbs.SendWR
 				if err := verbs.PostSend(r.qp, swr, &bad); err != nil {
