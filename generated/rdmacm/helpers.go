@@ -135,10 +135,11 @@ func zoneName(index uint32) string {
 //	level OptionIB:
 //	  OptionIBPath        [N]PathData  path records (struct ibv_path_data[])
 //
-// for example SetOptionValue(id, int32(OptionID), int32(OptionIDTos),
-// uint8(32)). The kernel checks optlen against the option's size: a Go type
+// for example SetOptionValue(id, OptionID, OptionIDTos, uint8(32)). level and
+// optname take the constants as the header's enums type them (unsigned),
+// where the C prototype, and so SetOption, takes int. The kernel checks optlen against the option's size: a Go type
 // of another size fails with EINVAL. T must hold no pointers (cgo panics at
 // the call when it holds Go pointers).
-func SetOptionValue[T any](id *CMID, level, optname int32, v T) error {
-	return SetOption(id, level, optname, unsafe.Pointer(&v), uint64(unsafe.Sizeof(v)))
+func SetOptionValue[T any](id *CMID, level, optname uint32, v T) error {
+	return SetOption(id, int32(level), int32(optname), unsafe.Pointer(&v), uint64(unsafe.Sizeof(v)))
 }

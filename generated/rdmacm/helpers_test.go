@@ -266,17 +266,17 @@ func TestSetOptionValue(t *testing.T) {
 		require.Equal(t, optname, binary.NativeEndian.Uint32(cmd[24:]), "optname")
 		require.Equal(t, optlen, binary.NativeEndian.Uint32(cmd[28:]), "optlen")
 	}
-	require.NoError(t, rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDTos), uint8(32)))
+	require.NoError(t, rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDTos, uint8(32)))
 	check(rdmacm.OptionID, rdmacm.OptionIDTos, 1)
-	require.NoError(t, rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDReuseaddr), int32(1)))
+	require.NoError(t, rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDReuseaddr, int32(1)))
 	check(rdmacm.OptionID, rdmacm.OptionIDReuseaddr, 4)
-	require.NoError(t, rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDACKTimeout), uint8(14)))
+	require.NoError(t, rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDACKTimeout, uint8(14)))
 	check(rdmacm.OptionID, rdmacm.OptionIDACKTimeout, 1)
-	require.NoError(t, rdmacm.SetOptionValue(id, int32(rdmacm.OptionIB), int32(rdmacm.OptionIBPath), [2]rdmacm.PathData{}))
+	require.NoError(t, rdmacm.SetOptionValue(id, rdmacm.OptionIB, rdmacm.OptionIBPath, [2]rdmacm.PathData{}))
 	check(rdmacm.OptionIB, rdmacm.OptionIBPath, 2*72)
 
 	id.Channel.FD = -1
-	err := rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDTos), uint8(0))
+	err := rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDTos, uint8(0))
 	var ve *verberr.Error
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "rdma_set_option", ve.Func())

@@ -152,9 +152,9 @@ func TestHelpersCM(t *testing.T) {
 	ch := cmChannel(t)
 
 	id := cmID(t, ch)
-	cmCall(t, "REUSEADDR int32", rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDReuseaddr), int32(1)))
-	cmCall(t, "TOS uint8", rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDTos), uint8(32)))
-	if err := rdmacm.SetOptionValue(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDTos), int32(32)); !errors.Is(err, syscall.EINVAL) {
+	cmCall(t, "REUSEADDR int32", rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDReuseaddr, int32(1)))
+	cmCall(t, "TOS uint8", rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDTos, uint8(32)))
+	if err := rdmacm.SetOptionValue(id, rdmacm.OptionID, rdmacm.OptionIDTos, int32(32)); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("TOS as an int32 (optlen 4, not 1): %v, want EINVAL", err)
 	}
 	cmCall(t, "rdma_bind_addr", rdmacm.BindAddr(id, rdmacm.SockaddrOf(netip.AddrPortFrom(addr, 0))))
