@@ -353,6 +353,9 @@ func Report(w io.Writer, ir *IR) {
 		if f.Unsupported != "" {
 			code = " (-1: " + f.Unsupported + ")"
 		}
+		if nr := f.NoRDMA; nr != nil {
+			code += fmt.Sprintf(" (%s: no RDMA: %s)", errnoNames[nr.Errno], nr.Says)
+		}
 		fmt.Fprintf(w, "  %s (%s): %s%s, rule %q\n", f.Name, f.Pos, f.Convention, code, f.ConventionRule)
 	}
 	var totals []string

@@ -528,7 +528,7 @@ func BenchmarkGenerated(b *testing.B) {
 		return func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
-				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: uint32(hand.Signaled)}
+				*swr = verbs.SendWR{WRID: id, SGList: sg, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: hand.Signaled}
 				id++
 				var bad *verbs.SendWR
 				if err := verbs.PostSend(r.qp, swr, &bad); err != nil {
