@@ -5,11 +5,12 @@
 // function-like macros included.
 //
 // The stages are plain functions: Load (parse and type-check), Model (the IR,
-// sorted by source position), Names (Go identifiers), AssignConventions (how
-// each function fails, from a user's conventions file, see
-// ParseConventions, then the Conventions table), Emit (jennifer) and Write
-// (all or nothing as far as POSIX allows, unchanged files untouched). gen does not download headers; see
-// headers/ for the pinned sets.
+// sorted by source position), Names (Go identifiers, then the type patches
+// Retypes and NoRDMA), AssignConventions (how each function fails, from a
+// user's conventions file, see ParseConventions, then the Conventions
+// table), Emit (jennifer) and Write (all or nothing as far as POSIX allows,
+// unchanged files untouched). gen does not download headers; see headers/
+// for the pinned sets.
 package gen
 
 import (
