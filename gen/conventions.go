@@ -358,6 +358,10 @@ func AssignConventions(ir *IR, rules []ConventionRule) error {
 		if fn.Convention == Unassigned {
 			missing = append(missing, fn)
 		}
+		if fn.NoRDMA != nil && fn.Convention == CannotFail {
+			errs = append(errs, problem{fn.Pos, fmt.Sprintf("%s: %s has a NoRDMA entry, but cannot fail (error convention %q, rule %q): it has no error to mark",
+				fn.Pos, fn.Name, fn.Convention, fn.ConventionRule)})
+		}
 	}
 	for _, r := range rules {
 		for _, p := range r.Funcs {

@@ -212,6 +212,9 @@ func render(name string, f *jen.File) (File, error) {
 
 // goType is the Go spelling of a C type, as seen from package pkg.
 func (e *emitter) goType(t *Type) jen.Code {
+	if t.GoEnum != nil { // a Retypes patch: the enum's type, cgo still converts to the C type
+		return jen.Qual(e.pkgPath(t.GoEnum.Package), t.GoEnum.GoName)
+	}
 	switch t.Kind {
 	case KVoid:
 		return jen.Struct()
@@ -1106,7 +1109,11 @@ func (e *emitter) sites(f *jen.File, spec *PackageSpec, funcs []*Func, newer map
 			}
 			avail = jen.Id("availability").Call(names...)
 		}
-		defs = append(defs, jen.Id(siteName(fn)).Op("=").Qual(verberrPath, "NewSite").Call(jen.Lit(fn.Name), avail))
+		site := jen.Qual(verberrPath, "NewSite").Call(jen.Lit(fn.Name), avail)
+		if nr := fn.NoRDMA; nr != nil {
+			site = site.Dot("NoRDMA").Call(jen.Qual("syscall", errnoNames[nr.Errno]), jen.Lit(nr.Says))
+		}
+		defs = append(defs, jen.Id(siteName(fn)).Op("=").Add(site))
 	}
 	if len(defs) == 0 {
 		return
@@ -1396,8 +1403,19 @@ func wrapWidth(text string, width int) string {
 	return b.String()
 }
 
-// conventionDoc is the part of a stub's doc comment that says how it fails.
+// conventionDoc is the part of a stub's doc comment that says how it fails,
+// and what a NoRDMA failure means.
 func conventionDoc(fn *Func) string {
+	doc := conventionOnly(fn)
+	if nr := fn.NoRDMA; nr != nil {
+		doc += fmt.Sprintf(" Its %s, when the loaded library has the function, means %q: the error then also matches verberr.ErrNoRDMA.",
+			errnoNames[nr.Errno], nr.Says)
+	}
+	return doc
+}
+
+// conventionOnly is conventionDoc without what NoRDMA adds.
+func conventionOnly(fn *Func) string {
 	rule := fmt.Sprintf(" (error convention %q, rule %q)", fn.Convention, fn.ConventionRule)
 	switch fn.Convention {
 	case CannotFail:

@@ -214,7 +214,8 @@ func (e *emitter) layoutFiles() ([]File, error) {
 
 // memberRows are the rows of a member's type (memberType): its size, its
 // element's size if it is an array, and its signedness if it is an integer
-// or enum. gcc evaluates them on a null pointer's member inside sizeof and
+// or enum (for a member a Retypes patch gave an enum's Go type, the
+// enum's). gcc evaluates them on a null pointer's member inside sizeof and
 // __typeof__, which evaluate nothing; Go on the field, the accessor's
 // result or the flexible array's element inside unsafe.Sizeof, which
 // evaluates nothing either, and through layoutcheck.Signed.
@@ -249,6 +250,15 @@ func memberRows(ct string, it item) []layoutRow {
 	}
 	switch {
 	case !mt.hasSign():
+	case mt.elem.GoEnum != nil:
+		// A Retypes patch (only ever on a member that is one integer):
+		// Go holds the member's bits in the enum's type, so the sign Go
+		// has is the enum's, and that is what is compared; the static
+		// assertions of the package's preamble check the member's own
+		// C sign.
+		en := mt.elem.GoEnum
+		rows = append(rows, layoutRow{fmt.Sprintf("membersigned(%s, %s as enum %s)", ct, it.cPath, en.CName),
+			"(enum " + en.CName + ")-1 < 0", jen.Qual(layoutcheckPath, "Signed").Call(goElem())})
 	case !mt.flex:
 		rows = append(rows, layoutRow{key("membersigned"), "(__typeof__(" + mt.cElem(ct, it.cPath) + "))-1 < 0",
 			jen.Qual(layoutcheckPath, "Signed").Call(goElem())})

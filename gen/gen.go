@@ -5,11 +5,12 @@
 // function-like macros included.
 //
 // The stages are plain functions: Load (parse and type-check), Model (the IR,
-// sorted by source position), Names (Go identifiers), AssignConventions (how
-// each function fails, from a user's conventions file, see
-// ParseConventions, then the Conventions table), Emit (jennifer) and Write
-// (all or nothing as far as POSIX allows, unchanged files untouched). gen does not download headers; see
-// headers/ for the pinned sets.
+// sorted by source position), Names (Go identifiers, then the type patches
+// Retypes and NoRDMA), AssignConventions (how each function fails, from a
+// user's conventions file, see ParseConventions, then the Conventions
+// table), Emit (jennifer) and Write (all or nothing as far as POSIX allows,
+// unchanged files untouched). gen does not download headers; see headers/
+// for the pinned sets.
 package gen
 
 import (
@@ -352,6 +353,9 @@ func Report(w io.Writer, ir *IR) {
 		}
 		if f.Unsupported != "" {
 			code = " (-1: " + f.Unsupported + ")"
+		}
+		if nr := f.NoRDMA; nr != nil {
+			code += fmt.Sprintf(" (%s: no RDMA: %s)", errnoNames[nr.Errno], nr.Says)
 		}
 		fmt.Fprintf(w, "  %s (%s): %s%s, rule %q\n", f.Name, f.Pos, f.Convention, code, f.ConventionRule)
 	}

@@ -35,7 +35,9 @@ var update = flag.Bool("update", false, "rewrite gen/testdata/*/want from the ge
 //     (ibv_reg_mr, ibv_query_port) and ones with no Go signature (skipped),
 //     pointers to arrays as parameters and results (directly and through a
 //     macro), a function pointer and a pointer to one through a macro,
-//     parameters named as Go's predeclared types and constants; const
+//     parameters named as Go's predeclared types and constants; access
+//     parameters given enum ibv_access_flags' Go type (Retypes, stale in
+//     the other cases); const
 //     pointers (const char *const *, const char **, const struct, const
 //     function pointers, unnamed parameters) as parameters and results of
 //     macros and of inlines whose errno the preamble makes positive, whose
@@ -59,6 +61,13 @@ func goldenSpecs() []gen.PackageSpec {
 			{C: "ib_uverbs_", Go: "Uverbs"}, {C: "IB_UVERBS_", Go: "Uverbs"},
 		},
 		DataPath: []string{"ibv_post_"},
+		// funcs' access parameters, through an extern, a static inline
+		// and a macro; in the other cases these entries are stale.
+		Retypes: map[string]gen.Retype{
+			"ibv_reg_mr.access":       {Enum: "ibv_access_flags", Reason: "golden: an int parameter of a macro and an extern"},
+			"__ibv_reg_mr.access":     {Enum: "ibv_access_flags", Reason: "golden: an unsigned parameter of a static inline"},
+			"ibv_reg_mr_iova2.access": {Enum: "ibv_access_flags", Reason: "golden: an unsigned parameter of an extern"},
+		},
 	}}
 }
 

@@ -72,6 +72,14 @@ type Type struct {
 	Len     int64
 	Record  *Record
 	Enum    *Enum
+	// GoEnum, set by a Retypes patch on an integer parameter, result or
+	// member (see PackageSpec.Retypes), is the named enum whose Go type
+	// the Go side spells it with. Everything C sees stays the C type's:
+	// the cgo conversion (C.uint(access)), the size, the trampolines'
+	// ABI class. Where Go is compared with C, the size is the C type's
+	// and the sign the enum's: the layout test compares the enum's sign
+	// with gcc's, verify the size (see shapesAgree).
+	GoEnum *Enum
 }
 
 // Record is a C struct or union.
@@ -215,6 +223,9 @@ type Func struct {
 	ConventionRule string
 	NegativeCode   bool
 	Unsupported    string
+	// NoRDMA, set from the package's NoRDMA table, is the failure of the
+	// function that means this host has no RDMA to offer; nil for most.
+	NoRDMA *NoRDMA
 
 	GoName  string
 	Package string

@@ -54,6 +54,16 @@ type PackageSpec struct {
 	// where the package-wide rule would collide with a type or function
 	// (IBV_WR_SEND and ibv_wr_send): the whole enum is renamed alike.
 	EnumPrefixes map[string]Prefix
+	// Retypes gives an integer that carries an enum's flags or values the
+	// Go type of that enum, so that a caller writes
+	// verbs.AccessLocalWrite|verbs.AccessRemoteWrite where C takes an int,
+	// with no conversion. See Retype for the keys; each entry is a named
+	// patch, reported stale like Renames when it matches nothing.
+	Retypes map[string]Retype
+	// NoRDMA marks the failures of the package's functions that mean this
+	// host has no RDMA to offer (see NoRDMA), keyed by C function name;
+	// an entry that matches no function is a stale patch.
+	NoRDMA map[string]NoRDMA
 }
 
 // Library is a shared library a generated package opens with dlopen.
@@ -238,6 +248,8 @@ func systemHomes(ir *IR, specs []PackageSpec, pkgOf func(string) *PackageSpec) m
 
 // Names assigns every declaration in the IR its package and Go name, and
 // fails on a collision, naming both C declarations and the patch table.
+// Then it applies the packages' type patches (Retypes, NoRDMA; see
+// applyPatches), which need the enums' Go names.
 func Names(ir *IR, specs []PackageSpec) error {
 	pkgOf := func(file string) *PackageSpec {
 		for i := range specs {
@@ -389,6 +401,11 @@ func Names(ir *IR, specs []PackageSpec) error {
 			}
 		}
 	}
+	more, err := applyPatches(ir, specs)
+	if err != nil {
+		return err
+	}
+	stale = append(stale, more...)
 	sort.Strings(stale)
 	ir.StalePatches = stale
 	return nil

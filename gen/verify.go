@@ -107,7 +107,10 @@ func (m Mismatch) String() string {
 // size and sign, bool, float size, pointer (any pointer, uintptr included),
 // array length and element, a record by its Go name, an enum as its
 // integer; so a member whose sign changed is a mismatch even where its
-// offsets all match. A record, enum or constant the Go side has and the
+// offsets all match; but a plain C integer (member, parameter or result)
+// that the Go side spells with an enum's type, as a Retypes patch makes
+// it, is compared by size only: the Go value holds the C bits with the
+// enum's sign (see shapesAgree). A record, enum or constant the Go side has and the
 // headers do not is not reported (its Go declaration stays valid as
 // such); a member or a function is.
 //
@@ -407,15 +410,15 @@ func verifyRecord(r *Record, obj types.Object, accessors map[string]int64, cName
 			add(Breaking, it.cPath, "offset", num(it.off), num(g.off))
 			continue
 		}
-		if c, gt := cShape(it.typ), goShape(g.typ); c != gt {
+		if c, gt := cShape(it.typ), goValueShape(g.typ); !shapesAgree(it.typ, c, gt) {
 			if isReserved(it.cPath) {
 				// Reserved space one side took over part of, or gave back:
 				// what moved into it or out of it is checked on its own.
-				add(Addition, it.cPath, "type", c, gt)
+				add(Addition, it.cPath, "type", c, plainShape(gt))
 				out[len(out)-1].neutral = true
 				continue
 			}
-			add(Breaking, it.cPath, "type", c, gt)
+			add(Breaking, it.cPath, "type", c, plainShape(gt))
 		}
 	}
 	// Members of the Go type the headers no longer have: removed, or, for
@@ -584,6 +587,78 @@ func goShape(t types.Type) string {
 		}
 	}
 	return t.String()
+}
+
+// enumShape prefixes the shape of an integer that the Go side spells with
+// an enum's type (goValueShape).
+const enumShape = "enum "
+
+// goValueShape is goShape for the type of a member, parameter or result:
+// an integer the Go side spells with a named type of the generated
+// packages other than the big-endian ones is an enum's ("enum uint32"), a
+// C enum's or one a Retypes patch gave it.
+func goValueShape(t types.Type) string {
+	if n, ok := t.(*types.Named); ok {
+		if b, ok := n.Underlying().(*types.Basic); ok && b.Info()&types.IsInteger != 0 && !isBeType(n.Obj().Name()) {
+			return enumShape + goShape(b)
+		}
+	}
+	return goShape(t)
+}
+
+func isBeType(name string) bool {
+	for _, n := range beTypes {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// shapesAgree reports whether C shape c, of C type t, is what Go shape g
+// stands for. A plain C integer the Go side spells with an enum's type (a
+// Retypes patch) agrees with it when their sizes do, whatever their signs:
+// the Go value holds the C value's bits with the enum's sign, which the
+// enum's own check compares, and the layout test with gcc's (the
+// membersigned rows of retyped members). So neither a retyped int
+// (ibv_modify_qp's attr_mask, a uint32 QPAttrMask) nor the plain integer
+// of a release whose headers lack that entry's enum reads as a change. A C
+// enum is compared with its Go type as any integer is, sign included.
+func shapesAgree(t *Type, c, g string) bool {
+	if e, ok := strings.CutPrefix(g, enumShape); ok {
+		if t.Kind == KInt && !t.Bool {
+			return sizeOfShape(c) == sizeOfShape(e)
+		}
+		return c == e
+	}
+	return c == g
+}
+
+// plainShape is shape s as messages spell it: an enum's integer as the
+// integer.
+func plainShape(s string) string { return strings.TrimPrefix(s, enumShape) }
+
+func plainShapes(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = plainShape(s)
+	}
+	return out
+}
+
+// sizeOfShape is the size in bytes of an integer shape ("int32", "uint8"),
+// 0 for any other.
+func sizeOfShape(s string) int {
+	s = strings.TrimPrefix(strings.TrimPrefix(s, enumShape), "u")
+	bits, ok := strings.CutPrefix(s, "int")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(bits)
+	if err != nil {
+		return 0
+	}
+	return n / 8
 }
 
 type importerFunc func(path, dir string, mode types.ImportMode) (*types.Package, error)
@@ -815,13 +890,13 @@ func cResult(fn *Func) string {
 	return cShape(fn.Result)
 }
 
-// resultsAgree reports whether C result c (cResult) is what stub result g
-// stands for.
-func resultsAgree(c, g string) bool {
+// resultsAgree reports whether C result c (cResult), of type t, is what
+// stub result g stands for.
+func resultsAgree(t *Type, c, g string) bool {
 	if g == resultSignedInt {
 		return slices.Contains([]string{"int8", "int16", "int32", "int64"}, c)
 	}
-	return c == g
+	return shapesAgree(t, c, g)
 }
 
 // prototype spells a prototype in shapes: "int32(pointer, uint8)".
@@ -851,7 +926,7 @@ func verifyFuncs(ir *IR, pkg, dir, importRoot string, fset *token.FileSet, looku
 			if obj == nil {
 				return "", fmt.Errorf("type %s is not declared in package %s", e.Name, pkg)
 			}
-			return goShape(obj.Type()), nil
+			return goValueShape(obj.Type()), nil
 		case *ast.SelectorExpr:
 			x, ok := e.X.(*ast.Ident)
 			if !ok {
@@ -880,7 +955,7 @@ func verifyFuncs(ir *IR, pkg, dir, importRoot string, fset *token.FileSet, looku
 				if obj == nil {
 					return "", fmt.Errorf("type %s is not declared in package %s", e.Sel.Name, p)
 				}
-				return goShape(obj.Type()), nil
+				return goValueShape(obj.Type()), nil
 			}
 		case *ast.ArrayType, *ast.FuncType, *ast.MapType, *ast.ChanType:
 			// Not a type a stub passes: spelled as it is, it never matches.
@@ -908,16 +983,16 @@ func verifyFuncs(ir *IR, pkg, dir, importRoot string, fset *token.FileSet, looku
 			out = append(out, Mismatch{Class: Addition, Decl: decl, What: "prototype", C: prototype(cResult(fn), params), Go: missing})
 			continue
 		}
-		if c := cResult(fn); !resultsAgree(c, s.result) {
-			out = append(out, Mismatch{Decl: decl, What: "result", C: c, Go: s.result})
+		if c := cResult(fn); !resultsAgree(fn.Result, c, s.result) {
+			out = append(out, Mismatch{Decl: decl, What: "result", C: c, Go: plainShape(s.result)})
 		}
 		if len(params) != len(s.params) {
-			out = append(out, Mismatch{Decl: decl, What: "parameters", C: prototype(cResult(fn), params), Go: prototype(s.result, s.params)})
+			out = append(out, Mismatch{Decl: decl, What: "parameters", C: prototype(cResult(fn), params), Go: prototype(plainShape(s.result), plainShapes(s.params))})
 			continue
 		}
 		for i, c := range params {
-			if c != s.params[i] {
-				out = append(out, Mismatch{Decl: decl, Member: fmt.Sprintf("parameter %d (%s)", i+1, fn.Params[i].Name), C: c, Go: s.params[i]})
+			if !shapesAgree(fn.Params[i].Type, c, s.params[i]) {
+				out = append(out, Mismatch{Decl: decl, Member: fmt.Sprintf("parameter %d (%s)", i+1, fn.Params[i].Name), C: c, Go: plainShape(s.params[i])})
 			}
 		}
 	}
@@ -925,7 +1000,7 @@ func verifyFuncs(ir *IR, pkg, dir, importRoot string, fset *token.FileSet, looku
 		if !inC[name] {
 			// Breaking, unless the headers are older than the packages
 			// (see Verify): the loader then reports it missing when called.
-			out = append(out, Mismatch{Class: Addition, older: true, Decl: "function " + name, What: "prototype", C: missing, Go: prototype(s.result, s.params)})
+			out = append(out, Mismatch{Class: Addition, older: true, Decl: "function " + name, What: "prototype", C: missing, Go: prototype(plainShape(s.result), plainShapes(s.params))})
 		}
 	}
 	return out, nil

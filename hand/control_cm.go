@@ -17,6 +17,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // rdma_cm: connection setup over IP addresses (librdmacm), with the event
@@ -46,15 +47,16 @@ func CMContext(name string) (*Context, error) {
 	}
 	var n int32
 	list, err := rdmacm.GetDevices(&n)
-	const hint = "rdma_get_devices found none " + loadDriverHint
 	switch {
-	case errors.Is(err, syscall.ENODEV):
-		return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, hint, verbErr("rdma_get_devices", err))
+	case errors.Is(err, verberr.ErrNoRDMA):
+		// librdmacm's ENODEV: no device, or no RDMA in the kernel; the
+		// error says which and what to do.
+		return nil, fmt.Errorf("%w: %w", ErrNoDevice, verbErr("rdma_get_devices", err))
 	case err != nil:
 		return nil, verbErr("rdma_get_devices", err)
 	case n == 0:
 		rdmacm.FreeDevices(list)
-		return nil, fmt.Errorf("%w: %s", ErrNoDevice, hint)
+		return nil, fmt.Errorf("%w: rdma_get_devices found none %s", ErrNoDevice, loadDriverHint)
 	}
 	defer rdmacm.FreeDevices(list)
 	ctxs := unsafe.Slice(list, int(n))

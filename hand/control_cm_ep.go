@@ -542,7 +542,7 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	// rdma_get_request made the QP from a copy of the listener's attributes
 	// and dropped the caps the provider granted into it: ask the QP.
 	var granted verbs.QPAttr
-	err = verbErr("ibv_query_qp", verbs.QueryQP(id.QP, &granted, int32(verbs.QPAttrCap), &verbs.QPInitAttr{}))
+	err = verbErr("ibv_query_qp", verbs.QueryQP(id.QP, &granted, verbs.QPAttrCap, &verbs.QPInitAttr{}))
 	var ch *cmChannel
 	if err == nil {
 		ch, err = newCMChannel()
@@ -644,8 +644,8 @@ func getaddrinfo(ap netip.AddrPort, flags int32, src netip.Addr) (*rdmacm.Addrin
 	defer cfree(p)
 	m := (*hintsMem)(p)
 	m.hints.AiFlags = flags
-	m.hints.AiPortSpace = int32(rdmacm.PsTCP)
-	m.hints.AiQPType = int32(verbs.QPTRC)
+	m.hints.AiPortSpace = rdmacm.PsTCP
+	m.hints.AiQPType = verbs.QPTRC
 	if src.IsValid() {
 		m.src = sockaddrOf(netip.AddrPortFrom(src, 0))
 		// The kernel wants the exact length of the family's sockaddr.

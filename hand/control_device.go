@@ -7,10 +7,10 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"syscall"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // ErrNoDevice is wrapped by Open and Devices when no RDMA device (or none of
@@ -107,17 +107,17 @@ func Open(name string) (*Context, error) {
 // loadDriverHint is what Open and CMContext say when no device is there.
 const loadDriverHint = "(load a driver; for soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)"
 
-// deviceList is ibv_get_device_list with the commonest failure explained;
-// free releases the list (the devices stay valid while a context is open).
+// deviceList is ibv_get_device_list, whose failure on a kernel without
+// RDMA wraps ErrNoDevice (and verberr.ErrNoRDMA, and says what to do); free
+// releases the list (the devices stay valid while a context is open).
 func deviceList() (devs []*verbs.Device, free func(), err error) {
 	if err := verbs.Load(); err != nil {
 		return nil, nil, err // rdma-core is not installed: the error says what to install
 	}
 	var n int32
 	list, err := verbs.GetDeviceList(&n)
-	if errors.Is(err, syscall.ENOSYS) {
-		return nil, nil, fmt.Errorf("%w: this kernel has no RDMA support (no /sys/class/infiniband; load ib_uverbs and a driver): %w",
-			ErrNoDevice, verbErr("ibv_get_device_list", err))
+	if errors.Is(err, verberr.ErrNoRDMA) {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoDevice, verbErr("ibv_get_device_list", err))
 	}
 	if err != nil {
 		return nil, nil, verbErr("ibv_get_device_list", err)

@@ -128,7 +128,7 @@ func (pd *PD) register(buf []byte, access Access, owned bool) (*MR, error) {
 			return nil, err
 		}
 	}
-	raw, err := verbs.RegMR(pd.raw, unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf)), uint32(access))
+	raw, err := verbs.RegMR(pd.raw, unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf)), verbs.AccessFlags(access))
 	if err != nil {
 		e := verbErr("ibv_reg_mr", err).(*VerbError)
 		if e.Errno == syscall.ENOMEM || e.Errno == syscall.EPERM {
@@ -154,7 +154,7 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 		return nil, err
 	}
 	defer pd.done()
-	raw, err := verbs.RegDmabufMR(pd.raw, offset, length, iova, int32(fd), int32(access))
+	raw, err := verbs.RegDmabufMR(pd.raw, offset, length, iova, int32(fd), verbs.AccessFlags(access))
 	if err != nil {
 		return nil, verbErr("ibv_reg_dmabuf_mr", err)
 	}

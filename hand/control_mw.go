@@ -71,12 +71,12 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 	}
 	bind := verbs.MWBind{
 		WRID:      wrID,
-		SendFlags: uint32(Signaled),
+		SendFlags: Signaled,
 		BindInfo: verbs.MWBindInfo{
 			MR:            mr.raw,
 			Addr:          mr.Addr() + uint64(offset),
 			Length:        uint64(length),
-			MWAccessFlags: uint32(access),
+			MWAccessFlags: verbs.AccessFlags(access),
 		},
 	}
 	mw.bindMu.Lock()

@@ -248,7 +248,7 @@ func (q *QP) query(mask verbs.QPAttrMask) (verbs.QPAttr, verbs.QPInitAttr, error
 	defer q.done()
 	q.modifyMu.Lock()
 	defer q.modifyMu.Unlock()
-	return a, ia, verbErr("ibv_query_qp", verbs.QueryQP(q.raw, &a, int32(mask), &ia))
+	return a, ia, verbErr("ibv_query_qp", verbs.QueryQP(q.raw, &a, mask, &ia))
 }
 
 // Path is where a QP's packets go (struct ibv_ah_attr): for RoCE, and for
@@ -368,7 +368,7 @@ func (q *QP) ToInit(a InitAttr) error {
 		if q.typ == UC && a.Access&(AccessRemoteRead|AccessRemoteAtomic) != 0 {
 			return &AttrError{Op: op, Field: "Access", Reason: "UC has no RDMA read or atomics"}
 		}
-		attr.QPAccessFlags = uint32(a.Access)
+		attr.QPAccessFlags = verbs.AccessFlags(a.Access)
 		mask |= verbs.QPAttrAccessFlags
 	case UD:
 		if a.Access != 0 {
@@ -594,7 +594,7 @@ func (q *QP) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 }
 
 func (q *QP) modify(attr *verbs.QPAttr, mask verbs.QPAttrMask, step string) error {
-	return verbErr("ibv_modify_qp("+step+")", verbs.ModifyQP(q.raw, attr, int32(mask)))
+	return verbErr("ibv_modify_qp("+step+")", verbs.ModifyQP(q.raw, attr, mask))
 }
 
 // Endpoint is what one side of an RC or UC connection tells the other over

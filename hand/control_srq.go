@@ -68,7 +68,7 @@ func (s *SRQ) Arm(limit int) error {
 	}
 	defer s.done()
 	attr := verbs.SRQAttr{SRQLimit: uint32(limit)}
-	return verbErr("ibv_modify_srq(LIMIT)", verbs.ModifySRQ(s.raw, &attr, int32(verbs.SRQLimit)))
+	return verbErr("ibv_modify_srq(LIMIT)", verbs.ModifySRQ(s.raw, &attr, verbs.SRQLimit))
 }
 
 // Query returns the SRQ's attributes (ibv_query_srq): its size and limit.

@@ -513,6 +513,13 @@ func TestOpenWithoutDevice(t *testing.T) {
 	}
 	_, err := Open("")
 	require.ErrorIs(t, err, ErrNoDevice)
+	// The kernel's ENOSYS, told apart from a missing function: it says
+	// what to do, once.
+	require.ErrorIs(t, err, verberr.ErrNoRDMA)
+	require.ErrorIs(t, err, syscall.ENOSYS)
+	require.NotErrorIs(t, err, libload.ErrNotSupported)
+	require.Equal(t, "goverbs: no RDMA device: ibv_get_device_list: function not implemented "+
+		"(this kernel has no RDMA support: no /sys/class/infiniband_verbs; load ib_uverbs and a driver)", err.Error())
 	t.Log(err)
 }
 
@@ -526,7 +533,9 @@ func TestCMContextWithoutDevice(t *testing.T) {
 		t.Skipf("librdmacm is not installed here (%v): install librdmacm1", err)
 	}
 	require.ErrorIs(t, err, ErrNoDevice)
-	require.Contains(t, err.Error(), "load a driver")
+	require.ErrorIs(t, err, verberr.ErrNoRDMA)
+	require.ErrorIs(t, err, syscall.ENODEV)
+	require.Contains(t, err.Error(), "librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up; load ib_uverbs and a driver")
 	t.Log(err)
 }
 

@@ -79,7 +79,7 @@ func (w *WC) Flags() verbs.WCFlags {
 	if w.wc.Status != verbs.WCSuccess {
 		return 0
 	}
-	return verbs.WCFlags(w.wc.WCFlags)
+	return w.wc.WCFlags
 }
 
 // HasGRH reports IBV_WC_GRH: the first 40 bytes of the receive buffer hold a GRH.

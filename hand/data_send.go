@@ -142,7 +142,7 @@ func fill(w *verbs.SendWR, wrID uint64, op verbs.WROpcode, flags verbs.SendFlags
 	w.WRID = wrID
 	w.NumSGE = 1
 	w.Opcode = op
-	w.SendFlags = uint32(flags)
+	w.SendFlags = flags
 	w.ImmData = imm
 	*w.SGList = sge
 	return w
@@ -221,7 +221,7 @@ func (v SendWRs) SetInline(i int, wrID uint64, flags verbs.SendFlags, data []byt
 	w.WRID = wrID
 	w.NumSGE = 1
 	w.Opcode = verbs.WROpSend
-	w.SendFlags = uint32(flags | verbs.SendInline)
+	w.SendFlags = flags | verbs.SendInline
 	w.ImmData = 0
 	*w.SGList = verbs.SGE{Addr: uint64(uintptr(dst)), Length: uint32(len(data))}
 }

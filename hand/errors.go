@@ -40,11 +40,15 @@ func (e *notSupportedError) Is(target error) bool { return target == ErrNotSuppo
 // When the installed rdma-core lacks the function itself (the generated
 // loader made the call fail with ENOSYS), Missing is the
 // *libload.MissingError that names it and the first release that has it.
+// A failure that says this host has no RDMA (ibv_get_device_list's ENOSYS,
+// librdmacm's ENODEV) matches verberr.ErrNoRDMA too, and its Hint says what
+// it means and what to do.
 type VerbError struct {
 	Op      string
 	Errno   syscall.Errno
 	Hint    string
 	Missing error
+	noRDMA  bool // the stub's error matched verberr.ErrNoRDMA
 }
 
 func (e *VerbError) Error() string {
@@ -58,13 +62,18 @@ func (e *VerbError) Error() string {
 	return s
 }
 
-// Unwrap returns the errno, so errors.Is(err, syscall.ENOMEM) works, and
-// Missing when set, so errors.Is(err, libload.ErrNotSupported) does too.
+// Unwrap returns the errno, so errors.Is(err, syscall.ENOMEM) works,
+// Missing when set, so errors.Is(err, libload.ErrNotSupported) does too,
+// and verberr.ErrNoRDMA for a failure that says this host has no RDMA.
 func (e *VerbError) Unwrap() []error {
+	errs := []error{e.Errno}
 	if e.Missing != nil {
-		return []error{e.Errno, e.Missing}
+		errs = append(errs, e.Missing)
 	}
-	return []error{e.Errno}
+	if e.noRDMA {
+		errs = append(errs, verberr.ErrNoRDMA)
+	}
+	return errs
 }
 
 // Is reports EOPNOTSUPP and ENOSYS as ErrNotSupported.
@@ -75,10 +84,12 @@ func (e *VerbError) Is(target error) bool {
 // verbErr returns the error of a generated stub (a *verberr.Error, which
 // names the C function, its errno and, for ENOSYS, the missing function or
 // library) as a *VerbError for op, the C name with the step in parentheses
-// where hand uses one verb for several. nil stays nil; any other error (a
-// *verberr.GAIError), and a *verberr.Error carrying a code of the
-// function's own (verberr.Error.Code), which a VerbError has no room for,
-// are returned as is.
+// where hand uses one verb for several; what the error's note says (what
+// the failure means where the errno cannot say) is its Hint, and it still
+// matches verberr.ErrNoRDMA if the stub's error did. nil stays nil; any
+// other error (a *verberr.GAIError), and a *verberr.Error carrying a code
+// of the function's own (verberr.Error.Code), which a VerbError has no room
+// for, are returned as is.
 func verbErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -87,7 +98,8 @@ func verbErr(op string, err error) error {
 	if !errors.As(err, &ve) || ve.Code() != 0 {
 		return err
 	}
-	return &VerbError{Op: op, Errno: ve.Errno(), Missing: ve.Missing()}
+	return &VerbError{Op: op, Errno: ve.Errno(), Missing: ve.Missing(), Hint: ve.Note(),
+		noRDMA: errors.Is(ve, verberr.ErrNoRDMA)}
 }
 
 // pollCQErr is verbErr for ibv_poll_cq: its negative result, the

@@ -286,7 +286,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 			v.SetInline(1, uint64(n), hand.Signaled, data)
 			w := c.WR(2)
 			require.Equal(t, verbs.WROpSend, w.Opcode)
-			require.Equal(t, uint32(hand.Signaled|verbs.SendInline), w.SendFlags)
+			require.Equal(t, hand.Signaled|verbs.SendInline, w.SendFlags)
 			require.Equal(t, int32(1), w.NumSGE)
 			require.Zero(t, w.ImmData)
 			require.Equal(t, uint64(n), w.WRID)

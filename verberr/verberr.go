@@ -10,13 +10,36 @@
 // function fails with that errno.
 // The errors are shared and immutable: compare them with errors.Is, read
 // them with errors.As.
+//
+// A host without RDMA is told apart from a missing function: the failures
+// that say this host has no RDMA to offer (ibv_get_device_list's ENOSYS
+// from a library that has the function, librdmacm's ENODEV from
+// rdma_get_devices and rdma_create_event_channel) match ErrNoRDMA and say
+// what to do; a function the installed rdma-core lacks matches its
+// loader's error instead (see Error.Missing), never ErrNoRDMA.
 package verberr
 
 import (
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 )
+
+// ErrNoRDMA is matched (errors.Is) by the failure of a function whose
+// errno, there, means that this host has no RDMA to offer: the kernel has
+// no RDMA support (no ib_uverbs: libibverbs' ibv_get_device_list fails
+// with ENOSYS when /sys/class/infiniband_verbs or its abi_version is
+// missing), or, where the library cannot tell that from the next case, no
+// RDMA device (librdmacm's ENODEV, which it gives for both). The error
+// still matches its errno, and its message says what the failure means
+// and what to do (noRDMAHint). The generated packages mark these failures
+// from verbsgen's NoRDMA table (Site.NoRDMA).
+var ErrNoRDMA = errors.New("goverbs: no RDMA on this host")
+
+// noRDMAHint is what a failure matching ErrNoRDMA says to do, after what it
+// means: the one place this advice is written.
+const noRDMAHint = "load ib_uverbs and a driver"
 
 // Error is a failed C call. errors.Is(err, syscall.EINVAL) holds when the
 // function reported EINVAL; when the library lacks the function, errors.Is
@@ -55,6 +78,12 @@ func (e *Error) Errno() syscall.Errno { return e.errno }
 //     ERR_DONT_FORK_NEW (-2), the new one after ERR_DO_FORK_OLD (-3),
 //     neither after ERR_CMD (-4) and ERR_CMD_AND_DO_FORK_NEW (-5).
 func (e *Error) Code() int { return e.code }
+
+// Note is what the failure means when its errno alone cannot say, as
+// the message gives it in parentheses: what an Unsupported failure means
+// ("the kernel does not support device indexes"), or, for a failure that
+// matches ErrNoRDMA, what it means and what to do; "" otherwise.
+func (e *Error) Note() string { return e.note }
 
 // Missing is, when the function failed with ENOSYS because the loaded
 // library lacks it (or no library could be loaded), the loader's error that
@@ -107,9 +136,13 @@ type Site struct {
 	// the function is missing), or nil; consulted only for ENOSYS, the
 	// errno the loader gives a call it cannot make.
 	available func() error
-	errs      atomic.Pointer[errnoTable]
-	codes     atomic.Pointer[[maxCode]atomic.Pointer[errnoTable]] // by -code, made when a code first comes
-	unsup     atomic.Pointer[Error]                               // Unsupported's
+	// noRDMA, if not 0, is the errno that from fn means that this host
+	// has no RDMA to offer, and noRDMASays what that is (NoRDMA).
+	noRDMA     syscall.Errno
+	noRDMASays string
+	errs       atomic.Pointer[errnoTable]
+	codes      atomic.Pointer[[maxCode]atomic.Pointer[errnoTable]] // by -code, made when a code first comes
+	unsup      atomic.Pointer[Error]                               // Unsupported's
 }
 
 // NewSite returns the Site of the C function fn. available, if not nil,
@@ -117,6 +150,20 @@ type Site struct {
 // from fn then names the missing function or library.
 func NewSite(fn string, available func() error) *Site {
 	return &Site{fn: fn, available: available}
+}
+
+// NoRDMA marks errno, from the site's function, as the failure that means
+// this host has no RDMA to offer; says is what it means there ("this
+// kernel has no RDMA support: no /sys/class/infiniband_verbs"). The
+// site's error for errno, without a code, then matches ErrNoRDMA as well as
+// errno and reads "ibv_get_device_list: function not implemented (SAYS;
+// load ib_uverbs and a driver)". An ENOSYS for which available reports
+// a missing function or library is that failure instead, and does not
+// match ErrNoRDMA. NoRDMA returns s, for the generated declarations: call
+// it before the site's first use.
+func (s *Site) NoRDMA(errno syscall.Errno, says string) *Site {
+	s.noRDMA, s.noRDMASays = errno, says
+	return s
 }
 
 // Func is the C name of the site's function.
@@ -267,6 +314,10 @@ func (s *Site) newError(code int, errno syscall.Errno) *Error {
 	}
 	if e.missing != nil {
 		e.wrapped = append(e.wrapped, e.missing)
+	}
+	if errno != 0 && errno == s.noRDMA && code == 0 && e.missing == nil {
+		e.note = s.noRDMASays + "; " + noRDMAHint
+		e.wrapped = append(e.wrapped, ErrNoRDMA)
 	}
 	return e
 }

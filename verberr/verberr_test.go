@@ -243,3 +243,63 @@ func TestSiteUnsupported(t *testing.T) {
 		t.Errorf("Unsupported(ENOSYS) with the function missing = %v, want the missing function's ENOSYS", e)
 	}
 }
+
+// A failure marked NoRDMA (ibv_get_device_list's ENOSYS from a library
+// that has the function) matches ErrNoRDMA and its errno and says what it
+// means and what to do; the same errno from a function the loader could
+// not find (Missing) reads as before and does not match ErrNoRDMA. The
+// error is kept: a repeat allocates nothing.
+func TestSiteNoRDMA(t *testing.T) {
+	const says = "this kernel has no RDMA support: no /sys/class/infiniband_verbs"
+	present := NewSite("ibv_get_device_list", func() error { return nil }).NoRDMA(syscall.ENOSYS, says)
+	err := present.Err(syscall.ENOSYS)
+	if !errors.Is(err, ErrNoRDMA) || !errors.Is(err, syscall.ENOSYS) {
+		t.Fatalf("%v: want ErrNoRDMA and ENOSYS", err)
+	}
+	want := "ibv_get_device_list: function not implemented (" + says + "; load ib_uverbs and a driver)"
+	if err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Note() != says+"; load ib_uverbs and a driver" || e.Missing() != nil || e.Errno() != syscall.ENOSYS {
+		t.Errorf("As: note %q, missing %v, errno %v", e.Note(), e.Missing(), e.Errno())
+	}
+	if present.Failed(syscall.ENOSYS, -1) != err {
+		t.Error("Failed(ENOSYS, -1) made a new error: the site does not keep it")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := present.Failed(syscall.ENOSYS, -1); !errors.Is(err, ErrNoRDMA) {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a no-RDMA failure seen before allocates %v times", n)
+	}
+	// Another errno of the same function is only itself.
+	if other := present.Err(syscall.ENOMEM); errors.Is(other, ErrNoRDMA) || other.(*Error).Note() != "" {
+		t.Errorf("ENOMEM: %v matches ErrNoRDMA or has a note", other)
+	}
+
+	// The library lacks the function: the loader's ENOSYS, not the kernel's.
+	missing := NewSite("ibv_get_device_list", func() error { return errGone }).NoRDMA(syscall.ENOSYS, says)
+	err = missing.Err(syscall.ENOSYS)
+	if errors.Is(err, ErrNoRDMA) || !errors.Is(err, errGone) || !errors.Is(err, syscall.ENOSYS) {
+		t.Errorf("%v: a missing function must match ENOSYS and the loader's error, not ErrNoRDMA", err)
+	}
+	if err.Error() != "ibv_get_device_list: function not implemented (the library is gone)" {
+		t.Errorf("missing function's message %q", err)
+	}
+
+	// librdmacm's ENODEV, on a site with no loader behind it.
+	cm := NewSite("rdma_create_event_channel", nil).NoRDMA(syscall.ENODEV, "librdmacm found no RDMA device")
+	if err := cm.Err(syscall.ENODEV); !errors.Is(err, ErrNoRDMA) || !errors.Is(err, syscall.ENODEV) ||
+		err.Error() != "rdma_create_event_channel: no such device (librdmacm found no RDMA device; load ib_uverbs and a driver)" {
+		t.Errorf("ENODEV: %v", err)
+	}
+	if err := cm.Err(syscall.ENOSYS); errors.Is(err, ErrNoRDMA) {
+		t.Errorf("ENOSYS of a site marked for ENODEV: %v matches ErrNoRDMA", err)
+	}
+	// A site without the mark: ENOSYS is only ENOSYS.
+	if err := NewSite("ibv_open_device", func() error { return nil }).Err(syscall.ENOSYS); errors.Is(err, ErrNoRDMA) {
+		t.Errorf("unmarked site: %v matches ErrNoRDMA", err)
+	}
+}

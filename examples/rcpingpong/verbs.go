@@ -119,7 +119,7 @@ func (c *conn) createQP(cfg config) (err error) {
 	// message into the work request: the device then need not read the
 	// buffer.
 	var attr verbs.QPAttr
-	if err := verbs.QueryQP(c.qp, &attr, int32(verbs.QPAttrCap), &initAttr); err != nil {
+	if err := verbs.QueryQP(c.qp, &attr, verbs.QPAttrCap, &initAttr); err != nil {
 		return err
 	}
 	flags := verbs.SendSignaled
@@ -130,11 +130,11 @@ func (c *conn) createQP(cfg config) (err error) {
 	c.wr = cmem.New[workRequests]()
 	c.wr.sge = verbs.SGE{Addr: cmem.Addr(c.buf), Length: uint32(cfg.size), Lkey: c.mr.Lkey}
 	c.wr.recv = verbs.RecvWR{WRID: recvWRID, SGList: &c.wr.sge, NumSGE: 1}
-	c.wr.send = verbs.SendWR{WRID: sendWRID, SGList: &c.wr.sge, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: uint32(flags)}
+	c.wr.send = verbs.SendWR{WRID: sendWRID, SGList: &c.wr.sge, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: flags}
 
 	attr = verbs.QPAttr{QPState: verbs.QPSInit, PkeyIndex: 0, PortNum: uint8(cfg.ibPort), QPAccessFlags: 0}
 	mask := verbs.QPAttrState | verbs.QPAttrPkeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
-	if err := verbs.ModifyQP(c.qp, &attr, int32(mask)); err != nil {
+	if err := verbs.ModifyQP(c.qp, &attr, mask); err != nil {
 		return fmt.Errorf("QP to INIT: %w", err)
 	}
 	return nil
@@ -187,7 +187,7 @@ func (c *conn) connect(cfg config, myPSN uint32, remote dest) error {
 	}
 	mask := verbs.QPAttrState | verbs.QPAttrAv | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN |
 		verbs.QPAttrRQPSN | verbs.QPAttrMaxDestRDAtomic | verbs.QPAttrMinRNRTimer
-	if err := verbs.ModifyQP(c.qp, &attr, int32(mask)); err != nil {
+	if err := verbs.ModifyQP(c.qp, &attr, mask); err != nil {
 		return fmt.Errorf("QP to RTR: %w", err)
 	}
 
@@ -199,7 +199,7 @@ func (c *conn) connect(cfg config, myPSN uint32, remote dest) error {
 	attr.MaxRDAtomic = 1
 	mask = verbs.QPAttrState | verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry |
 		verbs.QPAttrSQPSN | verbs.QPAttrMaxQPRDAtomic
-	if err := verbs.ModifyQP(c.qp, &attr, int32(mask)); err != nil {
+	if err := verbs.ModifyQP(c.qp, &attr, mask); err != nil {
 		return fmt.Errorf("QP to RTS: %w", err)
 	}
 	return nil

@@ -602,7 +602,7 @@ func Address(function string) (uintptr, error) {
 // The sites the stubs' errors come from: one per C function that can fail, or
 // that cannot but that an older pinned release lacks.
 var (
-	siteCreateEventChannel = verberr.NewSite("rdma_create_event_channel", availability("rdma_create_event_channel"))
+	siteCreateEventChannel = verberr.NewSite("rdma_create_event_channel", availability("rdma_create_event_channel")).NoRDMA(syscall.ENODEV, "librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up")
 	siteCreateID           = verberr.NewSite("rdma_create_id", availability("rdma_create_id"))
 	siteCreateEp           = verberr.NewSite("rdma_create_ep", availability("rdma_create_ep"))
 	siteDestroyID          = verberr.NewSite("rdma_destroy_id", availability("rdma_destroy_id"))
@@ -625,7 +625,7 @@ var (
 	siteJoinMulticastEx    = verberr.NewSite("rdma_join_multicast_ex", availability("rdma_join_multicast_ex"))
 	siteGetCMEvent         = verberr.NewSite("rdma_get_cm_event", availability("rdma_get_cm_event"))
 	siteACKCMEvent         = verberr.NewSite("rdma_ack_cm_event", availability("rdma_ack_cm_event"))
-	siteGetDevices         = verberr.NewSite("rdma_get_devices", availability("rdma_get_devices"))
+	siteGetDevices         = verberr.NewSite("rdma_get_devices", availability("rdma_get_devices")).NoRDMA(syscall.ENODEV, "librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up")
 	siteSetOption          = verberr.NewSite("rdma_set_option", availability("rdma_set_option"))
 	siteMigrateID          = verberr.NewSite("rdma_migrate_id", availability("rdma_migrate_id"))
 	siteGetaddrinfo        = verberr.NewSite("rdma_getaddrinfo", availability("rdma_getaddrinfo"))
@@ -673,7 +673,10 @@ func availability(externs ...string) func() error {
 // CreateEventChannel calls rdma_create_event_channel (extern,
 // rdma/rdma_cma.h:242). When C returns NULL, it returns nil and a
 // *verberr.Error with the errno C set (error convention "NULL and errno", rule
-// "constructors returning NULL with errno").
+// "constructors returning NULL with errno"). Its ENODEV, when the loaded
+// library has the function, means "librdmacm found no RDMA device: this kernel
+// has no RDMA support, or no device is set up": the error then also matches
+// verberr.ErrNoRDMA.
 func CreateEventChannel() (*EventChannel, error) {
 	r, err := C.rdma_create_event_channel()
 	if r == nil {
@@ -980,6 +983,9 @@ func GetPeerAddr(id *CMID) *Sockaddr {
 // GetDevices calls rdma_get_devices (extern, rdma/rdma_cma.h:694). When C
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
+// Its ENODEV, when the loaded library has the function, means "librdmacm found
+// no RDMA device: this kernel has no RDMA support, or no device is set up": the
+// error then also matches verberr.ErrNoRDMA.
 func GetDevices(numDevices *int32) (**verbs.Context, error) {
 	r, err := C.rdma_get_devices((*C.int)(unsafe.Pointer(numDevices)))
 	if r == nil {
@@ -1055,7 +1061,7 @@ func Freeaddrinfo(res *Addrinfo) {
 // InitQPAttr calls rdma_init_qp_attr (extern, rdma/rdma_cma.h:769). When C
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func InitQPAttr(id *CMID, qpAttr *verbs.QPAttr, qpAttrMask *int32) error {
+func InitQPAttr(id *CMID, qpAttr *verbs.QPAttr, qpAttrMask *verbs.QPAttrMask) error {
 	r, err := C.rdma_init_qp_attr((*C.struct_rdma_cm_id)(unsafe.Pointer(id)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(qpAttr)), (*C.int)(unsafe.Pointer(qpAttrMask)))
 	if r == 0 {
 		return nil
@@ -1213,7 +1219,7 @@ func PostRecvv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32) err
 // PostSendv calls rdma_post_sendv (static inline, rdma/rdma_verbs.h:116). When
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32) error {
+func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags verbs.SendFlags) error {
 	r, err := C.goverbs_rdma_post_sendv((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags))
 	if r == 0 {
 		return nil
@@ -1224,7 +1230,7 @@ func PostSendv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 // PostReadv calls rdma_post_readv (static inline, rdma/rdma_verbs.h:132). When
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
+func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
 	r, err := C.goverbs_rdma_post_readv((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
@@ -1235,7 +1241,7 @@ func PostReadv(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, fla
 // PostWritev calls rdma_post_writev (static inline, rdma/rdma_verbs.h:150).
 // When C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags int32, remoteAddr uint64, rkey uint32) error {
+func PostWritev(id *CMID, context unsafe.Pointer, sgl *verbs.SGE, nsge int32, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
 	r, err := C.goverbs_rdma_post_writev((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(unsafe.Pointer(sgl)), C.int(nsge), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
@@ -1257,7 +1263,7 @@ func PostRecv(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // PostSend calls rdma_post_send (static inline, rdma/rdma_verbs.h:186). When C
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32) error {
+func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags verbs.SendFlags) error {
 	r, err := C.goverbs_rdma_post_send((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags))
 	if r == 0 {
 		return nil
@@ -1268,7 +1274,7 @@ func PostSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // PostRead calls rdma_post_read (static inline, rdma/rdma_verbs.h:199). When C
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
+func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
 	r, err := C.goverbs_rdma_post_read((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
@@ -1279,7 +1285,7 @@ func PostRead(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint
 // PostWrite calls rdma_post_write (static inline, rdma/rdma_verbs.h:213). When
 // C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, remoteAddr uint64, rkey uint32) error {
+func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
 	r, err := C.goverbs_rdma_post_write((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags), C.uint64_t(remoteAddr), C.uint32_t(rkey))
 	if r == 0 {
 		return nil
@@ -1290,7 +1296,7 @@ func PostWrite(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uin
 // PostUDSend calls rdma_post_ud_send (static inline, rdma/rdma_verbs.h:227).
 // When C returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "librdmacm: -1 with errno").
-func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags int32, ah *verbs.AH, remoteQPN uint32) error {
+func PostUDSend(id *CMID, context unsafe.Pointer, addr unsafe.Pointer, length uint64, mr *verbs.MR, flags verbs.SendFlags, ah *verbs.AH, remoteQPN uint32) error {
 	r, err := C.goverbs_rdma_post_ud_send((*C.goverbs_unchecked)(unsafe.Pointer(id)), (*C.goverbs_unchecked)(context), (*C.goverbs_unchecked)(addr), C.size_t(length), (*C.goverbs_unchecked)(unsafe.Pointer(mr)), C.int(flags), (*C.goverbs_unchecked)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN))
 	if r == 0 {
 		return nil

@@ -231,8 +231,8 @@ type Addrinfo struct {
 	_              structs.HostLayout
 	AiFlags        int32          // ai_flags @0
 	AiFamily       int32          // ai_family @4
-	AiQPType       int32          // ai_qp_type @8
-	AiPortSpace    int32          // ai_port_space @12
+	AiQPType       verbs.QPType   // ai_qp_type @8
+	AiPortSpace    PortSpace      // ai_port_space @12
 	AiSrcLen       uint32         // ai_src_len @16
 	AiDstLen       uint32         // ai_dst_len @20
 	AiSrcAddr      *Sockaddr      // ai_src_addr @24
@@ -249,9 +249,9 @@ type Addrinfo struct {
 // CMJoinMcAttrEx mirrors struct rdma_cm_join_mc_attr_ex (rdma/rdma_cma.h:221). Size 16, align 8.
 type CMJoinMcAttrEx struct {
 	_         structs.HostLayout
-	CompMask  uint32    // comp_mask @0
-	JoinFlags uint32    // join_flags @4
-	Addr      *Sockaddr // addr @8
+	CompMask  CMJoinMcAttrMask // comp_mask @0
+	JoinFlags CMMcJoinFlags    // join_flags @4
+	Addr      *Sockaddr        // addr @8
 }
 
 // Sockaddr mirrors struct sockaddr (bits/socket.h:183). Size 16, align 2.

@@ -57,7 +57,7 @@ func RegMRSlice(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, errEmptyMR
 	}
-	return RegMR(pd, unsafe.Pointer(&buf[0]), uint64(len(buf)), uint32(access))
+	return RegMR(pd, unsafe.Pointer(&buf[0]), uint64(len(buf)), access)
 }
 
 // CQEvent calls ibv_get_cq_event on ch: it blocks (unless ch's fd is

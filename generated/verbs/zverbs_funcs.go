@@ -2724,7 +2724,7 @@ var (
 	siteStartPoll               = verberr.NewSite("ibv_start_poll", availability())
 	siteNextPoll                = verberr.NewSite("ibv_next_poll", availability())
 	sitePostWQRecv              = verberr.NewSite("ibv_post_wq_recv", availability())
-	siteGetDeviceList           = verberr.NewSite("ibv_get_device_list", availability("ibv_get_device_list"))
+	siteGetDeviceList           = verberr.NewSite("ibv_get_device_list", availability("ibv_get_device_list")).NoRDMA(syscall.ENOSYS, "this kernel has no RDMA support: no /sys/class/infiniband_verbs")
 	siteGetDeviceIndex          = verberr.NewSite("ibv_get_device_index", availability("ibv_get_device_index"))
 	siteOpenDevice              = verberr.NewSite("ibv_open_device", availability("ibv_open_device"))
 	siteCloseDevice             = verberr.NewSite("ibv_close_device", availability("ibv_close_device"))
@@ -3182,9 +3182,9 @@ func WCReadSrcQP(cq *CQEx) uint32 {
 // WCReadWCFlags calls ibv_wc_read_wc_flags (static inline,
 // infiniband/verbs.h:1679). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
-func WCReadWCFlags(cq *CQEx) uint32 {
+func WCReadWCFlags(cq *CQEx) WCFlags {
 	r := C.goverbs_ibv_wc_read_wc_flags((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
-	return uint32(r)
+	return WCFlags(r)
 }
 
 // WCReadSLID calls ibv_wc_read_slid (static inline, infiniband/verbs.h:1684).
@@ -3272,7 +3272,9 @@ func VerbsGetCtx(ctx *Context) *VerbsContext {
 // GetDeviceList calls ibv_get_device_list (extern, infiniband/verbs.h:2337).
 // When C returns NULL, it returns nil and a *verberr.Error with the errno C set
 // (error convention "NULL and errno", rule "constructors returning NULL with
-// errno").
+// errno"). Its ENOSYS, when the loaded library has the function, means "this
+// kernel has no RDMA support: no /sys/class/infiniband_verbs": the error then
+// also matches verberr.ErrNoRDMA.
 func GetDeviceList(numDevices *int32) (**Device, error) {
 	r, err := C.ibv_get_device_list((*C.int)(unsafe.Pointer(numDevices)))
 	if r == nil {
@@ -3664,7 +3666,7 @@ func CloseXRCD(xrcd *XRCD) error {
 // RegMRIOVA2 calls ibv_reg_mr_iova2 (extern, infiniband/verbs.h:2684). When C
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
-func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) (*MR, error) {
+func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access AccessFlags) (*MR, error) {
 	r, err := C.ibv_reg_mr_iova2((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))
 	if r == nil {
 		return nil, siteRegMRIOVA2.Failed(err, -1)
@@ -3675,7 +3677,7 @@ func RegMRIOVA2(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access 
 // XXRegMR calls __ibv_reg_mr (static inline, infiniband/verbs.h:2693). When C
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
-func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32, isAccessConst int32) (*MR, error) {
+func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access AccessFlags, isAccessConst int32) (*MR, error) {
 	r, err := C.__ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access), C.int(isAccessConst))
 	if r == nil {
 		return nil, siteXXRegMR.Failed(err, -1)
@@ -3687,7 +3689,7 @@ func XXRegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32, isAccess
 // infiniband/verbs.h:2704). When C returns NULL, it returns nil and a
 // *verberr.Error with the errno C set (error convention "NULL and errno", rule
 // "constructors returning NULL with errno").
-func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32) (*MR, error) {
+func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access AccessFlags) (*MR, error) {
 	r, err := C.goverbs_ibv_reg_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint(access))
 	if r == nil {
 		return nil, siteRegMR.Failed(err, -1)
@@ -3699,7 +3701,7 @@ func RegMR(pd *PD, addr unsafe.Pointer, length uint64, access uint32) (*MR, erro
 // When C returns NULL, it returns nil and a *verberr.Error with the errno C set
 // (error convention "NULL and errno", rule "constructors returning NULL with
 // errno").
-func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32, isAccessConst int32) (*MR, error) {
+func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access AccessFlags, isAccessConst int32) (*MR, error) {
 	r, err := C.__ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access), C.int(isAccessConst))
 	if r == nil {
 		return nil, siteXXRegMRIOVA.Failed(err, -1)
@@ -3711,7 +3713,7 @@ func XXRegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access
 // __ibv_reg_mr_iova, infiniband/verbs.h:2726). When C returns NULL, it returns
 // nil and a *verberr.Error with the errno C set (error convention "NULL and
 // errno", rule "constructors returning NULL with errno").
-func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access uint32) (*MR, error) {
+func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access AccessFlags) (*MR, error) {
 	r, err := C.goverbs_ibv_reg_mr_iova((*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.uint64_t(iova), C.uint(access))
 	if r == nil {
 		return nil, siteRegMRIOVA.Failed(err, -1)
@@ -3722,7 +3724,7 @@ func RegMRIOVA(pd *PD, addr unsafe.Pointer, length uint64, iova uint64, access u
 // RegDmabufMR calls ibv_reg_dmabuf_mr (extern, infiniband/verbs.h:2734). When C
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
-func RegDmabufMR(pd *PD, offset uint64, length uint64, iova uint64, fd int32, access int32) (*MR, error) {
+func RegDmabufMR(pd *PD, offset uint64, length uint64, iova uint64, fd int32, access AccessFlags) (*MR, error) {
 	r, err := C.ibv_reg_dmabuf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), C.uint64_t(offset), C.size_t(length), C.uint64_t(iova), C.int(fd), C.int(access))
 	if r == nil {
 		return nil, siteRegDmabufMR.Failed(err, -1)
@@ -3745,7 +3747,7 @@ func RegMREx(pd *PD, mrInitAttr *MRInitAttr) (*MR, error) {
 // a negative code of its own, it returns a *verberr.Error with the errno C set,
 // whose Code it is (error convention "-1 and errno", rule "ibv_rereg_mr: a
 // negative code of its own, and errno").
-func ReregMR(mr *MR, flags int32, pd *PD, addr unsafe.Pointer, length uint64, access int32) error {
+func ReregMR(mr *MR, flags ReregMRFlags, pd *PD, addr unsafe.Pointer, length uint64, access AccessFlags) error {
 	r, err := C.ibv_rereg_mr((*C.struct_ibv_mr)(unsafe.Pointer(mr)), C.int(flags), (*C.struct_ibv_pd)(unsafe.Pointer(pd)), addr, C.size_t(length), C.int(access))
 	if r == 0 {
 		return nil
@@ -3912,7 +3914,7 @@ func AllocNullMR(pd *PD) (*MR, error) {
 // RegDMMR calls ibv_reg_dm_mr (static inline, infiniband/verbs.h:2936). When C
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
-func RegDMMR(pd *PD, dm *DM, dmOffset uint64, length uint64, access uint32) (*MR, error) {
+func RegDMMR(pd *PD, dm *DM, dmOffset uint64, length uint64, access AccessFlags) (*MR, error) {
 	r, err := C.ibv_reg_dm_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_dm)(unsafe.Pointer(dm)), C.uint64_t(dmOffset), C.size_t(length), C.uint(access))
 	if r == nil {
 		return nil, siteRegDMMR.Failed(err, -1)
@@ -4159,7 +4161,7 @@ func CreateSRQEx(context *Context, srqInitAttrEx *SRQInitAttrEx) (*SRQ, error) {
 // ModifySRQ calls ibv_modify_srq (extern, infiniband/verbs.h:3185). When C
 // returns an errno, it returns it as a *verberr.Error (error convention "errno
 // returned", rule "verbs returning their errno").
-func ModifySRQ(srq *SRQ, srqAttr *SRQAttr, srqAttrMask int32) error {
+func ModifySRQ(srq *SRQ, srqAttr *SRQAttr, srqAttrMask SRQAttrMask) error {
 	r := C.ibv_modify_srq((*C.struct_ibv_srq)(unsafe.Pointer(srq)), (*C.struct_ibv_srq_attr)(unsafe.Pointer(srqAttr)), C.int(srqAttrMask))
 	if r == 0 {
 		return nil
@@ -4318,7 +4320,7 @@ func FreeBuf(buf *Buf) error {
 // RegBufMR calls ibv_reg_buf_mr (extern, infiniband/verbs.h:3355). When C
 // returns NULL, it returns nil and a *verberr.Error with the errno C set (error
 // convention "NULL and errno", rule "constructors returning NULL with errno").
-func RegBufMR(pd *PD, buf *Buf, addr unsafe.Pointer, length uint64, access int32) (*MR, error) {
+func RegBufMR(pd *PD, buf *Buf, addr unsafe.Pointer, length uint64, access AccessFlags) (*MR, error) {
 	r, err := C.ibv_reg_buf_mr((*C.struct_ibv_pd)(unsafe.Pointer(pd)), (*C.struct_ibv_buf)(unsafe.Pointer(buf)), addr, C.size_t(length), C.int(access))
 	if r == nil {
 		return nil, siteRegBufMR.Failed(err, -1)
@@ -4386,7 +4388,7 @@ func OpenQP(context *Context, qpOpenAttr *QPOpenAttr) (*QP, error) {
 // ModifyQP calls ibv_modify_qp (extern, infiniband/verbs.h:3435). When C
 // returns an errno, it returns it as a *verberr.Error (error convention "errno
 // returned", rule "verbs returning their errno").
-func ModifyQP(qp *QP, attr *QPAttr, attrMask int32) error {
+func ModifyQP(qp *QP, attr *QPAttr, attrMask QPAttrMask) error {
 	r := C.ibv_modify_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(attrMask))
 	if r == 0 {
 		return nil
@@ -4424,19 +4426,19 @@ func QPAttachCompCntr(qp *QP, compCntr *CompCntr, attr *QPAttachCompCntrAttr) er
 // calls nothing and returns a *verberr.Error naming ibv_query_qp_data_in_order,
 // ENOSYS with Available's error (error convention "cannot fail", rule "values
 // and strings").
-func QueryQPDataInOrder(qp *QP, op WROpcode, flags uint32) (int32, error) {
+func QueryQPDataInOrder(qp *QP, op WROpcode, flags QueryQPDataInOrderFlags) (QueryQPDataInOrderCaps, error) {
 	if Available("ibv_query_qp_data_in_order") != nil {
-		var zero int32
+		var zero QueryQPDataInOrderCaps
 		return zero, siteQueryQPDataInOrder.Err(syscall.ENOSYS)
 	}
 	r := C.ibv_query_qp_data_in_order((*C.struct_ibv_qp)(unsafe.Pointer(qp)), C.enum_ibv_wr_opcode(op), C.uint32_t(flags))
-	return int32(r), nil
+	return QueryQPDataInOrderCaps(r), nil
 }
 
 // QueryQP calls ibv_query_qp (extern, infiniband/verbs.h:3494). When C returns
 // an errno, it returns it as a *verberr.Error (error convention "errno
 // returned", rule "verbs returning their errno").
-func QueryQP(qp *QP, attr *QPAttr, attrMask int32, initAttr *QPInitAttr) error {
+func QueryQP(qp *QP, attr *QPAttr, attrMask QPAttrMask, initAttr *QPInitAttr) error {
 	r := C.ibv_query_qp((*C.struct_ibv_qp)(unsafe.Pointer(qp)), (*C.struct_ibv_qp_attr)(unsafe.Pointer(attr)), C.int(attrMask), (*C.struct_ibv_qp_init_attr)(unsafe.Pointer(initAttr)))
 	if r == 0 {
 		return nil
@@ -4711,7 +4713,7 @@ func AttachCountersPointFlow(counters *Counters, attr *CounterAttachAttr, flow *
 // infiniband/verbs.h:3783). When C returns an errno, it returns it as a
 // *verberr.Error (error convention "errno returned", rule "verbs returning
 // their errno").
-func ReadCounters(counters *Counters, countersValue *uint64, ncounters uint32, flags uint32) error {
+func ReadCounters(counters *Counters, countersValue *uint64, ncounters uint32, flags ReadCountersFlags) error {
 	r := C.ibv_read_counters((*C.struct_ibv_counters)(unsafe.Pointer(counters)), (*C.uint64_t)(unsafe.Pointer(countersValue)), C.uint32_t(ncounters), C.uint32_t(flags))
 	if r == 0 {
 		return nil

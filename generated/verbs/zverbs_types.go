@@ -161,11 +161,11 @@ func (r *GID) Raw() *[16]uint8 {
 // GIDEntry mirrors struct ibv_gid_entry (infiniband/verbs.h:79). Size 32, align 8.
 type GIDEntry struct {
 	_           structs.HostLayout
-	GID         GID    // gid @0
-	GIDIndex    uint32 // gid_index @16
-	PortNum     uint32 // port_num @20
-	GIDType     uint32 // gid_type @24
-	NdevIfindex uint32 // ndev_ifindex @28
+	GID         GID     // gid @0
+	GIDIndex    uint32  // gid_index @16
+	PortNum     uint32  // port_num @20
+	GIDType     GIDType // gid_type @24
+	NdevIfindex uint32  // ndev_ifindex @28
 }
 
 // AllocDMAttr mirrors struct ibv_alloc_dm_attr (infiniband/verbs.h:162). Size 16, align 8.
@@ -182,54 +182,54 @@ type DM struct {
 	Context      *Context // context @0
 	MemcpyToDM   uintptr  // memcpy_to_dm @8
 	MemcpyFromDM uintptr  // memcpy_from_dm @16
-	CompMask     uint32   // comp_mask @24
+	CompMask     DMMask   // comp_mask @24
 	Handle       uint32   // handle @28
 }
 
 // DeviceAttr mirrors struct ibv_device_attr (infiniband/verbs.h:183). Size 232, align 8.
 type DeviceAttr struct {
 	_                     structs.HostLayout
-	FWVer                 [64]int8  // fw_ver @0
-	NodeGUID              Be64      // node_guid @64
-	SysImageGUID          Be64      // sys_image_guid @72
-	MaxMRSize             uint64    // max_mr_size @80
-	PageSizeCap           uint64    // page_size_cap @88
-	VendorID              uint32    // vendor_id @96
-	VendorPartID          uint32    // vendor_part_id @100
-	HWVer                 uint32    // hw_ver @104
-	MaxQP                 int32     // max_qp @108
-	MaxQPWR               int32     // max_qp_wr @112
-	DeviceCapFlags        uint32    // device_cap_flags @116
-	MaxSGE                int32     // max_sge @120
-	MaxSGERD              int32     // max_sge_rd @124
-	MaxCQ                 int32     // max_cq @128
-	MaxCQE                int32     // max_cqe @132
-	MaxMR                 int32     // max_mr @136
-	MaxPD                 int32     // max_pd @140
-	MaxQPRDAtom           int32     // max_qp_rd_atom @144
-	MaxEeRDAtom           int32     // max_ee_rd_atom @148
-	MaxResRDAtom          int32     // max_res_rd_atom @152
-	MaxQPInitRDAtom       int32     // max_qp_init_rd_atom @156
-	MaxEeInitRDAtom       int32     // max_ee_init_rd_atom @160
-	AtomicCap             AtomicCap // atomic_cap @164
-	MaxEe                 int32     // max_ee @168
-	MaxRdd                int32     // max_rdd @172
-	MaxMW                 int32     // max_mw @176
-	MaxRawIPv6QP          int32     // max_raw_ipv6_qp @180
-	MaxRawEthyQP          int32     // max_raw_ethy_qp @184
-	MaxMcastGrp           int32     // max_mcast_grp @188
-	MaxMcastQPAttach      int32     // max_mcast_qp_attach @192
-	MaxTotalMcastQPAttach int32     // max_total_mcast_qp_attach @196
-	MaxAH                 int32     // max_ah @200
-	MaxFmr                int32     // max_fmr @204
-	MaxMapPerFmr          int32     // max_map_per_fmr @208
-	MaxSRQ                int32     // max_srq @212
-	MaxSRQWR              int32     // max_srq_wr @216
-	MaxSRQSGE             int32     // max_srq_sge @220
-	MaxPkeys              uint16    // max_pkeys @224
-	LocalCaACKDelay       uint8     // local_ca_ack_delay @226
-	PhysPortCnt           uint8     // phys_port_cnt @227
-	_                     [4]byte   // padding @228
+	FWVer                 [64]int8       // fw_ver @0
+	NodeGUID              Be64           // node_guid @64
+	SysImageGUID          Be64           // sys_image_guid @72
+	MaxMRSize             uint64         // max_mr_size @80
+	PageSizeCap           uint64         // page_size_cap @88
+	VendorID              uint32         // vendor_id @96
+	VendorPartID          uint32         // vendor_part_id @100
+	HWVer                 uint32         // hw_ver @104
+	MaxQP                 int32          // max_qp @108
+	MaxQPWR               int32          // max_qp_wr @112
+	DeviceCapFlags        DeviceCapFlags // device_cap_flags @116
+	MaxSGE                int32          // max_sge @120
+	MaxSGERD              int32          // max_sge_rd @124
+	MaxCQ                 int32          // max_cq @128
+	MaxCQE                int32          // max_cqe @132
+	MaxMR                 int32          // max_mr @136
+	MaxPD                 int32          // max_pd @140
+	MaxQPRDAtom           int32          // max_qp_rd_atom @144
+	MaxEeRDAtom           int32          // max_ee_rd_atom @148
+	MaxResRDAtom          int32          // max_res_rd_atom @152
+	MaxQPInitRDAtom       int32          // max_qp_init_rd_atom @156
+	MaxEeInitRDAtom       int32          // max_ee_init_rd_atom @160
+	AtomicCap             AtomicCap      // atomic_cap @164
+	MaxEe                 int32          // max_ee @168
+	MaxRdd                int32          // max_rdd @172
+	MaxMW                 int32          // max_mw @176
+	MaxRawIPv6QP          int32          // max_raw_ipv6_qp @180
+	MaxRawEthyQP          int32          // max_raw_ethy_qp @184
+	MaxMcastGrp           int32          // max_mcast_grp @188
+	MaxMcastQPAttach      int32          // max_mcast_qp_attach @192
+	MaxTotalMcastQPAttach int32          // max_total_mcast_qp_attach @196
+	MaxAH                 int32          // max_ah @200
+	MaxFmr                int32          // max_fmr @204
+	MaxMapPerFmr          int32          // max_map_per_fmr @208
+	MaxSRQ                int32          // max_srq @212
+	MaxSRQWR              int32          // max_srq_wr @216
+	MaxSRQSGE             int32          // max_srq_sge @220
+	MaxPkeys              uint16         // max_pkeys @224
+	LocalCaACKDelay       uint8          // local_ca_ack_delay @226
+	PhysPortCnt           uint8          // phys_port_cnt @227
+	_                     [4]byte        // padding @228
 }
 
 // QueryDeviceExInput mirrors struct ibv_query_device_ex_input (infiniband/verbs.h:228). Size 4, align 4.
@@ -276,11 +276,11 @@ type PacketPacingCaps struct {
 // TMCaps mirrors struct ibv_tm_caps (infiniband/verbs.h:313). Size 20, align 4.
 type TMCaps struct {
 	_              structs.HostLayout
-	MaxRndvHdrSize uint32 // max_rndv_hdr_size @0
-	MaxNumTags     uint32 // max_num_tags @4
-	Flags          uint32 // flags @8
-	MaxOps         uint32 // max_ops @12
-	MaxSGE         uint32 // max_sge @16
+	MaxRndvHdrSize uint32     // max_rndv_hdr_size @0
+	MaxNumTags     uint32     // max_num_tags @4
+	Flags          TMCapFlags // flags @8
+	MaxOps         uint32     // max_ops @12
+	MaxSGE         uint32     // max_sge @16
 }
 
 // CQModerationCaps mirrors struct ibv_cq_moderation_caps (infiniband/verbs.h:326). Size 4, align 2.
@@ -301,55 +301,55 @@ type PCIAtomicCaps struct {
 // DeviceAttrEx mirrors struct ibv_device_attr_ex (infiniband/verbs.h:347). Size 400, align 8.
 type DeviceAttrEx struct {
 	_                       structs.HostLayout
-	OrigAttr                DeviceAttr       // orig_attr @0
-	CompMask                uint32           // comp_mask @232
-	_                       [4]byte          // padding @236
-	ODPCaps                 ODPCaps          // odp_caps @240
-	CompletionTimestampMask uint64           // completion_timestamp_mask @264
-	HcaCoreClock            uint64           // hca_core_clock @272
-	DeviceCapFlagsEx        uint64           // device_cap_flags_ex @280
-	TSOCaps                 TSOCaps          // tso_caps @288
-	RSSCaps                 RSSCaps          // rss_caps @296
-	MaxWQTypeRQ             uint32           // max_wq_type_rq @328
-	PacketPacingCaps        PacketPacingCaps // packet_pacing_caps @332
-	RawPacketCaps           uint32           // raw_packet_caps @344
-	TMCaps                  TMCaps           // tm_caps @348
-	CQModCaps               CQModerationCaps // cq_mod_caps @368
-	_                       [4]byte          // padding @372
-	MaxDMSize               uint64           // max_dm_size @376
-	PCIAtomicCaps           PCIAtomicCaps    // pci_atomic_caps @384
-	_                       [2]byte          // padding @390
-	XRCODPCaps              uint32           // xrc_odp_caps @392
-	PhysPortCntEx           uint32           // phys_port_cnt_ex @396
+	OrigAttr                DeviceAttr          // orig_attr @0
+	CompMask                uint32              // comp_mask @232
+	_                       [4]byte             // padding @236
+	ODPCaps                 ODPCaps             // odp_caps @240
+	CompletionTimestampMask uint64              // completion_timestamp_mask @264
+	HcaCoreClock            uint64              // hca_core_clock @272
+	DeviceCapFlagsEx        uint64              // device_cap_flags_ex @280
+	TSOCaps                 TSOCaps             // tso_caps @288
+	RSSCaps                 RSSCaps             // rss_caps @296
+	MaxWQTypeRQ             uint32              // max_wq_type_rq @328
+	PacketPacingCaps        PacketPacingCaps    // packet_pacing_caps @332
+	RawPacketCaps           RawPacketCaps       // raw_packet_caps @344
+	TMCaps                  TMCaps              // tm_caps @348
+	CQModCaps               CQModerationCaps    // cq_mod_caps @368
+	_                       [4]byte             // padding @372
+	MaxDMSize               uint64              // max_dm_size @376
+	PCIAtomicCaps           PCIAtomicCaps       // pci_atomic_caps @384
+	_                       [2]byte             // padding @390
+	XRCODPCaps              ODPTransportCapBits // xrc_odp_caps @392
+	PhysPortCntEx           uint32              // phys_port_cnt_ex @396
 }
 
 // PortAttr mirrors struct ibv_port_attr (infiniband/verbs.h:428). Size 56, align 4.
 type PortAttr struct {
 	_             structs.HostLayout
-	State         PortState // state @0
-	MaxMTU        MTU       // max_mtu @4
-	ActiveMTU     MTU       // active_mtu @8
-	GIDTblLen     int32     // gid_tbl_len @12
-	PortCapFlags  uint32    // port_cap_flags @16
-	MaxMsgSz      uint32    // max_msg_sz @20
-	BadPkeyCntr   uint32    // bad_pkey_cntr @24
-	QkeyViolCntr  uint32    // qkey_viol_cntr @28
-	PkeyTblLen    uint16    // pkey_tbl_len @32
-	LID           uint16    // lid @34
-	SMLID         uint16    // sm_lid @36
-	LMC           uint8     // lmc @38
-	MaxVLNum      uint8     // max_vl_num @39
-	SMSL          uint8     // sm_sl @40
-	SubnetTimeout uint8     // subnet_timeout @41
-	InitTypeReply uint8     // init_type_reply @42
-	ActiveWidth   uint8     // active_width @43
-	ActiveSpeed   uint8     // active_speed @44
-	PhysState     uint8     // phys_state @45
-	LinkLayer     uint8     // link_layer @46
-	Flags         uint8     // flags @47
-	PortCapFlags2 uint16    // port_cap_flags2 @48
-	_             [2]byte   // padding @50
-	ActiveSpeedEx uint32    // active_speed_ex @52
+	State         PortState    // state @0
+	MaxMTU        MTU          // max_mtu @4
+	ActiveMTU     MTU          // active_mtu @8
+	GIDTblLen     int32        // gid_tbl_len @12
+	PortCapFlags  PortCapFlags // port_cap_flags @16
+	MaxMsgSz      uint32       // max_msg_sz @20
+	BadPkeyCntr   uint32       // bad_pkey_cntr @24
+	QkeyViolCntr  uint32       // qkey_viol_cntr @28
+	PkeyTblLen    uint16       // pkey_tbl_len @32
+	LID           uint16       // lid @34
+	SMLID         uint16       // sm_lid @36
+	LMC           uint8        // lmc @38
+	MaxVLNum      uint8        // max_vl_num @39
+	SMSL          uint8        // sm_sl @40
+	SubnetTimeout uint8        // subnet_timeout @41
+	InitTypeReply uint8        // init_type_reply @42
+	ActiveWidth   uint8        // active_width @43
+	ActiveSpeed   uint8        // active_speed @44
+	PhysState     uint8        // phys_state @45
+	LinkLayer     uint8        // link_layer @46
+	Flags         uint8        // flags @47
+	PortCapFlags2 uint16       // port_cap_flags2 @48
+	_             [2]byte      // padding @50
+	ActiveSpeedEx uint32       // active_speed_ex @52
 }
 
 // AsyncEvent mirrors struct ibv_async_event (infiniband/verbs.h:478). Size 16, align 8.
@@ -371,7 +371,7 @@ type WC struct {
 	ImmData      Be32     // union { imm_data; invalidated_rkey } @24
 	QPNum        uint32   // qp_num @28
 	SrcQP        uint32   // src_qp @32
-	WCFlags      uint32   // wc_flags @36
+	WCFlags      WCFlags  // wc_flags @36
 	PkeyIndex    uint16   // pkey_index @40
 	SLID         uint16   // slid @42
 	SL           uint8    // sl @44
@@ -387,11 +387,11 @@ func (r *WC) InvalidatedRkey() *uint32 {
 // MWBindInfo mirrors struct ibv_mw_bind_info (infiniband/verbs.h:629). Size 32, align 8.
 type MWBindInfo struct {
 	_             structs.HostLayout
-	MR            *MR     // mr @0
-	Addr          uint64  // addr @8
-	Length        uint64  // length @16
-	MWAccessFlags uint32  // mw_access_flags @24
-	_             [4]byte // padding @28
+	MR            *MR         // mr @0
+	Addr          uint64      // addr @8
+	Length        uint64      // length @16
+	MWAccessFlags AccessFlags // mw_access_flags @24
+	_             [4]byte     // padding @28
 }
 
 // MR mirrors struct ibv_mr (infiniband/verbs.h:630). Size 48, align 8.
@@ -441,9 +441,9 @@ type TD struct {
 // XRCDInitAttr mirrors struct ibv_xrcd_init_attr (infiniband/verbs.h:661). Size 12, align 4.
 type XRCDInitAttr struct {
 	_        structs.HostLayout
-	CompMask uint32 // comp_mask @0
-	FD       int32  // fd @4
-	Oflags   int32  // oflags @8
+	CompMask XRCDInitAttrMask // comp_mask @0
+	FD       int32            // fd @4
+	Oflags   int32            // oflags @8
 }
 
 // XRCD mirrors struct ibv_xrcd (infiniband/verbs.h:667). Size 8, align 8.
@@ -456,7 +456,7 @@ type XRCD struct {
 type MRInitAttr struct {
 	_        structs.HostLayout
 	Length   uint64         // length @0
-	Access   int32          // access @8
+	Access   AccessFlags    // access @8
 	_        [4]byte        // padding @12
 	CompMask uint64         // comp_mask @16
 	IOVA     uint64         // iova @24
@@ -540,15 +540,15 @@ type TMCap struct {
 // SRQInitAttrEx mirrors struct ibv_srq_init_attr_ex (infiniband/verbs.h:839). Size 64, align 8.
 type SRQInitAttrEx struct {
 	_          structs.HostLayout
-	SRQContext unsafe.Pointer // srq_context @0
-	Attr       SRQAttr        // attr @8
-	CompMask   uint32         // comp_mask @20
-	SRQType    SRQType        // srq_type @24
-	_          [4]byte        // padding @28
-	PD         *PD            // pd @32
-	XRCD       *XRCD          // xrcd @40
-	CQ         *CQ            // cq @48
-	TMCap      TMCap          // tm_cap @56
+	SRQContext unsafe.Pointer  // srq_context @0
+	Attr       SRQAttr         // attr @8
+	CompMask   SRQInitAttrMask // comp_mask @20
+	SRQType    SRQType         // srq_type @24
+	_          [4]byte         // padding @28
+	PD         *PD             // pd @32
+	XRCD       *XRCD           // xrcd @40
+	CQ         *CQ             // cq @48
+	TMCap      TMCap           // tm_cap @56
 }
 
 // WQInitAttr mirrors struct ibv_wq_init_attr (infiniband/verbs.h:868). Size 48, align 8.
@@ -561,18 +561,18 @@ type WQInitAttr struct {
 	_           [4]byte        // padding @20
 	PD          *PD            // pd @24
 	CQ          *CQ            // cq @32
-	CompMask    uint32         // comp_mask @40
-	CreateFlags uint32         // create_flags @44
+	CompMask    WQInitAttrMask // comp_mask @40
+	CreateFlags WQFlags        // create_flags @44
 }
 
 // WQAttr mirrors struct ibv_wq_attr (infiniband/verbs.h:893). Size 20, align 4.
 type WQAttr struct {
 	_           structs.HostLayout
-	AttrMask    uint32  // attr_mask @0
-	WQState     WQState // wq_state @4
-	CurrWQState WQState // curr_wq_state @8
-	Flags       uint32  // flags @12
-	FlagsMask   uint32  // flags_mask @16
+	AttrMask    WQAttrMask // attr_mask @0
+	WQState     WQState    // wq_state @4
+	CurrWQState WQState    // curr_wq_state @8
+	Flags       WQFlags    // flags @12
+	FlagsMask   WQFlags    // flags_mask @16
 }
 
 // RWQIndTable mirrors struct ibv_rwq_ind_table (infiniband/verbs.h:911). Size 24, align 8.
@@ -638,10 +638,10 @@ type QPInitAttrEx struct {
 	Cap          QPCap          // cap @32
 	QPType       QPType         // qp_type @52
 	SQSigAll     int32          // sq_sig_all @56
-	CompMask     uint32         // comp_mask @60
+	CompMask     QPInitAttrMask // comp_mask @60
 	PD           *PD            // pd @64
 	XRCD         *XRCD          // xrcd @72
-	CreateFlags  uint32         // create_flags @80
+	CreateFlags  QPCreateFlags  // create_flags @80
 	MaxTSOHeader uint16         // max_tso_header @84
 	_            [2]byte        // padding @86
 	RWQIndTbl    *RWQIndTable   // rwq_ind_tbl @88
@@ -654,7 +654,7 @@ type QPInitAttrEx struct {
 // QPOpenAttr mirrors struct ibv_qp_open_attr (infiniband/verbs.h:1032). Size 32, align 8.
 type QPOpenAttr struct {
 	_         structs.HostLayout
-	CompMask  uint32         // comp_mask @0
+	CompMask  QPOpenAttrMask // comp_mask @0
 	QPNum     uint32         // qp_num @4
 	XRCD      *XRCD          // xrcd @8
 	QPContext unsafe.Pointer // qp_context @16
@@ -665,34 +665,34 @@ type QPOpenAttr struct {
 // QPAttr mirrors struct ibv_qp_attr (infiniband/verbs.h:1099). Size 144, align 8.
 type QPAttr struct {
 	_                structs.HostLayout
-	QPState          QPState  // qp_state @0
-	CurQPState       QPState  // cur_qp_state @4
-	PathMTU          MTU      // path_mtu @8
-	PathMigState     MigState // path_mig_state @12
-	Qkey             uint32   // qkey @16
-	RQPSN            uint32   // rq_psn @20
-	SQPSN            uint32   // sq_psn @24
-	DestQPNum        uint32   // dest_qp_num @28
-	QPAccessFlags    uint32   // qp_access_flags @32
-	Cap              QPCap    // cap @36
-	AHAttr           AHAttr   // ah_attr @56
-	AltAHAttr        AHAttr   // alt_ah_attr @88
-	PkeyIndex        uint16   // pkey_index @120
-	AltPkeyIndex     uint16   // alt_pkey_index @122
-	EnSqdAsyncNotify uint8    // en_sqd_async_notify @124
-	SQDraining       uint8    // sq_draining @125
-	MaxRDAtomic      uint8    // max_rd_atomic @126
-	MaxDestRDAtomic  uint8    // max_dest_rd_atomic @127
-	MinRNRTimer      uint8    // min_rnr_timer @128
-	PortNum          uint8    // port_num @129
-	Timeout          uint8    // timeout @130
-	RetryCnt         uint8    // retry_cnt @131
-	RNRRetry         uint8    // rnr_retry @132
-	AltPortNum       uint8    // alt_port_num @133
-	AltTimeout       uint8    // alt_timeout @134
-	_                [1]byte  // padding @135
-	RateLimit        uint32   // rate_limit @136
-	_                [4]byte  // padding @140
+	QPState          QPState     // qp_state @0
+	CurQPState       QPState     // cur_qp_state @4
+	PathMTU          MTU         // path_mtu @8
+	PathMigState     MigState    // path_mig_state @12
+	Qkey             uint32      // qkey @16
+	RQPSN            uint32      // rq_psn @20
+	SQPSN            uint32      // sq_psn @24
+	DestQPNum        uint32      // dest_qp_num @28
+	QPAccessFlags    AccessFlags // qp_access_flags @32
+	Cap              QPCap       // cap @36
+	AHAttr           AHAttr      // ah_attr @56
+	AltAHAttr        AHAttr      // alt_ah_attr @88
+	PkeyIndex        uint16      // pkey_index @120
+	AltPkeyIndex     uint16      // alt_pkey_index @122
+	EnSqdAsyncNotify uint8       // en_sqd_async_notify @124
+	SQDraining       uint8       // sq_draining @125
+	MaxRDAtomic      uint8       // max_rd_atomic @126
+	MaxDestRDAtomic  uint8       // max_dest_rd_atomic @127
+	MinRNRTimer      uint8       // min_rnr_timer @128
+	PortNum          uint8       // port_num @129
+	Timeout          uint8       // timeout @130
+	RetryCnt         uint8       // retry_cnt @131
+	RNRRetry         uint8       // rnr_retry @132
+	AltPortNum       uint8       // alt_port_num @133
+	AltTimeout       uint8       // alt_timeout @134
+	_                [1]byte     // padding @135
+	RateLimit        uint32      // rate_limit @136
+	_                [4]byte     // padding @140
 }
 
 // QPRateLimitAttr mirrors struct ibv_qp_rate_limit_attr (infiniband/verbs.h:1128). Size 16, align 4.
@@ -736,7 +736,7 @@ type SendWR struct {
 	SGList    *SGE         // sg_list @16
 	NumSGE    int32        // num_sge @24
 	Opcode    WROpcode     // opcode @28
-	SendFlags uint32       // send_flags @32
+	SendFlags SendFlags    // send_flags @32
 	ImmData   Be32         // union { imm_data; invalidate_rkey } @36
 	WR        SendWRWR     // wr @40
 	QPType    SendWRQPType // qp_type @72
@@ -779,7 +779,7 @@ type OpsWR struct {
 	WRID   uint64      // wr_id @0
 	Next   *OpsWR      // next @8
 	Opcode OpsWROpcode // opcode @16
-	Flags  int32       // flags @20
+	Flags  OpsFlags    // flags @20
 	TM     OpsWRTM     // tm @24
 }
 
@@ -787,7 +787,7 @@ type OpsWR struct {
 type MWBind struct {
 	_         structs.HostLayout
 	WRID      uint64     // wr_id @0
-	SendFlags uint32     // send_flags @8
+	SendFlags SendFlags  // send_flags @8
 	_         [4]byte    // padding @12
 	BindInfo  MWBindInfo // bind_info @16
 }
@@ -832,7 +832,7 @@ type ModerateCQ struct {
 // ModifyCQAttr mirrors struct ibv_modify_cq_attr (infiniband/verbs.h:1619). Size 8, align 4.
 type ModifyCQAttr struct {
 	_        structs.HostLayout
-	AttrMask uint32     // attr_mask @0
+	AttrMask CQAttrMask // attr_mask @0
 	Moderate ModerateCQ // moderate @4
 }
 
@@ -1132,7 +1132,7 @@ type FlowAttr struct {
 	NumOfSpecs uint8        // num_of_specs @12
 	Port       uint8        // port @13
 	_          [2]byte      // padding @14
-	Flags      uint32       // flags @16
+	Flags      FlowFlags    // flags @16
 }
 
 // Flow mirrors struct ibv_flow (infiniband/verbs.h:1971). Size 24, align 8.
@@ -1158,7 +1158,7 @@ type FlowActionESPAttr struct {
 	_           [2]byte                   // padding @30
 	ReplayPtr   unsafe.Pointer            // replay_ptr @32
 	ESPEncap    *UverbsFlowActionESPEncap // esp_encap @40
-	CompMask    uint32                    // comp_mask @48
+	CompMask    FlowActionESPMask         // comp_mask @48
 	Esn         uint32                    // esn @52
 }
 
@@ -1226,24 +1226,24 @@ type ContextOps struct {
 // CQInitAttrEx mirrors struct ibv_cq_init_attr_ex (infiniband/verbs.h:2094). Size 56, align 8.
 type CQInitAttrEx struct {
 	_            structs.HostLayout
-	CQE          uint32         // cqe @0
-	_            [4]byte        // padding @4
-	CQContext    unsafe.Pointer // cq_context @8
-	Channel      *CompChannel   // channel @16
-	CompVector   uint32         // comp_vector @24
-	_            [4]byte        // padding @28
-	WCFlags      uint64         // wc_flags @32
-	CompMask     uint32         // comp_mask @40
-	Flags        uint32         // flags @44
-	ParentDomain *PD            // parent_domain @48
+	CQE          uint32            // cqe @0
+	_            [4]byte           // padding @4
+	CQContext    unsafe.Pointer    // cq_context @8
+	Channel      *CompChannel      // channel @16
+	CompVector   uint32            // comp_vector @24
+	_            [4]byte           // padding @28
+	WCFlags      uint64            // wc_flags @32
+	CompMask     CQInitAttrMask    // comp_mask @40
+	Flags        CreateCQAttrFlags // flags @44
+	ParentDomain *PD               // parent_domain @48
 }
 
 // CompCntrCaps mirrors struct ibv_comp_cntr_caps (infiniband/verbs.h:2129). Size 16, align 8.
 type CompCntrCaps struct {
 	_                    structs.HostLayout
-	MaxValue             uint64 // max_value @0
-	MaxCounters          uint32 // max_counters @8
-	SupportedQPAttachOps uint32 // supported_qp_attach_ops @12
+	MaxValue             uint64             // max_value @0
+	MaxCounters          uint32             // max_counters @8
+	SupportedQPAttachOps QPAttachCompCntrOp // supported_qp_attach_ops @12
 }
 
 // CompCntr mirrors struct ibv_comp_cntr (infiniband/verbs.h:2135). Size 16, align 8.
@@ -1265,30 +1265,30 @@ type CompCntrInitAttr struct {
 // QPAttachCompCntrAttr mirrors struct ibv_qp_attach_comp_cntr_attr (infiniband/verbs.h:2151). Size 8, align 4.
 type QPAttachCompCntrAttr struct {
 	_        structs.HostLayout
-	CompMask uint32 // comp_mask @0
-	OpMask   uint32 // op_mask @4
+	CompMask uint32             // comp_mask @0
+	OpMask   QPAttachCompCntrOp // op_mask @4
 }
 
 // ParentDomainInitAttr mirrors struct ibv_parent_domain_init_attr (infiniband/verbs.h:2164). Size 48, align 8.
 type ParentDomainInitAttr struct {
 	_         structs.HostLayout
-	PD        *PD            // pd @0
-	TD        *TD            // td @8
-	CompMask  uint32         // comp_mask @16
-	_         [4]byte        // padding @20
-	Alloc     uintptr        // alloc @24
-	Free      uintptr        // free @32
-	PDContext unsafe.Pointer // pd_context @40
+	PD        *PD                      // pd @0
+	TD        *TD                      // td @8
+	CompMask  ParentDomainInitAttrMask // comp_mask @16
+	_         [4]byte                  // padding @20
+	Alloc     uintptr                  // alloc @24
+	Free      uintptr                  // free @32
+	PDContext unsafe.Pointer           // pd_context @40
 }
 
 // DmahInitAttr mirrors struct ibv_dmah_init_attr (infiniband/verbs.h:2186). Size 12, align 4.
 type DmahInitAttr struct {
 	_          structs.HostLayout
-	CompMask   uint32  // comp_mask @0
-	CPUID      uint32  // cpu_id @4
-	Ph         uint8   // ph @8
-	TphMemType uint8   // tph_mem_type @9
-	_          [2]byte // padding @10
+	CompMask   DmahInitAttrMask // comp_mask @0
+	CPUID      uint32           // cpu_id @4
+	Ph         uint8            // ph @8
+	TphMemType uint8            // tph_mem_type @9
+	_          [2]byte          // padding @10
 }
 
 // CountersInitAttr mirrors struct ibv_counters_init_attr (infiniband/verbs.h:2193). Size 4, align 4.
@@ -1308,9 +1308,9 @@ type CounterAttachAttr struct {
 // ValuesEx mirrors struct ibv_values_ex (infiniband/verbs.h:2221). Size 24, align 8.
 type ValuesEx struct {
 	_        structs.HostLayout
-	CompMask uint32   // comp_mask @0
-	_        [4]byte  // padding @4
-	RawClock Timespec // raw_clock @8
+	CompMask ValuesMask // comp_mask @0
+	_        [4]byte    // padding @4
+	RawClock Timespec   // raw_clock @8
 }
 
 // VerbsExPrivate mirrors struct verbs_ex_private (infiniband/verbs.h:2288), which the headers declare but never define: use it only through pointers.
@@ -2934,9 +2934,9 @@ type GIDGlobal struct {
 // ODPCapsPerTransportCaps mirrors struct ibv_odp_caps member per_transport_caps (struct { ... }) (infiniband/verbs.h:248). Size 12, align 4.
 type ODPCapsPerTransportCaps struct {
 	_         structs.HostLayout
-	RCODPCaps uint32 // rc_odp_caps @0
-	UCODPCaps uint32 // uc_odp_caps @4
-	UDODPCaps uint32 // ud_odp_caps @8
+	RCODPCaps ODPTransportCapBits // rc_odp_caps @0
+	UCODPCaps ODPTransportCapBits // uc_odp_caps @4
+	UDODPCaps ODPTransportCapBits // ud_odp_caps @8
 }
 
 // AsyncEventElement mirrors struct ibv_async_event member element (union { ... }) (infiniband/verbs.h:478). Size 8, align 8.

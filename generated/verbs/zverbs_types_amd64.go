@@ -90,33 +90,33 @@ type SRQ struct {
 // QPEx mirrors struct ibv_qp_ex (infiniband/verbs.h:1337). Size 360, align 8.
 type QPEx struct {
 	_                   structs.HostLayout
-	QPBase              QP      // qp_base @0
-	CompMask            uint64  // comp_mask @160
-	WRID                uint64  // wr_id @168
-	WRFlags             uint32  // wr_flags @176
-	_                   [4]byte // padding @180
-	WRAtomicCmpSwp      uintptr // wr_atomic_cmp_swp @184
-	WRAtomicFetchAdd    uintptr // wr_atomic_fetch_add @192
-	WRBindMW            uintptr // wr_bind_mw @200
-	WRLocalInv          uintptr // wr_local_inv @208
-	WRRDMARead          uintptr // wr_rdma_read @216
-	WRRDMAWrite         uintptr // wr_rdma_write @224
-	WRRDMAWriteImm      uintptr // wr_rdma_write_imm @232
-	WRSend              uintptr // wr_send @240
-	WRSendImm           uintptr // wr_send_imm @248
-	WRSendInv           uintptr // wr_send_inv @256
-	WRSendTSO           uintptr // wr_send_tso @264
-	WRSetUDAddr         uintptr // wr_set_ud_addr @272
-	WRSetXRCSRQN        uintptr // wr_set_xrc_srqn @280
-	WRSetInlineData     uintptr // wr_set_inline_data @288
-	WRSetInlineDataList uintptr // wr_set_inline_data_list @296
-	WRSetSGE            uintptr // wr_set_sge @304
-	WRSetSGEList        uintptr // wr_set_sge_list @312
-	WRStart             uintptr // wr_start @320
-	WRComplete          uintptr // wr_complete @328
-	WRAbort             uintptr // wr_abort @336
-	WRAtomicWrite       uintptr // wr_atomic_write @344
-	WRFlush             uintptr // wr_flush @352
+	QPBase              QP        // qp_base @0
+	CompMask            uint64    // comp_mask @160
+	WRID                uint64    // wr_id @168
+	WRFlags             SendFlags // wr_flags @176
+	_                   [4]byte   // padding @180
+	WRAtomicCmpSwp      uintptr   // wr_atomic_cmp_swp @184
+	WRAtomicFetchAdd    uintptr   // wr_atomic_fetch_add @192
+	WRBindMW            uintptr   // wr_bind_mw @200
+	WRLocalInv          uintptr   // wr_local_inv @208
+	WRRDMARead          uintptr   // wr_rdma_read @216
+	WRRDMAWrite         uintptr   // wr_rdma_write @224
+	WRRDMAWriteImm      uintptr   // wr_rdma_write_imm @232
+	WRSend              uintptr   // wr_send @240
+	WRSendImm           uintptr   // wr_send_imm @248
+	WRSendInv           uintptr   // wr_send_inv @256
+	WRSendTSO           uintptr   // wr_send_tso @264
+	WRSetUDAddr         uintptr   // wr_set_ud_addr @272
+	WRSetXRCSRQN        uintptr   // wr_set_xrc_srqn @280
+	WRSetInlineData     uintptr   // wr_set_inline_data @288
+	WRSetInlineDataList uintptr   // wr_set_inline_data_list @296
+	WRSetSGE            uintptr   // wr_set_sge @304
+	WRSetSGEList        uintptr   // wr_set_sge_list @312
+	WRStart             uintptr   // wr_start @320
+	WRComplete          uintptr   // wr_complete @328
+	WRAbort             uintptr   // wr_abort @336
+	WRAtomicWrite       uintptr   // wr_atomic_write @344
+	WRFlush             uintptr   // wr_flush @352
 }
 
 // CQEx mirrors struct ibv_cq_ex (infiniband/verbs.h:1567). Size 288, align 8.

@@ -90,33 +90,33 @@ type SRQ struct {
 // QPEx mirrors struct ibv_qp_ex (infiniband/verbs.h:1337). Size 368, align 8.
 type QPEx struct {
 	_                   structs.HostLayout
-	QPBase              QP      // qp_base @0
-	CompMask            uint64  // comp_mask @168
-	WRID                uint64  // wr_id @176
-	WRFlags             uint32  // wr_flags @184
-	_                   [4]byte // padding @188
-	WRAtomicCmpSwp      uintptr // wr_atomic_cmp_swp @192
-	WRAtomicFetchAdd    uintptr // wr_atomic_fetch_add @200
-	WRBindMW            uintptr // wr_bind_mw @208
-	WRLocalInv          uintptr // wr_local_inv @216
-	WRRDMARead          uintptr // wr_rdma_read @224
-	WRRDMAWrite         uintptr // wr_rdma_write @232
-	WRRDMAWriteImm      uintptr // wr_rdma_write_imm @240
-	WRSend              uintptr // wr_send @248
-	WRSendImm           uintptr // wr_send_imm @256
-	WRSendInv           uintptr // wr_send_inv @264
-	WRSendTSO           uintptr // wr_send_tso @272
-	WRSetUDAddr         uintptr // wr_set_ud_addr @280
-	WRSetXRCSRQN        uintptr // wr_set_xrc_srqn @288
-	WRSetInlineData     uintptr // wr_set_inline_data @296
-	WRSetInlineDataList uintptr // wr_set_inline_data_list @304
-	WRSetSGE            uintptr // wr_set_sge @312
-	WRSetSGEList        uintptr // wr_set_sge_list @320
-	WRStart             uintptr // wr_start @328
-	WRComplete          uintptr // wr_complete @336
-	WRAbort             uintptr // wr_abort @344
-	WRAtomicWrite       uintptr // wr_atomic_write @352
-	WRFlush             uintptr // wr_flush @360
+	QPBase              QP        // qp_base @0
+	CompMask            uint64    // comp_mask @168
+	WRID                uint64    // wr_id @176
+	WRFlags             SendFlags // wr_flags @184
+	_                   [4]byte   // padding @188
+	WRAtomicCmpSwp      uintptr   // wr_atomic_cmp_swp @192
+	WRAtomicFetchAdd    uintptr   // wr_atomic_fetch_add @200
+	WRBindMW            uintptr   // wr_bind_mw @208
+	WRLocalInv          uintptr   // wr_local_inv @216
+	WRRDMARead          uintptr   // wr_rdma_read @224
+	WRRDMAWrite         uintptr   // wr_rdma_write @232
+	WRRDMAWriteImm      uintptr   // wr_rdma_write_imm @240
+	WRSend              uintptr   // wr_send @248
+	WRSendImm           uintptr   // wr_send_imm @256
+	WRSendInv           uintptr   // wr_send_inv @264
+	WRSendTSO           uintptr   // wr_send_tso @272
+	WRSetUDAddr         uintptr   // wr_set_ud_addr @280
+	WRSetXRCSRQN        uintptr   // wr_set_xrc_srqn @288
+	WRSetInlineData     uintptr   // wr_set_inline_data @296
+	WRSetInlineDataList uintptr   // wr_set_inline_data_list @304
+	WRSetSGE            uintptr   // wr_set_sge @312
+	WRSetSGEList        uintptr   // wr_set_sge_list @320
+	WRStart             uintptr   // wr_start @328
+	WRComplete          uintptr   // wr_complete @336
+	WRAbort             uintptr   // wr_abort @344
+	WRAtomicWrite       uintptr   // wr_atomic_write @352
+	WRFlush             uintptr   // wr_flush @360
 }
 
 // CQEx mirrors struct ibv_cq_ex (infiniband/verbs.h:1567). Size 296, align 8.

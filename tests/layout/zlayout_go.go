@@ -1134,7 +1134,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_gid_entry, gid_type)",
 			Value: uint64(unsafe.Sizeof(v.GIDType)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_gid_entry, gid_type)",
+			Key:   "membersigned(struct ibv_gid_entry, gid_type as enum ibv_gid_type)",
 			Value: layoutcheck.Signed(v.GIDType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_gid_entry, ndev_ifindex)",
@@ -1217,7 +1217,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_dm, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_dm, comp_mask)",
+			Key:   "membersigned(struct ibv_dm, comp_mask as enum ibv_dm_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dm, handle)",
@@ -1396,7 +1396,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_device_attr, device_cap_flags)",
 			Value: uint64(unsafe.Sizeof(v.DeviceCapFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device_attr, device_cap_flags)",
+			Key:   "membersigned(struct ibv_device_attr, device_cap_flags as enum ibv_device_cap_flags)",
 			Value: layoutcheck.Signed(v.DeviceCapFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_sge)",
@@ -1858,7 +1858,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_tm_caps, flags)",
 			Value: uint64(unsafe.Sizeof(v.Flags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_tm_caps, flags)",
+			Key:   "membersigned(struct ibv_tm_caps, flags as enum ibv_tm_cap_flags)",
 			Value: layoutcheck.Signed(v.Flags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_tm_caps, max_ops)",
@@ -2035,7 +2035,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_device_attr_ex, raw_packet_caps)",
 			Value: uint64(unsafe.Sizeof(v.RawPacketCaps)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device_attr_ex, raw_packet_caps)",
+			Key:   "membersigned(struct ibv_device_attr_ex, raw_packet_caps as enum ibv_raw_packet_caps)",
 			Value: layoutcheck.Signed(v.RawPacketCaps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, tm_caps)",
@@ -2071,7 +2071,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_device_attr_ex, xrc_odp_caps)",
 			Value: uint64(unsafe.Sizeof(v.XRCODPCaps)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_device_attr_ex, xrc_odp_caps)",
+			Key:   "membersigned(struct ibv_device_attr_ex, xrc_odp_caps as enum ibv_odp_transport_cap_bits)",
 			Value: layoutcheck.Signed(v.XRCODPCaps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex)",
@@ -2135,7 +2135,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_port_attr, port_cap_flags)",
 			Value: uint64(unsafe.Sizeof(v.PortCapFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_port_attr, port_cap_flags)",
+			Key:   "membersigned(struct ibv_port_attr, port_cap_flags as enum ibv_port_cap_flags)",
 			Value: layoutcheck.Signed(v.PortCapFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, max_msg_sz)",
@@ -2707,7 +2707,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_wc, wc_flags)",
 			Value: uint64(unsafe.Sizeof(v.WCFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_wc, wc_flags)",
+			Key:   "membersigned(struct ibv_wc, wc_flags as enum ibv_wc_flags)",
 			Value: layoutcheck.Signed(v.WCFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, pkey_index)",
@@ -2786,7 +2786,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_mw_bind_info, mw_access_flags)",
 			Value: uint64(unsafe.Sizeof(v.MWAccessFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_mw_bind_info, mw_access_flags)",
+			Key:   "membersigned(struct ibv_mw_bind_info, mw_access_flags as enum ibv_access_flags)",
 			Value: layoutcheck.Signed(v.MWAccessFlags),
 		})
 	}
@@ -2945,7 +2945,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_xrcd_init_attr, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_xrcd_init_attr, comp_mask)",
+			Key:   "membersigned(struct ibv_xrcd_init_attr, comp_mask as enum ibv_xrcd_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_xrcd_init_attr, fd)",
@@ -3007,7 +3007,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_mr_init_attr, access)",
 			Value: uint64(unsafe.Sizeof(v.Access)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_mr_init_attr, access)",
+			Key:   "membersigned(struct ibv_mr_init_attr, access as enum ibv_access_flags)",
 			Value: layoutcheck.Signed(v.Access),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr_init_attr, comp_mask)",
@@ -3408,7 +3408,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_srq_init_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_srq_init_attr_ex, comp_mask)",
+			Key:   "membersigned(struct ibv_srq_init_attr_ex, comp_mask as enum ibv_srq_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_srq_init_attr_ex, srq_type)",
@@ -3505,7 +3505,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_wq_init_attr, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_wq_init_attr, comp_mask)",
+			Key:   "membersigned(struct ibv_wq_init_attr, comp_mask as enum ibv_wq_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_init_attr, create_flags)",
@@ -3514,7 +3514,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_wq_init_attr, create_flags)",
 			Value: uint64(unsafe.Sizeof(v.CreateFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_wq_init_attr, create_flags)",
+			Key:   "membersigned(struct ibv_wq_init_attr, create_flags as enum ibv_wq_flags)",
 			Value: layoutcheck.Signed(v.CreateFlags),
 		})
 	}
@@ -3533,7 +3533,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_wq_attr, attr_mask)",
 			Value: uint64(unsafe.Sizeof(v.AttrMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_wq_attr, attr_mask)",
+			Key:   "membersigned(struct ibv_wq_attr, attr_mask as enum ibv_wq_attr_mask)",
 			Value: layoutcheck.Signed(v.AttrMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_attr, wq_state)",
@@ -3560,7 +3560,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_wq_attr, flags)",
 			Value: uint64(unsafe.Sizeof(v.Flags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_wq_attr, flags)",
+			Key:   "membersigned(struct ibv_wq_attr, flags as enum ibv_wq_flags)",
 			Value: layoutcheck.Signed(v.Flags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wq_attr, flags_mask)",
@@ -3569,7 +3569,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_wq_attr, flags_mask)",
 			Value: uint64(unsafe.Sizeof(v.FlagsMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_wq_attr, flags_mask)",
+			Key:   "membersigned(struct ibv_wq_attr, flags_mask as enum ibv_wq_flags)",
 			Value: layoutcheck.Signed(v.FlagsMask),
 		})
 	}
@@ -3869,7 +3869,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_qp_init_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_qp_init_attr_ex, comp_mask)",
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, comp_mask as enum ibv_qp_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, pd)",
@@ -3890,7 +3890,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_qp_init_attr_ex, create_flags)",
 			Value: uint64(unsafe.Sizeof(v.CreateFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_qp_init_attr_ex, create_flags)",
+			Key:   "membersigned(struct ibv_qp_init_attr_ex, create_flags as enum ibv_qp_create_flags)",
 			Value: layoutcheck.Signed(v.CreateFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_init_attr_ex, max_tso_header)",
@@ -3948,7 +3948,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_qp_open_attr, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_qp_open_attr, comp_mask)",
+			Key:   "membersigned(struct ibv_qp_open_attr, comp_mask as enum ibv_qp_open_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_open_attr, qp_num)",
@@ -4069,7 +4069,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_qp_attr, qp_access_flags)",
 			Value: uint64(unsafe.Sizeof(v.QPAccessFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_qp_attr, qp_access_flags)",
+			Key:   "membersigned(struct ibv_qp_attr, qp_access_flags as enum ibv_access_flags)",
 			Value: layoutcheck.Signed(v.QPAccessFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, cap)",
@@ -4404,7 +4404,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_send_wr, send_flags)",
 			Value: uint64(unsafe.Sizeof(v.SendFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_send_wr, send_flags)",
+			Key:   "membersigned(struct ibv_send_wr, send_flags as enum ibv_send_flags)",
 			Value: layoutcheck.Signed(v.SendFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, imm_data)",
@@ -4560,7 +4560,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_ops_wr, flags)",
 			Value: uint64(unsafe.Sizeof(v.Flags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_ops_wr, flags)",
+			Key:   "membersigned(struct ibv_ops_wr, flags as enum ibv_ops_flags)",
 			Value: layoutcheck.Signed(v.Flags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_ops_wr, tm)",
@@ -4594,7 +4594,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_mw_bind, send_flags)",
 			Value: uint64(unsafe.Sizeof(v.SendFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_mw_bind, send_flags)",
+			Key:   "membersigned(struct ibv_mw_bind, send_flags as enum ibv_send_flags)",
 			Value: layoutcheck.Signed(v.SendFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw_bind, bind_info)",
@@ -4701,7 +4701,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_qp_ex, wr_flags)",
 			Value: uint64(unsafe.Sizeof(v.WRFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_qp_ex, wr_flags)",
+			Key:   "membersigned(struct ibv_qp_ex, wr_flags as enum ibv_send_flags)",
 			Value: layoutcheck.Signed(v.WRFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_ex, wr_atomic_cmp_swp)",
@@ -5209,7 +5209,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_modify_cq_attr, attr_mask)",
 			Value: uint64(unsafe.Sizeof(v.AttrMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_modify_cq_attr, attr_mask)",
+			Key:   "membersigned(struct ibv_modify_cq_attr, attr_mask as enum ibv_cq_attr_mask)",
 			Value: layoutcheck.Signed(v.AttrMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_modify_cq_attr, moderate)",
@@ -6252,7 +6252,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_flow_attr, flags)",
 			Value: uint64(unsafe.Sizeof(v.Flags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_flow_attr, flags)",
+			Key:   "membersigned(struct ibv_flow_attr, flags as enum ibv_flow_flags)",
 			Value: layoutcheck.Signed(v.Flags),
 		})
 	}
@@ -6365,7 +6365,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_flow_action_esp_attr, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_flow_action_esp_attr, comp_mask)",
+			Key:   "membersigned(struct ibv_flow_action_esp_attr, comp_mask as enum ibv_flow_action_esp_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_flow_action_esp_attr, esn)",
@@ -6726,7 +6726,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_cq_init_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_cq_init_attr_ex, comp_mask)",
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, comp_mask as enum ibv_cq_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, flags)",
@@ -6735,7 +6735,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_cq_init_attr_ex, flags)",
 			Value: uint64(unsafe.Sizeof(v.Flags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_cq_init_attr_ex, flags)",
+			Key:   "membersigned(struct ibv_cq_init_attr_ex, flags as enum ibv_create_cq_attr_flags)",
 			Value: layoutcheck.Signed(v.Flags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_cq_init_attr_ex, parent_domain)",
@@ -6778,7 +6778,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_comp_cntr_caps, supported_qp_attach_ops)",
 			Value: uint64(unsafe.Sizeof(v.SupportedQPAttachOps)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_comp_cntr_caps, supported_qp_attach_ops)",
+			Key:   "membersigned(struct ibv_comp_cntr_caps, supported_qp_attach_ops as enum ibv_qp_attach_comp_cntr_op)",
 			Value: layoutcheck.Signed(v.SupportedQPAttachOps),
 		})
 	}
@@ -6868,7 +6868,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_qp_attach_comp_cntr_attr, op_mask)",
 			Value: uint64(unsafe.Sizeof(v.OpMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_qp_attach_comp_cntr_attr, op_mask)",
+			Key:   "membersigned(struct ibv_qp_attach_comp_cntr_attr, op_mask as enum ibv_qp_attach_comp_cntr_op)",
 			Value: layoutcheck.Signed(v.OpMask),
 		})
 	}
@@ -6899,7 +6899,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_parent_domain_init_attr, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_parent_domain_init_attr, comp_mask)",
+			Key:   "membersigned(struct ibv_parent_domain_init_attr, comp_mask as enum ibv_parent_domain_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_parent_domain_init_attr, alloc)",
@@ -6936,7 +6936,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_dmah_init_attr, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_dmah_init_attr, comp_mask)",
+			Key:   "membersigned(struct ibv_dmah_init_attr, comp_mask as enum ibv_dmah_init_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_dmah_init_attr, cpu_id)",
@@ -7038,7 +7038,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct ibv_values_ex, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct ibv_values_ex, comp_mask)",
+			Key:   "membersigned(struct ibv_values_ex, comp_mask as enum ibv_values_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_values_ex, raw_clock)",
@@ -14719,7 +14719,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct rdma_addrinfo, ai_qp_type)",
 			Value: uint64(unsafe.Sizeof(v.AiQPType)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct rdma_addrinfo, ai_qp_type)",
+			Key:   "membersigned(struct rdma_addrinfo, ai_qp_type as enum ibv_qp_type)",
 			Value: layoutcheck.Signed(v.AiQPType),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_port_space)",
@@ -14728,7 +14728,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct rdma_addrinfo, ai_port_space)",
 			Value: uint64(unsafe.Sizeof(v.AiPortSpace)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct rdma_addrinfo, ai_port_space)",
+			Key:   "membersigned(struct rdma_addrinfo, ai_port_space as enum rdma_port_space)",
 			Value: layoutcheck.Signed(v.AiPortSpace),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_addrinfo, ai_src_len)",
@@ -14825,7 +14825,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct rdma_cm_join_mc_attr_ex, comp_mask)",
 			Value: uint64(unsafe.Sizeof(v.CompMask)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct rdma_cm_join_mc_attr_ex, comp_mask)",
+			Key:   "membersigned(struct rdma_cm_join_mc_attr_ex, comp_mask as enum rdma_cm_join_mc_attr_mask)",
 			Value: layoutcheck.Signed(v.CompMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, join_flags)",
@@ -14834,7 +14834,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(struct rdma_cm_join_mc_attr_ex, join_flags)",
 			Value: uint64(unsafe.Sizeof(v.JoinFlags)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(struct rdma_cm_join_mc_attr_ex, join_flags)",
+			Key:   "membersigned(struct rdma_cm_join_mc_attr_ex, join_flags as enum rdma_cm_mc_join_flags)",
 			Value: layoutcheck.Signed(v.JoinFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_cm_join_mc_attr_ex, addr)",
@@ -14957,7 +14957,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
 			Value: uint64(unsafe.Sizeof(v.RCODPCaps)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps)",
+			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), rc_odp_caps as enum ibv_odp_transport_cap_bits)",
 			Value: layoutcheck.Signed(v.RCODPCaps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
@@ -14966,7 +14966,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
 			Value: uint64(unsafe.Sizeof(v.UCODPCaps)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps)",
+			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), uc_odp_caps as enum ibv_odp_transport_cap_bits)",
 			Value: layoutcheck.Signed(v.UCODPCaps),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
@@ -14975,7 +14975,7 @@ func GoRows() []layoutcheck.Row {
 			Key:   "membersize(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
 			Value: uint64(unsafe.Sizeof(v.UDODPCaps)),
 		}, layoutcheck.Row{
-			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps)",
+			Key:   "membersigned(__typeof__(((struct ibv_odp_caps *)0)->per_transport_caps), ud_odp_caps as enum ibv_odp_transport_cap_bits)",
 			Value: layoutcheck.Signed(v.UDODPCaps),
 		})
 	}

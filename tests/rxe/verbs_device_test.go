@@ -101,7 +101,7 @@ func TestVerbsDevice(t *testing.T) {
 		t.Fatalf("ibv_query_gid_ex(%d): %v", e.gidIndex, err)
 	}
 	if got := netip.AddrFrom16(*entry.GID.Raw()); got != want || entry.GIDIndex != uint32(e.gidIndex) ||
-		entry.PortNum != vPort || verbs.GIDType(entry.GIDType) != verbs.GIDTypeRoCEV2 {
+		entry.PortNum != vPort || entry.GIDType != verbs.GIDTypeRoCEV2 {
 		t.Errorf("ibv_query_gid_ex(%d) = {gid %v index %d port %d type %d}, want {%v %d %d RoCE v2 (%d)}",
 			e.gidIndex, got, entry.GIDIndex, entry.PortNum, entry.GIDType, want, e.gidIndex, vPort, verbs.GIDTypeRoCEV2)
 	}
@@ -117,7 +117,7 @@ func TestVerbsDevice(t *testing.T) {
 	for _, g := range table[:nt] {
 		if g.PortNum == vPort && g.GIDIndex == uint32(e.gidIndex) {
 			found = true
-			if got := netip.AddrFrom16(*g.GID.Raw()); got != want || verbs.GIDType(g.GIDType) != verbs.GIDTypeRoCEV2 {
+			if got := netip.AddrFrom16(*g.GID.Raw()); got != want || g.GIDType != verbs.GIDTypeRoCEV2 {
 				t.Errorf("ibv_query_gid_table entry %d: gid %v type %d, want %v RoCE v2", g.GIDIndex, got, g.GIDType, want)
 			}
 		}

@@ -19,7 +19,7 @@ func queryState(t *testing.T, qp *verbs.QP) verbs.QPState {
 	t.Helper()
 	var attr verbs.QPAttr
 	var init verbs.QPInitAttr
-	if err := verbs.QueryQP(qp, &attr, int32(verbs.QPAttrState), &init); err != nil {
+	if err := verbs.QueryQP(qp, &attr, verbs.QPAttrState, &init); err != nil {
 		t.Fatalf("ibv_query_qp(%d): %v", qp.QPNum, err)
 	}
 	return attr.QPState

@@ -149,7 +149,7 @@ func regMR(t testing.TB, pd *verbs.PD, size int, access verbs.AccessFlags) *vMR 
 	t.Helper()
 	m := &vMR{buf: mmapBuf(t, size)}
 	var err error
-	if m.mr, err = verbs.RegMR(pd, unsafe.Pointer(&m.buf[0]), uint64(size), uint32(access)); err != nil {
+	if m.mr, err = verbs.RegMR(pd, unsafe.Pointer(&m.buf[0]), uint64(size), access); err != nil {
 		t.Fatalf("%d bytes, access %#x: %v", size, access, err)
 	}
 	t.Cleanup(func() {
@@ -348,7 +348,7 @@ func (e *vEnv) qp(t testing.TB, cfg vQPConfig) *verbs.QP {
 // modify is ibv_modify_qp, failing the test with the step's name.
 func modify(t testing.TB, qp *verbs.QP, attr *verbs.QPAttr, mask verbs.QPAttrMask, step string) {
 	t.Helper()
-	if err := verbs.ModifyQP(qp, attr, int32(mask)); err != nil {
+	if err := verbs.ModifyQP(qp, attr, mask); err != nil {
 		t.Fatalf("ibv_modify_qp(QP %d, %s, mask %#x): %v", qp.QPNum, step, mask, err)
 	}
 	if qp.State != attr.QPState {
@@ -381,7 +381,7 @@ func (e *vEnv) connectRC(t testing.TB, a, b *verbs.QP) {
 	initRD := uint8(min(16, e.dev.MaxQPInitRDAtom))
 	psn := map[*verbs.QP]uint32{a: 0x00a000 + a.QPNum&0xfff, b: 0x0b0000 + b.QPNum&0xfff}
 	for _, q := range []*verbs.QP{a, b} {
-		modify(t, q, &verbs.QPAttr{QPState: verbs.QPSInit, PortNum: vPort, QPAccessFlags: uint32(vRCAccess)},
+		modify(t, q, &verbs.QPAttr{QPState: verbs.QPSInit, PortNum: vPort, QPAccessFlags: vRCAccess},
 			verbs.QPAttrState|verbs.QPAttrPkeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags, "INIT")
 	}
 	for _, pair := range [][2]*verbs.QP{{a, b}, {b, a}} {

@@ -28,14 +28,14 @@ func TestStubs(t *testing.T) {
 	var pd PD
 	buf := make([]byte, 64)
 	addr := unsafe.Pointer(&buf[0])
-	if mr, err := RegMR(&pd, addr, 64, uint32(AccessLocalWrite)); unsafe.Pointer(mr) != addr || err != nil {
+	if mr, err := RegMR(&pd, addr, 64, AccessLocalWrite); unsafe.Pointer(mr) != addr || err != nil {
 		t.Errorf("RegMR (function-like macro) = %p, %v; want %p, nil", mr, err, addr)
 	}
-	if mr, err := XXRegMR(&pd, addr, 64, uint32(AccessOptionalRange), 0); unsafe.Pointer(mr) != addr || err != nil {
+	if mr, err := XXRegMR(&pd, addr, 64, AccessOptionalRange, 0); unsafe.Pointer(mr) != addr || err != nil {
 		t.Errorf("XXRegMR = %p, %v; want %p, nil", mr, err, addr)
 	}
 	// NULL and errno: the errno comes back, named.
-	mr, err := RegMR(&pd, addr, 0, uint32(AccessLocalWrite))
+	mr, err := RegMR(&pd, addr, 0, AccessLocalWrite)
 	var ve *verberr.Error
 	if mr != nil || !errors.Is(err, syscall.EINVAL) || !errors.As(err, &ve) || ve.Func() != "ibv_reg_mr" {
 		t.Errorf("RegMR with length 0 = %p, %v; want nil and ibv_reg_mr's EINVAL", mr, err)
