@@ -93,6 +93,16 @@ type side func(iters int) error
 // growing until the three take about 0.4 ms of CPU. The empty calls give the
 // case its own cgo-ns/op, taken under the same conditions as the two sides.
 func pair(b *testing.B, name string, n int, mkGo func(b *testing.B) (side, func()), cSide side) {
+	pairWith(b, name, n, mkGo, cSide, func(iters int) {
+		for range iters {
+			cbench.Empty()
+		}
+	})
+}
+
+// pairWith is pair with empty as the case's empty cgo calls: iters
+// crossings that do nothing in C.
+func pairWith(b *testing.B, name string, n int, mkGo func(b *testing.B) (side, func()), cSide side, empty func(iters int)) {
 	b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 		runtime.LockOSThread() // for threadClock
 		defer runtime.UnlockOSThread()
@@ -113,9 +123,7 @@ func pair(b *testing.B, name string, n int, mkGo func(b *testing.B) (side, func(
 				b.Fatal(err)
 			}
 			t2 := threadClock()
-			for range k {
-				cbench.Empty()
-			}
+			empty(k)
 			t3 := threadClock()
 			goT += t1 - t0
 			cT += t2 - t1
@@ -505,7 +513,7 @@ func BenchmarkNaive(b *testing.B) {
 // A/B bench of the stubs' #cgo directives (BENCHMARKS.md).
 func BenchmarkGenerated(b *testing.B) {
 	for _, c := range generatedCases(b) {
-		pair(b, c.name, c.n, func(*testing.B) (side, func()) { return c.goSide, func() {} }, c.cSide)
+		pairWith(b, c.name, c.n, func(*testing.B) (side, func()) { return c.goSide, func() {} }, c.cSide, c.empty)
 	}
 }
 
@@ -515,7 +523,11 @@ type genCase struct {
 	name          string
 	n             int // WRs posted or completions reaped per iteration
 	goSide, cSide side
-	q             *wqView // the queue a post writes to; nil for a poll
+	// empty makes iters empty cgo calls of the stub's own shape (its
+	// arguments, its result, errno where it reads it): the one crossing
+	// the case's bound allows.
+	empty func(iters int)
+	q     *wqView // the queue a post writes to; nil for a poll
 }
 
 // wqView reads a fake work queue: its producer counter, and the first
@@ -558,8 +570,20 @@ func generatedCases(tb testing.TB) []genCase {
 	rq := &wqView{func() uint32 { return r.fqp.RecvStats().Head }, r.fqp.RecvWQE}
 	srq := &wqView{func() uint32 { return r.fsrq.Stats().Head }, r.fsrq.WQE}
 
+	emptyPost := func(iters int) {
+		for range iters {
+			cbench.EmptyPost(base)
+		}
+	}
+	emptyRDMA := func(f func(unsafe.Pointer) error) func(iters int) {
+		return func(iters int) {
+			for range iters {
+				f(base)
+			}
+		}
+	}
 	cases := []genCase{
-		{name: "post_recv", n: 1, q: rq, goSide: func(iters int) error {
+		{name: "post_recv", n: 1, empty: emptyPost, q: rq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				rwr.WRID, rwr.NumSGE = id, 1
@@ -572,7 +596,7 @@ func generatedCases(tb testing.TB) []genCase {
 			return nil
 		}, cSide: func(iters int) error { return cbench.PostRecv(r.fqp.Ptr(), 1, iters) }},
 
-		{name: "post_srq_recv", n: 1, q: srq, goSide: func(iters int) error {
+		{name: "post_srq_recv", n: 1, empty: emptyPost, q: srq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				rwr.WRID, rwr.NumSGE = id, 1
@@ -585,7 +609,7 @@ func generatedCases(tb testing.TB) []genCase {
 			return nil
 		}, cSide: func(iters int) error { return cbench.PostSRQRecv(r.fsrq.Ptr(), 1, iters) }},
 
-		{name: "post_send_send", n: 1, q: sq, goSide: func(iters int) error {
+		{name: "post_send_send", n: 1, empty: emptyPost, q: sq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				swr.WRID, swr.NumSGE, swr.Opcode, swr.SendFlags, swr.ImmData = id, 1, verbs.WROpSend, cbench.Signaled, 0
@@ -598,7 +622,7 @@ func generatedCases(tb testing.TB) []genCase {
 			return nil
 		}, cSide: func(iters int) error { return cbench.PostSend(r.fqp.Ptr(), cbench.Send, nil, 1, iters) }},
 
-		{name: "rdma_post_recvv", n: 1, q: rq, goSide: func(iters int) error {
+		{name: "rdma_post_recvv", n: 1, empty: emptyRDMA(cbench.EmptyRDMA4), q: rq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				if err := rdmacm.PostRecvv(cm, ctx(id), sg, 1); err != nil {
@@ -609,7 +633,7 @@ func generatedCases(tb testing.TB) []genCase {
 			return nil
 		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Recvv, 1, iters) }},
 
-		{name: "rdma_post_sendv", n: 1, q: sq, goSide: func(iters int) error {
+		{name: "rdma_post_sendv", n: 1, empty: emptyRDMA(cbench.EmptyRDMA5), q: sq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				if err := rdmacm.PostSendv(cm, ctx(id), sg, 1, cbench.Signaled); err != nil {
@@ -620,7 +644,7 @@ func generatedCases(tb testing.TB) []genCase {
 			return nil
 		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Sendv, 1, iters) }},
 
-		{name: "rdma_post_readv", n: 1, q: sq, goSide: func(iters int) error {
+		{name: "rdma_post_readv", n: 1, empty: emptyRDMA(cbench.EmptyRDMA7), q: sq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				if err := rdmacm.PostReadv(cm, ctx(id), sg, 1, cbench.Signaled, raddr(0), cbench.RKey); err != nil {
@@ -631,7 +655,7 @@ func generatedCases(tb testing.TB) []genCase {
 			return nil
 		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Readv, 1, iters) }},
 
-		{name: "rdma_post_writev", n: 1, q: sq, goSide: func(iters int) error {
+		{name: "rdma_post_writev", n: 1, empty: emptyRDMA(cbench.EmptyRDMA7), q: sq, goSide: func(iters int) error {
 			for range iters {
 				*sg = benchSGE(0)
 				if err := rdmacm.PostWritev(cm, ctx(id), sg, 1, cbench.Signaled, raddr(0), cbench.RKey); err != nil {
@@ -643,8 +667,12 @@ func generatedCases(tb testing.TB) []genCase {
 		}, cSide: func(iters int) error { return cbench.RDMAPost(unsafe.Pointer(cm), cbench.Writev, 1, iters) }},
 	}
 	for _, n := range []int{1, 16} {
-		var sum uint64
-		cases = append(cases, genCase{name: "poll_cq", n: n, goSide: func(iters int) error {
+		cases = append(cases, genCase{name: "poll_cq", n: n, empty: func(iters int) {
+			for range iters {
+				cbench.EmptyPoll(base, n)
+			}
+		}, goSide: func(iters int) error {
+			var sum uint64 // a local, as cb_poll's
 			for range iters {
 				got, err := verbs.PollCQ(pr.vcq, int32(n), wcs)
 				if err != nil {

@@ -23,10 +23,11 @@
 // family's target and exits 1 if any does: BenchmarkFast's is 1.25 cgo calls
 // plus 0.5 ns per WR, BenchmarkGenerated's 1 cgo call plus 1 ns per WR. With
 // -gate it does the same against the bounds of `make test`'s regression gate
-// (make bench-gate): BenchmarkFast's is 2 cgo calls plus 1 ns per WR, looser
-// than its target so as not to fail on a loaded machine; BenchmarkGenerated's
-// is its target, 1 cgo call plus 1 ns per WR: a generated stub is one
-// crossing around the C function it calls, with nothing to check. The check
+// (make bench-gate): BenchmarkFast's is 2 cgo calls plus 1 ns per WR,
+// BenchmarkGenerated's 1.5 cgo calls (each an empty call of the stub's own
+// shape) plus 1 ns per WR, both looser than their targets so as not to fail
+// on a loaded machine: a generated stub is one crossing around the C
+// function it calls, with nothing to check. The check
 // is judged on the ratio lines' runs; the gate catches regressions (an
 // allocation, an extra crossing) without failing on a noisy machine, so it
 // judges each case by its run with the smallest go-c, each run's Go and C
@@ -130,11 +131,20 @@ var (
 	}
 	// generated is the generated packages' data-path stubs, each one
 	// crossing around the C function it calls: one cgo call plus 1 ns a WR
-	// over C, for the target and the gate alike. A stub that makes cgo
-	// check its pointer arguments (10-17 ns each) does not fit.
+	// over C, for the target and the gate alike. The case's cgo-ns/op is
+	// an empty call of the stub's own shape (its arguments, its result,
+	// errno where it reads it: BenchmarkGenerated's cases), 0-7 ns above a
+	// call with no arguments; what the stub adds over that crossing must
+	// fit in 1 ns a WR: the target. The gate allows half a crossing more,
+	// as the fast paths' does a whole one: on a 2-core machine a case's
+	// go-c moved by up to 12 ns between processes, and poll_cq/1 sits 0.3-1
+	// ns over the target (PollCQ is a Go call of its own: a stub with an
+	// error path cannot be inlined). Half a crossing still fails a stub
+	// that makes cgo check two pointer arguments (10-17 ns each), an extra
+	// crossing or an allocation.
 	generated = family{bench: "Generated",
 		check: bound{name: "generated-stub target", cgoCalls: 1, perWR: 1},
-		gate:  bound{name: "generated-stub gate", cgoCalls: 1, perWR: 1, benchmem: true, leastGap: true},
+		gate:  bound{name: "generated-stub gate", cgoCalls: 1.5, perWR: 1, benchmem: true, leastGap: true},
 	}
 	// families are the compared benchmarks, in the order messages list them.
 	families = []*family{&fast, &generated}

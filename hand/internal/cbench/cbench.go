@@ -12,7 +12,29 @@ package cbench
 #cgo nocallback cb_empty3
 #cgo noescape cb_empty4u
 #cgo nocallback cb_empty4u
+#cgo noescape cb_empty_post
+#cgo nocallback cb_empty_post
+#cgo noescape cb_empty_poll
+#cgo nocallback cb_empty_poll
+#cgo noescape cb_empty_rdma4
+#cgo nocallback cb_empty_rdma4
+#cgo noescape cb_empty_rdma5
+#cgo nocallback cb_empty_rdma5
+#cgo noescape cb_empty_rdma7
+#cgo nocallback cb_empty_rdma7
 #include "cbench.h"
+
+// Empty functions of the generated data-path stubs' C shapes: the
+// arguments a stub passes (pointers as unsigned char *, which cgo does not
+// check, as the stubs pass them), its result, and errno where the stub
+// reads it. static inline, as the stubs' wrappers are, so that the call cgo
+// makes is the same length.
+static inline int cb_empty_post(unsigned char *a, unsigned char *b, unsigned char *c) { return 0; }
+static inline int cb_empty_poll(unsigned char *cq, int n, unsigned char *wc) { return n; }
+static inline int cb_empty_rdma4(unsigned char *id, unsigned char *ctx, unsigned char *sgl, int nsge) { return 0; }
+static inline int cb_empty_rdma5(unsigned char *id, unsigned char *ctx, unsigned char *sgl, int nsge, int flags) { return 0; }
+static inline int cb_empty_rdma7(unsigned char *id, unsigned char *ctx, unsigned char *sgl, int nsge, int flags,
+	uint64_t raddr, uint32_t rkey) { return 0; }
 */
 import "C"
 
@@ -80,6 +102,49 @@ func EmptyPtr3(a, b, c unsafe.Pointer) { C.cb_empty3(a, b, c) }
 // hand's posts do: the crossing plus the arguments, with nothing to check.
 func EmptyUintptr4(a, b, c, d uintptr) {
 	C.cb_empty4u(C.uintptr_t(a), C.uintptr_t(b), C.uintptr_t(c), C.uintptr_t(d))
+}
+
+// EmptyPost, EmptyPoll and EmptyRDMA4/5/7 are empty cgo calls of the
+// shapes of the generated data-path stubs: ibv_post_send, ibv_post_recv
+// and ibv_post_srq_recv (three pointers, an int back); ibv_poll_cq (two
+// pointers and a count); rdma_post_recvv (4 arguments), rdma_post_sendv (5),
+// rdma_post_readv and rdma_post_writev (7), which read errno. Each is what
+// one crossing of that stub costs with nothing done in C: BenchmarkGenerated
+// holds each stub to C plus its own.
+func EmptyPost(p unsafe.Pointer) int {
+	return int(C.cb_empty_post((*C.uchar)(p), (*C.uchar)(p), (*C.uchar)(p)))
+}
+
+// EmptyPoll: see EmptyPost.
+func EmptyPoll(p unsafe.Pointer, n int) int {
+	return int(C.cb_empty_poll((*C.uchar)(p), C.int(n), (*C.uchar)(p)))
+}
+
+// EmptyRDMA4: see EmptyPost.
+func EmptyRDMA4(p unsafe.Pointer) error {
+	r, err := C.cb_empty_rdma4((*C.uchar)(p), (*C.uchar)(p), (*C.uchar)(p), 1)
+	if r == 0 {
+		return nil
+	}
+	return err
+}
+
+// EmptyRDMA5: see EmptyPost.
+func EmptyRDMA5(p unsafe.Pointer) error {
+	r, err := C.cb_empty_rdma5((*C.uchar)(p), (*C.uchar)(p), (*C.uchar)(p), 1, Signaled)
+	if r == 0 {
+		return nil
+	}
+	return err
+}
+
+// EmptyRDMA7: see EmptyPost.
+func EmptyRDMA7(p unsafe.Pointer) error {
+	r, err := C.cb_empty_rdma7((*C.uchar)(p), (*C.uchar)(p), (*C.uchar)(p), 1, Signaled, RAddr, RKey)
+	if r == 0 {
+		return nil
+	}
+	return err
 }
 
 func errnoErr(r C.int) error {
