@@ -101,12 +101,13 @@ test-go: headers
 test-versions: headers
 	$(GO) test -count=1 -v -run '.' ./tests/versions/
 
-# Bounded runs of the fuzz targets, about 90 s in all (FUZZTIME each for
+# Bounded runs of the fuzz targets, about 95 s in all (FUZZTIME each for
 # the generator's two, FUZZTIME_WIRE for the decoders of peer input):
 #   FuzzLoad      headers through cc/v4 and every stage: no panic, no hang
 #   FuzzEmit      the stages after cc/v4 on mutated IR: gofmt-clean Go that
 #                 type-checks, layouts equal to cc/v4's
 #   FuzzEndpoint  hand.Endpoint from a peer's bytes
+#   FuzzRemoteBuffer  hand.RemoteBuffer from a peer's bytes, and its slices
 #   FuzzAdvert    goverbs-rping's buffer advertisements, and the RDMA read
 #                 and write built from them
 #   FuzzPeer      goverbs-perf's side-channel address (endpoint and buffer)
@@ -119,6 +120,7 @@ fuzz: headers
 	GO=$(GO) tests/fuzz.sh ./gen FuzzLoad $(FUZZTIME)
 	GO=$(GO) tests/fuzz.sh ./gen FuzzEmit $(FUZZTIME)
 	GO=$(GO) tests/fuzz.sh ./hand FuzzEndpoint $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./hand FuzzRemoteBuffer $(FUZZTIME_WIRE)
 	GO=$(GO) tests/fuzz.sh ./cmd/goverbs-rping/rping FuzzAdvert $(FUZZTIME_WIRE)
 	GO=$(GO) tests/fuzz.sh ./cmd/goverbs-perf/perf FuzzPeer $(FUZZTIME_WIRE)
 	GO=$(GO) tests/fuzz.sh ./pingaddr FuzzParse $(FUZZTIME_WIRE)

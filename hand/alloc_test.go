@@ -55,6 +55,9 @@ func TestNoAllocsSend(t *testing.T) {
 	const raddr, rkey = 0x200000, 0x5678
 	sig := hand.Signaled
 	data := []byte("0123456789abcdef")
+	remote := remoteAt(raddr, rkey)
+	big, err := hand.NewRemoteBuffer(raddr, allocChain*64, rkey)
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
 		add  func(c *hand.SendChain, r *rig, i int)
@@ -72,6 +75,24 @@ func TestNoAllocsSend(t *testing.T) {
 		}, false},
 		{"read", func(c *hand.SendChain, r *rig, i int) {
 			c.Reserve(1).SetRead(0, uint64(i), sig, sge(i), raddr, rkey)
+		}, false},
+		{"write_to", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetWriteTo(0, uint64(i), sig, sge(i), remote)
+		}, false},
+		{"write_imm_to", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetWriteImmTo(0, uint64(i), sig, uint32(i), sge(i), remote)
+		}, false},
+		{"read_from", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetReadFrom(0, uint64(i), sig, sge(i), remote)
+		}, false},
+		{"write_to_slice", func(c *hand.SendChain, r *rig, i int) {
+			// A part of the peer's buffer per WR, as a program that
+			// spreads a transfer over the advertised buffer does.
+			part, err := big.Slice(i*64, 64)
+			if err != nil {
+				panic(err)
+			}
+			c.Reserve(1).SetWriteTo(0, uint64(i), sig, sge(i), part)
 		}, false},
 		{"cas", func(c *hand.SendChain, r *rig, i int) {
 			c.Reserve(1).SetCompareSwap(0, uint64(i), sig, sge(i), raddr, rkey, 1, 2)
@@ -259,4 +280,25 @@ func TestNoAllocsGeneratedStubs(t *testing.T) {
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "ibv_post_send", ve.Func())
 	require.EqualError(t, err, "ibv_post_send: invalid argument")
+}
+
+// A RemoteBuffer goes to and from its 16 bytes, and is sliced, once an
+// operation in a program like rping: none of that allocates (Slice only
+// when it fails, AppendBinary only when b has no room).
+func TestNoAllocsRemoteBuffer(t *testing.T) {
+	r, err := hand.NewRemoteBuffer(0x7f0000001000, 4096, 0x1234)
+	require.NoError(t, err)
+	var wire [hand.RemoteBufferSize]byte
+	var back hand.RemoteBuffer
+	requireNoAllocs(t, "RemoteBuffer round trip", func() {
+		part, err := r.Slice(64, 128)
+		must(t, err)
+		if _, err := part.AppendBinary(wire[:0]); err != nil {
+			t.Fatal(err)
+		}
+		must(t, back.UnmarshalBinary(wire[:]))
+		if back != part {
+			t.Fatalf("%v came back as %v", part, back)
+		}
+	})
 }

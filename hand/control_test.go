@@ -937,6 +937,23 @@ func TestSGELengthBounds(t *testing.T) {
 	require.Panics(t, func() { UDRecvSGE(0, math.MaxUint32-uint32(GRHSize)+1, 1) })
 }
 
+// MR.Remote advertises the whole MR, at the address and under the rkey
+// peers use; a part of it through Slice.
+func TestMRRemote(t *testing.T) {
+	mr := &MR{addr: 0x7f0000001000, length: 4096, lkey: 7, rkey: 0x99}
+	r := mr.Remote()
+	require.Equal(t, uint64(0x7f0000001000), r.Addr())
+	require.Equal(t, 4096, r.Len())
+	require.Equal(t, uint32(0x99), r.RKey(), "the rkey, not the lkey")
+	part, err := r.Slice(4000, 96)
+	require.NoError(t, err)
+	want, err := NewRemoteBuffer(0x7f0000001000+4000, 96, 0x99)
+	require.NoError(t, err)
+	require.Equal(t, want, part)
+	_, err = r.Slice(4000, 97)
+	require.Error(t, err)
+}
+
 // prepareThreadWait opens the kicker once, before any thread wait, and
 // leaves the fd non-blocking for the netpoller's waits until a thread wait
 // comes; after close it refuses.

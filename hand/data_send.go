@@ -4,6 +4,7 @@ package hand
 import "C"
 
 import (
+	"errors"
 	"syscall"
 	"unsafe"
 
@@ -178,6 +179,49 @@ func (v SendWRs) SetRead(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SG
 	r.RemoteAddr = remoteAddr
 	r.Rkey = rkey
 }
+
+// SetWriteTo makes WR i an RDMA write of sge to the start of remote
+// (IBV_WR_RDMA_WRITE). It panics when sge is longer than remote: the write
+// would reach past what the peer advertised, into whatever else its MR
+// holds, and the peer's device checks only the MR's bounds. Lengths that
+// come from the peer go through remote.Slice first, which returns an error
+// instead; the panic is then a bug of the program's, like an index out of
+// range. It is checked here, once, and not at post time: a scatter list
+// SetSGL puts in afterwards is the caller's to keep within remote.
+func (v SendWRs) SetWriteTo(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remote RemoteBuffer) {
+	if uint64(sge.Length) > remote.length {
+		panic(errRemoteShort) // a value made once: nothing formatted on the data path
+	}
+	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWrite, flags, 0, sge).WR.RDMA()
+	r.RemoteAddr = remote.addr
+	r.Rkey = remote.rkey
+}
+
+// SetWriteImmTo is SetWriteTo with immediate data
+// (IBV_WR_RDMA_WRITE_WITH_IMM), and the same check.
+func (v SendWRs) SetWriteImmTo(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, remote RemoteBuffer) {
+	if uint64(sge.Length) > remote.length {
+		panic(errRemoteShort)
+	}
+	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWriteWithImm, flags, be32(imm), sge).WR.RDMA()
+	r.RemoteAddr = remote.addr
+	r.Rkey = remote.rkey
+}
+
+// SetReadFrom makes WR i an RDMA read from the start of remote into sge
+// (IBV_WR_RDMA_READ). It panics when sge is longer than remote, as
+// SetWriteTo does: the read would fetch the peer's bytes beyond what it
+// advertised.
+func (v SendWRs) SetReadFrom(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remote RemoteBuffer) {
+	if uint64(sge.Length) > remote.length {
+		panic(errRemoteShort)
+	}
+	r := fill(&v.wr[i], wrID, verbs.WROpRDMARead, flags, 0, sge).WR.RDMA()
+	r.RemoteAddr = remote.addr
+	r.Rkey = remote.rkey
+}
+
+var errRemoteShort = errors.New("goverbs: SendWRs: the scatter entry is longer than the remote buffer (check lengths from a peer with RemoteBuffer.Slice)")
 
 // SetCompareSwap makes WR i an 8-byte atomic compare-and-swap at remoteAddr
 // (IBV_WR_ATOMIC_CMP_AND_SWP); the old value lands in sge (length 8).

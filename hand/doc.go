@@ -53,6 +53,14 @@
 //		...
 //	}
 //
+// A peer's memory is a RemoteBuffer (address, length, rkey): MR.Remote
+// makes one to advertise, in rping's 16-byte wire format (MarshalBinary),
+// the peer decodes it (UnmarshalBinary refuses a wrong length or a buffer
+// that wraps the address space), takes parts of it with Slice, which
+// returns an error when a part is out of bounds, and posts RDMA writes and
+// reads to it (SendWRs.SetWriteTo, SetWriteImmTo, SetReadFrom), which never
+// move more bytes than the buffer holds.
+//
 // A partial post is never silent: the post methods return a *PostError
 // naming the failing WR's index in the chain and its errno; the WRs before it
 // are posted, it and the rest stay in the chain, ready to post again.

@@ -61,6 +61,25 @@ func TestSendChainOpcodes(t *testing.T) {
 		}, verbs.WROpRDMARead, verbs.WCRDMARead, func(t *testing.T, w wqe, i int) {
 			require.Equal(t, uint64(raddr+i), w.u64(16))
 		}, 0},
+		{"write_to", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetWriteTo(0, uint64(i), sig, sge(i), remoteAt(raddr+uint64(i), rkey))
+		}, verbs.WROpRDMAWrite, verbs.WCRDMAWrite, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint64(raddr+i), w.u64(16))
+			require.Equal(t, uint32(rkey), w.u32(24))
+		}, 0},
+		{"write_imm_to", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetWriteImmTo(0, uint64(i), sig, 7, sge(i), remoteAt(raddr+uint64(i), rkey))
+		}, verbs.WROpRDMAWriteWithImm, verbs.WCRDMAWrite, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(7), w.imm())
+			require.Equal(t, uint64(raddr+i), w.u64(16))
+			require.Equal(t, uint32(rkey), w.u32(24))
+		}, 0},
+		{"read_from", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetReadFrom(0, uint64(i), sig, sge(i), remoteAt(raddr+uint64(i), rkey))
+		}, verbs.WROpRDMARead, verbs.WCRDMARead, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint64(raddr+i), w.u64(16))
+			require.Equal(t, uint32(rkey), w.u32(24))
+		}, 0},
 		{"cas", func(c *hand.SendChain, r *rig, i int) {
 			c.Reserve(1).SetCompareSwap(0, uint64(i), sig, sge(i), raddr, rkey, uint64(i), uint64(i)+100)
 		}, verbs.WROpAtomicCmpAndSwp, verbs.WCCompSwap, func(t *testing.T, w wqe, i int) {
@@ -115,6 +134,16 @@ func TestSendChainOpcodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// remoteAt is a peer's buffer at addr under rkey, as long as the scatter
+// entries sge gives.
+func remoteAt(addr uint64, rkey uint32) hand.RemoteBuffer {
+	r, err := hand.NewRemoteBuffer(addr, int(sge(0).Length), rkey)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 func TestUnsignaledSendsCompleteSilently(t *testing.T) {

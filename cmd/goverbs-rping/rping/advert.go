@@ -1,62 +1,43 @@
 package rping
 
 import (
-	"encoding/binary"
 	"fmt"
+
+	"github.com/goverbs/goverbs/hand"
 )
 
-// Advert is struct rping_rdma_info, what the client sends before each RDMA
-// operation: the address, rkey and length of one of its buffers (16 bytes:
-// be64 addr, be32 rkey, be32 size).
+// The client's advertisement, what it sends before each RDMA operation, is
+// struct rping_rdma_info { uint64_t buf; uint32_t rkey; uint32_t size; }
+// in network byte order: the address, rkey and length of one of its
+// buffers, which is hand.RemoteBuffer's binary form. Its UnmarshalBinary
+// refuses any length but 16 and a buffer that wraps the address space.
 //
 // It is the peer's word, and the server posts an RDMA read or write from
 // it. C's rping trusts it: it reads remote_len bytes into its own buffer
 // whatever that length is, and writes its whole text into the advertised
 // buffer whatever its size, leaving the device (or the peer's memory) to
-// catch a lie. This server checks both before posting anything: ReadLen and
-// WriteLen.
-type Advert struct {
-	Addr uint64
-	RKey uint32
-	Len  uint32
-}
+// catch a lie. This server checks both before posting anything: readFrom
+// and writeTo.
 
-// ParseAdvert decodes the 16 bytes of a received advertisement; any other
-// length is refused.
-func ParseAdvert(b []byte) (Advert, error) {
-	if len(b) != infoSize {
-		return Advert{}, fmt.Errorf("advertisement of %d bytes, want %d", len(b), infoSize)
-	}
-	return Advert{Addr: binary.BigEndian.Uint64(b), RKey: binary.BigEndian.Uint32(b[8:]), Len: binary.BigEndian.Uint32(b[12:])}, nil
-}
-
-// span refuses an advertised buffer of n bytes at a.Addr that wraps around
-// the address space.
-func (a Advert) span(n int) error {
-	if n > 0 && a.Addr+uint64(n)-1 < a.Addr {
-		return fmt.Errorf("the peer's buffer at %#x of %d bytes wraps around the address space", a.Addr, n)
+// readFrom checks the advertised buffer adv before an RDMA read fetches
+// all of it into a local buffer of local bytes: it must be non-empty and
+// fit.
+func readFrom(adv hand.RemoteBuffer, local int) error {
+	switch {
+	case adv.Len() == 0:
+		return fmt.Errorf("the peer advertised an empty buffer (rkey %#x)", adv.RKey())
+	case adv.Len() > local:
+		return fmt.Errorf("the peer's buffer is %d bytes, more than the %d of -S", adv.Len(), local)
 	}
 	return nil
 }
 
-// ReadLen is the length of the RDMA read that fetches the advertised
-// buffer into a local one of local bytes: all of it, which must fit, be
-// non-empty and not wrap.
-func (a Advert) ReadLen(local int) (int, error) {
-	switch {
-	case a.Len == 0:
-		return 0, fmt.Errorf("the peer advertised an empty buffer (rkey %#x)", a.RKey)
-	case int64(a.Len) > int64(local):
-		return 0, fmt.Errorf("the peer's buffer is %d bytes, more than the %d of -S", a.Len, local)
+// writeTo returns where an RDMA write of n bytes into the advertised
+// buffer goes: its first n bytes, which it must hold.
+func writeTo(adv hand.RemoteBuffer, n int) (hand.RemoteBuffer, error) {
+	dst, err := adv.Slice(0, n)
+	if err != nil {
+		return hand.RemoteBuffer{}, fmt.Errorf("the peer's buffer is %d bytes, too small for the %d to write back", adv.Len(), n)
 	}
-	return int(a.Len), a.span(int(a.Len))
-}
-
-// WriteLen checks an RDMA write of n bytes into the advertised buffer: it
-// must fit in what the peer advertised and not wrap.
-func (a Advert) WriteLen(n int) (int, error) {
-	if n < 0 || int64(n) > int64(a.Len) {
-		return 0, fmt.Errorf("the peer's buffer is %d bytes, too small for the %d to write back", a.Len, n)
-	}
-	return n, a.span(n)
+	return dst, nil
 }

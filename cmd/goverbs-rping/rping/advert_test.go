@@ -3,6 +3,8 @@ package rping
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/goverbs/goverbs/hand"
 )
 
 func advertBytes(addr uint64, rkey, n uint32) []byte {
@@ -18,30 +20,35 @@ func TestAdvertChecks(t *testing.T) {
 		name        string
 		b           []byte
 		local, wlen int
+		parseOK     bool
 		readOK      bool
 		writeOK     bool
 	}{
-		{"as rping sends it", advertBytes(0x7f0000001000, 0x1234, 64), 64, 40, true, true},
-		{"longer than the local buffer", advertBytes(0x1000, 1, 65535), 64, 10, false, true},
-		{"empty", advertBytes(0x1000, 1, 0), 64, 0, false, true},
-		{"wraps the address space", advertBytes(^uint64(0)-10, 1, 64), 64, 40, false, false},
-		{"too small to write back into", advertBytes(0x1000, 1, 16), 64, 40, true, false},
+		{"as rping sends it", advertBytes(0x7f0000001000, 0x1234, 64), 64, 40, true, true, true},
+		{"longer than the local buffer", advertBytes(0x1000, 1, 65535), 64, 10, true, false, true},
+		{"empty", advertBytes(0x1000, 1, 0), 64, 0, true, false, true},
+		{"too small to write back into", advertBytes(0x1000, 1, 16), 64, 40, true, true, false},
+		// Refused as it is decoded, before either check.
+		{"wraps the address space", advertBytes(^uint64(0)-10, 1, 64), 64, 40, false, false, false},
+		{"truncated", advertBytes(0x1000, 1, 64)[:15], 64, 40, false, false, false},
+		{"long", append(advertBytes(0x1000, 1, 64), 0), 64, 40, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := ParseAdvert(tc.b)
+			var a hand.RemoteBuffer
+			err := a.UnmarshalBinary(tc.b)
+			if (err == nil) != tc.parseOK {
+				t.Fatalf("UnmarshalBinary(%x): %v", tc.b, err)
+			}
 			if err != nil {
-				t.Fatal(err)
+				return
 			}
-			if _, err := a.ReadLen(tc.local); (err == nil) != tc.readOK {
-				t.Errorf("ReadLen(%d) of %+v: %v", tc.local, a, err)
+			if err := readFrom(a, tc.local); (err == nil) != tc.readOK {
+				t.Errorf("readFrom(%v, %d): %v", a, tc.local, err)
 			}
-			if _, err := a.WriteLen(tc.wlen); (err == nil) != tc.writeOK {
-				t.Errorf("WriteLen(%d) of %+v: %v", tc.wlen, a, err)
+			if _, err := writeTo(a, tc.wlen); (err == nil) != tc.writeOK {
+				t.Errorf("writeTo(%v, %d): %v", a, tc.wlen, err)
 			}
 		})
-	}
-	if _, err := ParseAdvert(make([]byte, 15)); err == nil {
-		t.Error("a truncated advertisement was accepted")
 	}
 }
 
@@ -54,24 +61,23 @@ func FuzzAdvert(f *testing.F) {
 	f.Add(advertBytes(^uint64(0), 0, ^uint32(0)), 65535, 65535)
 	f.Add([]byte{1, 2, 3}, 64, 0)
 	f.Fuzz(func(t *testing.T, b []byte, local, wlen int) {
-		a, err := ParseAdvert(b)
-		if err != nil {
-			if len(b) == infoSize {
-				t.Fatalf("16 bytes refused: %v", err)
-			}
-			return
+		var a hand.RemoteBuffer
+		if err := a.UnmarshalBinary(b); err != nil {
+			return // hand.FuzzRemoteBuffer holds the decoder to its contract
 		}
 		if len(b) != infoSize {
 			t.Fatalf("%d bytes accepted", len(b))
 		}
-		if n, err := a.ReadLen(local); err == nil {
-			if n <= 0 || n > local || uint64(n) != uint64(a.Len) || a.Addr+uint64(n)-1 < a.Addr {
-				t.Fatalf("ReadLen(%d) of %+v accepted %d", local, a, n)
+		wraps := func(addr uint64, n int) bool { return n > 0 && addr+uint64(n)-1 < addr }
+		if err := readFrom(a, local); err == nil {
+			if n := a.Len(); n <= 0 || n > local || wraps(a.Addr(), n) {
+				t.Fatalf("readFrom(%v, %d) accepted it", a, local)
 			}
 		}
-		if n, err := a.WriteLen(wlen); err == nil {
-			if n != wlen || n < 0 || uint64(n) > uint64(a.Len) || n > 0 && a.Addr+uint64(n)-1 < a.Addr {
-				t.Fatalf("WriteLen(%d) of %+v accepted %d", wlen, a, n)
+		if dst, err := writeTo(a, wlen); err == nil {
+			if dst.Len() != wlen || wlen < 0 || wlen > a.Len() || dst.Addr() != a.Addr() ||
+				dst.RKey() != a.RKey() || wraps(dst.Addr(), wlen) {
+				t.Fatalf("writeTo(%v, %d) accepted %v", a, wlen, dst)
 			}
 		}
 	})

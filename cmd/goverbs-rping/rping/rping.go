@@ -14,7 +14,7 @@
 // advertisement must be 16 bytes (a completion of any other length ends the
 // session, as in rping), and its buffer must fit the server's -S buffer for
 // the read, hold the text for the write, and not wrap the address space
-// (see Advert), or the session ends with an error before anything is
+// (hand.RemoteBuffer, advert.go), or the session ends with an error before anything is
 // posted. The rkey is the client's to get right: a wrong one fails the
 // operation at the client's device, never touching the server's memory.
 //
@@ -27,7 +27,6 @@ package rping
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -256,14 +255,12 @@ func (s *session) postRecv() error {
 	return nil
 }
 
-// sendInfo sends the 16 bytes at ctl[16:32] after writing addr, rkey and
-// size there (a server's "go ahead" leaves them zero, as rping's does).
-func (s *session) sendInfo(mr *hand.MR, size int) error {
-	b := s.ctl.Bytes()[infoSize : 2*infoSize]
-	if mr != nil {
-		binary.BigEndian.PutUint64(b[0:], mr.Addr())
-		binary.BigEndian.PutUint32(b[8:], mr.RKey())
-		binary.BigEndian.PutUint32(b[12:], uint32(size))
+// sendInfo sends adv as rping's 16 bytes, from ctl[16:32]; a server's "go
+// ahead" is the zero RemoteBuffer, 16 zero bytes, as rping's is.
+func (s *session) sendInfo(adv hand.RemoteBuffer) error {
+	// Appended in place: the slice has room for the 16 bytes and no more.
+	if _, err := adv.AppendBinary(s.ctl.Bytes()[infoSize : infoSize : 2*infoSize]); err != nil {
+		return err
 	}
 	s.send.Reserve(1).SetSend(0, wrSend, hand.Signaled, s.ctl.SGE(infoSize, infoSize))
 	return s.post()
@@ -390,13 +387,13 @@ func runClient(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 	for ping := 0; cfg.Count == 0 || ping < cfg.Count; ping++ {
 		letter = fillPing(start, ping, letter)
 
-		if err := s.sendInfo(s.start, cfg.Size); err != nil {
+		if err := s.sendInfo(s.start.Remote()); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
 		if _, err := s.waitFor(ctx, hand.OpcodeRecv); err != nil {
 			return fmt.Errorf("ping %d: waiting for the server's read: %w", ping, err)
 		}
-		if err := s.sendInfo(s.buf, cfg.Size); err != nil {
+		if err := s.sendInfo(s.buf.Remote()); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
 		if _, err := s.waitFor(ctx, hand.OpcodeRecv); err != nil {
@@ -508,23 +505,21 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 	}()
 	end := func(step string, err error) error { return w.end(ctx, step, err) }
 	sink := s.buf.Bytes()
-	ctl := s.ctl.Bytes()
 	for {
 		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
 			return end(waitReadAdv, err)
 		}
-		adv, err := ParseAdvert(s.info[:])
-		if err != nil {
-			return err
-		}
-		if cfg.Debug {
-			fmt.Fprintf(stdout, "Received rkey %x addr %x len %d from peer\n", adv.RKey, adv.Addr, adv.Len)
-		}
-		n, err := adv.ReadLen(len(sink))
-		if err != nil {
+		var adv hand.RemoteBuffer
+		if err := adv.UnmarshalBinary(s.info[:]); err != nil {
 			return fmt.Errorf("RDMA_READ_ADV: %w", err)
 		}
-		s.send.Reserve(1).SetRead(0, wrRDMA, hand.Signaled, s.buf.SGE(0, n), adv.Addr, adv.RKey)
+		if cfg.Debug {
+			fmt.Fprintf(stdout, "Received rkey %x addr %x len %d from peer\n", adv.RKey(), adv.Addr(), adv.Len())
+		}
+		if err := readFrom(adv, len(sink)); err != nil {
+			return fmt.Errorf("RDMA_READ_ADV: %w", err)
+		}
+		s.send.Reserve(1).SetReadFrom(0, wrRDMA, hand.Signaled, s.buf.SGE(0, adv.Len()), adv)
 		if err := s.post(); err != nil {
 			return end("post send error", err)
 		}
@@ -534,30 +529,29 @@ func runServer(ctx context.Context, cfg Config, conn *hand.Conn, stdout, stderr 
 		if cfg.Verbose {
 			fmt.Fprintf(stdout, "server ping data: %s\n", cstr(sink))
 		}
-		clear(ctl[infoSize : 2*infoSize])
-		if err := s.sendInfo(nil, 0); err != nil {
+		if err := s.sendInfo(hand.RemoteBuffer{}); err != nil {
 			return end("post send error", err)
 		}
 		if _, err := s.waitFor(wctx, hand.OpcodeRecv); err != nil {
 			return end("wait for RDMA_WRITE_ADV", err)
 		}
-		if adv, err = ParseAdvert(s.info[:]); err != nil {
-			return err
+		if err := adv.UnmarshalBinary(s.info[:]); err != nil {
+			return fmt.Errorf("RDMA_WRITE_ADV: %w", err)
 		}
 		// Echo the text and its NUL, as rping does, into no more than the
 		// client advertised.
-		wlen, err := adv.WriteLen(min(len(cstr(sink))+1, len(sink)))
+		dst, err := writeTo(adv, min(len(cstr(sink))+1, len(sink)))
 		if err != nil {
 			return fmt.Errorf("RDMA_WRITE_ADV: %w", err)
 		}
-		s.send.Reserve(1).SetWrite(0, wrRDMA, hand.Signaled, s.buf.SGE(0, wlen), adv.Addr, adv.RKey)
+		s.send.Reserve(1).SetWriteTo(0, wrRDMA, hand.Signaled, s.buf.SGE(0, dst.Len()), dst)
 		if err := s.post(); err != nil {
 			return end("post send error", err)
 		}
 		if _, err := s.waitFor(wctx, hand.OpcodeRDMAWrite); err != nil {
 			return end("wait for RDMA_WRITE_COMPLETE", err)
 		}
-		if err := s.sendInfo(nil, 0); err != nil {
+		if err := s.sendInfo(hand.RemoteBuffer{}); err != nil {
 			return end("post send error", err)
 		}
 	}
