@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"syscall"
 	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/verbs"
 )
 
 // PostError is a partial post: WR Index of the chain failed with Errno.
@@ -81,6 +83,55 @@ func (e *PostError) Error() string {
 
 // Unwrap returns the errno, for errors.Is(err, syscall.ENOMEM) and the like.
 func (e *PostError) Unwrap() error { return e.Errno }
+
+// OpcodeError is a post refused whole: WR Index of the chain carries
+// Opcode, and Op posts Want alone (rdma_post_sendv a send, rdma_post_readv
+// an RDMA read, rdma_post_writev an RDMA write), with none of the fields
+// the other opcodes need. Nothing was posted: every WR stays pending, for
+// PostSend on the same QP, which posts each WR with its own opcode, or for
+// Reset. errors.Is(err, syscall.EINVAL) holds.
+//
+// The chain owns the OpcodeError it returns and reuses it: it is valid
+// until the chain's next post call.
+type OpcodeError struct {
+	Op     string         // the C entry point the call does the work of, e.g. "rdma_post_writev"
+	Index  int            // index in the chain of the first WR of another opcode (0 is the first WR reserved)
+	Opcode verbs.WROpcode // that WR's opcode
+	Want   verbs.WROpcode // the one opcode Op posts
+}
+
+func (e *OpcodeError) Error() string {
+	return e.Op + ": WR " + strconv.Itoa(e.Index) + " is " + wrOpcodeString(e.Opcode) + ", but " + e.Op +
+		" posts " + wrOpcodeString(e.Want) + " only: nothing posted (PostSend posts each WR's own opcode)"
+}
+
+// Unwrap returns syscall.EINVAL, the errno of a refused argument.
+func (e *OpcodeError) Unwrap() error { return syscall.EINVAL }
+
+// wrOpcodeStrings are enum ibv_wr_opcode's names, by value.
+var wrOpcodeStrings = [...]string{
+	verbs.WROpRDMAWrite:         "IBV_WR_RDMA_WRITE",
+	verbs.WROpRDMAWriteWithImm:  "IBV_WR_RDMA_WRITE_WITH_IMM",
+	verbs.WROpSend:              "IBV_WR_SEND",
+	verbs.WROpSendWithImm:       "IBV_WR_SEND_WITH_IMM",
+	verbs.WROpRDMARead:          "IBV_WR_RDMA_READ",
+	verbs.WROpAtomicCmpAndSwp:   "IBV_WR_ATOMIC_CMP_AND_SWP",
+	verbs.WROpAtomicFetchAndAdd: "IBV_WR_ATOMIC_FETCH_AND_ADD",
+	verbs.WROpLocalInv:          "IBV_WR_LOCAL_INV",
+	verbs.WROpBindMW:            "IBV_WR_BIND_MW",
+	verbs.WROpSendWithInv:       "IBV_WR_SEND_WITH_INV",
+	verbs.WROpTSO:               "IBV_WR_TSO",
+	verbs.WROpDriver1:           "IBV_WR_DRIVER1",
+	verbs.WROpFlush:             "IBV_WR_FLUSH",
+	verbs.WROpAtomicWrite:       "IBV_WR_ATOMIC_WRITE",
+}
+
+func wrOpcodeString(op verbs.WROpcode) string {
+	if int(op) < len(wrOpcodeStrings) && wrOpcodeStrings[op] != "" {
+		return wrOpcodeStrings[op]
+	}
+	return "opcode " + strconv.FormatUint(uint64(op), 10)
+}
 
 // errnoOf turns a provider's return value into an errno: providers return a
 // positive errno, some a negative one.

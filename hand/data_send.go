@@ -14,7 +14,8 @@ import (
 
 // SendChain is a reusable chain of send work requests (struct ibv_send_wr),
 // their scatter lists and an inline-data staging area in C memory, posted
-// with one cgo call by PostSend (or PostSendv, PostReadv, PostWritev).
+// with one cgo call by PostSend (or PostSendv, PostReadv, PostWritev, each
+// for a chain of its own opcode only).
 //
 // Reserve hands out the next WRs to fill, one Set method per opcode; a post
 // call posts every pending WR and, when all of them went through, empties the
@@ -32,6 +33,7 @@ type SendChain struct {
 	// else -1: derived from inlCap, but kept so that SetInline tests one
 	// equality, which keeps it within the inliner's budget.
 	inl16 int
+	opErr OpcodeError // what a refused rdma_post_*v returns, reused
 }
 
 // maxChainWRs and maxChainSGE bound a chain's capacity and scatter entries
@@ -308,26 +310,35 @@ func (c *SendChain) PostSend(qp *QP) error {
 	return err
 }
 
-// PostSendv, PostReadv and PostWritev are PostSendvRaw, PostReadvRaw and
-// PostWritevRaw on conn's rdma_cm id. They return ErrClosed once conn is
-// closed.
+// PostSendv is PostSendvRaw on conn's rdma_cm id: every pending WR must be
+// a send (SetSend, SetInline), or the chain is refused whole with an
+// *OpcodeError and nothing is posted. PostSend(conn.QP()) posts a chain of
+// any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostSendv(conn *Conn) error {
-	return c.connPost(conn, C.GOVERBS_CM_SENDV, "rdma_post_sendv")
+	return c.connPost(conn, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv")
 }
 
+// PostReadv is PostReadvRaw on conn's rdma_cm id: every pending WR must be
+// an RDMA read (SetRead), or the chain is refused whole with an
+// *OpcodeError and nothing is posted. PostSend(conn.QP()) posts a chain of
+// any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostReadv(conn *Conn) error {
-	return c.connPost(conn, C.GOVERBS_CM_READV, "rdma_post_readv")
+	return c.connPost(conn, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv")
 }
 
+// PostWritev is PostWritevRaw on conn's rdma_cm id: every pending WR must
+// be an RDMA write (SetWrite), or the chain is refused whole with an
+// *OpcodeError and nothing is posted. PostSend(conn.QP()) posts a chain of
+// any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostWritev(conn *Conn) error {
-	return c.connPost(conn, C.GOVERBS_CM_WRITEV, "rdma_post_writev")
+	return c.connPost(conn, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev")
 }
 
-func (c *SendChain) connPost(conn *Conn, kind C.int, op string) error {
+func (c *SendChain) connPost(conn *Conn, kind C.int, want verbs.WROpcode, op string) error {
 	if err := conn.use(); err != nil {
 		return err
 	}
-	err := c.cmPost(conn.id, kind, op)
+	err := c.cmPost(conn.id, kind, want, op)
 	conn.done() // not deferred: see Poller.poll
 	return err
 }
@@ -354,32 +365,47 @@ func (c *SendChain) PostSendRaw(qp *verbs.QP) error {
 }
 
 // PostSendvRaw does for each pending WR what rdma_post_sendv does: it
-// posts a WR of its own with ibv_post_send to id's QP, with the WR's wr_id
-// (the context that comes back as the completion's wr_id), scatter list and
-// send_flags; its opcode is ignored (a send). Unlike rdma_post_sendv it
-// keeps the bad_wr the provider returns, so that a failure naming no WR
-// comes back as a *PostError with Unknown set, for the one WR in doubt.
-// One cgo call for the chain, stopping at the first failure with a
-// *PostError. It does not allocate.
+// posts a send (IBV_WR_SEND) of its own with ibv_post_send to id's QP, with
+// the WR's wr_id (the context that comes back as the completion's wr_id),
+// scatter list and send_flags.
+//
+// Every pending WR must be a send (SetSend, SetInline). A chain holding any
+// other opcode is refused whole, before anything is posted, with an
+// *OpcodeError naming the first such WR: rdma_post_sendv has no opcode
+// argument and no room for what the others carry (immediate data, a remote
+// address, atomic operands), so posting it would silently send something
+// else. PostSendRaw on id's QP posts each WR with its own opcode, the whole
+// chain in one ibv_post_send; rdma_post_sendv adds nothing to that but its
+// one WR a call.
+//
+// Unlike rdma_post_sendv it keeps the bad_wr the provider returns, so that
+// a failure naming no WR comes back as a *PostError with Unknown set, for
+// the one WR in doubt. One cgo call for the chain, stopping at the first
+// failure with a *PostError. It does not allocate.
 func (c *SendChain) PostSendvRaw(id *rdmacm.CMID) error {
-	return c.cmPost(id, C.GOVERBS_CM_SENDV, "rdma_post_sendv")
+	return c.cmPost(id, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv")
 }
 
-// PostReadvRaw is PostSendvRaw doing what rdma_post_readv does: each WR reads
-// from its remote address and rkey (as SetRead sets them) into its scatter
-// list.
+// PostReadvRaw is PostSendvRaw doing what rdma_post_readv does: each WR
+// reads from its remote address and rkey into its scatter list. Every
+// pending WR must be an RDMA read (SetRead), or the chain is refused whole
+// with an *OpcodeError and nothing is posted.
 func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
-	return c.cmPost(id, C.GOVERBS_CM_READV, "rdma_post_readv")
+	return c.cmPost(id, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv")
 }
 
 // PostWritevRaw is PostSendvRaw doing what rdma_post_writev does: each WR
-// writes its scatter list to its remote address and rkey (as SetWrite sets
-// them).
+// writes its scatter list to its remote address and rkey. Every pending WR
+// must be an RDMA write (SetWrite; a write with immediate data, SetWriteImm,
+// is refused too, as rdma_post_writev carries none), or the chain is
+// refused whole with an *OpcodeError and nothing is posted.
 func (c *SendChain) PostWritevRaw(id *rdmacm.CMID) error {
-	return c.cmPost(id, C.GOVERBS_CM_WRITEV, "rdma_post_writev")
+	return c.cmPost(id, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev")
 }
 
-func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, op string) error {
+// cmPost posts the pending WRs with goverbs_cm_post_send, which gives each
+// the opcode of kind (want) and refuses them all when one carries another.
+func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, want verbs.WROpcode, op string) error {
 	if c.head == c.n {
 		return nil
 	}
@@ -389,5 +415,17 @@ func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, op string) error {
 		c.head, c.n = 0, 0
 		return nil
 	}
+	if uint32(r) == C.GOVERBS_CM_OPCODE {
+		return c.refuse(op, c.head+int(r>>32), want)
+	}
 	return c.stopped(op, r)
+}
+
+// refuse records WR k's opcode, which op cannot post; the chain is left as
+// it was. Out of line, to keep cmPost small.
+//
+//go:noinline
+func (c *SendChain) refuse(op string, k int, want verbs.WROpcode) error {
+	c.opErr = OpcodeError{Op: op, Index: k, Opcode: c.wr[k].Opcode, Want: want}
+	return &c.opErr
 }

@@ -1,6 +1,10 @@
 package hand
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/goverbs/goverbs/generated/rdmacm"
+)
 
 // PollExReader is goverbs_poll_ex, the C loop ExPoller.Poll crosses into,
 // for cbench.PollEx: the benchmark's C side then runs the same code.
@@ -11,3 +15,8 @@ func PollExReader() unsafe.Pointer { return pollExReader() }
 func (p *ExPoller) Buffers() (wc, ts, fail unsafe.Pointer) {
 	return unsafe.Pointer(&p.wc[0]), unsafe.Pointer(&p.ts[0]), unsafe.Pointer(p.fail)
 }
+
+// ConnOnID is a Conn on id alone, for the rdma_post_*v methods on a fake
+// provider's rdma_cm id (a real Conn needs the kernel's rdma_cm): they use
+// nothing of a Conn but its id and its open state.
+func ConnOnID(id *rdmacm.CMID) *Conn { return &Conn{id: id} }

@@ -75,13 +75,14 @@ int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls)
  * a QP in RESET) may have queued it; a bad_wr other than the WR posted
  * names none either. cm_failed encodes WR i's failure; ret is the
  * provider's return, which some providers (rxe) make negative: it is
- * turned positive, as errnoOf does for ibv_post_*. EIO is a guard.
+ * turned positive, as errnoOf does for ibv_post_*. EIO is a guard; so
+ * is the mask, which keeps an absurd return off the flag bits.
  */
 static inline int64_t cm_failed(int i, int ret, int unknown)
 {
 	uint32_t e = ret < 0 ? -(uint32_t)ret : (uint32_t)ret;
 
-	e &= ~GOVERBS_CM_UNKNOWN;
+	e &= ~(GOVERBS_CM_UNKNOWN | GOVERBS_CM_OPCODE);
 	if (e == 0)
 		e = EIO;
 	if (unknown)
@@ -125,6 +126,23 @@ int64_t goverbs_cm_post_recvv(uintptr_t idp, uintptr_t wrp, int n)
 	return 0;
 }
 
+/*
+ * other_opcode reports whether any of the n WRs has an opcode other than
+ * op. It ORs their differences in without a branch, and the caller looks
+ * for the WR only when there is one: a compare and branch per WR cost half
+ * as much again (0.65 against 0.4 ns a WR over 64 WRs, the two loops timed
+ * in Go).
+ */
+static inline int other_opcode(const struct ibv_send_wr *wr, int n, enum ibv_wr_opcode op)
+{
+	unsigned int diff = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		diff |= wr[i].opcode ^ op;
+	return diff != 0;
+}
+
 int64_t goverbs_cm_post_send(uintptr_t idp, int kind, uintptr_t wrp, int n)
 {
 	struct rdma_cm_id *id = (struct rdma_cm_id *)idp;
@@ -144,6 +162,11 @@ int64_t goverbs_cm_post_send(uintptr_t idp, int kind, uintptr_t wrp, int n)
 		break;
 	default:
 		return cm_failed(0, EINVAL, 0);
+	}
+	if (other_opcode(wr, n, op)) {
+		for (i = 0; wr[i].opcode == op; i++)
+			;
+		return (int64_t)i << 32 | GOVERBS_CM_OPCODE;
 	}
 	for (i = 0; i < n; i++) {
 		const struct ibv_send_wr *w = &wr[i];

@@ -79,8 +79,13 @@ int64_t goverbs_cm_post_recvv(uintptr_t id, uintptr_t wr, int n);
  * goverbs_cm_post_send is goverbs_cm_post_recvv for rdma_post_sendv,
  * rdma_post_readv and rdma_post_writev, posting with ibv_post_send to
  * id->qp: each WR gets the opcode of kind, and the WR's wr_id, scatter
- * list, send_flags and (read / write) wr.rdma.
+ * list, send_flags and (read / write) wr.rdma. Every WR must already
+ * carry that opcode: the rdma_post_*v take no other and would drop what
+ * another needs (immediate data, atomic operands). When one does not, it
+ * posts nothing and returns index << 32 | GOVERBS_CM_OPCODE, index being
+ * the first such WR's.
  */
+#define GOVERBS_CM_OPCODE 0x40000000u
 int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);
 
 /*

@@ -3,12 +3,14 @@ package hand_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"syscall"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/hand/internal/fakeprov"
@@ -222,6 +224,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 
 	r := newRig(t, rigOpts{})
 	id := r.cmID(t, false)
+	conn := hand.ConnOnID(id)
 	sc, err := hand.NewSendChain(16, 1, 0)
 	require.NoError(t, err)
 	defer sc.Free()
@@ -233,10 +236,21 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 		{func() error { return sc.PostSendvRaw(id) }, verbs.WROpSend, verbs.WCSend},
 		{func() error { return sc.PostReadvRaw(id) }, verbs.WROpRDMARead, verbs.WCRDMARead},
 		{func() error { return sc.PostWritevRaw(id) }, verbs.WROpRDMAWrite, verbs.WCRDMAWrite},
+		{func() error { return sc.PostSendv(conn) }, verbs.WROpSend, verbs.WCSend},
+		{func() error { return sc.PostReadv(conn) }, verbs.WROpRDMARead, verbs.WCRDMARead},
+		{func() error { return sc.PostWritev(conn) }, verbs.WROpRDMAWrite, verbs.WCRDMAWrite},
 	} {
 		head := r.fqp.SendStats().Head
 		for i := 0; i < 4; i++ {
-			sc.Reserve(1).SetRead(0, 0xFEED00+uint64(i), hand.Signaled, sge(i), 0x300000+uint64(i), 0x99)
+			v := sc.Reserve(1)
+			switch post.op {
+			case verbs.WROpSend:
+				v.SetSend(0, 0xFEED00+uint64(i), hand.Signaled, sge(i))
+			case verbs.WROpRDMARead:
+				v.SetRead(0, 0xFEED00+uint64(i), hand.Signaled, sge(i), 0x300000+uint64(i), 0x99)
+			default:
+				v.SetWrite(0, 0xFEED00+uint64(i), hand.Signaled, sge(i), 0x300000+uint64(i), 0x99)
+			}
 		}
 		require.NoError(t, post.do())
 		for i := 0; i < 4; i++ {
@@ -253,6 +267,151 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 			require.Equal(t, post.wc, g.opcode)
 		}
 	}
+}
+
+// rdma_post_sendv, rdma_post_readv and rdma_post_writev post one opcode
+// each and carry none of the others' fields (immediate data, atomic
+// operands): PostSendv, PostReadv, PostWritev and their Raw forms refuse a
+// chain holding a WR of another opcode, whole, with an error naming the WR
+// and both opcodes, and post nothing. The chain keeps every WR, as it was:
+// PostSend then posts each with its own opcode. Those of the method's own
+// opcode (SetInline's send among them) go through.
+func TestRDMAPostvRefusesOtherOpcodes(t *testing.T) {
+	const raddr, rkey = 0x200000, 0x5678
+	sig := hand.Signaled
+	setters := []struct {
+		name string
+		op   verbs.WROpcode
+		set  func(v hand.SendWRs, i int)
+	}{
+		{"send", verbs.WROpSend, func(v hand.SendWRs, i int) { v.SetSend(0, uint64(i), sig, sge(i)) }},
+		{"inline", verbs.WROpSend, func(v hand.SendWRs, i int) { v.SetInline(0, uint64(i), sig, []byte("inline")) }},
+		{"send_imm", verbs.WROpSendWithImm, func(v hand.SendWRs, i int) { v.SetSendImm(0, uint64(i), sig, 7, sge(i)) }},
+		{"write", verbs.WROpRDMAWrite, func(v hand.SendWRs, i int) { v.SetWrite(0, uint64(i), sig, sge(i), raddr, rkey) }},
+		{"write_imm", verbs.WROpRDMAWriteWithImm, func(v hand.SendWRs, i int) {
+			v.SetWriteImm(0, uint64(i), sig, 7, sge(i), raddr, rkey)
+		}},
+		{"read", verbs.WROpRDMARead, func(v hand.SendWRs, i int) { v.SetRead(0, uint64(i), sig, sge(i), raddr, rkey) }},
+		{"cas", verbs.WROpAtomicCmpAndSwp, func(v hand.SendWRs, i int) {
+			v.SetCompareSwap(0, uint64(i), sig, sge(i), raddr, rkey, 1, 2)
+		}},
+		{"faa", verbs.WROpAtomicFetchAndAdd, func(v hand.SendWRs, i int) {
+			v.SetFetchAdd(0, uint64(i), sig, sge(i), raddr, rkey, 1)
+		}},
+	}
+	// The names the error must give, written out here rather than taken
+	// from the package's table.
+	names := map[verbs.WROpcode]string{
+		verbs.WROpSend: "IBV_WR_SEND", verbs.WROpSendWithImm: "IBV_WR_SEND_WITH_IMM",
+		verbs.WROpRDMAWrite: "IBV_WR_RDMA_WRITE", verbs.WROpRDMAWriteWithImm: "IBV_WR_RDMA_WRITE_WITH_IMM",
+		verbs.WROpRDMARead: "IBV_WR_RDMA_READ", verbs.WROpAtomicCmpAndSwp: "IBV_WR_ATOMIC_CMP_AND_SWP",
+		verbs.WROpAtomicFetchAndAdd: "IBV_WR_ATOMIC_FETCH_AND_ADD",
+	}
+	type poster func(c *hand.SendChain, id *rdmacm.CMID) error
+	methods := []struct {
+		name, op string
+		want     verbs.WROpcode
+		own      int // index in setters of a WR the method posts
+		post     poster
+	}{
+		{"PostSendvRaw", "rdma_post_sendv", verbs.WROpSend, 0, (*hand.SendChain).PostSendvRaw},
+		{"PostReadvRaw", "rdma_post_readv", verbs.WROpRDMARead, 5, (*hand.SendChain).PostReadvRaw},
+		{"PostWritevRaw", "rdma_post_writev", verbs.WROpRDMAWrite, 3, (*hand.SendChain).PostWritevRaw},
+		{"PostSendv", "rdma_post_sendv", verbs.WROpSend, 0, func(c *hand.SendChain, id *rdmacm.CMID) error {
+			return c.PostSendv(hand.ConnOnID(id))
+		}},
+		{"PostReadv", "rdma_post_readv", verbs.WROpRDMARead, 5, func(c *hand.SendChain, id *rdmacm.CMID) error {
+			return c.PostReadv(hand.ConnOnID(id))
+		}},
+		{"PostWritev", "rdma_post_writev", verbs.WROpRDMAWrite, 3, func(c *hand.SendChain, id *rdmacm.CMID) error {
+			return c.PostWritev(hand.ConnOnID(id))
+		}},
+	}
+	const n = 8
+	for _, m := range methods {
+		require.Equal(t, m.want, setters[m.own].op, "%s's own setter", m.name)
+		for _, s := range setters {
+			for _, k := range []int{0, 5, n - 1} {
+				t.Run(fmt.Sprintf("%s/%s@%d", m.name, s.name, k), func(t *testing.T) {
+					r := newRig(t, rigOpts{})
+					id := r.cmID(t, false)
+					c, err := hand.NewSendChain(n, 1, 16)
+					require.NoError(t, err)
+					defer c.Free()
+					for i := 0; i < n; i++ {
+						if i == k {
+							s.set(c.Reserve(1), i)
+						} else {
+							setters[m.own].set(c.Reserve(1), i)
+						}
+					}
+					before := r.fqp.SendStats()
+					err = m.post(c, id)
+					if s.op == m.want {
+						require.NoError(t, err)
+						for i := 0; i < n; i++ {
+							require.Equal(t, m.want, wqe(r.fqp.SendWQE(before.Head+uint32(i))).opcode(), "WR %d", i)
+						}
+						requireIDs(t, drain(t, r, n), 0, n)
+						return
+					}
+					var oe *hand.OpcodeError
+					require.ErrorAs(t, err, &oe)
+					require.Equal(t, hand.OpcodeError{Op: m.op, Index: k, Opcode: s.op, Want: m.want}, *oe)
+					require.ErrorIs(t, err, syscall.EINVAL)
+					require.Equal(t, fmt.Sprintf("%s: WR %d is %s, but %s posts %s only: nothing posted (PostSend posts each WR's own opcode)",
+						m.op, k, names[s.op], m.op, names[m.want]), err.Error())
+					require.Equal(t, before, r.fqp.SendStats(), "nothing posted, no doorbell, no failed post")
+					require.Equal(t, n, c.Len(), "every WR stays pending")
+
+					// What the caller meant goes through PostSend on the
+					// same QP, each WR with its own opcode.
+					require.NoError(t, c.PostSendRaw(r.qp))
+					for i := 0; i < n; i++ {
+						op := m.want
+						if i == k {
+							op = s.op
+						}
+						require.Equal(t, op, wqe(r.fqp.SendWQE(before.Head+uint32(i))).opcode(), "WR %d", i)
+					}
+					requireIDs(t, drain(t, r, n), 0, n)
+				})
+			}
+		}
+	}
+}
+
+// After a partial post, an OpcodeError's Index still counts from the
+// chain's first WR, as a PostError's does; and an opcode enum ibv_wr_opcode
+// does not name is printed as its number.
+func TestOpcodeErrorIndexAndName(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	id := r.cmID(t, false)
+	c, err := hand.NewSendChain(8, 1, 0)
+	require.NoError(t, err)
+	defer c.Free()
+	for i := 0; i < 4; i++ {
+		c.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i))
+	}
+	r.fqp.FailSendCall(2, 0, syscall.EAGAIN) // the third call fails: WRs 0 and 1 go
+	var pe *hand.PostError
+	require.ErrorAs(t, c.PostSendvRaw(id), &pe)
+	require.Equal(t, 2, pe.Index)
+	v := c.Reserve(2)
+	v.SetSend(0, 4, hand.Signaled, sge(4))
+	v.SetSend(1, 5, hand.Signaled, sge(5))
+	v.WR(1).Opcode = 12 // between IBV_WR_DRIVER1 and IBV_WR_FLUSH: no name
+	before := r.fqp.SendStats()
+	err = c.PostSendvRaw(id)
+	var oe *hand.OpcodeError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, 5, oe.Index, "WR 5 of the chain, the fourth pending")
+	require.Equal(t, "rdma_post_sendv: WR 5 is opcode 12, but rdma_post_sendv posts IBV_WR_SEND only: nothing posted (PostSend posts each WR's own opcode)", err.Error())
+	require.Equal(t, before, r.fqp.SendStats(), "nothing posted")
+	require.Equal(t, 4, c.Len(), "WRs 2 to 5 stay pending")
+	v.WR(1).Opcode = verbs.WROpSend
+	require.NoError(t, c.PostSendvRaw(id))
+	requireIDs(t, drain(t, r, 6), 0, 6)
 }
 
 func TestSendChainEveryLength(t *testing.T) {
