@@ -175,19 +175,7 @@ func readableWithin(fd int32, d time.Duration) (time.Time, error) {
 // PD, CQ and MR made up front on librdmacm's context serve any number of
 // connections; a PD from an ibv_open_device context is refused with advice.
 func TestControlCMSharedResources(t *testing.T) {
-	name, _ := RequireDevice(t)
-	cmctx, err := hand.CMContext(name)
-	require.NoError(t, err)
-	ctlCloseLater(t, cmctx)
-	pd, err := cmctx.AllocPD()
-	require.NoError(t, err)
-	ctlCloseLater(t, pd)
-	cq, err := cmctx.NewCQ(64, hand.CQOptions{})
-	require.NoError(t, err)
-	ctlCloseLater(t, cq)
-	mr, err := pd.Alloc(8192, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
-	require.NoError(t, err)
-	ctlCloseLater(t, mr)
+	name, pd, cq, mr := cmShared(t)
 
 	l := ctlListen(t)
 	require.NotNil(t, l.Context(), "a listener on a device address knows its device")

@@ -143,19 +143,7 @@ func TestControlCMEPConnect(t *testing.T) {
 // PD and CQ from librdmacm's context serve the listener and the client;
 // the listener keeps them from closing; a PD of another context is refused.
 func TestControlCMEPSharedResources(t *testing.T) {
-	name, _ := RequireDevice(t)
-	cmctx, err := hand.CMContext(name)
-	require.NoError(t, err)
-	ctlCloseLater(t, cmctx)
-	pd, err := cmctx.AllocPD()
-	require.NoError(t, err)
-	ctlCloseLater(t, pd)
-	cq, err := cmctx.NewCQ(64, hand.CQOptions{})
-	require.NoError(t, err)
-	ctlCloseLater(t, cq)
-	mr, err := pd.Alloc(8192, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
-	require.NoError(t, err)
-	ctlCloseLater(t, mr)
+	_, pd, cq, mr := cmShared(t)
 
 	cfg := hand.ConnConfig{PD: pd, SendCQ: cq}
 	l := cmepListen(t, cfg)

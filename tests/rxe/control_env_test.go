@@ -44,6 +44,28 @@ func ctlCloseLater(t *testing.T, c interface{ Close() error }) {
 	testkit.CloseLater(t, fmt.Sprintf("%T", c), c)
 }
 
+// cmShared makes, on librdmacm's context of the device, what a program
+// shares across its rdma_cm connections: a PD, a CQ of 64 and an 8 KiB MR
+// open to remote reads and writes, all closed when the test ends; name is
+// the device's.
+func cmShared(t *testing.T) (name string, pd *hand.PD, cq *hand.CQ, mr *hand.MR) {
+	t.Helper()
+	name, _ = RequireDevice(t)
+	cmctx, err := hand.CMContext(name)
+	require.NoError(t, err)
+	ctlCloseLater(t, cmctx)
+	pd, err = cmctx.AllocPD()
+	require.NoError(t, err)
+	ctlCloseLater(t, pd)
+	cq, err = cmctx.NewCQ(64, hand.CQOptions{})
+	require.NoError(t, err)
+	ctlCloseLater(t, cq)
+	mr, err = pd.Alloc(8192, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
+	require.NoError(t, err)
+	ctlCloseLater(t, mr)
+	return name, pd, cq, mr
+}
+
 // ctlRig is a PD, a CQ (with a completion channel) and an MR on the device.
 type ctlRig struct {
 	ctx      *hand.Context

@@ -17,19 +17,7 @@ import (
 // it back; a Slice past the advertised part, though within the MR, is
 // refused before anything is posted.
 func TestControlCMRemoteBuffer(t *testing.T) {
-	name, _ := RequireDevice(t)
-	cmctx, err := hand.CMContext(name)
-	require.NoError(t, err)
-	ctlCloseLater(t, cmctx)
-	pd, err := cmctx.AllocPD()
-	require.NoError(t, err)
-	ctlCloseLater(t, pd)
-	cq, err := cmctx.NewCQ(64, hand.CQOptions{})
-	require.NoError(t, err)
-	ctlCloseLater(t, cq)
-	smr, err := pd.Alloc(8192, hand.AccessLocalWrite|hand.AccessRemoteRead|hand.AccessRemoteWrite)
-	require.NoError(t, err)
-	ctlCloseLater(t, smr)
+	_, pd, cq, smr := cmShared(t)
 	cmr, err := pd.Alloc(4096, hand.AccessLocalWrite)
 	require.NoError(t, err)
 	ctlCloseLater(t, cmr)
