@@ -84,25 +84,29 @@ func (e *PostError) Error() string {
 // Unwrap returns the errno, for errors.Is(err, syscall.ENOMEM) and the like.
 func (e *PostError) Unwrap() error { return e.Errno }
 
-// OpcodeError is a post refused whole: WR Index of the chain carries
-// Opcode, and Op posts Want alone (rdma_post_sendv a send, rdma_post_readv
-// an RDMA read, rdma_post_writev an RDMA write), with none of the fields
-// the other opcodes need. Nothing was posted: every WR stays pending, for
-// PostSend on the same QP, which posts each WR with its own opcode, or for
-// Reset. errors.Is(err, syscall.EINVAL) holds.
+// OpcodeError is a post stopped at a WR it cannot post: WR Index of the
+// chain carries Opcode, and Op posts Want alone (rdma_post_sendv a send,
+// rdma_post_readv an RDMA read, rdma_post_writev an RDMA write), with none
+// of the fields the other opcodes need. As with a PostError, the Posted WRs
+// before it (from where the call started) are on the queue; WR Index and
+// every WR after it stay pending, for PostSend on the same QP, which posts
+// each WR with its own opcode, or for Skip or Reset. errors.Is(err,
+// syscall.EINVAL) holds.
 //
 // The chain owns the OpcodeError it returns and reuses it: it is valid
 // until the chain's next post call.
 type OpcodeError struct {
 	Op     string         // the C entry point the call does the work of, e.g. "rdma_post_writev"
 	Index  int            // index in the chain of the first WR of another opcode (0 is the first WR reserved)
+	Posted int            // WRs this call posted before it
 	Opcode verbs.WROpcode // that WR's opcode
 	Want   verbs.WROpcode // the one opcode Op posts
 }
 
 func (e *OpcodeError) Error() string {
 	return e.Op + ": WR " + strconv.Itoa(e.Index) + " is " + wrOpcodeString(e.Opcode) + ", but " + e.Op +
-		" posts " + wrOpcodeString(e.Want) + " only: nothing posted (PostSend posts each WR's own opcode)"
+		" posts " + wrOpcodeString(e.Want) + " only (" + strconv.Itoa(e.Posted) +
+		" WRs before it posted; PostSend posts each WR's own opcode)"
 }
 
 // Unwrap returns syscall.EINVAL, the errno of a refused argument.

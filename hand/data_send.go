@@ -311,25 +311,22 @@ func (c *SendChain) PostSend(qp *QP) error {
 }
 
 // PostSendv is PostSendvRaw on conn's rdma_cm id: every pending WR must be
-// a send (SetSend, SetInline), or the chain is refused whole with an
-// *OpcodeError and nothing is posted. PostSend(conn.QP()) posts a chain of
-// any opcodes. It returns ErrClosed once conn is closed.
+// a send (SetSend, SetInline); the post stops at the first that is not,
+// with an *OpcodeError. PostSend(conn.QP()) posts a chain of any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostSendv(conn *Conn) error {
 	return c.connPost(conn, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv")
 }
 
 // PostReadv is PostReadvRaw on conn's rdma_cm id: every pending WR must be
-// an RDMA read (SetRead), or the chain is refused whole with an
-// *OpcodeError and nothing is posted. PostSend(conn.QP()) posts a chain of
-// any opcodes. It returns ErrClosed once conn is closed.
+// an RDMA read (SetRead); the post stops at the first that is not, with an
+// *OpcodeError. PostSend(conn.QP()) posts a chain of any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostReadv(conn *Conn) error {
 	return c.connPost(conn, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv")
 }
 
 // PostWritev is PostWritevRaw on conn's rdma_cm id: every pending WR must
-// be an RDMA write (SetWrite), or the chain is refused whole with an
-// *OpcodeError and nothing is posted. PostSend(conn.QP()) posts a chain of
-// any opcodes. It returns ErrClosed once conn is closed.
+// be an RDMA write (SetWrite); the post stops at the first that is not,
+// with an *OpcodeError. PostSend(conn.QP()) posts a chain of any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostWritev(conn *Conn) error {
 	return c.connPost(conn, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev")
 }
@@ -369,12 +366,12 @@ func (c *SendChain) PostSendRaw(qp *verbs.QP) error {
 // the WR's wr_id (the context that comes back as the completion's wr_id),
 // scatter list and send_flags.
 //
-// Every pending WR must be a send (SetSend, SetInline). A chain holding any
-// other opcode is refused whole, before anything is posted, with an
-// *OpcodeError naming the first such WR: rdma_post_sendv has no opcode
-// argument and no room for what the others carry (immediate data, a remote
-// address, atomic operands), so posting it would silently send something
-// else. PostSendRaw on id's QP posts each WR with its own opcode, the whole
+// Every pending WR must be a send (SetSend, SetInline). The post stops at
+// the first WR of another opcode, before posting it, with an *OpcodeError
+// naming it (the WRs before it were posted, as with any failure part-way):
+// rdma_post_sendv has no opcode argument and no room for what the others
+// carry (immediate data, a remote address, atomic operands), so posting it
+// would silently send something else. PostSendRaw on id's QP posts each WR with its own opcode, the whole
 // chain in one ibv_post_send; rdma_post_sendv adds nothing to that but its
 // one WR a call.
 //
@@ -388,8 +385,8 @@ func (c *SendChain) PostSendvRaw(id *rdmacm.CMID) error {
 
 // PostReadvRaw is PostSendvRaw doing what rdma_post_readv does: each WR
 // reads from its remote address and rkey into its scatter list. Every
-// pending WR must be an RDMA read (SetRead), or the chain is refused whole
-// with an *OpcodeError and nothing is posted.
+// pending WR must be an RDMA read (SetRead): the post stops at the first
+// that is not, with an *OpcodeError.
 func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv")
 }
@@ -397,14 +394,14 @@ func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
 // PostWritevRaw is PostSendvRaw doing what rdma_post_writev does: each WR
 // writes its scatter list to its remote address and rkey. Every pending WR
 // must be an RDMA write (SetWrite; a write with immediate data, SetWriteImm,
-// is refused too, as rdma_post_writev carries none), or the chain is
-// refused whole with an *OpcodeError and nothing is posted.
+// is refused too, as rdma_post_writev carries none): the post stops at the
+// first that is not, with an *OpcodeError.
 func (c *SendChain) PostWritevRaw(id *rdmacm.CMID) error {
 	return c.cmPost(id, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev")
 }
 
 // cmPost posts the pending WRs with goverbs_cm_post_send, which gives each
-// the opcode of kind (want) and refuses them all when one carries another.
+// the opcode of kind (want) and stops at the first that carries another.
 func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, want verbs.WROpcode, op string) error {
 	if c.head == c.n {
 		return nil
@@ -416,16 +413,17 @@ func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, want verbs.WROpcode, op 
 		return nil
 	}
 	if uint32(r) == C.GOVERBS_CM_OPCODE {
-		return c.refuse(op, c.head+int(r>>32), want)
+		return c.refuse(op, int(r>>32), want)
 	}
 	return c.stopped(op, r)
 }
 
-// refuse records WR k's opcode, which op cannot post; the chain is left as
-// it was. Out of line, to keep cmPost small.
+// refuse records that the call stopped at its WR k, whose opcode op cannot
+// post, after posting the k before it. Out of line, to keep cmPost small.
 //
 //go:noinline
 func (c *SendChain) refuse(op string, k int, want verbs.WROpcode) error {
-	c.opErr = OpcodeError{Op: op, Index: k, Opcode: c.wr[k].Opcode, Want: want}
+	c.head += k
+	c.opErr = OpcodeError{Op: op, Index: c.head, Posted: k, Opcode: c.wr[c.head].Opcode, Want: want}
 	return &c.opErr
 }

@@ -82,8 +82,8 @@ int64_t goverbs_cm_post_recvv(uintptr_t id, uintptr_t wr, int n);
  * list, send_flags and (read / write) wr.rdma. Every WR must already
  * carry that opcode: the rdma_post_*v take no other and would drop what
  * another needs (immediate data, atomic operands). When one does not, it
- * posts nothing and returns index << 32 | GOVERBS_CM_OPCODE, index being
- * the first such WR's.
+ * stops there, before posting it, and returns index << 32 |
+ * GOVERBS_CM_OPCODE: the WRs before index were posted, as for a failure.
  */
 #define GOVERBS_CM_OPCODE 0x40000000u
 int64_t goverbs_cm_post_send(uintptr_t id, int kind, uintptr_t wr, int n);

@@ -271,11 +271,12 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 
 // rdma_post_sendv, rdma_post_readv and rdma_post_writev post one opcode
 // each and carry none of the others' fields (immediate data, atomic
-// operands): PostSendv, PostReadv, PostWritev and their Raw forms refuse a
-// chain holding a WR of another opcode, whole, with an error naming the WR
-// and both opcodes, and post nothing. The chain keeps every WR, as it was:
-// PostSend then posts each with its own opcode. Those of the method's own
-// opcode (SetInline's send among them) go through.
+// operands): PostSendv, PostReadv, PostWritev and their Raw forms stop at a
+// WR of another opcode, before posting it, with an error naming the WR and
+// both opcodes; the WRs before it are posted, as with any failure part-way.
+// The chain keeps that WR and the rest, as they were: PostSend then posts
+// each with its own opcode. Those of the method's own opcode (SetInline's
+// send among them) go through.
 func TestRDMAPostvRefusesOtherOpcodes(t *testing.T) {
 	const raddr, rkey = 0x200000, 0x5678
 	sig := hand.Signaled
@@ -357,12 +358,14 @@ func TestRDMAPostvRefusesOtherOpcodes(t *testing.T) {
 					}
 					var oe *hand.OpcodeError
 					require.ErrorAs(t, err, &oe)
-					require.Equal(t, hand.OpcodeError{Op: m.op, Index: k, Opcode: s.op, Want: m.want}, *oe)
+					require.Equal(t, hand.OpcodeError{Op: m.op, Index: k, Posted: k, Opcode: s.op, Want: m.want}, *oe)
 					require.ErrorIs(t, err, syscall.EINVAL)
-					require.Equal(t, fmt.Sprintf("%s: WR %d is %s, but %s posts %s only: nothing posted (PostSend posts each WR's own opcode)",
-						m.op, k, names[s.op], m.op, names[m.want]), err.Error())
-					require.Equal(t, before, r.fqp.SendStats(), "nothing posted, no doorbell, no failed post")
-					require.Equal(t, n, c.Len(), "every WR stays pending")
+					require.Equal(t, fmt.Sprintf("%s: WR %d is %s, but %s posts %s only (%d WRs before it posted; PostSend posts each WR's own opcode)",
+						m.op, k, names[s.op], m.op, names[m.want], k), err.Error())
+					after := r.fqp.SendStats()
+					require.Equal(t, before.Posted+uint64(k), after.Posted, "the WRs before it posted")
+					require.Equal(t, before.Failed, after.Failed, "WR %d never reached the provider", k)
+					require.Equal(t, n-k, c.Len(), "WR %d and the ones after it stay pending", k)
 
 					// What the caller meant goes through PostSend on the
 					// same QP, each WR with its own opcode.
@@ -406,9 +409,10 @@ func TestOpcodeErrorIndexAndName(t *testing.T) {
 	var oe *hand.OpcodeError
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, 5, oe.Index, "WR 5 of the chain, the fourth pending")
-	require.Equal(t, "rdma_post_sendv: WR 5 is opcode 12, but rdma_post_sendv posts IBV_WR_SEND only: nothing posted (PostSend posts each WR's own opcode)", err.Error())
-	require.Equal(t, before, r.fqp.SendStats(), "nothing posted")
-	require.Equal(t, 4, c.Len(), "WRs 2 to 5 stay pending")
+	require.Equal(t, 3, oe.Posted, "WRs 2 to 4 went before it")
+	require.Equal(t, "rdma_post_sendv: WR 5 is opcode 12, but rdma_post_sendv posts IBV_WR_SEND only (3 WRs before it posted; PostSend posts each WR's own opcode)", err.Error())
+	require.Equal(t, before.Posted+3, r.fqp.SendStats().Posted, "WRs 2 to 4 posted")
+	require.Equal(t, 1, c.Len(), "WR 5 stays pending")
 	v.WR(1).Opcode = verbs.WROpSend
 	require.NoError(t, c.PostSendvRaw(id))
 	requireIDs(t, drain(t, r, 6), 0, 6)

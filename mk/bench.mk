@@ -71,7 +71,9 @@ bench:
 # shared machine one slow slice can push a case over, so those cases run
 # again and the gate takes, per case, the run of all with the smallest
 # go-c (each run measures both sides together; a regression adds to Go in
-# every run); only a case still over the bound then fails it.
+# every run); only a case still over the bound then fails it. A failure
+# names the CPU and kernel it ran on: a CI machine may not be the kind a
+# change was measured on.
 #
 # The proof that it fails (2026-11-23, 2 cores): GOVERBS_BENCH_INJECT=alloc
 # make bench-gate fails in 10 s, every one of the 66 cases "1 allocs/op > 0"
@@ -99,6 +101,7 @@ bench-gate:
 	fi; \
 	if [ $$rc != 0 ]; then \
 		echo "bench-gate: $$(( $$(date +%s) - start )) s of benchmarks; output in $$tmp"; \
+		echo "bench-gate: on $$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | sort | uniq -c | tr -s ' ' | sed 's/^ //') (family $$(sed -n 's/^cpu family[^:]*: *//p' /proc/cpuinfo | head -1), model $$(sed -n 's/^model[^:]*: *//p' /proc/cpuinfo | head -1)), kernel $$(uname -r)" >&2; \
 		echo "bench-gate: FAILED: a case allocates or costs more than its bound (BenchmarkFast: C + 2 cgo calls + 1 ns/WR; BenchmarkGenerated: C + 1.5 empty calls of the stub's shape + 1 ns/WR); the benchratio lines above name each case and the bound it broke" >&2; exit 1; \
 	fi; \
 	rm -rf "$$tmp"; \
