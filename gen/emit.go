@@ -757,8 +757,9 @@ func (e *emitter) funcsFile(spec *PackageSpec) (File, error) {
 		// data path pays over an entry point that takes uintptr_t
 		// (hand's), which cannot take a pointer to a local: a stack
 		// that moves before the call reaches C leaves that address
-		// naming the old stack (BENCHMARKS.md). A function that takes
-		// no pointer gets neither.
+		// naming the old stack (hand's
+		// TestGeneratedLocalSlotArrivesWhenTheStackMoves). A function
+		// that takes no pointer gets neither.
 		fmt.Fprintf(&pre, "#cgo noescape %s\n#cgo nocallback %s\n", n, n)
 	}
 	pre.WriteString(e.preamblePragmas())

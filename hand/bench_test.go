@@ -510,7 +510,8 @@ func BenchmarkNaive(b *testing.B) {
 // stub is one crossing around the C function it calls, so make bench-gate
 // holds every case to C plus one empty cgo call plus 1 ns per WR or
 // completion, and no allocation (hand/internal/benchratio). It is also the
-// A/B bench of the stubs' #cgo directives (BENCHMARKS.md).
+// A/B bench of the stubs' #cgo directives (BENCHMARKS.md, "The generated
+// stubs against their bound").
 func BenchmarkGenerated(b *testing.B) {
 	for _, c := range generatedCases(b) {
 		pairWith(b, c.name, c.n, func(*testing.B) (side, func()) { return c.goSide, func() {} }, c.cSide, c.empty)

@@ -166,10 +166,10 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // ibv_ack_cq_events, called from C), where Wait's costs five syscalls (the
 // netpoller's epoll_pwait twice, a read that finds nothing before it parks,
 // the read, and the scheduler's run of the goroutine); on one vCPU under
-// -icount that lifted goverbs-perf's event-driven send_bw at 64 B from 0.75
-// to 0.85 of perftest's (BENCHMARKS.md, "Waiting on the thread";
-// Poller.WaitThread, with its loop in C, to 0.90: "One crossing a wake";
-// blocking in the read rather than epoll_wait, further: "The kick"). Nothing
+// -icount, goverbs-perf's event-driven send_bw at 64 B ran at 0.75 of
+// perftest's rate parked on the netpoller, and runs at 0.96 waiting so, with
+// Poller.WaitThread's loop in C, at a return every wake (BENCHMARKS.md,
+// "Results against perftest"). Nothing
 // but an event ends that read, so ctx's end, Close and a CQ's Close end it
 // with an event of the channel's own: the kick, a CQ and an RC QP of
 // goverbs' on the channel's device (a PD, a CQ of one entry and a QP of one

@@ -57,8 +57,7 @@ type pollFD struct {
 	// waitHeld finds it gone; a thread waiter (waitThreadHeld) closes it,
 	// so that it does not wake the netpoller at every event of an fd that
 	// only thread waiters use, and with it, on one P, a thread parked in
-	// the netpoller after its P was taken from a blocked thread waiter
-	// (BENCHMARKS.md, "One crossing a wake").
+	// the netpoller after its P was taken from a blocked thread waiter.
 	f       *os.File
 	rc      syscall.RawConn
 	closing bool

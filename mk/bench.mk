@@ -6,8 +6,8 @@
 #                    standard benchmark lines (for benchstat), then
 #                    `cgo <ns>` and one `ratio <case> <go> <c> <go/c> <allocs>`
 #                    line per case (thread CPU time, Go and C measured
-#                    alternately, best of BENCH_COUNT runs; see
-#                    BENCHMARKS.md). BENCH_CHECK=1 also fails on a
+#                    alternately, best of BENCH_COUNT runs; BENCHMARKS.md,
+#                    "What is measured"). BENCH_CHECK=1 also fails on a
 #                    missed target.
 #   make bench-gate  make test's regression gate over every
 #                    BenchmarkFast/<entry>/<n> and BenchmarkGenerated/<entry>/<n>

@@ -117,7 +117,7 @@ endef
 # threads sharing the CPU. There send_lat runs with goverbs-perf
 # -lock-thread: unlocked, its goroutine moves between threads and a run
 # takes one of two speeds, 12% apart, so two complete runs could not agree
-# on the row (BENCHMARKS.md, "One thread for the loop"). PERF_PROCS= skips
+# on the row. PERF_PROCS= skips
 # them. About 28 minutes (20 without). perf-icount is its earlier name.
 PERF_SIZES ?= 64,4096,65536
 PERF_FLAGS ?=
@@ -125,7 +125,7 @@ PERF_PROCS ?= 2
 # The guest's clock: TCG's vCPUs fail the kernel's TSC check, and on HPET
 # every clock read (Go's runtime, perftest's timestamps) is a syscall and an
 # emulated device access; real machines read the TSC in the vDSO
-# (BENCHMARKS.md, "Go tools against perftest").
+# (BENCHMARKS.md, "How perf-compare runs").
 PERF_RXEVM_FLAGS ?= -kernel-args 'clocksource=tsc tsc=reliable'
 
 .PHONY: perf-compare perf-icount
@@ -257,9 +257,8 @@ perf-profile:
 
 # bench-guest: hand's fast-path benchmarks (make bench's test binary, built
 # on the host) run inside the soft-RoCE VM, where TCG prices a cgo crossing
-# and a post as the perf targets' runs see them (BENCHMARKS.md, "The Go loop
-# apart from the Go process"). BENCH_GUEST_PATTERN picks the cases; about 15
-# seconds for the default.
+# and a post as the perf targets' runs see them. BENCH_GUEST_PATTERN picks
+# the cases; about 15 seconds for the default.
 BENCH_GUEST_PATTERN ?= ^BenchmarkCgoEmpty$$|^BenchmarkFast$$/^(post_send_write|poll_cq|poll_cq_spin)$$/^(1|64)$$
 BENCH_GUEST_TIME ?= 200ms
 

@@ -4,7 +4,7 @@ package main
 // the host. A row's Go/C moves between runs with whatever the measurement
 // does not control: under -icount little, in real time the host's load. A
 // ratio means something only where two complete runs agree on it (within
-// 5% a row, BENCHMARKS.md asks): this says whether they did.
+// 5% a row): this says whether they did.
 
 import (
 	"bufio"

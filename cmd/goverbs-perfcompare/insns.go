@@ -158,7 +158,7 @@ func nsPerMessage(short, long insnRun) float64 {
 // runs, and that time less the instructions. Under -icount shift=0 an
 // instruction advances guest time by 1 ns, so the two should agree; where
 // they part, guest time passed that the plugin did not count, such as a
-// halted vCPU (BENCHMARKS.md, "perftest's peak search").
+// halted vCPU.
 func printInsns(w io.Writer, dir string, top int, filter string) error {
 	runs, err := readRuns(filepath.Join(dir, "runs.txt"))
 	if err != nil {

@@ -400,7 +400,7 @@ func printTable(w io.Writer, rows []row) {
 	// Context switches are how the tools' threads and the kernel's
 	// (ksoftirqd running rxe's tasklets) take turns: a switch under TCG
 	// costs tens of microseconds, and on one vCPU the count per message
-	// sets read_bw's rate (BENCHMARKS.md).
+	// sets read_bw's rate (BENCHMARKS.md, "Known gaps").
 	fmt.Fprintf(w, "\ncontext switches per message, whole guest while the client ran, median over the runs\n")
 	fmt.Fprintf(w, "%-9s %6s %8s %8s %8s\n", "mode", "bytes", "C", "Go", "Go-C")
 	for _, r := range rows {

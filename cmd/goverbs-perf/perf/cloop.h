@@ -1,7 +1,7 @@
 // The bandwidth loops of engine.go written in C, for goverbs-perf -loop c:
 // the same work in the same process without a cgo crossing per verb, so
 // that what the Go loop costs and what the Go process costs can be told
-// apart (BENCHMARKS.md).
+// apart (BENCHMARKS.md, "How perf-compare runs").
 #ifndef GOVERBS_PERF_CLOOP_H
 #define GOVERBS_PERF_CLOOP_H
 

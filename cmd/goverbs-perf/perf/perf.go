@@ -44,9 +44,10 @@
 // length, for lining them up with the kernel's scheduler events
 // (goverbs-perfcompare -tails). -loop c runs the bandwidth loops written in
 // C (cloop.c) instead, in the same process, to tell what the Go loop costs
-// from what the Go process does (BENCHMARKS.md); -loop cgo runs them in Go
-// with the C loop's own post and poll, one cgo call each, to tell the
-// crossings from what hand/ adds to them (with -e, each of its polls
+// from what the Go process does (BENCHMARKS.md, "How perf-compare runs");
+// -loop cgo runs them in Go with the C loop's own post and poll, one cgo
+// call each, to tell the crossings from what hand/ adds to them (with -e,
+// each of its polls
 // waits in C as hand.Poller.WaitThread does, with perftest's -e steps, and
 // returns at every wake that finds completions). -e waits for a completion
 // event after a poll that found nothing instead of busy-polling, as
@@ -127,7 +128,7 @@ type Config struct {
 	// above 0. On a one-CPU VM Go has one P, and with none idle sysmon
 	// takes it from any cgo call that outlasts its 20 us tick; with 2 it
 	// has an idle P, as on a host with more CPUs, and leaves such a call
-	// alone for 10 ms (BENCHMARKS.md, "Where Go stands").
+	// alone for 10 ms (BENCHMARKS.md, "Known gaps").
 	GoMaxProcs int
 	// LockThread runs the loop's goroutine locked to its OS thread
 	// (runtime.LockOSThread), as perftest's loop has its one thread. With
@@ -135,10 +136,9 @@ type Config struct {
 	// unlocked goroutine moves between threads whenever such a call loses
 	// its P, and send_lat 64 B ran at one of two speeds a run, 12% apart;
 	// locked, 20 runs of 20 took the faster, and the two-P event rows became
-	// the one-P rows, send_bw's gain from the idle P gone with the move
-	// (BENCHMARKS.md, "One thread for the loop"). With one P it costs up to
-	// 1%: whenever another goroutine (the watch, a timer) takes the P, the
-	// P is handed between threads and back.
+	// the one-P rows, send_bw's gain from the idle P gone with the move.
+	// With one P it costs up to 1%: whenever another goroutine (the watch,
+	// a timer) takes the P, the P is handed between threads and back.
 	LockThread bool
 
 	CPUProfile string // file for a CPU profile of the timed part; "" for none
@@ -158,7 +158,7 @@ const (
 	ThreadWait Wait = "thread"
 	// NetpollWait parks the goroutine on Go's netpoller (hand.CQ.Wait):
 	// no thread held, five syscalls a wake and the scheduler's run of the
-	// goroutine (BENCHMARKS.md, "Waiting on the thread").
+	// goroutine.
 	NetpollWait Wait = "netpoll"
 )
 

@@ -14,7 +14,7 @@ import "runtime/debug"
 // under TCG it ran for about 190 us of one round trip in the run's first
 // 5 ms, in half the runs, and made their longest round trip (sysmon,
 // runtime.(*scavengerState).wake, then bgscavenge; BENCHMARKS.md,
-// "send_lat's tails traced to the runtime"). With the collector off, the
+// "Known gaps"). With the collector off, the
 // goal that each collection sets as it ends has no bound
 // (runtime.gcPaceScavenger), so the scavenger, once woken, finds nothing
 // to do and parks.

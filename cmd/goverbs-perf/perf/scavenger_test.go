@@ -18,7 +18,7 @@ func heapGoal() uint64 {
 // scavenger's, has no bound, so that the scavenger finds nothing to
 // release; the restore puts GOGC and the goal back. (That the scavenger
 // then stays out of the loop is shown in the VM: make perf-tails with
-// -tails-stacks, BENCHMARKS.md.)
+// -tails-stacks.)
 func TestQuietScavenger(t *testing.T) {
 	gogc := debug.SetGCPercent(-1) // whatever GOGC the test runs with
 	debug.SetGCPercent(gogc)

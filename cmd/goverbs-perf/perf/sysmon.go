@@ -16,8 +16,7 @@ import (
 // again. A process that waits for a completion event once a message pays
 // that once a message: under -icount on one vCPU it was 1 futex call, 0.5
 // nanosleep and 1.5 context switches a message, and at send_lat 4 KiB
-// +4.4 context switches and 0.80 of perftest's rate (BENCHMARKS.md,
-// "Keeping sysmon awake").
+// +4.4 context switches and 0.80 of perftest's rate.
 //
 // The runtime has no setting for that sleep, but it never takes it while
 // GODEBUG's schedtrace is set, so that it can print a scheduler summary
@@ -39,7 +38,7 @@ const sysmonAwake = "schedtrace=2147483647"
 // returns nil and false. A wait on the thread (-wait thread) needs no
 // restart: its P stays busy in the syscall while it waits, so sysmon never
 // takes the sleep that the next wake would end (measured: the same rates
-// either way, BENCHMARKS.md, "Waiting on the thread").
+// either way).
 func sysmonAwakeEnv(cfg Config, environ []string) ([]string, bool) {
 	if !cfg.Events || cfg.Wait != NetpollWait || cfg.SysmonNap {
 		return nil, false

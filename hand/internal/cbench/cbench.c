@@ -359,8 +359,8 @@ int cb_poll_empty(struct ibv_cq *cq, int n, int polls, int64_t iters)
  * next_poll and the ibv_wc_read_* calls a C program would write: Go's side
  * runs the same machine code over the same buffers, so the case measures
  * what Go adds around it. Two separately compiled copies of that loop ran up
- * to 16 ns per completion apart in one process and not in another (CI of
- * 2026-11-24, BENCHMARKS.md): code placement, not Go.
+ * to 16 ns per completion apart in one process and not in another: code
+ * placement, not Go.
  */
 int cb_poll_ex(cb_poll_ex_reader reader, struct ibv_cq_ex *cq, struct ibv_wc *wc, uint64_t *ts,
 	       int *fail, int n, int64_t iters, uint64_t wc_flags)
