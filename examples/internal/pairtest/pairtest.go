@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,29 @@ func (p *Proc) Wait(t *testing.T) []string {
 		t.Errorf("%s: %v", p.name, p.err)
 	}
 	return p.stdout
+}
+
+// Fails waits for the process to end and fails the test unless it exited
+// with status 1 and printed want on stderr.
+func (p *Proc) Fails(t *testing.T, want string) {
+	t.Helper()
+	<-p.done
+	t.Logf("%s:\n%s", p.name, p.output())
+	if code := p.cmdExit(); code != 1 || !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("%s exited %d; want 1, with %q on stderr", p.name, code, want)
+	}
+}
+
+// cmdExit is the exit status, -1 when it did not exit on its own.
+func (p *Proc) cmdExit() int {
+	var exit *exec.ExitError
+	switch {
+	case p.err == nil:
+		return 0
+	case errors.As(p.err, &exit):
+		return exit.ExitCode()
+	}
+	return -1
 }
 
 // output is the command line, stdout and stderr, for the log.
