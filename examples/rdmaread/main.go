@@ -133,7 +133,7 @@ func read(ctx context.Context, addr string) {
 	if err := wcs[0].Err(); err != nil {
 		log.Fatalf("RDMA read of %s: %v", remote, err)
 	}
-	fmt.Printf("read %d bytes from %s: %q\n", remote.Len(), remote, mr.Bytes()[:remote.Len()])
+	fmt.Printf("read %s: %q\n", remote, mr.Bytes()[:remote.Len()])
 	if err := conn.Disconnect(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func write(ctx context.Context, addr, msg string) {
 	if err := wcs[0].Err(); err != nil {
 		log.Fatalf("RDMA write to %s: %v", dst, err)
 	}
-	fmt.Printf("wrote %d bytes to %s\n", len(msg), dst)
+	fmt.Printf("wrote %s\n", dst)
 	if err := conn.Disconnect(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -12,9 +12,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -179,4 +183,29 @@ func (p *Proc) output() string {
 	default: // exec still writes stderr
 	}
 	return b.String()
+}
+
+// ImportsOnly fails the test if the example's own files (those of the
+// working directory, tests aside) import anything but the standard library
+// and allowed: no unsafe, no cgo.
+func ImportsOnly(t *testing.T, allowed ...string) {
+	t.Helper()
+	files, _ := filepath.Glob("*.go")
+	files = slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
+	if len(files) == 0 {
+		t.Fatal("no Go files but tests: not the example's directory?")
+	}
+	for _, f := range files {
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range parsed.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			std := !strings.Contains(strings.Split(path, "/")[0], ".")
+			if path == "unsafe" || path == "C" || !std && !slices.Contains(allowed, path) {
+				t.Errorf("%s imports %q: only the standard library (without unsafe and cgo) and %q are allowed", f, path, allowed)
+			}
+		}
+	}
 }
