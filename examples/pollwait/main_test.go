@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { pairtest.Main(m, main) }
 // both sides, and print a timing line for each, in order. The timings
 // themselves are not checked: they depend on the machine.
 func TestPollWaitPair(t *testing.T) {
-	const iters, size = 200, 100
+	const iters, size = 100, 100
 	addr := pairtest.Device(t)
 	args := []string{"-n", fmt.Sprint(iters), "-s", fmt.Sprint(size)}
 	srv := pairtest.Start(t, "server", append(args, "-listen", addr+":0")...)
@@ -31,7 +31,7 @@ func TestPollWaitPair(t *testing.T) {
 			if strings.HasPrefix(l, "listening on ") {
 				continue
 			}
-			// spin   200 round trips of 100 bytes: 41.3 us each, 99% of a CPU
+			// spin   100 round trips of 100 bytes: 41.3 us each, 99% of a CPU
 			var mode string
 			var n, s int
 			var us, cpu float64
