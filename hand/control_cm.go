@@ -104,6 +104,18 @@ type ConnConfig struct {
 	// rdma_cm's choice, derived from the path's packet lifetime; at most
 	// 31.
 	AckTimeout uint8
+	// BeforeConnect, when set, is called with the Conn once its QP exists
+	// and takes receives, before the peer can send on it: ConnRequest.Accept
+	// and ListenEP's accepts call it before they send the accept, Dial and
+	// DialEP before they send the connect request. Post the first receives
+	// there (RecvChain.PostRecvv on c, PostRecv on c.QP(), or PostSRQRecv on
+	// the SRQ), so that the peer's first send finds one even with
+	// RNRRetryCount NoRetry. The Conn is not connected yet: do not post
+	// sends, and PeerPrivateData is not known yet on Dial's side. An error
+	// from it ends the attempt (Accept rejects the request, Dial gives up),
+	// closes the Conn and is returned; close what it made on the Conn's own
+	// PD first, or that PD cannot be freed.
+	BeforeConnect func(c *Conn) error
 	// StepTimeout bounds address and route resolution each; 0 means 2 s.
 	// The context's deadline, if nearer, ends the dial on its own. Dial
 	// only: rdma_create_ep resolves with librdmacm's fixed 2 s, and DialEP
@@ -183,9 +195,9 @@ type cmChannel struct {
 }
 
 func newCMChannel() (*cmChannel, error) {
-	raw, err := rdmacm.CreateEventChannel()
+	raw, err := createEventChannel()
 	if err != nil {
-		return nil, verbErr("rdma_create_event_channel", err)
+		return nil, err
 	}
 	fd, err := newPollFD(*(*int32)(unsafe.Pointer(raw)), "rdma_event_channel")
 	if err != nil {
@@ -194,6 +206,30 @@ func newCMChannel() (*cmChannel, error) {
 	}
 	return &cmChannel{raw: raw, fd: fd}, nil
 }
+
+// createEventChannel is rdma_create_event_channel, the first rdma_cm call
+// of Listen, Dial and their EP forms: on a host without RDMA it is the one
+// that fails (librdmacm's ENODEV), and the error then wraps ErrNoDevice, as
+// Open's does, and says what to do.
+func createEventChannel() (*rdmacm.EventChannel, error) {
+	raw, err := rdmacm.CreateEventChannel()
+	switch {
+	case errors.Is(err, verberr.ErrNoRDMA):
+		return nil, &noDeviceError{verbErr("rdma_create_event_channel", err)}
+	case err != nil:
+		return nil, verbErr("rdma_create_event_channel", err)
+	}
+	return raw, nil
+}
+
+// noDeviceError is a failure that means no RDMA device, inside a message
+// that already says "goverbs: " and what was being done: it matches
+// ErrNoDevice without repeating that prefix.
+type noDeviceError struct{ err error }
+
+func (e *noDeviceError) Error() string        { return "no RDMA device: " + e.err.Error() }
+func (e *noDeviceError) Unwrap() error        { return e.err }
+func (e *noDeviceError) Is(target error) bool { return target == ErrNoDevice }
 
 func (ch *cmChannel) close() {
 	ch.fd.close()
@@ -284,7 +320,7 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 	}
 	ch, err := newCMChannel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("goverbs: listen on %s: %w", ap, err)
 	}
 	l := &Listener{ch: ch}
 	fail := func(err error) (*Listener, error) {
@@ -448,20 +484,97 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 		reject(r.id, nil)
 		return nil, c.fail("accept", err)
 	}
+	// Named before the hook sees it: from here on a failure closes the
+	// Conn (abandon), so that one the hook kept reads ErrClosed.
+	c.established()
+	if err := c.accept(ctx, cfg.BeforeConnect, cfg.PrivateData, cfg); err != nil {
+		return nil, fmt.Errorf("goverbs: accept: %w", err)
+	}
+	return c, nil
+}
+
+// beforeConnect runs hook, if any, on c, which is named and not held: the
+// hook may post receives and may close it. A failure closes c, rejecting
+// the request first when reject.
+func (c *Conn) beforeConnect(hook func(*Conn) error, rejectReq bool) error {
+	if hook == nil {
+		return nil
+	}
+	if err := hook(c); err != nil {
+		_, left := c.abandon(func() error { return nil }, rejectReq, nil)
+		return errors.Join(fmt.Errorf("BeforeConnect: %w", err), left)
+	}
+	return nil
+}
+
+// accept runs the hook, accepts the request on c's id with data as the
+// private data (cfg gives the rest of the parameters) and waits for the
+// connection to be established. c is held from the accept on, so that a
+// Close meanwhile interrupts the wait and tears down after it. A failure
+// closes c (rejecting the request unless the accept was sent: see
+// Conn.accepting).
+func (c *Conn) accept(ctx context.Context, hook func(*Conn) error, data []byte, cfg ConnConfig) error {
+	if err := c.beforeConnect(hook, true); err != nil {
+		return err
+	}
+	// Held while it accepts: a Conn.Close before it has freed the id.
+	if err := c.use(); err != nil {
+		return err
+	}
 	var pin runtime.Pinner
-	param, err := c.param(cfg, &pin)
+	param, err := c.param(cfg, data, &pin)
+	if err == nil {
+		// An ended ctx rejects without accepting first: a connection
+		// accepted, then torn down, holds its rdma_cm id in the kernel's
+		// TIMEWAIT, and rdma_destroy_id waits that out (a minute on rxe).
+		err = ctx.Err()
+	}
 	if err == nil {
 		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
 	}
 	pin.Unpin()
+	if err == nil {
+		c.accepting.Store(true) // before done: a Close tearing down reads it
+		if _, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished); err == nil {
+			c.accepting.Store(false)
+		}
+	}
+	c.done()
 	if err != nil {
-		return nil, c.fail("accept", err)
+		_, left := c.abandon(func() error { return nil }, true, nil)
+		return errors.Join(err, left)
 	}
-	if _, err := c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished); err != nil {
-		return nil, c.fail("accept", err) // rdma_destroy_id alone: see Conn.accepting
+	return nil
+}
+
+// connect runs the hook on a dialling c, named, then sends the connect
+// request with cfg's parameters and waits for the connection to be
+// established, holding c as accept does. A failure closes c.
+func (c *Conn) connect(ctx context.Context, cfg ConnConfig) error {
+	if err := c.beforeConnect(cfg.BeforeConnect, false); err != nil {
+		return err
 	}
-	c.established()
-	return c, nil
+	if err := c.use(); err != nil {
+		return err
+	}
+	var pin runtime.Pinner
+	param, err := c.param(cfg, cfg.PrivateData, &pin)
+	if err == nil {
+		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
+	}
+	pin.Unpin()
+	if err == nil {
+		var ev cmEvent
+		if ev, err = c.ch.expect(ctx, "rdma_connect", rdmacm.CMEventEstablished); err == nil {
+			c.peerData = ev.data
+		}
+	}
+	c.done()
+	if err != nil {
+		_, left := c.abandon(func() error { return nil }, false, nil)
+		return errors.Join(err, left)
+	}
+	return nil
 }
 
 // Conn is an established rdma_cm connection: an RC QP in RTS, its PD and
@@ -516,7 +629,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	}
 	ch, err := newCMChannel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("goverbs: dial %s: %w", ap, err)
 	}
 	c := &Conn{ch: ch}
 	wrap := func(step string, err error) (*Conn, error) {
@@ -541,21 +654,10 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	if err := c.setup(cfg, "Dial"); err != nil {
 		return wrap("creating the QP", err)
 	}
-	var pin runtime.Pinner
-	param, err := c.param(cfg, &pin)
-	if err == nil {
-		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
+	c.established() // the route is resolved: both addresses are known
+	if err := c.connect(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("goverbs: dial %s: connecting: %w", ap, withCause(ctx, err))
 	}
-	pin.Unpin()
-	if err != nil {
-		return wrap("connecting", err)
-	}
-	ev, err := ch.expect(ctx, "rdma_connect", rdmacm.CMEventEstablished)
-	if err != nil {
-		return wrap("connecting", err)
-	}
-	c.peerData = ev.data
-	c.established()
 	return c, nil
 }
 
@@ -676,10 +778,11 @@ func (cfg *ConnConfig) checkParams(op string) error {
 		retry("RetryCount", cfg.RetryCount), retry("RNRRetryCount", cfg.RNRRetryCount), cfg.checkAckTimeout(op))
 }
 
-// param is the struct rdma_conn_param of cfg. Its private data points at Go
-// memory, which librdmacm copies during the call: pin holds it there (a Go
-// pointer inside memory passed to C must be pinned) until the caller unpins.
-func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) (rdmacm.ConnParam, error) {
+// param is the struct rdma_conn_param of cfg, with data as its private
+// data. That points at Go memory, which librdmacm copies during the call:
+// pin holds it there (a Go pointer inside memory passed to C must be
+// pinned) until the caller unpins.
+func (c *Conn) param(cfg ConnConfig, data []byte, pin *runtime.Pinner) (rdmacm.ConnParam, error) {
 	da, err := c.ctx.QueryDevice()
 	if err != nil {
 		return rdmacm.ConnParam{}, err
@@ -705,10 +808,10 @@ func (c *Conn) param(cfg ConnConfig, pin *runtime.Pinner) (rdmacm.ConnParam, err
 		RetryCount:         retry(cfg.RetryCount, defaultRetryCount),
 		RNRRetryCount:      retry(cfg.RNRRetryCount, 7),
 	}
-	if len(cfg.PrivateData) > 0 {
-		pin.Pin(&cfg.PrivateData[0])
-		p.PrivateData = unsafe.Pointer(&cfg.PrivateData[0])
-		p.PrivateDataLen = uint8(len(cfg.PrivateData))
+	if len(data) > 0 {
+		pin.Pin(&data[0])
+		p.PrivateData = unsafe.Pointer(&data[0])
+		p.PrivateDataLen = uint8(len(data))
 	}
 	return p, nil
 }

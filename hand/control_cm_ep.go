@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -138,9 +137,9 @@ func (r *epResources) busy(label string) error {
 // cmDeviceFor returns librdmacm's context of the device that has the IP
 // address a: the one an rdma_cm id bound to a uses.
 func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
-	ch, err := rdmacm.CreateEventChannel()
+	ch, err := createEventChannel()
 	if err != nil {
-		return nil, verbErr("rdma_create_event_channel", err)
+		return nil, err
 	}
 	defer rdmacm.DestroyEventChannel(ch)
 	id, err := createID(ch)
@@ -274,21 +273,10 @@ func DialEP(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	if err := verbErr("rdma_migrate_id", rdmacm.MigrateID(c.id, ch.raw)); err != nil {
 		return nil, wrap("moving the id to an event channel", errors.Join(err, c.release()))
 	}
-	var pin runtime.Pinner
-	param, err := c.param(cfg, &pin)
-	if err == nil {
-		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
+	c.established() // rdma_create_ep resolved the route: both addresses are known
+	if err := c.connect(ctx, cfg); err != nil {
+		return nil, wrap("connecting", err)
 	}
-	pin.Unpin()
-	if err != nil {
-		return nil, wrap("connecting", errors.Join(err, c.release()))
-	}
-	ev, err := c.ch.expect(ctx, "rdma_connect", rdmacm.CMEventEstablished)
-	if err != nil {
-		return nil, wrap("connecting", errors.Join(err, c.release()))
-	}
-	c.peerData = ev.data
-	c.established()
 	return c, nil
 }
 
@@ -335,6 +323,12 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	case cfg.PD != nil:
 		raw = cfg.PD.ctx.raw
 	default:
+		// Without RDMA, say so rather than ask for a PD that cannot be made.
+		ch, err := createEventChannel()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		rdmacm.DestroyEventChannel(ch)
 		return nil, &AttrError{Op: "ListenEP", Field: "PD", Reason: "required on a wildcard address (" + ap.String() + "): the device is not known before a request comes; make it from hand.CMContext"}
 	}
 	res, err := newEPResources(raw, cfg, 8, "ListenEP")
@@ -397,11 +391,13 @@ func (l *EPListener) SendCQ() *CQ { return l.res.sendCQ }
 func (l *EPListener) RecvCQ() *CQ { return l.res.recvCQ }
 
 // Accept waits for the next connection request and accepts it at once:
-// GetRequest, then EPRequest.Accept. A client that sends as soon as it is
-// connected may find no receive posted yet; its send then waits on RNR
-// retries, and fails when ConnConfig.RNRRetryCount is finite and runs out.
-// Post the receives between GetRequest and EPRequest.Accept instead, as
-// librdmacm's rdma_server does.
+// GetRequest, then EPRequest.Accept, which runs the listener's
+// ConnConfig.BeforeConnect before it sends the accept. A client that sends
+// as soon as it is connected finds no receive posted unless that hook
+// posted one; its send then waits on RNR retries, and fails when
+// ConnConfig.RNRRetryCount is finite and runs out. Post the receives in
+// BeforeConnect, or between GetRequest and EPRequest.Accept, as librdmacm's
+// rdma_server does.
 func (l *EPListener) Accept(ctx context.Context) (*Conn, error) {
 	req, err := l.GetRequest(ctx)
 	if err != nil {
@@ -448,46 +444,35 @@ func (r *EPRequest) Conn() *Conn { return r.c }
 func (r *EPRequest) PrivateData() []byte { return r.c.peerData }
 
 // Accept accepts the request with the listener's ConnConfig.PrivateData and
-// waits until the connection is established. On failure, or when ctx has
+// waits until the connection is established; AcceptWithData sends other
+// private data. It runs the listener's ConnConfig.BeforeConnect first, on
+// the request's Conn. On failure (the hook's included), or when ctx has
 // ended already, it rejects the request and closes its Conn; after
 // Conn.Close it returns ErrClosed.
 func (r *EPRequest) Accept(ctx context.Context) (*Conn, error) {
+	return r.AcceptWithData(ctx, r.l.cfg.PrivateData)
+}
+
+// AcceptWithData is Accept with data (at most 196 bytes) as the accept's
+// private data in place of the listener's ConnConfig.PrivateData: what
+// this connection alone is to learn, such as the rkey and address of a
+// buffer made for it. (ConnRequest.Accept takes its ConnConfig, and so its
+// PrivateData, per request.)
+func (r *EPRequest) AcceptWithData(ctx context.Context, data []byte) (*Conn, error) {
 	if r.done {
 		return nil, ErrClosed
 	}
+	if len(data) > maxAcceptData {
+		return nil, &AttrError{Op: "EPRequest.AcceptWithData", Field: "data", Reason: fmt.Sprintf("%d bytes: at most %d", len(data), maxAcceptData)}
+	}
 	r.done = true
-	c := r.c
-	// Held while it accepts: a Conn.Close before Accept has freed the id.
-	if err := c.use(); err != nil {
-		return nil, err
-	}
-	var pin runtime.Pinner
-	param, err := c.param(r.l.cfg, &pin)
-	if err == nil {
-		// An ended ctx rejects without accepting first: a connection
-		// accepted, then torn down, holds its rdma_cm id in the kernel's
-		// TIMEWAIT, and rdma_destroy_id waits that out (a minute on rxe).
-		err = ctx.Err()
-	}
-	if err == nil {
-		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
-	}
-	pin.Unpin()
-	if err == nil {
-		c.accepting.Store(true) // before done: a Close tearing down reads it
-		if _, err = c.ch.expect(ctx, "rdma_accept", rdmacm.CMEventEstablished); err == nil {
-			c.accepting.Store(false)
-		}
-	}
-	c.done()
-	if err != nil {
-		c.abandon(func() error { return nil }, nil)
-		return nil, fmt.Errorf("goverbs: accept on %s: %w", r.l.addr, err)
-	}
 	// Not c.established(): take named the Conn and read its addresses
 	// already, before it was handed out, for once c is let go a Close may
 	// free the id, and nothing may write what Close reads.
-	return c, nil
+	if err := r.c.accept(ctx, r.l.cfg.BeforeConnect, data, r.l.cfg); err != nil {
+		return nil, fmt.Errorf("goverbs: accept on %s: %w", r.l.addr, err)
+	}
+	return r.c, nil
 }
 
 // Reject refuses the request, sending data (at most 148 bytes) to the
@@ -501,7 +486,7 @@ func (r *EPRequest) Reject(data []byte) error {
 	if len(data) > maxRejectData {
 		return &AttrError{Op: "EPRequest.Reject", Field: "data", Reason: fmt.Sprintf("%d bytes: at most %d", len(data), maxRejectData)}
 	}
-	ran, err := r.c.abandon(r.c.busyOwn, data)
+	ran, err := r.c.abandon(r.c.busyOwn, true, data)
 	if !ran && err == nil {
 		return ErrClosed // Conn.Close came first: the id is gone
 	}
@@ -509,17 +494,18 @@ func (r *EPRequest) Reject(data []byte) error {
 	return err
 }
 
-// abandon rejects the request with data and releases its Conn, closing it,
-// so that what the Conn freed is ErrClosed to every method, not reached
-// (Conn.QP, Conn.Close, RecvChain.PostRecvv). check runs first, as for
-// Close; ran says whether the teardown ran (not if check failed, or the
-// Conn was closed already). Its error is the rejection's and what could not
-// be released.
-func (c *Conn) abandon(check func() error, data []byte) (ran bool, err error) {
+// abandon releases a Conn that is not connected, closing it, so that what
+// the Conn freed is ErrClosed to every method, not reached (Conn.QP,
+// Conn.Close, RecvChain.PostRecvv); when rejectReq, it first rejects the
+// request with data, unless the accept was sent (see Conn.accepting).
+// check runs first, as for Close; ran says whether the teardown ran (not if
+// check failed, or the Conn was closed already). Its error is the
+// rejection's and what could not be released.
+func (c *Conn) abandon(check func() error, rejectReq bool, data []byte) (ran bool, err error) {
 	err = c.closeTearing(check, func() error {
 		ran = true
 		var err error
-		if !c.accepting.Load() {
+		if rejectReq && !c.accepting.Load() {
 			err = reject(c.id, data)
 		}
 		return errors.Join(err, c.release())
