@@ -104,8 +104,9 @@
 //
 // rdma_cm: Listen and Dial (rdma_create_id's path), ListenEP and DialEP
 // (rdma_create_ep's), each giving a *Conn with its QP, CQs and PD made from
-// a ConnConfig; the server accepts a ConnRequest. Conn.Disconnect and
-// WaitDisconnect end a connection. Without rdma_cm, QP.Connect moves an RC
+// a ConnConfig; the server accepts a ConnRequest. ConnConfig.BeforeConnect
+// runs once the QP exists and before the peer can send: post the first
+// receives there. Conn.Disconnect and WaitDisconnect end a connection. Without rdma_cm, QP.Connect moves an RC
 // or UC QP from RESET through INIT and RTR to RTS in one call, given the
 // peer's Endpoint and ConnectAttr; Context.RoCEv2IPv4GID finds the GID
 // index RoCE v2 traffic over IPv4 must use.
