@@ -1,4 +1,4 @@
-# goverbs: see README.md. `make test` is what CI runs (.ci/run).
+# goverbs: see README.md and docs/testing.md. `make test` is what CI runs (.ci/run).
 SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
@@ -26,10 +26,12 @@ all: generate
 deps:
 	@bash tests/deps.sh
 
-# Offline and deterministic: regenerates generated/ and tests/layout from
+# Deterministic: regenerates generated/ and tests/layout from
 # the vendored 65.0 headers (headers/vendored) and gen/since.tsv (the
 # first pinned release of each function, for its error: make since; built
 # into verbsgen, -since-pinned), both committed; no fetched tree is read.
+# go run downloads verbsgen's module dependencies on first use; after that
+# it needs no network (generate-offline proves it).
 # Laid out for linux/amd64 and linux/arm64: it needs x86_64-linux-gnu-gcc
 # and aarch64-linux-gnu-gcc with their C libraries' headers (make deps).
 generate:

@@ -109,7 +109,7 @@ func keys(m map[string]string) []string {
 }
 
 // TestTargetsSystemHeaders generates for amd64 and arm64 from the machine's
-// own /usr/include, as README's "Your own rdma-core headers" has a user do:
+// own /usr/include, as docs/own-headers.md has a user do:
 // there the headers directory also holds the host's C library, whose
 // headers must still pair with the arm64 ones.
 func TestTargetsSystemHeaders(t *testing.T) {
@@ -138,8 +138,7 @@ func TestTargetsSystemHeaders(t *testing.T) {
 	}
 }
 
-// TestHostOnlyOtherArch: a package laid out for the host only (no -targets,
-// as README's own-headers command once made), compiled for the other
+// TestHostOnlyOtherArch: a package laid out for the host only (no -targets), compiled for the other
 // architecture, fails with one #error that names the architectures it has
 // and the -targets to regenerate with, not with the static assertions that
 // no longer hold there, each telling to regenerate "for these headers".

@@ -195,9 +195,9 @@ type cmChannel struct {
 }
 
 func newCMChannel() (*cmChannel, error) {
-	raw, err := rdmacm.CreateEventChannel()
+	raw, err := createEventChannel()
 	if err != nil {
-		return nil, verbErr("rdma_create_event_channel", err)
+		return nil, err
 	}
 	fd, err := newPollFD(*(*int32)(unsafe.Pointer(raw)), "rdma_event_channel")
 	if err != nil {
@@ -206,6 +206,30 @@ func newCMChannel() (*cmChannel, error) {
 	}
 	return &cmChannel{raw: raw, fd: fd}, nil
 }
+
+// createEventChannel is rdma_create_event_channel, the first rdma_cm call
+// of Listen, Dial and their EP forms: on a host without RDMA it is the one
+// that fails (librdmacm's ENODEV), and the error then wraps ErrNoDevice, as
+// Open's does, and says what to do.
+func createEventChannel() (*rdmacm.EventChannel, error) {
+	raw, err := rdmacm.CreateEventChannel()
+	switch {
+	case errors.Is(err, verberr.ErrNoRDMA):
+		return nil, &noDeviceError{verbErr("rdma_create_event_channel", err)}
+	case err != nil:
+		return nil, verbErr("rdma_create_event_channel", err)
+	}
+	return raw, nil
+}
+
+// noDeviceError is a failure that means no RDMA device, inside a message
+// that already says "goverbs: " and what was being done: it matches
+// ErrNoDevice without repeating that prefix.
+type noDeviceError struct{ err error }
+
+func (e *noDeviceError) Error() string        { return "no RDMA device: " + e.err.Error() }
+func (e *noDeviceError) Unwrap() error        { return e.err }
+func (e *noDeviceError) Is(target error) bool { return target == ErrNoDevice }
 
 func (ch *cmChannel) close() {
 	ch.fd.close()
@@ -296,7 +320,7 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 	}
 	ch, err := newCMChannel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("goverbs: listen on %s: %w", ap, err)
 	}
 	l := &Listener{ch: ch}
 	fail := func(err error) (*Listener, error) {
@@ -605,7 +629,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	}
 	ch, err := newCMChannel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("goverbs: dial %s: %w", ap, err)
 	}
 	c := &Conn{ch: ch}
 	wrap := func(step string, err error) (*Conn, error) {

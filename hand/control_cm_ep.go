@@ -137,9 +137,9 @@ func (r *epResources) busy(label string) error {
 // cmDeviceFor returns librdmacm's context of the device that has the IP
 // address a: the one an rdma_cm id bound to a uses.
 func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
-	ch, err := rdmacm.CreateEventChannel()
+	ch, err := createEventChannel()
 	if err != nil {
-		return nil, verbErr("rdma_create_event_channel", err)
+		return nil, err
 	}
 	defer rdmacm.DestroyEventChannel(ch)
 	id, err := createID(ch)
@@ -323,6 +323,12 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	case cfg.PD != nil:
 		raw = cfg.PD.ctx.raw
 	default:
+		// Without RDMA, say so rather than ask for a PD that cannot be made.
+		ch, err := createEventChannel()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		rdmacm.DestroyEventChannel(ch)
 		return nil, &AttrError{Op: "ListenEP", Field: "PD", Reason: "required on a wildcard address (" + ap.String() + "): the device is not known before a request comes; make it from hand.CMContext"}
 	}
 	res, err := newEPResources(raw, cfg, 8, "ListenEP")

@@ -13,8 +13,9 @@ import (
 	"github.com/goverbs/goverbs/verberr"
 )
 
-// ErrNoDevice is wrapped by Open and Devices when no RDMA device (or none of
-// the requested name) exists.
+// ErrNoDevice is wrapped by Open, Devices and CMContext when no RDMA device
+// (or none of the requested name) exists, and by Listen, Dial, ListenEP and
+// DialEP on a host without RDMA; the error says what to do.
 var ErrNoDevice = errors.New("goverbs: no RDMA device")
 
 // DeviceInfo describes a device ibv_get_device_list found.

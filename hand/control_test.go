@@ -539,6 +539,41 @@ func TestCMContextWithoutDevice(t *testing.T) {
 	t.Log(err)
 }
 
+// Listen, Dial and their EP forms without RDMA match ErrNoDevice and give
+// CMContext's hint, naming what they were doing, not a bare errno; a
+// wildcard ListenEP says so too rather than ask for a PD.
+func TestListenDialWithoutDevice(t *testing.T) {
+	if _, err := os.Stat("/sys/class/infiniband"); err == nil {
+		t.Skip("this host has RDMA devices: the soft-RoCE tests (make rxe-test) cover Listen and Dial")
+	}
+	if err := rdmacm.Load(); err != nil {
+		t.Skipf("librdmacm is not installed here (%v): install librdmacm1", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name, says string
+		do         func() error
+	}{
+		{"Listen", "goverbs: listen on 127.0.0.1:7471: ", func() error { _, err := Listen(ctx, "127.0.0.1:7471"); return err }},
+		{"Dial", "goverbs: dial 127.0.0.1:7471: ", func() error { _, err := Dial(ctx, "127.0.0.1:7471", ConnConfig{}); return err }},
+		{"ListenEP", "goverbs: listen on 127.0.0.1:7471 (rdma_create_ep path): ", func() error { _, err := ListenEP(ctx, "127.0.0.1:7471", ConnConfig{}); return err }},
+		{"ListenEP wildcard", "goverbs: listen on 0.0.0.0:7471 (rdma_create_ep path): ", func() error { _, err := ListenEP(ctx, ":7471", ConnConfig{}); return err }},
+		{"DialEP", "goverbs: dial 127.0.0.1:7471 (rdma_create_ep path): finding the device: ", func() error {
+			_, err := DialEP(ctx, "127.0.0.1:7471", ConnConfig{})
+			return err
+		}},
+	} {
+		err := c.do()
+		require.ErrorIs(t, err, ErrNoDevice, c.name)
+		require.ErrorIs(t, err, verberr.ErrNoRDMA, c.name)
+		require.ErrorIs(t, err, syscall.ENODEV, c.name)
+		require.Equal(t, c.says+"no RDMA device: rdma_create_event_channel: no such device "+
+			"(librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up; load ib_uverbs and a driver)", err.Error(), c.name)
+		t.Logf("%s: %v", c.name, err)
+	}
+}
+
 // A thread wait whose ctx cannot end takes the short way (no p.mu, the
 // wait's generation left as it was) once a kicked thread wait has set the
 // fd up, and whatever undoes that sends the next one the long way, which

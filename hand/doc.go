@@ -1,46 +1,57 @@
-// Package hand is goverbs' idiomatic layer over the generated packages, in
-// two parts:
+// Package hand is goverbs' idiomatic layer over the generated packages
+// (generated/verbs, generated/rdmacm): RDMA objects with lifetimes, errors
+// that name the verb, and a data path that never allocates.
 //
-//   - The data path, which never allocates: RecvChain and SendChain post
-//     chains of work requests with one cgo call (PostRecv, PostSRQRecv,
-//     PostSend, and rdma_cm's PostRecvv, PostSendv, PostReadv, PostWritev),
-//     Poller and ExPoller reap completions with one (Poll), or busy-poll
-//     up to n times with one (PollSpin), or wait for one, parked on the
-//     netpoller (Poller.Wait; CQ.Wait then RequestNotify then Poll) or
-//     blocked in the channel's read on the goroutine's thread
-//     (Poller.WaitThread, CQ.WaitThread; Poller.WaitThreadAtLeast for a
-//     batch), which allocates nothing when its context cannot end
-//     (context.Background).
-//     Files data_*.go, with their C side in hand.c.
-//   - The control path: Open, Context, PD, MR, CQ and CompChannel, QP, SRQ,
-//     AH, MW, async events, and rdma_cm's Listen, Dial, ListenEP, DialEP and
-//     Conn. Files control_*.go. Every object is closed with Close, refuses
-//     to close under live children (*BusyError), and returns ErrClosed when
-//     used after Close. It calls rdma-core only through the generated stubs
-//     (generated/verbs, generated/rdmacm), whose errors it turns into a
-//     *VerbError naming the verb and its step.
+// # Getting started
 //
-// The data path takes hand's own objects (PostRecv(qp *QP), NewPoller(cq
-// *CQ, n)), which cost one read lock of the object per call (about 12 ns
-// here) and make a post after Close return ErrClosed. Each has a Raw form
-// (PostRecvRaw(*verbs.QP), NewPollerRaw(*verbs.CQ, n)) for QPs, SRQs and CQs
-// made through the generated layer, or for a loop that wants the last
-// nanoseconds and keeps the object alive itself.
+// Open a device, allocate a PD, register memory, make a CQ and a QP, and
+// connect the QP: with rdma_cm (Listen and Dial, which make the QP and its
+// CQ for you, see Connection setup) or through a side channel of your own
+// (QP.Connect with the peer's Endpoint). examples/echo in the module is a
+// complete rdma_cm client and server; ExampleQP_Connect is RC over a TCP
+// side channel.
 //
-// Everything the data path hands to C lives in C memory, allocated once when
-// a RecvChain, SendChain, Poller or ExPoller is made and reused until Free:
-// the work requests (prelinked through next), their scatter lists, the
-// bad_wr slot, inline-data staging and completion arrays. Go fills them
-// through the generated layouts (verbs.RecvWR, verbs.SendWR, verbs.SGE,
-// verbs.WC), so no Go pointer ever crosses into C. The posts and polls call
-// hand.c's own entry points, which take every pointer as a uintptr_t and
-// call the static inlines of verbs.h (ibv_post_recv, ibv_post_srq_recv,
-// ibv_post_send, ibv_poll_cq): through a typed pointer cgo would check each
-// argument for Go pointers at run time, as much again as the crossing. The
-// loops that would take one crossing per step (rdma_post_*v over a chain,
-// extended-CQ polling) run in C likewise and return once.
+//	dev, err := hand.Open("") // the first device, or hand.Open("mlx5_0")
+//	...
+//	defer dev.Close()
+//	pd, err := dev.AllocPD()
+//	mr, err := pd.Alloc(1<<20, hand.AccessLocalWrite|hand.AccessRemoteWrite)
+//	cq, err := dev.NewCQ(64, hand.CQOptions{})
+//	qp, err := pd.NewQP(hand.QPConfig{Type: hand.RC, SendCQ: cq, Caps: hand.QPCaps{MaxSendWR: 16, MaxRecvWR: 16}})
 //
-// Filling and posting a chain:
+// Every object (Context, PD, MR, CQ, CompChannel, QP, SRQ, AH, MW, Conn,
+// Listener) is closed with Close, refuses to close under live children
+// (*BusyError), and returns ErrClosed when used after Close. The objects
+// are safe for concurrent use; chains and pollers are not.
+//
+// # Memory
+//
+// Memory a work request points at must be registered memory outside the Go
+// heap: the garbage collector may move or free Go memory, and an address in
+// a uint64 is invisible to every check. PD.Alloc maps and registers such
+// memory (MR.Bytes is its slice, MR.SGE an entry of it); PD.Register
+// registers memory you allocated outside the heap. Registration pins pages
+// against RLIMIT_MEMLOCK (MemlockLimit, RaiseMemlockLimit).
+//
+// A peer's memory is a RemoteBuffer (address, length, rkey): MR.Remote
+// makes one to advertise, in rping's 16-byte wire format (MarshalBinary);
+// the peer decodes it (UnmarshalBinary refuses a wrong length or a buffer
+// that wraps the address space), takes parts of it with Slice, which
+// returns an error when a part is out of bounds, and posts RDMA writes and
+// reads to it (SendWRs.SetWriteTo, SetWriteImmTo, SetReadFrom), which never
+// move more bytes than the buffer holds. A peer's QP address is an Endpoint
+// (QPN, PSN, GID), checked the same way when decoded.
+//
+// # Posting
+//
+// RecvChain and SendChain post chains of work requests with one cgo call
+// (PostRecv, PostSRQRecv, PostSend, and rdma_cm's PostRecvv, PostSendv,
+// PostReadv, PostWritev). Everything they hand to C lives in C memory,
+// allocated once when the chain is made and reused until Free: the work
+// requests (prelinked through next), their scatter lists, the bad_wr slot
+// and inline-data staging. Go fills them through the generated layouts
+// (verbs.RecvWR, verbs.SendWR, verbs.SGE), so no Go pointer ever crosses
+// into C.
 //
 //	c, err := hand.NewRecvChain(64, 1) // once
 //	...
@@ -53,38 +64,92 @@
 //		...
 //	}
 //
-// A peer's memory is a RemoteBuffer (address, length, rkey): MR.Remote
-// makes one to advertise, in rping's 16-byte wire format (MarshalBinary),
-// the peer decodes it (UnmarshalBinary refuses a wrong length or a buffer
-// that wraps the address space), takes parts of it with Slice, which
-// returns an error when a part is out of bounds, and posts RDMA writes and
-// reads to it (SendWRs.SetWriteTo, SetWriteImmTo, SetReadFrom), which never
-// move more bytes than the buffer holds.
-//
 // A partial post is never silent: the post methods return a *PostError
-// naming the failing WR's index in the chain and its errno; the WRs before it
-// are posted, it and the rest stay in the chain, ready to post again.
+// naming the failing WR's index in the chain and its errno; the WRs before
+// it are posted, it and the rest stay in the chain, ready to post again.
+// AH pointers stored into a chain must come from C (AH.Raw,
+// ibv_create_ah), never from Go memory; GOEXPERIMENT=cgocheck2 catches that
+// mistake. For UD, UDRecvSGE, SplitUD and GRHSource handle the 40-byte GRH
+// in front of each received payload.
 //
-// Memory a WR points at (sge.addr) must be registered memory outside the Go
-// heap: the garbage collector may move or free Go memory, and an address in a
-// uint64 is invisible to every check. MR.SGE gives entries of hand's own
-// registered memory (PD.Alloc). AH pointers stored into a chain must come
-// from C (AH.Raw, ibv_create_ah), never from Go memory; GOEXPERIMENT=cgocheck2
-// catches that mistake.
+// # Completions
 //
-// Chains and pollers are not safe for concurrent use; the control-path
-// objects are.
+// Poller and ExPoller (extended CQs) reap completions into a C array with
+// one cgo call: Poll, or PollSpin(n), which polls up to n times in that
+// call and returns at the first poll that finds completions. The WCs they
+// return are a view into C memory, valid until the next Poll or Wait. To
+// wait instead of polling:
 //
-// A wait that parks costs the Go runtime more than C's blocking read: an
-// EAGAIN read before parking, two epoll_pwait, the scheduler's run of the
-// goroutine, and, after the process sat idle, a wake of the runtime's
-// sysmon thread, which then naps before it sleeps again. A wait on the
-// thread (WaitThread) costs the read alone, as C's does, and holds the thread
-// while it waits; Poller.WaitThread also polls and re-arms in the same cgo
-// call, one crossing a wake, and Poller.WaitThreadAtLeast one crossing for
-// as many completions as it is told to wait for. Where a wait comes once a message, wait on
-// the thread or busy-poll (PollSpin); to park there anyway, start the
-// program with GODEBUG=schedtrace=2147483647, which keeps sysmon from that
-// sleep (README.md, "An RC program with hand/"; goverbs-perf -e -wait
-// netpoll does it).
+//   - Poller.Wait (or CQ.Wait, then RequestNotify, then Poll) parks the
+//     goroutine on the netpoller and holds no OS thread: the way for many
+//     waiters.
+//   - Poller.WaitThread and CQ.WaitThread block the goroutine's thread in
+//     the completion channel's read, as perftest's -e does: the way for a
+//     few data-path goroutines. Poller.WaitThread polls, waits, reads and
+//     acknowledges the event and re-arms the CQ in one cgo call;
+//     Poller.WaitThreadAtLeast returns only once it holds a given number
+//     of completions. With context.Background they allocate nothing.
+//
+// # Errors
+//
+// A failed verb returns a *VerbError naming the verb and its step
+// ("ibv_modify_qp(RTR): invalid argument"); errors.Is matches its errno
+// (syscall.EINVAL). A bad argument is an *AttrError naming the field, a
+// failed completion a StatusError, a post that stopped part-way a
+// *PostError. ErrNotSupported matches a verb the device or the installed
+// rdma-core lacks (naming the first release that has it); without
+// rdma-core installed, Open returns an error matching libload.ErrNoLibrary.
+//
+// # Connection setup
+//
+// rdma_cm: Listen and Dial (rdma_create_id's path), ListenEP and DialEP
+// (rdma_create_ep's), each giving a *Conn with its QP, CQs and PD made from
+// a ConnConfig; the server accepts a ConnRequest. ConnConfig.BeforeConnect
+// runs once the QP exists and before the peer can send: post the first
+// receives there. Conn.Disconnect and WaitDisconnect end a connection. Without rdma_cm, QP.Connect moves an RC
+// or UC QP from RESET through INIT and RTR to RTS in one call, given the
+// peer's Endpoint and ConnectAttr; Context.RoCEv2IPv4GID finds the GID
+// index RoCE v2 traffic over IPv4 must use.
+//
+// # Raw forms
+//
+// Every object has a Raw method returning the generated layer's pointer
+// (*verbs.QP, *rdmacm.CMID), for verbs hand does not wrap; crecord.As
+// hands it to a package generated from other headers. The data path takes
+// hand's own objects (PostRecv(qp *QP), NewPoller(cq *CQ, n)), which cost
+// one read lock of the object per call (about 12 ns) and make a post after
+// Close return ErrClosed. Each has a Raw form (PostRecvRaw(*verbs.QP),
+// NewPollerRaw(*verbs.CQ, n)) for QPs, SRQs and CQs made through the
+// generated layer, or for a loop that wants the last nanoseconds and keeps
+// the object alive itself.
+//
+// # Performance
+//
+// The posts and polls call hand.c's own entry points, which take every
+// pointer as a uintptr_t and call the static inlines of verbs.h
+// (ibv_post_recv, ibv_post_srq_recv, ibv_post_send, ibv_poll_cq): through a
+// typed pointer cgo would check each argument for Go pointers at run time,
+// as much again as the crossing. The loops that would take one crossing
+// per step (rdma_post_*v over a chain, extended-CQ polling) run in C
+// likewise and return once. The data path is in data_*.go and hand.c; the
+// control path in control_*.go calls rdma-core through the generated stubs,
+// except the completion channel's thread waits (control_cq.go,
+// control_pollfd.go), whose C loop calls ibv_get_cq_event and
+// ibv_ack_cq_events through the addresses verbs.Address gives, and the
+// kick that ends such a wait (control_kick.go), whose C makes a CQ and a
+// QP of its own on the channel's device by calling rdma-core by name
+// through the generated loader.
+//
+// A loop that busy-polls should use PollSpin with n in the tens, and call
+// runtime.Gosched every few milliseconds: a goroutine preempted inside a
+// cgo call costs the loop context switches. A wait that parks costs the Go
+// runtime more than C's blocking read: an EAGAIN read before parking, two
+// epoll_pwait, the scheduler's run of the goroutine, and, after the process
+// sat idle, a wake of the runtime's sysmon thread, which then naps before
+// it sleeps again. A wait on the thread (WaitThread) costs the read alone,
+// as C's does. Where a wait comes once a message, wait on the thread or
+// busy-poll; to park there anyway, start the program with
+// GODEBUG=schedtrace=2147483647, which keeps sysmon from that sleep
+// (goverbs-perf -e -wait netpoll does it). docs/performance.md in the
+// module has the measurements behind this advice.
 package hand

@@ -40,21 +40,20 @@ func ExampleMR_Remote() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	conn, err := req.Accept(ctx, hand.ConnConfig{PD: pd, PrivateData: adv})
+	// A write with immediate data consumes a receive, and completes it: it
+	// is posted before the accept, so the peer's write finds it.
+	recv, _ := hand.NewRecvChain(1, 1)
+	defer recv.Free()
+	conn, err := req.Accept(ctx, hand.ConnConfig{PD: pd, PrivateData: adv, BeforeConnect: func(c *hand.Conn) error {
+		recv.Reserve(1).Set(0, 1, mr.SGE(0, 0))
+		return recv.PostRecv(c.QP())
+	}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-
-	// A write with immediate data consumes a receive, and completes it.
-	recv, _ := hand.NewRecvChain(1, 1)
-	defer recv.Free()
 	poller, _ := hand.NewPoller(conn.RecvCQ(), 1)
 	defer poller.Free()
-	recv.Reserve(1).Set(0, 1, mr.SGE(0, 0))
-	if err := recv.PostRecv(conn.QP()); err != nil {
-		log.Fatal(err)
-	}
 	wcs, err := poller.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)

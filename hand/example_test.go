@@ -109,7 +109,8 @@ func ExampleQP_Connect() {
 }
 
 // An rdma_cm server: accept connections, reading the client's private
-// data, and receive one message on each.
+// data, and receive one message on each, posting the receive before the
+// accept so that the client's first send finds it.
 func ExampleListen() {
 	ctx := context.Background()
 	l, err := hand.Listen(ctx, "192.0.2.1:7471")
@@ -117,34 +118,34 @@ func ExampleListen() {
 		log.Fatal(err)
 	}
 	defer l.Close()
+	recv, _ := hand.NewRecvChain(1, 1) // for the accepts, one at a time
+	defer recv.Free()
 	for {
 		req, err := l.Accept(ctx)
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("request from %s: %q\n", req.RemoteAddr(), req.PrivateData())
-		conn, err := req.Accept(ctx, hand.ConnConfig{PrivateData: []byte("welcome")})
+		var mr *hand.MR
+		conn, err := req.Accept(ctx, hand.ConnConfig{PrivateData: []byte("welcome"), BeforeConnect: func(c *hand.Conn) (err error) {
+			if mr, err = c.PD().Alloc(4096, hand.AccessLocalWrite); err != nil {
+				return err
+			}
+			recv.Reserve(1).Set(0, 1, mr.SGE(0, 4096))
+			if err = recv.PostRecvv(c); err != nil { // rdma_post_recvv
+				mr.Close()
+			}
+			return err
+		}})
 		if err != nil {
 			log.Print(err)
 			continue
 		}
 		go func() {
 			defer conn.Close()
-			mr, err := conn.PD().Alloc(4096, hand.AccessLocalWrite)
-			if err != nil {
-				log.Print(err)
-				return
-			}
 			defer mr.Close()
-			recv, _ := hand.NewRecvChain(1, 1)
-			defer recv.Free()
 			poller, _ := hand.NewPoller(conn.RecvCQ(), 1)
 			defer poller.Free()
-			recv.Reserve(1).Set(0, 1, mr.SGE(0, 4096))
-			if err := recv.PostRecvv(conn); err != nil { // rdma_post_recvv
-				log.Print(err)
-				return
-			}
 			wcs, err := poller.Wait(ctx) // rdma_get_recv_comp, without a thread
 			if err != nil {
 				log.Print(err)

@@ -2,60 +2,58 @@ package hand_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestREADMEProgram type-checks and vets README's "An RC program with hand/"
-// as a user would paste it into a main function, so that the README cannot
-// drift from hand's API unnoticed (hand/example_test.go is the checked,
-// complete version; README's is shortened and compiled nowhere else).
+// TestREADMEProgram checks that README's "A first program" is
+// examples/echo/main.go byte for byte, so that the program a user copies
+// from the README is the one that builds, vets and runs on soft-RoCE with
+// examples/echo's tests (make rxe-test).
 func TestREADMEProgram(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(readme)
-	i := strings.Index(text, "\n## An RC program with hand/\n")
-	if i < 0 {
-		t.Fatal(`README.md has no section "## An RC program with hand/"`)
-	}
-	text = text[i:]
-	start := strings.Index(text, "\n```go\n")
-	end := strings.Index(text[start+1:], "\n```\n")
-	if start < 0 || end < 0 {
-		t.Fatal(`README.md: no Go block in "An RC program with hand/"`)
-	}
-	body := text[start+len("\n```go\n") : start+1+end]
-	// The imports the program needs; each is referenced once more so that
-	// one the snippet stops using does not fail the build.
-	src := `package main
-
-import (
-	"context"
-	"fmt"
-	"io"
-	"log"
-	"net"
-	"time"
-
-	"github.com/goverbs/goverbs/hand"
-)
-
-var _, _, _, _, _, _ = context.Background, fmt.Println, io.ReadFull, log.Fatal, net.Dial, time.Second
-var _ = hand.Open
-
-func main() {
-` + body + "\n}\n"
-	file := filepath.Join(t.TempDir(), "main.go")
-	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+	program, err := os.ReadFile(filepath.Join("..", "examples", "echo", "main.go"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Run from this module, so that the file's imports resolve to it.
-	out, err := exec.Command("go", "vet", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("README's RC program does not vet as a main function: %v\n%s", err, out)
+	const section = "\n## A first program\n"
+	text := string(readme)
+	i := strings.Index(text, section)
+	if i < 0 {
+		t.Fatalf("README.md has no section %q", strings.TrimSpace(section))
+	}
+	text = text[i+len(section):]
+	if j := strings.Index(text, "\n## "); j >= 0 {
+		text = text[:j+1] // the section alone
+	}
+	const open, end = "```go\n", "\n```\n"
+	start := strings.Index(text, open)
+	if start < 0 {
+		t.Fatal(`README.md: no Go block in "A first program"`)
+	}
+	body := text[start+len(open):]
+	stop := strings.Index(body, end)
+	if stop < 0 {
+		t.Fatal(`README.md: the Go block of "A first program" is not closed`)
+	}
+	block := body[:stop+1] // with its last newline, as a file ends
+	if block != string(program) {
+		a, b := strings.Split(block, "\n"), strings.Split(string(program), "\n")
+		n := 0
+		for n < len(a) && n < len(b) && a[n] == b[n] {
+			n++
+		}
+		line := func(l []string) string {
+			if n < len(l) {
+				return l[n]
+			}
+			return "(end)"
+		}
+		t.Fatalf("README's \"A first program\" differs from examples/echo/main.go at line %d of the program:\nREADME:         %q\nexamples/echo:  %q\n(the README shows the program verbatim: copy examples/echo/main.go into it)",
+			n+1, line(a), line(b))
 	}
 }

@@ -3,11 +3,12 @@
 // typed constants for every enum and integer macro, cgo stubs for every
 // function, and a layout test package that checks them against gcc.
 //
-// goverbs' own packages come from the //go:generate line of generated/doc.go
-// (make generate), from the vendored headers, for two architectures:
+// goverbs' own packages come from the vendored headers, for two
+// architectures, by this //go:generate line of generated/doc.go (make
+// generate), run in generated/:
 //
-//	verbsgen -headers ../headers/vendored/include -cgo-include -since-pinned \
-//		-targets linux/amd64,linux/arm64 -out . -layout ../tests/layout
+//	go run ../cmd/verbsgen -headers ../headers/vendored/include -cgo-include \
+//		-targets linux/amd64,linux/arm64 -since-pinned -out . -layout ../tests/layout
 //
 // A module of a user's own (go get -tool github.com/goverbs/goverbs/cmd/verbsgen)
 // with its header set in include/ and its conventions file beside it

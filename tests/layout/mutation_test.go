@@ -1,7 +1,7 @@
 package layout
 
 // These tests use the standard library only: users run this package from
-// their own module (README: go test github.com/goverbs/goverbs/tests/layout),
+// their own module (docs/design.md, "The layout proof": go test github.com/goverbs/goverbs/tests/layout),
 // whose go.sum has no entry for a module only this package's tests import.
 
 import (

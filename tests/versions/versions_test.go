@@ -194,7 +194,7 @@ func TestVerify(t *testing.T) {
 }
 
 // TestVerifyOwnPackages runs `verbsgen verify` on packages a user generated
-// into their own module, as README's "Your own rdma-core headers" has them
+// into their own module, as docs/own-headers.md has them
 // do, with only -import to say where: their generated/ holds the package
 // directories and no Go file of its own, which verify once failed to find
 // ("finding example.com/user/generated (give -dir): exit status 1").
@@ -213,7 +213,7 @@ func TestVerifyOwnPackages(t *testing.T) {
 	require.Contains(t, out, ": 0 differences")
 }
 
-// TestLayoutFromUserModule runs the layout check README tells users to keep
+// TestLayoutFromUserModule runs the layout check docs/design.md tells users to keep
 // in their CI, `go test github.com/goverbs/goverbs/tests/layout`, from a
 // module whose go.sum has none of this repository's dependencies (a user's
 // has only what the goverbs packages they import need) and which the go
