@@ -224,6 +224,12 @@ func TestMcastGoGo(t *testing.T) {
 	defer cancel()
 	const a, b = "239.1.2.6", "239.1.2.7"
 	rm, rr := newMcast(t, ctx)
+	for _, bad := range []string{localAddr(), "ff0e::1"} {
+		_, err := rm.Join(ctx, bad, hand.JoinOptions{})
+		var ae *hand.AttrError
+		require.ErrorAs(t, err, &ae, "join %s", bad)
+		require.Equal(t, "group", ae.Field)
+	}
 	for _, grp := range []string{a, b} {
 		g, err := rm.Join(ctx, grp, hand.JoinOptions{})
 		require.NoError(t, err)
