@@ -24,8 +24,11 @@ type Multicast struct {
 	udQP
 	local netip.Addr
 
-	// mu makes joins and leaves one at a time: their events come on the
-	// id's one channel, and a join takes the next join event as its own.
+	// joinMu makes joins one at a time: their events come on the id's one
+	// channel, and a join takes the next join event as its own.
+	joinMu sync.Mutex
+	// mu guards groups and McastGroup.left; it is never held across a
+	// wait, so Close's check and Groups do not wait for a join.
 	mu     sync.Mutex
 	groups map[netip.Addr]*McastGroup
 }
@@ -130,9 +133,12 @@ func (m *Multicast) Join(ctx context.Context, group string, o JoinOptions) (*Mca
 	if a.Is4() != m.local.Is4() {
 		return nil, &AttrError{Op: "Multicast.Join", Field: "group", Reason: fmt.Sprintf("%s is not of the local address %s's family", a, m.local)}
 	}
+	m.joinMu.Lock()
+	defer m.joinMu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.groups[a]; ok {
+	_, joined := m.groups[a]
+	m.mu.Unlock()
+	if joined {
 		return nil, &AttrError{Op: "Multicast.Join", Field: "group", Reason: a.String() + " is joined already"}
 	}
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
@@ -172,7 +178,9 @@ func (m *Multicast) Join(ctx context.Context, group string, o JoinOptions) (*Mca
 			return nil, fmt.Errorf("goverbs: join %s: %w", a, err)
 		}
 		g.qpn, g.qkey = ev.ud.QPNum, ev.ud.Qkey
+		m.mu.Lock()
 		m.groups[a] = g
+		m.mu.Unlock()
 		return g, nil
 	}
 }
