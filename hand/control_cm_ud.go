@@ -59,7 +59,9 @@ type UDConfig struct {
 	// BeforeConnect, when set, runs once the QP exists and before the
 	// request or the answer goes out: post receives there, for a peer may
 	// send as soon as it has the answer, and a datagram that finds no
-	// receive is dropped. An error from it ends the dial or the accept.
+	// receive is dropped. An error from it ends the dial or the accept;
+	// what it made on the endpoint's own PD must then be closed by it, or
+	// that PD cannot be.
 	// NewMulticast refuses it: receives can be posted before Join.
 	BeforeConnect func(*UDConn) error
 	// StepTimeout bounds address and route resolution (DialUD) and the
