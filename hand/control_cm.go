@@ -186,6 +186,7 @@ type cmEvent struct {
 	id       *rdmacm.CMID // the request's new id, for a CONNECT_REQUEST
 	data     []byte
 	listenID *rdmacm.CMID
+	ud       rdmacm.UDParam // RDMA_PS_UDP: the peer's or group's address, QPN and Q_Key; PrivateData nil
 }
 
 // cmChannel is an rdma_cm event channel on the netpoller.
@@ -264,8 +265,12 @@ func (ch *cmChannel) nextUnless(ctx context.Context, stop func() bool) (ev cmEve
 		}
 		ev = cmEvent{typ: raw.Event, status: raw.Status, id: raw.ID, listenID: raw.ListenID}
 		if p := raw.Param.Conn(); p.PrivateData != nil && p.PrivateDataLen > 0 &&
-			(raw.ID.Ps == rdmacm.PsTCP || raw.ID.Ps == rdmacm.PsIB) {
+			(raw.ID.Ps == rdmacm.PsTCP || raw.ID.Ps == rdmacm.PsIB || raw.ID.Ps == rdmacm.PsUDP && raw.Event != rdmacm.CMEventMulticastJoin) {
 			ev.data = append([]byte(nil), unsafe.Slice((*byte)(p.PrivateData), p.PrivateDataLen)...)
+		}
+		if raw.ID.Ps == rdmacm.PsUDP {
+			ev.ud = raw.Param.UD
+			ev.ud.PrivateData = nil
 		}
 		rdmacm.ACKCMEvent(raw)
 		ok = true
