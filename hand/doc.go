@@ -106,7 +106,12 @@
 // (rdma_create_ep's), each giving a *Conn with its QP, CQs and PD made from
 // a ConnConfig; the server accepts a ConnRequest. ConnConfig.BeforeConnect
 // runs once the QP exists and before the peer can send: post the first
-// receives there. Conn.Disconnect and WaitDisconnect end a connection. Without rdma_cm, QP.Connect moves an RC
+// receives there. Conn.Disconnect and WaitDisconnect end a connection.
+// Datagrams go over rdma_cm's UDP port space: DialUD and ListenUD give a
+// *UDConn, a UD QP with the peer's AH, QPN and Q_Key (UDConfig, with its
+// own BeforeConnect); NewMulticast joins groups (Multicast.Join, full or
+// send-only) and gives each McastGroup's AH, QPN and Q_Key. Without
+// rdma_cm, QP.Connect moves an RC
 // or UC QP from RESET through INIT and RTR to RTS in one call, given the
 // peer's Endpoint and ConnectAttr; Context.RoCEv2IPv4GID finds the GID
 // index RoCE v2 traffic over IPv4 must use.
