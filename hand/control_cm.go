@@ -89,6 +89,7 @@ type ConnConfig struct {
 
 	// PrivateData goes to the peer with the request (at most 56 bytes) or
 	// the accept (at most 196 bytes). The transport pads it with zeros.
+	// ListenEP's goes with every accept but EPRequest.AcceptWithData's.
 	PrivateData []byte
 	// RDMA reads and atomics the peer may have outstanding at this side
 	// (ResponderResources) and this side at the peer (InitiatorDepth);
@@ -459,8 +460,11 @@ func (r *ConnRequest) Reject(data []byte) error {
 	return err
 }
 
-// Accept creates the QP cfg describes, accepts the request with
-// cfg.PrivateData and waits until the connection is established.
+// Accept creates the QP cfg describes, runs cfg.BeforeConnect (post the
+// first receives there), accepts the request with cfg.PrivateData and
+// waits until the connection is established. cfg is per request: its
+// PrivateData may carry what this connection alone is to learn, such as
+// the rkey of a buffer registered for it on a PD from r.Context() (cfg.PD).
 // With ctx ended already, it rejects the request instead, accepting
 // nothing. A cfg it cannot carry (*AttrError: caps, depths, retry counts,
 // private data) is refused before anything is made, and the request stays
@@ -617,8 +621,9 @@ type Conn struct {
 
 // Dial connects to an rdma_cm listener at addr ("192.0.2.1:7471"):
 // resolves the address and the route, creates the QP cfg describes on the
-// device the route goes through, sends the request with cfg.PrivateData
-// and waits until the connection is established. Every step honours ctx.
+// device the route goes through, runs cfg.BeforeConnect (post the first
+// receives there), sends the request with cfg.PrivateData and waits until
+// the connection is established. Every step honours ctx.
 // A listener that rejects, or no listener at all, gives a *CMEventError
 // matching syscall.ECONNREFUSED.
 func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {

@@ -173,10 +173,10 @@ func sourceFor(dst netip.AddrPort) (netip.Addr, error) {
 
 // DialEP connects to an rdma_cm listener at addr ("192.0.2.1:7471") the
 // rdma_create_ep way: rdma_getaddrinfo, rdma_create_ep (id, address and
-// route resolution and the QP in one call), then rdma_connect with
-// cfg.PrivateData, waiting until the connection is established. The Conn
-// is the same as Dial's: its QP, PD and CQs work with the fast paths, and
-// its Close undoes everything.
+// route resolution and the QP in one call), cfg.BeforeConnect, then
+// rdma_connect with cfg.PrivateData, waiting until the connection is
+// established. The Conn is the same as Dial's: its QP, PD and CQs work
+// with the fast paths, and its Close undoes everything.
 //
 // The device is the one that has the source address the kernel's routing
 // picks for addr; cfg's PD and CQs, if given, must be from its CMContext.
@@ -408,7 +408,8 @@ func (l *EPListener) Accept(ctx context.Context) (*Conn, error) {
 
 // EPRequest is a connection request an EPListener received, with its QP
 // made (rdma_get_request) but not yet accepted: post its first receives on
-// Conn, then Accept or Reject it. Until then the client waits.
+// Conn (or in the listener's ConnConfig.BeforeConnect), then Accept,
+// AcceptWithData or Reject it. Until then the client waits.
 type EPRequest struct {
 	l    *EPListener
 	c    *Conn

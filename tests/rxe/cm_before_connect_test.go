@@ -58,6 +58,12 @@ var bcPaths = []bcPath{
 			if err != nil {
 				return nil, err
 			}
+			// Too much data is refused before anything is sent, and the
+			// request stays pending.
+			var attrErr *hand.AttrError
+			if _, err := req.AcceptWithData(ctx, make([]byte, 197)); !errors.As(err, &attrErr) || attrErr.Field != "data" {
+				return nil, fmt.Errorf("AcceptWithData with 197 bytes: %v, want an *AttrError for data", err)
+			}
 			return req.AcceptWithData(ctx, bcData(req.Conn().RemoteAddr()))
 		}
 	}},
