@@ -123,10 +123,10 @@ fuzz: headers
 	GO=$(GO) tests/fuzz.sh ./gen FuzzEmit $(FUZZTIME)
 	GO=$(GO) tests/fuzz.sh ./hand FuzzEndpoint $(FUZZTIME_WIRE)
 	GO=$(GO) tests/fuzz.sh ./hand FuzzRemoteBuffer $(FUZZTIME_WIRE)
-	GO=$(GO) tests/fuzz.sh ./cmd/goverbs-rping/rping FuzzAdvert $(FUZZTIME_WIRE)
-	GO=$(GO) tests/fuzz.sh ./cmd/goverbs-perf/perf FuzzPeer $(FUZZTIME_WIRE)
-	GO=$(GO) tests/fuzz.sh ./pingaddr FuzzParse $(FUZZTIME_WIRE)
-	GO=$(GO) tests/fuzz.sh ./pingaddr FuzzReadSRQ $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./internal/rping FuzzAdvert $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./internal/perf FuzzPeer $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./internal/pingaddr FuzzParse $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./internal/pingaddr FuzzReadSRQ $(FUZZTIME_WIRE)
 
 # The releases whose rdma-core make test runs tests/rxe against besides the
 # host's (make test RXE_MATRIX_RELEASES='...' picks others): the oldest

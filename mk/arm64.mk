@@ -23,9 +23,9 @@ ARM64_TESTS ?= ./tests/layout/
 # Not hand/internal/benchratio: the gate's tool runs go test on the host.
 # The generated packages' tests load libibverbs and librdmacm (their helpers,
 # the no-RDMA errors), so they run on the guest root too.
-ARM64_ROOT_TESTS ?= ./generated/... ./hand/ ./hand/internal/cbench ./libload ./verberr ./pingaddr ./internal/getopt \
-	./cmd/goverbs-devinfo/devinfo ./cmd/goverbs-perf/perf/... ./cmd/goverbs-pingpong/pingpong \
-	./cmd/goverbs-rping/rping ./tests/internal/testkit
+ARM64_ROOT_TESTS ?= ./generated/... ./hand/ ./hand/internal/cbench ./libload ./verberr ./internal/pingaddr ./internal/getopt \
+	./internal/devinfo ./internal/perf/... ./internal/pingpong \
+	./internal/rping ./tests/internal/testkit
 ARM64_ROOT ?= bookworm-arm64
 # TestGuideSnippets runs docs/generated.md's program with go run, which
 # builds for GOARCH=arm64 and cannot exec that under user emulation; the
@@ -41,7 +41,7 @@ test-arm64:
 	$(ARM64_ENV) $(GO) build ./...
 	$(ARM64_ENV) $(GO) vet ./...
 	$(ARM64_ENV) $(GO) test -count=1 -exec '$(ARM64_QEMU) -L $(ARM64_SYSROOT)' $(ARM64_TESTS)
-	@set -e; root=$$($(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root $(ARM64_ROOT)); \
+	@set -e; root=$$($(GO) run ./internal/cmd/rxevm $(RXEVM_FLAGS) -setup-root $(ARM64_ROOT)); \
 	echo "test-arm64: tests that load libibverbs, on $(ARM64_ROOT)'s arm64 libraries ($$root)"; \
 	$(ARM64_ENV) $(GO) test -count=1 -exec "$(ARM64_QEMU) -L $$root" -skip '$(ARM64_SKIP)' $(ARM64_ROOT_TESTS)
 	@echo "test-arm64: linux/arm64 builds, vets and passes its layout, hand/ and loader tests"

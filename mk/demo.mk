@@ -2,7 +2,7 @@
 # Included by the top-level Makefile; works alone too: make -f mk/demo.mk demo
 #
 #   demo   build goverbs-devinfo, goverbs-pingpong and goverbs-rping, boot
-#          the soft-RoCE VM (cmd/rxevm: rxe0 on veth0, 192.0.2.1) once and,
+#          the soft-RoCE VM (internal/cmd/rxevm: rxe0 on veth0, 192.0.2.1) once and,
 #          inside it, show the device, then run a Go ping-pong server and
 #          client (RC send/receive, ibv_rc_pingpong's protocol) and a Go
 #          rping server and client (rdma_cm, RDMA read and write), each pair
@@ -51,9 +51,9 @@ demo:
 	@set -e; \
 	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-demo.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	echo "demo: building cmd/rxevm and the Go tools"; \
-	for c in rxevm goverbs-devinfo goverbs-pingpong goverbs-rping; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+	echo "demo: building internal/cmd/rxevm and the Go tools"; \
+	for c in internal/cmd/rxevm cmd/goverbs-devinfo cmd/goverbs-pingpong cmd/goverbs-rping; do \
+		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
 	done; \
 	printf '%s\n' "$$DEMO_SCRIPT" > "$$dir/demo.sh"; \
 	echo "demo: booting the soft-RoCE VM (10-25 s under TCG)"; \
@@ -63,8 +63,8 @@ demo:
 # $$dir; perf_tools does it in a new directory (goverbs-NAME.*), removed
 # when the recipe ends.
 define build_perf_tools
-for c in rxevm goverbs-perf goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+for c in internal/cmd/rxevm cmd/goverbs-perf internal/cmd/goverbs-perfcompare; do \
+		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
 	done
 endef
 
@@ -83,7 +83,7 @@ endef
 # per row the min/median/max of each tool, the ratio of the medians,
 # send_lat's tails, each tool's context switches a message, and one
 # `perf <mode> <size> <c median msg/s> <go median msg/s> <go/c>` line
-# (cmd/goverbs-perfcompare); a goverbs-perf loop that allocates fails it.
+# (internal/cmd/goverbs-perfcompare); a goverbs-perf loop that allocates fails it.
 #
 # The VM runs on one vCPU under qemu's -icount shift=0,sleep=off, where
 # guest time is instructions executed (1 ns each), so host load does not
@@ -169,7 +169,7 @@ perf-compare-realtime:
 # interrupts, on CLOCK_MONOTONIC), the client writing each round trip's
 # start and length (-lat-dump); goverbs-perfcompare -tails then names, for
 # every round trip over 3 times the median, the likeliest cause within it
-# (cmd/goverbs-perfcompare/tails) and prints how often each kind of event
+# (internal/cmd/goverbs-perfcompare/tails) and prints how often each kind of event
 # happened. Needs perf (linux-perf, installed when missing). About 20 s a
 # run under TCG, most of it perf's start, which goverbs-perfcompare waits
 # for (perf's control FIFO). PERF_TAILS_FLAGS go to goverbs-perfcompare
@@ -193,7 +193,7 @@ perf-tails:
 # perf-insns: counts the guest instructions per message of perftest and
 # goverbs-perf (both sides and the kernel) in PERF_INSNS_MODES at
 # PERF_INSNS_SIZES: qemu runs the VM with the insncount plugin
-# (cmd/goverbs-perfcompare/insncount, built here with gcc), goverbs-perfcompare
+# (internal/cmd/goverbs-perfcompare/insncount, built here with gcc), goverbs-perfcompare
 # -insns runs each tool at the iterations and at four times them between the
 # plugin's markers (perftest's bandwidth tools with -N, so that the peak
 # search of their report, quadratic in the iterations, is not counted as a
@@ -212,12 +212,12 @@ PERF_INSNS_DIR ?= $(DEMO_TMPDIR)/goverbs-perf-insns
 perf-insns:
 	@set -e; \
 	dir=$(PERF_INSNS_DIR); rm -rf "$$dir"; mkdir -p "$$dir/insns"; \
-	for c in rxevm goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
+	for c in internal/cmd/rxevm internal/cmd/goverbs-perfcompare; do \
+		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
 	done; \
 	$(GO) build -buildmode=pie -o "$$dir/goverbs-perf" ./cmd/goverbs-perf; \
 	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -o "$$dir/insncount.so" \
-		cmd/goverbs-perfcompare/insncount/insncount.c; \
+		internal/cmd/goverbs-perfcompare/insncount/insncount.c; \
 	echo "perf-insns: booting the soft-RoCE VM with qemu's insncount plugin; $(PERF_INSNS_MODES) at $(PERF_INSNS_SIZES) B"; \
 	cd "$$dir" && ./rxevm $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -plugin "$$dir/insncount.so,out=$$dir/insns/snaps.txt" -timeout 45m -- \
 		./goverbs-perfcompare -perf ./goverbs-perf -insns insns -modes $(PERF_INSNS_MODES) -sizes $(PERF_INSNS_SIZES) $(PERF_INSNS_FLAGS); \
@@ -268,7 +268,7 @@ bench-guest:
 	@set -e; \
 	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-bench-guest.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
+	$(GO) build -o "$$dir/rxevm" ./internal/cmd/rxevm; \
 	$(GO) test -c -o "$$dir/hand.test" ./hand; \
 	echo "bench-guest: booting the soft-RoCE VM; hand's benchmarks $(BENCH_GUEST_PATTERN) inside it"; \
 	cd hand && "$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 20m -- \

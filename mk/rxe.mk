@@ -1,5 +1,5 @@
 # mk/rxe.mk: the soft-RoCE integration tests, run in a throwaway VM by
-# cmd/rxevm (Debian's kernel under qemu with rdma_rxe; no RDMA hardware or
+# internal/cmd/rxevm (Debian's kernel under qemu with rdma_rxe; no RDMA hardware or
 # host kernel support needed). Included by the top-level Makefile; works
 # alone too: make -f mk/rxe.mk rxe-test
 #
@@ -93,7 +93,7 @@ RXE_MATRIX_TMPDIR ?= $(CURDIR)/.cache
 .PHONY: rxe-setup rxe-test rxe-pair-test rxe-pair-test-arm64 rxe-roots rxe-matrix nordma-build
 
 rxe-setup:
-	$(GO) run ./cmd/rxevm -setup-only $(RXEVM_FLAGS)
+	$(GO) run ./internal/cmd/rxevm -setup-only $(RXEVM_FLAGS)
 
 # Each test binary runs in its package's directory, as go test would run it.
 # The binaries and the script that runs them are in a temporary directory
@@ -102,7 +102,7 @@ rxe-test:
 	@set -e; \
 	dir=$$(mktemp -d "$(RXE_TMPDIR)/goverbs-rxe.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
+	$(GO) build -o "$$dir/rxevm" ./internal/cmd/rxevm; \
 	$(GO) list -f '{{.ImportPath}} {{.Dir}}' $(RXE_TEST_PKGS) > "$$dir/pkgs"; \
 	echo 'st=0' > "$$dir/run.sh"; \
 	n=0; \
@@ -164,7 +164,7 @@ rxe-pair-test:
 	fi; \
 	dir=$$(mktemp -d "$$tmp/goverbs-pair.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	$(GO) build -o "$$dir/rxevm" ./cmd/rxevm; \
+	$(GO) build -o "$$dir/rxevm" ./internal/cmd/rxevm; \
 	if [ -n '$(RXE_PAIR_ROOT)' ]; then \
 		root=$$("$$dir/rxevm" $(RXEVM_FLAGS) -setup-root '$(RXE_PAIR_ROOT)'); rootflag="-root $$root"; \
 		echo "rxe-pair-test: on root $(RXE_PAIR_ROOT) ($$root)"; \
@@ -207,7 +207,7 @@ rxe-pair-test-arm64:
 	@$(MAKE) --no-print-directory rxe-pair-test RXE_PAIR_ROOT=$(RXE_PAIR_ARM64_ROOT)
 
 rxe-roots:
-	@set -e; for r in $(RXE_ROOTS); do $(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root "$$r" > /dev/null; done
+	@set -e; for r in $(RXE_ROOTS); do $(GO) run ./internal/cmd/rxevm $(RXEVM_FLAGS) -setup-root "$$r" > /dev/null; done
 
 rxe-matrix:
 	@GO='$(GO)' ARM64_CC='$(ARM64_CC)' RXE_MATRIX_RELEASES='$(RXE_MATRIX_RELEASES)' RXE_MATRIX_PKGS='$(RXE_MATRIX_PKGS)' \
@@ -217,7 +217,7 @@ rxe-matrix:
 # The root must really lack rdma-core, or the check proves nothing.
 nordma-build:
 	@set -e; \
-	root=$$($(GO) run ./cmd/rxevm $(RXEVM_FLAGS) -setup-root nordma); \
+	root=$$($(GO) run ./internal/cmd/rxevm $(RXEVM_FLAGS) -setup-root nordma); \
 	if [ -e "$$root/usr/include/infiniband" ] || ls "$$root"/usr/lib/*/libibverbs* > /dev/null 2>&1; then \
 		echo "nordma-build: $$root has rdma-core in it: remove it and its stamp to have it built again" >&2; exit 1; \
 	fi; \

@@ -49,7 +49,7 @@ read -ra rxevm_flags <<<"${RXEVM_FLAGS:-}"
 
 dir=$(mktemp -d "$tmpdir/rxe-matrix.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-"$GO" build -o "$dir/rxevm" ./cmd/rxevm
+"$GO" build -o "$dir/rxevm" ./internal/cmd/rxevm
 "$GO" list -f '{{.ImportPath}} {{.Dir}}' $pkgs >"$dir/pkgs"
 
 # build KEY ROOT: the test binaries, built on the host (ROOT empty) or in

@@ -11,7 +11,7 @@ package main
 import (
 	"os"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-devinfo/devinfo"
+	"github.com/goverbs/goverbs/internal/devinfo"
 )
 
 func main() {

@@ -12,7 +12,7 @@ package main
 import (
 	"os"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf"
+	"github.com/goverbs/goverbs/internal/perf"
 )
 
 func main() {

@@ -14,7 +14,7 @@ package main
 import (
 	"os"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-pingpong/pingpong"
+	"github.com/goverbs/goverbs/internal/pingpong"
 )
 
 func main() {

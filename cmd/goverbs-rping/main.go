@@ -12,7 +12,7 @@ package main
 import (
 	"os"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
+	"github.com/goverbs/goverbs/internal/rping"
 )
 
 func main() {

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 func TestEcho(t *testing.T) {
 	if os.Getenv("GOVERBS_IN_VM") != "1" {
 		t.Skip("needs a verbs device: GOVERBS_IN_VM=1 is not set, so this is not the soft-RoCE VM; " +
-			"run `make rxe-test`, which boots one (cmd/rxevm) and runs this package inside")
+			"run `make rxe-test`, which boots one (internal/cmd/rxevm) and runs this package inside")
 	}
 	addr, device := os.Getenv("RXE_ADDR"), os.Getenv("RXE_DEVICE")
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", device)); addr == "" || err != nil {

@@ -37,10 +37,10 @@ func TestMarshalIsCFormat(t *testing.T) {
 }
 
 // The bytes ibv_rc_pingpong 33.2, 44.0 and 65.0 sent (captured in the
-// soft-RoCE VM, pingaddr/testdata) parse to the addresses the tools
+// soft-RoCE VM, internal/pingaddr/testdata) parse to the addresses the tools
 // printed, and marshal back byte for byte.
 func TestCapturedMessages(t *testing.T) {
-	dirs, _ := filepath.Glob("../../pingaddr/testdata/rdma-core-*")
+	dirs, _ := filepath.Glob("../../internal/pingaddr/testdata/rdma-core-*")
 	if len(dirs) < 3 {
 		t.Fatalf("found %d capture directories (%q), want 33.2, 44.0 and 65.0", len(dirs), dirs)
 	}

@@ -23,7 +23,7 @@ import (
 // skipMessage is what these tests skip with outside the VM, the same words
 // as tests/rxe's.
 const skipMessage = "needs a verbs device: GOVERBS_IN_VM=1 is not set, so this is not the soft-RoCE VM; " +
-	"run `make rxe-test`, which boots one (cmd/rxevm) and runs this package inside"
+	"run `make rxe-test`, which boots one (internal/cmd/rxevm) and runs this package inside"
 
 // rxe is the VM's soft-RoCE device: its name, the GID index of its RoCE v2
 // IPv4 GID, and its address.
@@ -44,7 +44,7 @@ func requireDevice(t *testing.T) rxe {
 	var err error
 	r.gidIndex, err = strconv.Atoi(os.Getenv("RXE_GID_INDEX"))
 	if r.device == "" || r.addr == "" || err != nil {
-		t.Fatalf("GOVERBS_IN_VM=1 but RXE_DEVICE=%q RXE_GID_INDEX=%q RXE_ADDR=%q: run under cmd/rxevm, which sets them",
+		t.Fatalf("GOVERBS_IN_VM=1 but RXE_DEVICE=%q RXE_GID_INDEX=%q RXE_ADDR=%q: run under internal/cmd/rxevm, which sets them",
 			r.device, os.Getenv("RXE_GID_INDEX"), r.addr)
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", r.device)); err != nil {

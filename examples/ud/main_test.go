@@ -16,11 +16,11 @@ import (
 func TestUDEcho(t *testing.T) {
 	if os.Getenv("GOVERBS_IN_VM") != "1" {
 		t.Skip("needs a verbs device: GOVERBS_IN_VM=1 is not set, so this is not the soft-RoCE VM; " +
-			"run `make rxe-test`, which boots one (cmd/rxevm) and runs this package inside")
+			"run `make rxe-test`, which boots one (internal/cmd/rxevm) and runs this package inside")
 	}
 	addr := os.Getenv("RXE_ADDR")
 	if addr == "" {
-		t.Fatal("GOVERBS_IN_VM=1 but RXE_ADDR is empty: run under cmd/rxevm, which sets it")
+		t.Fatal("GOVERBS_IN_VM=1 but RXE_ADDR is empty: run under internal/cmd/rxevm, which sets it")
 	}
 	pr, pw := io.Pipe()
 	var serverErr strings.Builder

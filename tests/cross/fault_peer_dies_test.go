@@ -51,7 +51,7 @@ func TestFaultPeerDies(t *testing.T) {
 	}
 	killMarker := os.Getenv("RXEVM_KILL_PEER")
 	if killMarker == "" {
-		t.Fatalf("RXEVM_KILL_PEER is not set: run under cmd/rxevm -hosts 2, which kills the peer on that line")
+		t.Fatalf("RXEVM_KILL_PEER is not set: run under internal/cmd/rxevm -hosts 2, which kills the peer on that line")
 	}
 	src := connMR(t, c, dieChunk)
 	Fill(src.Bytes(), seedOf(Client, testFaultPeerDies, 0))

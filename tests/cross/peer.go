@@ -1,5 +1,5 @@
 // Package cross holds the integration tests that need two hosts: two
-// soft-RoCE VMs that `make rxe-pair-test` boots (cmd/rxevm with two hosts),
+// soft-RoCE VMs that `make rxe-pair-test` boots (internal/cmd/rxevm with two hosts),
 // each with its own kernel and its own rxe device on a virtio NIC, linked
 // by a qemu UDP socket. The same test binary runs on both hosts at the same
 // time, one process per host; the environment tells each process its role
@@ -21,7 +21,7 @@
 //
 // This file is the package's only non-test code: the host environment and
 // the control channel, for every test here, fault tests included. The
-// package does not boot or kill VMs (cmd/rxevm does) and does not set up
+// package does not boot or kill VMs (internal/cmd/rxevm does) and does not set up
 // RDMA resources (each test does, with package hand).
 package cross
 
@@ -52,7 +52,7 @@ const (
 	Client Role = "client" // host b: dials
 )
 
-// Host is this host's environment, as cmd/rxevm sets it in two-host mode.
+// Host is this host's environment, as internal/cmd/rxevm sets it in two-host mode.
 type Host struct {
 	Name     string     // RXE_HOST: "a" or "b", for messages
 	Role     Role       // RXE_ROLE
@@ -85,7 +85,7 @@ func (h Host) ServerAddr() netip.Addr {
 
 // skipMessage is what a test outside a two-host VM pair skips with.
 const skipMessage = "needs a peer host with its own soft-RoCE device: GOVERBS_IN_VM=1 and RXE_PEER_ADDR are not both set, " +
-	"so this is not one of the two-host soft-RoCE VMs; run `make rxe-pair-test`, which boots two (cmd/rxevm) " +
+	"so this is not one of the two-host soft-RoCE VMs; run `make rxe-pair-test`, which boots two (internal/cmd/rxevm) " +
 	"and runs this package on both at once"
 
 // RequirePeer returns this host's environment. Outside a two-host VM pair
@@ -99,7 +99,7 @@ func RequirePeer(t testing.TB) Host {
 	}
 	h, err := hostFromEnv(os.Getenv)
 	if err != nil {
-		t.Fatalf("in a two-host soft-RoCE VM (RXE_PEER_ADDR is set), but %v: cmd/rxevm sets these in two-host mode", err)
+		t.Fatalf("in a two-host soft-RoCE VM (RXE_PEER_ADDR is set), but %v: internal/cmd/rxevm sets these in two-host mode", err)
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", h.Device)); err != nil {
 		t.Fatalf("host %s: device %s is missing (%v): see rxevm's guest setup output", h.Name, h.Device, err)

@@ -20,11 +20,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-pingpong/pingpong"
-	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/pingpong"
+	"github.com/goverbs/goverbs/internal/rping"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )

@@ -33,7 +33,7 @@ func ctlDevice(t *testing.T) (*hand.Context, int) {
 func ctlAddr(t *testing.T) netip.Addr {
 	t.Helper()
 	a, err := netip.ParseAddr(os.Getenv("RXE_ADDR"))
-	require.NoError(t, err, "RXE_ADDR=%q: run under cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
+	require.NoError(t, err, "RXE_ADDR=%q: run under internal/cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
 	return a
 }
 

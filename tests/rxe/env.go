@@ -1,6 +1,6 @@
 // Package rxe holds the integration tests that need a real verbs device.
 // They run inside the throwaway soft-RoCE VM that `make rxe-test` boots with
-// cmd/rxevm, which names the device in the environment (RXE_DEVICE,
+// internal/cmd/rxevm, which names the device in the environment (RXE_DEVICE,
 // RXE_GID_INDEX, RXE_ADDR, GOVERBS_IN_VM=1). Everywhere else they skip.
 //
 // Beside the tests, the package holds their setup: RequireDevice (env.go),
@@ -17,7 +17,7 @@ import (
 
 // skipMessage is what a test outside the VM skips with.
 const skipMessage = "needs a verbs device: GOVERBS_IN_VM=1 is not set, so this is not the soft-RoCE VM; " +
-	"run `make rxe-test`, which boots one (cmd/rxevm) and runs this package inside"
+	"run `make rxe-test`, which boots one (internal/cmd/rxevm) and runs this package inside"
 
 // RequireDevice returns the verbs device and the GID index (RoCE v2, IPv4)
 // the test should use. Outside the VM it skips the test with skipMessage;
@@ -30,7 +30,7 @@ func RequireDevice(t *testing.T) (device string, gidIndex int) {
 	device = os.Getenv("RXE_DEVICE")
 	gidIndex, err := strconv.Atoi(os.Getenv("RXE_GID_INDEX"))
 	if device == "" || err != nil {
-		t.Fatalf("GOVERBS_IN_VM=1 but RXE_DEVICE=%q RXE_GID_INDEX=%q: run under cmd/rxevm, which sets both",
+		t.Fatalf("GOVERBS_IN_VM=1 but RXE_DEVICE=%q RXE_GID_INDEX=%q: run under internal/cmd/rxevm, which sets both",
 			device, os.Getenv("RXE_GID_INDEX"))
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", device)); err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-devinfo/devinfo"
+	"github.com/goverbs/goverbs/internal/devinfo"
 )
 
 // kv is one "key: value" line of ibv_devinfo output.

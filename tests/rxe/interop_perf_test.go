@@ -12,8 +12,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf"
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
+	"github.com/goverbs/goverbs/internal/perf"
+	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
-	"github.com/goverbs/goverbs/pingaddr"
+	"github.com/goverbs/goverbs/internal/pingaddr"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 

@@ -98,7 +98,7 @@ func TestSoftRoCEDevice(t *testing.T) {
 	device, gidIndex := RequireDevice(t)
 	addr := os.Getenv("RXE_ADDR")
 	if addr == "" {
-		t.Fatal("RXE_ADDR is not set: run under cmd/rxevm, which sets it")
+		t.Fatal("RXE_ADDR is not set: run under internal/cmd/rxevm, which sets it")
 	}
 
 	p := parseDevinfo(run(t, "ibv_devinfo", "-d", device, "-v"))

@@ -18,7 +18,7 @@ func TestVerbsDevice(t *testing.T) {
 	e := openVerbs(t)
 	addr, err := netip.ParseAddr(os.Getenv("RXE_ADDR"))
 	if err != nil || !addr.Is4() {
-		t.Fatalf("RXE_ADDR=%q is not an IPv4 address: run under cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
+		t.Fatalf("RXE_ADDR=%q is not an IPv4 address: run under internal/cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
 	}
 
 	var n int32

@@ -25,7 +25,7 @@ func TestVerbsUD(t *testing.T) {
 	e := openVerbs(t)
 	addr, err := netip.ParseAddr(os.Getenv("RXE_ADDR"))
 	if err != nil || !addr.Is4() {
-		t.Fatalf("RXE_ADDR=%q is not an IPv4 address: run under cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
+		t.Fatalf("RXE_ADDR=%q is not an IPv4 address: run under internal/cmd/rxevm, which sets it", os.Getenv("RXE_ADDR"))
 	}
 	acq, bcq := e.cq(t, 16), e.cq(t, 16)
 	a := e.qp(t, vQPConfig{typ: verbs.QPTUD, send: acq, recv: acq, sendWR: 8, recvWR: 8})

@@ -44,11 +44,11 @@ func Device(t *testing.T) string {
 	t.Helper()
 	if os.Getenv("GOVERBS_IN_VM") != "1" {
 		t.Skip("needs a verbs device: GOVERBS_IN_VM=1 is not set, so this is not the soft-RoCE VM; " +
-			"run `make rxe-test`, which boots one (cmd/rxevm) and runs this package inside")
+			"run `make rxe-test`, which boots one (internal/cmd/rxevm) and runs this package inside")
 	}
 	dev, addr := os.Getenv("RXE_DEVICE"), os.Getenv("RXE_ADDR")
 	if dev == "" || addr == "" {
-		t.Fatalf("GOVERBS_IN_VM=1 but RXE_DEVICE=%q RXE_ADDR=%q: run under cmd/rxevm, which sets them", dev, addr)
+		t.Fatalf("GOVERBS_IN_VM=1 but RXE_DEVICE=%q RXE_ADDR=%q: run under internal/cmd/rxevm, which sets them", dev, addr)
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", dev)); err != nil {
 		t.Fatalf("in the soft-RoCE VM but device %s is missing (%v)", dev, err)

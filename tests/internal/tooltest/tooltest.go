@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-pingpong/pingpong"
-	"github.com/goverbs/goverbs/cmd/goverbs-rping/rping"
+	"github.com/goverbs/goverbs/internal/pingpong"
+	"github.com/goverbs/goverbs/internal/rping"
 )
 
 // Run is how one side of a tool run ended.

@@ -29,7 +29,7 @@ import (
 
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/internal/getopt"
-	"github.com/goverbs/goverbs/pingaddr"
+	"github.com/goverbs/goverbs/internal/pingaddr"
 )
 
 // Work request IDs, as the C tool numbers them; pending is a mask of them.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
+	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 )
 
 // fakeToolEnv makes the test binary a stand-in for goverbs-perf (TestMain):

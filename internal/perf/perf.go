@@ -82,9 +82,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/internal/getopt"
+	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 )
 
 // Mode is what is measured.

@@ -163,7 +163,7 @@ var initTemplate = template.Must(template.New("init").Funcs(template.FuncMap{
 	"q":    shellQuote,
 	"join": shellJoin,
 }).Parse(`#!/bin/busybox sh
-# PID 1 of a throwaway rxevm guest (rendered by cmd/rxevm).
+# PID 1 of a throwaway rxevm guest (rendered by internal/cmd/rxevm).
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc

@@ -51,8 +51,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
-	"github.com/goverbs/goverbs/cmd/goverbs-perfcompare/insns"
+	"github.com/goverbs/goverbs/internal/cmd/goverbs-perfcompare/insns"
+	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 )
 
 // result is a client's result row.
@@ -263,7 +263,7 @@ func main() {
 		os.Exit(2)
 	}
 	if o.device == "" || o.gid == "" || o.addr == "" {
-		fmt.Fprintln(os.Stderr, "goverbs-perfcompare: need -d, -x and -a (cmd/rxevm sets RXE_DEVICE, RXE_GID_INDEX, RXE_ADDR)")
+		fmt.Fprintln(os.Stderr, "goverbs-perfcompare: need -d, -x and -a (internal/cmd/rxevm sets RXE_DEVICE, RXE_GID_INDEX, RXE_ADDR)")
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perfcompare/tails"
+	"github.com/goverbs/goverbs/internal/cmd/goverbs-perfcompare/tails"
 )
 
 // tailEvents are what perf records for -tails: every context switch and

@@ -1,7 +1,7 @@
 // Command rxevm runs a command inside a throwaway VM that has a real verbs
 // device: Debian's kernel under qemu (TCG) with soft-RoCE (rdma_rxe).
 //
-//	go run ./cmd/rxevm [flags] -- CMD ARGS...
+//	go run ./internal/cmd/rxevm [flags] -- CMD ARGS...
 //
 // The guest sees the host's filesystem, or the -root directory, read-only (a
 // chroot over 9p, with tmpfs on /tmp and /run) and the current directory
@@ -34,7 +34,7 @@
 // directory's path inside DIR, and runs DIR's own ip and rdma (/bin/ip on
 // Debian 11). The roots the project tests against are built by
 //
-//	go run ./cmd/rxevm -setup-root NAME
+//	go run ./internal/cmd/rxevm -setup-root NAME
 //
 // once (mmdebstrap, from the Debian archive of the machine's apt sources)
 // into -cache/roots/NAME, whose path it prints; NAME is bullseye (rdma-core
@@ -54,7 +54,7 @@
 // own kernel and rxe0 on a virtio NIC (eth0), linked by qemu UDP sockets on
 // the host's loopback:
 //
-//	go run ./cmd/rxevm -hosts 2 [flags] -- CMD_A ARGS... [-- CMD_B ARGS...]
+//	go run ./internal/cmd/rxevm -hosts 2 [flags] -- CMD_A ARGS... [-- CMD_B ARGS...]
 //
 // runs CMD_A on host a and CMD_B (CMD_A again when not given) on host b at
 // the same time, both in the current directory, and streams both consoles,

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perfcompare/insns"
+	"github.com/goverbs/goverbs/internal/cmd/goverbs-perfcompare/insns"
 )
 
 // runInsns runs each tool of each row twice, at the row's iterations and at

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/pingaddr"
+	"github.com/goverbs/goverbs/internal/pingaddr"
 )
 
 func TestParseArgs(t *testing.T) {

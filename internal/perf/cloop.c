@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../../../headers/vendored/include/infiniband/verbs.h"
+#include "../../headers/vendored/include/infiniband/verbs.h"
 
 static int64_t now_ns(void)
 {

@@ -23,7 +23,7 @@ import (
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/internal/getopt"
-	"github.com/goverbs/goverbs/pingaddr"
+	"github.com/goverbs/goverbs/internal/pingaddr"
 )
 
 // Config is the command line.

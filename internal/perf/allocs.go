@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/goverbs/goverbs/cmd/goverbs-perf/perf/loopallocs"
+	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 )
 
 // allocCounter counts the heap allocations between two points of the
