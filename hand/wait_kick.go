@@ -1,7 +1,7 @@
 package hand
 
 /*
-#include "hand.h"
+#include "wait.h"
 */
 import "C"
 
@@ -32,7 +32,7 @@ type threadKicker interface {
 }
 
 // cqKick is what ends a completion channel's thread wait while it blocks
-// in the channel's read (hand.h, "The kick"): a CQ of goverbs' own on the
+// in the channel's read (wait.h, "The kick"): a CQ of goverbs' own on the
 // channel and an RC QP whose flushed receive raises that CQ's event. It
 // lets a thread wait block in the read as perftest's -e does, without
 // epoll_wait and an eventfd beside the channel, and still end at once for
