@@ -1,7 +1,6 @@
 /*
  * C side of hand's waits (wait_*.go): the thread waits' blocking steps, one
- * cgo crossing a wake, and the kick that ends them. Pointers come in as
- * uintptr_t, as in hand.h.
+ * cgo crossing a wake. Pointers come in as uintptr_t, as in hand.h.
  */
 #ifndef GOVERBS_WAIT_H
 #define GOVERBS_WAIT_H
@@ -10,7 +9,7 @@
 
 /*
  * The thread wait (pollFD.waitThreadHeld) where it cannot block in the
- * read itself (an fd without a kick: see "The kick" below, which a
+ * read itself (an fd without a kick: cqKick in wait_kick.go, which a
  * completion channel has unless its device refuses it): goverbs_waiter_open makes an
  * epoll instance, the waiter, watching fd and wake for input, or returns
  * -errno; goverbs_wait_fds blocks the calling thread in epoll_wait on it
@@ -62,8 +61,8 @@ enum {
  * goverbs_wait_cq_event is CompChannel.WaitThread's one cgo crossing a wake:
  * one event read with get (ibv_get_cq_event) and acknowledged with ack
  * (ibv_ack_cq_events). With waiter -1 the channel's fd is blocking and
- * the read is the wait, which an event of kick_cq, the channel's kick
- * (below), ends as GOVERBS_WOKEN. Otherwise it first calls
+ * the read is the wait, which an event of kick_cq, the channel's kick's
+ * CQ (cqKick), ends as GOVERBS_WOKEN. Otherwise it first calls
  * goverbs_wait_fds on waiter (which watches the channel's fd and a wake),
  * and reads, from the non-blocking fd, only when the fd alone is readable.
  * get and ack are the loaded library's functions (verbs.Address): this
@@ -90,42 +89,5 @@ int goverbs_wait_cq_event(uintptr_t get, uintptr_t ack, uintptr_t channel, int w
  */
 int goverbs_wait_poll_cq(uintptr_t get, uintptr_t ack, uintptr_t channel, int waiter, uintptr_t kick_cq,
 			 uintptr_t ev, uintptr_t cq, int n, uintptr_t wc, int armed, int min);
-
-/*
- * The kick: what ends a thread's blocking read of a completion channel
- * from another thread, so that a thread wait can block in the read, as
- * perftest's -e does, rather than in epoll_wait with an eventfd beside the
- * channel (about 1,000 kernel instructions a wake at send_bw 64 B). Only an
- * event ends that read: the Go runtime restarts it after a signal, and
- * closing the fd does not end a read in progress. So goverbs makes the
- * event: a CQ of its own on the channel, armed, and an RC QP of its own
- * with one receive posted. goverbs_kick_signal moves the QP to the error
- * state, which flushes the receive (the IB specification's rule for a QP
- * in error, on which the kernel's ib_drain_rq relies too); the flush's
- * completion raises the kick CQ's event, and a wait that reads it
- * (goverbs_wait_cq_event with kick_cq) returns GOVERBS_WOKEN.
- * goverbs_kick_rearm then makes the kick ready again: it reaps the flush,
- * resets the QP, brings it to INIT on port 1, posts the receive and arms
- * the CQ.
- *
- * goverbs_kick_open makes the kick on the channel's context with the
- * loaded library's functions in k (verbs.Address), and tries it once
- * before it arms it: a device whose QP does not flush within a second is
- * refused (ETIMEDOUT), so that a wait never blocks on a kick that cannot
- * come. It returns 0, or an errno with k->failed naming the call, having
- * destroyed what it made. The others return 0 or an errno and set
- * k->failed likewise. Callers serialize them.
- */
-struct goverbs_kick {
-	uintptr_t alloc_pd, dealloc_pd, create_cq, destroy_cq, create_qp, destroy_qp, modify_qp;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	const char *failed;
-};
-int goverbs_kick_open(struct goverbs_kick *k, uintptr_t context, uintptr_t channel);
-int goverbs_kick_signal(struct goverbs_kick *k);
-int goverbs_kick_rearm(struct goverbs_kick *k);
-void goverbs_kick_close(struct goverbs_kick *k);
 
 #endif
