@@ -176,7 +176,8 @@ var yield = runtime.Gosched
 // completion raised an event: the run hung). With Config.Wait thread that
 // whole loop is hand.Poller.WaitThread, one cgo call a wake, blocked in
 // the channel's read; with netpoll it is spelled out here, parked on the
-// netpoller (hand.CQ.Wait), since hand.Poller.Wait, which polls, arms and
+// netpoller (hand.CQ.Wait), and so with cq-thread, blocked in the read
+// (hand.CQ.WaitThread), since hand.Poller.Wait, which polls, arms and
 // polls again before it parks, kept the CPU from the server on one vCPU: its
 // receive queue ran dry (6 RNR NAKs a run, where perftest had none),
 // though the rate came out the same. A goroutine that waited is
@@ -200,11 +201,15 @@ func (e *engine) waitEvent() ([]hand.WC, error) {
 	// Background: a context that cannot end keeps the wait free of
 	// allocations; the loops end by their counts, or by the peer watch,
 	// which flushes the QP's WRs into the CQ.
-	if e.cfg.Wait != NetpollWait {
+	if e.cfg.Wait == ThreadWait {
 		return e.poller.WaitThreadAtLeast(context.Background(), e.waitMin)
 	}
 	if e.drained {
-		if err := e.cq.Wait(context.Background()); err != nil {
+		wait := e.cq.Wait
+		if e.cfg.Wait == CQThreadWait {
+			wait = e.cq.WaitThread
+		}
+		if err := wait(context.Background()); err != nil {
 			return nil, err
 		}
 		if err := e.cq.RequestNotify(false); err != nil {

@@ -55,10 +55,11 @@
 // (make perf-compare): by default in the channel's read on the goroutine's thread
 // (-wait thread, hand.Poller.WaitThread; the send_bw server's waits return
 // once they hold 16 receives, -wait-min N, hand.Poller.WaitThreadAtLeast),
-// or parked on the netpoller (-wait netpoll, hand.CQ.Wait). With -wait netpoll the process restarts itself
+// or parked on the netpoller (-wait netpoll, hand.CQ.Wait), or on the thread
+// with the netpoll loop's steps (-wait cq-thread, hand.CQ.WaitThread). With -wait netpoll the process restarts itself
 // first with the runtime's sysmon kept awake (sysmon.go; -sysmon-nap leaves
 // it the runtime's default). With -e it prints how it waited (" wait:
-// thread ..." or " wait: netpoll ...") and its sysmon (" sysmon: awake ..."
+// thread ...", " wait: cq-thread ..." or " wait: netpoll ...") and its sysmon (" sysmon: awake ..."
 // or " sysmon: sleeps ..."). -gomaxprocs N sets the Go runtime's Ps, and
 // the report says so (" runtime: GOMAXPROCS N"); -lock-thread locks the
 // loop's goroutine to its OS thread, and the report says so too
@@ -114,7 +115,7 @@ type Config struct {
 	Loop     Loop // the bandwidth loops' language: GoLoop, CLoop or CgoLoop
 	Spin     int  // polls per cgo call of the Go loops (hand.Poller.PollSpin)
 	Events   bool // wait for completions on a completion channel instead of busy-polling
-	Wait     Wait // with Events, how: ThreadWait or NetpollWait
+	Wait     Wait // with Events, how: ThreadWait, CQThreadWait or NetpollWait
 	// WaitMin is, with Events and ThreadWait, how many receives the
 	// send_bw server's waits return with, at least
 	// (hand.Poller.WaitThreadAtLeast; see serverWaitMin): 1 returns to Go
@@ -160,6 +161,11 @@ const (
 	// no thread held, five syscalls a wake and the scheduler's run of the
 	// goroutine.
 	NetpollWait Wait = "netpoll"
+	// CQThreadWait blocks the thread in the channel's read as ThreadWait
+	// does, with the loop of NetpollWait in Go: hand.CQ.WaitThread, then
+	// the arm and the poll, a cgo call each, after every event: what a
+	// program that polls and arms itself pays for a wait on the thread.
+	CQThreadWait Wait = "cq-thread"
 )
 
 // perftest's bounds on -s (1 to UINT_MAX/2) and -n (MIN_ITER, MAX_ITER).
@@ -218,7 +224,7 @@ func ParseArgs(args []string) (Config, error) {
 		fs.BoolVar(&cfg.Events, n, false, "after a poll that found nothing, wait for a completion event (-wait says how), then ibv_req_notify_cq, instead of busy-polling, as perftest's -e")
 	}
 	wait := string(ThreadWait)
-	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in the channel's read on the goroutine's thread (hand.Poller.WaitThread), or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
+	fs.StringVar(&wait, "wait", wait, "with -e: thread, blocked in the channel's read on the goroutine's thread (hand.Poller.WaitThread); cq-thread, blocked so too, in hand.CQ.WaitThread, then arming and polling from Go; or netpoll, parked on Go's netpoller (hand.CQ.Wait)")
 	fs.IntVar(&cfg.WaitMin, "wait-min", cfg.WaitMin, "with -e -wait thread: the send_bw server's waits return once they hold this many receives "+
 		"(hand.Poller.WaitThreadAtLeast), but its first, which starts its clock, and none for more than are left or than half of those posted; "+
 		"1 returns to Go at every wake, as perftest's loop does; 1 to "+strconv.Itoa(pollerSize))
@@ -256,8 +262,8 @@ func ParseArgs(args []string) (Config, error) {
 		return cfg, fmt.Errorf("-t %q: one of send_bw, write_bw, read_bw, send_lat", mode)
 	case !slices.Contains([]Loop{GoLoop, CLoop, CgoLoop}, cfg.Loop):
 		return cfg, fmt.Errorf("-loop %q: go, c or cgo", loop)
-	case cfg.Wait != ThreadWait && cfg.Wait != NetpollWait:
-		return cfg, fmt.Errorf("-wait %q: thread or netpoll", wait)
+	case cfg.Wait != ThreadWait && cfg.Wait != CQThreadWait && cfg.Wait != NetpollWait:
+		return cfg, fmt.Errorf("-wait %q: thread, cq-thread or netpoll", wait)
 	case cfg.Loop != GoLoop && cfg.Mode == SendLat:
 		return cfg, fmt.Errorf("-loop %s: the bandwidth modes only (send_bw, write_bw, read_bw)", cfg.Loop)
 	case cfg.Loop == CLoop && cfg.Events:
@@ -398,7 +404,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 			return err
 		}
 		closers = append(closers, cqOpts.Channel.Close)
-		if cfg.Wait == ThreadWait {
+		if cfg.Wait != NetpollWait {
 			// Its kick, made here rather than in the timed loop's
 			// first wait, which would count it as a round trip's.
 			if err := cqOpts.Channel.PrepareWaitThread(); err != nil {

@@ -62,6 +62,10 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || !cfg.Events || cfg.Wait != NetpollWait || !cfg.SysmonNap {
 		t.Errorf("-e -wait netpoll -sysmon-nap: %+v, %v", cfg, err)
 	}
+	cfg, err = ParseArgs([]string{"-e", "-wait", "cq-thread"})
+	if err != nil || !cfg.Events || cfg.Wait != CQThreadWait {
+		t.Errorf("-e -wait cq-thread: %+v, %v", cfg, err)
+	}
 	cfg, err = ParseArgs([]string{"-spin", "1"})
 	if err != nil || cfg.Spin != 1 {
 		t.Errorf("-spin 1: %+v, %v", cfg, err)
@@ -80,7 +84,7 @@ func TestParseArgs(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-t", "atomic_bw"}, {"a", "b"}, {"-s", "-1"}, {"-l", "0"}, {"-spin", "0"},
 		{"-loop", "rust"}, {"-t", "send_lat", "-loop", "c"}, {"-e", "-wait", "spin"},
-		{"-t", "send_bw", "-loop", "c", "-e"}, {"-t", "send_lat", "-loop", "cgo"}, {"-t", "send_bw", "-loop", "cgo", "-e", "-wait", "netpoll"}, {"-gomaxprocs", "-1"}, {"-wait-min", "0"}, {"-wait-min", "17"},
+		{"-t", "send_bw", "-loop", "c", "-e"}, {"-t", "send_lat", "-loop", "cgo"}, {"-t", "send_bw", "-loop", "cgo", "-e", "-wait", "netpoll"}, {"-t", "send_bw", "-loop", "cgo", "-e", "-wait", "cq-thread"}, {"-gomaxprocs", "-1"}, {"-wait-min", "0"}, {"-wait-min", "17"},
 		{"-n", "0"}, {"-s", "0"}, {"-t", "send_lat", "-n", "0"}, {"-t", "send_lat", "-s", "0"}, {"-n", "-5"}, {"-n", "4"},
 		{"-s", "2147483648"}, {"-s", "4294967296"}, {"-n", "4294967297"}} {
 		if _, err := ParseArgs(args); err == nil {

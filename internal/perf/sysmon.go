@@ -101,6 +101,10 @@ func reportWait(out io.Writer, cfg Config) {
 		fmt.Fprintln(out, " wait: thread, blocked on the thread (hand.Poller.WaitThread)")
 		return
 	}
+	if cfg.Wait == CQThreadWait {
+		fmt.Fprintln(out, " wait: cq-thread, blocked on the thread (hand.CQ.WaitThread), then arming and polling from Go")
+		return
+	}
 	fmt.Fprintln(out, " wait: netpoll, parked on the netpoller (hand.CQ.Wait)")
 }
 

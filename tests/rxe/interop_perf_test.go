@@ -39,7 +39,8 @@ func TestMain(m *testing.M) {
 // completion events (-e) both ways: blocked in the channel's read on the thread
 // (hand.Poller.WaitThread, the default), and parked on the netpoller
 // (-wait netpoll, hand.CQ.Wait) in a process restarted with the runtime's
-// sysmon kept awake, and blocked on the thread with the loop's goroutine
+// sysmon kept awake, blocked on the thread with the loop's arm and poll
+// in Go (-wait cq-thread, hand.CQ.WaitThread), and blocked on the thread with the loop's goroutine
 // locked to it (-lock-thread); each side must report how it waited, with
 // the netpoller only sysmon awake, and its thread locked only when asked
 // to. The client's result row must carry
@@ -62,7 +63,7 @@ func TestInteropPerfModes(t *testing.T) {
 		}{
 			{"defaults", "1", "100", "go", "", false}, {"lists", "4", "8", "go", "", false}, {"c_loop_lists", "4", "8", "c", "", false},
 			{"cgo_loop", "1", "100", "cgo", "", false}, {"cgo_loop_lists", "4", "8", "cgo", "", false}, {"cgo_loop_events", "1", "100", "cgo", "thread", false},
-			{"events", "1", "100", "go", "thread", false}, {"events_netpoll", "1", "100", "go", "netpoll", false},
+			{"events", "1", "100", "go", "thread", false}, {"events_netpoll", "1", "100", "go", "netpoll", false}, {"events_cq_thread", "1", "100", "go", "cq-thread", false},
 			{"events_locked", "1", "100", "go", "thread", true},
 		} {
 			if post.loop != "go" && mode == "send_lat" {

@@ -212,7 +212,7 @@ func main() {
 	flag.BoolVar(&o.events, "events", false, "both tools wait for completions on a completion channel (-e) instead of busy-polling: "+
 		"what lets client and server share one vCPU (make perf-compare)")
 	flag.StringVar(&o.wait, "wait", "", "goverbs-perf's -wait with -events: thread (its default: blocked in the channel's read, hand.Poller.WaitThread) "+
-		"or netpoll (parked on the netpoller, hand.CQ.Wait)")
+		"cq-thread (blocked so too, in hand.CQ.WaitThread, arming and polling from Go) or netpoll (parked on the netpoller, hand.CQ.Wait)")
 	flag.IntVar(&o.waitMin, "wait-min", 0, "goverbs-perf's -wait-min with -events -wait thread: the receives its send_bw server's waits return with, at least; 0 leaves its default (16), 1 returns at every wake as perftest's loop does")
 	flag.BoolVar(&o.lockThread, "lock-thread", false, "goverbs-perf's -lock-thread: its loop's goroutine locked to its OS thread")
 	flag.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "goverbs-perf's -gomaxprocs: the Go runtime's Ps; 0 leaves Go's default (1 on a one-vCPU VM, where 2 gives the runtime an idle P, as on a host with more CPUs)")

@@ -7,7 +7,7 @@ package hand
 #cgo noescape goverbs_wait_fds
 #cgo noescape goverbs_wait_cq_event
 #cgo noescape goverbs_wait_poll_cq
-#include "hand.h"
+#include "wait.h"
 */
 import "C"
 
