@@ -137,13 +137,10 @@
 // as much again as the crossing. The loops that would take one crossing
 // per step (rdma_post_*v over a chain, extended-CQ polling) run in C
 // likewise and return once. The data path is in data_*.go and hand.c; the
-// control path in control_*.go calls rdma-core through the generated stubs,
-// except the completion channel's thread waits (control_cq.go,
-// control_pollfd.go), whose C loop calls ibv_get_cq_event and
-// ibv_ack_cq_events through the addresses verbs.Address gives, and the
-// kick that ends such a wait (control_kick.go), whose C makes a CQ and a
-// QP of its own on the channel's device by calling rdma-core by name
-// through the generated loader.
+// waits in wait_*.go and wait.c; the control path in control_*.go calls
+// rdma-core through the generated stubs, except the thread waits' C loop
+// (wait.c), which calls ibv_get_cq_event and ibv_ack_cq_events through the
+// addresses verbs.Address gives, so that a wake costs one crossing.
 //
 // A loop that busy-polls should use PollSpin with n in the tens, and call
 // runtime.Gosched every few milliseconds: a goroutine preempted inside a
