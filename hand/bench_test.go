@@ -62,7 +62,7 @@ var (
 
 // benchSGE is the scatter entry of WR i, as cbench's C loops fill it.
 func benchSGE(i int) verbs.SGE {
-	return verbs.SGE{Addr: cbench.Addr + uint64(i)*cbench.Len, Length: cbench.Len, Lkey: cbench.LKey}
+	return verbs.SGE{Addr: cbench.Addr + uint64(i)*cbench.Len, Length: cbench.Len, LKey: cbench.LKey}
 }
 
 func BenchmarkCgoEmpty(b *testing.B) {

@@ -107,7 +107,7 @@ func (c *Context) convertEvent(raw *verbs.AsyncEvent) AsyncEvent {
 		ev.QP, _ = c.lookup(unsafe.Pointer(*raw.Element.QP())).(*QP)
 	case verbs.EventSRQErr, verbs.EventSRQLimitReached:
 		ev.SRQ, _ = c.lookup(unsafe.Pointer(*raw.Element.SRQ())).(*SRQ)
-	case verbs.EventPortActive, verbs.EventPortErr, verbs.EventLIDChange, verbs.EventPkeyChange,
+	case verbs.EventPortActive, verbs.EventPortErr, verbs.EventLIDChange, verbs.EventPKeyChange,
 		verbs.EventSMChange, verbs.EventClientReregister, verbs.EventGIDChange:
 		ev.Port = int(*raw.Element.PortNum())
 	}

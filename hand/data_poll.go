@@ -96,13 +96,13 @@ func (w *WC) Imm() (uint32, bool) {
 	return w.wc.ImmData.Native(), true
 }
 
-// InvalidatedRkey is the rkey a send with invalidate invalidated, and
+// InvalidatedRKey is the rkey a send with invalidate invalidated, and
 // whether there is one (IBV_WC_WITH_INV).
-func (w *WC) InvalidatedRkey() (uint32, bool) {
+func (w *WC) InvalidatedRKey() (uint32, bool) {
 	if w.Flags()&verbs.WCWithInv == 0 {
 		return 0, false
 	}
-	return *w.wc.InvalidatedRkey(), true
+	return *w.wc.InvalidatedRKey(), true
 }
 
 // SrcQP is the remote QP number of a UD receive; 0 if the completion failed.

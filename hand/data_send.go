@@ -165,21 +165,21 @@ func (v SendWRs) SetSendImm(i int, wrID uint64, flags verbs.SendFlags, imm uint3
 func (v SendWRs) SetWrite(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWrite, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
-	r.Rkey = rkey
+	r.RKey = rkey
 }
 
 // SetWriteImm makes WR i an RDMA write with immediate data (IBV_WR_RDMA_WRITE_WITH_IMM).
 func (v SendWRs) SetWriteImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWriteWithImm, flags, be32(imm), sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
-	r.Rkey = rkey
+	r.RKey = rkey
 }
 
 // SetRead makes WR i an RDMA read from remoteAddr under rkey into sge (IBV_WR_RDMA_READ).
 func (v SendWRs) SetRead(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMARead, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
-	r.Rkey = rkey
+	r.RKey = rkey
 }
 
 // SetWriteTo makes WR i an RDMA write of sge to the start of remote
@@ -196,7 +196,7 @@ func (v SendWRs) SetWriteTo(i int, wrID uint64, flags verbs.SendFlags, sge verbs
 	}
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWrite, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remote.addr
-	r.Rkey = remote.rkey
+	r.RKey = remote.rkey
 }
 
 // SetWriteImmTo is SetWriteTo with immediate data
@@ -207,7 +207,7 @@ func (v SendWRs) SetWriteImmTo(i int, wrID uint64, flags verbs.SendFlags, imm ui
 	}
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWriteWithImm, flags, be32(imm), sge).WR.RDMA()
 	r.RemoteAddr = remote.addr
-	r.Rkey = remote.rkey
+	r.RKey = remote.rkey
 }
 
 // SetReadFrom makes WR i an RDMA read from the start of remote into sge
@@ -220,7 +220,7 @@ func (v SendWRs) SetReadFrom(i int, wrID uint64, flags verbs.SendFlags, sge verb
 	}
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMARead, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remote.addr
-	r.Rkey = remote.rkey
+	r.RKey = remote.rkey
 }
 
 var errRemoteShort = errors.New("goverbs: SendWRs: the scatter entry is longer than the remote buffer (check lengths from a peer with RemoteBuffer.Slice)")
@@ -230,7 +230,7 @@ var errRemoteShort = errors.New("goverbs: SendWRs: the scatter entry is longer t
 func (v SendWRs) SetCompareSwap(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, compare, swap uint64) {
 	a := &fill(&v.wr[i], wrID, verbs.WROpAtomicCmpAndSwp, flags, 0, sge).WR.Atomic
 	a.RemoteAddr = remoteAddr
-	a.Rkey = rkey
+	a.RKey = rkey
 	a.CompareAdd = compare
 	a.Swap = swap
 }
@@ -240,7 +240,7 @@ func (v SendWRs) SetCompareSwap(i int, wrID uint64, flags verbs.SendFlags, sge v
 func (v SendWRs) SetFetchAdd(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, add uint64) {
 	a := &fill(&v.wr[i], wrID, verbs.WROpAtomicFetchAndAdd, flags, 0, sge).WR.Atomic
 	a.RemoteAddr = remoteAddr
-	a.Rkey = rkey
+	a.RKey = rkey
 	a.CompareAdd = add
 }
 
@@ -278,7 +278,7 @@ func (v SendWRs) SetUD(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE,
 	u := fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN
-	u.RemoteQkey = qkey
+	u.RemoteQKey = qkey
 }
 
 // SetUDImm is SetUD with immediate data (IBV_WR_SEND_WITH_IMM).
@@ -286,7 +286,7 @@ func (v SendWRs) SetUDImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32,
 	u := fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN
-	u.RemoteQkey = qkey
+	u.RemoteQKey = qkey
 }
 
 // SetSGL replaces the scatter/gather list of WR i, filled by a Set method,

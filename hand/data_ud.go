@@ -22,7 +22,7 @@ func UDRecvSGE(addr uint64, payload uint32, lkey uint32) verbs.SGE {
 	if payload > math.MaxUint32-uint32(GRHSize) {
 		panic(errUDPayload) // a value made once: UDRecvSGE stays inlined
 	}
-	return verbs.SGE{Addr: addr, Length: payload + uint32(GRHSize), Lkey: lkey}
+	return verbs.SGE{Addr: addr, Length: payload + uint32(GRHSize), LKey: lkey}
 }
 
 var errUDPayload = errors.New("goverbs: UDRecvSGE: the payload and the 40-byte GRH room do not fit an SGE's 32-bit length")

@@ -147,7 +147,7 @@ func TestImmGRHAndSrcQP(t *testing.T) {
 		_, _, err = hand.SplitUD(buf[:44], w)
 		require.ErrorIs(t, err, hand.ErrUDShort)
 	}
-	require.Equal(t, verbs.SGE{Addr: 5, Length: 140, Lkey: 6}, hand.UDRecvSGE(5, 100, 6))
+	require.Equal(t, verbs.SGE{Addr: 5, Length: 140, LKey: 6}, hand.UDRecvSGE(5, 100, 6))
 }
 
 // A UD datagram without a GRH still leaves the buffer's first 40 bytes to

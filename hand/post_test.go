@@ -98,7 +98,7 @@ func TestRecvChainWQEContents(t *testing.T) {
 	for k := 0; k < 3; k++ {
 		s := sge(k)
 		require.Equal(t, s.Length, binary.BigEndian.Uint32(wqe[16*k:]))
-		require.Equal(t, s.Lkey, binary.BigEndian.Uint32(wqe[16*k+4:]))
+		require.Equal(t, s.LKey, binary.BigEndian.Uint32(wqe[16*k+4:]))
 		require.Equal(t, s.Addr, binary.BigEndian.Uint64(wqe[16*k+8:]))
 	}
 	cs := drain(t, r, 2)

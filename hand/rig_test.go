@@ -78,5 +78,5 @@ func (r *rig) cmID(t testing.TB, withSRQ bool) *rdmacm.CMID {
 
 // sge is the scatter entry of WR i in tests: fake addresses, never dereferenced.
 func sge(i int) verbs.SGE {
-	return verbs.SGE{Addr: 0x10000 + uint64(i)*64, Length: 64, Lkey: 0x1234}
+	return verbs.SGE{Addr: 0x10000 + uint64(i)*64, Length: 64, LKey: 0x1234}
 }

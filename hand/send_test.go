@@ -484,7 +484,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 			require.Equal(t, uint64(n), w.WRID)
 			require.Equal(t, base+uint64(2*inlCap), w.SGList.Addr, "cap %d len %d: WR 2's staging", inlCap, n)
 			require.Equal(t, uint32(n), w.SGList.Length)
-			require.Zero(t, w.SGList.Lkey)
+			require.Zero(t, w.SGList.LKey)
 			all := staged(&verbs.SGE{Addr: base}, 4*inlCap)
 			want := bytes.Repeat([]byte{0xee}, 4*inlCap)
 			copy(want[2*inlCap:], data)

@@ -54,7 +54,7 @@ func TestVerbsUD(t *testing.T) {
 	rc := testkit.RecvChain(t, len(lens), 1)
 	rv := rc.Reserve(len(lens))
 	for i := range lens {
-		rv.Set(i, uint64(400+i), hand.UDRecvSGE(dst.addr(i*slot), uint32(mtu), dst.mr.Lkey))
+		rv.Set(i, uint64(400+i), hand.UDRecvSGE(dst.addr(i*slot), uint32(mtu), dst.mr.LKey))
 	}
 	if err := rc.PostRecvRaw(b); err != nil {
 		t.Fatalf("post UD receives: %v", err)
