@@ -177,7 +177,7 @@ type Poller struct {
 }
 
 // NewPoller makes a poller that reaps up to n completions from cq per Poll.
-// Poll returns ErrClosed once cq is closed. Free releases it.
+// Poll returns ErrClosed once cq is closed. Close releases it.
 func NewPoller(cq *CQ, n int) (*Poller, error) {
 	if cq == nil {
 		return nil, syscall.EINVAL
@@ -198,7 +198,7 @@ func NewPoller(cq *CQ, n int) (*Poller, error) {
 // Poll. cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
 // address, so that cgo does not check it for Go pointers at every call.
 // n must be 1 to math.MaxInt32 (C's int counts completions), else it
-// returns EINVAL. Free releases it.
+// returns EINVAL. Close releases it.
 func NewPollerRaw(cq *verbs.CQ, n int) (*Poller, error) {
 	size, ok := pollerBytes(n, unsafe.Sizeof(WC{}), 0)
 	if cq == nil || !ok {
@@ -221,17 +221,19 @@ func pollerBytes(n int, each, extra uintptr) (uintptr, bool) {
 	return uintptr(n)*each + extra, true
 }
 
-// Free releases the poller's C memory, and with it the last Poll's completions.
-func (p *Poller) Free() {
+// Close releases the poller's C memory, and with it the last Poll's
+// completions. Closing again does nothing; Close always returns nil.
+func (p *Poller) Close() error {
 	if p.mem != nil {
 		cfree(p.mem)
 	}
 	*p = Poller{}
+	return nil
 }
 
 // Poll reaps up to n completions with one ibv_poll_cq call. The returned
 // slice aliases the Poller's C-allocated buffer and is valid until the next
-// Poll or Free; it is empty when the CQ is. On failure it returns a
+// Poll or Close; it is empty when the CQ is. On failure it returns a
 // *PollError, owned by the poller. Poll does not allocate.
 func (p *Poller) Poll() ([]WC, error) {
 	return p.poll(0, 1)
@@ -258,7 +260,7 @@ func (p *Poller) PollSpin(polls int) ([]WC, error) {
 // up to polls ibv_poll_cq in one cgo call, and returns those it reaped.
 func (p *Poller) poll(from, polls int) ([]WC, error) {
 	if p.mem == nil {
-		return nil, ErrFree
+		return nil, ErrClosed
 	}
 	if p.owner != nil {
 		if err := p.owner.use(); err != nil {
@@ -383,7 +385,7 @@ func (p *Poller) waitThread(ctx context.Context, min int, op string) ([]WC, erro
 		return nil, err
 	}
 	if p.mem == nil {
-		return nil, ErrFree
+		return nil, ErrClosed
 	}
 	n, err := p.owner.ch.waitPoll(ctx, p, min)
 	if err != nil {
@@ -442,7 +444,7 @@ func NewExPoller(cq *CQ, n int) (*ExPoller, error) {
 // created with (ibv_create_cq_ex), since a provider may not implement the
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
 // error, vendor_err are always read. cq must be C memory, and n as for
-// NewPollerRaw. Free releases it.
+// NewPollerRaw. Close releases it.
 func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
 	// each completion's WC and timestamp, then the failure slot
 	size, ok := pollerBytes(n, unsafe.Sizeof(WC{})+8, 8)
@@ -465,16 +467,18 @@ func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPo
 	}, nil
 }
 
-// Free releases the poller's C memory, and with it the last Poll's completions.
-func (p *ExPoller) Free() {
+// Close releases the poller's C memory, and with it the last Poll's
+// completions. Closing again does nothing; Close always returns nil.
+func (p *ExPoller) Close() error {
 	if p.mem != nil {
 		cfree(p.mem)
 	}
 	*p = ExPoller{}
+	return nil
 }
 
 // Poll reaps up to n completions in one cgo call. The slice aliases the
-// ExPoller's C-allocated buffer and is valid until the next Poll or Free; it
+// ExPoller's C-allocated buffer and is valid until the next Poll or Close; it
 // is empty when the CQ is. Fields wcFlags did not select are zero (without
 // WCExWithImm, the IBV_WC_WITH_IMM and IBV_WC_WITH_INV flags are cleared
 // too, so that Imm answers false), and so is everything but WRID, Status,
@@ -505,7 +509,7 @@ func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
 
 func (p *ExPoller) poll(polls int) ([]WC, error) {
 	if p.mem == nil {
-		return nil, ErrFree
+		return nil, ErrClosed
 	}
 	if p.owner != nil {
 		if err := p.owner.use(); err != nil {

@@ -23,7 +23,6 @@ package hand
 import "C"
 
 import (
-	"errors"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -145,9 +144,6 @@ func errnoOf(rc int32) syscall.Errno {
 	}
 	return syscall.Errno(rc)
 }
-
-// ErrFree is returned by a chain or poller used after Free.
-var ErrFree = errors.New("goverbs: used after Free")
 
 // cmalloc returns n zeroed bytes of C memory.
 func cmalloc(n uintptr) (unsafe.Pointer, error) {

@@ -24,7 +24,7 @@ type RecvChain struct {
 }
 
 // NewRecvChain allocates a chain of up to capacity WRs (at most 2^24) of
-// up to maxSGE scatter entries each (at most 2^16), in C memory. Free
+// up to maxSGE scatter entries each (at most 2^16), in C memory. Close
 // releases it.
 func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 	if !chainSizeOK(capacity, maxSGE) {
@@ -52,11 +52,13 @@ func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 	return c, nil
 }
 
-// Free releases the chain's C memory. Neither the chain nor a view Reserve
-// returned may be used afterwards.
-func (c *RecvChain) Free() {
+// Close releases the chain's C memory. Neither the chain nor a view Reserve
+// returned may be used afterwards. Closing again does nothing; Close always
+// returns nil.
+func (c *RecvChain) Close() error {
 	c.free()
 	*c = RecvChain{}
+	return nil
 }
 
 // Reserve appends k WRs to the pending ones and returns them for filling:

@@ -57,7 +57,7 @@ const maxInlineCap = 1 << 20
 // NewSendChain allocates a chain of up to capacity WRs (at most 2^24) of
 // up to maxSGE scatter entries each (at most 2^16), with inlineCap bytes of
 // inline staging per WR (0 when SetInline is not used, at most 1 MiB), in
-// C memory. Free releases it.
+// C memory. Close releases it.
 func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 	if !chainSizeOK(capacity, maxSGE) || inlineCap < 0 || inlineCap > maxInlineCap {
 		return nil, syscall.EINVAL
@@ -93,11 +93,13 @@ func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 	return c, nil
 }
 
-// Free releases the chain's C memory. Neither the chain nor a view Reserve
-// returned may be used afterwards.
-func (c *SendChain) Free() {
+// Close releases the chain's C memory. Neither the chain nor a view Reserve
+// returned may be used afterwards. Closing again does nothing; Close always
+// returns nil.
+func (c *SendChain) Close() error {
 	c.free()
 	*c = SendChain{}
+	return nil
 }
 
 // Reserve appends k WRs to the pending ones and returns them for filling:

@@ -11,7 +11,8 @@ import (
 
 // ErrClosed is returned by every method of a control-path object (Context,
 // PD, MR, CQ, CompChannel, QP, SRQ, AH, MW, Listener, Conn) called after the
-// object's Close, and by a Wait or Accept that Close interrupted.
+// object's Close, by a Wait or Accept that Close interrupted, and by a
+// Poller's or ExPoller's Poll after the poller's Close.
 var ErrClosed = errors.New("goverbs: object is closed")
 
 // ErrNotSupported is what errors.Is matches for any failure meaning "this

@@ -158,7 +158,7 @@ func TestRemoteBufferSlice(t *testing.T) {
 func TestSendChainRemoteBuffer(t *testing.T) {
 	c, err := hand.NewSendChain(2, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	remote := newRemote(t, 0x7000, 64, 0x4321)
 	local := verbs.SGE{Addr: 0x10000, Length: 64, LKey: 3}
 	for _, tc := range []struct {

@@ -116,7 +116,7 @@ func TestSendChainOpcodes(t *testing.T) {
 			r := newRig(t, rigOpts{typ: tc.qpType})
 			c, err := hand.NewSendChain(64, 2, 16)
 			require.NoError(t, err)
-			defer c.Free()
+			defer c.Close()
 			for _, n := range []int{1, 8, 64} {
 				head := r.fqp.SendStats().Head
 				for i := 0; i < n; i++ {
@@ -152,7 +152,7 @@ func TestUnsignaledSendsCompleteSilently(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(8, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 7; i++ {
 		c.Reserve(1).SetWrite(0, uint64(i), 0, sge(i), 0x200000, 1)
 	}
@@ -168,7 +168,7 @@ func TestInlineLimits(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(2, 1, 8)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, 9)) }, "longer than the chain's staging")
 	c.Reserve(1).SetInline(0, 1, hand.Signaled, nil)
 	require.NoError(t, c.PostSendRaw(r.qp))
@@ -176,7 +176,7 @@ func TestInlineLimits(t *testing.T) {
 
 	big, err := hand.NewSendChain(1, 1, 128)
 	require.NoError(t, err)
-	defer big.Free()
+	defer big.Close()
 	big.Reserve(1).SetInline(0, 1, 0, make([]byte, 100))
 	var pe *hand.PostError
 	require.ErrorAs(t, big.PostSendRaw(r.qp), &pe, "over the QP's max_inline_data (64)")
@@ -187,7 +187,7 @@ func TestSendChainSetSGL(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(2, 2, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(1)
 	v.SetSend(0, 1, hand.Signaled, sge(0))
 	v.SetSGL(0, []verbs.SGE{sge(0), sge(1)})
@@ -205,7 +205,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 		id := r.cmID(t, withSRQ)
 		rc, err := hand.NewRecvChain(16, 1)
 		require.NoError(t, err)
-		defer rc.Free()
+		defer rc.Close()
 		for i := 0; i < 16; i++ {
 			rc.Reserve(1).Set(0, 0xC0DE0000+uint64(i), sge(i))
 		}
@@ -227,7 +227,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 	conn := hand.ConnOnID(id)
 	sc, err := hand.NewSendChain(16, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	for _, post := range []struct {
 		do func() error
 		op verbs.WROpcode
@@ -338,7 +338,7 @@ func TestRDMAPostvRefusesOtherOpcodes(t *testing.T) {
 					id := r.cmID(t, false)
 					c, err := hand.NewSendChain(n, 1, 16)
 					require.NoError(t, err)
-					defer c.Free()
+					defer c.Close()
 					for i := 0; i < n; i++ {
 						if i == k {
 							s.set(c.Reserve(1), i)
@@ -392,7 +392,7 @@ func TestOpcodeErrorIndexAndName(t *testing.T) {
 	id := r.cmID(t, false)
 	c, err := hand.NewSendChain(8, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 4; i++ {
 		c.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i))
 	}
@@ -422,7 +422,7 @@ func TestSendChainEveryLength(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(1024, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	next := 0
 	for n := 1; n <= 1024; n++ {
 		for i := 0; i < n; i++ {
@@ -505,7 +505,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 		}
 		require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, inlCap+1)) }, "cap %d", inlCap)
 		c.Reset()
-		c.Free()
+		c.Close()
 	}
 }
 
@@ -513,7 +513,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 func TestSetInlineIndexOutsideView(t *testing.T) {
 	c, err := hand.NewSendChain(4, 1, 16)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(4)
 	for k := range 4 {
 		v.SetInline(k, 0, 0, bytes.Repeat([]byte{0xee}, 16))

@@ -81,7 +81,7 @@ func (b *buffers) setup(c *hand.UDConn) (err error) {
 	if err != nil {
 		return err
 	}
-	defer rc.Free()
+	defer rc.Close()
 	w := rc.Reserve(b.n)
 	for i := range b.n {
 		w.Set(i, uint64(i), hand.UDRecvSGE(b.mr.Addr()+uint64(b.recvAt(i)), uint32(b.size), b.mr.LKey()))
@@ -97,7 +97,7 @@ func exchange(ctx context.Context, c *hand.UDConn, b *buffers, client bool, stdo
 	if err = cmp.Or(err, err2); err != nil {
 		return err
 	}
-	defer func() { p.Free(); sc.Free() }()
+	defer func() { p.Close(); sc.Close() }()
 	mem, want := b.mr.Bytes(), map[string]bool{}
 	if client {
 		w := sc.Reserve(b.n)

@@ -211,7 +211,7 @@ func TestControlUD(t *testing.T) {
 	ctlPostRecv(t, b, r.mr, 1, 1, 4096, 1024+hand.GRHSize)
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	c.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey)
 	require.NoError(t, c.PostSend(a))
 	for _, wc := range ctlReap(t, r.cq, 2) {
@@ -268,7 +268,7 @@ func TestControlUDReplyFromWC(t *testing.T) {
 	a, b, ah := r.udPair(t, qkey)
 	p, err := hand.NewPoller(r.cq, 4)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	ctx := ctlContext(t, 20*time.Second)
 	reap := func(want uint64) hand.WC {
 		t.Helper()
@@ -291,7 +291,7 @@ func TestControlUDReplyFromWC(t *testing.T) {
 	copy(buf, "who is there?")
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	sc.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 13), ah.Raw(), b.Num(), qkey)
 	require.NoError(t, sc.PostSend(a))
 

@@ -54,8 +54,8 @@ func newUDRig(t *testing.T, pd *hand.PD, cq *hand.CQ) *udRig {
 // close frees the rig; the endpoint's Close needs its MR closed first.
 func (r *udRig) close(t *testing.T) {
 	t.Helper()
-	r.sc.Free()
-	r.poll.Free()
+	r.sc.Close()
+	r.poll.Close()
 	require.NoError(t, r.mr.Close())
 }
 
@@ -65,7 +65,7 @@ func (r *udRig) postRecvs(qp *hand.QP) error {
 	if err != nil {
 		return err
 	}
-	defer c.Free()
+	defer c.Close()
 	w := c.Reserve(udaddyCount)
 	for i := range udaddyCount {
 		w.Set(i, uint64(i), r.mr.SGE(i*udSlot, udSlot))

@@ -210,7 +210,7 @@ func (e *vEnv) cq(t testing.TB, entries int) *vCQ {
 		t.Fatalf("hand.NewPoller: %v", err)
 	}
 	c.poller = p
-	t.Cleanup(p.Free)
+	t.Cleanup(func() { p.Close() })
 	return c
 }
 
