@@ -103,10 +103,10 @@ func TestNoAllocsSend(t *testing.T) {
 		{"inline", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetInline(0, uint64(i), sig, data) }, false},
 		{"unsignaled", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetSend(0, uint64(i), 0, sge(i)) }, false},
 		{"ud", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.ah, 0x42, 0x1111)
+			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.hah, 0x42, 0x1111)
 		}, true},
 		{"ud_imm", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUDImm(0, uint64(i), sig, 5, sge(i), r.ah, 0x42, 0x1111)
+			c.Reserve(1).SetUDImm(0, uint64(i), sig, 5, sge(i), r.hah, 0x42, 0x1111)
 		}, true},
 	} {
 		typ := fakeprov.RC

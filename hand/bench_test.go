@@ -306,7 +306,7 @@ func benchSend(n int, r *rig, kind cbench.SendKind, post func(c *hand.SendChain)
 	return func(b *testing.B) (side, func()) {
 		c, err := hand.NewSendChain(n, 1, cbench.InlineLen)
 		require.NoError(b, err)
-		fill := sendFill(kind, r.ah)
+		fill := sendFill(kind, r.hah)
 		var id uint64
 		return func(iters int) error {
 			for range iters {
@@ -333,7 +333,7 @@ func atomicSGE(i int) verbs.SGE {
 }
 
 // sendFill returns the loop filling every WR of v with one kind, wr_ids from id on.
-func sendFill(kind cbench.SendKind, ah *verbs.AH) func(v hand.SendWRs, id uint64) uint64 {
+func sendFill(kind cbench.SendKind, ah *hand.AH) func(v hand.SendWRs, id uint64) uint64 {
 	switch kind {
 	case cbench.Send:
 		return func(v hand.SendWRs, id uint64) uint64 {

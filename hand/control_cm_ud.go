@@ -225,9 +225,7 @@ func (pd *PD) NewAHFromAttr(attr *verbs.AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, verbErr("ibv_create_ah", err)
 	}
-	ah := &AH{pd: pd, raw: raw}
-	ah.init(fmt.Sprintf("AH %#x", raw.Handle), &pd.object)
-	return ah, nil
+	return newAH(pd, raw), nil
 }
 
 // UDConn is one side of an rdma_cm datagram exchange: a UD QP in RTS, its

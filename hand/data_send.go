@@ -274,17 +274,40 @@ func (v SendWRs) SetInline(i int, wrID uint64, flags verbs.SendFlags, data []byt
 	*w.SGList = verbs.SGE{Addr: uint64(uintptr(dst)), Length: uint32(len(data))}
 }
 
-// SetUD makes WR i a send on a UD QP to remoteQPN through ah with qkey. ah
+// SetUD makes WR i a send on a UD QP to remoteQPN through ah with qkey.
+// The WR holds ah's C address handle until the send completes: do not
+// Close ah before. SetUD panics when ah is nil or closed, leaving WR i as
+// it was, rather than hand the provider an address handle it would
+// dereference. It does not allocate.
+func (v SendWRs) SetUD(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *AH, remoteQPN, qkey uint32) {
+	p := ah.ptr()
+	u := fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge).WR.UD()
+	u.AH = p
+	u.RemoteQPN = remoteQPN
+	u.RemoteQKey = qkey
+}
+
+// SetUDImm is SetUD with immediate data (IBV_WR_SEND_WITH_IMM).
+func (v SendWRs) SetUDImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *AH, remoteQPN, qkey uint32) {
+	p := ah.ptr()
+	u := fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge).WR.UD()
+	u.AH = p
+	u.RemoteQPN = remoteQPN
+	u.RemoteQKey = qkey
+}
+
+// SetUDRaw is SetUD through a struct ibv_ah of the generated package: ah
 // must be C memory (from ibv_create_ah) and outlive the post.
-func (v SendWRs) SetUD(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+func (v SendWRs) SetUDRaw(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
 	u := fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN
 	u.RemoteQKey = qkey
 }
 
-// SetUDImm is SetUD with immediate data (IBV_WR_SEND_WITH_IMM).
-func (v SendWRs) SetUDImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+// SetUDImmRaw is SetUDImm through a struct ibv_ah of the generated
+// package, like SetUDRaw.
+func (v SendWRs) SetUDImmRaw(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
 	u := fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN

@@ -33,7 +33,7 @@ func ExampleMulticast_Join() {
 	copy(mr.Bytes(), "hello, group")
 	send, _ := hand.NewSendChain(1, 1, 0)
 	defer send.Close()
-	send.Reserve(1).SetUD(0, 1, hand.Signaled, mr.SGE(0, 12), g.AH().Raw(), g.QPN(), g.QKey())
+	send.Reserve(1).SetUD(0, 1, hand.Signaled, mr.SGE(0, 12), g.AH(), g.QPN(), g.QKey())
 	if err := send.PostSend(m.QP()); err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 )
 
@@ -21,6 +22,7 @@ type rig struct {
 	vcq   *verbs.CQ
 	vcqEx *verbs.CQEx
 	ah    *verbs.AH
+	hah   *hand.AH // on ah
 }
 
 type rigOpts struct {
@@ -61,6 +63,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		vcq:   (*verbs.CQ)(cq.Ptr()),
 		vcqEx: (*verbs.CQEx)(cq.ExPtr()),
 		ah:    (*verbs.AH)(ah),
+		hah:   hand.AHOn((*verbs.AH)(ah)),
 	}
 }
 

@@ -100,15 +100,27 @@ func TestSendChainOpcodes(t *testing.T) {
 			require.Equal(t, "hello, inline", string(w[20:33]))
 		}, 0},
 		{"ud", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.ah, 0x42, 0x11111111)
+			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.hah, 0x42, 0x11111111)
 		}, verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
 			require.Equal(t, uint32(0x42)|1<<31, w.u32(24))
 			require.Equal(t, uint32(0x11111111), w.u32(28))
 		}, fakeprov.UD},
 		{"ud_imm", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUDImm(0, uint64(i), sig, 9, sge(i), r.ah, 0x42, 0x11111111)
+			c.Reserve(1).SetUDImm(0, uint64(i), sig, 9, sge(i), r.hah, 0x42, 0x11111111)
 		}, verbs.WROpSendWithImm, verbs.WCSend, func(t *testing.T, w wqe, i int) {
 			require.Equal(t, uint32(9), w.imm())
+		}, fakeprov.UD},
+		{"ud_raw", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetUDRaw(0, uint64(i), sig, sge(i), r.ah, 0x43, 0x22222222)
+		}, verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(0x43)|1<<31, w.u32(24))
+			require.Equal(t, uint32(0x22222222), w.u32(28))
+		}, fakeprov.UD},
+		{"ud_imm_raw", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetUDImmRaw(0, uint64(i), sig, 10, sge(i), r.ah, 0x43, 0x22222222)
+		}, verbs.WROpSendWithImm, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(10), w.imm())
+			require.Equal(t, uint32(0x43)|1<<31, w.u32(24))
 		}, fakeprov.UD},
 	}
 	for _, tc := range cases {
@@ -542,5 +554,26 @@ func TestChainSizeBounds(t *testing.T) {
 		require.ErrorIs(t, err, syscall.EINVAL, "recv %+v", tc)
 		_, err = hand.NewSendChain(tc.capacity, tc.maxSGE, 0)
 		require.ErrorIs(t, err, syscall.EINVAL, "send %+v", tc)
+	}
+}
+
+// A WR never reaches the provider with a nil or closed AH: SetUD and
+// SetUDImm panic before they write the WR.
+func TestSetUDDeadAH(t *testing.T) {
+	r := newRig(t, rigOpts{typ: fakeprov.UD})
+	c, err := hand.NewSendChain(4, 1, 0)
+	require.NoError(t, err)
+	defer c.Close()
+	v := c.Reserve(1)
+	v.SetUD(0, 7, sig, sge(0), r.hah, 0x42, 0x1111)
+	want := *v.WR(0)
+	require.Equal(t, r.ah, want.WR.UD().AH)
+
+	closed := hand.AHOn(r.ah)
+	closed.Closed()
+	for name, ah := range map[string]*hand.AH{"nil": nil, "closed": closed} {
+		require.Panics(t, func() { v.SetUD(0, 8, sig, sge(1), ah, 0x43, 0x2222) }, "SetUD to a %s AH", name)
+		require.Panics(t, func() { v.SetUDImm(0, 8, sig, 3, sge(1), ah, 0x43, 0x2222) }, "SetUDImm to a %s AH", name)
+		require.Equal(t, want, *v.WR(0), "SetUD to a %s AH changed the WR", name)
 	}
 }

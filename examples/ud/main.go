@@ -105,7 +105,7 @@ func exchange(ctx context.Context, c *hand.UDConn, b *buffers, client bool, stdo
 			msg := fmt.Appendf(nil, "datagram %d of %d from QP %d ", i, b.n, c.QP().Num())
 			copy(mem[b.sendAt(i):b.sendAt(i+1)], bytes.Repeat(msg, b.size))
 			want[string(mem[b.sendAt(i):b.sendAt(i+1)])] = true
-			w.SetUD(i, uint64(i), hand.Signaled, b.mr.SGE(b.sendAt(i), b.size), c.AH().Raw(), c.RemoteQPN(), c.RemoteQKey())
+			w.SetUD(i, uint64(i), hand.Signaled, b.mr.SGE(b.sendAt(i), b.size), c.AH(), c.RemoteQPN(), c.RemoteQKey())
 		}
 		if err := sc.PostSend(c.QP()); err != nil {
 			return err
@@ -139,7 +139,7 @@ func exchange(ctx context.Context, c *hand.UDConn, b *buffers, client bool, stdo
 				return err
 			}
 			b.ahs = append(b.ahs, ah)
-			sc.Reserve(1).SetUD(0, uint64(i), hand.Signaled, b.mr.SGE(b.recvAt(i)+hand.GRHSize, len(payload)), ah.Raw(), wc.SrcQP(), hand.UDPQKey)
+			sc.Reserve(1).SetUD(0, uint64(i), hand.Signaled, b.mr.SGE(b.recvAt(i)+hand.GRHSize, len(payload)), ah, wc.SrcQP(), hand.UDPQKey)
 			if err := sc.PostSend(c.QP()); err != nil {
 				return err
 			}

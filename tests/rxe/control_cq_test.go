@@ -642,7 +642,7 @@ func TestControlExPollerFields(t *testing.T) {
 			c, err := hand.NewSendChain(1, 1, 0)
 			require.NoError(t, err)
 			defer c.Close()
-			c.Reserve(1).SetUDImm(0, 2, hand.Signaled, imm, r.mr.SGE(0, size), ah.Raw(), b.Num(), qkey)
+			c.Reserve(1).SetUDImm(0, 2, hand.Signaled, imm, r.mr.SGE(0, size), ah, b.Num(), qkey)
 			require.NoError(t, c.PostSend(a))
 
 			byID := map[uint64]hand.WC{}

@@ -212,7 +212,7 @@ func TestControlUD(t *testing.T) {
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer c.Close()
-	c.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 16), ah.Raw(), b.Num(), qkey)
+	c.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 16), ah, b.Num(), qkey)
 	require.NoError(t, c.PostSend(a))
 	for _, wc := range ctlReap(t, r.cq, 2) {
 		require.Equal(t, verbs.WCSuccess, wc.Status)
@@ -292,7 +292,7 @@ func TestControlUDReplyFromWC(t *testing.T) {
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
 	defer sc.Close()
-	sc.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 13), ah.Raw(), b.Num(), qkey)
+	sc.Reserve(1).SetUD(0, 2, hand.Signaled, r.mr.SGE(0, 13), ah, b.Num(), qkey)
 	require.NoError(t, sc.PostSend(a))
 
 	w := reap(1)
@@ -309,7 +309,7 @@ func TestControlUDReplyFromWC(t *testing.T) {
 	require.NoError(t, err)
 	ctlCloseLater(t, reply)
 	copy(buf[64:], "b here")
-	sc.Reserve(1).SetUD(0, 4, hand.Signaled, r.mr.SGE(64, 6), reply.Raw(), w.SrcQP(), qkey)
+	sc.Reserve(1).SetUD(0, 4, hand.Signaled, r.mr.SGE(64, 6), reply, w.SrcQP(), qkey)
 	require.NoError(t, sc.PostSend(b))
 	back := reap(3)
 	_, payload, err = hand.SplitUD(buf[replyAt:replyAt+1024+hand.GRHSize], &back)
