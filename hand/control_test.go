@@ -41,6 +41,12 @@ func TestVerbErrorMessageAndIs(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotSupported, "%v", e)
 		require.ErrorIs(t, err, e)
 	}
+	// The ENOSYS that says this host has no RDMA is not "not supported".
+	noRDMA := verberr.NewSite("ibv_get_device_list", nil).NoRDMA(syscall.ENOSYS, "no RDMA here")
+	err = verbErr("ibv_get_device_list", noRDMA.Err(syscall.ENOSYS))
+	require.ErrorIs(t, err, verberr.ErrNoRDMA)
+	require.ErrorIs(t, err, syscall.ENOSYS)
+	require.NotErrorIs(t, err, ErrNotSupported)
 	err = &VerbError{Op: "ibv_reg_mr", Errno: syscall.ENOMEM, Hint: "raise it"}
 	require.EqualError(t, err, "ibv_reg_mr: cannot allocate memory (raise it)")
 	require.EqualError(t, errnoErr("ibv_post_send", syscall.ENOMEM), "ibv_post_send: cannot allocate memory")
