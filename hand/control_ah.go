@@ -61,7 +61,7 @@ func (pd *PD) NewAH(path Path) (*AH, error) {
 // came in on (0 means 1). The reply goes to w.SrcQP() with the sender's
 // Q_Key. Of RoCE v2 over IPv4 (see GRHSource) libibverbs reads the IPv4
 // header itself.
-func (pd *PD) NewAHFromWC(w *WC, grh *verbs.GRH, port int) (*AH, error) {
+func (pd *PD) NewAHFromWC(w *WC, grh *GRH, port int) (*AH, error) {
 	if err := pd.use(); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 // AsyncEvent is an asynchronous event of a device (struct ibv_async_event),
 // copied out and already acknowledged: nothing about it needs releasing.
 type AsyncEvent struct {
-	Type verbs.EventType
+	Type EventType
 	// The object the event is about, by event type: QP for the QP events,
 	// CQ for EventCQErr, SRQ for the SRQ events, Port for the port events
 	// (nil or 0 otherwise). QP, CQ and SRQ are nil for an object this

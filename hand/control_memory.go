@@ -200,7 +200,7 @@ func (mr *MR) RKey() uint32 { return mr.rkey }
 // panics on a negative offset or length, or a length an SGE's 32 bits
 // cannot hold, which would silently become a shorter transfer. Bounds
 // within the MR are the device's to check (a local protection error).
-func (mr *MR) SGE(offset, length int) verbs.SGE {
+func (mr *MR) SGE(offset, length int) SGE {
 	if offset < 0 || uint(length) > math.MaxUint32 { // a negative length too
 		panic(errBadSGE) // a value made once: SGE stays within the inliner's budget
 	}

@@ -24,9 +24,9 @@ type MW struct {
 	bindMu sync.Mutex
 }
 
-// NewMW allocates a memory window of type verbs.MWType1 or verbs.MWType2.
+// NewMW allocates a memory window of type MWType1 or MWType2.
 // Devices without windows fail with ErrNotSupported.
-func (pd *PD) NewMW(typ verbs.MWType) (*MW, error) {
+func (pd *PD) NewMW(typ MWType) (*MW, error) {
 	if typ != verbs.MWType1 && typ != verbs.MWType2 {
 		return nil, &AttrError{Op: "PD.NewMW", Field: "type", Reason: fmt.Sprintf("%d: MWType1 or MWType2", typ)}
 	}

@@ -223,7 +223,7 @@ func (q *QP) closeOwned() error {
 
 // State returns the QP's current state, as the device reports it
 // (ibv_query_qp), so it shows a QP the device moved to ERR on its own.
-func (q *QP) State() (verbs.QPState, error) {
+func (q *QP) State() (QPState, error) {
 	a, _, err := q.query(verbs.QPAttrState)
 	return a.QPState, err
 }
@@ -274,7 +274,7 @@ type Path struct {
 	SL          uint8
 	SrcPathBits uint8
 
-	StaticRate verbs.Rate
+	StaticRate Rate
 }
 
 func (p Path) port() int { return max(p.Port, 1) }
@@ -391,7 +391,7 @@ type RTRAttr struct {
 	RQPSN   uint32 // RC and UC: the first PSN the peer sends (its SQPSN)
 	// MTU is the path MTU; 0 means the port's active MTU. It must not
 	// exceed the active MTU of either side.
-	MTU verbs.MTU
+	MTU MTU
 	// RC: RDMA reads and atomics the peer may have outstanding to this QP;
 	// 0 means 16, or the device maximum if lower.
 	MaxDestRDAtomic int
@@ -661,7 +661,7 @@ type ConnectAttr struct {
 	Access    Access // what the peer may do to this QP's MRs
 	PSN       uint32 // this side's first PSN (the Endpoint it sent)
 	Remote    Endpoint
-	MTU       verbs.MTU // 0: the port's active MTU
+	MTU       MTU // 0: the port's active MTU
 	// RTR and RTS tunables, as in RTRAttr and RTSAttr (0 means default).
 	RTR RTRAttr
 	RTS RTSAttr

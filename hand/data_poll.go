@@ -24,13 +24,13 @@ type WC struct {
 
 // OpcodeUnknown is what WC.Opcode returns for a failed completion, whose
 // opcode the device leaves unspecified.
-const OpcodeUnknown verbs.WCOpcode = 0xffffffff
+const OpcodeUnknown WCOpcode = 0xffffffff
 
 // WRID is the wr_id of the WR that completed (for rdma_post_*v, its context).
 func (w *WC) WRID() uint64 { return w.wc.WRID }
 
 // Status is the completion status.
-func (w *WC) Status() verbs.WCStatus { return w.wc.Status }
+func (w *WC) Status() WCStatus { return w.wc.Status }
 
 // OK reports whether the status is success.
 func (w *WC) OK() bool { return w.wc.Status == verbs.WCSuccess }
@@ -53,7 +53,7 @@ func (w *WC) QPNum() uint32 { return w.wc.QPNum }
 func (w *WC) VendorErr() uint32 { return w.wc.VendorErr }
 
 // Opcode is the completion opcode, or OpcodeUnknown if the completion failed.
-func (w *WC) Opcode() verbs.WCOpcode {
+func (w *WC) Opcode() WCOpcode {
 	if w.wc.Status != verbs.WCSuccess {
 		return OpcodeUnknown
 	}
@@ -75,7 +75,7 @@ func (w *WC) ByteLen() uint32 {
 }
 
 // Flags are the IBV_WC_* flags; 0 if the completion failed.
-func (w *WC) Flags() verbs.WCFlags {
+func (w *WC) Flags() WCFlags {
 	if w.wc.Status != verbs.WCSuccess {
 		return 0
 	}
@@ -119,9 +119,9 @@ func (w *WC) SrcQP() uint32 {
 func (w *WC) Raw() *verbs.WC { return &w.wc }
 
 // StatusError is a failed completion's status as an error.
-type StatusError verbs.WCStatus
+type StatusError WCStatus
 
-func (e StatusError) Error() string { return "completion: " + statusString(verbs.WCStatus(e)) }
+func (e StatusError) Error() string { return "completion: " + statusString(WCStatus(e)) }
 
 // statusStrings caches ibv_wc_status_str, so that printing a status does not
 // cross into C or allocate.

@@ -88,7 +88,7 @@ func (v RecvWRs) Len() int { return len(v.wr) }
 
 // Set fills WR i of the view with wrID and one scatter entry. It is inlined
 // and does not allocate.
-func (v RecvWRs) Set(i int, wrID uint64, sge verbs.SGE) {
+func (v RecvWRs) Set(i int, wrID uint64, sge SGE) {
 	w := &v.wr[i]
 	w.WRID = wrID
 	w.NumSGE = 1
@@ -98,7 +98,7 @@ func (v RecvWRs) Set(i int, wrID uint64, sge verbs.SGE) {
 // SetSGL fills WR i of the view with wrID and the scatter list sgl, copied
 // into the chain. It panics when sgl is longer than the chain's maxSGE. It
 // does not allocate.
-func (v RecvWRs) SetSGL(i int, wrID uint64, sgl []verbs.SGE) {
+func (v RecvWRs) SetSGL(i int, wrID uint64, sgl []SGE) {
 	w := &v.wr[i]
 	copy(unsafe.Slice(w.SGList, v.maxSGE)[:len(sgl)], sgl)
 	w.WRID = wrID
