@@ -26,7 +26,7 @@ func init() {
 		initialisms[strings.ToLower(w)] = w
 	}
 	// InfiniBand's keys (L_Key, R_Key, Q_Key, P_Key, M_Key) read as one
-	// initialism and a word, like Go's own spelling of them in hand.
+	// initialism and a word, as hand spells them.
 	for _, w := range strings.Fields(`IPv4 IPv6 RoCE QoS LKey RKey QKey PKey PKeys MKey`) {
 		initialisms[strings.ToLower(w)] = w
 		mixedInitialisms = append(mixedInitialisms, w)
