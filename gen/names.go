@@ -14,6 +14,10 @@ import (
 // spelling. One table for every package, so a name reads the same everywhere.
 var initialisms = map[string]string{}
 
+// mixedInitialisms are the initialisms spelled in mixed case (RKey, IPv4):
+// a parameter starting with one lowers all of it (rkey, not rKey).
+var mixedInitialisms []string
+
 func init() {
 	for _, w := range strings.Fields(`ABI ACK AH API ASYNC CM CPU CQ CQE CQN CSUM DC DCT DGID DLID DM DMA
 		ECE EQ ESP FD FW GID GRE GRH GUID HW IB ID IO IOVA IP IPOIB LID LMC MAC MAD MPLS MR MTU MW NAK
@@ -21,8 +25,11 @@ func init() {
 		SW TCP TD TM TSO TX UAR UC UD UDP UVERBS VF VL VLAN VXLAN WC WQ WQE WQN WR XRC XRCD ASIC`) {
 		initialisms[strings.ToLower(w)] = w
 	}
-	for _, w := range strings.Fields(`IPv4 IPv6 RoCE QoS`) {
+	// InfiniBand's keys (L_Key, R_Key, Q_Key, P_Key, M_Key) read as one
+	// initialism and a word, as hand spells them.
+	for _, w := range strings.Fields(`IPv4 IPv6 RoCE QoS LKey RKey QKey PKey PKeys MKey`) {
 		initialisms[strings.ToLower(w)] = w
+		mixedInitialisms = append(mixedInitialisms, w)
 	}
 	delete(initialisms, "uverbs")
 	delete(initialisms, "async")
@@ -171,6 +178,12 @@ func paramName(c string, i int) string {
 	}
 	if j == 0 {
 		j = 1
+	}
+	for _, w := range mixedInitialisms {
+		// RKey -> rkey, InvalidateRKey stays as it is
+		if rest := strings.TrimPrefix(n, w); rest != n && (rest == "" || !unicode.IsLower([]rune(rest)[0])) {
+			j = len([]rune(w))
+		}
 	}
 	n = strings.ToLower(string(r[:j])) + string(r[j:])
 	if token.IsKeyword(n) || stubNames[n] || predeclaredValueOrType(n) {

@@ -39,7 +39,7 @@ func TestNoAllocsRecv(t *testing.T) {
 	r := sinkRig(t, fakeprov.RC)
 	c, err := hand.NewRecvChain(allocChain, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	id := r.cmID(t, false)
 	fill := func() {
 		for i := 0; i < allocChain; i++ {
@@ -103,10 +103,10 @@ func TestNoAllocsSend(t *testing.T) {
 		{"inline", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetInline(0, uint64(i), sig, data) }, false},
 		{"unsignaled", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetSend(0, uint64(i), 0, sge(i)) }, false},
 		{"ud", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.ah, 0x42, 0x1111)
+			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.hah, 0x42, 0x1111)
 		}, true},
 		{"ud_imm", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUDImm(0, uint64(i), sig, 5, sge(i), r.ah, 0x42, 0x1111)
+			c.Reserve(1).SetUDImm(0, uint64(i), sig, 5, sge(i), r.hah, 0x42, 0x1111)
 		}, true},
 	} {
 		typ := fakeprov.RC
@@ -122,14 +122,14 @@ func TestNoAllocsSend(t *testing.T) {
 			}
 			must(t, c.PostSendRaw(r.qp))
 		})
-		c.Free()
+		c.Close()
 	}
 
 	r := sinkRig(t, fakeprov.RC)
 	id := r.cmID(t, false)
 	c, err := hand.NewSendChain(allocChain, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	conn := hand.ConnOnID(id)
 	sends := func() {
 		for i := 0; i < allocChain; i++ {
@@ -167,7 +167,7 @@ func TestNoAllocsPartialPost(t *testing.T) {
 	r := sinkRig(t, fakeprov.RC)
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	requireNoAllocs(t, "PostRecv failing mid-chain", func() {
 		c.Reset()
 		for i := 0; i < 8; i++ {
@@ -186,10 +186,10 @@ func TestNoAllocsPoll(t *testing.T) {
 	require.NoError(t, r.cq.SetEndless(true))
 	p, err := hand.NewPollerRaw(r.vcq, 16)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	x, err := hand.NewExPollerRaw(r.vcqEx, 16, allFlags)
 	require.NoError(t, err)
-	defer x.Free()
+	defer x.Close()
 	var sum uint64
 	consume := func(wcs []hand.WC, err error) {
 		if err != nil || len(wcs) != 16 {

@@ -62,7 +62,7 @@ var (
 
 // benchSGE is the scatter entry of WR i, as cbench's C loops fill it.
 func benchSGE(i int) verbs.SGE {
-	return verbs.SGE{Addr: cbench.Addr + uint64(i)*cbench.Len, Length: cbench.Len, Lkey: cbench.LKey}
+	return verbs.SGE{Addr: cbench.Addr + uint64(i)*cbench.Len, Length: cbench.Len, LKey: cbench.LKey}
 }
 
 func BenchmarkCgoEmpty(b *testing.B) {
@@ -220,7 +220,7 @@ func BenchmarkFast(b *testing.B) {
 		pair(b, "poll_cq", n, benchPoll(n, func() (func() ([]hand.WC, error), func()) {
 			p, err := hand.NewPollerRaw(pr.vcq, n)
 			require.NoError(b, err)
-			return p.Poll, p.Free
+			return p.Poll, func() { p.Close() }
 		}), func(iters int) error { return cbench.Poll(pr.cq.Ptr(), n, iters) })
 	}
 	// A busy-poll's empty spins: 64 polls of an empty CQ per iteration, in
@@ -240,7 +240,7 @@ func BenchmarkFast(b *testing.B) {
 				}
 			}
 			return nil
-		}, p.Free
+		}, func() { p.Close() }
 	}, func(iters int) error { return cbench.PollEmpty(empty.cq.Ptr(), 16, emptySpins, iters) })
 	for _, n := range pollSizes {
 		// The C side runs hand.c's own reader loop over the Go side's
@@ -253,7 +253,7 @@ func BenchmarkFast(b *testing.B) {
 		}), func(iters int) error {
 			return cbench.PollEx(hand.PollExReader(), pr.cq.ExPtr(), wc, ts, fail, n, iters, uint64(benchExFlags))
 		})
-		p.Free()
+		p.Close()
 	}
 }
 
@@ -281,7 +281,7 @@ func benchRecv(n int, post func(c *hand.RecvChain) error) func(b *testing.B) (si
 				}
 			}
 			return nil
-		}, c.Free
+		}, func() { c.Close() }
 	}
 }
 
@@ -306,7 +306,7 @@ func benchSend(n int, r *rig, kind cbench.SendKind, post func(c *hand.SendChain)
 	return func(b *testing.B) (side, func()) {
 		c, err := hand.NewSendChain(n, 1, cbench.InlineLen)
 		require.NoError(b, err)
-		fill := sendFill(kind, r.ah)
+		fill := sendFill(kind, r.hah)
 		var id uint64
 		return func(iters int) error {
 			for range iters {
@@ -316,7 +316,7 @@ func benchSend(n int, r *rig, kind cbench.SendKind, post func(c *hand.SendChain)
 				}
 			}
 			return nil
-		}, c.Free
+		}, func() { c.Close() }
 	}
 }
 
@@ -333,7 +333,7 @@ func atomicSGE(i int) verbs.SGE {
 }
 
 // sendFill returns the loop filling every WR of v with one kind, wr_ids from id on.
-func sendFill(kind cbench.SendKind, ah *verbs.AH) func(v hand.SendWRs, id uint64) uint64 {
+func sendFill(kind cbench.SendKind, ah *hand.AH) func(v hand.SendWRs, id uint64) uint64 {
 	switch kind {
 	case cbench.Send:
 		return func(v hand.SendWRs, id uint64) uint64 {
@@ -407,7 +407,7 @@ func pollRig(b testing.TB) *rig {
 	r := newRig(b, rigOpts{})
 	c, err := hand.NewRecvChain(64, 1)
 	require.NoError(b, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(64)
 	for i := 0; i < 64; i++ {
 		v.Set(i, uint64(i), benchSGE(i))
@@ -728,7 +728,7 @@ func TestCBenchPollEx(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	p, err := hand.NewExPollerRaw(r.vcqEx, 16, benchExFlags)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	wc, ts, fail := p.Buffers()
 	pollEx := func(iters int) error {
 		return cbench.PollEx(hand.PollExReader(), r.cq.ExPtr(), wc, ts, fail, 16, iters, uint64(benchExFlags))

@@ -137,7 +137,7 @@ const (
 // (unreachable), or the errno the event's status carries.
 type CMEventError struct {
 	Op          string // what was being done: "rdma_connect", "rdma_resolve_addr"...
-	Event       rdmacm.CMEventType
+	Event       CMEventType
 	Status      int32  // the event's status: a negative errno, or an IB CM reject reason
 	PrivateData []byte // a reject's private data, padded to the transport's size
 }

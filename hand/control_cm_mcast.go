@@ -177,7 +177,7 @@ func (m *Multicast) Join(ctx context.Context, group string, o JoinOptions) (*Mca
 			rdmacm.LeaveMulticast(m.id, sa.raw())
 			return nil, fmt.Errorf("goverbs: join %s: %w", a, err)
 		}
-		g.qpn, g.qkey = ev.ud.QPNum, ev.ud.Qkey
+		g.qpn, g.qkey = ev.ud.QPNum, ev.ud.QKey
 		m.mu.Lock()
 		m.groups[a] = g
 		m.mu.Unlock()

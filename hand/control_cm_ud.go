@@ -32,7 +32,7 @@ import (
 // UDPQKey is the Q_Key of every RDMA_PS_UDP QP and multicast group rdma_cm
 // sets up (RDMA_UDP_QKEY): the Q_Key of a reply to a datagram that came
 // in on one.
-const UDPQKey = uint32(rdmacm.UDPQkey)
+const UDPQKey = uint32(rdmacm.UDPQKey)
 
 // Private data sizes of SIDR, after rdma_cm's 36-byte header in the
 // request.
@@ -225,9 +225,7 @@ func (pd *PD) NewAHFromAttr(attr *verbs.AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, verbErr("ibv_create_ah", err)
 	}
-	ah := &AH{pd: pd, raw: raw}
-	ah.init(fmt.Sprintf("AH %#x", raw.Handle), &pd.object)
-	return ah, nil
+	return newAH(pd, raw), nil
 }
 
 // UDConn is one side of an rdma_cm datagram exchange: a UD QP in RTS, its
@@ -307,7 +305,7 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	if c.ah, err = c.pd.NewAHFromAttr(&ev.ud.AHAttr); err != nil {
 		return wrap("making the AH", err)
 	}
-	c.remoteQPN, c.remoteQKey, c.peerData = ev.ud.QPNum, ev.ud.Qkey, ev.data
+	c.remoteQPN, c.remoteQKey, c.peerData = ev.ud.QPNum, ev.ud.QKey, ev.data
 	c.init("UDConn " + c.local.String() + "->" + c.remote.String())
 	return c, nil
 }

@@ -167,7 +167,7 @@ type CQOptions struct {
 	// extended completion fields; WCFlags selects them
 	// (verbs.WCExWithByteLen and friends).
 	Extended bool
-	WCFlags  verbs.CreateCQWCFlags
+	WCFlags  CQWCFlags
 }
 
 // checkCQEntries refuses a CQ size the verbs' int cqe cannot hold.

@@ -20,10 +20,10 @@ var ErrNoDevice = errors.New("goverbs: no RDMA device")
 
 // DeviceInfo describes a device ibv_get_device_list found.
 type DeviceInfo struct {
-	Name      string         // "mlx5_0", "rxe0"
-	GUID      uint64         // node GUID, host order
-	NodeType  verbs.NodeType // NodeCa for an HCA or soft-RoCE, NodeRnic for iWARP
-	Transport verbs.TransportType
+	Name      string   // "mlx5_0", "rxe0"
+	GUID      uint64   // node GUID, host order
+	NodeType  NodeType // NodeCa for an HCA or soft-RoCE, NodeRnic for iWARP
+	Transport TransportType
 }
 
 // Devices lists the RDMA devices on this host.

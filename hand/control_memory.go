@@ -162,7 +162,7 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 }
 
 func newMR(pd *PD, raw *verbs.MR) *MR {
-	mr := &MR{pd: pd, raw: raw, addr: uint64(uintptr(raw.Addr)), length: int(raw.Length), lkey: raw.Lkey, rkey: raw.Rkey}
+	mr := &MR{pd: pd, raw: raw, addr: uint64(uintptr(raw.Addr)), length: int(raw.Length), lkey: raw.LKey, rkey: raw.RKey}
 	mr.init(fmt.Sprintf("MR lkey %#x (%d bytes)", mr.lkey, mr.length), &pd.object)
 	return mr
 }
@@ -200,11 +200,11 @@ func (mr *MR) RKey() uint32 { return mr.rkey }
 // panics on a negative offset or length, or a length an SGE's 32 bits
 // cannot hold, which would silently become a shorter transfer. Bounds
 // within the MR are the device's to check (a local protection error).
-func (mr *MR) SGE(offset, length int) verbs.SGE {
+func (mr *MR) SGE(offset, length int) SGE {
 	if offset < 0 || uint(length) > math.MaxUint32 { // a negative length too
 		panic(errBadSGE) // a value made once: SGE stays within the inliner's budget
 	}
-	return verbs.SGE{Addr: mr.addr + uint64(offset), Length: uint32(length), Lkey: mr.lkey}
+	return verbs.SGE{Addr: mr.addr + uint64(offset), Length: uint32(length), LKey: mr.lkey}
 }
 
 var errBadSGE = errors.New("goverbs: MR.SGE: a negative offset or length, or a length over an SGE's 32 bits")

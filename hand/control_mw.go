@@ -24,9 +24,9 @@ type MW struct {
 	bindMu sync.Mutex
 }
 
-// NewMW allocates a memory window of type verbs.MWType1 or verbs.MWType2.
+// NewMW allocates a memory window of type MWType1 or MWType2.
 // Devices without windows fail with ErrNotSupported.
-func (pd *PD) NewMW(typ verbs.MWType) (*MW, error) {
+func (pd *PD) NewMW(typ MWType) (*MW, error) {
 	if typ != verbs.MWType1 && typ != verbs.MWType2 {
 		return nil, &AttrError{Op: "PD.NewMW", Field: "type", Reason: fmt.Sprintf("%d: MWType1 or MWType2", typ)}
 	}
@@ -39,7 +39,7 @@ func (pd *PD) NewMW(typ verbs.MWType) (*MW, error) {
 		return nil, verbErr("ibv_alloc_mw", err)
 	}
 	mw := &MW{pd: pd, raw: raw, typ: typ}
-	mw.rkey.Store(raw.Rkey)
+	mw.rkey.Store(raw.RKey)
 	mw.init(fmt.Sprintf("MW rkey %#x", mw.rkey.Load()), &pd.object)
 	return mw, nil
 }
@@ -84,7 +84,7 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 	if err := verbErr("ibv_bind_mw", verbs.BindMW(qp.raw, mw.raw, &bind)); err != nil {
 		return 0, err
 	}
-	rkey := mw.raw.Rkey
+	rkey := mw.raw.RKey
 	mw.rkey.Store(rkey)
 	return rkey, nil
 }

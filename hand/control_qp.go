@@ -223,7 +223,7 @@ func (q *QP) closeOwned() error {
 
 // State returns the QP's current state, as the device reports it
 // (ibv_query_qp), so it shows a QP the device moved to ERR on its own.
-func (q *QP) State() (verbs.QPState, error) {
+func (q *QP) State() (QPState, error) {
 	a, _, err := q.query(verbs.QPAttrState)
 	return a.QPState, err
 }
@@ -232,7 +232,7 @@ func (q *QP) State() (verbs.QPState, error) {
 // with every attribute).
 func (q *QP) Query() (verbs.QPAttr, verbs.QPInitAttr, error) {
 	const all = verbs.QPAttrState | verbs.QPAttrCurState | verbs.QPAttrEnSqdAsyncNotify | verbs.QPAttrAccessFlags |
-		verbs.QPAttrPkeyIndex | verbs.QPAttrPort | verbs.QPAttrQkey | verbs.QPAttrAv | verbs.QPAttrPathMTU |
+		verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrQKey | verbs.QPAttrAv | verbs.QPAttrPathMTU |
 		verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrRQPSN |
 		verbs.QPAttrMaxQPRDAtomic | verbs.QPAttrAltPath | verbs.QPAttrMinRNRTimer | verbs.QPAttrSQPSN |
 		verbs.QPAttrMaxDestRDAtomic | verbs.QPAttrPathMigState | verbs.QPAttrCap | verbs.QPAttrDestQPN
@@ -274,7 +274,7 @@ type Path struct {
 	SL          uint8
 	SrcPathBits uint8
 
-	StaticRate verbs.Rate
+	StaticRate Rate
 }
 
 func (p Path) port() int { return max(p.Port, 1) }
@@ -337,7 +337,7 @@ func (p Path) check(ctx *Context, op string) (verbs.PortAttr, error) {
 // InitAttr configures the RESET to INIT transition.
 type InitAttr struct {
 	Port      int    // 0 means 1
-	PkeyIndex int    //
+	PKeyIndex int    //
 	Access    Access // RC and UC: what the peer may do (AccessRemoteWrite...)
 	QKey      uint32 // UD: the Q_Key datagrams must carry
 }
@@ -345,7 +345,7 @@ type InitAttr struct {
 // ToInit moves the QP from RESET to INIT.
 func (q *QP) ToInit(a InitAttr) error {
 	const op = "QP.ToInit"
-	if err := checkRange(op, "PkeyIndex", a.PkeyIndex, 0, math.MaxUint16); err != nil {
+	if err := checkRange(op, "PKeyIndex", a.PKeyIndex, 0, math.MaxUint16); err != nil {
 		return err
 	}
 	if err := q.use(); err != nil {
@@ -361,8 +361,8 @@ func (q *QP) ToInit(a InitAttr) error {
 	if a.Port < 0 || port > 255 {
 		return &AttrError{Op: op, Field: "Port", Reason: fmt.Sprintf("%d: ports are numbered from 1", a.Port)}
 	}
-	attr := verbs.QPAttr{QPState: verbs.QPSInit, PkeyIndex: uint16(a.PkeyIndex), PortNum: uint8(port)}
-	mask := verbs.QPAttrState | verbs.QPAttrPkeyIndex | verbs.QPAttrPort
+	attr := verbs.QPAttr{QPState: verbs.QPSInit, PKeyIndex: uint16(a.PKeyIndex), PortNum: uint8(port)}
+	mask := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort
 	switch q.typ {
 	case RC, UC:
 		if q.typ == UC && a.Access&(AccessRemoteRead|AccessRemoteAtomic) != 0 {
@@ -374,8 +374,8 @@ func (q *QP) ToInit(a InitAttr) error {
 		if a.Access != 0 {
 			return &AttrError{Op: op, Field: "Access", Reason: "UD QPs have no remote access"}
 		}
-		attr.Qkey = a.QKey
-		mask |= verbs.QPAttrQkey
+		attr.QKey = a.QKey
+		mask |= verbs.QPAttrQKey
 	}
 	if err := q.modify(&attr, mask, "INIT"); err != nil {
 		return err
@@ -391,7 +391,7 @@ type RTRAttr struct {
 	RQPSN   uint32 // RC and UC: the first PSN the peer sends (its SQPSN)
 	// MTU is the path MTU; 0 means the port's active MTU. It must not
 	// exceed the active MTU of either side.
-	MTU verbs.MTU
+	MTU MTU
 	// RC: RDMA reads and atomics the peer may have outstanding to this QP;
 	// 0 means 16, or the device maximum if lower.
 	MaxDestRDAtomic int
@@ -661,7 +661,7 @@ type ConnectAttr struct {
 	Access    Access // what the peer may do to this QP's MRs
 	PSN       uint32 // this side's first PSN (the Endpoint it sent)
 	Remote    Endpoint
-	MTU       verbs.MTU // 0: the port's active MTU
+	MTU       MTU // 0: the port's active MTU
 	// RTR and RTS tunables, as in RTRAttr and RTSAttr (0 means default).
 	RTR RTRAttr
 	RTS RTSAttr

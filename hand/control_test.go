@@ -41,6 +41,12 @@ func TestVerbErrorMessageAndIs(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotSupported, "%v", e)
 		require.ErrorIs(t, err, e)
 	}
+	// The ENOSYS that says this host has no RDMA is not "not supported".
+	noRDMA := verberr.NewSite("ibv_get_device_list", nil).NoRDMA(syscall.ENOSYS, "no RDMA here")
+	err = verbErr("ibv_get_device_list", noRDMA.Err(syscall.ENOSYS))
+	require.ErrorIs(t, err, verberr.ErrNoRDMA)
+	require.ErrorIs(t, err, syscall.ENOSYS)
+	require.NotErrorIs(t, err, ErrNotSupported)
 	err = &VerbError{Op: "ibv_reg_mr", Errno: syscall.ENOMEM, Hint: "raise it"}
 	require.EqualError(t, err, "ibv_reg_mr: cannot allocate memory (raise it)")
 	require.EqualError(t, errnoErr("ibv_post_send", syscall.ENOMEM), "ibv_post_send: cannot allocate memory")
@@ -893,9 +899,9 @@ func TestNarrowFieldAttrErrors(t *testing.T) {
 		require.Equal(t, want, ae.Field, "%v", what)
 	}
 	for _, v := range []int{-1, 1 << 16} {
-		field(closedQP(UD).ToInit(InitAttr{PkeyIndex: v}), "PkeyIndex", v)
+		field(closedQP(UD).ToInit(InitAttr{PKeyIndex: v}), "PKeyIndex", v)
 	}
-	require.ErrorIs(t, closedQP(UD).ToInit(InitAttr{PkeyIndex: math.MaxUint16}), ErrClosed)
+	require.ErrorIs(t, closedQP(UD).ToInit(InitAttr{PKeyIndex: math.MaxUint16}), ErrClosed)
 	for _, v := range []int{-1, 256} {
 		field(closedQP(RC).ToRTR(RTRAttr{MaxDestRDAtomic: v}), "MaxDestRDAtomic", v)
 		field(closedQP(RC).ToRTS(RTSAttr{MaxRDAtomic: v}), "MaxRDAtomic", v)
@@ -963,7 +969,7 @@ func TestConnParamAttrErrors(t *testing.T) {
 // room than the GRH).
 func TestSGELengthBounds(t *testing.T) {
 	mr := &MR{addr: 0x1000, length: 4096, lkey: 7}
-	require.Equal(t, verbs.SGE{Addr: 0x1010, Length: 100, Lkey: 7}, mr.SGE(16, 100))
+	require.Equal(t, verbs.SGE{Addr: 0x1010, Length: 100, LKey: 7}, mr.SGE(16, 100))
 	require.NotPanics(t, func() { mr.SGE(0, math.MaxUint32) }, "past the MR: the device's to refuse")
 	for _, c := range [][2]int{{0, math.MaxUint32 + 1}, {-1, 1}, {0, -1}} {
 		require.Panics(t, func() { mr.SGE(c[0], c[1]) }, "offset %d length %d", c[0], c[1])

@@ -23,13 +23,13 @@ type WC struct {
 
 // OpcodeUnknown is what WC.Opcode returns for a failed completion, whose
 // opcode the device leaves unspecified.
-const OpcodeUnknown verbs.WCOpcode = 0xffffffff
+const OpcodeUnknown WCOpcode = 0xffffffff
 
 // WRID is the wr_id of the WR that completed (for rdma_post_*v, its context).
 func (w *WC) WRID() uint64 { return w.wc.WRID }
 
 // Status is the completion status.
-func (w *WC) Status() verbs.WCStatus { return w.wc.Status }
+func (w *WC) Status() WCStatus { return w.wc.Status }
 
 // OK reports whether the status is success.
 func (w *WC) OK() bool { return w.wc.Status == verbs.WCSuccess }
@@ -52,7 +52,7 @@ func (w *WC) QPNum() uint32 { return w.wc.QPNum }
 func (w *WC) VendorErr() uint32 { return w.wc.VendorErr }
 
 // Opcode is the completion opcode, or OpcodeUnknown if the completion failed.
-func (w *WC) Opcode() verbs.WCOpcode {
+func (w *WC) Opcode() WCOpcode {
 	if w.wc.Status != verbs.WCSuccess {
 		return OpcodeUnknown
 	}
@@ -74,7 +74,7 @@ func (w *WC) ByteLen() uint32 {
 }
 
 // Flags are the IBV_WC_* flags; 0 if the completion failed.
-func (w *WC) Flags() verbs.WCFlags {
+func (w *WC) Flags() WCFlags {
 	if w.wc.Status != verbs.WCSuccess {
 		return 0
 	}
@@ -95,13 +95,13 @@ func (w *WC) Imm() (uint32, bool) {
 	return w.wc.ImmData.Native(), true
 }
 
-// InvalidatedRkey is the rkey a send with invalidate invalidated, and
+// InvalidatedRKey is the rkey a send with invalidate invalidated, and
 // whether there is one (IBV_WC_WITH_INV).
-func (w *WC) InvalidatedRkey() (uint32, bool) {
+func (w *WC) InvalidatedRKey() (uint32, bool) {
 	if w.Flags()&verbs.WCWithInv == 0 {
 		return 0, false
 	}
-	return *w.wc.InvalidatedRkey(), true
+	return *w.wc.InvalidatedRKey(), true
 }
 
 // SrcQP is the remote QP number of a UD receive; 0 if the completion failed.
@@ -118,9 +118,9 @@ func (w *WC) SrcQP() uint32 {
 func (w *WC) Raw() *verbs.WC { return &w.wc }
 
 // StatusError is a failed completion's status as an error.
-type StatusError verbs.WCStatus
+type StatusError WCStatus
 
-func (e StatusError) Error() string { return "completion: " + statusString(verbs.WCStatus(e)) }
+func (e StatusError) Error() string { return "completion: " + statusString(WCStatus(e)) }
 
 // statusStrings caches ibv_wc_status_str, so that printing a status does not
 // cross into C or allocate.
@@ -176,7 +176,7 @@ type Poller struct {
 }
 
 // NewPoller makes a poller that reaps up to n completions from cq per Poll.
-// Poll returns ErrClosed once cq is closed. Free releases it.
+// Poll returns ErrClosed once cq is closed. Close releases it.
 func NewPoller(cq *CQ, n int) (*Poller, error) {
 	if cq == nil {
 		return nil, syscall.EINVAL
@@ -197,7 +197,7 @@ func NewPoller(cq *CQ, n int) (*Poller, error) {
 // Poll. cq must be C memory (from ibv_create_cq): Poll passes it to C as a plain
 // address, so that cgo does not check it for Go pointers at every call.
 // n must be 1 to math.MaxInt32 (C's int counts completions), else it
-// returns EINVAL. Free releases it.
+// returns EINVAL. Close releases it.
 func NewPollerRaw(cq *verbs.CQ, n int) (*Poller, error) {
 	size, ok := pollerBytes(n, unsafe.Sizeof(WC{}), 0)
 	if cq == nil || !ok {
@@ -220,17 +220,19 @@ func pollerBytes(n int, each, extra uintptr) (uintptr, bool) {
 	return uintptr(n)*each + extra, true
 }
 
-// Free releases the poller's C memory, and with it the last Poll's completions.
-func (p *Poller) Free() {
+// Close releases the poller's C memory, and with it the last Poll's
+// completions. Closing again does nothing; Close always returns nil.
+func (p *Poller) Close() error {
 	if p.mem != nil {
 		cfree(p.mem)
 	}
 	*p = Poller{}
+	return nil
 }
 
 // Poll reaps up to n completions with one ibv_poll_cq call. The returned
 // slice aliases the Poller's C-allocated buffer and is valid until the next
-// Poll or Free; it is empty when the CQ is. On failure it returns a
+// Poll or Close; it is empty when the CQ is. On failure it returns a
 // *PollError, owned by the poller. Poll does not allocate.
 func (p *Poller) Poll() ([]WC, error) {
 	return p.poll(0, 1)
@@ -257,7 +259,7 @@ func (p *Poller) PollSpin(polls int) ([]WC, error) {
 // up to polls ibv_poll_cq in one cgo call, and returns those it reaped.
 func (p *Poller) poll(from, polls int) ([]WC, error) {
 	if p.mem == nil {
-		return nil, ErrFree
+		return nil, ErrClosed
 	}
 	if p.owner != nil {
 		if err := p.owner.use(); err != nil {
@@ -339,7 +341,7 @@ func NewExPoller(cq *CQ, n int) (*ExPoller, error) {
 // created with (ibv_create_cq_ex), since a provider may not implement the
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
 // error, vendor_err are always read. cq must be C memory, and n as for
-// NewPollerRaw. Free releases it.
+// NewPollerRaw. Close releases it.
 func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
 	// each completion's WC and timestamp, then the failure slot
 	size, ok := pollerBytes(n, unsafe.Sizeof(WC{})+8, 8)
@@ -362,16 +364,18 @@ func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPo
 	}, nil
 }
 
-// Free releases the poller's C memory, and with it the last Poll's completions.
-func (p *ExPoller) Free() {
+// Close releases the poller's C memory, and with it the last Poll's
+// completions. Closing again does nothing; Close always returns nil.
+func (p *ExPoller) Close() error {
 	if p.mem != nil {
 		cfree(p.mem)
 	}
 	*p = ExPoller{}
+	return nil
 }
 
 // Poll reaps up to n completions in one cgo call. The slice aliases the
-// ExPoller's C-allocated buffer and is valid until the next Poll or Free; it
+// ExPoller's C-allocated buffer and is valid until the next Poll or Close; it
 // is empty when the CQ is. Fields wcFlags did not select are zero (without
 // WCExWithImm, the IBV_WC_WITH_IMM and IBV_WC_WITH_INV flags are cleared
 // too, so that Imm answers false), and so is everything but WRID, Status,
@@ -402,7 +406,7 @@ func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
 
 func (p *ExPoller) poll(polls int) ([]WC, error) {
 	if p.mem == nil {
-		return nil, ErrFree
+		return nil, ErrClosed
 	}
 	if p.owner != nil {
 		if err := p.owner.use(); err != nil {

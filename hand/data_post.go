@@ -23,7 +23,6 @@ package hand
 import "C"
 
 import (
-	"errors"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -96,11 +95,11 @@ func (e *PostError) Unwrap() error { return e.Errno }
 // The chain owns the OpcodeError it returns and reuses it: it is valid
 // until the chain's next post call.
 type OpcodeError struct {
-	Op     string         // the C entry point the call does the work of, e.g. "rdma_post_writev"
-	Index  int            // index in the chain of the first WR of another opcode (0 is the first WR reserved)
-	Posted int            // WRs this call posted before it
-	Opcode verbs.WROpcode // that WR's opcode
-	Want   verbs.WROpcode // the one opcode Op posts
+	Op     string   // the C entry point the call does the work of, e.g. "rdma_post_writev"
+	Index  int      // index in the chain of the first WR of another opcode (0 is the first WR reserved)
+	Posted int      // WRs this call posted before it
+	Opcode WROpcode // that WR's opcode
+	Want   WROpcode // the one opcode Op posts
 }
 
 func (e *OpcodeError) Error() string {
@@ -145,9 +144,6 @@ func errnoOf(rc int32) syscall.Errno {
 	}
 	return syscall.Errno(rc)
 }
-
-// ErrFree is returned by a chain or poller used after Free.
-var ErrFree = errors.New("goverbs: used after Free")
 
 // cmalloc returns n zeroed bytes of C memory.
 func cmalloc(n uintptr) (unsafe.Pointer, error) {

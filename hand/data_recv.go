@@ -24,7 +24,7 @@ type RecvChain struct {
 }
 
 // NewRecvChain allocates a chain of up to capacity WRs (at most 2^24) of
-// up to maxSGE scatter entries each (at most 2^16), in C memory. Free
+// up to maxSGE scatter entries each (at most 2^16), in C memory. Close
 // releases it.
 func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 	if !chainSizeOK(capacity, maxSGE) {
@@ -52,11 +52,13 @@ func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 	return c, nil
 }
 
-// Free releases the chain's C memory. Neither the chain nor a view Reserve
-// returned may be used afterwards.
-func (c *RecvChain) Free() {
+// Close releases the chain's C memory. Neither the chain nor a view Reserve
+// returned may be used afterwards. Closing again does nothing; Close always
+// returns nil.
+func (c *RecvChain) Close() error {
 	c.free()
 	*c = RecvChain{}
+	return nil
 }
 
 // Reserve appends k WRs to the pending ones and returns them for filling:
@@ -86,7 +88,7 @@ func (v RecvWRs) Len() int { return len(v.wr) }
 
 // Set fills WR i of the view with wrID and one scatter entry. It is inlined
 // and does not allocate.
-func (v RecvWRs) Set(i int, wrID uint64, sge verbs.SGE) {
+func (v RecvWRs) Set(i int, wrID uint64, sge SGE) {
 	w := &v.wr[i]
 	w.WRID = wrID
 	w.NumSGE = 1
@@ -96,7 +98,7 @@ func (v RecvWRs) Set(i int, wrID uint64, sge verbs.SGE) {
 // SetSGL fills WR i of the view with wrID and the scatter list sgl, copied
 // into the chain. It panics when sgl is longer than the chain's maxSGE. It
 // does not allocate.
-func (v RecvWRs) SetSGL(i int, wrID uint64, sgl []verbs.SGE) {
+func (v RecvWRs) SetSGL(i int, wrID uint64, sgl []SGE) {
 	w := &v.wr[i]
 	copy(unsafe.Slice(w.SGList, v.maxSGE)[:len(sgl)], sgl)
 	w.WRID = wrID

@@ -57,7 +57,7 @@ const maxInlineCap = 1 << 20
 // NewSendChain allocates a chain of up to capacity WRs (at most 2^24) of
 // up to maxSGE scatter entries each (at most 2^16), with inlineCap bytes of
 // inline staging per WR (0 when SetInline is not used, at most 1 MiB), in
-// C memory. Free releases it.
+// C memory. Close releases it.
 func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 	if !chainSizeOK(capacity, maxSGE) || inlineCap < 0 || inlineCap > maxInlineCap {
 		return nil, syscall.EINVAL
@@ -93,11 +93,13 @@ func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 	return c, nil
 }
 
-// Free releases the chain's C memory. Neither the chain nor a view Reserve
-// returned may be used afterwards.
-func (c *SendChain) Free() {
+// Close releases the chain's C memory. Neither the chain nor a view Reserve
+// returned may be used afterwards. Closing again does nothing; Close always
+// returns nil.
+func (c *SendChain) Close() error {
 	c.free()
 	*c = SendChain{}
+	return nil
 }
 
 // Reserve appends k WRs to the pending ones and returns them for filling:
@@ -152,34 +154,34 @@ func fill(w *verbs.SendWR, wrID uint64, op verbs.WROpcode, flags verbs.SendFlags
 }
 
 // SetSend makes WR i a send (IBV_WR_SEND).
-func (v SendWRs) SetSend(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE) {
+func (v SendWRs) SetSend(i int, wrID uint64, flags SendFlags, sge SGE) {
 	fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge)
 }
 
 // SetSendImm makes WR i a send with immediate data (IBV_WR_SEND_WITH_IMM).
-func (v SendWRs) SetSendImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE) {
+func (v SendWRs) SetSendImm(i int, wrID uint64, flags SendFlags, imm uint32, sge SGE) {
 	fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge)
 }
 
 // SetWrite makes WR i an RDMA write of sge to remoteAddr under rkey (IBV_WR_RDMA_WRITE).
-func (v SendWRs) SetWrite(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
+func (v SendWRs) SetWrite(i int, wrID uint64, flags SendFlags, sge SGE, remoteAddr uint64, rkey uint32) {
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWrite, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
-	r.Rkey = rkey
+	r.RKey = rkey
 }
 
 // SetWriteImm makes WR i an RDMA write with immediate data (IBV_WR_RDMA_WRITE_WITH_IMM).
-func (v SendWRs) SetWriteImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
+func (v SendWRs) SetWriteImm(i int, wrID uint64, flags SendFlags, imm uint32, sge SGE, remoteAddr uint64, rkey uint32) {
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWriteWithImm, flags, be32(imm), sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
-	r.Rkey = rkey
+	r.RKey = rkey
 }
 
 // SetRead makes WR i an RDMA read from remoteAddr under rkey into sge (IBV_WR_RDMA_READ).
-func (v SendWRs) SetRead(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32) {
+func (v SendWRs) SetRead(i int, wrID uint64, flags SendFlags, sge SGE, remoteAddr uint64, rkey uint32) {
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMARead, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remoteAddr
-	r.Rkey = rkey
+	r.RKey = rkey
 }
 
 // SetWriteTo makes WR i an RDMA write of sge to the start of remote
@@ -190,57 +192,57 @@ func (v SendWRs) SetRead(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SG
 // instead; the panic is then a bug of the program's, like an index out of
 // range. It is checked here, once, and not at post time: a scatter list
 // SetSGL puts in afterwards is the caller's to keep within remote.
-func (v SendWRs) SetWriteTo(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remote RemoteBuffer) {
+func (v SendWRs) SetWriteTo(i int, wrID uint64, flags SendFlags, sge SGE, remote RemoteBuffer) {
 	if uint64(sge.Length) > remote.length {
 		panic(errRemoteShort) // a value made once: nothing formatted on the data path
 	}
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWrite, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remote.addr
-	r.Rkey = remote.rkey
+	r.RKey = remote.rkey
 }
 
 // SetWriteImmTo is SetWriteTo with immediate data
 // (IBV_WR_RDMA_WRITE_WITH_IMM), and the same check.
-func (v SendWRs) SetWriteImmTo(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, remote RemoteBuffer) {
+func (v SendWRs) SetWriteImmTo(i int, wrID uint64, flags SendFlags, imm uint32, sge SGE, remote RemoteBuffer) {
 	if uint64(sge.Length) > remote.length {
 		panic(errRemoteShort)
 	}
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMAWriteWithImm, flags, be32(imm), sge).WR.RDMA()
 	r.RemoteAddr = remote.addr
-	r.Rkey = remote.rkey
+	r.RKey = remote.rkey
 }
 
 // SetReadFrom makes WR i an RDMA read from the start of remote into sge
 // (IBV_WR_RDMA_READ). It panics when sge is longer than remote, as
 // SetWriteTo does: the read would fetch the peer's bytes beyond what it
 // advertised.
-func (v SendWRs) SetReadFrom(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remote RemoteBuffer) {
+func (v SendWRs) SetReadFrom(i int, wrID uint64, flags SendFlags, sge SGE, remote RemoteBuffer) {
 	if uint64(sge.Length) > remote.length {
 		panic(errRemoteShort)
 	}
 	r := fill(&v.wr[i], wrID, verbs.WROpRDMARead, flags, 0, sge).WR.RDMA()
 	r.RemoteAddr = remote.addr
-	r.Rkey = remote.rkey
+	r.RKey = remote.rkey
 }
 
 var errRemoteShort = errors.New("goverbs: SendWRs: the scatter entry is longer than the remote buffer (check lengths from a peer with RemoteBuffer.Slice)")
 
 // SetCompareSwap makes WR i an 8-byte atomic compare-and-swap at remoteAddr
 // (IBV_WR_ATOMIC_CMP_AND_SWP); the old value lands in sge (length 8).
-func (v SendWRs) SetCompareSwap(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, compare, swap uint64) {
+func (v SendWRs) SetCompareSwap(i int, wrID uint64, flags SendFlags, sge SGE, remoteAddr uint64, rkey uint32, compare, swap uint64) {
 	a := &fill(&v.wr[i], wrID, verbs.WROpAtomicCmpAndSwp, flags, 0, sge).WR.Atomic
 	a.RemoteAddr = remoteAddr
-	a.Rkey = rkey
+	a.RKey = rkey
 	a.CompareAdd = compare
 	a.Swap = swap
 }
 
 // SetFetchAdd makes WR i an 8-byte atomic fetch-and-add of add at remoteAddr
 // (IBV_WR_ATOMIC_FETCH_AND_ADD); the old value lands in sge (length 8).
-func (v SendWRs) SetFetchAdd(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, remoteAddr uint64, rkey uint32, add uint64) {
+func (v SendWRs) SetFetchAdd(i int, wrID uint64, flags SendFlags, sge SGE, remoteAddr uint64, rkey uint32, add uint64) {
 	a := &fill(&v.wr[i], wrID, verbs.WROpAtomicFetchAndAdd, flags, 0, sge).WR.Atomic
 	a.RemoteAddr = remoteAddr
-	a.Rkey = rkey
+	a.RKey = rkey
 	a.CompareAdd = add
 }
 
@@ -253,7 +255,7 @@ func (v SendWRs) SetFetchAdd(i int, wrID uint64, flags verbs.SendFlags, sge verb
 // C's memcpy of a constant 16; other lengths go through copy (a runtime
 // memmove call, about 1.5 ns more per WR): the inlining budget has room for
 // one fixed size only.
-func (v SendWRs) SetInline(i int, wrID uint64, flags verbs.SendFlags, data []byte) {
+func (v SendWRs) SetInline(i int, wrID uint64, flags SendFlags, data []byte) {
 	// Every node counts: this body sits at the inliner's budget of 80
 	// (go build -gcflags=-m=2). fill costs more than the stores it makes.
 	// i is checked (by v.wr[i]) before dst is written through.
@@ -272,27 +274,50 @@ func (v SendWRs) SetInline(i int, wrID uint64, flags verbs.SendFlags, data []byt
 	*w.SGList = verbs.SGE{Addr: uint64(uintptr(dst)), Length: uint32(len(data))}
 }
 
-// SetUD makes WR i a send on a UD QP to remoteQPN through ah with qkey. ah
-// must be C memory (from ibv_create_ah) and outlive the post.
-func (v SendWRs) SetUD(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+// SetUD makes WR i a send on a UD QP to remoteQPN through ah with qkey.
+// The WR holds ah's C address handle until the send completes: do not
+// Close ah before. SetUD panics when ah is nil or closed, leaving WR i as
+// it was, rather than hand the provider an address handle it would
+// dereference. It does not allocate.
+func (v SendWRs) SetUD(i int, wrID uint64, flags SendFlags, sge SGE, ah *AH, remoteQPN, qkey uint32) {
+	p := ah.ptr()
 	u := fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge).WR.UD()
-	u.AH = ah
+	u.AH = p
 	u.RemoteQPN = remoteQPN
-	u.RemoteQkey = qkey
+	u.RemoteQKey = qkey
 }
 
 // SetUDImm is SetUD with immediate data (IBV_WR_SEND_WITH_IMM).
-func (v SendWRs) SetUDImm(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+func (v SendWRs) SetUDImm(i int, wrID uint64, flags SendFlags, imm uint32, sge SGE, ah *AH, remoteQPN, qkey uint32) {
+	p := ah.ptr()
+	u := fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge).WR.UD()
+	u.AH = p
+	u.RemoteQPN = remoteQPN
+	u.RemoteQKey = qkey
+}
+
+// SetUDRaw is SetUD through a struct ibv_ah of the generated package: ah
+// must be C memory (from ibv_create_ah) and outlive the post.
+func (v SendWRs) SetUDRaw(i int, wrID uint64, flags verbs.SendFlags, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
+	u := fill(&v.wr[i], wrID, verbs.WROpSend, flags, 0, sge).WR.UD()
+	u.AH = ah
+	u.RemoteQPN = remoteQPN
+	u.RemoteQKey = qkey
+}
+
+// SetUDImmRaw is SetUDImm through a struct ibv_ah of the generated
+// package, like SetUDRaw.
+func (v SendWRs) SetUDImmRaw(i int, wrID uint64, flags verbs.SendFlags, imm uint32, sge verbs.SGE, ah *verbs.AH, remoteQPN, qkey uint32) {
 	u := fill(&v.wr[i], wrID, verbs.WROpSendWithImm, flags, be32(imm), sge).WR.UD()
 	u.AH = ah
 	u.RemoteQPN = remoteQPN
-	u.RemoteQkey = qkey
+	u.RemoteQKey = qkey
 }
 
 // SetSGL replaces the scatter/gather list of WR i, filled by a Set method,
 // with sgl, copied into the chain. It panics when sgl is longer than the
 // chain's maxSGE. It does not allocate.
-func (v SendWRs) SetSGL(i int, sgl []verbs.SGE) {
+func (v SendWRs) SetSGL(i int, sgl []SGE) {
 	w := &v.wr[i]
 	copy(unsafe.Slice(w.SGList, v.c.maxSGE)[:len(sgl)], sgl)
 	w.NumSGE = int32(len(sgl))

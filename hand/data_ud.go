@@ -18,11 +18,11 @@ const GRHSize = int(unsafe.Sizeof(verbs.GRH{}))
 // the buffer at addr: GRHSize bytes of GRH room, then the payload. It
 // panics when the two do not fit an SGE's 32-bit length, which would wrap
 // to less than the GRH.
-func UDRecvSGE(addr uint64, payload uint32, lkey uint32) verbs.SGE {
+func UDRecvSGE(addr uint64, payload uint32, lkey uint32) SGE {
 	if payload > math.MaxUint32-uint32(GRHSize) {
 		panic(errUDPayload) // a value made once: UDRecvSGE stays inlined
 	}
-	return verbs.SGE{Addr: addr, Length: payload + uint32(GRHSize), Lkey: lkey}
+	return verbs.SGE{Addr: addr, Length: payload + uint32(GRHSize), LKey: lkey}
 }
 
 var errUDPayload = errors.New("goverbs: UDRecvSGE: the payload and the 40-byte GRH room do not fit an SGE's 32-bit length")
@@ -38,7 +38,7 @@ var (
 // (the byte_len - GRHSize bytes after the GRH room). Both alias buf, which
 // must be the memory the WR's scatter entry pointed at (registered memory,
 // outside the Go heap). It does not allocate.
-func SplitUD(buf []byte, w *WC) (*verbs.GRH, []byte, error) {
+func SplitUD(buf []byte, w *WC) (*GRH, []byte, error) {
 	if !w.OK() {
 		return nil, nil, ErrUDFailed
 	}
@@ -75,7 +75,7 @@ var ErrGRHUnknown = errors.New("goverbs: UD receive: the GRH area holds neither 
 //
 // A GID that maps an IPv4 address (RoCE v1 over IPv4) is returned as that
 // IPv4 address, as GID.Addr does. It does not allocate.
-func GRHSource(grh *verbs.GRH) (netip.Addr, error) {
+func GRHSource(grh *GRH) (netip.Addr, error) {
 	if grh == nil {
 		return netip.Addr{}, ErrGRHUnknown
 	}

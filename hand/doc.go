@@ -47,7 +47,7 @@
 // RecvChain and SendChain post chains of work requests with one cgo call
 // (PostRecv, PostSRQRecv, PostSend, and rdma_cm's PostRecvv, PostSendv,
 // PostReadv, PostWritev). Everything they hand to C lives in C memory,
-// allocated once when the chain is made and reused until Free: the work
+// allocated once when the chain is made and reused until Close: the work
 // requests (prelinked through next), their scatter lists, the bad_wr slot
 // and inline-data staging. Go fills them through the generated layouts
 // (verbs.RecvWR, verbs.SendWR, verbs.SGE), so no Go pointer ever crosses

@@ -6,20 +6,25 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/goverbs/goverbs/libload"
 	"github.com/goverbs/goverbs/verberr"
 )
 
 // ErrClosed is returned by every method of a control-path object (Context,
 // PD, MR, CQ, CompChannel, QP, SRQ, AH, MW, Listener, Conn) called after the
-// object's Close, and by a Wait or Accept that Close interrupted.
+// object's Close, by a Wait or Accept that Close interrupted, and by a
+// Poller's or ExPoller's Poll after the poller's Close.
 var ErrClosed = errors.New("goverbs: object is closed")
 
 // ErrNotSupported is what errors.Is matches for any failure meaning "this
 // device, provider or library does not do that": EOPNOTSUPP (the errno
 // libibverbs and the kernel use), ENOSYS (some providers' unimplemented
-// verbs), and the checks this package makes itself (ODP on a device without
-// it, an extended CQ the provider cannot create).
-var ErrNotSupported = errors.New("goverbs: not supported by this device")
+// verbs, and a function the installed rdma-core lacks), and the checks this
+// package makes itself (ODP on a device without it, an extended CQ the
+// provider cannot create). It is libload.ErrNotSupported, which the
+// generated packages' errors match alike. A host with no RDMA at all
+// (verberr.ErrNoRDMA) does not match it.
+var ErrNotSupported = libload.ErrNotSupported
 
 // notSupportedError is a refusal this package makes itself for want of a
 // device capability: its message says what is missing, once, and it
@@ -63,7 +68,7 @@ func (e *VerbError) Error() string {
 }
 
 // Unwrap returns the errno, so errors.Is(err, syscall.ENOMEM) works,
-// Missing when set, so errors.Is(err, libload.ErrNotSupported) does too,
+// Missing when set, so errors.As(err, &missing) does too,
 // and verberr.ErrNoRDMA for a failure that says this host has no RDMA.
 func (e *VerbError) Unwrap() []error {
 	errs := []error{e.Errno}
@@ -76,9 +81,10 @@ func (e *VerbError) Unwrap() []error {
 	return errs
 }
 
-// Is reports EOPNOTSUPP and ENOSYS as ErrNotSupported.
+// Is reports EOPNOTSUPP and ENOSYS as ErrNotSupported, unless the failure
+// says that this host has no RDMA (verberr.ErrNoRDMA).
 func (e *VerbError) Is(target error) bool {
-	return target == ErrNotSupported && (e.Errno == syscall.EOPNOTSUPP || e.Errno == syscall.ENOSYS)
+	return target == ErrNotSupported && !e.noRDMA && (e.Errno == syscall.EOPNOTSUPP || e.Errno == syscall.ENOSYS)
 }
 
 // verbErr returns the error of a generated stub (a *verberr.Error, which

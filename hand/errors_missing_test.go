@@ -13,7 +13,7 @@ import (
 // A verb that failed with ENOSYS because the installed libibverbs lacks it
 // (the generated loader's doing) carries the loader's MissingError through
 // verbErr: the message names the function and the release that has it, and
-// errors.Is matches both ErrNotSupported sentinels. ENOSYS from a function
+// errors.Is matches ErrNotSupported (libload's). ENOSYS from a function
 // that is there (a provider's unimplemented verb) stays a plain errno.
 func TestVerbErrorNamesMissingFunction(t *testing.T) {
 	if err := verbs.Load(); err != nil {

@@ -25,7 +25,7 @@ func ExampleConnConfig_beforeConnect() {
 		log.Fatal(err)
 	}
 	recv, _ := hand.NewRecvChain(1, 1)
-	defer recv.Free()
+	defer recv.Close()
 	var mr *hand.MR
 	conn, err := req.Accept(ctx, hand.ConnConfig{
 		RNRRetryCount: hand.NoRetry, // a send that finds no receive fails rather than waits
@@ -49,7 +49,7 @@ func ExampleConnConfig_beforeConnect() {
 	defer conn.Close()
 	defer mr.Close()
 	poller, _ := hand.NewPoller(conn.RecvCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 	wcs, err := poller.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -26,9 +26,9 @@ func ExampleListenEP() {
 	}
 	defer mr.Close()
 	recv, _ := hand.NewRecvChain(1, 1)
-	defer recv.Free()
+	defer recv.Close()
 	poller, _ := hand.NewPoller(l.RecvCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 
 	req, err := l.GetRequest(ctx) // rdma_get_request: the QP is made
 	if err != nil {
@@ -71,9 +71,9 @@ func ExampleDialEP() {
 	defer mr.Close()
 	copy(mr.Bytes(), "over rdma_create_ep")
 	send, _ := hand.NewSendChain(1, 1, 0)
-	defer send.Free()
+	defer send.Close()
 	poller, _ := hand.NewPoller(conn.SendCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 19))
 	if err := send.PostSendv(conn); err != nil { // rdma_post_sendv
 		log.Fatal(err)

@@ -32,13 +32,13 @@ func ExampleMulticast_Join() {
 	defer mr.Close()
 	copy(mr.Bytes(), "hello, group")
 	send, _ := hand.NewSendChain(1, 1, 0)
-	defer send.Free()
-	send.Reserve(1).SetUD(0, 1, hand.Signaled, mr.SGE(0, 12), g.AH().Raw(), g.QPN(), g.QKey())
+	defer send.Close()
+	send.Reserve(1).SetUD(0, 1, hand.Signaled, mr.SGE(0, 12), g.AH(), g.QPN(), g.QKey())
 	if err := send.PostSend(m.QP()); err != nil {
 		log.Fatal(err)
 	}
 	poller, _ := hand.NewPoller(m.SendCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 	wcs, err := poller.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)

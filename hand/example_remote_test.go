@@ -43,7 +43,7 @@ func ExampleMR_Remote() {
 	// A write with immediate data consumes a receive, and completes it: it
 	// is posted before the accept, so the peer's write finds it.
 	recv, _ := hand.NewRecvChain(1, 1)
-	defer recv.Free()
+	defer recv.Close()
 	conn, err := req.Accept(ctx, hand.ConnConfig{PD: pd, PrivateData: adv, BeforeConnect: func(c *hand.Conn) error {
 		recv.Reserve(1).Set(0, 1, mr.SGE(0, 0))
 		return recv.PostRecv(c.QP())
@@ -53,7 +53,7 @@ func ExampleMR_Remote() {
 	}
 	defer conn.Close()
 	poller, _ := hand.NewPoller(conn.RecvCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 	wcs, err := poller.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -94,9 +94,9 @@ func ExampleRemoteBuffer() {
 	defer mr.Close()
 	copy(mr.Bytes(), msg)
 	send, _ := hand.NewSendChain(1, 1, 0)
-	defer send.Free()
+	defer send.Close()
 	poller, _ := hand.NewPoller(conn.SendCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 	// The entry is no longer than dst: SetWriteImmTo panics otherwise.
 	send.Reserve(1).SetWriteImmTo(0, 1, hand.Signaled, off, mr.SGE(0, len(msg)), dst)
 	if err := send.PostSend(conn.QP()); err != nil {

@@ -87,12 +87,12 @@ func ExampleQP_Connect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer send.Free()
+	defer send.Close()
 	poller, err := hand.NewPoller(cq, 16)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer poller.Free()
+	defer poller.Close()
 	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 13))
 	if err := send.PostSend(qp); err != nil {
 		log.Fatal(err)
@@ -119,7 +119,7 @@ func ExampleListen() {
 	}
 	defer l.Close()
 	recv, _ := hand.NewRecvChain(1, 1) // for the accepts, one at a time
-	defer recv.Free()
+	defer recv.Close()
 	for {
 		req, err := l.Accept(ctx)
 		if err != nil {
@@ -145,7 +145,7 @@ func ExampleListen() {
 			defer conn.Close()
 			defer mr.Close()
 			poller, _ := hand.NewPoller(conn.RecvCQ(), 1)
-			defer poller.Free()
+			defer poller.Close()
 			wcs, err := poller.Wait(ctx) // rdma_get_recv_comp, without a thread
 			if err != nil {
 				log.Print(err)
@@ -179,9 +179,9 @@ func ExampleDial() {
 	defer mr.Close()
 	copy(mr.Bytes(), "over rdma_cm")
 	send, _ := hand.NewSendChain(1, 1, 0)
-	defer send.Free()
+	defer send.Close()
 	poller, _ := hand.NewPoller(conn.SendCQ(), 1)
-	defer poller.Free()
+	defer poller.Close()
 	send.Reserve(1).SetSend(0, 1, hand.Signaled, mr.SGE(0, 12))
 	if err := send.PostSendv(conn); err != nil { // rdma_post_sendv
 		log.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
 )
 
 // PollExReader is goverbs_poll_ex, the C loop ExPoller.Poll crosses into,
@@ -20,3 +21,10 @@ func (p *ExPoller) Buffers() (wc, ts, fail unsafe.Pointer) {
 // provider's rdma_cm id (a real Conn needs the kernel's rdma_cm): they use
 // nothing of a Conn but its id and its open state.
 func ConnOnID(id *rdmacm.CMID) *Conn { return &Conn{id: id} }
+
+// AHOn is an AH on raw alone, for SetUD on a fake provider's address
+// handle.
+func AHOn(raw *verbs.AH) *AH { return &AH{raw: raw, live: raw} }
+
+// Closed marks ah closed, as Close does after ibv_destroy_ah.
+func (ah *AH) Closed() { ah.live = nil }

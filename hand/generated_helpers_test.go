@@ -37,7 +37,7 @@ func TestGeneratedCmemChain(t *testing.T) {
 		cmem.Free(bad)
 	}()
 	for i := range n {
-		sges[i] = verbs.SGE{Addr: cmem.Addr(buf[i*slot:]), Length: slot, Lkey: 0x1234}
+		sges[i] = verbs.SGE{Addr: cmem.Addr(buf[i*slot:]), Length: slot, LKey: 0x1234}
 		wrs[i] = verbs.RecvWR{WRID: uint64(100 + i), SGList: &sges[i], NumSGE: 1}
 		if i > 0 {
 			wrs[i-1].Next = &wrs[i]

@@ -19,10 +19,10 @@ func pollers(t *testing.T, r *rig, n int, flags verbs.CreateCQWCFlags) map[strin
 	t.Helper()
 	p, err := hand.NewPollerRaw(r.vcq, n)
 	require.NoError(t, err)
-	t.Cleanup(p.Free)
+	t.Cleanup(func() { p.Close() })
 	x, err := hand.NewExPollerRaw(r.vcqEx, n, flags)
 	require.NoError(t, err)
-	t.Cleanup(x.Free)
+	t.Cleanup(func() { x.Close() })
 	return map[string]func() ([]hand.WC, error){"poll_cq": p.Poll, "poll_cq_ex": x.Poll}
 }
 
@@ -33,7 +33,7 @@ func postRecvs(t *testing.T, r *rig, first, n int) {
 	t.Helper()
 	c, err := hand.NewRecvChain(n, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < n; i++ {
 		c.Reserve(1).Set(0, uint64(first+i), sge(i))
 	}
@@ -147,7 +147,7 @@ func TestImmGRHAndSrcQP(t *testing.T) {
 		_, _, err = hand.SplitUD(buf[:44], w)
 		require.ErrorIs(t, err, hand.ErrUDShort)
 	}
-	require.Equal(t, verbs.SGE{Addr: 5, Length: 140, Lkey: 6}, hand.UDRecvSGE(5, 100, 6))
+	require.Equal(t, verbs.SGE{Addr: 5, Length: 140, LKey: 6}, hand.UDRecvSGE(5, 100, 6))
 }
 
 // A UD datagram without a GRH still leaves the buffer's first 40 bytes to
@@ -158,7 +158,7 @@ func TestSplitUDWithoutGRHAndFailed(t *testing.T) {
 	r.fqp.SetRecvCompletion(fakeprov.RecvCompletion{ByteLen: 41, NoGRH: true})
 	p, err := hand.NewPollerRaw(r.vcq, 4)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	postRecvs(t, r, 0, 1)
 	r.cq.InjectStatus(1, int(verbs.WCLocLenErr), 0)
 	postRecvs(t, r, 1, 1)
@@ -210,7 +210,7 @@ func TestExPollerSelectsFields(t *testing.T) {
 	pollWith := func(flags verbs.CreateCQWCFlags, n int) (*hand.ExPoller, []hand.WC) {
 		x, err := hand.NewExPollerRaw(r.vcqEx, 8, flags)
 		require.NoError(t, err)
-		t.Cleanup(x.Free)
+		t.Cleanup(func() { x.Close() })
 		postRecvs(t, r, 0, n)
 		wcs, err := x.Poll()
 		require.NoError(t, err)
@@ -238,18 +238,18 @@ func TestExPollerSelectsFields(t *testing.T) {
 	require.Greater(t, ts.Timestamp(2), ts.Timestamp(1))
 }
 
-func TestUseAfterFree(t *testing.T) {
+func TestUseAfterClose(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	p, err := hand.NewPollerRaw(r.vcq, 1)
 	require.NoError(t, err)
-	p.Free()
+	p.Close()
 	_, err = p.Poll()
-	require.ErrorIs(t, err, hand.ErrFree)
+	require.ErrorIs(t, err, hand.ErrClosed)
 	x, err := hand.NewExPollerRaw(r.vcqEx, 1, 0)
 	require.NoError(t, err)
-	x.Free()
+	x.Close()
 	_, err = x.Poll()
-	require.ErrorIs(t, err, hand.ErrFree)
+	require.ErrorIs(t, err, hand.ErrClosed)
 }
 
 func TestConstructorsRejectBadSizes(t *testing.T) {
@@ -269,19 +269,19 @@ func TestPollSpin(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	p, err := hand.NewPollerRaw(r.vcq, 16)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	x, err := hand.NewExPollerRaw(r.vcqEx, 16, allFlags)
 	require.NoError(t, err)
-	defer x.Free()
+	defer x.Close()
 	polls := func() uint64 { return r.cq.Stats().Polls }
 	for _, c := range []struct {
 		name  string
 		spin  func(int) ([]hand.WC, error)
 		errno int // what PollError.Ret says of FailPoll(-5)
-		free  func()
+		close func() error
 	}{
-		{"poll_cq", p.PollSpin, -5, p.Free},
-		{"poll_cq_ex", x.PollSpin, 5, x.Free},
+		{"poll_cq", p.PollSpin, -5, p.Close},
+		{"poll_cq_ex", x.PollSpin, 5, x.Close},
 	} {
 		// spin polls with c.spin(n), which must not fail, and returns
 		// what it reaped and how many polls that took.
@@ -336,9 +336,9 @@ func TestPollSpin(t *testing.T) {
 		require.ErrorAs(t, err, &ae, c.name)
 		require.Equal(t, "polls", ae.Field, c.name)
 
-		c.free()
+		c.close()
 		_, err = c.spin(4)
-		require.ErrorIs(t, err, hand.ErrFree, c.name)
+		require.ErrorIs(t, err, hand.ErrClosed, c.name)
 	}
 }
 
@@ -348,7 +348,7 @@ func exPolls(t *testing.T, r *rig, n int) map[string]func() ([]hand.WC, error) {
 	t.Helper()
 	x, err := hand.NewExPollerRaw(r.vcqEx, n, allFlags)
 	require.NoError(t, err)
-	t.Cleanup(x.Free)
+	t.Cleanup(func() { x.Close() })
 	return map[string]func() ([]hand.WC, error){
 		"Poll":     x.Poll,
 		"PollSpin": func() ([]hand.WC, error) { return x.PollSpin(4) },
@@ -462,7 +462,7 @@ func TestPollErrorUnwrap(t *testing.T) {
 	}
 	p, err := hand.NewPollerRaw(r.vcq, 4)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	r.cq.FailPoll(-int(syscall.EIO))
 	_, err = p.Poll()
 	var pe *hand.PollError
@@ -480,14 +480,14 @@ func TestPollerSizeBound(t *testing.T) {
 		t.Run(fmt.Sprintf("NewPollerRaw/%d", n), func(t *testing.T) {
 			p, err := hand.NewPollerRaw(r.vcq, n)
 			if err == nil {
-				p.Free()
+				p.Close()
 			}
 			require.ErrorIs(t, err, syscall.EINVAL)
 		})
 		t.Run(fmt.Sprintf("NewExPollerRaw/%d", n), func(t *testing.T) {
 			x, err := hand.NewExPollerRaw(r.vcqEx, n, allFlags)
 			if err == nil {
-				x.Free()
+				x.Close()
 			}
 			require.ErrorIs(t, err, syscall.EINVAL)
 		})

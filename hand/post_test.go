@@ -29,7 +29,7 @@ func drain(t *testing.T, r *rig, want int) []got {
 	t.Helper()
 	p, err := hand.NewPollerRaw(r.vcq, 64)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	var out []got
 	for len(out) < want {
 		wcs, err := p.Poll()
@@ -59,7 +59,7 @@ func TestRecvChainEveryLength(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewRecvChain(1024, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	next := 0
 	for n := 1; n <= 1024; n++ {
 		for i := 0; i < n; i++ {
@@ -86,7 +86,7 @@ func TestRecvChainWQEContents(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewRecvChain(4, 3)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(2)
 	require.Equal(t, 2, v.Len())
 	v.SetSGL(0, 7, []verbs.SGE{sge(0), sge(1), sge(2)})
@@ -98,7 +98,7 @@ func TestRecvChainWQEContents(t *testing.T) {
 	for k := 0; k < 3; k++ {
 		s := sge(k)
 		require.Equal(t, s.Length, binary.BigEndian.Uint32(wqe[16*k:]))
-		require.Equal(t, s.Lkey, binary.BigEndian.Uint32(wqe[16*k+4:]))
+		require.Equal(t, s.LKey, binary.BigEndian.Uint32(wqe[16*k+4:]))
 		require.Equal(t, s.Addr, binary.BigEndian.Uint64(wqe[16*k+8:]))
 	}
 	cs := drain(t, r, 2)
@@ -109,7 +109,7 @@ func TestRecvChainWQEContents(t *testing.T) {
 func TestRecvChainFull(t *testing.T) {
 	c, err := hand.NewRecvChain(2, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	c.Reserve(1).Set(0, 1, sge(0))
 	require.Equal(t, 1, c.Room())
 	require.Panics(t, func() { c.Reserve(2) }, "one WR left")
@@ -124,7 +124,7 @@ func TestSRQChain(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewRecvChain(1024, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	next := 0
 	for _, n := range []int{1, 2, 7, 64, 1000, 1024} {
 		for i := 0; i < n; i++ {
@@ -151,10 +151,10 @@ func failCases(t *testing.T, r *rig) []failCase {
 	t.Helper()
 	rc, err := hand.NewRecvChain(64, 1)
 	require.NoError(t, err)
-	t.Cleanup(rc.Free)
+	t.Cleanup(func() { rc.Close() })
 	sc, err := hand.NewSendChain(64, 1, 0)
 	require.NoError(t, err)
-	t.Cleanup(sc.Free)
+	t.Cleanup(func() { sc.Close() })
 	id := r.cmID(t, false)
 	idSRQ := r.cmID(t, true)
 	recvAdd := func(i int) { rc.Reserve(1).Set(0, uint64(i), sge(i)) }
@@ -219,7 +219,7 @@ func TestSecondFailureCountsFromTheChainStart(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 8; i++ {
 		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
@@ -238,7 +238,7 @@ func TestWQFullIsPartialPost(t *testing.T) {
 	r := newRig(t, rigOpts{depth: 16})
 	c, err := hand.NewRecvChain(32, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 32; i++ {
 		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
@@ -257,7 +257,7 @@ func TestSkipDropsTheFailedWR(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 8; i++ {
 		c.Reserve(1).Set(0, uint64(i), sge(i))
 	}
@@ -278,7 +278,7 @@ func TestPostErrorIsReused(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	c.Reserve(1).Set(0, 0, sge(0))
 	r.fqp.FailRecv(0, syscall.EBUSY)
 	e1 := c.PostRecvRaw(r.qp)
@@ -291,9 +291,9 @@ func TestPostErrorIsReused(t *testing.T) {
 func TestEmptyPostIsNoOp(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	rc, _ := hand.NewRecvChain(1, 1)
-	defer rc.Free()
+	defer rc.Close()
 	sc, _ := hand.NewSendChain(1, 1, 0)
-	defer sc.Free()
+	defer sc.Close()
 	require.NoError(t, rc.PostRecvRaw(r.qp))
 	require.NoError(t, rc.PostSRQRecvRaw(r.srq))
 	require.NoError(t, sc.PostSendRaw(r.qp))
@@ -319,7 +319,7 @@ func TestNegativeErrnoFromProvider(t *testing.T) {
 			r := newRig(t, rigOpts{})
 			c, err := hand.NewRecvChain(4, 1)
 			require.NoError(t, err)
-			defer c.Free()
+			defer c.Close()
 			for i := range 3 {
 				c.Reserve(1).Set(0, uint64(i), sge(i))
 			}
@@ -343,7 +343,7 @@ func TestPostFailureNamingNoWR(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	sc, err := hand.NewSendChain(4, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	for i := range 3 {
 		sc.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i))
 	}
@@ -362,7 +362,7 @@ func TestPostFailureNamingNoWR(t *testing.T) {
 
 	rc, err := hand.NewRecvChain(4, 1)
 	require.NoError(t, err)
-	defer rc.Free()
+	defer rc.Close()
 	rc.Reserve(1).Set(0, 7, sge(0))
 	r.fqp.FailRecv(0, syscall.EAGAIN)
 	require.ErrorAs(t, rc.PostRecvRaw(r.qp), &pe)
@@ -387,10 +387,10 @@ func cmCases(t *testing.T, r *rig) []cmCase {
 	t.Helper()
 	rc, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
-	t.Cleanup(rc.Free)
+	t.Cleanup(func() { rc.Close() })
 	sc, err := hand.NewSendChain(8, 1, 0)
 	require.NoError(t, err)
-	t.Cleanup(sc.Free)
+	t.Cleanup(func() { sc.Close() })
 	id, idSRQ := r.cmID(t, false), r.cmID(t, true)
 	// A QP made on the SRQ, with an id that does not know of it: the C loop
 	// posts to the QP's SRQ (the fallback rdma_post_recvv lacks).

@@ -158,9 +158,9 @@ func TestRemoteBufferSlice(t *testing.T) {
 func TestSendChainRemoteBuffer(t *testing.T) {
 	c, err := hand.NewSendChain(2, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	remote := newRemote(t, 0x7000, 64, 0x4321)
-	local := verbs.SGE{Addr: 0x10000, Length: 64, Lkey: 3}
+	local := verbs.SGE{Addr: 0x10000, Length: 64, LKey: 3}
 	for _, tc := range []struct {
 		name  string
 		to    func(v hand.SendWRs, i int, sge verbs.SGE, r hand.RemoteBuffer)
@@ -211,7 +211,7 @@ func TestSendChainRemoteBuffer(t *testing.T) {
 				"(check lengths from a peer with RemoteBuffer.Slice)", func() { tc.to(v, 0, local, short) })
 			require.Equal(t, before, wr(0), "the refused WR is left as it was")
 			require.Panics(t, func() { tc.to(v, 0, local, hand.RemoteBuffer{}) }, "an empty buffer")
-			require.NotPanics(t, func() { tc.to(v, 0, verbs.SGE{Addr: 0x10000, Lkey: 3}, hand.RemoteBuffer{}) },
+			require.NotPanics(t, func() { tc.to(v, 0, verbs.SGE{Addr: 0x10000, LKey: 3}, hand.RemoteBuffer{}) },
 				"an empty transfer to an empty buffer")
 		})
 	}

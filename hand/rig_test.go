@@ -7,6 +7,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand"
 	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 )
 
@@ -21,6 +22,7 @@ type rig struct {
 	vcq   *verbs.CQ
 	vcqEx *verbs.CQEx
 	ah    *verbs.AH
+	hah   *hand.AH // on ah
 }
 
 type rigOpts struct {
@@ -61,6 +63,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		vcq:   (*verbs.CQ)(cq.Ptr()),
 		vcqEx: (*verbs.CQEx)(cq.ExPtr()),
 		ah:    (*verbs.AH)(ah),
+		hah:   hand.AHOn((*verbs.AH)(ah)),
 	}
 }
 
@@ -78,5 +81,5 @@ func (r *rig) cmID(t testing.TB, withSRQ bool) *rdmacm.CMID {
 
 // sge is the scatter entry of WR i in tests: fake addresses, never dereferenced.
 func sge(i int) verbs.SGE {
-	return verbs.SGE{Addr: 0x10000 + uint64(i)*64, Length: 64, Lkey: 0x1234}
+	return verbs.SGE{Addr: 0x10000 + uint64(i)*64, Length: 64, LKey: 0x1234}
 }

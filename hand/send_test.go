@@ -100,15 +100,27 @@ func TestSendChainOpcodes(t *testing.T) {
 			require.Equal(t, "hello, inline", string(w[20:33]))
 		}, 0},
 		{"ud", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.ah, 0x42, 0x11111111)
+			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.hah, 0x42, 0x11111111)
 		}, verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
 			require.Equal(t, uint32(0x42)|1<<31, w.u32(24))
 			require.Equal(t, uint32(0x11111111), w.u32(28))
 		}, fakeprov.UD},
 		{"ud_imm", func(c *hand.SendChain, r *rig, i int) {
-			c.Reserve(1).SetUDImm(0, uint64(i), sig, 9, sge(i), r.ah, 0x42, 0x11111111)
+			c.Reserve(1).SetUDImm(0, uint64(i), sig, 9, sge(i), r.hah, 0x42, 0x11111111)
 		}, verbs.WROpSendWithImm, verbs.WCSend, func(t *testing.T, w wqe, i int) {
 			require.Equal(t, uint32(9), w.imm())
+		}, fakeprov.UD},
+		{"ud_raw", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetUDRaw(0, uint64(i), sig, sge(i), r.ah, 0x43, 0x22222222)
+		}, verbs.WROpSend, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(0x43)|1<<31, w.u32(24))
+			require.Equal(t, uint32(0x22222222), w.u32(28))
+		}, fakeprov.UD},
+		{"ud_imm_raw", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetUDImmRaw(0, uint64(i), sig, 10, sge(i), r.ah, 0x43, 0x22222222)
+		}, verbs.WROpSendWithImm, verbs.WCSend, func(t *testing.T, w wqe, i int) {
+			require.Equal(t, uint32(10), w.imm())
+			require.Equal(t, uint32(0x43)|1<<31, w.u32(24))
 		}, fakeprov.UD},
 	}
 	for _, tc := range cases {
@@ -116,7 +128,7 @@ func TestSendChainOpcodes(t *testing.T) {
 			r := newRig(t, rigOpts{typ: tc.qpType})
 			c, err := hand.NewSendChain(64, 2, 16)
 			require.NoError(t, err)
-			defer c.Free()
+			defer c.Close()
 			for _, n := range []int{1, 8, 64} {
 				head := r.fqp.SendStats().Head
 				for i := 0; i < n; i++ {
@@ -152,7 +164,7 @@ func TestUnsignaledSendsCompleteSilently(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(8, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 7; i++ {
 		c.Reserve(1).SetWrite(0, uint64(i), 0, sge(i), 0x200000, 1)
 	}
@@ -168,7 +180,7 @@ func TestInlineLimits(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(2, 1, 8)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, 9)) }, "longer than the chain's staging")
 	c.Reserve(1).SetInline(0, 1, hand.Signaled, nil)
 	require.NoError(t, c.PostSendRaw(r.qp))
@@ -176,7 +188,7 @@ func TestInlineLimits(t *testing.T) {
 
 	big, err := hand.NewSendChain(1, 1, 128)
 	require.NoError(t, err)
-	defer big.Free()
+	defer big.Close()
 	big.Reserve(1).SetInline(0, 1, 0, make([]byte, 100))
 	var pe *hand.PostError
 	require.ErrorAs(t, big.PostSendRaw(r.qp), &pe, "over the QP's max_inline_data (64)")
@@ -187,7 +199,7 @@ func TestSendChainSetSGL(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(2, 2, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(1)
 	v.SetSend(0, 1, hand.Signaled, sge(0))
 	v.SetSGL(0, []verbs.SGE{sge(0), sge(1)})
@@ -205,7 +217,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 		id := r.cmID(t, withSRQ)
 		rc, err := hand.NewRecvChain(16, 1)
 		require.NoError(t, err)
-		defer rc.Free()
+		defer rc.Close()
 		for i := 0; i < 16; i++ {
 			rc.Reserve(1).Set(0, 0xC0DE0000+uint64(i), sge(i))
 		}
@@ -227,7 +239,7 @@ func TestRDMAPostvContextRoundTrip(t *testing.T) {
 	conn := hand.ConnOnID(id)
 	sc, err := hand.NewSendChain(16, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	for _, post := range []struct {
 		do func() error
 		op verbs.WROpcode
@@ -338,7 +350,7 @@ func TestRDMAPostvRefusesOtherOpcodes(t *testing.T) {
 					id := r.cmID(t, false)
 					c, err := hand.NewSendChain(n, 1, 16)
 					require.NoError(t, err)
-					defer c.Free()
+					defer c.Close()
 					for i := 0; i < n; i++ {
 						if i == k {
 							s.set(c.Reserve(1), i)
@@ -392,7 +404,7 @@ func TestOpcodeErrorIndexAndName(t *testing.T) {
 	id := r.cmID(t, false)
 	c, err := hand.NewSendChain(8, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	for i := 0; i < 4; i++ {
 		c.Reserve(1).SetSend(0, uint64(i), hand.Signaled, sge(i))
 	}
@@ -422,7 +434,7 @@ func TestSendChainEveryLength(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	c, err := hand.NewSendChain(1024, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	next := 0
 	for n := 1; n <= 1024; n++ {
 		for i := 0; i < n; i++ {
@@ -484,7 +496,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 			require.Equal(t, uint64(n), w.WRID)
 			require.Equal(t, base+uint64(2*inlCap), w.SGList.Addr, "cap %d len %d: WR 2's staging", inlCap, n)
 			require.Equal(t, uint32(n), w.SGList.Length)
-			require.Zero(t, w.SGList.Lkey)
+			require.Zero(t, w.SGList.LKey)
 			all := staged(&verbs.SGE{Addr: base}, 4*inlCap)
 			want := bytes.Repeat([]byte{0xee}, 4*inlCap)
 			copy(want[2*inlCap:], data)
@@ -505,7 +517,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 		}
 		require.Panics(t, func() { c.Reserve(1).SetInline(0, 1, 0, make([]byte, inlCap+1)) }, "cap %d", inlCap)
 		c.Reset()
-		c.Free()
+		c.Close()
 	}
 }
 
@@ -513,7 +525,7 @@ func TestSetInlineEveryLength(t *testing.T) {
 func TestSetInlineIndexOutsideView(t *testing.T) {
 	c, err := hand.NewSendChain(4, 1, 16)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(4)
 	for k := range 4 {
 		v.SetInline(k, 0, 0, bytes.Repeat([]byte{0xee}, 16))
@@ -542,5 +554,26 @@ func TestChainSizeBounds(t *testing.T) {
 		require.ErrorIs(t, err, syscall.EINVAL, "recv %+v", tc)
 		_, err = hand.NewSendChain(tc.capacity, tc.maxSGE, 0)
 		require.ErrorIs(t, err, syscall.EINVAL, "send %+v", tc)
+	}
+}
+
+// A WR never reaches the provider with a nil or closed AH: SetUD and
+// SetUDImm panic before they write the WR.
+func TestSetUDDeadAH(t *testing.T) {
+	r := newRig(t, rigOpts{typ: fakeprov.UD})
+	c, err := hand.NewSendChain(4, 1, 0)
+	require.NoError(t, err)
+	defer c.Close()
+	v := c.Reserve(1)
+	v.SetUD(0, 7, sig, sge(0), r.hah, 0x42, 0x1111)
+	want := *v.WR(0)
+	require.Equal(t, r.ah, want.WR.UD().AH)
+
+	closed := hand.AHOn(r.ah)
+	closed.Closed()
+	for name, ah := range map[string]*hand.AH{"nil": nil, "closed": closed} {
+		require.Panics(t, func() { v.SetUD(0, 8, sig, sge(1), ah, 0x43, 0x2222) }, "SetUD to a %s AH", name)
+		require.Panics(t, func() { v.SetUDImm(0, 8, sig, 3, sge(1), ah, 0x43, 0x2222) }, "SetUDImm to a %s AH", name)
+		require.Equal(t, want, *v.WR(0), "SetUD to a %s AH changed the WR", name)
 	}
 }

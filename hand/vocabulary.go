@@ -1,6 +1,9 @@
 package hand
 
-import "github.com/goverbs/goverbs/generated/verbs"
+import (
+	"github.com/goverbs/goverbs/generated/rdmacm"
+	"github.com/goverbs/goverbs/generated/verbs"
+)
 
 // The generated types and constants a program written against hand/ alone
 // meets on the common path, under names of this package, so that it need
@@ -18,6 +21,40 @@ type (
 	WCOpcode = verbs.WCOpcode
 	// WCStatus is a completion's status (enum ibv_wc_status): WC.Status.
 	WCStatus = verbs.WCStatus
+	// WCFlags are a completion's flags (enum ibv_wc_flags): WC.Flags.
+	WCFlags = verbs.WCFlags
+	// CQWCFlags select an extended CQ's completion fields (enum
+	// ibv_create_cq_wc_flags): CQOptions.WCFlags.
+	CQWCFlags = verbs.CreateCQWCFlags
+	// WROpcode is a work request's opcode (enum ibv_wr_opcode):
+	// PostError.Opcode.
+	WROpcode = verbs.WROpcode
+	// MWType is a memory window's type (enum ibv_mw_type), for PD.NewMW.
+	MWType = verbs.MWType
+	// GRH is the global route header (struct ibv_grh) a UD receive
+	// starts with: SplitUD returns it, GRHSource and PD.NewAHFromWC read
+	// it.
+	GRH = verbs.GRH
+	// QPState is a QP's state (enum ibv_qp_state): QP.State.
+	QPState = verbs.QPState
+	// Rate is a static rate limit (enum ibv_rate): Path.StaticRate.
+	Rate = verbs.Rate
+	// EventType is an asynchronous event's type (enum ibv_event_type):
+	// AsyncEvent.Type.
+	EventType = verbs.EventType
+	// NodeType and TransportType say what a device is (enum
+	// ibv_node_type, enum ibv_transport_type): DeviceInfo.
+	NodeType      = verbs.NodeType
+	TransportType = verbs.TransportType
+	// CMEventType is an rdma_cm event's type (enum rdma_cm_event_type):
+	// CMEventError.Event.
+	CMEventType = rdmacm.CMEventType
+)
+
+// Memory window types, for PD.NewMW.
+const (
+	MWType1 = verbs.MWType1 // bound with ibv_bind_mw (MW.Bind)
+	MWType2 = verbs.MWType2 // bound by a work request, to one QP
 )
 
 // Send flags for the Set methods of SendWRs.

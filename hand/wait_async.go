@@ -13,7 +13,7 @@ import (
 // AsyncEvent is an asynchronous event of a device (struct ibv_async_event),
 // copied out and already acknowledged: nothing about it needs releasing.
 type AsyncEvent struct {
-	Type verbs.EventType
+	Type EventType
 	// The object the event is about, by event type: QP for the QP events,
 	// CQ for EventCQErr, SRQ for the SRQ events, Port for the port events
 	// (nil or 0 otherwise). QP, CQ and SRQ are nil for an object this
@@ -107,7 +107,7 @@ func (c *Context) convertEvent(raw *verbs.AsyncEvent) AsyncEvent {
 		ev.QP, _ = c.lookup(unsafe.Pointer(*raw.Element.QP())).(*QP)
 	case verbs.EventSRQErr, verbs.EventSRQLimitReached:
 		ev.SRQ, _ = c.lookup(unsafe.Pointer(*raw.Element.SRQ())).(*SRQ)
-	case verbs.EventPortActive, verbs.EventPortErr, verbs.EventLIDChange, verbs.EventPkeyChange,
+	case verbs.EventPortActive, verbs.EventPortErr, verbs.EventLIDChange, verbs.EventPKeyChange,
 		verbs.EventSMChange, verbs.EventClientReregister, verbs.EventGIDChange:
 		ev.Port = int(*raw.Element.PortNum())
 	}

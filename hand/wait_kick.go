@@ -143,7 +143,7 @@ func (k *cqKick) modify(state verbs.QPState) error {
 	mask := verbs.QPAttrState
 	if state == verbs.QPSInit {
 		a.PortNum = 1
-		mask |= verbs.QPAttrPkeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
+		mask |= verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
 	}
 	if err := verbs.ModifyQP(k.qp, a, mask); err != nil {
 		if state == verbs.QPSErr {

@@ -89,7 +89,7 @@ func (p *Poller) waitThread(ctx context.Context, min int, op string) ([]WC, erro
 		return nil, err
 	}
 	if p.mem == nil {
-		return nil, ErrFree
+		return nil, ErrClosed
 	}
 	n, err := p.owner.ch.waitPoll(ctx, p, min)
 	if err != nil {

@@ -21,9 +21,15 @@ import (
 // another architecture, lacking a library it needs) does not match it.
 var ErrNoLibrary = errors.New("goverbs: rdma-core library not installed")
 
-// ErrNotSupported matches every *MissingError: the loaded library is older
-// than the function that was called.
-var ErrNotSupported = errors.New("goverbs: not supported by the installed rdma-core")
+// ErrNotSupported is goverbs' one sentinel for "not supported here": every
+// failure meaning that the installed rdma-core, the provider or the device
+// does not do what was asked matches it (errors.Is). Those are a
+// *MissingError (the loaded library is older than the function that was
+// called), a generated stub's EOPNOTSUPP or ENOSYS (*verberr.Error), and
+// hand's errors of the same meaning (hand.ErrNotSupported is this
+// sentinel). The ENOSYS that says this host has no RDMA at all
+// (verberr.ErrNoRDMA) does not match it.
+var ErrNotSupported = errors.New("goverbs: not supported")
 
 // Library describes one shared library a generated package loads.
 type Library struct {

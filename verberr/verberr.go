@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/goverbs/goverbs/libload"
 )
 
 // ErrNoRDMA is matched (errors.Is) by the failure of a function whose
@@ -44,7 +46,9 @@ const noRDMAHint = "load ib_uverbs and a driver"
 // Error is a failed C call. errors.Is(err, syscall.EINVAL) holds when the
 // function reported EINVAL; when the library lacks the function, errors.Is
 // also matches what Missing matches (libload.ErrNotSupported, or
-// libload.ErrNoLibrary when rdma-core is not installed at all). A failure
+// libload.ErrNoLibrary when rdma-core is not installed at all). EOPNOTSUPP
+// and ENOSYS match libload.ErrNotSupported, except a failure matching
+// ErrNoRDMA. A failure
 // that a provider reported with a code of its own (Code, with Errno 0)
 // matches no errno.
 type Error struct {
@@ -315,9 +319,13 @@ func (s *Site) newError(code int, errno syscall.Errno) *Error {
 	if e.missing != nil {
 		e.wrapped = append(e.wrapped, e.missing)
 	}
-	if errno != 0 && errno == s.noRDMA && code == 0 && e.missing == nil {
+	noRDMA := errno != 0 && errno == s.noRDMA && code == 0 && e.missing == nil
+	if noRDMA {
 		e.note = s.noRDMASays + "; " + noRDMAHint
 		e.wrapped = append(e.wrapped, ErrNoRDMA)
+	}
+	if (errno == syscall.EOPNOTSUPP || errno == syscall.ENOSYS) && e.missing == nil && !noRDMA {
+		e.wrapped = append(e.wrapped, libload.ErrNotSupported)
 	}
 	return e
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/goverbs/goverbs/libload"
 )
 
 var errGone = errors.New("the library is gone")
@@ -301,5 +303,27 @@ func TestSiteNoRDMA(t *testing.T) {
 	// A site without the mark: ENOSYS is only ENOSYS.
 	if err := NewSite("ibv_open_device", func() error { return nil }).Err(syscall.ENOSYS); errors.Is(err, ErrNoRDMA) {
 		t.Errorf("unmarked site: %v matches ErrNoRDMA", err)
+	}
+}
+
+// EOPNOTSUPP and ENOSYS match goverbs' one "not supported" sentinel, as
+// the loader's missing-function error does; other errnos and the ENOSYS
+// that says this host has no RDMA do not.
+func TestNotSupported(t *testing.T) {
+	s := NewSite("ibv_alloc_mw", func() error { return nil })
+	for _, errno := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENOSYS} {
+		if err := s.Err(errno); !errors.Is(err, libload.ErrNotSupported) || !errors.Is(err, errno) {
+			t.Errorf("%v: want libload.ErrNotSupported and its errno", err)
+		}
+	}
+	if err := s.Unsupported(nil, "no windows"); !errors.Is(err, libload.ErrNotSupported) {
+		t.Errorf("Unsupported: %v does not match libload.ErrNotSupported", err)
+	}
+	if err := s.Err(syscall.EINVAL); errors.Is(err, libload.ErrNotSupported) {
+		t.Errorf("%v matches libload.ErrNotSupported", err)
+	}
+	noRDMA := NewSite("ibv_get_device_list", func() error { return nil }).NoRDMA(syscall.ENOSYS, "no RDMA here")
+	if err := noRDMA.Err(syscall.ENOSYS); errors.Is(err, libload.ErrNotSupported) || !errors.Is(err, ErrNoRDMA) {
+		t.Errorf("%v: want ErrNoRDMA, not libload.ErrNotSupported", err)
 	}
 }

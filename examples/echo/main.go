@@ -18,8 +18,8 @@ func main() {
 	flag.Parse()
 	ctx := context.Background()
 	rc, sc := must(hand.NewRecvChain(1, 1)), must(hand.NewSendChain(1, 1, 0))
-	defer rc.Free()
-	defer sc.Free()
+	defer rc.Close()
+	defer sc.Close()
 	var conn *hand.Conn
 	var buf *hand.MR // registered on the new Conn's PD, before the connection
 	cfg := hand.ConnConfig{RNRRetryCount: hand.NoRetry, BeforeConnect: func(c *hand.Conn) error {
@@ -39,7 +39,7 @@ func main() {
 	defer conn.Close()
 	defer buf.Close() // before the Conn, whose PD it is on
 	poller := must(hand.NewPoller(conn.RecvCQ(), 1))
-	defer poller.Free()
+	defer poller.Close()
 	for range 2 { // a receive and a send complete on each side, in either order
 		wc := must(poller.Wait(ctx))[0]
 		must(0, wc.Err())

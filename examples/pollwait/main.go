@@ -41,11 +41,11 @@ func main() {
 	if p.recv, err = hand.NewRecvChain(1, 1); err != nil {
 		log.Fatal(err)
 	}
-	defer p.recv.Free()
+	defer p.recv.Close()
 	if p.send, err = hand.NewSendChain(1, 1, 0); err != nil {
 		log.Fatal(err)
 	}
-	defer p.send.Free()
+	defer p.send.Close()
 	// BeforeConnect posts the first receive before the peer can send.
 	cfg := hand.ConnConfig{BeforeConnect: p.setup}
 	var conn *hand.Conn
@@ -62,7 +62,7 @@ func main() {
 	if p.poller, err = hand.NewPoller(conn.RecvCQ(), 2); err != nil { // the Conn's one CQ
 		log.Fatal(err)
 	}
-	defer p.poller.Free()
+	defer p.poller.Close()
 
 	for _, mode := range []string{"spin", "wait", "thread"} {
 		start, cpu0 := time.Now(), cpuTime()

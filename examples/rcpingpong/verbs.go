@@ -128,12 +128,12 @@ func (c *conn) createQP(cfg config) (err error) {
 	}
 
 	c.wr = cmem.New[workRequests]()
-	c.wr.sge = verbs.SGE{Addr: cmem.Addr(c.buf), Length: uint32(cfg.size), Lkey: c.mr.Lkey}
+	c.wr.sge = verbs.SGE{Addr: cmem.Addr(c.buf), Length: uint32(cfg.size), LKey: c.mr.LKey}
 	c.wr.recv = verbs.RecvWR{WRID: recvWRID, SGList: &c.wr.sge, NumSGE: 1}
 	c.wr.send = verbs.SendWR{WRID: sendWRID, SGList: &c.wr.sge, NumSGE: 1, Opcode: verbs.WROpSend, SendFlags: flags}
 
-	attr = verbs.QPAttr{QPState: verbs.QPSInit, PkeyIndex: 0, PortNum: uint8(cfg.ibPort), QPAccessFlags: 0}
-	mask := verbs.QPAttrState | verbs.QPAttrPkeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
+	attr = verbs.QPAttr{QPState: verbs.QPSInit, PKeyIndex: 0, PortNum: uint8(cfg.ibPort), QPAccessFlags: 0}
+	mask := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
 	if err := verbs.ModifyQP(c.qp, &attr, mask); err != nil {
 		return fmt.Errorf("QP to INIT: %w", err)
 	}

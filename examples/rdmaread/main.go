@@ -115,12 +115,12 @@ func read(ctx context.Context, addr string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer send.Free()
+	defer send.Close()
 	poller, err := hand.NewPoller(conn.SendCQ(), 1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer poller.Free()
+	defer poller.Close()
 	send.Reserve(1).SetReadFrom(0, 1, hand.Signaled, mr.SGE(0, remote.Len()), remote)
 	if err := send.PostSend(conn.QP()); err != nil {
 		log.Fatal(err)

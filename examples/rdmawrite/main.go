@@ -73,7 +73,7 @@ func serve(ctx context.Context, addr string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer recv.Free()
+	defer recv.Close()
 	conn, err := req.Accept(ctx, hand.ConnConfig{PD: pd, PrivateData: adv,
 		// The client may write the moment it is connected: the receive its
 		// immediate data consumes must be there before the accept goes out.
@@ -92,7 +92,7 @@ func serve(ctx context.Context, addr string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer poller.Free()
+	defer poller.Close()
 	wcs, err := poller.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -137,12 +137,12 @@ func write(ctx context.Context, addr, msg string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer send.Free()
+	defer send.Close()
 	poller, err := hand.NewPoller(conn.SendCQ(), 1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer poller.Free()
+	defer poller.Close()
 	// The immediate data, the message's length, reaches the server's
 	// receive after the bytes are in its memory.
 	send.Reserve(1).SetWriteImmTo(0, 1, hand.Signaled, uint32(len(msg)), mr.SGE(0, len(msg)), dst)

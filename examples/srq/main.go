@@ -83,7 +83,7 @@ func serve(ctx context.Context, addr, device string, clients int) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer recv.Free()
+	defer recv.Close()
 	v := recv.Reserve(clients)
 	for i := range clients {
 		v.Set(i, uint64(i), mr.SGE(i*msgMax, msgMax)) // wr_id: the buffer
@@ -118,7 +118,7 @@ func serve(ctx context.Context, addr, device string, clients int) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer poller.Free()
+	defer poller.Close()
 	for got := 0; got < clients; {
 		wcs, err := poller.Wait(ctx)
 		if err != nil {
@@ -149,12 +149,12 @@ func send(ctx context.Context, addr, msg string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer chain.Free()
+	defer chain.Close()
 	poller, err := hand.NewPoller(conn.SendCQ(), 1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer poller.Free()
+	defer poller.Close()
 	chain.Reserve(1).SetInline(0, 1, hand.Signaled, []byte(msg))
 	if err := chain.PostSend(conn.QP()); err != nil {
 		log.Fatal(err)

@@ -81,7 +81,7 @@ func (b *buffers) setup(c *hand.UDConn) (err error) {
 	if err != nil {
 		return err
 	}
-	defer rc.Free()
+	defer rc.Close()
 	w := rc.Reserve(b.n)
 	for i := range b.n {
 		w.Set(i, uint64(i), hand.UDRecvSGE(b.mr.Addr()+uint64(b.recvAt(i)), uint32(b.size), b.mr.LKey()))
@@ -97,7 +97,7 @@ func exchange(ctx context.Context, c *hand.UDConn, b *buffers, client bool, stdo
 	if err = cmp.Or(err, err2); err != nil {
 		return err
 	}
-	defer func() { p.Free(); sc.Free() }()
+	defer func() { p.Close(); sc.Close() }()
 	mem, want := b.mr.Bytes(), map[string]bool{}
 	if client {
 		w := sc.Reserve(b.n)
@@ -105,7 +105,7 @@ func exchange(ctx context.Context, c *hand.UDConn, b *buffers, client bool, stdo
 			msg := fmt.Appendf(nil, "datagram %d of %d from QP %d ", i, b.n, c.QP().Num())
 			copy(mem[b.sendAt(i):b.sendAt(i+1)], bytes.Repeat(msg, b.size))
 			want[string(mem[b.sendAt(i):b.sendAt(i+1)])] = true
-			w.SetUD(i, uint64(i), hand.Signaled, b.mr.SGE(b.sendAt(i), b.size), c.AH().Raw(), c.RemoteQPN(), c.RemoteQKey())
+			w.SetUD(i, uint64(i), hand.Signaled, b.mr.SGE(b.sendAt(i), b.size), c.AH(), c.RemoteQPN(), c.RemoteQKey())
 		}
 		if err := sc.PostSend(c.QP()); err != nil {
 			return err
@@ -139,7 +139,7 @@ func exchange(ctx context.Context, c *hand.UDConn, b *buffers, client bool, stdo
 				return err
 			}
 			b.ahs = append(b.ahs, ah)
-			sc.Reserve(1).SetUD(0, uint64(i), hand.Signaled, b.mr.SGE(b.recvAt(i)+hand.GRHSize, len(payload)), ah.Raw(), wc.SrcQP(), hand.UDPQKey)
+			sc.Reserve(1).SetUD(0, uint64(i), hand.Signaled, b.mr.SGE(b.recvAt(i)+hand.GRHSize, len(payload)), ah, wc.SrcQP(), hand.UDPQKey)
 			if err := sc.PostSend(c.QP()); err != nil {
 				return err
 			}

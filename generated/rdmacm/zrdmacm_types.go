@@ -24,7 +24,7 @@ type SAPathRec struct {
 	Reversible             int32      // reversible @48
 	NumbPath               uint8      // numb_path @52
 	_                      [1]byte    // padding @53
-	Pkey                   verbs.Be16 // pkey @54
+	PKey                   verbs.Be16 // pkey @54
 	SL                     uint8      // sl @56
 	MTUSelector            uint8      // mtu_selector @57
 	MTU                    uint8      // mtu @58
@@ -40,13 +40,13 @@ type SAMcmemberRec struct {
 	_                      structs.HostLayout
 	Mgid                   verbs.GID // mgid @0
 	PortGID                verbs.GID // port_gid @16
-	Qkey                   uint32    // qkey @32
+	QKey                   uint32    // qkey @32
 	Mlid                   uint16    // mlid @36
 	MTUSelector            uint8     // mtu_selector @38
 	MTU                    uint8     // mtu @39
 	TrafficClass           uint8     // traffic_class @40
 	_                      [1]byte   // padding @41
-	Pkey                   uint16    // pkey @42
+	PKey                   uint16    // pkey @42
 	RateSelector           uint8     // rate_selector @44
 	Rate                   uint8     // rate @45
 	PacketLifeTimeSelector uint8     // packet_life_time_selector @46
@@ -66,7 +66,7 @@ type SAServiceRec struct {
 	_      structs.HostLayout
 	ID     uint64    // id @0
 	GID    verbs.GID // gid @8
-	Pkey   uint16    // pkey @24
+	PKey   uint16    // pkey @24
 	_      [2]byte   // padding @26
 	Lease  uint32    // lease @28
 	Key    [16]uint8 // key @32
@@ -88,7 +88,7 @@ type PathRecord struct {
 	FlowlabelHoplimit verbs.Be32 // flowlabel_hoplimit @44
 	Tclass            uint8      // tclass @48
 	ReversibleNumpath uint8      // reversible_numpath @49
-	Pkey              verbs.Be16 // pkey @50
+	PKey              verbs.Be16 // pkey @50
 	QosclassSL        verbs.Be16 // qosclass_sl @52
 	MTU               uint8      // mtu @54
 	Rate              uint8      // rate @55
@@ -110,7 +110,7 @@ type IBAddr struct {
 	_    structs.HostLayout
 	SGID verbs.GID  // sgid @0
 	DGID verbs.GID  // dgid @16
-	Pkey verbs.Be16 // pkey @32
+	PKey verbs.Be16 // pkey @32
 	_    [6]byte    // padding @34
 }
 
@@ -223,7 +223,7 @@ type UDParam struct {
 	_              [7]byte        // padding @9
 	AHAttr         verbs.AHAttr   // ah_attr @16
 	QPNum          uint32         // qp_num @48
-	Qkey           uint32         // qkey @52
+	QKey           uint32         // qkey @52
 }
 
 // Addrinfo mirrors struct rdma_addrinfo (rdma/rdma_cma.h:189). Size 96, align 8.
@@ -454,8 +454,8 @@ const (
 	IBIPPsUDP uint64 = 0x1110000
 	// IBPsIB is RDMA_IB_PS_IB (rdma/rdma_cma.h:84, unsigned long long).
 	IBPsIB uint64 = 0x13f0000
-	// UDPQkey is RDMA_UDP_QKEY (rdma/rdma_cma.h:90, int).
-	UDPQkey int32 = 19088743
+	// UDPQKey is RDMA_UDP_QKEY (rdma/rdma_cma.h:90, int).
+	UDPQKey int32 = 19088743
 	// RaiPassive is RAI_PASSIVE (rdma/rdma_cma.h:182, int).
 	RaiPassive int32 = 1
 	// RaiNumerichost is RAI_NUMERICHOST (rdma/rdma_cma.h:183, int).

@@ -2743,8 +2743,8 @@ var (
 	siteQueryGIDEx              = verberr.NewSite("ibv_query_gid_ex", availability("_ibv_query_gid_ex"))
 	siteXQueryGIDTable          = verberr.NewSite("_ibv_query_gid_table", availability("_ibv_query_gid_table"))
 	siteQueryGIDTable           = verberr.NewSite("ibv_query_gid_table", availability("_ibv_query_gid_table"))
-	siteQueryPkey               = verberr.NewSite("ibv_query_pkey", availability("ibv_query_pkey"))
-	siteGetPkeyIndex            = verberr.NewSite("ibv_get_pkey_index", availability("ibv_get_pkey_index"))
+	siteQueryPKey               = verberr.NewSite("ibv_query_pkey", availability("ibv_query_pkey"))
+	siteGetPKeyIndex            = verberr.NewSite("ibv_get_pkey_index", availability("ibv_get_pkey_index"))
 	siteAllocPD                 = verberr.NewSite("ibv_alloc_pd", availability("ibv_alloc_pd"))
 	siteDeallocPD               = verberr.NewSite("ibv_dealloc_pd", availability("ibv_dealloc_pd"))
 	siteCreateFlow              = verberr.NewSite("ibv_create_flow", availability())
@@ -2948,8 +2948,8 @@ func WRBindMW(qp *QPEx, mw *MW, rkey uint32, bindInfo *MWBindInfo) {
 // WRLocalInv calls ibv_wr_local_inv (static inline, infiniband/verbs.h:1413).
 // It cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
-func WRLocalInv(qp *QPEx, invalidateRkey uint32) {
-	C.goverbs_ibv_wr_local_inv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
+func WRLocalInv(qp *QPEx, invalidateRKey uint32) {
+	C.goverbs_ibv_wr_local_inv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(invalidateRKey))
 }
 
 // WRRDMARead calls ibv_wr_rdma_read (static inline, infiniband/verbs.h:1419).
@@ -2997,8 +2997,8 @@ func WRSendImm(qp *QPEx, immData Be32) {
 // WRSendInv calls ibv_wr_send_inv (static inline, infiniband/verbs.h:1454). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "extended QP and CQ accessors").
-func WRSendInv(qp *QPEx, invalidateRkey uint32) {
-	C.goverbs_ibv_wr_send_inv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(invalidateRkey))
+func WRSendInv(qp *QPEx, invalidateRKey uint32) {
+	C.goverbs_ibv_wr_send_inv((*C.goverbs_unchecked)(unsafe.Pointer(qp)), C.uint32_t(invalidateRKey))
 }
 
 // WRSendTSO calls ibv_wr_send_tso (static inline, infiniband/verbs.h:1460). It
@@ -3011,8 +3011,8 @@ func WRSendTSO(qp *QPEx, hdr unsafe.Pointer, hdrSz uint16, mss uint16) {
 // WRSetUDAddr calls ibv_wr_set_ud_addr (static inline,
 // infiniband/verbs.h:1466). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
-func WRSetUDAddr(qp *QPEx, ah *AH, remoteQPN uint32, remoteQkey uint32) {
-	C.goverbs_ibv_wr_set_ud_addr((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN), C.uint32_t(remoteQkey))
+func WRSetUDAddr(qp *QPEx, ah *AH, remoteQPN uint32, remoteQKey uint32) {
+	C.goverbs_ibv_wr_set_ud_addr((*C.goverbs_unchecked)(unsafe.Pointer(qp)), (*C.goverbs_unchecked)(unsafe.Pointer(ah)), C.uint32_t(remoteQPN), C.uint32_t(remoteQKey))
 }
 
 // WRSetXRCSRQN calls ibv_wr_set_xrc_srqn (static inline,
@@ -3155,10 +3155,10 @@ func WCReadImmData(cq *CQEx) Be32 {
 	return Be32(r)
 }
 
-// WCReadInvalidatedRkey calls ibv_wc_read_invalidated_rkey (static inline,
+// WCReadInvalidatedRKey calls ibv_wc_read_invalidated_rkey (static inline,
 // infiniband/verbs.h:1660). It cannot fail: what C returns is the result (error
 // convention "cannot fail", rule "extended QP and CQ accessors").
-func WCReadInvalidatedRkey(cq *CQEx) uint32 {
+func WCReadInvalidatedRKey(cq *CQEx) uint32 {
 	r := C.goverbs_ibv_wc_read_invalidated_rkey((*C.goverbs_unchecked)(unsafe.Pointer(cq)))
 	return uint32(r)
 }
@@ -3537,27 +3537,27 @@ func QueryGIDTable(context *Context, entries *GIDEntry, maxEntries uint64, flags
 	return 0, siteQueryGIDTable.Failed(err, int64(r))
 }
 
-// QueryPkey calls ibv_query_pkey (extern, infiniband/verbs.h:2573). When C
+// QueryPKey calls ibv_query_pkey (extern, infiniband/verbs.h:2573). When C
 // returns -1, it returns a *verberr.Error with the errno C set (error
 // convention "-1 and errno", rule "verbs returning -1 with errno").
-func QueryPkey(context *Context, portNum uint8, index int32, pkey *Be16) error {
+func QueryPKey(context *Context, portNum uint8, index int32, pkey *Be16) error {
 	r, err := C.ibv_query_pkey((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.int(index), (*C.__be16)(unsafe.Pointer(pkey)))
 	if r == 0 {
 		return nil
 	}
-	return siteQueryPkey.Failed(err, int64(r))
+	return siteQueryPKey.Failed(err, int64(r))
 }
 
-// GetPkeyIndex calls ibv_get_pkey_index (extern, infiniband/verbs.h:2579). It
+// GetPKeyIndex calls ibv_get_pkey_index (extern, infiniband/verbs.h:2579). It
 // returns C's count; when C returns a negative value, 0 and a *verberr.Error
 // with the errno (error convention "count or error", rule "counts, indexes and
 // descriptors, negative on failure").
-func GetPkeyIndex(context *Context, portNum uint8, pkey Be16) (int, error) {
+func GetPKeyIndex(context *Context, portNum uint8, pkey Be16) (int, error) {
 	r, err := C.ibv_get_pkey_index((*C.struct_ibv_context)(unsafe.Pointer(context)), C.uint8_t(portNum), C.__be16(pkey))
 	if r >= 0 {
 		return int(r), nil
 	}
-	return 0, siteGetPkeyIndex.Failed(err, int64(r))
+	return 0, siteGetPKeyIndex.Failed(err, int64(r))
 }
 
 // AllocPD calls ibv_alloc_pd (extern, infiniband/verbs.h:2585). When C returns
@@ -3788,10 +3788,10 @@ func DeallocMW(mw *MW) error {
 	return siteDeallocMW.Failed(nil, int64(r))
 }
 
-// IncRkey calls ibv_inc_rkey (static inline, infiniband/verbs.h:2791). It
+// IncRKey calls ibv_inc_rkey (static inline, infiniband/verbs.h:2791). It
 // cannot fail: what C returns is the result (error convention "cannot fail",
 // rule "values and strings").
-func IncRkey(rkey uint32) uint32 {
+func IncRKey(rkey uint32) uint32 {
 	r := C.ibv_inc_rkey(C.uint32_t(rkey))
 	return uint32(r)
 }

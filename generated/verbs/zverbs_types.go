@@ -226,7 +226,7 @@ type DeviceAttr struct {
 	MaxSRQ                int32          // max_srq @212
 	MaxSRQWR              int32          // max_srq_wr @216
 	MaxSRQSGE             int32          // max_srq_sge @220
-	MaxPkeys              uint16         // max_pkeys @224
+	MaxPKeys              uint16         // max_pkeys @224
 	LocalCaACKDelay       uint8          // local_ca_ack_delay @226
 	PhysPortCnt           uint8          // phys_port_cnt @227
 	_                     [4]byte        // padding @228
@@ -332,9 +332,9 @@ type PortAttr struct {
 	GIDTblLen     int32        // gid_tbl_len @12
 	PortCapFlags  PortCapFlags // port_cap_flags @16
 	MaxMsgSz      uint32       // max_msg_sz @20
-	BadPkeyCntr   uint32       // bad_pkey_cntr @24
-	QkeyViolCntr  uint32       // qkey_viol_cntr @28
-	PkeyTblLen    uint16       // pkey_tbl_len @32
+	BadPKeyCntr   uint32       // bad_pkey_cntr @24
+	QKeyViolCntr  uint32       // qkey_viol_cntr @28
+	PKeyTblLen    uint16       // pkey_tbl_len @32
 	LID           uint16       // lid @34
 	SMLID         uint16       // sm_lid @36
 	LMC           uint8        // lmc @38
@@ -372,15 +372,15 @@ type WC struct {
 	QPNum        uint32   // qp_num @28
 	SrcQP        uint32   // src_qp @32
 	WCFlags      WCFlags  // wc_flags @36
-	PkeyIndex    uint16   // pkey_index @40
+	PKeyIndex    uint16   // pkey_index @40
 	SLID         uint16   // slid @42
 	SL           uint8    // sl @44
 	DLIDPathBits uint8    // dlid_path_bits @45
 	_            [2]byte  // padding @46
 }
 
-// InvalidatedRkey returns a pointer to member invalidated_rkey, which shares its storage with imm_data (@24).
-func (r *WC) InvalidatedRkey() *uint32 {
+// InvalidatedRKey returns a pointer to member invalidated_rkey, which shares its storage with imm_data (@24).
+func (r *WC) InvalidatedRKey() *uint32 {
 	return (*uint32)(unsafe.Add(unsafe.Pointer(r), 24))
 }
 
@@ -402,8 +402,8 @@ type MR struct {
 	Addr    unsafe.Pointer // addr @16
 	Length  uint64         // length @24
 	Handle  uint32         // handle @32
-	Lkey    uint32         // lkey @36
-	Rkey    uint32         // rkey @40
+	LKey    uint32         // lkey @36
+	RKey    uint32         // rkey @40
 	_       [4]byte        // padding @44
 }
 
@@ -473,7 +473,7 @@ type MW struct {
 	_       structs.HostLayout
 	Context *Context // context @0
 	PD      *PD      // pd @8
-	Rkey    uint32   // rkey @16
+	RKey    uint32   // rkey @16
 	Handle  uint32   // handle @20
 	Type    MWType   // type @24
 	_       [4]byte  // padding @28
@@ -669,7 +669,7 @@ type QPAttr struct {
 	CurQPState       QPState     // cur_qp_state @4
 	PathMTU          MTU         // path_mtu @8
 	PathMigState     MigState    // path_mig_state @12
-	Qkey             uint32      // qkey @16
+	QKey             uint32      // qkey @16
 	RQPSN            uint32      // rq_psn @20
 	SQPSN            uint32      // sq_psn @24
 	DestQPNum        uint32      // dest_qp_num @28
@@ -677,8 +677,8 @@ type QPAttr struct {
 	Cap              QPCap       // cap @36
 	AHAttr           AHAttr      // ah_attr @56
 	AltAHAttr        AHAttr      // alt_ah_attr @88
-	PkeyIndex        uint16      // pkey_index @120
-	AltPkeyIndex     uint16      // alt_pkey_index @122
+	PKeyIndex        uint16      // pkey_index @120
+	AltPKeyIndex     uint16      // alt_pkey_index @122
 	EnSqdAsyncNotify uint8       // en_sqd_async_notify @124
 	SQDraining       uint8       // sq_draining @125
 	MaxRDAtomic      uint8       // max_rd_atomic @126
@@ -717,7 +717,7 @@ type SGE struct {
 	_      structs.HostLayout
 	Addr   uint64 // addr @0
 	Length uint32 // length @8
-	Lkey   uint32 // lkey @12
+	LKey   uint32 // lkey @12
 }
 
 // FDArr mirrors struct ibv_fd_arr (infiniband/verbs.h:1183). Size 16, align 8.
@@ -744,8 +744,8 @@ type SendWR struct {
 	BindMW    SendWRBindMW // union { bind_mw; tso } @80
 }
 
-// InvalidateRkey returns a pointer to member invalidate_rkey, which shares its storage with imm_data (@36).
-func (r *SendWR) InvalidateRkey() *uint32 {
+// InvalidateRKey returns a pointer to member invalidate_rkey, which shares its storage with imm_data (@36).
+func (r *SendWR) InvalidateRKey() *uint32 {
 	return (*uint32)(unsafe.Add(unsafe.Pointer(r), 36))
 }
 
@@ -1435,7 +1435,7 @@ type UverbsQueryDeviceResp struct {
 	MaxSRQ                uint32   // max_srq @156
 	MaxSRQWR              uint32   // max_srq_wr @160
 	MaxSRQSGE             uint32   // max_srq_sge @164
-	MaxPkeys              uint16   // max_pkeys @168
+	MaxPKeys              uint16   // max_pkeys @168
 	LocalCaACKDelay       uint8    // local_ca_ack_delay @170
 	PhysPortCnt           uint8    // phys_port_cnt @171
 	Reserved              [4]uint8 // reserved @172
@@ -1515,10 +1515,10 @@ type UverbsQueryPortResp struct {
 	_             structs.HostLayout
 	PortCapFlags  uint32 // port_cap_flags @0
 	MaxMsgSz      uint32 // max_msg_sz @4
-	BadPkeyCntr   uint32 // bad_pkey_cntr @8
-	QkeyViolCntr  uint32 // qkey_viol_cntr @12
+	BadPKeyCntr   uint32 // bad_pkey_cntr @8
+	QKeyViolCntr  uint32 // qkey_viol_cntr @12
 	GIDTblLen     uint32 // gid_tbl_len @16
-	PkeyTblLen    uint16 // pkey_tbl_len @20
+	PKeyTblLen    uint16 // pkey_tbl_len @20
 	LID           uint16 // lid @22
 	SMLID         uint16 // sm_lid @24
 	State         uint8  // state @26
@@ -1620,8 +1620,8 @@ func (r *UverbsRegMR) DriverData(n int) []uint64 {
 type UverbsRegMRResp struct {
 	_        structs.HostLayout
 	MRHandle uint32 // mr_handle @0
-	Lkey     uint32 // lkey @4
-	Rkey     uint32 // rkey @8
+	LKey     uint32 // lkey @4
+	RKey     uint32 // rkey @8
 }
 
 // DriverData returns the flexible array member driver_data (@12) as a slice of n elements.
@@ -1653,8 +1653,8 @@ func (r *UverbsReregMR) DriverData(n int) []uint64 {
 type UverbsReregMRResp struct {
 	_    structs.HostLayout
 	_    [0]uint64 // align 8
-	Lkey uint32    // lkey @0
-	Rkey uint32    // rkey @4
+	LKey uint32    // lkey @0
+	RKey uint32    // rkey @4
 }
 
 // DriverData returns the flexible array member driver_data (@8) as a slice of n elements.
@@ -1689,7 +1689,7 @@ type UverbsAllocMWResp struct {
 	_        structs.HostLayout
 	_        [0]uint64 // align 8
 	MWHandle uint32    // mw_handle @0
-	Rkey     uint32    // rkey @4
+	RKey     uint32    // rkey @4
 }
 
 // DriverData returns the flexible array member driver_data (@8) as a slice of n elements.
@@ -1815,7 +1815,7 @@ type UverbsWC struct {
 	QPNum        uint32     // qp_num @28
 	SrcQP        uint32     // src_qp @32
 	WCFlags      uint32     // wc_flags @36
-	PkeyIndex    uint16     // pkey_index @40
+	PKeyIndex    uint16     // pkey_index @40
 	SLID         uint16     // slid @42
 	SL           uint8      // sl @44
 	DLIDPathBits uint8      // dlid_path_bits @45
@@ -1891,7 +1891,7 @@ type UverbsQPAttr struct {
 	CurQPState       uint32       // cur_qp_state @8
 	PathMTU          uint32       // path_mtu @12
 	PathMigState     uint32       // path_mig_state @16
-	Qkey             uint32       // qkey @20
+	QKey             uint32       // qkey @20
 	RQPSN            uint32       // rq_psn @24
 	SQPSN            uint32       // sq_psn @28
 	DestQPNum        uint32       // dest_qp_num @32
@@ -1903,8 +1903,8 @@ type UverbsQPAttr struct {
 	MaxSendSGE       uint32       // max_send_sge @112
 	MaxRecvSGE       uint32       // max_recv_sge @116
 	MaxInlineData    uint32       // max_inline_data @120
-	PkeyIndex        uint16       // pkey_index @124
-	AltPkeyIndex     uint16       // alt_pkey_index @126
+	PKeyIndex        uint16       // pkey_index @124
+	AltPKeyIndex     uint16       // alt_pkey_index @126
 	EnSqdAsyncNotify uint8        // en_sqd_async_notify @128
 	SQDraining       uint8        // sq_draining @129
 	MaxRDAtomic      uint8        // max_rd_atomic @130
@@ -2054,13 +2054,13 @@ type UverbsQueryQPResp struct {
 	MaxSendSGE      uint32       // max_send_sge @72
 	MaxRecvSGE      uint32       // max_recv_sge @76
 	MaxInlineData   uint32       // max_inline_data @80
-	Qkey            uint32       // qkey @84
+	QKey            uint32       // qkey @84
 	RQPSN           uint32       // rq_psn @88
 	SQPSN           uint32       // sq_psn @92
 	DestQPNum       uint32       // dest_qp_num @96
 	QPAccessFlags   uint32       // qp_access_flags @100
-	PkeyIndex       uint16       // pkey_index @104
-	AltPkeyIndex    uint16       // alt_pkey_index @106
+	PKeyIndex       uint16       // pkey_index @104
+	AltPKeyIndex    uint16       // alt_pkey_index @106
 	QPState         uint8        // qp_state @108
 	CurQPState      uint8        // cur_qp_state @109
 	PathMTU         uint8        // path_mtu @110
@@ -2093,13 +2093,13 @@ type UverbsModifyQP struct {
 	AltDest          UverbsQPDest // alt_dest @32
 	QPHandle         uint32       // qp_handle @64
 	AttrMask         uint32       // attr_mask @68
-	Qkey             uint32       // qkey @72
+	QKey             uint32       // qkey @72
 	RQPSN            uint32       // rq_psn @76
 	SQPSN            uint32       // sq_psn @80
 	DestQPNum        uint32       // dest_qp_num @84
 	QPAccessFlags    uint32       // qp_access_flags @88
-	PkeyIndex        uint16       // pkey_index @92
-	AltPkeyIndex     uint16       // alt_pkey_index @94
+	PKeyIndex        uint16       // pkey_index @92
+	AltPKeyIndex     uint16       // alt_pkey_index @94
 	QPState          uint8        // qp_state @96
 	CurQPState       uint8        // cur_qp_state @97
 	PathMTU          uint8        // path_mtu @98
@@ -2157,7 +2157,7 @@ type UverbsSGE struct {
 	_      structs.HostLayout
 	Addr   uint64 // addr @0
 	Length uint32 // length @8
-	Lkey   uint32 // lkey @12
+	LKey   uint32 // lkey @12
 }
 
 // UverbsSendWR mirrors struct ib_uverbs_send_wr (rdma/ib_user_verbs.h:822). Size 56, align 8.
@@ -2977,7 +2977,7 @@ type SendWRWRAtomic struct {
 	RemoteAddr uint64  // remote_addr @0
 	CompareAdd uint64  // compare_add @8
 	Swap       uint64  // swap @16
-	Rkey       uint32  // rkey @24
+	RKey       uint32  // rkey @24
 	_          [4]byte // padding @28
 }
 
@@ -2985,7 +2985,7 @@ type SendWRWRAtomic struct {
 type SendWRWRRDMA struct {
 	_          structs.HostLayout
 	RemoteAddr uint64  // remote_addr @0
-	Rkey       uint32  // rkey @8
+	RKey       uint32  // rkey @8
 	_          [4]byte // padding @12
 }
 
@@ -2994,14 +2994,14 @@ type SendWRWRUD struct {
 	_          structs.HostLayout
 	AH         *AH    // ah @0
 	RemoteQPN  uint32 // remote_qpn @8
-	RemoteQkey uint32 // remote_qkey @12
+	RemoteQKey uint32 // remote_qkey @12
 }
 
 // SendWRBindMW mirrors struct ibv_send_wr member bind_mw (struct { ... }) (infiniband/verbs.h:1188). Size 48, align 8.
 type SendWRBindMW struct {
 	_        structs.HostLayout
 	MW       *MW        // mw @0
-	Rkey     uint32     // rkey @8
+	RKey     uint32     // rkey @8
 	_        [4]byte    // padding @12
 	BindInfo MWBindInfo // bind_info @16
 }
@@ -3078,8 +3078,8 @@ type UverbsWCEx struct {
 	ImmData Be32 // union { imm_data; invalidate_rkey } @0
 }
 
-// InvalidateRkey returns a pointer to member invalidate_rkey, which shares its storage with imm_data (@0).
-func (r *UverbsWCEx) InvalidateRkey() *uint32 {
+// InvalidateRKey returns a pointer to member invalidate_rkey, which shares its storage with imm_data (@0).
+func (r *UverbsWCEx) InvalidateRKey() *uint32 {
 	return (*uint32)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
@@ -3089,7 +3089,7 @@ type UverbsSendWRWRAtomic struct {
 	RemoteAddr uint64 // remote_addr @0
 	CompareAdd uint64 // compare_add @8
 	Swap       uint64 // swap @16
-	Rkey       uint32 // rkey @24
+	RKey       uint32 // rkey @24
 	Reserved   uint32 // reserved @28
 }
 
@@ -3097,7 +3097,7 @@ type UverbsSendWRWRAtomic struct {
 type UverbsSendWRWRRDMA struct {
 	_          structs.HostLayout
 	RemoteAddr uint64 // remote_addr @0
-	Rkey       uint32 // rkey @8
+	RKey       uint32 // rkey @8
 	Reserved   uint32 // reserved @12
 }
 
@@ -3106,7 +3106,7 @@ type UverbsSendWRWRUD struct {
 	_          structs.HostLayout
 	AH         uint32 // ah @0
 	RemoteQPN  uint32 // remote_qpn @4
-	RemoteQkey uint32 // remote_qkey @8
+	RemoteQKey uint32 // remote_qkey @8
 	Reserved   uint32 // reserved @12
 }
 
@@ -3116,8 +3116,8 @@ type UverbsSendWREx struct {
 	ImmData Be32 // union { imm_data; invalidate_rkey } @0
 }
 
-// InvalidateRkey returns a pointer to member invalidate_rkey, which shares its storage with imm_data (@0).
-func (r *UverbsSendWREx) InvalidateRkey() *uint32 {
+// InvalidateRKey returns a pointer to member invalidate_rkey, which shares its storage with imm_data (@0).
+func (r *UverbsSendWREx) InvalidateRKey() *uint32 {
 	return (*uint32)(unsafe.Add(unsafe.Pointer(r), 0))
 }
 
@@ -3271,18 +3271,18 @@ const (
 	UverbsPcfAutoMigrSup UverbsQueryPortCapFlags = 32
 	// UverbsPcfSLMapSup is IB_UVERBS_PCF_SL_MAP_SUP.
 	UverbsPcfSLMapSup UverbsQueryPortCapFlags = 64
-	// UverbsPcfMkeyNvram is IB_UVERBS_PCF_MKEY_NVRAM.
-	UverbsPcfMkeyNvram UverbsQueryPortCapFlags = 128
-	// UverbsPcfPkeyNvram is IB_UVERBS_PCF_PKEY_NVRAM.
-	UverbsPcfPkeyNvram UverbsQueryPortCapFlags = 256
+	// UverbsPcfMKeyNvram is IB_UVERBS_PCF_MKEY_NVRAM.
+	UverbsPcfMKeyNvram UverbsQueryPortCapFlags = 128
+	// UverbsPcfPKeyNvram is IB_UVERBS_PCF_PKEY_NVRAM.
+	UverbsPcfPKeyNvram UverbsQueryPortCapFlags = 256
 	// UverbsPcfLedInfoSup is IB_UVERBS_PCF_LED_INFO_SUP.
 	UverbsPcfLedInfoSup UverbsQueryPortCapFlags = 512
 	// UverbsPcfSMDisabled is IB_UVERBS_PCF_SM_DISABLED.
 	UverbsPcfSMDisabled UverbsQueryPortCapFlags = 1024
 	// UverbsPcfSysImageGUIDSup is IB_UVERBS_PCF_SYS_IMAGE_GUID_SUP.
 	UverbsPcfSysImageGUIDSup UverbsQueryPortCapFlags = 2048
-	// UverbsPcfPkeySWExtPortTrapSup is IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP.
-	UverbsPcfPkeySWExtPortTrapSup UverbsQueryPortCapFlags = 4096
+	// UverbsPcfPKeySWExtPortTrapSup is IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP.
+	UverbsPcfPKeySWExtPortTrapSup UverbsQueryPortCapFlags = 4096
 	// UverbsPcfExtendedSpeedsSup is IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP.
 	UverbsPcfExtendedSpeedsSup UverbsQueryPortCapFlags = 16384
 	// UverbsPcfCMSup is IB_UVERBS_PCF_CM_SUP.
@@ -3309,8 +3309,8 @@ const (
 	UverbsPcfLinkSpeedWidthTableSup UverbsQueryPortCapFlags = 0x8000000
 	// UverbsPcfVendorSpecificMadsTableSup is IB_UVERBS_PCF_VENDOR_SPECIFIC_MADS_TABLE_SUP.
 	UverbsPcfVendorSpecificMadsTableSup UverbsQueryPortCapFlags = 0x10000000
-	// UverbsPcfMcastPkeyTrapSuppressionSup is IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP.
-	UverbsPcfMcastPkeyTrapSuppressionSup UverbsQueryPortCapFlags = 0x20000000
+	// UverbsPcfMcastPKeyTrapSuppressionSup is IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP.
+	UverbsPcfMcastPKeyTrapSuppressionSup UverbsQueryPortCapFlags = 0x20000000
 	// UverbsPcfMcastFdbTopSup is IB_UVERBS_PCF_MCAST_FDB_TOP_SUP.
 	UverbsPcfMcastFdbTopSup UverbsQueryPortCapFlags = 0x40000000
 	// UverbsPcfHierarchyInfoSup is IB_UVERBS_PCF_HIERARCHY_INFO_SUP.
@@ -3589,10 +3589,10 @@ type DeviceCapFlags uint32
 const (
 	// DeviceResizeMaxWR is IBV_DEVICE_RESIZE_MAX_WR.
 	DeviceResizeMaxWR DeviceCapFlags = 1
-	// DeviceBadPkeyCntr is IBV_DEVICE_BAD_PKEY_CNTR.
-	DeviceBadPkeyCntr DeviceCapFlags = 2
-	// DeviceBadQkeyCntr is IBV_DEVICE_BAD_QKEY_CNTR.
-	DeviceBadQkeyCntr DeviceCapFlags = 4
+	// DeviceBadPKeyCntr is IBV_DEVICE_BAD_PKEY_CNTR.
+	DeviceBadPKeyCntr DeviceCapFlags = 2
+	// DeviceBadQKeyCntr is IBV_DEVICE_BAD_QKEY_CNTR.
+	DeviceBadQKeyCntr DeviceCapFlags = 4
 	// DeviceRawMulti is IBV_DEVICE_RAW_MULTI.
 	DeviceRawMulti DeviceCapFlags = 8
 	// DeviceAutoPathMig is IBV_DEVICE_AUTO_PATH_MIG.
@@ -3842,16 +3842,16 @@ const (
 	PortAutoMigrSup PortCapFlags = 32
 	// PortSLMapSup is IBV_PORT_SL_MAP_SUP.
 	PortSLMapSup PortCapFlags = 64
-	// PortMkeyNvram is IBV_PORT_MKEY_NVRAM.
-	PortMkeyNvram PortCapFlags = 128
-	// PortPkeyNvram is IBV_PORT_PKEY_NVRAM.
-	PortPkeyNvram PortCapFlags = 256
+	// PortMKeyNvram is IBV_PORT_MKEY_NVRAM.
+	PortMKeyNvram PortCapFlags = 128
+	// PortPKeyNvram is IBV_PORT_PKEY_NVRAM.
+	PortPKeyNvram PortCapFlags = 256
 	// PortLedInfoSup is IBV_PORT_LED_INFO_SUP.
 	PortLedInfoSup PortCapFlags = 512
 	// PortSysImageGUIDSup is IBV_PORT_SYS_IMAGE_GUID_SUP.
 	PortSysImageGUIDSup PortCapFlags = 2048
-	// PortPkeySWExtPortTrapSup is IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP.
-	PortPkeySWExtPortTrapSup PortCapFlags = 4096
+	// PortPKeySWExtPortTrapSup is IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP.
+	PortPKeySWExtPortTrapSup PortCapFlags = 4096
 	// PortExtendedSpeedsSup is IBV_PORT_EXTENDED_SPEEDS_SUP.
 	PortExtendedSpeedsSup PortCapFlags = 16384
 	// PortCapMask2Sup is IBV_PORT_CAP_MASK2_SUP.
@@ -3932,8 +3932,8 @@ const (
 	EventPortErr EventType = 10
 	// EventLIDChange is IBV_EVENT_LID_CHANGE.
 	EventLIDChange EventType = 11
-	// EventPkeyChange is IBV_EVENT_PKEY_CHANGE.
-	EventPkeyChange EventType = 12
+	// EventPKeyChange is IBV_EVENT_PKEY_CHANGE.
+	EventPKeyChange EventType = 12
 	// EventSMChange is IBV_EVENT_SM_CHANGE.
 	EventSMChange EventType = 13
 	// EventSRQErr is IBV_EVENT_SRQ_ERR.
@@ -4507,12 +4507,12 @@ const (
 	QPAttrEnSqdAsyncNotify QPAttrMask = 4
 	// QPAttrAccessFlags is IBV_QP_ACCESS_FLAGS.
 	QPAttrAccessFlags QPAttrMask = 8
-	// QPAttrPkeyIndex is IBV_QP_PKEY_INDEX.
-	QPAttrPkeyIndex QPAttrMask = 16
+	// QPAttrPKeyIndex is IBV_QP_PKEY_INDEX.
+	QPAttrPKeyIndex QPAttrMask = 16
 	// QPAttrPort is IBV_QP_PORT.
 	QPAttrPort QPAttrMask = 32
-	// QPAttrQkey is IBV_QP_QKEY.
-	QPAttrQkey QPAttrMask = 64
+	// QPAttrQKey is IBV_QP_QKEY.
+	QPAttrQKey QPAttrMask = 64
 	// QPAttrAv is IBV_QP_AV.
 	QPAttrAv QPAttrMask = 128
 	// QPAttrPathMTU is IBV_QP_PATH_MTU.
@@ -5201,10 +5201,10 @@ type UverbsDeviceCapFlags uint64
 const (
 	// UverbsDeviceResizeMaxWR is IB_UVERBS_DEVICE_RESIZE_MAX_WR.
 	UverbsDeviceResizeMaxWR UverbsDeviceCapFlags = 1
-	// UverbsDeviceBadPkeyCntr is IB_UVERBS_DEVICE_BAD_PKEY_CNTR.
-	UverbsDeviceBadPkeyCntr UverbsDeviceCapFlags = 2
-	// UverbsDeviceBadQkeyCntr is IB_UVERBS_DEVICE_BAD_QKEY_CNTR.
-	UverbsDeviceBadQkeyCntr UverbsDeviceCapFlags = 4
+	// UverbsDeviceBadPKeyCntr is IB_UVERBS_DEVICE_BAD_PKEY_CNTR.
+	UverbsDeviceBadPKeyCntr UverbsDeviceCapFlags = 2
+	// UverbsDeviceBadQKeyCntr is IB_UVERBS_DEVICE_BAD_QKEY_CNTR.
+	UverbsDeviceBadQKeyCntr UverbsDeviceCapFlags = 4
 	// UverbsDeviceRawMulti is IB_UVERBS_DEVICE_RAW_MULTI.
 	UverbsDeviceRawMulti UverbsDeviceCapFlags = 8
 	// UverbsDeviceAutoPathMig is IB_UVERBS_DEVICE_AUTO_PATH_MIG.

@@ -205,7 +205,7 @@ func printLimits(p func(string, string, ...any), a *verbs.DeviceAttr) {
 		p("max_srq_wr", "%d", a.MaxSRQWR)
 		p("max_srq_sge", "%d", a.MaxSRQSGE)
 	}
-	p("max_pkeys", "%d", a.MaxPkeys)
+	p("max_pkeys", "%d", a.MaxPKeys)
 	p("local_ca_ack_delay", "%d", a.LocalCaACKDelay)
 }
 
@@ -230,10 +230,10 @@ func printPort(w io.Writer, dev *hand.Context, port int, tr verbs.TransportType,
 		p("port_cap_flags", "0x%08x", pa.PortCapFlags)
 		p("port_cap_flags2", "0x%04x", pa.PortCapFlags2)
 		p("max_vl_num", "%s (%d)", pick(vlNames, pa.MaxVLNum, "invalid value"), pa.MaxVLNum)
-		p("bad_pkey_cntr", "0x%x", pa.BadPkeyCntr)
-		p("qkey_viol_cntr", "0x%x", pa.QkeyViolCntr)
+		p("bad_pkey_cntr", "0x%x", pa.BadPKeyCntr)
+		p("qkey_viol_cntr", "0x%x", pa.QKeyViolCntr)
 		p("sm_sl", "%d", pa.SMSL)
-		p("pkey_tbl_len", "%d", pa.PkeyTblLen)
+		p("pkey_tbl_len", "%d", pa.PKeyTblLen)
 		p("gid_tbl_len", "%d", pa.GIDTblLen)
 		p("subnet_timeout", "%d", pa.SubnetTimeout)
 		p("init_type_reply", "%d", pa.InitTypeReply)

@@ -52,7 +52,7 @@ func (e *engine) cloopArgs() C.struct_perf_cloop_args {
 		addr:      C.uint64_t(e.sge.Addr),
 		raddr:     C.uint64_t(e.raddr),
 		length:    C.uint32_t(e.sge.Length),
-		lkey:      C.uint32_t(e.sge.Lkey),
+		lkey:      C.uint32_t(e.sge.LKey),
 		rkey:      C.uint32_t(e.rkey),
 		opcode:    C.int(op),
 		iters:     C.int64_t(e.cfg.Iters),

@@ -74,13 +74,13 @@ func newEngine(cfg Config, qp *hand.QP, cq *hand.CQ, mr *hand.MR) (*engine, erro
 
 func (e *engine) free() {
 	if e.send != nil {
-		e.send.Free()
+		e.send.Close()
 	}
 	if e.recv != nil {
-		e.recv.Free()
+		e.recv.Close()
 	}
 	if e.poller != nil {
-		e.poller.Free()
+		e.poller.Close()
 	}
 	if e.cprogress != nil {
 		freeCProgress(e.cprogress)

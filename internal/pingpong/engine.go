@@ -47,13 +47,13 @@ func newEngine(qp *hand.QP, cq *hand.CQ, mr *hand.MR, cfg Config) (*engine, erro
 
 func (e *engine) free() {
 	if e.recv != nil {
-		e.recv.Free()
+		e.recv.Close()
 	}
 	if e.send != nil {
-		e.send.Free()
+		e.send.Close()
 	}
 	if e.poller != nil {
-		e.poller.Free()
+		e.poller.Close()
 	}
 }
 

@@ -234,13 +234,13 @@ func (s *session) close() error {
 		}
 	}
 	if s.recv != nil {
-		s.recv.Free()
+		s.recv.Close()
 	}
 	if s.send != nil {
-		s.send.Free()
+		s.send.Close()
 	}
 	if s.poller != nil {
-		s.poller.Free()
+		s.poller.Close()
 	}
 	errs = append(errs, s.conn.Close())
 	return errors.Join(errs...)

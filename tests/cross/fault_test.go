@@ -67,7 +67,7 @@ func faultConn(t *testing.T, p *Peer, port uint16, cfg hand.ConnConfig) (*hand.C
 	if err != nil {
 		t.Fatalf("NewPoller: %v", err)
 	}
-	t.Cleanup(poller.Free)
+	t.Cleanup(func() { poller.Close() })
 	return c, &cq{CQ: c.SendCQ(), poller: poller}
 }
 

@@ -99,7 +99,7 @@ func (r *rig) cq(t *testing.T, entries int) *cq {
 	if err != nil {
 		t.Fatalf("NewPoller: %v", err)
 	}
-	t.Cleanup(p.Free)
+	t.Cleanup(func() { p.Close() })
 	return &cq{CQ: c, poller: p}
 }
 

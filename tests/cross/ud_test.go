@@ -76,9 +76,9 @@ func TestCrossUD(t *testing.T) {
 		off := (len(lens) + i) * slot
 		Fill(buf[off:off+n], seedOf(p.Role, testUD, i))
 		if i == 2 {
-			sv.SetUDImm(i, uint64(0x200+i), verbs.SendSignaled, 0xfeedface, bufs.SGE(off, n), ah.Raw(), peer.QPN, peer.QKey)
+			sv.SetUDImm(i, uint64(0x200+i), verbs.SendSignaled, 0xfeedface, bufs.SGE(off, n), ah, peer.QPN, peer.QKey)
 		} else {
-			sv.SetUD(i, uint64(0x200+i), verbs.SendSignaled, bufs.SGE(off, n), ah.Raw(), peer.QPN, peer.QKey)
+			sv.SetUD(i, uint64(0x200+i), verbs.SendSignaled, bufs.SGE(off, n), ah, peer.QPN, peer.QKey)
 		}
 	}
 	if err := sc.PostSend(qp); err != nil {

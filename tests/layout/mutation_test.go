@@ -26,7 +26,7 @@ type wrongWC struct {
 	QPNum     uint32
 	SrcQP     uint32
 	WCFlags   uint32
-	PkeyIndex uint16
+	PKeyIndex uint16
 	SLID      uint16
 	SL        uint8
 	DLID      uint8
@@ -141,8 +141,8 @@ func TestGeneratedWC(t *testing.T) {
 	if o := unsafe.Offsetof(wc.ImmData); o != 24 {
 		t.Errorf("offsetof WC.ImmData = %d, want 24", o)
 	}
-	if unsafe.Pointer(&wc.ImmData) != unsafe.Pointer(wc.InvalidatedRkey()) {
-		t.Error("WC.InvalidatedRkey does not point at ImmData, its union's other member")
+	if unsafe.Pointer(&wc.ImmData) != unsafe.Pointer(wc.InvalidatedRKey()) {
+		t.Error("WC.InvalidatedRKey does not point at ImmData, its union's other member")
 	}
 	var wr verbs.SendWR
 	if o := unsafe.Offsetof(wr.WR); o != 40 {

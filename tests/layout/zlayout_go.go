@@ -529,13 +529,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.NumbPath),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, pkey)",
-			Value: uint64(unsafe.Offsetof(v.Pkey)),
+			Value: uint64(unsafe.Offsetof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_sa_path_rec, pkey)",
-			Value: uint64(unsafe.Sizeof(v.Pkey)),
+			Value: uint64(unsafe.Sizeof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_sa_path_rec, pkey)",
-			Value: layoutcheck.Signed(v.Pkey),
+			Value: layoutcheck.Signed(v.PKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_path_rec, sl)",
 			Value: uint64(unsafe.Offsetof(v.SL)),
@@ -632,13 +632,13 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Sizeof(v.PortGID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, qkey)",
-			Value: uint64(unsafe.Offsetof(v.Qkey)),
+			Value: uint64(unsafe.Offsetof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_sa_mcmember_rec, qkey)",
-			Value: uint64(unsafe.Sizeof(v.Qkey)),
+			Value: uint64(unsafe.Sizeof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_sa_mcmember_rec, qkey)",
-			Value: layoutcheck.Signed(v.Qkey),
+			Value: layoutcheck.Signed(v.QKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, mlid)",
 			Value: uint64(unsafe.Offsetof(v.Mlid)),
@@ -677,13 +677,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.TrafficClass),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, pkey)",
-			Value: uint64(unsafe.Offsetof(v.Pkey)),
+			Value: uint64(unsafe.Offsetof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_sa_mcmember_rec, pkey)",
-			Value: uint64(unsafe.Sizeof(v.Pkey)),
+			Value: uint64(unsafe.Sizeof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_sa_mcmember_rec, pkey)",
-			Value: layoutcheck.Signed(v.Pkey),
+			Value: layoutcheck.Signed(v.PKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_mcmember_rec, rate_selector)",
 			Value: uint64(unsafe.Offsetof(v.RateSelector)),
@@ -801,13 +801,13 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Sizeof(v.GID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, pkey)",
-			Value: uint64(unsafe.Offsetof(v.Pkey)),
+			Value: uint64(unsafe.Offsetof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_sa_service_rec, pkey)",
-			Value: uint64(unsafe.Sizeof(v.Pkey)),
+			Value: uint64(unsafe.Sizeof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_sa_service_rec, pkey)",
-			Value: layoutcheck.Signed(v.Pkey),
+			Value: layoutcheck.Signed(v.PKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sa_service_rec, lease)",
 			Value: uint64(unsafe.Offsetof(v.Lease)),
@@ -967,13 +967,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.ReversibleNumpath),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, pkey)",
-			Value: uint64(unsafe.Offsetof(v.Pkey)),
+			Value: uint64(unsafe.Offsetof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_path_record, pkey)",
-			Value: uint64(unsafe.Sizeof(v.Pkey)),
+			Value: uint64(unsafe.Sizeof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_path_record, pkey)",
-			Value: layoutcheck.Signed(v.Pkey),
+			Value: layoutcheck.Signed(v.PKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_path_record, qosclass_sl)",
 			Value: uint64(unsafe.Offsetof(v.QosclassSL)),
@@ -1634,13 +1634,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MaxSRQSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, max_pkeys)",
-			Value: uint64(unsafe.Offsetof(v.MaxPkeys)),
+			Value: uint64(unsafe.Offsetof(v.MaxPKeys)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_device_attr, max_pkeys)",
-			Value: uint64(unsafe.Sizeof(v.MaxPkeys)),
+			Value: uint64(unsafe.Sizeof(v.MaxPKeys)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_device_attr, max_pkeys)",
-			Value: layoutcheck.Signed(v.MaxPkeys),
+			Value: layoutcheck.Signed(v.MaxPKeys),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_device_attr, local_ca_ack_delay)",
 			Value: uint64(unsafe.Offsetof(v.LocalCaACKDelay)),
@@ -2148,31 +2148,31 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MaxMsgSz),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, bad_pkey_cntr)",
-			Value: uint64(unsafe.Offsetof(v.BadPkeyCntr)),
+			Value: uint64(unsafe.Offsetof(v.BadPKeyCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_port_attr, bad_pkey_cntr)",
-			Value: uint64(unsafe.Sizeof(v.BadPkeyCntr)),
+			Value: uint64(unsafe.Sizeof(v.BadPKeyCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_port_attr, bad_pkey_cntr)",
-			Value: layoutcheck.Signed(v.BadPkeyCntr),
+			Value: layoutcheck.Signed(v.BadPKeyCntr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, qkey_viol_cntr)",
-			Value: uint64(unsafe.Offsetof(v.QkeyViolCntr)),
+			Value: uint64(unsafe.Offsetof(v.QKeyViolCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_port_attr, qkey_viol_cntr)",
-			Value: uint64(unsafe.Sizeof(v.QkeyViolCntr)),
+			Value: uint64(unsafe.Sizeof(v.QKeyViolCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_port_attr, qkey_viol_cntr)",
-			Value: layoutcheck.Signed(v.QkeyViolCntr),
+			Value: layoutcheck.Signed(v.QKeyViolCntr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, pkey_tbl_len)",
-			Value: uint64(unsafe.Offsetof(v.PkeyTblLen)),
+			Value: uint64(unsafe.Offsetof(v.PKeyTblLen)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_port_attr, pkey_tbl_len)",
-			Value: uint64(unsafe.Sizeof(v.PkeyTblLen)),
+			Value: uint64(unsafe.Sizeof(v.PKeyTblLen)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_port_attr, pkey_tbl_len)",
-			Value: layoutcheck.Signed(v.PkeyTblLen),
+			Value: layoutcheck.Signed(v.PKeyTblLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_port_attr, lid)",
 			Value: uint64(unsafe.Offsetof(v.LID)),
@@ -2675,13 +2675,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.ImmData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, invalidated_rkey)",
-			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidatedRkey())),
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidatedRKey())),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_wc, invalidated_rkey)",
-			Value: uint64(unsafe.Sizeof((*v.InvalidatedRkey()))),
+			Value: uint64(unsafe.Sizeof((*v.InvalidatedRKey()))),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_wc, invalidated_rkey)",
-			Value: layoutcheck.Signed((*v.InvalidatedRkey())),
+			Value: layoutcheck.Signed((*v.InvalidatedRKey())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, qp_num)",
 			Value: uint64(unsafe.Offsetof(v.QPNum)),
@@ -2711,13 +2711,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.WCFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_wc, pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_wc, pkey_index)",
-			Value: layoutcheck.Signed(v.PkeyIndex),
+			Value: layoutcheck.Signed(v.PKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_wc, slid)",
 			Value: uint64(unsafe.Offsetof(v.SLID)),
@@ -2836,22 +2836,22 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.Handle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, lkey)",
-			Value: uint64(unsafe.Offsetof(v.Lkey)),
+			Value: uint64(unsafe.Offsetof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_mr, lkey)",
-			Value: uint64(unsafe.Sizeof(v.Lkey)),
+			Value: uint64(unsafe.Sizeof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_mr, lkey)",
-			Value: layoutcheck.Signed(v.Lkey),
+			Value: layoutcheck.Signed(v.LKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mr, rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_mr, rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_mr, rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		})
 	}
 	{
@@ -3087,13 +3087,13 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Sizeof(v.PD)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw, rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_mw, rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_mw, rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_mw, handle)",
 			Value: uint64(unsafe.Offsetof(v.Handle)),
@@ -4028,13 +4028,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.PathMigState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, qkey)",
-			Value: uint64(unsafe.Offsetof(v.Qkey)),
+			Value: uint64(unsafe.Offsetof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_qp_attr, qkey)",
-			Value: uint64(unsafe.Sizeof(v.Qkey)),
+			Value: uint64(unsafe.Sizeof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_qp_attr, qkey)",
-			Value: layoutcheck.Signed(v.Qkey),
+			Value: layoutcheck.Signed(v.QKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
@@ -4091,22 +4091,22 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Sizeof(v.AltAHAttr)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_qp_attr, pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_qp_attr, pkey_index)",
-			Value: layoutcheck.Signed(v.PkeyIndex),
+			Value: layoutcheck.Signed(v.PKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, alt_pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_qp_attr, alt_pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_qp_attr, alt_pkey_index)",
-			Value: layoutcheck.Signed(v.AltPkeyIndex),
+			Value: layoutcheck.Signed(v.AltPKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_qp_attr, en_sqd_async_notify)",
 			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
@@ -4316,13 +4316,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.Length),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_sge, lkey)",
-			Value: uint64(unsafe.Offsetof(v.Lkey)),
+			Value: uint64(unsafe.Offsetof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_sge, lkey)",
-			Value: uint64(unsafe.Sizeof(v.Lkey)),
+			Value: uint64(unsafe.Sizeof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_sge, lkey)",
-			Value: layoutcheck.Signed(v.Lkey),
+			Value: layoutcheck.Signed(v.LKey),
 		})
 	}
 	{
@@ -4417,13 +4417,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.ImmData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, invalidate_rkey)",
-			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRKey())),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ibv_send_wr, invalidate_rkey)",
-			Value: uint64(unsafe.Sizeof((*v.InvalidateRkey()))),
+			Value: uint64(unsafe.Sizeof((*v.InvalidateRKey()))),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ibv_send_wr, invalidate_rkey)",
-			Value: layoutcheck.Signed((*v.InvalidateRkey())),
+			Value: layoutcheck.Signed((*v.InvalidateRKey())),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ibv_send_wr, wr)",
 			Value: uint64(unsafe.Offsetof(v.WR)),
@@ -7958,13 +7958,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MaxSRQSGE),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, max_pkeys)",
-			Value: uint64(unsafe.Offsetof(v.MaxPkeys)),
+			Value: uint64(unsafe.Offsetof(v.MaxPKeys)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_device_resp, max_pkeys)",
-			Value: uint64(unsafe.Sizeof(v.MaxPkeys)),
+			Value: uint64(unsafe.Sizeof(v.MaxPKeys)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_device_resp, max_pkeys)",
-			Value: layoutcheck.Signed(v.MaxPkeys),
+			Value: layoutcheck.Signed(v.MaxPKeys),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_device_resp, local_ca_ack_delay)",
 			Value: uint64(unsafe.Offsetof(v.LocalCaACKDelay)),
@@ -8376,22 +8376,22 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MaxMsgSz),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
-			Value: uint64(unsafe.Offsetof(v.BadPkeyCntr)),
+			Value: uint64(unsafe.Offsetof(v.BadPKeyCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
-			Value: uint64(unsafe.Sizeof(v.BadPkeyCntr)),
+			Value: uint64(unsafe.Sizeof(v.BadPKeyCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_port_resp, bad_pkey_cntr)",
-			Value: layoutcheck.Signed(v.BadPkeyCntr),
+			Value: layoutcheck.Signed(v.BadPKeyCntr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
-			Value: uint64(unsafe.Offsetof(v.QkeyViolCntr)),
+			Value: uint64(unsafe.Offsetof(v.QKeyViolCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
-			Value: uint64(unsafe.Sizeof(v.QkeyViolCntr)),
+			Value: uint64(unsafe.Sizeof(v.QKeyViolCntr)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_port_resp, qkey_viol_cntr)",
-			Value: layoutcheck.Signed(v.QkeyViolCntr),
+			Value: layoutcheck.Signed(v.QKeyViolCntr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, gid_tbl_len)",
 			Value: uint64(unsafe.Offsetof(v.GIDTblLen)),
@@ -8403,13 +8403,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.GIDTblLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
-			Value: uint64(unsafe.Offsetof(v.PkeyTblLen)),
+			Value: uint64(unsafe.Offsetof(v.PKeyTblLen)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
-			Value: uint64(unsafe.Sizeof(v.PkeyTblLen)),
+			Value: uint64(unsafe.Sizeof(v.PKeyTblLen)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_port_resp, pkey_tbl_len)",
-			Value: layoutcheck.Signed(v.PkeyTblLen),
+			Value: layoutcheck.Signed(v.PKeyTblLen),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_port_resp, lid)",
 			Value: uint64(unsafe.Offsetof(v.LID)),
@@ -8816,22 +8816,22 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MRHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, lkey)",
-			Value: uint64(unsafe.Offsetof(v.Lkey)),
+			Value: uint64(unsafe.Offsetof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_reg_mr_resp, lkey)",
-			Value: uint64(unsafe.Sizeof(v.Lkey)),
+			Value: uint64(unsafe.Sizeof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_reg_mr_resp, lkey)",
-			Value: layoutcheck.Signed(v.Lkey),
+			Value: layoutcheck.Signed(v.LKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_reg_mr_resp, rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_reg_mr_resp, rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_reg_mr_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
@@ -8944,22 +8944,22 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Alignof(v)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, lkey)",
-			Value: uint64(unsafe.Offsetof(v.Lkey)),
+			Value: uint64(unsafe.Offsetof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_rereg_mr_resp, lkey)",
-			Value: uint64(unsafe.Sizeof(v.Lkey)),
+			Value: uint64(unsafe.Sizeof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_rereg_mr_resp, lkey)",
-			Value: layoutcheck.Signed(v.Lkey),
+			Value: layoutcheck.Signed(v.LKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_rereg_mr_resp, rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_rereg_mr_resp, rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_rereg_mr_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
@@ -9067,13 +9067,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MWHandle),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_alloc_mw_resp, rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_alloc_mw_resp, rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_alloc_mw_resp, driver_data)",
 			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(unsafe.SliceData(v.DriverData(0)))),
@@ -9567,13 +9567,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.WCFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_wc, pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_wc, pkey_index)",
-			Value: layoutcheck.Signed(v.PkeyIndex),
+			Value: layoutcheck.Signed(v.PKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_wc, slid)",
 			Value: uint64(unsafe.Offsetof(v.SLID)),
@@ -9949,13 +9949,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.PathMigState),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, qkey)",
-			Value: uint64(unsafe.Offsetof(v.Qkey)),
+			Value: uint64(unsafe.Offsetof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_qp_attr, qkey)",
-			Value: uint64(unsafe.Sizeof(v.Qkey)),
+			Value: uint64(unsafe.Sizeof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_qp_attr, qkey)",
-			Value: layoutcheck.Signed(v.Qkey),
+			Value: layoutcheck.Signed(v.QKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
@@ -10051,22 +10051,22 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MaxInlineData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_qp_attr, pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_qp_attr, pkey_index)",
-			Value: layoutcheck.Signed(v.PkeyIndex),
+			Value: layoutcheck.Signed(v.PKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, alt_pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_qp_attr, alt_pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_qp_attr, alt_pkey_index)",
-			Value: layoutcheck.Signed(v.AltPkeyIndex),
+			Value: layoutcheck.Signed(v.AltPKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_qp_attr, en_sqd_async_notify)",
 			Value: uint64(unsafe.Offsetof(v.EnSqdAsyncNotify)),
@@ -10941,13 +10941,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.MaxInlineData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qkey)",
-			Value: uint64(unsafe.Offsetof(v.Qkey)),
+			Value: uint64(unsafe.Offsetof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_qp_resp, qkey)",
-			Value: uint64(unsafe.Sizeof(v.Qkey)),
+			Value: uint64(unsafe.Sizeof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_qp_resp, qkey)",
-			Value: layoutcheck.Signed(v.Qkey),
+			Value: layoutcheck.Signed(v.QKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
@@ -10986,22 +10986,22 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.QPAccessFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_qp_resp, pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_qp_resp, pkey_index)",
-			Value: layoutcheck.Signed(v.PkeyIndex),
+			Value: layoutcheck.Signed(v.PKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_query_qp_resp, alt_pkey_index)",
-			Value: layoutcheck.Signed(v.AltPkeyIndex),
+			Value: layoutcheck.Signed(v.AltPKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_query_qp_resp, qp_state)",
 			Value: uint64(unsafe.Offsetof(v.QPState)),
@@ -11200,13 +11200,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.AttrMask),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, qkey)",
-			Value: uint64(unsafe.Offsetof(v.Qkey)),
+			Value: uint64(unsafe.Offsetof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_modify_qp, qkey)",
-			Value: uint64(unsafe.Sizeof(v.Qkey)),
+			Value: uint64(unsafe.Sizeof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_modify_qp, qkey)",
-			Value: layoutcheck.Signed(v.Qkey),
+			Value: layoutcheck.Signed(v.QKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, rq_psn)",
 			Value: uint64(unsafe.Offsetof(v.RQPSN)),
@@ -11245,22 +11245,22 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.QPAccessFlags),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.PkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_modify_qp, pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.PkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.PKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_modify_qp, pkey_index)",
-			Value: layoutcheck.Signed(v.PkeyIndex),
+			Value: layoutcheck.Signed(v.PKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, alt_pkey_index)",
-			Value: uint64(unsafe.Offsetof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Offsetof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_modify_qp, alt_pkey_index)",
-			Value: uint64(unsafe.Sizeof(v.AltPkeyIndex)),
+			Value: uint64(unsafe.Sizeof(v.AltPKeyIndex)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_modify_qp, alt_pkey_index)",
-			Value: layoutcheck.Signed(v.AltPkeyIndex),
+			Value: layoutcheck.Signed(v.AltPKeyIndex),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_modify_qp, qp_state)",
 			Value: uint64(unsafe.Offsetof(v.QPState)),
@@ -11556,13 +11556,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.Length),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct ib_uverbs_sge, lkey)",
-			Value: uint64(unsafe.Offsetof(v.Lkey)),
+			Value: uint64(unsafe.Offsetof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct ib_uverbs_sge, lkey)",
-			Value: uint64(unsafe.Sizeof(v.Lkey)),
+			Value: uint64(unsafe.Sizeof(v.LKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct ib_uverbs_sge, lkey)",
-			Value: layoutcheck.Signed(v.Lkey),
+			Value: layoutcheck.Signed(v.LKey),
 		})
 	}
 	{
@@ -14271,13 +14271,13 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Sizeof(v.DGID)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ib_addr, pkey)",
-			Value: uint64(unsafe.Offsetof(v.Pkey)),
+			Value: uint64(unsafe.Offsetof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct rdma_ib_addr, pkey)",
-			Value: uint64(unsafe.Sizeof(v.Pkey)),
+			Value: uint64(unsafe.Sizeof(v.PKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct rdma_ib_addr, pkey)",
-			Value: layoutcheck.Signed(v.Pkey),
+			Value: layoutcheck.Signed(v.PKey),
 		})
 	}
 	{
@@ -14677,13 +14677,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.QPNum),
 		}, layoutcheck.Row{
 			Key:   "offsetof(struct rdma_ud_param, qkey)",
-			Value: uint64(unsafe.Offsetof(v.Qkey)),
+			Value: uint64(unsafe.Offsetof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(struct rdma_ud_param, qkey)",
-			Value: uint64(unsafe.Sizeof(v.Qkey)),
+			Value: uint64(unsafe.Sizeof(v.QKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(struct rdma_ud_param, qkey)",
-			Value: layoutcheck.Signed(v.Qkey),
+			Value: layoutcheck.Signed(v.QKey),
 		})
 	}
 	{
@@ -15078,13 +15078,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.Swap),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->atomic), rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		})
 	}
 	{
@@ -15106,13 +15106,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.RemoteAddr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->rdma), rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		})
 	}
 	{
@@ -15140,13 +15140,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.RemoteQPN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
-			Value: uint64(unsafe.Offsetof(v.RemoteQkey)),
+			Value: uint64(unsafe.Offsetof(v.RemoteQKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
-			Value: uint64(unsafe.Sizeof(v.RemoteQkey)),
+			Value: uint64(unsafe.Sizeof(v.RemoteQKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((__typeof__(((struct ibv_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
-			Value: layoutcheck.Signed(v.RemoteQkey),
+			Value: layoutcheck.Signed(v.RemoteQKey),
 		})
 	}
 	{
@@ -15165,13 +15165,13 @@ func GoRows() []layoutcheck.Row {
 			Value: uint64(unsafe.Sizeof(v.MW)),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((struct ibv_send_wr *)0)->bind_mw), rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ibv_send_wr *)0)->bind_mw), bind_info)",
 			Value: uint64(unsafe.Offsetof(v.BindInfo)),
@@ -15428,13 +15428,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.ImmData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
-			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRKey())),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
-			Value: uint64(unsafe.Sizeof((*v.InvalidateRkey()))),
+			Value: uint64(unsafe.Sizeof((*v.InvalidateRKey()))),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((struct ib_uverbs_wc *)0)->ex), invalidate_rkey)",
-			Value: layoutcheck.Signed((*v.InvalidateRkey())),
+			Value: layoutcheck.Signed((*v.InvalidateRKey())),
 		})
 	}
 	{
@@ -15474,13 +15474,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.Swap),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->atomic), reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
@@ -15511,13 +15511,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.RemoteAddr),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
-			Value: uint64(unsafe.Offsetof(v.Rkey)),
+			Value: uint64(unsafe.Offsetof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
-			Value: uint64(unsafe.Sizeof(v.Rkey)),
+			Value: uint64(unsafe.Sizeof(v.RKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), rkey)",
-			Value: layoutcheck.Signed(v.Rkey),
+			Value: layoutcheck.Signed(v.RKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->rdma), reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
@@ -15557,13 +15557,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.RemoteQPN),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
-			Value: uint64(unsafe.Offsetof(v.RemoteQkey)),
+			Value: uint64(unsafe.Offsetof(v.RemoteQKey)),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
-			Value: uint64(unsafe.Sizeof(v.RemoteQkey)),
+			Value: uint64(unsafe.Sizeof(v.RemoteQKey)),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), remote_qkey)",
-			Value: layoutcheck.Signed(v.RemoteQkey),
+			Value: layoutcheck.Signed(v.RemoteQKey),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((__typeof__(((struct ib_uverbs_send_wr *)0)->wr) *)0)->ud), reserved)",
 			Value: uint64(unsafe.Offsetof(v.Reserved)),
@@ -15594,13 +15594,13 @@ func GoRows() []layoutcheck.Row {
 			Value: layoutcheck.Signed(v.ImmData),
 		}, layoutcheck.Row{
 			Key:   "offsetof(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
-			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRkey())),
+			Value: layoutcheck.Offset(unsafe.Pointer(&v), unsafe.Pointer(v.InvalidateRKey())),
 		}, layoutcheck.Row{
 			Key:   "membersize(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
-			Value: uint64(unsafe.Sizeof((*v.InvalidateRkey()))),
+			Value: uint64(unsafe.Sizeof((*v.InvalidateRKey()))),
 		}, layoutcheck.Row{
 			Key:   "membersigned(__typeof__(((struct ib_uverbs_send_wr *)0)->ex), invalidate_rkey)",
-			Value: layoutcheck.Signed((*v.InvalidateRkey())),
+			Value: layoutcheck.Signed((*v.InvalidateRKey())),
 		})
 	}
 	{
@@ -15824,10 +15824,10 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.UverbsPcfSLMapSup),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_MKEY_NVRAM",
-		Value: layoutcheck.Int(verbs.UverbsPcfMkeyNvram),
+		Value: layoutcheck.Int(verbs.UverbsPcfMKeyNvram),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_PKEY_NVRAM",
-		Value: layoutcheck.Int(verbs.UverbsPcfPkeyNvram),
+		Value: layoutcheck.Int(verbs.UverbsPcfPKeyNvram),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_LED_INFO_SUP",
 		Value: layoutcheck.Int(verbs.UverbsPcfLedInfoSup),
@@ -15839,7 +15839,7 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.UverbsPcfSysImageGUIDSup),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP",
-		Value: layoutcheck.Int(verbs.UverbsPcfPkeySWExtPortTrapSup),
+		Value: layoutcheck.Int(verbs.UverbsPcfPKeySWExtPortTrapSup),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP",
 		Value: layoutcheck.Int(verbs.UverbsPcfExtendedSpeedsSup),
@@ -15881,7 +15881,7 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.UverbsPcfVendorSpecificMadsTableSup),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP",
-		Value: layoutcheck.Int(verbs.UverbsPcfMcastPkeyTrapSuppressionSup),
+		Value: layoutcheck.Int(verbs.UverbsPcfMcastPKeyTrapSuppressionSup),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_PCF_MCAST_FDB_TOP_SUP",
 		Value: layoutcheck.Int(verbs.UverbsPcfMcastFdbTopSup),
@@ -16166,10 +16166,10 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.DeviceResizeMaxWR),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_DEVICE_BAD_PKEY_CNTR",
-		Value: layoutcheck.Int(verbs.DeviceBadPkeyCntr),
+		Value: layoutcheck.Int(verbs.DeviceBadPKeyCntr),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_DEVICE_BAD_QKEY_CNTR",
-		Value: layoutcheck.Int(verbs.DeviceBadQkeyCntr),
+		Value: layoutcheck.Int(verbs.DeviceBadQKeyCntr),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_DEVICE_RAW_MULTI",
 		Value: layoutcheck.Int(verbs.DeviceRawMulti),
@@ -16445,10 +16445,10 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.PortSLMapSup),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_MKEY_NVRAM",
-		Value: layoutcheck.Int(verbs.PortMkeyNvram),
+		Value: layoutcheck.Int(verbs.PortMKeyNvram),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_PKEY_NVRAM",
-		Value: layoutcheck.Int(verbs.PortPkeyNvram),
+		Value: layoutcheck.Int(verbs.PortPKeyNvram),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_LED_INFO_SUP",
 		Value: layoutcheck.Int(verbs.PortLedInfoSup),
@@ -16457,7 +16457,7 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.PortSysImageGUIDSup),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_PKEY_SW_EXT_PORT_TRAP_SUP",
-		Value: layoutcheck.Int(verbs.PortPkeySWExtPortTrapSup),
+		Value: layoutcheck.Int(verbs.PortPKeySWExtPortTrapSup),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_PORT_EXTENDED_SPEEDS_SUP",
 		Value: layoutcheck.Int(verbs.PortExtendedSpeedsSup),
@@ -16565,7 +16565,7 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.EventLIDChange),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_EVENT_PKEY_CHANGE",
-		Value: layoutcheck.Int(verbs.EventPkeyChange),
+		Value: layoutcheck.Int(verbs.EventPKeyChange),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_EVENT_SM_CHANGE",
 		Value: layoutcheck.Int(verbs.EventSMChange),
@@ -17231,13 +17231,13 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.QPAttrAccessFlags),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_PKEY_INDEX",
-		Value: layoutcheck.Int(verbs.QPAttrPkeyIndex),
+		Value: layoutcheck.Int(verbs.QPAttrPKeyIndex),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_PORT",
 		Value: layoutcheck.Int(verbs.QPAttrPort),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_QKEY",
-		Value: layoutcheck.Int(verbs.QPAttrQkey),
+		Value: layoutcheck.Int(verbs.QPAttrQKey),
 	}, layoutcheck.Row{
 		Key:   "enum IBV_QP_AV",
 		Value: layoutcheck.Int(verbs.QPAttrAv),
@@ -17993,10 +17993,10 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Int(verbs.UverbsDeviceResizeMaxWR),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_DEVICE_BAD_PKEY_CNTR",
-		Value: layoutcheck.Int(verbs.UverbsDeviceBadPkeyCntr),
+		Value: layoutcheck.Int(verbs.UverbsDeviceBadPKeyCntr),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_DEVICE_BAD_QKEY_CNTR",
-		Value: layoutcheck.Int(verbs.UverbsDeviceBadQkeyCntr),
+		Value: layoutcheck.Int(verbs.UverbsDeviceBadQKeyCntr),
 	}, layoutcheck.Row{
 		Key:   "enum IB_UVERBS_DEVICE_RAW_MULTI",
 		Value: layoutcheck.Int(verbs.UverbsDeviceRawMulti),
@@ -18521,10 +18521,10 @@ func GoRows() []layoutcheck.Row {
 		Value: layoutcheck.Signed(rdmacm.IBPsIB),
 	}, layoutcheck.Row{
 		Key:   "macro RDMA_UDP_QKEY",
-		Value: layoutcheck.Int(rdmacm.UDPQkey),
+		Value: layoutcheck.Int(rdmacm.UDPQKey),
 	}, layoutcheck.Row{
 		Key:   "signed(macro RDMA_UDP_QKEY)",
-		Value: layoutcheck.Signed(rdmacm.UDPQkey),
+		Value: layoutcheck.Signed(rdmacm.UDPQKey),
 	}, layoutcheck.Row{
 		Key:   "macro RAI_PASSIVE",
 		Value: layoutcheck.Int(rdmacm.RaiPassive),

@@ -76,7 +76,7 @@ func dialRping(t *testing.T, ctx context.Context, port int) *badClient {
 	require.Same(t, conn.SendCQ(), conn.RecvCQ(), "the client's sends and receives complete on one CQ")
 	c.cp, err = hand.NewPoller(conn.SendCQ(), 1)
 	require.NoError(t, err)
-	t.Cleanup(c.cp.Free)
+	t.Cleanup(func() { c.cp.Close() })
 	// Room for the server's "go ahead" messages, as rping's client keeps.
 	rc := testkit.RecvChain(t, 2, 1)
 	v := rc.Reserve(2)

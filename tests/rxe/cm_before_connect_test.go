@@ -82,7 +82,7 @@ func bcPostRecvs(c *hand.Conn) (*hand.MR, error) {
 	if err != nil {
 		return nil, errors.Join(err, mr.Close())
 	}
-	defer rc.Free()
+	defer rc.Close()
 	w := rc.Reserve(bcMsgs)
 	for i := range bcMsgs {
 		w.Set(i, uint64(i), mr.SGE(i*64, 64))
@@ -158,7 +158,7 @@ func bcRun(t *testing.T, p bcPath, serverReceives, early bool) {
 	ctlCloseLater(t, smr)
 	sc, err := hand.NewSendChain(bcMsgs, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	v := sc.Reserve(bcMsgs)
 	for i := range bcMsgs {
 		msg := fmt.Sprintf("message %d", i)

@@ -95,7 +95,7 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	// cgo forbids.
 	pdata := mmapBuf(t, 4096)
 	binary.LittleEndian.PutUint64(pdata[0:], smem.addr(0))
-	binary.LittleEndian.PutUint32(pdata[8:], smem.mr.Rkey)
+	binary.LittleEndian.PutUint32(pdata[8:], smem.mr.RKey)
 	binary.LittleEndian.PutUint32(pdata[12:], 32768)
 	sparam := rdmacm.ConnParam{
 		PrivateData: unsafe.Pointer(&pdata[0]), PrivateDataLen: 16,
@@ -110,8 +110,8 @@ func TestCMPostRecvvReadv(t *testing.T) {
 	raddr := binary.LittleEndian.Uint64(est.privateData[0:])
 	rkey := binary.LittleEndian.Uint32(est.privateData[8:])
 	rlen := int(binary.LittleEndian.Uint32(est.privateData[12:]))
-	if raddr != smem.addr(0) || rkey != smem.mr.Rkey || rlen != 32768 {
-		t.Fatalf("private data %x, want addr %#x rkey %#x len 32768", est.privateData[:16], smem.addr(0), smem.mr.Rkey)
+	if raddr != smem.addr(0) || rkey != smem.mr.RKey || rlen != 32768 {
+		t.Fatalf("private data %x, want addr %#x rkey %#x len 32768", est.privateData[:16], smem.addr(0), smem.mr.RKey)
 	}
 
 	// Client to server: 4 sends gathered from two pieces each.

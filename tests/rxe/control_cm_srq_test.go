@@ -78,7 +78,7 @@ func TestControlCMPostRecvvSRQ(t *testing.T) {
 
 	rc, err := hand.NewRecvChain(3, 1)
 	require.NoError(t, err)
-	defer rc.Free()
+	defer rc.Close()
 	v := rc.Reserve(3)
 	for i := range 3 {
 		v.Set(i, uint64(100+i), srv.mr.SGE(i*1024, 1024))
@@ -147,7 +147,7 @@ func TestControlCMEPPostBeforeAccept(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					defer rc.Free()
+					defer rc.Close()
 					v := rc.Reserve(msgs)
 					for i := range msgs {
 						v.Set(i, uint64(i), mr.SGE(i*256, 256))
@@ -185,7 +185,7 @@ func TestControlCMEPPostBeforeAccept(t *testing.T) {
 			ctlCloseLater(t, cmr)
 			sc, err := hand.NewSendChain(msgs, 1, 0)
 			require.NoError(t, err)
-			defer sc.Free()
+			defer sc.Close()
 			v := sc.Reserve(msgs)
 			for i := range msgs {
 				msg := fmt.Sprintf("early message %d", i)

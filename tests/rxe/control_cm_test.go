@@ -194,7 +194,7 @@ func TestControlCMSharedResources(t *testing.T) {
 	copy(mr.Bytes(), "written remotely")
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	c.Reserve(1).SetWrite(0, 7, hand.Signaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
 	require.NoError(t, c.PostSendRaw(cli.QP().Raw()))
 	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)

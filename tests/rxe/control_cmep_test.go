@@ -81,7 +81,7 @@ func TestControlCMEPConnect(t *testing.T) {
 	// fast paths (rdma_post_recvv, rdma_post_sendv) on the ids.
 	rc, err := hand.NewRecvChain(1, 1)
 	require.NoError(t, err)
-	defer rc.Free()
+	defer rc.Close()
 	rc.Reserve(1).Set(0, 10, cmr.SGE(2048, 2048))
 	require.NoError(t, rc.PostRecvv(cli))
 
@@ -98,7 +98,7 @@ func TestControlCMEPConnect(t *testing.T) {
 	copy(smr.Bytes()[2048:], "pong")
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	sc.Reserve(1).SetSend(0, 20, hand.Signaled, smr.SGE(2048, 4))
 	require.NoError(t, sc.PostSendv(srv))
 	wc = ctlReap(t, srv.SendCQ(), 1)[0]
@@ -163,7 +163,7 @@ func TestControlCMEPSharedResources(t *testing.T) {
 	copy(mr.Bytes(), "written remotely")
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	c.Reserve(1).SetWrite(0, 7, hand.Signaled, mr.SGE(0, 16), mr.Addr()+4096, mr.RKey())
 	require.NoError(t, c.PostSendRaw(cli.QP().Raw()))
 	require.Equal(t, verbs.WCSuccess, ctlReap(t, cq, 1)[0].Status)
@@ -335,7 +335,7 @@ func TestControlCMEPRequestEnds(t *testing.T) {
 			conn := req.Conn()
 			rc, err := hand.NewRecvChain(1, 1)
 			require.NoError(t, err)
-			defer rc.Free()
+			defer rc.Close()
 			rc.Reserve(1).Set(0, 1, mr.SGE(0, 64))
 			require.NoError(t, rc.PostRecvv(conn), "receives may be posted before Accept")
 
@@ -446,7 +446,7 @@ func TestControlCMEPSendBeforeAccept(t *testing.T) {
 
 	sc, err := hand.NewSendChain(msgs, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	v := sc.Reserve(msgs)
 	for i := range msgs {
 		msg := fmt.Sprintf("sent before accept %d", i)
@@ -479,7 +479,7 @@ func TestControlCMEPSendBeforeAccept(t *testing.T) {
 	ctlCloseLater(t, cmr)
 	rc, err := hand.NewRecvChain(msgs+1, 1)
 	require.NoError(t, err)
-	defer rc.Free()
+	defer rc.Close()
 	rv := rc.Reserve(msgs + 1)
 	for i := range msgs + 1 {
 		rv.Set(i, uint64(10+i), cmr.SGE(i*64, 64))

@@ -139,7 +139,7 @@ func TestControlSharedChannelConcurrentWaits(t *testing.T) {
 					err = fmt.Errorf("Poller.WaitThread returned %d completions, want the receive (wr_id 1)", len(wcs))
 				}
 				return err
-			}, func() { p.Free() })
+			}, func() { p.Close() })
 		})
 	}
 }
@@ -153,7 +153,7 @@ func testSharedChannelConcurrentWaits(t *testing.T, firstWait func(*hand.CQ, con
 	cq2, a, b := sharedChannelPair(t, r)
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 
 	require.NoError(t, r.cq.RequestNotify(false))
 	require.NoError(t, cq2.RequestNotify(false))
@@ -376,7 +376,7 @@ func TestControlWaitThreadBlocksInRead(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			defer p.Free()
+			defer p.Close()
 			// Background: with a ctx that can end it first polls from Go.
 			wcs, err := p.WaitThread(context.Background())
 			if err == nil && len(wcs) == 0 {
@@ -425,7 +425,7 @@ func TestControlWaitThreadKicked(t *testing.T) {
 	fd := r.ch.Raw().FD
 	p, err := hand.NewPoller(r.cq, 4)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	ended := func(what string, errc <-chan error, want error) {
 		t.Helper()
 		select {
@@ -605,7 +605,7 @@ func TestControlExtendedCQ(t *testing.T) {
 	wcs, err := p.Poll()
 	require.NoError(t, err)
 	require.Empty(t, wcs)
-	p.Free()
+	p.Close()
 	require.NoError(t, cq.Resize(256))
 	require.GreaterOrEqual(t, cq.Size(), 256)
 	require.NoError(t, cq.Close())
@@ -636,13 +636,13 @@ func TestControlExPollerFields(t *testing.T) {
 			a, b, ah := r.udPairOn(t, qkey, cq)
 			p, err := hand.NewExPoller(cq, 8)
 			require.NoError(t, err)
-			defer p.Free()
+			defer p.Close()
 
 			ctlPostRecv(t, b, r.mr, 1, 1, 4096, size+hand.GRHSize)
 			c, err := hand.NewSendChain(1, 1, 0)
 			require.NoError(t, err)
-			defer c.Free()
-			c.Reserve(1).SetUDImm(0, 2, hand.Signaled, imm, r.mr.SGE(0, size), ah.Raw(), b.Num(), qkey)
+			defer c.Close()
+			c.Reserve(1).SetUDImm(0, 2, hand.Signaled, imm, r.mr.SGE(0, size), ah, b.Num(), qkey)
 			require.NoError(t, c.PostSend(a))
 
 			byID := map[uint64]hand.WC{}
@@ -716,7 +716,7 @@ func testPollerWait(t *testing.T, wait func(*hand.Poller, context.Context) ([]ha
 	a, b := r.pair(t, hand.RC)
 	p, err := hand.NewPoller(r.cq, 1)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	ctx := ctlContext(t, 20*time.Second)
 
 	// Queued: CQ.Wait returns on the write's completion event, so the
@@ -725,7 +725,7 @@ func testPollerWait(t *testing.T, wait func(*hand.Poller, context.Context) ([]ha
 	// nothing (TestControlCQWaitNoAllocs).
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	seen := 0
 	allocs := testing.AllocsPerRun(20, func() {
 		if err := r.cq.RequestNotify(false); err != nil {
@@ -781,7 +781,7 @@ func testPollerWait(t *testing.T, wait func(*hand.Poller, context.Context) ([]ha
 
 	raw, err := hand.NewPollerRaw(r.cq.Raw(), 1)
 	require.NoError(t, err)
-	defer raw.Free()
+	defer raw.Close()
 	_, err = wait(raw, ctx)
 	var attr *hand.AttrError
 	require.ErrorAs(t, err, &attr, "a raw poller has no CQ to arm")
@@ -975,7 +975,7 @@ func TestControlPollerWaitThreadClosed(t *testing.T) {
 				t.Fatalf("close %d, %v after the wait: Close or WaitThread still blocked 5 s later", i, delays[i%len(delays)])
 			}
 		}
-		p.Free()
+		p.Close()
 	}
 }
 
@@ -992,10 +992,10 @@ func TestControlPollerWaitThreadSharedChannel(t *testing.T) {
 	cq2, a, b := sharedChannelPair(t, r)
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer sc.Free()
+	defer sc.Close()
 	p, err := hand.NewPoller(r.cq, 4)
 	require.NoError(t, err)
-	defer p.Free()
+	defer p.Close()
 	require.NoError(t, cq2.RequestNotify(false))
 	ctx := ctlContext(t, 20*time.Second)
 	got := make(chan []uint64, 1)
@@ -1079,10 +1079,10 @@ func writeOnKick(t *testing.T, r *ctlRig, a *hand.QP, wrids ...uint64) (p *hand.
 	t.Helper()
 	p, err := hand.NewPoller(r.cq, len(wrids))
 	require.NoError(t, err)
-	t.Cleanup(p.Free)
+	t.Cleanup(func() { p.Close() })
 	sc, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	t.Cleanup(sc.Free)
+	t.Cleanup(func() { sc.Close() })
 	kick, posted = make(chan struct{}), make(chan error)
 	go func() {
 		for range kick {
@@ -1120,14 +1120,14 @@ func TestControlPollerWaitThreadAtLeast(t *testing.T) {
 			a, b := r.pair(t, hand.RC)
 			p, err := hand.NewPoller(r.cq, 8)
 			require.NoError(t, err)
-			defer p.Free()
+			defer p.Close()
 			ctx := context.Background()
 			if ctxCanEnd {
 				ctx = ctlContext(t, 20*time.Second)
 			}
 			sc, err := hand.NewSendChain(1, 1, 0)
 			require.NoError(t, err)
-			defer sc.Free()
+			defer sc.Close()
 			write := func(id uint64) error {
 				sc.Reserve(1).SetWrite(0, id, hand.Signaled, r.mr.SGE(0, 64), r.mr.Addr()+4096, r.mr.RKey())
 				return sc.PostSend(a)
@@ -1195,7 +1195,7 @@ func TestControlPollerWaitThreadAtLeast(t *testing.T) {
 			returned := false
 			defer func() {
 				if returned { // else the wait still uses it
-					bp.Free()
+					bp.Close()
 				}
 			}()
 			ctlPostRecv(t, b, r.mr, 20, 2, 8192, 64)

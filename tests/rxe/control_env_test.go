@@ -162,7 +162,7 @@ func ctlPostRecvSlots(t *testing.T, qp *hand.QP, mr *hand.MR, first uint64, n, o
 	t.Helper()
 	c, err := hand.NewRecvChain(n, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	w := c.Reserve(n)
 	for i := range n {
 		w.Set(i, first+uint64(i), mr.SGE(offset+i*stride, size))
@@ -175,7 +175,7 @@ func ctlPostSend(t *testing.T, qp *hand.QP, mr *hand.MR, wrID uint64, offset, si
 	t.Helper()
 	c, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	c.Reserve(1).SetSend(0, wrID, hand.Signaled, mr.SGE(offset, size))
 	require.NoError(t, c.PostSend(qp))
 }

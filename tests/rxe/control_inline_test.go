@@ -40,7 +40,7 @@ func TestControlInlineSend(t *testing.T) {
 
 	c, err := hand.NewSendChain(len(lengths), 1, limit)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	v := c.Reserve(len(lengths))
 	src := make([]byte, limit) // Go memory, reused for every WR
 	for i, n := range lengths {
@@ -82,7 +82,7 @@ func TestControlInlineTooLong(t *testing.T) {
 
 	c, err := hand.NewSendChain(3, 1, limit+1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	data := make([]byte, limit+1)
 	fill(data, 7)
 	v := c.Reserve(3)

@@ -39,7 +39,7 @@ func TestControlMemoryWindow(t *testing.T) {
 	read := func(addr uint64, key uint32, wrID uint64) verbs.WC {
 		c, err := hand.NewSendChain(1, 1, 0)
 		require.NoError(t, err)
-		defer c.Free()
+		defer c.Close()
 		c.Reserve(1).SetRead(0, wrID, hand.Signaled, r.mr.SGE(32768, 17), addr, key)
 		require.NoError(t, c.PostSend(b))
 		return ctlReap(t, r.cq, 1)[0]

@@ -38,7 +38,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 	defer cancel()
 	rc, err := hand.NewRecvChain(slots, 1)
 	require.NoError(t, err)
-	defer rc.Free()
+	defer rc.Close()
 	w := rc.Reserve(slots)
 	for i := range slots {
 		w.Set(i, uint64(i), r.mr.SGE(recvBase+i*size, size))
@@ -98,7 +98,7 @@ func TestControlConcurrentPollerAndPoster(t *testing.T) {
 			fail(err)
 			return
 		}
-		defer sc.Free()
+		defer sc.Close()
 		wc := make([]verbs.WC, 1)
 		for i := range n {
 			slot := i % slots

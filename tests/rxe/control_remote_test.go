@@ -46,7 +46,7 @@ func TestControlCMRemoteBuffer(t *testing.T) {
 
 	recv, err := hand.NewRecvChain(1, 1)
 	require.NoError(t, err)
-	defer recv.Free()
+	defer recv.Close()
 	recv.Reserve(1).Set(0, 0x5e, smr.SGE(0, 0))
 	require.NoError(t, recv.PostRecv(srv.QP()))
 
@@ -56,7 +56,7 @@ func TestControlCMRemoteBuffer(t *testing.T) {
 	require.NoError(t, err)
 	send, err := hand.NewSendChain(1, 1, 0)
 	require.NoError(t, err)
-	defer send.Free()
+	defer send.Close()
 	send.Reserve(1).SetWriteImmTo(0, 0xc1, hand.Signaled, off, cmr.SGE(0, len(msg)), dst)
 	require.NoError(t, send.PostSend(cli.QP()))
 	var sawWrite, sawRecv bool

@@ -61,7 +61,7 @@ func testSRQLimitEvent(t *testing.T, r *ctlRig, events *hand.Context) {
 
 	c, err := hand.NewRecvChain(8, 1)
 	require.NoError(t, err)
-	defer c.Free()
+	defer c.Close()
 	w := c.Reserve(8)
 	for i := range 8 {
 		w.Set(i, uint64(100+i), r.mr.SGE(8192+i*256, 256))

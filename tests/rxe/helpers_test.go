@@ -106,9 +106,9 @@ func TestHelpersMessage(t *testing.T) {
 	send, ssge := cmem.New[verbs.SendWR](), cmem.New[verbs.SGE]()
 	wc := cmem.New[verbs.WC]()
 	t.Cleanup(func() { cmem.Free(recv); cmem.Free(rsge); cmem.Free(send); cmem.Free(ssge); cmem.Free(wc) })
-	*rsge = verbs.SGE{Addr: cmem.Addr(dst), Length: size, Lkey: dmr.Lkey}
+	*rsge = verbs.SGE{Addr: cmem.Addr(dst), Length: size, LKey: dmr.LKey}
 	recv.WRID, recv.SGList, recv.NumSGE = 31, rsge, 1
-	*ssge = verbs.SGE{Addr: cmem.Addr(src), Length: size, Lkey: smr.Lkey}
+	*ssge = verbs.SGE{Addr: cmem.Addr(src), Length: size, LKey: smr.LKey}
 	send.WRID, send.SGList, send.NumSGE, send.Opcode = 32, ssge, 1, verbs.WROpSend // unsignaled: only the receive completes
 
 	var badRecv *verbs.RecvWR

@@ -126,7 +126,7 @@ func (r *udRig) sendTo(t *testing.T, qp *hand.QP, g *hand.McastGroup, base int) 
 	w := r.sc.Reserve(mckeyCount)
 	for i := range mckeyCount {
 		copy(r.sendBuf(i), udMessage(base+i))
-		w.SetUDImm(i, uint64(100+i), hand.Signaled, qp.Num(), r.mr.SGE(udaddyCount*udSlot+i*udaddySize, udaddySize), g.AH().Raw(), g.QPN(), g.QKey())
+		w.SetUDImm(i, uint64(100+i), hand.Signaled, qp.Num(), r.mr.SGE(udaddyCount*udSlot+i*udaddySize, udaddySize), g.AH(), g.QPN(), g.QKey())
 	}
 	require.NoError(t, r.sc.PostSend(qp))
 }

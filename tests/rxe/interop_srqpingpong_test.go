@@ -137,7 +137,7 @@ func srqGoSide(ctx context.Context, t *testing.T, device string, gidIndex int, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer recv.Free()
+	defer recv.Close()
 	sge := mr.SGE(0, srqSize)
 	for i, qp := range qps {
 		err := qp.Connect(hand.ConnectAttr{SGIDIndex: gidIndex, PSN: my[i].PSN, MTU: hand.MTU1024,
@@ -179,7 +179,7 @@ func srqLoop(ctx context.Context, qps []*hand.QP, cq *hand.CQ, sge hand.SGE, cli
 	if err != nil {
 		return err
 	}
-	defer send.Free()
+	defer send.Close()
 	post := func(i int) error {
 		send.Reserve(1).SetSend(0, sendWRID, hand.Signaled, sge)
 		return send.PostSend(qps[i])

@@ -54,8 +54,8 @@ func newUDRig(t *testing.T, pd *hand.PD, cq *hand.CQ) *udRig {
 // close frees the rig; the endpoint's Close needs its MR closed first.
 func (r *udRig) close(t *testing.T) {
 	t.Helper()
-	r.sc.Free()
-	r.poll.Free()
+	r.sc.Close()
+	r.poll.Close()
 	require.NoError(t, r.mr.Close())
 }
 
@@ -65,7 +65,7 @@ func (r *udRig) postRecvs(qp *hand.QP) error {
 	if err != nil {
 		return err
 	}
-	defer c.Free()
+	defer c.Close()
 	w := c.Reserve(udaddyCount)
 	for i := range udaddyCount {
 		w.Set(i, uint64(i), r.mr.SGE(i*udSlot, udSlot))
@@ -153,7 +153,7 @@ func TestInteropUDGoClientCServer(t *testing.T) {
 	for i := range udaddyCount {
 		copy(r.sendBuf(i), udMessage(i))
 		w.SetUDImm(i, uint64(100+i), hand.Signaled, conn.QP().Num(),
-			r.mr.SGE(udaddyCount*udSlot+i*udaddySize, udaddySize), conn.AH().Raw(), conn.RemoteQPN(), conn.RemoteQKey())
+			r.mr.SGE(udaddyCount*udSlot+i*udaddySize, udaddySize), conn.AH(), conn.RemoteQPN(), conn.RemoteQKey())
 	}
 	require.NoError(t, r.sc.PostSend(conn.QP()))
 	recvs := r.reap(t, ctx, udaddyCount, udaddyCount)
@@ -218,7 +218,7 @@ func TestInteropUDCClientGoServer(t *testing.T) {
 		replies = append(replies, ah)
 		msg := udMessage(k)
 		copy(r.sendBuf(k), msg)
-		w.SetUD(k, uint64(100+k), hand.Signaled, r.mr.SGE(udaddyCount*udSlot+k*udaddySize, udaddySize), ah.Raw(), wc.SrcQP(), hand.UDPQKey)
+		w.SetUD(k, uint64(100+k), hand.Signaled, r.mr.SGE(udaddyCount*udSlot+k*udaddySize, udaddySize), ah, wc.SrcQP(), hand.UDPQKey)
 	}
 	require.NoError(t, r.sc.PostSend(conn.QP()))
 	r.reap(t, ctx, 0, udaddyCount)

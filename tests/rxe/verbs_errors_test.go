@@ -28,7 +28,7 @@ func queryState(t *testing.T, qp *verbs.QP) verbs.QPState {
 // An RDMA write under a wrong rkey completes with a remote access error,
 // the WR queued behind it is flushed, the requester's QP is in ERR, and the
 // target memory is untouched.
-func TestVerbsWrongRkey(t *testing.T) {
+func TestVerbsWrongRKey(t *testing.T) {
 	e := openVerbs(t)
 	p := e.rcPair(t, 8, 1)
 	src, dst := e.mr(t, 8192), e.mr(t, 8192)
@@ -37,7 +37,7 @@ func TestVerbsWrongRkey(t *testing.T) {
 
 	sc := testkit.SendChain(t, 2, 1)
 	sv := sc.Reserve(2)
-	sv.SetWrite(0, 1, verbs.SendSignaled, src.sge(0, 4096), dst.addr(0), dst.mr.Rkey^0x5a5a00)
+	sv.SetWrite(0, 1, verbs.SendSignaled, src.sge(0, 4096), dst.addr(0), dst.mr.RKey^0x5a5a00)
 	sv.SetSend(1, 2, verbs.SendSignaled, src.sge(0, 16))
 	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post: %v", err)

@@ -133,7 +133,7 @@ func TestVerbsRCWrite(t *testing.T) {
 		if i == len(regions)-1 {
 			flags = verbs.SendSignaled
 		}
-		sv.SetWrite(i, uint64(i), flags, src.sge(r.from, r.n), dst.addr(r.to), dst.mr.Rkey)
+		sv.SetWrite(i, uint64(i), flags, src.sge(r.from, r.n), dst.addr(r.to), dst.mr.RKey)
 	}
 	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post write chain: %v", err)
@@ -173,7 +173,7 @@ func TestVerbsRCImmediate(t *testing.T) {
 	}
 	sc := testkit.SendChain(t, 2, 1)
 	sv := sc.Reserve(2)
-	sv.SetWriteImm(0, 80, verbs.SendSignaled, writeImm, src.sge(0, 3000), dst.addr(1000), dst.mr.Rkey)
+	sv.SetWriteImm(0, 80, verbs.SendSignaled, writeImm, src.sge(0, 3000), dst.addr(1000), dst.mr.RKey)
 	sv.SetSendImm(1, 81, verbs.SendSignaled, sendImm, src.sge(5000, 200))
 	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post send: %v", err)
@@ -219,10 +219,10 @@ func TestVerbsRCRead(t *testing.T) {
 
 	sc := testkit.SendChain(t, 4, 2)
 	sv := sc.Reserve(3)
-	sv.SetRead(0, 1, verbs.SendSignaled, local.sge(0, 1000), remote.addr(5000), remote.mr.Rkey)
+	sv.SetRead(0, 1, verbs.SendSignaled, local.sge(0, 1000), remote.addr(5000), remote.mr.RKey)
 	sv.SetSGL(0, []verbs.SGE{local.sge(0, 1000), local.sge(2000, 3000)}) // the read's 4000 bytes land 1000 + 3000
-	sv.SetRead(1, 2, verbs.SendSignaled, local.sge(10000, 1), remote.addr(65535), remote.mr.Rkey)
-	sv.SetRead(2, 3, verbs.SendSignaled, local.sge(20000, 40000), remote.addr(100), remote.mr.Rkey)
+	sv.SetRead(1, 2, verbs.SendSignaled, local.sge(10000, 1), remote.addr(65535), remote.mr.RKey)
+	sv.SetRead(2, 3, verbs.SendSignaled, local.sge(20000, 40000), remote.addr(100), remote.mr.RKey)
 	if err := sc.PostSendRaw(p.a); err != nil {
 		t.Fatalf("post read chain: %v", err)
 	}

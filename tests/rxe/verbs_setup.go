@@ -172,7 +172,7 @@ func (m *vMR) addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&m.buf
 
 // sge is the scatter/gather entry for bytes [off, off+n) of the region.
 func (m *vMR) sge(off, n int) verbs.SGE {
-	return verbs.SGE{Addr: m.addr(off), Length: uint32(n), Lkey: m.mr.Lkey}
+	return verbs.SGE{Addr: m.addr(off), Length: uint32(n), LKey: m.mr.LKey}
 }
 
 // vCQ is a CQ with its own completion channel, reaped with a hand.Poller.
@@ -210,7 +210,7 @@ func (e *vEnv) cq(t testing.TB, entries int) *vCQ {
 		t.Fatalf("hand.NewPoller: %v", err)
 	}
 	c.poller = p
-	t.Cleanup(p.Free)
+	t.Cleanup(func() { p.Close() })
 	return c
 }
 
@@ -382,7 +382,7 @@ func (e *vEnv) connectRC(t testing.TB, a, b *verbs.QP) {
 	psn := map[*verbs.QP]uint32{a: 0x00a000 + a.QPNum&0xfff, b: 0x0b0000 + b.QPNum&0xfff}
 	for _, q := range []*verbs.QP{a, b} {
 		modify(t, q, &verbs.QPAttr{QPState: verbs.QPSInit, PortNum: vPort, QPAccessFlags: vRCAccess},
-			verbs.QPAttrState|verbs.QPAttrPkeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags, "INIT")
+			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags, "INIT")
 	}
 	for _, pair := range [][2]*verbs.QP{{a, b}, {b, a}} {
 		q, peer := pair[0], pair[1]
@@ -411,8 +411,8 @@ func (e *vEnv) connectRC(t testing.TB, a, b *verbs.QP) {
 // readyUD moves a fresh UD QP through INIT (with qkey), RTR and RTS.
 func readyUD(t testing.TB, qp *verbs.QP, qkey uint32) {
 	t.Helper()
-	modify(t, qp, &verbs.QPAttr{QPState: verbs.QPSInit, PortNum: vPort, Qkey: qkey},
-		verbs.QPAttrState|verbs.QPAttrPkeyIndex|verbs.QPAttrPort|verbs.QPAttrQkey, "INIT")
+	modify(t, qp, &verbs.QPAttr{QPState: verbs.QPSInit, PortNum: vPort, QKey: qkey},
+		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrQKey, "INIT")
 	modify(t, qp, &verbs.QPAttr{QPState: verbs.QPSRtr}, verbs.QPAttrState, "RTR")
 	modify(t, qp, &verbs.QPAttr{QPState: verbs.QPSRts, SQPSN: 0x1234}, verbs.QPAttrState|verbs.QPAttrSQPSN, "RTS")
 }

@@ -54,18 +54,18 @@ func TestVerbsUD(t *testing.T) {
 	rc := testkit.RecvChain(t, len(lens), 1)
 	rv := rc.Reserve(len(lens))
 	for i := range lens {
-		rv.Set(i, uint64(400+i), hand.UDRecvSGE(dst.addr(i*slot), uint32(mtu), dst.mr.Lkey))
+		rv.Set(i, uint64(400+i), hand.UDRecvSGE(dst.addr(i*slot), uint32(mtu), dst.mr.LKey))
 	}
 	if err := rc.PostRecvRaw(b); err != nil {
 		t.Fatalf("post UD receives: %v", err)
 	}
 	sc := testkit.SendChain(t, len(lens)+1, 1)
 	sv := sc.Reserve(len(lens) + 1)
-	sv.SetUD(0, 500, verbs.SendSignaled, src.sge(0, lens[0]), ah, b.QPNum, qkey)
-	sv.SetUD(1, 501, verbs.SendSignaled, src.sge(slot, 77), ah, b.QPNum, qkey+1) // wrong Q_Key: dropped
-	sv.SetUDImm(2, 502, verbs.SendSignaled, 0xfeedface, src.sge(2*slot, lens[1]), ah, b.QPNum, qkey)
-	sv.SetUD(3, 503, verbs.SendSignaled, src.sge(3*slot, lens[2]), ah, b.QPNum, qkey)
-	sv.SetUD(4, 504, verbs.SendSignaled, src.sge(4*slot, lens[3]), ah, b.QPNum, qkey)
+	sv.SetUDRaw(0, 500, verbs.SendSignaled, src.sge(0, lens[0]), ah, b.QPNum, qkey)
+	sv.SetUDRaw(1, 501, verbs.SendSignaled, src.sge(slot, 77), ah, b.QPNum, qkey+1) // wrong Q_Key: dropped
+	sv.SetUDImmRaw(2, 502, verbs.SendSignaled, 0xfeedface, src.sge(2*slot, lens[1]), ah, b.QPNum, qkey)
+	sv.SetUDRaw(3, 503, verbs.SendSignaled, src.sge(3*slot, lens[2]), ah, b.QPNum, qkey)
+	sv.SetUDRaw(4, 504, verbs.SendSignaled, src.sge(4*slot, lens[3]), ah, b.QPNum, qkey)
 	if err := sc.PostSendRaw(a); err != nil {
 		t.Fatalf("post UD sends: %v", err)
 	}

@@ -213,12 +213,12 @@ func connection(t *testing.T, l *hand.Listener, i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Free()
+	defer rc.Close()
 	sc, err := hand.NewSendChain(1, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.Free()
+	defer sc.Close()
 	rp, err := hand.NewPoller(srv.RecvCQ(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func connection(t *testing.T, l *hand.Listener, i int) {
 	if got := string(smr.Bytes()[:len(msg)]); got != msg {
 		t.Fatalf("cycle %d: received %q", i, got)
 	}
-	rp.Free()
-	sp.Free()
+	rp.Close()
+	sp.Close()
 	// The DISCONNECTED event comes when the peer answers, which its
 	// WaitDisconnect does: wait on both sides at once.
 	waited := make(chan error, 1)
@@ -348,22 +348,22 @@ func TestSoakMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rc.Free() // before the "after" measure, as everything else here
+		defer rc.Close() // before the "after" measure, as everything else here
 		sc, err := hand.NewSendChain(chain, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer sc.Free()
+		defer sc.Close()
 		sp, err := hand.NewPoller(scq, chain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer sp.Free()
+		defer sp.Close()
 		rp, err := hand.NewPoller(rcq, chain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rp.Free()
+		defer rp.Close()
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		// reap waits for exactly n completions on p, which must carry the

@@ -36,7 +36,7 @@ func RecvChain(t testing.TB, capacity, sge int) *hand.RecvChain {
 	if err != nil {
 		t.Fatalf("hand.NewRecvChain(%d, %d): %v", capacity, sge, err)
 	}
-	t.Cleanup(c.Free)
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -46,7 +46,7 @@ func SendChain(t testing.TB, capacity, sge int) *hand.SendChain {
 	if err != nil {
 		t.Fatalf("hand.NewSendChain(%d, %d): %v", capacity, sge, err)
 	}
-	t.Cleanup(c.Free)
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 

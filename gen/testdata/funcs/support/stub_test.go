@@ -51,7 +51,7 @@ func TestStubs(t *testing.T) {
 	}
 
 	sge := MakeSGE(0x1000, 256)
-	if sge.Addr != 0x1000 || sge.Length != 256 || sge.Lkey != 7 {
+	if sge.Addr != 0x1000 || sge.Length != 256 || sge.LKey != 7 {
 		t.Errorf("MakeSGE (struct result) = %+v", sge)
 	}
 	if n := SGEBytes(sge, AccessLocalWrite); n != 256 {
