@@ -58,7 +58,7 @@ func ExampleDialUD() {
 				log.Fatalf("WR %d: %v", wcs[i].WRID(), err)
 			}
 			if wcs[i].IsRecv() {
-				payload := mr.Bytes()[hand.GRHSize : wcs[i].ByteLen()]
+				payload := mr.Bytes()[hand.GRHSize:wcs[i].ByteLen()]
 				fmt.Printf("reply from QP %d: %q\n", wcs[i].SrcQP(), payload)
 			}
 		}
