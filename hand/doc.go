@@ -107,14 +107,24 @@
 // a ConnConfig; the server accepts a ConnRequest. ConnConfig.BeforeConnect
 // runs once the QP exists and before the peer can send: post the first
 // receives there. Conn.Disconnect and WaitDisconnect end a connection.
+//
+// Use Listen and Dial: the server sees each request (its address, private
+// data and device) before it chooses that connection's ConnConfig, and
+// every step honours the context and StepTimeout. ListenEP and DialEP do
+// what librdmacm's rdma_create_ep programs do (rdma_server, rdma_client):
+// one ConnConfig for every connection a listener accepts, its PD and CQs
+// shared by them all, and librdmacm's fixed 2 s resolution; use them to
+// port such a program, or when every connection is alike and should share
+// the listener's CQs.
+//
 // Datagrams go over rdma_cm's UDP port space: DialUD and ListenUD give a
 // *UDConn, a UD QP with the peer's AH, QPN and Q_Key (UDConfig, with its
 // own BeforeConnect); NewMulticast joins groups (Multicast.Join, full or
 // send-only) and gives each McastGroup's AH, QPN and Q_Key. Without
-// rdma_cm, QP.Connect moves an RC
-// or UC QP from RESET through INIT and RTR to RTS in one call, given the
-// peer's Endpoint and ConnectAttr; Context.RoCEv2IPv4GID finds the GID
-// index RoCE v2 traffic over IPv4 must use.
+// rdma_cm, QP.Connect moves an RC or UC QP from RESET through INIT and RTR
+// to RTS in one call, given the peer's Endpoint and ConnectAttr;
+// Context.RoCEv2IPv4GID finds the GID index RoCE v2 traffic over IPv4 must
+// use.
 //
 // # Raw forms
 //
