@@ -283,7 +283,7 @@ bench-guest:
 # against C's server. Prints per step the median us per connection (the
 # step's wall time for all of them over their number) and the ratio to
 # C's, then each server's CPU time per connection (its rusage, less that of
-# a run accepting none). hand.Dial does create id to create qp in one call,
+# one killed as it listens). hand.Dial does create id to create qp in one call,
 # so its row "resolve+qp" stands against the sum of C's four. Real time on
 # the VM's 2 vCPUs: a few minutes.
 PERF_CMTIME_CONNS ?= 100
