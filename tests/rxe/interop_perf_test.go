@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/cmtime"
 	"github.com/goverbs/goverbs/internal/perf"
 	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
@@ -26,6 +27,9 @@ const perfChildEnv = "GOVERBS_TEST_RUN_PERF"
 func TestMain(m *testing.M) {
 	if os.Getenv(perfChildEnv) == "1" {
 		os.Exit(perf.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(cmtimeChildEnv) == "1" {
+		os.Exit(cmtime.Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

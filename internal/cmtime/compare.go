@@ -1,0 +1,274 @@
+package cmtime
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// -compare runs, in a guest with rxe0 and cmtime, each variant -runs
+// times, alternately: C cmtime against itself, the hand client against the
+// hand server, both with -shared, and the raw client against C's server.
+// Each run's server is started again, and once more to be killed once it
+// listens, for the CPU time of its start, which is taken off: the server's
+// CPU per connection is (CPU(run) - CPU(start)) / N, from the rusage.
+// It prints per step the median us/conn of each variant and its ratio to
+// C's, then the servers' CPU per connection.
+
+type compareConfig struct {
+	on     bool
+	runs   int
+	conns  int
+	cmtime string
+	addr   string
+}
+
+type variant struct {
+	name           string
+	server, client []string // argv after the program: C's cmtime when cServer, cClient
+	cServer        bool
+	cClient        bool
+}
+
+// result is one run: the client's us/conn by step, the server's CPU per
+// connection.
+type result struct {
+	step map[string]float64
+	cpu  float64
+}
+
+func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	n := strconv.Itoa(cfg.conns)
+	variants := []variant{
+		{name: "C", server: []string{"-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cServer: true, cClient: true},
+		{name: "hand", server: []string{"-c", n}, client: []string{"-s", cfg.addr, "-c", n}},
+		{name: "shared", server: []string{"-shared", "-c", n}, client: []string{"-shared", "-s", cfg.addr, "-c", n}},
+		{name: "raw", server: []string{"-c", n}, client: []string{"-layer", "raw", "-s", cfg.addr, "-c", n}, cServer: true},
+	}
+	prog := func(c bool) string {
+		if c {
+			return cfg.cmtime
+		}
+		return self
+	}
+	results := make([][]result, len(variants))
+	for r := range cfg.runs {
+		for vi, v := range variants {
+			base, err := serverCPU(ctx, prog(v.cServer), v.server)
+			if err != nil {
+				return fmt.Errorf("%s server start: %w", v.name, err)
+			}
+			res, out, err := runPair(ctx, prog(v.cServer), v.server, prog(v.cClient), v.client)
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w\n%s", r+1, v.name, err, out)
+			}
+			res.cpu = max(res.cpu-base, 0) / float64(cfg.conns)
+			results[vi] = append(results[vi], res)
+			fmt.Fprintf(stderr, "run %d %-6s %s: server cpu %.1f us/conn\n", r+1, v.name, oneLine(res.step), res.cpu)
+		}
+	}
+	median := func(vi int, get func(result) (float64, bool)) (float64, bool) {
+		var xs []float64
+		for _, r := range results[vi] {
+			if x, ok := get(r); ok {
+				xs = append(xs, x)
+			}
+		}
+		if len(xs) == 0 {
+			return 0, false
+		}
+		slices.Sort(xs)
+		if len(xs)%2 == 1 {
+			return xs[len(xs)/2], true
+		}
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2, true
+	}
+	fmt.Fprintf(stdout, "cmtime: %d connections, %d runs each, median us/conn of each step (the step's wall time / connections)\n", cfg.conns, cfg.runs)
+	fmt.Fprintf(stdout, "%-14s", "step")
+	for _, v := range variants {
+		fmt.Fprintf(stdout, " %10s", v.name)
+		if v.name != "C" {
+			fmt.Fprintf(stdout, " %8s", v.name+"/C")
+		}
+	}
+	fmt.Fprintln(stdout)
+	for _, step := range []string{"create id", "resolve addr", "resolve route", "create qp", "resolve+qp", "connect", "disconnect", "destroy"} {
+		fmt.Fprintf(stdout, "%-14s", step)
+		c, cok := median(0, stepOf(step))
+		for vi, v := range variants {
+			x, ok := median(vi, stepOf(step))
+			if !ok {
+				fmt.Fprintf(stdout, " %10s", "-")
+			} else {
+				fmt.Fprintf(stdout, " %10.1f", x)
+			}
+			if v.name == "C" {
+				continue
+			}
+			if ok && cok && c > 0 {
+				fmt.Fprintf(stdout, " %8.2f", x/c)
+			} else {
+				fmt.Fprintf(stdout, " %8s", "-")
+			}
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "%-14s", "server cpu")
+	cpu := func(r result) (float64, bool) { return r.cpu, true }
+	c, _ := median(0, cpu)
+	for vi, v := range variants {
+		x, _ := median(vi, cpu)
+		fmt.Fprintf(stdout, " %10.1f", x)
+		if v.name != "C" {
+			fmt.Fprintf(stdout, " %8.2f", x/max(c, 1e-9))
+		}
+	}
+	fmt.Fprintln(stdout, "   (us/conn; raw's server is C's)")
+	return nil
+}
+
+// stepOf reads a step from a run; "resolve+qp" is create id to create qp,
+// summed where the client timed them apart.
+func stepOf(step string) func(result) (float64, bool) {
+	return func(r result) (float64, bool) {
+		if x, ok := r.step[step]; ok {
+			return x, true
+		}
+		if step != "resolve+qp" {
+			return 0, false
+		}
+		sum := 0.0
+		for _, s := range []string{"create id", "resolve addr", "resolve route", "create qp"} {
+			x, ok := r.step[s]
+			if !ok {
+				return 0, false
+			}
+			sum += x
+		}
+		return sum, true
+	}
+}
+
+func oneLine(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%.1f ", k, m[k])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// runPair starts the server, waits until it listens, runs the client to
+// the end and waits for the server, returning the client's table and the
+// server's CPU time (us).
+func runPair(ctx context.Context, server string, sargs []string, client string, cargs []string) (result, string, error) {
+	var sout strings.Builder
+	srv := exec.CommandContext(ctx, server, sargs...)
+	srv.Stdout, srv.Stderr = &sout, &sout
+	if err := srv.Start(); err != nil {
+		return result{}, "", err
+	}
+	if err := waitListen(ctx, 7471); err != nil {
+		srv.Process.Kill()
+		srv.Wait()
+		return result{}, sout.String(), err
+	}
+	out, cerr := exec.CommandContext(ctx, client, cargs...).CombinedOutput()
+	// cmtime's server does not always exit once its connections are gone
+	// (it can wait on for an event that does not come): blocked, it spends
+	// no CPU, so a server still there after a grace is killed, and its
+	// CPU time read all the same.
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	var serr error
+	select {
+	case serr = <-exited:
+	case <-time.After(3 * time.Second):
+		srv.Process.Kill()
+		<-exited
+	}
+	if cerr != nil || serr != nil {
+		return result{}, "client:\n" + string(out) + "server:\n" + sout.String(), fmt.Errorf("client: %v, server: %v", cerr, serr)
+	}
+	steps, err := parseTable(string(out))
+	if err != nil {
+		return result{}, string(out), err
+	}
+	return result{step: steps, cpu: cpuOf(srv.ProcessState)}, "", nil
+}
+
+// serverCPU starts a server, waits until it listens and kills it,
+// returning its CPU time (us): what its start costs.
+func serverCPU(ctx context.Context, prog string, args []string) (float64, error) {
+	cmd := exec.CommandContext(ctx, prog, args...)
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	err := waitListen(ctx, 7471)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return cpuOf(cmd.ProcessState), nil
+}
+
+func cpuOf(ps *os.ProcessState) float64 {
+	return float64(ps.UserTime()+ps.SystemTime()) / float64(time.Microsecond)
+}
+
+// waitListen polls the kernel's rdma_cm ids until one listens on port.
+func waitListen(ctx context.Context, port int) error {
+	want := ":" + strconv.Itoa(port)
+	for range 400 {
+		out, _ := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "LISTEN") && strings.Contains(line, want) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no rdma_cm listener on port %d", port)
+}
+
+// parseTable reads cmtime's table: "step name    :  total max min us/conn".
+func parseTable(out string) (map[string]float64, error) {
+	steps := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		f := strings.Fields(rest)
+		if !ok || len(f) != 4 {
+			continue
+		}
+		us, err := strconv.ParseFloat(f[3], 64)
+		if err != nil {
+			continue
+		}
+		steps[strings.TrimSpace(name)] = us
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("no cmtime table in the client's output")
+	}
+	return steps, nil
+}

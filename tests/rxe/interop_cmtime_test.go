@@ -1,0 +1,107 @@
+package rxe
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cmtimeChildEnv makes this test binary run goverbs-cmtime (cmtime.Main)
+// instead of the tests.
+const cmtimeChildEnv = "GOVERBS_TEST_RUN_CMTIME"
+
+// goverbs-cmtime against rdma-core's cmtime on rxe0, 10 connections, both
+// ways round: the hand client, the hand client with one PD and CQ
+// (-shared) and the raw client against C's server, and C's client against
+// the hand server. Every client must print cmtime's table with the rows of
+// its steps, each with a positive time per connection, and the Go server
+// must exit once its 10 connections are closed. make perf-cmtime times
+// them against each other.
+func TestInteropCmtime(t *testing.T) {
+	RequireDevice(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(cmtimeChildEnv, "1")
+	const conns, port = "10", "17471"
+	addr := os.Getenv("RXE_ADDR")
+	require.NotEmpty(t, addr, "RXE_ADDR: run under cmd/rxevm, which sets it")
+	handRows := []string{"resolve+qp", "connect", "disconnect", "destroy"}
+	rawRows := []string{"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"}
+	for _, tc := range []struct {
+		name           string
+		server, client []string // argv; "" is this binary as goverbs-cmtime
+		rows           []string
+	}{
+		{"go_hand_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-s", addr, "-c", conns, "-p", port}, handRows},
+		{"go_hand_shared_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-shared", "-s", addr, "-c", conns, "-p", port}, handRows},
+		{"go_raw_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-layer", "raw", "-s", addr, "-c", conns, "-p", port}, rawRows},
+		{"c_client_go_server", []string{"", "-c", conns, "-p", port}, []string{"cmtime", "-s", addr, "-c", conns, "-p", port}, rawRows},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
+			defer cancel()
+			cmd := func(argv []string) *exec.Cmd {
+				if argv[0] == "" {
+					return exec.CommandContext(ctx, self, argv[1:]...)
+				}
+				return exec.CommandContext(ctx, argv[0], argv[1:]...)
+			}
+			srv := cmd(tc.server)
+			var sout strings.Builder
+			srv.Stdout, srv.Stderr = &sout, &sout
+			require.NoError(t, srv.Start())
+			exited := make(chan error, 1)
+			go func() { exited <- srv.Wait() }()
+			waitCMListen(t, ctx, port)
+			out, err := cmd(tc.client).CombinedOutput()
+			t.Logf("client:\n%s", out)
+			require.NoError(t, err)
+			for _, row := range tc.rows {
+				m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(row) + `\s*:\s+\S+\s+\S+\s+\S+\s+(\S+)$`).FindSubmatch(out)
+				require.NotNil(t, m, "row %q", row)
+				require.NotRegexp(t, `^-|^0(\.0+)?$`, string(m[1]), "row %q: us/conn", row)
+			}
+			select {
+			case err := <-exited:
+				require.NoError(t, err, "server:\n%s", sout.String())
+			case <-time.After(grace(tc.server[0] == "")):
+				if tc.server[0] == "" {
+					t.Fatalf("the Go server did not exit once its connections were closed:\n%s", sout.String())
+				}
+				// cmtime's server may wait on for an event that does not come.
+				srv.Process.Kill()
+				<-exited
+			}
+		})
+	}
+}
+
+// waitCMListen waits until an rdma_cm id listens on port.
+func waitCMListen(t *testing.T, ctx context.Context, port string) {
+	t.Helper()
+	for ctx.Err() == nil {
+		out, _ := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "LISTEN") && strings.Contains(line, ":"+port) {
+				return
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("no rdma_cm listener on port %s", port)
+}
+
+// grace is how long a server may take to exit after its client: the Go
+// server must exit, cmtime's is killed after a while.
+func grace(goServer bool) time.Duration {
+	if goServer {
+		return 10 * time.Second
+	}
+	return 2 * time.Second
+}
