@@ -306,13 +306,17 @@ func withCause(ctx context.Context, err error) error {
 }
 
 // Listener waits for rdma_cm connection requests on an address.
-type Listener struct {
+type Listener struct{ cmListener }
+
+// cmListener is what Listener and UDListener share: a listening rdma_cm id
+// on an event channel of its own.
+type cmListener struct {
 	object
 	ch   *cmChannel
 	id   *rdmacm.CMID
 	addr netip.AddrPort
 	// The device context librdmacm bound the id to, nil on a wildcard
-	// address: read at Listen, for Close frees the id.
+	// address: read at listen, for Close frees the id.
 	verbs *verbs.Context
 }
 
@@ -320,23 +324,34 @@ type Listener struct {
 // picks one, see Addr) with a backlog of 128 requests. The context bounds
 // name resolution only.
 func Listen(ctx context.Context, addr string) (*Listener, error) {
+	l := &Listener{}
+	if err := l.listen(ctx, addr, "listen", "Listener", createID); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// listen binds l to addr, on an id that create makes on a new channel,
+// with a backlog of 128 requests. op names the call in its errors, kind
+// the object in its name.
+func (l *cmListener) listen(ctx context.Context, addr, op, kind string, create func(*rdmacm.EventChannel) (*rdmacm.CMID, error)) error {
 	ap, err := resolveAddrPort(ctx, addr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ch, err := newCMChannel()
 	if err != nil {
-		return nil, fmt.Errorf("goverbs: listen on %s: %w", ap, err)
+		return fmt.Errorf("goverbs: %s on %s: %w", op, ap, err)
 	}
-	l := &Listener{ch: ch}
-	fail := func(err error) (*Listener, error) {
+	l.ch = ch
+	fail := func(err error) error {
 		if l.id != nil {
 			rdmacm.DestroyID(l.id)
 		}
 		ch.close()
-		return nil, fmt.Errorf("goverbs: listen on %s: %w", ap, err)
+		return fmt.Errorf("goverbs: %s on %s: %w", op, ap, err)
 	}
-	if l.id, err = createID(ch.raw); err != nil {
+	if l.id, err = create(ch.raw); err != nil {
 		return fail(err)
 	}
 	sa := sockaddrOf(ap)
@@ -348,8 +363,8 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 	}
 	l.addr = srcAddr(l.id)
 	l.verbs = l.id.Verbs
-	l.init("Listener " + l.addr.String())
-	return l, nil
+	l.init(kind + " " + l.addr.String())
+	return nil
 }
 
 // cmContext is a Context handle on raw, a device context of librdmacm's,
@@ -359,15 +374,15 @@ func cmContext(raw *verbs.Context) *Context {
 }
 
 // Addr returns the address the listener is bound to, with the port it got.
-func (l *Listener) Addr() netip.AddrPort { return l.addr }
+func (l *cmListener) Addr() netip.AddrPort { return l.addr }
 
 // Raw returns the listening struct rdma_cm_id, valid until Close.
-func (l *Listener) Raw() *rdmacm.CMID { return l.id }
+func (l *cmListener) Raw() *rdmacm.CMID { return l.id }
 
 // Context returns librdmacm's device context for the listener's address
-// (see CMContext), or nil when it listens on a wildcard address; use
-// ConnRequest.Context then.
-func (l *Listener) Context() *Context {
+// (see CMContext), or nil when it listens on a wildcard address; use the
+// request's Context then.
+func (l *cmListener) Context() *Context {
 	if l.verbs == nil {
 		return nil
 	}
@@ -375,10 +390,10 @@ func (l *Listener) Context() *Context {
 }
 
 // Close stops listening and wakes an Accept with ErrClosed. Accepted
-// connections and pending ConnRequests are unaffected. A failed
-// rdma_destroy_id is returned, with the Listener closed all the same: its
+// connections and pending requests are unaffected. A failed
+// rdma_destroy_id is returned, with the listener closed all the same: its
 // event channel is gone.
-func (l *Listener) Close() error {
+func (l *cmListener) Close() error {
 	return l.closeTearing(func() error { return nil }, func() error {
 		err := verbErr("rdma_destroy_id", rdmacm.DestroyID(l.id))
 		l.ch.close()

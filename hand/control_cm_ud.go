@@ -364,72 +364,16 @@ func (c *UDConn) Close() error {
 }
 
 // UDListener waits for SIDR requests on an RDMA_PS_UDP address.
-type UDListener struct {
-	object
-	ch    *cmChannel
-	id    *rdmacm.CMID
-	addr  netip.AddrPort
-	verbs *verbs.Context
-}
+type UDListener struct{ cmListener }
 
 // ListenUD binds an RDMA_PS_UDP listener to addr ("192.0.2.1:7174"; a
 // port of 0 picks one, see Addr). The context bounds name resolution only.
 func ListenUD(ctx context.Context, addr string) (*UDListener, error) {
-	ap, err := resolveAddrPort(ctx, addr)
-	if err != nil {
+	l := &UDListener{}
+	if err := l.listen(ctx, addr, "listen UD", "UDListener", createUDPID); err != nil {
 		return nil, err
 	}
-	ch, err := newCMChannel()
-	if err != nil {
-		return nil, err
-	}
-	l := &UDListener{ch: ch}
-	fail := func(err error) (*UDListener, error) {
-		if l.id != nil {
-			rdmacm.DestroyID(l.id)
-		}
-		ch.close()
-		return nil, fmt.Errorf("goverbs: listen UD on %s: %w", ap, err)
-	}
-	if l.id, err = createUDPID(ch.raw); err != nil {
-		return fail(err)
-	}
-	sa := sockaddrOf(ap)
-	if err := rdmacm.BindAddr(l.id, sa.raw()); err != nil {
-		return fail(verbErr("rdma_bind_addr", err))
-	}
-	if err := rdmacm.Listen(l.id, 128); err != nil {
-		return fail(verbErr("rdma_listen", err))
-	}
-	l.addr = srcAddr(l.id)
-	l.verbs = l.id.Verbs
-	l.init("UDListener " + l.addr.String())
 	return l, nil
-}
-
-// Addr returns the address the listener is bound to, with the port it got.
-func (l *UDListener) Addr() netip.AddrPort { return l.addr }
-
-// Raw returns the listening struct rdma_cm_id, valid until Close.
-func (l *UDListener) Raw() *rdmacm.CMID { return l.id }
-
-// Context returns librdmacm's device context for the listener's address,
-// or nil when it listens on a wildcard address; use UDRequest.Context then.
-func (l *UDListener) Context() *Context {
-	if l.verbs == nil {
-		return nil
-	}
-	return cmContext(l.verbs)
-}
-
-// Close stops listening and wakes an Accept with ErrClosed. Accepted
-// UDConns and pending UDRequests are unaffected.
-func (l *UDListener) Close() error {
-	return l.closeTearing(func() error { return nil }, func() error {
-		err := verbErr("rdma_destroy_id", rdmacm.DestroyID(l.id))
-		l.ch.close()
-		return err
-	}, l.ch.fd.interrupt, l.ch.fd.undo)
 }
 
 // UDRequest is a SIDR request a UDListener received: Accept or Reject it;
