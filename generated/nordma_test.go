@@ -50,7 +50,7 @@ func TestGetDeviceListWithoutRDMA(t *testing.T) {
 	if errors.Is(err, libload.ErrNotSupported) || errors.Is(err, libload.ErrNoLibrary) {
 		t.Errorf("ibv_get_device_list: %v reads as a missing function or library", err)
 	}
-	const want = "ibv_get_device_list: function not implemented (this kernel has no RDMA support: no /sys/class/infiniband_verbs; load ib_uverbs and a driver)"
+	const want = "ibv_get_device_list: function not implemented (ENOSYS; this kernel has no RDMA support: no /sys/class/infiniband_verbs; load ib_uverbs and a driver)"
 	if err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
@@ -68,7 +68,7 @@ func TestRDMACMWithoutRDMA(t *testing.T) {
 		rdmacm.DestroyEventChannel(ch)
 		t.Fatal("rdma_create_event_channel succeeded on a host without RDMA")
 	}
-	const says = " (librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up; load ib_uverbs and a driver)"
+	const says = " (ENODEV; librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up; load ib_uverbs and a driver)"
 	if !errors.Is(err, verberr.ErrNoRDMA) || !errors.Is(err, syscall.ENODEV) ||
 		err.Error() != "rdma_create_event_channel: no such device"+says {
 		t.Errorf("rdma_create_event_channel: %v; want ENODEV matching verberr.ErrNoRDMA, saying what it means", err)

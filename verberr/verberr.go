@@ -94,26 +94,53 @@ func (e *Error) Note() string { return e.note }
 // names what is missing; nil otherwise.
 func (e *Error) Missing() error { return e.missing }
 
-// Error reads "ibv_create_qp: invalid argument", with the code in
-// parentheses when there is one ("ibv_rereg_mr: invalid argument (code
-// -1)"), what an Unsupported failure means, and the loader's account when
-// the function is missing; a provider's code alone reads "ibv_poll_cq:
-// failed: provider code -2".
+// Error reads "ibv_create_qp: invalid argument (EINVAL)": the function,
+// strerror's text and, in parentheses, the errno's name (the one its man
+// page gives), then the code when there is one ("ibv_rereg_mr: invalid
+// argument (EINVAL, code -1)"), what the failure means when the errno
+// cannot say ("ibv_get_device_index: operation not supported (EOPNOTSUPP;
+// the kernel does not support device indexes)") and the loader's account
+// when the function is missing. A provider's code alone reads
+// "ibv_poll_cq: failed: provider code -2".
 func (e *Error) Error() string {
 	if e.errno == 0 {
 		return e.fn + ": failed: provider code " + strconv.Itoa(e.code)
 	}
 	s := e.fn + ": " + e.errno.Error()
+	more := "" // what the parentheses hold
+	if int(e.errno) < len(errnoNames) {
+		more = errnoNames[e.errno] // strerror's "errno 300" names an unnamed one already
+	}
 	if e.code != 0 {
-		s += " (code " + strconv.Itoa(e.code) + ")"
+		more = join(more, ", ", "code "+strconv.Itoa(e.code))
 	}
 	if e.note != "" {
-		s += " (" + e.note + ")"
+		more = join(more, "; ", e.note)
 	}
 	if e.missing != nil {
-		s += " (" + e.missing.Error() + ")"
+		more = join(more, "; ", e.missing.Error())
+	}
+	if more != "" {
+		s += " (" + more + ")"
 	}
 	return s
+}
+
+// join is a and b with sep between them, or b alone when a is empty.
+func join(a, sep, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + sep + b
+}
+
+// ErrnoName is errno's name on Linux ("EINVAL"), or "errno N" for a
+// number that has none.
+func ErrnoName(errno syscall.Errno) string {
+	if int(errno) < len(errnoNames) && errnoNames[errno] != "" {
+		return errnoNames[errno]
+	}
+	return "errno " + strconv.FormatUint(uint64(errno), 10)
 }
 
 // Unwrap returns the errno (none for a provider's code alone) and, when

@@ -17,7 +17,7 @@ func TestSiteErrors(t *testing.T) {
 		t.Fatal("errno 0 is not an error")
 	}
 	err := s.Err(syscall.EINVAL)
-	if err.Error() != "ibv_create_qp: invalid argument" {
+	if err.Error() != "ibv_create_qp: invalid argument (EINVAL)" {
 		t.Errorf("message %q", err)
 	}
 	var e *Error
@@ -46,7 +46,7 @@ func TestSiteMissing(t *testing.T) {
 	if !errors.Is(err, errGone) || !errors.Is(err, syscall.ENOSYS) {
 		t.Fatalf("%v: want ENOSYS and the availability error", err)
 	}
-	if err.Error() != "ibv_alloc_dmah: function not implemented (the library is gone)" {
+	if err.Error() != "ibv_alloc_dmah: function not implemented (ENOSYS; the library is gone)" {
 		t.Errorf("message %q", err)
 	}
 	s.Err(syscall.ENOSYS)
@@ -131,7 +131,7 @@ func TestSiteFailedNegativeErrno(t *testing.T) {
 	n := -int32(syscall.ENOMEM)
 	negative := syscall.Errno(n) // what cgo gives for errno = -ENOMEM
 	err := s.Failed(negative, -1)
-	if !errors.Is(err, syscall.ENOMEM) || err.Error() != "rdma_post_recvv: cannot allocate memory" {
+	if !errors.Is(err, syscall.ENOMEM) || err.Error() != "rdma_post_recvv: cannot allocate memory (ENOMEM)" {
 		t.Fatalf("Failed(errno -ENOMEM, -1) = %v, want ENOMEM", err)
 	}
 	if s.Failed(negative, -1) != err || s.Err(syscall.ENOMEM) != err {
@@ -191,7 +191,7 @@ func TestSiteCodeAndErrno(t *testing.T) {
 	if !errors.As(err, &e) || e.Code() != -4 || e.Errno() != syscall.EINVAL || !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("CodeAndErrno(EINVAL, -4) = %v", err)
 	}
-	if err.Error() != "ibv_rereg_mr: invalid argument (code -4)" {
+	if err.Error() != "ibv_rereg_mr: invalid argument (EINVAL, code -4)" {
 		t.Errorf("message %q", err)
 	}
 	if s.CodeAndErrno(syscall.EINVAL, -4) != err || s.CodeAndErrno(syscall.EINVAL, -1) == err ||
@@ -212,7 +212,7 @@ func TestSiteCodeAndErrno(t *testing.T) {
 	// A missing function: ENOSYS, explained, with the code of its -1.
 	gone := NewSite("ibv_rereg_mr", func() error { return errGone })
 	if m := gone.CodeAndErrno(syscall.ENOSYS, -1).(*Error); !errors.Is(m, errGone) || m.Code() != -1 ||
-		m.Error() != "ibv_rereg_mr: function not implemented (code -1) (the library is gone)" {
+		m.Error() != "ibv_rereg_mr: function not implemented (ENOSYS, code -1; the library is gone)" {
 		t.Errorf("missing: %v", m)
 	}
 }
@@ -227,7 +227,7 @@ func TestSiteUnsupported(t *testing.T) {
 	if !errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.EIO) {
 		t.Errorf("Unsupported = %v, want EOPNOTSUPP alone", err)
 	}
-	if err.Error() != "ibv_get_device_index: operation not supported (the kernel does not support device indexes)" {
+	if err.Error() != "ibv_get_device_index: operation not supported (EOPNOTSUPP; the kernel does not support device indexes)" {
 		t.Errorf("message %q", err)
 	}
 	if s.Unsupported(nil, why) != err || s.Err(syscall.EOPNOTSUPP) == err {
@@ -258,7 +258,7 @@ func TestSiteNoRDMA(t *testing.T) {
 	if !errors.Is(err, ErrNoRDMA) || !errors.Is(err, syscall.ENOSYS) {
 		t.Fatalf("%v: want ErrNoRDMA and ENOSYS", err)
 	}
-	want := "ibv_get_device_list: function not implemented (" + says + "; load ib_uverbs and a driver)"
+	want := "ibv_get_device_list: function not implemented (ENOSYS; " + says + "; load ib_uverbs and a driver)"
 	if err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
@@ -287,14 +287,14 @@ func TestSiteNoRDMA(t *testing.T) {
 	if errors.Is(err, ErrNoRDMA) || !errors.Is(err, errGone) || !errors.Is(err, syscall.ENOSYS) {
 		t.Errorf("%v: a missing function must match ENOSYS and the loader's error, not ErrNoRDMA", err)
 	}
-	if err.Error() != "ibv_get_device_list: function not implemented (the library is gone)" {
+	if err.Error() != "ibv_get_device_list: function not implemented (ENOSYS; the library is gone)" {
 		t.Errorf("missing function's message %q", err)
 	}
 
 	// librdmacm's ENODEV, on a site with no loader behind it.
 	cm := NewSite("rdma_create_event_channel", nil).NoRDMA(syscall.ENODEV, "librdmacm found no RDMA device")
 	if err := cm.Err(syscall.ENODEV); !errors.Is(err, ErrNoRDMA) || !errors.Is(err, syscall.ENODEV) ||
-		err.Error() != "rdma_create_event_channel: no such device (librdmacm found no RDMA device; load ib_uverbs and a driver)" {
+		err.Error() != "rdma_create_event_channel: no such device (ENODEV; librdmacm found no RDMA device; load ib_uverbs and a driver)" {
 		t.Errorf("ENODEV: %v", err)
 	}
 	if err := cm.Err(syscall.ENOSYS); errors.Is(err, ErrNoRDMA) {
@@ -325,5 +325,24 @@ func TestNotSupported(t *testing.T) {
 	noRDMA := NewSite("ibv_get_device_list", func() error { return nil }).NoRDMA(syscall.ENOSYS, "no RDMA here")
 	if err := noRDMA.Err(syscall.ENOSYS); errors.Is(err, libload.ErrNotSupported) || !errors.Is(err, ErrNoRDMA) {
 		t.Errorf("%v: want ErrNoRDMA, not libload.ErrNotSupported", err)
+	}
+}
+
+// The message names the errno as man pages do; a number Linux gives no
+// name (a provider returning garbage) is left to strerror's "errno N".
+func TestErrnoName(t *testing.T) {
+	for errno, want := range map[syscall.Errno]string{
+		syscall.EPERM: "EPERM", syscall.ENOMEM: "ENOMEM", syscall.EOPNOTSUPP: "EOPNOTSUPP",
+		133: "EHWPOISON", 0: "errno 0", 300: "errno 300",
+	} {
+		if got := ErrnoName(errno); got != want {
+			t.Errorf("ErrnoName(%d) = %q, want %q", int(errno), got, want)
+		}
+	}
+	if err := NewSite("ibv_post_send", nil).Err(300); err.Error() != "ibv_post_send: errno 300" {
+		t.Errorf("message %q", err)
+	}
+	if err := NewSite("ibv_post_send", nil).Err(syscall.ENOMEM); err.Error() != "ibv_post_send: cannot allocate memory (ENOMEM)" {
+		t.Errorf("message %q", err)
 	}
 }

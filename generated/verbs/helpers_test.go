@@ -79,5 +79,5 @@ func TestCQEventErrors(t *testing.T) {
 	cq, err = verbs.CQEvent(ch) // no fd
 	require.Nil(t, cq)
 	require.ErrorIs(t, err, syscall.EBADF)
-	require.EqualError(t, err, "ibv_get_cq_event: bad file descriptor")
+	require.EqualError(t, err, "ibv_get_cq_event: bad file descriptor (EBADF)")
 }
