@@ -539,6 +539,18 @@ static int poll_scripted(struct fake_cq *cq)
 	return fail;
 }
 
+/* fake_req_notify_cq arms nothing (no events are raised): it returns the
+ * errno FailNotify set, once, or 0. */
+static int fake_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct fake_cq *cq = (struct fake_cq *)ibcq;
+	int fail = cq->notify_fail;
+
+	(void)solicited_only;
+	cq->notify_fail = 0;
+	return fail;
+}
+
 static int fake_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct fake_cq *cq = (struct fake_cq *)ibcq;
@@ -781,6 +793,7 @@ struct fake_ctx *fake_ctx_new(void)
 	c->ctx.ops.post_recv = fake_post_recv;
 	c->ctx.ops.post_srq_recv = fake_post_srq_recv;
 	c->ctx.ops.poll_cq = fake_poll_cq;
+	c->ctx.ops.req_notify_cq = fake_req_notify_cq;
 	c->ctx.cmd_fd = -1;
 	c->ctx.async_fd = -1;
 	c->ctx.num_comp_vectors = 1;

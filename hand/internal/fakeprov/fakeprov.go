@@ -158,6 +158,11 @@ func (cq *CQ) HoldPolls(k int) { cq.c.empty_polls = C.uint32_t(k) }
 // CQ it cannot read.
 func (cq *CQ) FailPoll(ret int) { cq.c.poll_fail = C.int(ret) }
 
+// FailNotify makes the next ibv_req_notify_cq on this CQ return errno (as
+// providers do: a positive errno). Otherwise it succeeds, arming nothing:
+// the fake raises no completion events.
+func (cq *CQ) FailNotify(errno syscall.Errno) { cq.c.notify_fail = C.int(errno) }
+
 // FailStartPollRaw makes the next ibv_start_poll that is not held return
 // ret as is, consuming nothing: a positive errno (EBUSY, as mlx5 returns
 // while its clock information is being updated) or a provider's negative

@@ -119,6 +119,7 @@ struct fake_cq {
 	uint64_t poll_calls;
 	uint32_t empty_polls;
 	int poll_fail;
+	int notify_fail; /* errno the next ibv_req_notify_cq returns, 0 for none */
 	/* one-shot, returned as is (0 when disarmed): by the next ibv_start_poll
 	 * that is not held, which consumes nothing; by the next ibv_next_poll,
 	 * after it consumes its CQE (ENOENT instead when there is none) */
