@@ -308,7 +308,7 @@ func TestNoAllocsGeneratedStubs(t *testing.T) {
 	var ve *verberr.Error
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "ibv_post_send", ve.Func())
-	require.EqualError(t, err, "ibv_post_send: invalid argument")
+	require.EqualError(t, err, "ibv_post_send: invalid argument (EINVAL)")
 }
 
 // A RemoteBuffer goes to and from its 16 bytes, and is sliced, once an

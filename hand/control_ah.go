@@ -50,7 +50,7 @@ func (pd *PD) NewAH(path Path) (*AH, error) {
 	attr := path.ahAttr()
 	raw, err := verbs.CreateAH(pd.raw, &attr)
 	if err != nil {
-		return nil, verbErr("ibv_create_ah", err)
+		return nil, err
 	}
 	return newAH(pd, raw), nil
 }
@@ -74,7 +74,7 @@ func (pd *PD) NewAHFromWC(w *WC, grh *GRH, port int) (*AH, error) {
 	}
 	raw, err := verbs.CreateAHFromWC(pd.raw, &w.wc, grh, uint8(port))
 	if err != nil {
-		return nil, verbErr("ibv_create_ah_from_wc", err)
+		return nil, err
 	}
 	return newAH(pd, raw), nil
 }
@@ -86,7 +86,7 @@ func (ah *AH) Raw() *verbs.AH { return ah.raw }
 func (ah *AH) Close() error {
 	return ah.close(func() error {
 		if err := verbs.DestroyAH(ah.raw); err != nil {
-			return verbErr("ibv_destroy_ah", err)
+			return err
 		}
 		ah.live = nil
 		return nil

@@ -51,9 +51,9 @@ func CMContext(name string) (*Context, error) {
 	case errors.Is(err, verberr.ErrNoRDMA):
 		// librdmacm's ENODEV: no device, or no RDMA in the kernel; the
 		// error says which and what to do.
-		return nil, fmt.Errorf("%w: %w", ErrNoDevice, verbErr("rdma_get_devices", err))
+		return nil, fmt.Errorf("%w: %w", ErrNoDevice, err)
 	case err != nil:
-		return nil, verbErr("rdma_get_devices", err)
+		return nil, err
 	case n == 0:
 		rdmacm.FreeDevices(list)
 		return nil, fmt.Errorf("%w: rdma_get_devices found none %s", ErrNoDevice, loadDriverHint)
@@ -217,9 +217,9 @@ func createEventChannel() (*rdmacm.EventChannel, error) {
 	raw, err := rdmacm.CreateEventChannel()
 	switch {
 	case errors.Is(err, verberr.ErrNoRDMA):
-		return nil, &noDeviceError{verbErr("rdma_create_event_channel", err)}
+		return nil, &noDeviceError{err}
 	case err != nil:
-		return nil, verbErr("rdma_create_event_channel", err)
+		return nil, err
 	}
 	return raw, nil
 }
@@ -261,7 +261,7 @@ func (ch *cmChannel) nextUnless(ctx context.Context, stop func() bool) (ev cmEve
 		case errors.Is(err, syscall.EAGAIN): // the channel is non-blocking: nothing pending
 			return false
 		default:
-			failed = verbErr("rdma_get_cm_event", err)
+			failed = err
 			return true
 		}
 		ev = cmEvent{typ: raw.Event, status: raw.Status, id: raw.ID, listenID: raw.ListenID}
@@ -356,10 +356,10 @@ func (l *cmListener) listen(ctx context.Context, addr, op, kind string, create f
 	}
 	sa := sockaddrOf(ap)
 	if err := rdmacm.BindAddr(l.id, sa.raw()); err != nil {
-		return fail(verbErr("rdma_bind_addr", err))
+		return fail(err)
 	}
 	if err := rdmacm.Listen(l.id, 128); err != nil {
-		return fail(verbErr("rdma_listen", err))
+		return fail(err)
 	}
 	l.addr = srcAddr(l.id)
 	l.verbs = l.id.Verbs
@@ -395,7 +395,7 @@ func (l *cmListener) Context() *Context {
 // event channel is gone.
 func (l *cmListener) Close() error {
 	return l.closeTearing(func() error { return nil }, func() error {
-		err := verbErr("rdma_destroy_id", rdmacm.DestroyID(l.id))
+		err := rdmacm.DestroyID(l.id)
 		l.ch.close()
 		return err
 	}, l.ch.fd.interrupt, l.ch.fd.undo)
@@ -433,7 +433,7 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 		// must not wait behind other requests on the listener's.
 		ch, err := newCMChannel()
 		if err == nil {
-			if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(ev.id, ch.raw)); err != nil {
+			if err = rdmacm.MigrateID(ev.id, ch.raw); err != nil {
 				ch.close()
 			}
 		}
@@ -554,7 +554,7 @@ func (c *Conn) accept(ctx context.Context, hook func(*Conn) error, data []byte, 
 		err = ctx.Err()
 	}
 	if err == nil {
-		err = verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
+		err = rdmacm.Accept(c.id, &param)
 	}
 	pin.Unpin()
 	if err == nil {
@@ -584,7 +584,7 @@ func (c *Conn) connect(ctx context.Context, cfg ConnConfig) error {
 	var pin runtime.Pinner
 	param, err := c.param(cfg, cfg.PrivateData, &pin)
 	if err == nil {
-		err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
+		err = rdmacm.Connect(c.id, &param)
 	}
 	pin.Unpin()
 	if err == nil {
@@ -664,13 +664,13 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		return wrap("creating the id", err)
 	}
 	dst := sockaddrOf(ap)
-	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, nil, dst.raw(), int32(stepTimeout(cfg.StepTimeout)))); err != nil {
+	if err := rdmacm.ResolveAddr(c.id, nil, dst.raw(), int32(stepTimeout(cfg.StepTimeout))); err != nil {
 		return wrap("resolving the address", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
 		return wrap("resolving the address", err)
 	}
-	if err := verbErr("rdma_resolve_route", rdmacm.ResolveRoute(c.id, int32(stepTimeout(cfg.StepTimeout)))); err != nil {
+	if err := rdmacm.ResolveRoute(c.id, int32(stepTimeout(cfg.StepTimeout))); err != nil {
 		return wrap("resolving the route", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
@@ -751,7 +751,7 @@ func (c *Conn) setup(cfg ConnConfig, op string) error {
 		return err
 	}
 	defer release()
-	if err := verbErr("rdma_create_qp", rdmacm.CreateQP(c.id, c.pd.raw, &attr)); err != nil {
+	if err := rdmacm.CreateQP(c.id, c.pd.raw, &attr); err != nil {
 		return err
 	}
 	c.qp = newQP(c.pd, c.id.QP, RC, &attr, c.id, objs)
@@ -861,7 +861,7 @@ func (c *Conn) release() error {
 		errs = append(errs, c.qp.closeOwned())
 	}
 	if c.id != nil {
-		errs = append(errs, verbErr("rdma_destroy_id", rdmacm.DestroyID(c.id)))
+		errs = append(errs, rdmacm.DestroyID(c.id))
 	}
 	c.ch.close()
 	if c.ownCQ {
@@ -923,7 +923,7 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 	}
 	defer c.done()
 	if !c.disconnecting.Swap(true) {
-		if err := verbErr("rdma_disconnect", rdmacm.Disconnect(c.id)); err != nil {
+		if err := rdmacm.Disconnect(c.id); err != nil {
 			return err
 		}
 	}
@@ -1030,7 +1030,7 @@ func (sa *sockaddrBuf) raw() *rdmacm.Sockaddr { return (*rdmacm.Sockaddr)(unsafe
 func createID(ch *rdmacm.EventChannel) (*rdmacm.CMID, error) {
 	var id *rdmacm.CMID
 	if err := rdmacm.CreateID(ch, &id, nil, rdmacm.PsTCP); err != nil {
-		return nil, verbErr("rdma_create_id", err)
+		return nil, err
 	}
 	return id, nil
 }
@@ -1041,13 +1041,15 @@ func reject(id *rdmacm.CMID, data []byte) error {
 	if len(data) > 0 {
 		p = unsafe.Pointer(&data[0]) // no pointers in it: C may read Go memory during the call
 	}
-	return verbErr("rdma_reject", rdmacm.Reject(id, p, uint8(len(data))))
+	return rdmacm.Reject(id, p, uint8(len(data)))
 }
 
 // setAckTimeout sets the id's local ACK timeout (RDMA_OPTION_ID_ACK_TIMEOUT).
 func setAckTimeout(id *rdmacm.CMID, timeout uint8) error {
-	return verbErr("rdma_set_option(ACK_TIMEOUT)",
-		rdmacm.SetOption(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDACKTimeout), unsafe.Pointer(&timeout), 1))
+	if err := rdmacm.SetOption(id, int32(rdmacm.OptionID), int32(rdmacm.OptionIDACKTimeout), unsafe.Pointer(&timeout), 1); err != nil {
+		return fmt.Errorf("set the ACK timeout: %w", err)
+	}
+	return nil
 }
 
 const (

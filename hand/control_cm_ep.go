@@ -148,7 +148,7 @@ func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
 	}
 	defer rdmacm.DestroyID(id)
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
-	if err := verbErr("rdma_bind_addr", rdmacm.BindAddr(id, sa.raw())); err != nil {
+	if err := rdmacm.BindAddr(id, sa.raw()); err != nil {
 		return nil, fmt.Errorf("%w has the address %s: %w", ErrNoDevice, a, err)
 	}
 	if id.Verbs == nil {
@@ -236,7 +236,7 @@ func DialEP(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	attr := res.attr
 	go func() {
 		var id *rdmacm.CMID
-		err := verbErr("rdma_create_ep", rdmacm.CreateEp(&id, ai, res.pd.raw, &attr))
+		err := rdmacm.CreateEp(&id, ai, res.pd.raw, &attr)
 		rdmacm.Freeaddrinfo(ai)
 		done <- result{id, err}
 	}()
@@ -270,7 +270,7 @@ func DialEP(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		}
 	}
 	// From here on the id is asynchronous, its events on the netpoller.
-	if err := verbErr("rdma_migrate_id", rdmacm.MigrateID(c.id, ch.raw)); err != nil {
+	if err := rdmacm.MigrateID(c.id, ch.raw); err != nil {
 		return nil, wrap("moving the id to an event channel", errors.Join(err, c.release()))
 	}
 	c.established() // rdma_create_ep resolved the route: both addresses are known
@@ -349,13 +349,13 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	}
 	l := &EPListener{res: res, cfg: cfg}
 	attr := res.attr
-	var id *rdmacm.CMID                                                                           // its own variable: see createID
-	if err = verbErr("rdma_create_ep", rdmacm.CreateEp(&id, ai, res.pd.raw, &attr)); err != nil { // passive: binds, does not block
+	var id *rdmacm.CMID                                                // its own variable: see createID
+	if err = rdmacm.CreateEp(&id, ai, res.pd.raw, &attr); err != nil { // passive: binds, does not block
 		release()
 		return nil, wrap(errors.Join(err, res.close()))
 	}
 	l.id = id
-	if err = verbErr("rdma_listen", rdmacm.Listen(l.id, 128)); err == nil {
+	if err = rdmacm.Listen(l.id, 128); err == nil {
 		l.fd, err = newPollFD(l.id.Channel.FD, "rdma_event_channel")
 	}
 	if err != nil {
@@ -529,13 +529,13 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	// rdma_get_request made the QP from a copy of the listener's attributes
 	// and dropped the caps the provider granted into it: ask the QP.
 	var granted verbs.QPAttr
-	err = verbErr("ibv_query_qp", verbs.QueryQP(id.QP, &granted, verbs.QPAttrCap, &verbs.QPInitAttr{}))
+	err = verbs.QueryQP(id.QP, &granted, verbs.QPAttrCap, &verbs.QPInitAttr{})
 	var ch *cmChannel
 	if err == nil {
 		ch, err = newCMChannel()
 	}
 	if err == nil {
-		if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(id, ch.raw)); err != nil {
+		if err = rdmacm.MigrateID(id, ch.raw); err != nil {
 			ch.close()
 		}
 	}
@@ -573,7 +573,7 @@ func (l *EPListener) getRequest(ctx context.Context) (*rdmacm.CMID, []byte, erro
 			// librdmacm keeps the event it could not use in l.id.Event.
 			ev := l.id.Event
 			if ev == nil {
-				failed = verbErr("rdma_get_request", err)
+				failed = err
 				return true
 			}
 			l.id.Event = nil
@@ -583,7 +583,7 @@ func (l *EPListener) getRequest(ctx context.Context) (*rdmacm.CMID, []byte, erro
 				// A request whose QP could not be made: refuse it.
 				reject(reqID, nil)
 				rdmacm.DestroyEp(reqID)
-				failed = verbErr("rdma_get_request", err)
+				failed = err
 				return true
 			}
 			// Not a request (DEVICE_REMOVAL...): next event.
@@ -644,10 +644,10 @@ func getaddrinfo(ap netip.AddrPort, flags int32, src netip.Addr) (*rdmacm.Addrin
 	}
 	var res *rdmacm.Addrinfo
 	if err := rdmacm.Getaddrinfo(&node[0], &service[0], &m.hints, &res); err != nil {
-		return nil, verbErr("rdma_getaddrinfo", err)
+		return nil, err
 	}
 	if res == nil {
-		return nil, errnoErr("rdma_getaddrinfo", syscall.ENODATA)
+		return nil, siteGetaddrinfo.Err(syscall.ENODATA)
 	}
 	return res, nil
 }

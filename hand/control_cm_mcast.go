@@ -66,7 +66,7 @@ func NewMulticast(ctx context.Context, local string, cfg UDConfig) (*Multicast, 
 		return fail("creating the id", err)
 	}
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
-	if err := verbErr("rdma_bind_addr", rdmacm.BindAddr(m.id, sa.raw())); err != nil {
+	if err := rdmacm.BindAddr(m.id, sa.raw()); err != nil {
 		return fail("binding", err)
 	}
 	if m.id.Verbs == nil {
@@ -150,10 +150,13 @@ func (m *Multicast) Join(ctx context.Context, group string, o JoinOptions) (*Mca
 			JoinFlags: rdmacm.McJoinFlagSendonlyFullmember,
 			Addr:      sa.raw(),
 		}
-		err = verbErr("rdma_join_multicast_ex(SENDONLY_FULLMEMBER)", rdmacm.JoinMulticastEx(m.id, &attr, nil))
+		err = rdmacm.JoinMulticastEx(m.id, &attr, nil)
+		if err != nil {
+			err = fmt.Errorf("join as a send-only full member: %w", err)
+		}
 		pin.Unpin()
 	} else {
-		err = verbErr("rdma_join_multicast", rdmacm.JoinMulticast(m.id, sa.raw(), nil))
+		err = rdmacm.JoinMulticast(m.id, sa.raw(), nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("goverbs: join %s: %w", a, err)
@@ -222,7 +225,7 @@ func (m *Multicast) leave(g *McastGroup) error {
 	g.left = true
 	delete(m.groups, g.addr)
 	sa := sockaddrOf(netip.AddrPortFrom(g.addr, 0))
-	err := verbErr("rdma_leave_multicast", rdmacm.LeaveMulticast(m.id, sa.raw()))
+	err := rdmacm.LeaveMulticast(m.id, sa.raw())
 	return errors.Join(err, g.ah.Close())
 }
 

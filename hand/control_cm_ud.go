@@ -144,7 +144,7 @@ func (u *udQP) setup(cfg *UDConfig, op string) error {
 		return err
 	}
 	defer release()
-	if err := verbErr("rdma_create_qp", rdmacm.CreateQP(u.id, u.pd.raw, &attr)); err != nil {
+	if err := rdmacm.CreateQP(u.id, u.pd.raw, &attr); err != nil {
 		return err
 	}
 	u.qp = newQP(u.pd, u.id.QP, UD, &attr, u.id, objs)
@@ -162,7 +162,7 @@ func (u *udQP) release(ah *AH) error {
 		errs = append(errs, u.qp.closeOwned())
 	}
 	if u.id != nil {
-		errs = append(errs, verbErr("rdma_destroy_id", rdmacm.DestroyID(u.id)))
+		errs = append(errs, rdmacm.DestroyID(u.id))
 	}
 	u.ch.close()
 	if u.ownCQ {
@@ -191,7 +191,7 @@ func (u *udQP) busyOwn(label string, mine ...*object) error {
 func createUDPID(ch *rdmacm.EventChannel) (*rdmacm.CMID, error) {
 	var id *rdmacm.CMID
 	if err := rdmacm.CreateID(ch, &id, nil, rdmacm.PsUDP); err != nil {
-		return nil, verbErr("rdma_create_id(RDMA_PS_UDP)", err)
+		return nil, fmt.Errorf("create a UDP port space id: %w", err)
 	}
 	return id, nil
 }
@@ -223,7 +223,7 @@ func (pd *PD) NewAHFromAttr(attr *verbs.AHAttr) (*AH, error) {
 	a := *attr // C reads a copy in Go memory with no Go pointers
 	raw, err := verbs.CreateAH(pd.raw, &a)
 	if err != nil {
-		return nil, verbErr("ibv_create_ah", err)
+		return nil, err
 	}
 	return newAH(pd, raw), nil
 }
@@ -270,13 +270,13 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	}
 	timeout := int32(stepTimeout(cfg.StepTimeout))
 	dst := sockaddrOf(ap)
-	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, nil, dst.raw(), timeout)); err != nil {
+	if err := rdmacm.ResolveAddr(c.id, nil, dst.raw(), timeout); err != nil {
 		return wrap("resolving the address", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
 		return wrap("resolving the address", err)
 	}
-	if err := verbErr("rdma_resolve_route", rdmacm.ResolveRoute(c.id, timeout)); err != nil {
+	if err := rdmacm.ResolveRoute(c.id, timeout); err != nil {
 		return wrap("resolving the route", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
@@ -293,7 +293,7 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	}
 	var pin runtime.Pinner
 	param := udParam(c.qp.num, cfg.PrivateData, &pin)
-	err = verbErr("rdma_connect", rdmacm.Connect(c.id, &param))
+	err = rdmacm.Connect(c.id, &param)
 	pin.Unpin()
 	if err != nil {
 		return wrap("sending the request", err)
@@ -406,7 +406,7 @@ func (l *UDListener) Accept(ctx context.Context) (*UDRequest, error) {
 		// UDConn's id must not share the listener's.
 		ch, err := newCMChannel()
 		if err == nil {
-			if err = verbErr("rdma_migrate_id", rdmacm.MigrateID(ev.id, ch.raw)); err != nil {
+			if err = rdmacm.MigrateID(ev.id, ch.raw); err != nil {
 				ch.close()
 			}
 		}
@@ -482,7 +482,7 @@ func (r *UDRequest) Accept(ctx context.Context, cfg UDConfig) (*UDConn, error) {
 	}
 	var pin runtime.Pinner
 	param := udParam(c.qp.num, cfg.PrivateData, &pin)
-	err := verbErr("rdma_accept", rdmacm.Accept(c.id, &param))
+	err := rdmacm.Accept(c.id, &param)
 	pin.Unpin()
 	if err != nil {
 		c.release(nil)

@@ -72,7 +72,7 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	}
 	raw, err := verbs.CreateCompChannel(c.raw)
 	if err != nil {
-		return nil, verbErr("ibv_create_comp_channel", err)
+		return nil, err
 	}
 	ev, err := cmalloc(unsafe.Sizeof(cqEvent{}))
 	if err != nil {
@@ -108,7 +108,7 @@ func (ch *CompChannel) Raw() *verbs.CompChannel { return ch.raw }
 func (ch *CompChannel) Close() error {
 	return ch.close(func() error {
 		ch.fd.closeKick() // its CQ is on the channel
-		if err := verbErr("ibv_destroy_comp_channel", verbs.DestroyCompChannel(ch.raw)); err != nil {
+		if err := verbs.DestroyCompChannel(ch.raw); err != nil {
 			return err
 		}
 		ch.fd.close()
@@ -206,13 +206,13 @@ func (c *Context) NewCQ(entries int, o CQOptions) (*CQ, error) {
 		attr := verbs.CQInitAttrEx{CQE: uint32(entries), Channel: chRaw, CompVector: uint32(o.Vector), WCFlags: uint64(o.WCFlags)}
 		ex, err := verbs.CreateCQEx(c.raw, &attr)
 		if err != nil {
-			return nil, verbErr("ibv_create_cq_ex", err)
+			return nil, err
 		}
 		cq.rawEx, cq.raw, cq.wcFlags = ex, verbs.CQExToCQ(ex), o.WCFlags
 	} else {
 		raw, err := verbs.CreateCQ(c.raw, int32(entries), nil, chRaw, int32(o.Vector))
 		if err != nil {
-			return nil, verbErr("ibv_create_cq", err)
+			return nil, err
 		}
 		cq.raw = raw
 	}
@@ -262,7 +262,7 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	cq.armed.Store(!solicitedOnly)
 	if err := verbs.ReqNotifyCQ(cq.raw, so); err != nil {
 		cq.armed.Store(false)
-		return verbErr("ibv_req_notify_cq", err)
+		return err
 	}
 	return nil
 }
@@ -298,7 +298,7 @@ func (cq *CQ) Resize(entries int) error {
 	// between its call and the read, and store the other's size last.
 	cq.resizeMu.Lock()
 	defer cq.resizeMu.Unlock()
-	if err := verbErr("ibv_resize_cq", verbs.ResizeCQ(cq.raw, int32(entries))); err != nil {
+	if err := verbs.ResizeCQ(cq.raw, int32(entries)); err != nil {
 		return err
 	}
 	cq.size.Store(int64(cq.raw.CQE))
@@ -309,7 +309,7 @@ func (cq *CQ) Resize(entries int) error {
 // *BusyError while QPs or SRQs use it.
 func (cq *CQ) Close() error {
 	err := cq.close(func() error {
-		if err := verbErr("ibv_destroy_cq", verbs.DestroyCQ(cq.raw)); err != nil {
+		if err := verbs.DestroyCQ(cq.raw); err != nil {
 			return err
 		}
 		if cq.ch != nil {

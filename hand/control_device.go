@@ -95,7 +95,7 @@ func Open(name string) (*Context, error) {
 		}
 		raw, err := verbs.OpenDevice(d)
 		if err != nil {
-			return nil, fmt.Errorf("goverbs: open %s: %w", n, verbErr("ibv_open_device", err))
+			return nil, fmt.Errorf("goverbs: open %s: %w", n, err)
 		}
 		return newContext(raw, n, false), nil
 	}
@@ -118,10 +118,10 @@ func deviceList() (devs []*verbs.Device, free func(), err error) {
 	var n int32
 	list, err := verbs.GetDeviceList(&n)
 	if errors.Is(err, verberr.ErrNoRDMA) {
-		return nil, nil, fmt.Errorf("%w: %w", ErrNoDevice, verbErr("ibv_get_device_list", err))
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoDevice, err)
 	}
 	if err != nil {
-		return nil, nil, verbErr("ibv_get_device_list", err)
+		return nil, nil, err
 	}
 	return unsafe.Slice(list, int(n)), func() { verbs.FreeDeviceList(list) }, nil
 }
@@ -156,7 +156,7 @@ func (c *Context) Name() string { return c.name }
 func (c *Context) Close() error {
 	return c.close(func() error {
 		if !c.borrowed {
-			if err := verbErr("ibv_close_device", verbs.CloseDevice(c.raw)); err != nil {
+			if err := verbs.CloseDevice(c.raw); err != nil {
 				return err
 			}
 		}
@@ -197,7 +197,7 @@ func (c *Context) QueryDevice() (verbs.DeviceAttr, error) {
 		return a, err
 	}
 	defer c.done()
-	return a, verbErr("ibv_query_device", verbs.QueryDevice(c.raw, &a))
+	return a, verbs.QueryDevice(c.raw, &a)
 }
 
 // QueryDeviceEx returns the extended device attributes
@@ -208,7 +208,7 @@ func (c *Context) QueryDeviceEx() (verbs.DeviceAttrEx, error) {
 		return a, err
 	}
 	defer c.done()
-	return a, verbErr("ibv_query_device_ex", verbs.QueryDeviceEx(c.raw, nil, &a))
+	return a, verbs.QueryDeviceEx(c.raw, nil, &a)
 }
 
 // QueryPort returns the attributes of port (numbered from 1).
@@ -221,7 +221,10 @@ func (c *Context) QueryPort(port int) (verbs.PortAttr, error) {
 	if port < 1 || port > 255 {
 		return a, &AttrError{Op: "Context.QueryPort", Field: "port", Reason: fmt.Sprintf("%d: ports are numbered from 1", port)}
 	}
-	return a, verbErr(fmt.Sprintf("ibv_query_port(%d)", port), verbs.QueryPort(c.raw, uint8(port), &a))
+	if err := verbs.QueryPort(c.raw, uint8(port), &a); err != nil {
+		return a, fmt.Errorf("port %d: %w", port, err)
+	}
+	return a, nil
 }
 
 // QueryGID returns entry index of port's GID table (ibv_query_gid). An
@@ -240,7 +243,7 @@ func (c *Context) QueryGID(port, index int) (GID, error) {
 	}
 	var g verbs.GID
 	if err := verbs.QueryGID(c.raw, uint8(port), int32(index), &g); err != nil {
-		return GID{}, verbErr(fmt.Sprintf("ibv_query_gid(%d, %d)", port, index), err)
+		return GID{}, fmt.Errorf("port %d, GID index %d: %w", port, index, err)
 	}
 	return GID(*g.Raw()), nil
 }
@@ -324,7 +327,7 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 	var n int
 	if size > 0 {
 		if n, err = verbs.QueryGIDTable(c.raw, &entries[0], uint64(size), 0); err != nil {
-			return nil, verbErr("ibv_query_gid_table", err)
+			return nil, err
 		}
 	}
 	var out []GIDEntry
@@ -345,7 +348,7 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 
 func (c *Context) queryDeviceLocked() (verbs.DeviceAttr, error) {
 	var a verbs.DeviceAttr
-	return a, verbErr("ibv_query_device", verbs.QueryDevice(c.raw, &a))
+	return a, verbs.QueryDevice(c.raw, &a)
 }
 
 // RoCEv2IPv4GID returns port's RoCE v2 GID for an IPv4 address: the entry

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/verberr"
 )
 
 // PD is a protection domain (struct ibv_pd): the parent of MRs, QPs, SRQs,
@@ -27,7 +28,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	defer c.done()
 	raw, err := verbs.AllocPD(c.raw)
 	if err != nil {
-		return nil, verbErr("ibv_alloc_pd", err)
+		return nil, err
 	}
 	pd := &PD{ctx: c, raw: raw}
 	pd.init(fmt.Sprintf("PD %#x", raw.Handle), &c.object)
@@ -43,7 +44,7 @@ func (pd *PD) Context() *Context { return pd.ctx }
 // Close deallocates the PD. It fails with a *BusyError naming them while
 // MRs, QPs, SRQs, AHs or MWs made from it are open.
 func (pd *PD) Close() error {
-	return pd.close(func() error { return verbErr("ibv_dealloc_pd", verbs.DeallocPD(pd.raw)) }, nil, nil)
+	return pd.close(func() error { return verbs.DeallocPD(pd.raw) }, nil, nil)
 }
 
 // Access is a set of memory access rights (enum ibv_access_flags) for MRs,
@@ -130,11 +131,15 @@ func (pd *PD) register(buf []byte, access Access, owned bool) (*MR, error) {
 	}
 	raw, err := verbs.RegMR(pd.raw, unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf)), verbs.AccessFlags(access))
 	if err != nil {
-		e := verbErr("ibv_reg_mr", err).(*VerbError)
-		if e.Errno == syscall.ENOMEM || e.Errno == syscall.EPERM {
-			e.Hint = memlockHint(len(buf))
+		// ENOMEM and EPERM are also what pinning past RLIMIT_MEMLOCK
+		// reports: say so, and how to raise it, after the stub's error.
+		var ve *VerbError
+		if errors.As(err, &ve) && (ve.Errno() == syscall.ENOMEM || ve.Errno() == syscall.EPERM) {
+			if hint := memlockHint(len(buf)); hint != "" {
+				return nil, fmt.Errorf("%w; %s", err, hint)
+			}
 		}
-		return nil, e
+		return nil, err
 	}
 	mr := newMR(pd, raw)
 	mr.buf, mr.owned = buf, owned
@@ -156,7 +161,7 @@ func (pd *PD) RegisterDmabuf(fd int, offset, length, iova uint64, access Access)
 	defer pd.done()
 	raw, err := verbs.RegDmabufMR(pd.raw, offset, length, iova, int32(fd), verbs.AccessFlags(access))
 	if err != nil {
-		return nil, verbErr("ibv_reg_dmabuf_mr", err)
+		return nil, err
 	}
 	return newMR(pd, raw), nil
 }
@@ -214,7 +219,7 @@ var errBadSGE = errors.New("goverbs: MR.SGE: a negative offset or length, or a l
 // is gone.
 func (mr *MR) Close() error {
 	return mr.close(func() error {
-		if err := verbErr("ibv_dereg_mr", verbs.DeregMR(mr.raw)); err != nil {
+		if err := verbs.DeregMR(mr.raw); err != nil {
 			return err
 		}
 		if mr.owned {
@@ -229,7 +234,7 @@ func (mr *MR) Close() error {
 func (c *Context) checkODP() error {
 	var a verbs.DeviceAttrEx
 	if err := verbs.QueryDeviceEx(c.raw, nil, &a); err != nil {
-		return verbErr("ibv_query_device_ex", err)
+		return err
 	}
 	if a.ODPCaps.GeneralCaps&uint64(verbs.ODPSupport) == 0 {
 		return &notSupportedError{fmt.Sprintf("goverbs: %s has no on-demand paging (odp_caps.general_caps %#x)", c.name, a.ODPCaps.GeneralCaps)}
@@ -243,7 +248,7 @@ func (c *Context) checkODP() error {
 func MemlockLimit() (soft, hard uint64, err error) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(rlimitMemlock, &r); err != nil {
-		return 0, 0, rlimitErr("getrlimit(RLIMIT_MEMLOCK)", err)
+		return 0, 0, rlimitErr(siteGetrlimit, err)
 	}
 	return r.Cur, r.Max, nil
 }
@@ -253,24 +258,24 @@ func MemlockLimit() (soft, hard uint64, err error) {
 func RaiseMemlockLimit() (uint64, error) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(rlimitMemlock, &r); err != nil {
-		return 0, rlimitErr("getrlimit(RLIMIT_MEMLOCK)", err)
+		return 0, rlimitErr(siteGetrlimit, err)
 	}
 	if r.Cur != r.Max {
 		r.Cur = r.Max
 		if err := syscall.Setrlimit(rlimitMemlock, &r); err != nil {
-			return 0, rlimitErr("setrlimit(RLIMIT_MEMLOCK)", err)
+			return 0, rlimitErr(siteSetrlimit, err)
 		}
 	}
 	return r.Cur, nil
 }
 
-// rlimitErr names the call that failed: a bare errno ("operation not
-// permitted") would not say which.
-func rlimitErr(op string, err error) error {
+// rlimitErr names the call that failed and the limit: a bare errno
+// ("operation not permitted") would not say which.
+func rlimitErr(site *verberr.Site, err error) error {
 	if errno, ok := err.(syscall.Errno); ok {
-		return errnoErr(op, errno)
+		err = site.Err(errno)
 	}
-	return fmt.Errorf("goverbs: %s: %w", op, err)
+	return fmt.Errorf("RLIMIT_MEMLOCK: %w", err)
 }
 
 // memlockHint says how to raise RLIMIT_MEMLOCK when a registration of

@@ -36,7 +36,7 @@ func (pd *PD) NewMW(typ MWType) (*MW, error) {
 	defer pd.done()
 	raw, err := verbs.AllocMW(pd.raw, typ)
 	if err != nil {
-		return nil, verbErr("ibv_alloc_mw", err)
+		return nil, err
 	}
 	mw := &MW{pd: pd, raw: raw, typ: typ}
 	mw.rkey.Store(raw.RKey)
@@ -81,7 +81,7 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 	}
 	mw.bindMu.Lock()
 	defer mw.bindMu.Unlock()
-	if err := verbErr("ibv_bind_mw", verbs.BindMW(qp.raw, mw.raw, &bind)); err != nil {
+	if err := verbs.BindMW(qp.raw, mw.raw, &bind); err != nil {
 		return 0, err
 	}
 	rkey := mw.raw.RKey
@@ -91,5 +91,5 @@ func (mw *MW) Bind(qp *QP, mr *MR, offset, length int, access Access, wrID uint6
 
 // Close deallocates the window.
 func (mw *MW) Close() error {
-	return mw.close(func() error { return verbErr("ibv_dealloc_mw", verbs.DeallocMW(mw.raw)) }, nil, nil)
+	return mw.close(func() error { return verbs.DeallocMW(mw.raw) }, nil, nil)
 }

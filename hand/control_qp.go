@@ -111,7 +111,7 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	defer release()
 	raw, err := verbs.CreateQP(pd.raw, &attr)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s QP, caps %+v)", verbErr("ibv_create_qp", err), cfg.Type, cfg.Caps)
+		return nil, fmt.Errorf("%w (%s QP, caps %+v)", err, cfg.Type, cfg.Caps)
 	}
 	return newQP(pd, raw, cfg.Type, &attr, nil, objs), nil
 }
@@ -213,7 +213,7 @@ func (q *QP) closeOwned() error {
 	return q.close(func() error {
 		if q.cmID != nil {
 			rdmacm.DestroyQP(q.cmID) // returns nothing; it destroys the QP (and CQs it made itself)
-		} else if err := verbErr("ibv_destroy_qp", verbs.DestroyQP(q.raw)); err != nil {
+		} else if err := verbs.DestroyQP(q.raw); err != nil {
 			return err
 		}
 		q.ctx.unregister(unsafe.Pointer(q.raw), q)
@@ -248,7 +248,7 @@ func (q *QP) query(mask verbs.QPAttrMask) (verbs.QPAttr, verbs.QPInitAttr, error
 	defer q.done()
 	q.modifyMu.Lock()
 	defer q.modifyMu.Unlock()
-	return a, ia, verbErr("ibv_query_qp", verbs.QueryQP(q.raw, &a, mask, &ia))
+	return a, ia, verbs.QueryQP(q.raw, &a, mask, &ia)
 }
 
 // Path is where a QP's packets go (struct ibv_ah_attr): for RoCE, and for
@@ -316,7 +316,8 @@ func (p Path) check(ctx *Context, op string) (verbs.PortAttr, error) {
 			return pa, err
 		}
 	}
-	if err := verbErr(fmt.Sprintf("ibv_query_port(%d)", p.port()), verbs.QueryPort(ctx.raw, uint8(p.port()), &pa)); err != nil {
+	if err := verbs.QueryPort(ctx.raw, uint8(p.port()), &pa); err != nil {
+		err = fmt.Errorf("port %d: %w", p.port(), err)
 		return pa, err
 	}
 	if !p.DGID.IsZero() {
@@ -377,7 +378,7 @@ func (q *QP) ToInit(a InitAttr) error {
 		attr.QKey = a.QKey
 		mask |= verbs.QPAttrQKey
 	}
-	if err := q.modify(&attr, mask, "INIT"); err != nil {
+	if err := q.modify(&attr, mask, "to INIT"); err != nil {
 		return err
 	}
 	q.port = port
@@ -466,7 +467,7 @@ func (q *QP) ToRTR(a RTRAttr) error {
 			mask |= verbs.QPAttrMaxDestRDAtomic | verbs.QPAttrMinRNRTimer
 		}
 	}
-	return q.modify(&attr, mask, "RTR")
+	return q.modify(&attr, mask, "to RTR")
 }
 
 // NoRetry asks for zero retries in RTSAttr, where 0 means the default.
@@ -549,7 +550,7 @@ func (q *QP) ToRTS(a RTSAttr) error {
 		attr.MaxRDAtomic = uint8(rd)
 		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRDAtomic
 	}
-	return q.modify(&attr, mask, "RTS")
+	return q.modify(&attr, mask, "to RTS")
 }
 
 // ToError moves the QP to ERR: outstanding and later-posted work requests
@@ -562,7 +563,7 @@ func (q *QP) ToError() error {
 	defer q.done()
 	q.modifyMu.Lock()
 	defer q.modifyMu.Unlock()
-	return q.modify(&verbs.QPAttr{QPState: verbs.QPSErr}, verbs.QPAttrState, "ERR")
+	return q.modify(&verbs.QPAttr{QPState: verbs.QPSErr}, verbs.QPAttrState, "to ERR")
 }
 
 // ToReset moves the QP to RESET, from any state, discarding its queues
@@ -574,7 +575,7 @@ func (q *QP) ToReset() error {
 	defer q.done()
 	q.modifyMu.Lock()
 	defer q.modifyMu.Unlock()
-	return q.modify(&verbs.QPAttr{QPState: verbs.QPSReset}, verbs.QPAttrState, "RESET")
+	return q.modify(&verbs.QPAttr{QPState: verbs.QPSReset}, verbs.QPAttrState, "to RESET")
 }
 
 // Modify is ibv_modify_qp with the caller's attributes and mask, for what
@@ -586,15 +587,18 @@ func (q *QP) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	defer q.done()
 	q.modifyMu.Lock()
 	defer q.modifyMu.Unlock()
-	step := "attributes"
+	step := "new attributes"
 	if mask&verbs.QPAttrState != 0 {
-		step = stateName(attr.QPState)
+		step = "to " + stateName(attr.QPState)
 	}
 	return q.modify(attr, mask, step)
 }
 
 func (q *QP) modify(attr *verbs.QPAttr, mask verbs.QPAttrMask, step string) error {
-	return verbErr("ibv_modify_qp("+step+")", verbs.ModifyQP(q.raw, attr, mask))
+	if err := verbs.ModifyQP(q.raw, attr, mask); err != nil {
+		return fmt.Errorf("QP %s: %w", step, err)
+	}
+	return nil
 }
 
 // Endpoint is what one side of an RC or UC connection tells the other over

@@ -46,7 +46,7 @@ func (pd *PD) NewSRQ(cfg SRQConfig) (*SRQ, error) {
 	attr := verbs.SRQInitAttr{Attr: verbs.SRQAttr{MaxWR: uint32(cfg.MaxWR), MaxSGE: uint32(max(cfg.MaxSGE, 1)), SRQLimit: uint32(cfg.Limit)}}
 	raw, err := verbs.CreateSRQ(pd.raw, &attr)
 	if err != nil {
-		return nil, verbErr("ibv_create_srq", err)
+		return nil, err
 	}
 	s := &SRQ{pd: pd, raw: raw}
 	s.init(fmt.Sprintf("SRQ %#x", raw.Handle), &pd.object)
@@ -68,7 +68,10 @@ func (s *SRQ) Arm(limit int) error {
 	}
 	defer s.done()
 	attr := verbs.SRQAttr{SRQLimit: uint32(limit)}
-	return verbErr("ibv_modify_srq(LIMIT)", verbs.ModifySRQ(s.raw, &attr, verbs.SRQLimit))
+	if err := verbs.ModifySRQ(s.raw, &attr, verbs.SRQLimit); err != nil {
+		return fmt.Errorf("set the SRQ limit: %w", err)
+	}
+	return nil
 }
 
 // Query returns the SRQ's attributes (ibv_query_srq): its size and limit.
@@ -78,13 +81,13 @@ func (s *SRQ) Query() (verbs.SRQAttr, error) {
 		return a, err
 	}
 	defer s.done()
-	return a, verbErr("ibv_query_srq", verbs.QuerySRQ(s.raw, &a))
+	return a, verbs.QuerySRQ(s.raw, &a)
 }
 
 // Close destroys the SRQ. It fails with a *BusyError while QPs use it.
 func (s *SRQ) Close() error {
 	return s.close(func() error {
-		if err := verbErr("ibv_destroy_srq", verbs.DestroySRQ(s.raw)); err != nil {
+		if err := verbs.DestroySRQ(s.raw); err != nil {
 			return err
 		}
 		s.pd.ctx.unregister(unsafe.Pointer(s.raw), s)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
+	"github.com/goverbs/goverbs/hand/internal/fakeprov"
 	"github.com/goverbs/goverbs/libload"
 	"github.com/goverbs/goverbs/verberr"
 )
@@ -25,45 +26,105 @@ import (
 // tests/rxe (control_*_test.go) cover the verbs themselves.
 
 func TestVerbErrorMessageAndIs(t *testing.T) {
-	// verbErr turns a generated stub's error into a *VerbError naming the
-	// step; a Site stands in for the stub.
+	// A VerbError is the generated stub's error itself; a Site stands in
+	// for the stub.
 	modify := verberr.NewSite("ibv_modify_qp", nil)
-	err := verbErr("ibv_modify_qp(RTR)", modify.Err(syscall.EINVAL))
-	require.EqualError(t, err, "ibv_modify_qp(RTR): invalid argument")
+	err := error(modify.Err(syscall.EINVAL))
+	var ve *VerbError
+	require.ErrorAs(t, err, &ve)
+	require.Same(t, err, ve)
+	require.Equal(t, "ibv_modify_qp", ve.Func())
+	require.Equal(t, syscall.EINVAL, ve.Errno())
+	require.EqualError(t, err, "ibv_modify_qp: invalid argument (EINVAL)")
 	require.ErrorIs(t, err, syscall.EINVAL)
 	require.NotErrorIs(t, err, ErrNotSupported)
-	require.NoError(t, verbErr("x", nil))
-	gai := &verberr.GAIError{Func: "rdma_getaddrinfo", Code: -2, Message: "Name or service not known"}
-	require.Same(t, gai, verbErr("rdma_getaddrinfo", gai), "an error that is not an errno passes through")
 
 	for _, e := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENOSYS} {
-		err := verbErr("ibv_alloc_mw", verberr.NewSite("ibv_alloc_mw", nil).Err(e))
+		err := verberr.NewSite("ibv_alloc_mw", nil).Err(e)
 		require.ErrorIs(t, err, ErrNotSupported, "%v", e)
 		require.ErrorIs(t, err, e)
 	}
 	// The ENOSYS that says this host has no RDMA is not "not supported".
 	noRDMA := verberr.NewSite("ibv_get_device_list", nil).NoRDMA(syscall.ENOSYS, "no RDMA here")
-	err = verbErr("ibv_get_device_list", noRDMA.Err(syscall.ENOSYS))
+	err = noRDMA.Err(syscall.ENOSYS)
 	require.ErrorIs(t, err, verberr.ErrNoRDMA)
 	require.ErrorIs(t, err, syscall.ENOSYS)
 	require.NotErrorIs(t, err, ErrNotSupported)
-	err = &VerbError{Op: "ibv_reg_mr", Errno: syscall.ENOMEM, Hint: "raise it"}
-	require.EqualError(t, err, "ibv_reg_mr: cannot allocate memory (raise it)")
-	require.EqualError(t, errnoErr("ibv_post_send", syscall.ENOMEM), "ibv_post_send: cannot allocate memory")
-	require.NoError(t, errnoErr("ibv_post_send", 0))
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "no RDMA here; load ib_uverbs and a driver", ve.Note())
 
-	// A provider's code from ibv_poll_cq (verberr.Error.Code) has no errno
-	// for a VerbError: CQ.Poll makes it a *PollError, as a Poller's; other
-	// verbs pass it as is.
+	// This package's own sites (a C call outside the stubs) are the same
+	// type, kept per errno as a stub's are.
+	require.EqualError(t, siteEpollWait.Err(syscall.EINTR), "epoll_wait: interrupted system call (EINTR)")
+	require.Same(t, siteEpollWait.Err(syscall.EINTR), siteEpollWait.Err(syscall.EINTR))
+	require.NoError(t, siteEpollWait.Err(0))
+
+	// A provider's code from ibv_poll_cq (verberr.Error.Code): CQ.Poll
+	// makes it a *PollError, as a Poller's; an errno passes as is.
 	poll := verberr.NewSite("ibv_poll_cq", nil)
 	var pe *PollError
 	require.ErrorAs(t, pollCQErr(poll.ProviderCode(-2)), &pe)
 	require.Equal(t, PollError{Op: "ibv_poll_cq", Ret: -2}, *pe)
 	require.NotErrorIs(t, pe, syscall.ENOENT)
-	require.EqualError(t, pollCQErr(poll.Err(syscall.EINVAL)), "ibv_poll_cq: invalid argument")
+	einval := poll.Err(syscall.EINVAL)
+	require.Same(t, einval, pollCQErr(einval))
 	require.NoError(t, pollCQErr(nil))
-	code := poll.ProviderCode(-2)
-	require.Same(t, code, verbErr("ibv_poll_cq", code))
+}
+
+// A method that adds nothing to a stub's failure returns the stub's error
+// itself: the *VerbError a user gets is the one the stub made (pointer
+// equal, no copy), and the same one a direct call of the stub gets.
+// CQ.RequestNotify on the fake provider, whose ibv_req_notify_cq fails
+// with the errno the test sets.
+func TestStubErrorReachesUserAsIs(t *testing.T) {
+	p, err := fakeprov.New()
+	require.NoError(t, err)
+	defer p.Close()
+	fcq, err := p.NewCQ(16)
+	require.NoError(t, err)
+	cq := &CQ{raw: (*verbs.CQ)(fcq.Ptr()), ch: &CompChannel{}}
+	require.NoError(t, cq.RequestNotify(false))
+
+	fcq.FailNotify(syscall.EINVAL)
+	err = cq.RequestNotify(false)
+	var ve *VerbError
+	require.ErrorAs(t, err, &ve)
+	require.Same(t, err, ve, "the method wrapped or copied the stub's error")
+	require.Equal(t, "ibv_req_notify_cq", ve.Func())
+	require.EqualError(t, err, "ibv_req_notify_cq: invalid argument (EINVAL)")
+	require.False(t, cq.armed.Load(), "a failed arm left the CQ marked armed")
+
+	fcq.FailNotify(syscall.EINVAL)
+	direct := verbs.ReqNotifyCQ(cq.raw, 0)
+	require.Same(t, err, direct, "the stub's error for one errno is one value")
+}
+
+// Where this package adds a step to a stub's failure, it wraps the stub's
+// error: errors.As finds the same *VerbError, and the message says the
+// step first. The thread wait's kick polling a CQ whose provider returns
+// its own code (mlx5's CQ_POLL_ERR, -2), on the fake provider.
+func TestWrappedStubErrorSaysStep(t *testing.T) {
+	p, err := fakeprov.New()
+	require.NoError(t, err)
+	defer p.Close()
+	fcq, err := p.NewCQ(16)
+	require.NoError(t, err)
+	mem, err := cmalloc(unsafe.Sizeof(kickMem{}))
+	require.NoError(t, err)
+	defer cfree(mem)
+	k := &cqKick{kcq: (*verbs.CQ)(fcq.Ptr()), mem: (*kickMem)(mem)}
+
+	fcq.FailPoll(-2)
+	err = k.reap()
+	require.EqualError(t, err, "the thread wait's kick: ibv_poll_cq: failed: provider code -2")
+	var ve *VerbError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "ibv_poll_cq", ve.Func())
+	require.Equal(t, -2, ve.Code())
+	require.NotErrorIs(t, err, syscall.ENOENT)
+	fcq.FailPoll(-2)
+	_, direct := verbs.PollCQ(k.kcq, 1, &k.mem.wc)
+	require.Same(t, direct, ve, "the wrap holds the stub's error itself")
 }
 
 func TestAttrAndBusyErrors(t *testing.T) {
@@ -525,7 +586,7 @@ func TestOpenWithoutDevice(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ENOSYS)
 	require.NotErrorIs(t, err, libload.ErrNotSupported)
 	require.Equal(t, "goverbs: no RDMA device: ibv_get_device_list: function not implemented "+
-		"(this kernel has no RDMA support: no /sys/class/infiniband_verbs; load ib_uverbs and a driver)", err.Error())
+		"(ENOSYS; this kernel has no RDMA support: no /sys/class/infiniband_verbs; load ib_uverbs and a driver)", err.Error())
 	t.Log(err)
 }
 
@@ -575,7 +636,7 @@ func TestListenDialWithoutDevice(t *testing.T) {
 		require.ErrorIs(t, err, verberr.ErrNoRDMA, c.name)
 		require.ErrorIs(t, err, syscall.ENODEV, c.name)
 		require.Equal(t, c.says+"no RDMA device: rdma_create_event_channel: no such device "+
-			"(librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up; load ib_uverbs and a driver)", err.Error(), c.name)
+			"(ENODEV; librdmacm found no RDMA device: this kernel has no RDMA support, or no device is set up; load ib_uverbs and a driver)", err.Error(), c.name)
 		t.Logf("%s: %v", c.name, err)
 	}
 }

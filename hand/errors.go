@@ -36,97 +36,52 @@ func (e *notSupportedError) Error() string { return e.msg }
 // Is matches ErrNotSupported.
 func (e *notSupportedError) Is(target error) bool { return target == ErrNotSupported }
 
-// VerbError is a failed call into libibverbs or librdmacm. Op is the C
-// entry point, with the step in parentheses where one verb serves several
-// (ibv_modify_qp(RTR)); Errno is what it reported. The message reads
-// "ibv_modify_qp(RTR): invalid argument", and errors.Is(err, syscall.EINVAL)
-// holds. Hint, when set, says what to do about it.
+// VerbError is a failed call into libibverbs or librdmacm (or a C library
+// call of this package's own: eventfd, epoll_wait, fcntl): the
+// *verberr.Error every generated stub returns, the same type and, where
+// this package adds nothing to it, the same value. Its message reads
+// "ibv_reg_mr: cannot allocate memory (ENOMEM)"; Func is the C name,
+// Errno what it reported, and errors.Is(err, syscall.ENOMEM) holds.
+//
+// Where one verb serves several steps, or a step needs saying, this
+// package wraps it (fmt.Errorf with %w) in what it was doing: "QP to RTR:
+// ibv_modify_qp: invalid argument (EINVAL)", "port 2: ibv_query_port:
+// ..."; errors.As(err, &ve) with a *VerbError finds it either way.
 //
 // When the installed rdma-core lacks the function itself (the generated
 // loader made the call fail with ENOSYS), Missing is the
 // *libload.MissingError that names it and the first release that has it.
-// A failure that says this host has no RDMA (ibv_get_device_list's ENOSYS,
-// librdmacm's ENODEV) matches verberr.ErrNoRDMA too, and its Hint says what
-// it means and what to do.
-type VerbError struct {
-	Op      string
-	Errno   syscall.Errno
-	Hint    string
-	Missing error
-	noRDMA  bool // the stub's error matched verberr.ErrNoRDMA
-}
+// EOPNOTSUPP and ENOSYS match ErrNotSupported, except a failure that says
+// this host has no RDMA (ibv_get_device_list's ENOSYS, librdmacm's
+// ENODEV), which matches verberr.ErrNoRDMA instead, and whose Note says
+// what it means and what to do. Errors of one function and errno are
+// made once and shared: compare them with errors.Is, never modify them.
+type VerbError = verberr.Error
 
-func (e *VerbError) Error() string {
-	s := e.Op + ": " + e.Errno.Error()
-	if e.Missing != nil {
-		s += " (" + e.Missing.Error() + ")"
-	}
-	if e.Hint != "" {
-		s += " (" + e.Hint + ")"
-	}
-	return s
-}
+// The C functions whose errno this package reads itself, outside the
+// generated stubs: hand.c's entry points and system calls. Like a stub's,
+// each Site makes its *VerbError once per errno, so that a failure on a
+// wait path allocates only the first time.
+var (
+	siteGetCqEvent  = verberr.NewSite("ibv_get_cq_event", nil)
+	siteReqNotifyCq = verberr.NewSite("ibv_req_notify_cq", nil)
+	siteGetaddrinfo = verberr.NewSite("rdma_getaddrinfo", nil)
+	siteEventfd     = verberr.NewSite("eventfd", nil)
+	siteEpollWait   = verberr.NewSite("epoll_wait", nil)
+	siteFcntl       = verberr.NewSite("fcntl", nil)
+	siteGetrlimit   = verberr.NewSite("getrlimit", nil)
+	siteSetrlimit   = verberr.NewSite("setrlimit", nil)
+)
 
-// Unwrap returns the errno, so errors.Is(err, syscall.ENOMEM) works,
-// Missing when set, so errors.As(err, &missing) does too,
-// and verberr.ErrNoRDMA for a failure that says this host has no RDMA.
-func (e *VerbError) Unwrap() []error {
-	errs := []error{e.Errno}
-	if e.Missing != nil {
-		errs = append(errs, e.Missing)
-	}
-	if e.noRDMA {
-		errs = append(errs, verberr.ErrNoRDMA)
-	}
-	return errs
-}
-
-// Is reports EOPNOTSUPP and ENOSYS as ErrNotSupported, unless the failure
-// says that this host has no RDMA (verberr.ErrNoRDMA).
-func (e *VerbError) Is(target error) bool {
-	return target == ErrNotSupported && !e.noRDMA && (e.Errno == syscall.EOPNOTSUPP || e.Errno == syscall.ENOSYS)
-}
-
-// verbErr returns the error of a generated stub (a *verberr.Error, which
-// names the C function, its errno and, for ENOSYS, the missing function or
-// library) as a *VerbError for op, the C name with the step in parentheses
-// where hand uses one verb for several; what the error's note says (what
-// the failure means where the errno cannot say) is its Hint, and it still
-// matches verberr.ErrNoRDMA if the stub's error did. nil stays nil; any
-// other error (a *verberr.GAIError), and a *verberr.Error carrying a code
-// of the function's own (verberr.Error.Code), which a VerbError has no room
-// for, are returned as is.
-func verbErr(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ve *verberr.Error
-	if !errors.As(err, &ve) || ve.Code() != 0 {
-		return err
-	}
-	return &VerbError{Op: op, Errno: ve.Errno(), Missing: ve.Missing(), Hint: ve.Note(),
-		noRDMA: errors.Is(ve, verberr.ErrNoRDMA)}
-}
-
-// pollCQErr is verbErr for ibv_poll_cq: its negative result, the
-// provider's own code (verberr.Error.Code), is a *PollError, as a Poller's
-// failure is.
+// pollCQErr is ibv_poll_cq's error as CQ.Poll returns it: its negative
+// result, the provider's own code (verberr.Error.Code), is a *PollError,
+// as a Poller's failure is; any other error is the stub's, as is.
 func pollCQErr(err error) error {
 	var ve *verberr.Error
 	if errors.As(err, &ve) && ve.Errno() == 0 && ve.Code() != 0 {
 		return &PollError{Op: ve.Func(), Ret: ve.Code()}
 	}
-	return verbErr("ibv_poll_cq", err)
-}
-
-// errnoErr is verbErr for an errno a fast-path entry point of hand.c
-// returned (the posts and polls, whose inlines call provider ops, never a
-// function the loader could lack): a *VerbError for op, or nil for 0.
-func errnoErr(op string, errno syscall.Errno) error {
-	if errno == 0 {
-		return nil
-	}
-	return &VerbError{Op: op, Errno: errno}
+	return err
 }
 
 // AttrError is an attribute this package refused before calling C, because

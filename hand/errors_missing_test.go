@@ -12,7 +12,8 @@ import (
 
 // A verb that failed with ENOSYS because the installed libibverbs lacks it
 // (the generated loader's doing) carries the loader's MissingError through
-// verbErr: the message names the function and the release that has it, and
+// the stub's error, which this package returns as is (a VerbError): the
+// message names the function and the release that has it, and
 // errors.Is matches ErrNotSupported (libload's). ENOSYS from a function
 // that is there (a provider's unimplemented verb) stays a plain errno.
 func TestVerbErrorNamesMissingFunction(t *testing.T) {
@@ -33,13 +34,16 @@ func TestVerbErrorNamesMissingFunction(t *testing.T) {
 	default:
 		t.Skipf("the installed libibverbs (%s) has ibv_alloc_dmah and ibv_query_port_speed: no missing function to call", verbs.LibraryPath())
 	}
-	err = verbErr(missing+"(step)", err)
+	var ve *VerbError
+	if !errors.As(err, &ve) || ve.Func() != missing || ve.Missing() == nil {
+		t.Fatalf("%s with the function missing: %v, want a *VerbError with Missing set", missing, err)
+	}
 	var me *libload.MissingError
 	if !errors.As(err, &me) || me.Function != missing || !errors.Is(err, ErrNotSupported) ||
 		!errors.Is(err, libload.ErrNotSupported) || !errors.Is(err, syscall.ENOSYS) {
 		t.Fatalf("%s with the function missing: %v, want the loader's MissingError", missing, err)
 	}
-	if !strings.HasPrefix(err.Error(), missing+"(step): function not implemented (goverbs: "+missing+" is not in the installed") {
+	if !strings.HasPrefix(err.Error(), missing+": function not implemented (ENOSYS; goverbs: "+missing+" is not in the installed") {
 		t.Errorf("message %q", err)
 	}
 }

@@ -30,7 +30,7 @@ func TestGeneratedCMPostNegativeErrno(t *testing.T) {
 	}
 	err := post()
 	require.ErrorIs(t, err, syscall.ENOMEM)
-	require.EqualError(t, err, "rdma_post_recvv: cannot allocate memory")
+	require.EqualError(t, err, "rdma_post_recvv: cannot allocate memory (ENOMEM)")
 	requireNoAllocs(t, "rdmacm.PostRecvv failing with -ENOMEM", func() {
 		if err := post(); !errors.Is(err, syscall.ENOMEM) {
 			t.Fatal(err)

@@ -62,7 +62,7 @@ func (c *Context) NextEvent(ctx context.Context) (AsyncEvent, error) {
 		case errors.Is(err, syscall.EAGAIN): // the async fd is non-blocking: nothing pending
 			return false
 		default:
-			failed = verbErr("ibv_get_async_event", err)
+			failed = err
 			return true
 		}
 		ev = c.convertEvent(&raw)

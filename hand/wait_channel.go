@@ -225,7 +225,7 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 			if ve, ok := err.(*verberr.Error); ok && ve.Errno() == syscall.EAGAIN {
 				return false // the channel is non-blocking: nothing pending
 			}
-			ch.waitError = verbErr("ibv_get_cq_event", err)
+			ch.waitError = err
 			return true
 		}
 		verbs.ACKCQEvents(ch.ev.cq, 1)
@@ -259,7 +259,7 @@ func (ch *CompChannel) readEventThread(w threadWake) (bool, error) {
 		case C.GOVERBS_NO_EVENT:
 			continue
 		case C.GOVERBS_WAIT_FAILED, C.GOVERBS_READ_FAILED:
-			return false, ch.waitFailed(r, "CompChannel.WaitThread")
+			return false, ch.waitFailed(r)
 		}
 		if ch.deliver(ch.ev.cq, only) {
 			return true, nil
@@ -404,24 +404,23 @@ func (ch *CompChannel) pollEventThread(w threadWake) (bool, error) {
 			continue
 		case C.GOVERBS_ARM_FAILED:
 			cq.armed.Store(false)
-			return false, errnoErr("ibv_req_notify_cq (Poller.WaitThread)", syscall.Errno(ch.ev.err))
+			return false, siteReqNotifyCq.Err(syscall.Errno(ch.ev.err))
 		case C.GOVERBS_POLL_CQ_FAILED:
 			p.err = PollError{Op: "ibv_poll_cq", Ret: int(ch.ev.err)}
 			return false, &p.err
 		default: // C.GOVERBS_WAIT_FAILED, C.GOVERBS_READ_FAILED
-			return false, ch.waitFailed(r, "Poller.WaitThread")
+			return false, ch.waitFailed(r)
 		}
 	}
 }
 
 // waitFailed is the error of a thread wait's failed epoll_wait or read
-// (GOVERBS_WAIT_FAILED, GOVERBS_READ_FAILED), from the errno in ev; op
-// names the wait.
-func (ch *CompChannel) waitFailed(r C.int, op string) error {
+// (GOVERBS_WAIT_FAILED, GOVERBS_READ_FAILED), from the errno in ev.
+func (ch *CompChannel) waitFailed(r C.int) error {
 	if r == C.GOVERBS_WAIT_FAILED {
-		return errnoErr("epoll_wait ("+op+")", syscall.Errno(ch.ev.err))
+		return siteEpollWait.Err(syscall.Errno(ch.ev.err))
 	}
-	return errnoErr("ibv_get_cq_event", syscall.Errno(ch.ev.err))
+	return siteGetCqEvent.Err(syscall.Errno(ch.ev.err))
 }
 
 // deliver files an event of raw, read and acknowledged, for the waiter

@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"fmt"
 	"syscall"
 	"time"
 	"unsafe"
@@ -109,10 +110,10 @@ func (k *cqKick) open() (err error) {
 		}
 	}()
 	if k.pd, err = verbs.AllocPD(k.context); err != nil {
-		return verbErr(kickOp+"ibv_alloc_pd", err)
+		return fmt.Errorf("%s%w", kickOp, err)
 	}
 	if k.kcq, err = verbs.CreateCQ(k.context, 1, nil, k.channel, 0); err != nil {
-		return verbErr(kickOp+"ibv_create_cq", err)
+		return fmt.Errorf("%s%w", kickOp, err)
 	}
 	k.mem.init = verbs.QPInitAttr{
 		SendCQ: k.kcq,
@@ -121,7 +122,7 @@ func (k *cqKick) open() (err error) {
 		QPType: verbs.QPTRC,
 	}
 	if k.qp, err = verbs.CreateQP(k.pd, &k.mem.init); err != nil {
-		return verbErr(kickOp+"ibv_create_qp (RC)", err)
+		return fmt.Errorf("%sRC QP: %w", kickOp, err)
 	}
 	// Once unarmed, to see that the QP flushes, then armed.
 	if err := k.ready(false); err != nil {
@@ -147,9 +148,9 @@ func (k *cqKick) modify(state verbs.QPState) error {
 	}
 	if err := verbs.ModifyQP(k.qp, a, mask); err != nil {
 		if state == verbs.QPSErr {
-			return verbErr(kickOp+"ibv_modify_qp (to the error state)", err)
+			return fmt.Errorf("%sQP to the error state: %w", kickOp, err)
 		}
-		return verbErr(kickOp+"ibv_modify_qp", err)
+		return fmt.Errorf("%s%w", kickOp, err)
 	}
 	return nil
 }
@@ -160,14 +161,14 @@ func (k *cqKick) reap() error {
 	for range 10000 {
 		n, err := verbs.PollCQ(k.kcq, 1, &k.mem.wc)
 		if err != nil {
-			return errnoErr(kickOp+"ibv_poll_cq", syscall.EIO)
+			return fmt.Errorf("%s%w", kickOp, err)
 		}
 		if n > 0 {
 			return nil
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	return errnoErr(kickOp+"ibv_poll_cq (the flushed receive's completion did not come within a second)", syscall.ETIMEDOUT)
+	return fmt.Errorf("%sibv_poll_cq: the flushed receive's completion did not come within a second: %w", kickOp, syscall.ETIMEDOUT)
 }
 
 // ready resets the QP, brings it to INIT and posts its receive; and arms
@@ -181,11 +182,11 @@ func (k *cqKick) ready(arm bool) error {
 	}
 	k.mem.wr = verbs.RecvWR{}
 	if err := verbs.PostRecv(k.qp, &k.mem.wr, &k.mem.bad); err != nil {
-		return verbErr(kickOp+"ibv_post_recv", err)
+		return fmt.Errorf("%s%w", kickOp, err)
 	}
 	if arm {
 		if err := verbs.ReqNotifyCQ(k.kcq, 0); err != nil {
-			return verbErr(kickOp+"ibv_req_notify_cq", err)
+			return fmt.Errorf("%s%w", kickOp, err)
 		}
 	}
 	return nil

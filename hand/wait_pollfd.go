@@ -130,7 +130,7 @@ func (p *pollFD) netpollLocked() error {
 	}
 	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(p.fd), syscall.F_DUPFD_CLOEXEC, 0)
 	if e != 0 {
-		return &VerbError{Op: "fcntl(" + p.name + ", F_DUPFD_CLOEXEC)", Errno: e}
+		return fmt.Errorf("goverbs: %s: F_DUPFD_CLOEXEC: %w", p.name, siteFcntl.Err(e))
 	}
 	f := os.NewFile(dup, p.name)
 	rc, err := f.SyscallConn()
@@ -406,12 +406,12 @@ func (p *pollFD) ended(ctx context.Context) error {
 func (p *pollFD) openWaiterLocked() error {
 	w := C.goverbs_wake_open()
 	if w < 0 {
-		return errnoErr("eventfd (the wake-up of a thread wait)", syscall.Errno(-w))
+		return fmt.Errorf("the wake-up of a thread wait: %w", siteEventfd.Err(syscall.Errno(-w)))
 	}
 	ep := C.goverbs_waiter_open(C.int(p.fd), w)
 	if ep < 0 {
 		syscall.Close(int(w))
-		return errnoErr("epoll (a thread wait)", syscall.Errno(-ep))
+		return fmt.Errorf("a thread wait's epoll set (epoll_create1, epoll_ctl): %w", syscall.Errno(-ep))
 	}
 	p.wake, p.waiter = int32(w), int32(ep)
 	return nil
@@ -424,7 +424,7 @@ func (p *pollFD) openWaiterLocked() error {
 func waitFDs(w threadWake) (fdReady, wakeReady bool, err error) {
 	r := C.goverbs_wait_fds(C.int(w.waiter))
 	if r < 0 {
-		return false, false, errnoErr("epoll_wait (a thread wait)", syscall.Errno(-r))
+		return false, false, siteEpollWait.Err(syscall.Errno(-r))
 	}
 	return r&C.GOVERBS_FD_READY != 0, r&C.GOVERBS_WAKE_READY != 0, nil
 }

@@ -60,7 +60,10 @@ func TestControlQueryDeviceAndPort(t *testing.T) {
 	require.ErrorIs(t, err, syscall.EINVAL)
 	_, err = ctx.QueryPort(2)
 	require.ErrorIs(t, err, syscall.EINVAL, "rxe has one port: the kernel refuses port 2")
-	require.ErrorContains(t, err, "ibv_query_port(2): invalid argument")
+	require.EqualError(t, err, "port 2: ibv_query_port: invalid argument (EINVAL)")
+	var ve *hand.VerbError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "ibv_query_port", ve.Func())
 }
 
 func TestControlGIDTable(t *testing.T) {

@@ -124,10 +124,15 @@ func TestControlQPTransitionErrors(t *testing.T) {
 	// attribute is missing the required ones.
 	err = q.Modify(&verbs.QPAttr{QPState: verbs.QPSRtr}, verbs.QPAttrState)
 	require.ErrorIs(t, err, syscall.EINVAL)
-	require.EqualError(t, err, "ibv_modify_qp(RTR): invalid argument")
+	require.EqualError(t, err, "QP to RTR: ibv_modify_qp: invalid argument (EINVAL)")
 	var ve *hand.VerbError
 	require.ErrorAs(t, err, &ve)
-	require.Equal(t, "ibv_modify_qp(RTR)", ve.Op)
+	require.Equal(t, "ibv_modify_qp", ve.Func())
+	require.Equal(t, syscall.EINVAL, ve.Errno())
+	// The step wraps the stub's own error: the same value the stub gives
+	// a direct call failing with the same errno, not a copy.
+	direct := verbs.ModifyQP(q.Raw(), &verbs.QPAttr{QPState: verbs.QPSRtr}, verbs.QPAttrState)
+	require.Same(t, direct, ve)
 
 	// The QP is still in INIT, and a valid RTR goes through.
 	require.NoError(t, q.ToRTR(hand.RTRAttr{Path: gidPath, DestQPN: peer.Num()}))
