@@ -97,6 +97,22 @@ func TestStubErrorReachesUserAsIs(t *testing.T) {
 	fcq.FailNotify(syscall.EINVAL)
 	direct := verbs.ReqNotifyCQ(cq.raw, 0)
 	require.Same(t, err, direct, "the stub's error for one errno is one value")
+
+	// Nothing copies it, so a failure seen before allocates nothing (a
+	// copy into a second error type allocated one per failure).
+	if n := testing.AllocsPerRun(100, func() {
+		fcq.FailNotify(syscall.EINVAL)
+		if err := cq.RequestNotify(false); err != direct {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a failed CQ.RequestNotify seen before allocates %v times", n)
+	}
+	// hand's own sites (hand.c's waits) keep theirs too.
+	siteReqNotifyCq.Err(syscall.EINVAL)
+	if n := testing.AllocsPerRun(100, func() { _ = siteReqNotifyCq.Err(syscall.EINVAL) }); n != 0 {
+		t.Errorf("a thread wait's failed arm seen before allocates %v times", n)
+	}
 }
 
 // Where this package adds a step to a stub's failure, it wraps the stub's

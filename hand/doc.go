@@ -92,9 +92,11 @@
 //
 // # Errors
 //
-// A failed verb returns a *VerbError naming the verb and its step
-// ("ibv_modify_qp(RTR): invalid argument"); errors.Is matches its errno
-// (syscall.EINVAL). A bad argument is an *AttrError naming the field, a
+// A failed verb returns a *VerbError, the generated stub's own error
+// (verberr.Error), naming the C function and its errno ("ibv_reg_mr:
+// cannot allocate memory (ENOMEM)"); where a step needs saying it is
+// wrapped ("QP to RTR: ibv_modify_qp: invalid argument (EINVAL)"), and
+// errors.As finds it, errors.Is its errno (syscall.EINVAL), either way. A bad argument is an *AttrError naming the field, a
 // failed completion a StatusError, a post that stopped part-way a
 // *PostError. ErrNotSupported matches a verb the device or the installed
 // rdma-core lacks (naming the first release that has it); without
