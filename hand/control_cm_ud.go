@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,11 @@ type UDConfig struct {
 	// StepTimeout bounds address and route resolution (DialUD) and the
 	// SIDR request each; 0 means 2 s.
 	StepTimeout time.Duration
+	// LocalAddr is DialUD's source address, as ConnConfig.LocalAddr is
+	// Dial's: the zero AddrPort means any, port 0 any port.
+	// UDRequest.Accept and NewMulticast refuse it (NewMulticast takes its
+	// local address as an argument).
+	LocalAddr netip.AddrPort
 }
 
 // check refuses what the QP or the private data cannot be, before anything
@@ -75,7 +81,13 @@ func (cfg *UDConfig) check(op string, maxData int) error {
 	if len(cfg.PrivateData) > maxData {
 		return &AttrError{Op: op, Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxData)}
 	}
-	return cfg.caps().check(op)
+	cc := ConnConfig{LocalAddr: cfg.LocalAddr}
+	if op != "DialUD" {
+		if err := cc.checkNoLocalAddr(op); err != nil {
+			return err
+		}
+	}
+	return cmp.Or(cc.checkLocalAddr(op), cfg.caps().check(op))
 }
 
 func (cfg *UDConfig) caps() QPCaps {
@@ -270,7 +282,13 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	}
 	timeout := int32(stepTimeout(cfg.StepTimeout))
 	dst := sockaddrOf(ap)
-	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, nil, dst.raw(), timeout)); err != nil {
+	var src *rdmacm.Sockaddr
+	var srcBuf sockaddrBuf
+	if cfg.LocalAddr.IsValid() {
+		srcBuf = sockaddrOf(cfg.LocalAddr)
+		src = srcBuf.raw()
+	}
+	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, src, dst.raw(), timeout)); err != nil {
 		return wrap("resolving the address", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
