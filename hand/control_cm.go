@@ -617,9 +617,10 @@ func (c *Conn) connect(ctx context.Context, cfg ConnConfig) error {
 	return nil
 }
 
-// Conn is an established rdma_cm connection: an RC QP in RTS, its PD and
-// CQs, and the struct rdma_cm_id (Raw) that the rdma_post_*v fast paths
-// take.
+// Conn is an rdma_cm connection: an RC QP in RTS, its PD and CQs, and the
+// struct rdma_cm_id (Raw) that the rdma_post_*v fast paths take. Dial,
+// ConnRequest.Accept and the rdma_create_ep path return it established;
+// NewConn returns one that its steps then connect.
 type Conn struct {
 	object
 	id       *rdmacm.CMID

@@ -124,8 +124,8 @@ func newConn(cfg ConnConfig) (*Conn, error) {
 	return c, nil
 }
 
-// begin makes s the running step, or says why it cannot run.
-func (c *Conn) begin(s connStep) error {
+// beginStep makes s the running step, or says why it cannot run.
+func (c *Conn) beginStep(s connStep) error {
 	st := c.steps
 	if st == nil {
 		return &stepOrderError{fmt.Sprintf("goverbs: Conn.%s: this Conn was connected by Dial, Accept or the rdma_create_ep path: the steps are for a Conn from NewConn", s)}
@@ -154,10 +154,10 @@ func (c *Conn) begin(s connStep) error {
 	return nil
 }
 
-// end records how the running step s ended; ok steps may run under mu
-// the writes Close's check must see (the Conn's name, once the route is
-// known).
-func (c *Conn) end(s connStep, err error, ok func()) {
+// endStep records how the running step s ended. ok, when s succeeded,
+// runs under mu: it makes the writes Close's check must see (the Conn's
+// name, once the route is known).
+func (c *Conn) endStep(s connStep, err error, ok func()) {
 	st := c.steps
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -181,11 +181,11 @@ func (c *Conn) runStep(ctx context.Context, s connStep, what string, do func() e
 		return err
 	}
 	defer c.done()
-	if err := c.begin(s); err != nil {
+	if err := c.beginStep(s); err != nil {
 		return err
 	}
 	err := do()
-	c.end(s, err, ok)
+	c.endStep(s, err, ok)
 	if err != nil {
 		return fmt.Errorf("goverbs: %s: %w", what, withCause(ctx, err))
 	}
@@ -289,13 +289,13 @@ func (c *Conn) beginConnect() error {
 		return err
 	}
 	defer c.done()
-	return c.begin(stepConnect)
+	return c.beginStep(stepConnect)
 }
 
 // connectStep is the running Connect step: c.connect, recorded.
 func (c *Conn) connectStep(ctx context.Context) error {
 	err := c.connect(ctx, c.steps.cfg)
-	c.end(stepConnect, err, nil)
+	c.endStep(stepConnect, err, nil)
 	return err
 }
 
