@@ -132,12 +132,30 @@ type ConnConfig struct {
 	LocalAddr netip.AddrPort
 }
 
-// checkNoLocalAddr refuses a LocalAddr on the listening side.
-func (cfg *ConnConfig) checkNoLocalAddr(op string) error {
-	if cfg.LocalAddr != (netip.AddrPort{}) {
-		return &AttrError{Op: op, Field: "LocalAddr", Reason: fmt.Sprintf("%s: the listener's address is the local one; LocalAddr is the dialling side's", cfg.LocalAddr)}
+// refuseLocalAddr refuses a LocalAddr (local) on the listening side.
+func refuseLocalAddr(op string, local netip.AddrPort) error {
+	if local != (netip.AddrPort{}) {
+		return &AttrError{Op: op, Field: "LocalAddr", Reason: fmt.Sprintf("%s: the listener's address is the local one; LocalAddr is the dialling side's", local)}
 	}
 	return nil
+}
+
+// checkLocalAddr refuses a LocalAddr (local) with a port and no address.
+func checkLocalAddr(op string, local netip.AddrPort) error {
+	if local != (netip.AddrPort{}) && !local.IsValid() {
+		return &AttrError{Op: op, Field: "LocalAddr", Reason: fmt.Sprintf("port %d with no address: give 0.0.0.0:%d for that port on any address", local.Port(), local.Port())}
+	}
+	return nil
+}
+
+// sourceSockaddr is rdma_resolve_addr's src_addr for local, in buf: nil
+// (any) for the zero AddrPort.
+func sourceSockaddr(local netip.AddrPort, buf *sockaddrBuf) *rdmacm.Sockaddr {
+	if !local.IsValid() {
+		return nil
+	}
+	*buf = sockaddrOf(local)
+	return buf.raw()
 }
 
 const (
@@ -507,7 +525,7 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 	if len(cfg.PrivateData) > maxAcceptData {
 		return nil, &AttrError{Op: "ConnRequest.Accept", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
 	}
-	if err := cmp.Or(cfg.checkParams("ConnRequest.Accept"), cfg.checkNoLocalAddr("ConnRequest.Accept")); err != nil {
+	if err := cmp.Or(cfg.checkParams("ConnRequest.Accept"), refuseLocalAddr("ConnRequest.Accept", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	r.done = true

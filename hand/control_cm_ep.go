@@ -46,7 +46,7 @@ func (cfg *ConnConfig) checkEP(op string) error {
 	if cfg.StepTimeout != 0 {
 		return &AttrError{Op: op, Field: "StepTimeout", Reason: "rdma_create_ep resolves the address and route with librdmacm's fixed 2 s each: bound the call with ctx, or use Dial"}
 	}
-	return cmp.Or(cfg.checkParams(op), cfg.checkLocalAddr(op))
+	return cmp.Or(cfg.checkParams(op), checkLocalAddr(op, cfg.LocalAddr))
 }
 
 // checkAckTimeout refuses an ACK timeout exponent rdma_cm cannot take.
@@ -311,7 +311,7 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	if len(cfg.PrivateData) > maxAcceptData {
 		return nil, &AttrError{Op: "ListenEP", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
 	}
-	if err := cmp.Or(cfg.checkEP("ListenEP"), cfg.checkNoLocalAddr("ListenEP")); err != nil {
+	if err := cmp.Or(cfg.checkEP("ListenEP"), refuseLocalAddr("ListenEP", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	ap, err := resolveAddrPort(ctx, addr)

@@ -97,15 +97,7 @@ func (cfg *ConnConfig) checkDial(op string) error {
 	if len(cfg.PrivateData) > maxConnectData {
 		return &AttrError{Op: op, Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxConnectData)}
 	}
-	return cmp.Or(cfg.checkParams(op), cfg.checkLocalAddr(op))
-}
-
-// checkLocalAddr refuses a LocalAddr with a port and no address.
-func (cfg *ConnConfig) checkLocalAddr(op string) error {
-	if cfg.LocalAddr != (netip.AddrPort{}) && !cfg.LocalAddr.IsValid() {
-		return &AttrError{Op: op, Field: "LocalAddr", Reason: fmt.Sprintf("port %d with no address: give 0.0.0.0:%d for that port on any address", cfg.LocalAddr.Port(), cfg.LocalAddr.Port())}
-	}
-	return nil
+	return cmp.Or(cfg.checkParams(op), checkLocalAddr(op, cfg.LocalAddr))
 }
 
 // newConn makes the event channel and the id of a Conn on the steps; an
@@ -225,11 +217,10 @@ func (c *Conn) ResolveAddr(ctx context.Context, addr string) error {
 }
 
 func (c *Conn) resolveAddr(ctx context.Context, dst netip.AddrPort) error {
-	var src *rdmacm.Sockaddr
 	var srcBuf sockaddrBuf
-	if local := c.steps.cfg.LocalAddr; local.IsValid() && !c.steps.bound {
-		srcBuf = sockaddrOf(local)
-		src = srcBuf.raw()
+	var src *rdmacm.Sockaddr
+	if !c.steps.bound {
+		src = sourceSockaddr(c.steps.cfg.LocalAddr, &srcBuf)
 	}
 	d := sockaddrOf(dst)
 	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, src, d.raw(), int32(stepTimeout(c.steps.cfg.StepTimeout)))); err != nil {

@@ -81,13 +81,7 @@ func (cfg *UDConfig) check(op string, maxData int) error {
 	if len(cfg.PrivateData) > maxData {
 		return &AttrError{Op: op, Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxData)}
 	}
-	cc := ConnConfig{LocalAddr: cfg.LocalAddr}
-	if op != "DialUD" {
-		if err := cc.checkNoLocalAddr(op); err != nil {
-			return err
-		}
-	}
-	return cmp.Or(cc.checkLocalAddr(op), cfg.caps().check(op))
+	return cmp.Or(checkLocalAddr(op, cfg.LocalAddr), cfg.caps().check(op))
 }
 
 func (cfg *UDConfig) caps() QPCaps {
@@ -282,12 +276,8 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	}
 	timeout := int32(stepTimeout(cfg.StepTimeout))
 	dst := sockaddrOf(ap)
-	var src *rdmacm.Sockaddr
 	var srcBuf sockaddrBuf
-	if cfg.LocalAddr.IsValid() {
-		srcBuf = sockaddrOf(cfg.LocalAddr)
-		src = srcBuf.raw()
-	}
+	src := sourceSockaddr(cfg.LocalAddr, &srcBuf)
 	if err := verbErr("rdma_resolve_addr", rdmacm.ResolveAddr(c.id, src, dst.raw(), timeout)); err != nil {
 		return wrap("resolving the address", err)
 	}
@@ -473,7 +463,7 @@ func (r *UDRequest) Accept(ctx context.Context, cfg UDConfig) (*UDConn, error) {
 	if r.done {
 		return nil, ErrClosed
 	}
-	if err := cfg.check("UDRequest.Accept", maxSIDRRepData); err != nil {
+	if err := cmp.Or(cfg.check("UDRequest.Accept", maxSIDRRepData), refuseLocalAddr("UDRequest.Accept", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	r.done = true
