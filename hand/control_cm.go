@@ -75,7 +75,8 @@ func CMContext(name string) (*Context, error) {
 // connection, on both of rdma_cm's paths: Dial and ConnRequest.Accept
 // (rdma_create_id), DialEP and ListenEP (rdma_create_ep, where ListenEP's
 // applies to every connection it accepts). Every field means the same on
-// both, but for StepTimeout, which only Dial can honour.
+// both, but for StepTimeout, which only Dial can honour, and LocalAddr,
+// which only the dialling side has.
 type ConnConfig struct {
 	// PD, SendCQ and RecvCQ, when set, must come from the route's device
 	// context (see CMContext). A nil PD makes the Conn allocate its own; a
@@ -122,6 +123,39 @@ type ConnConfig struct {
 	// only: rdma_create_ep resolves with librdmacm's fixed 2 s, and DialEP
 	// and ListenEP refuse a non-zero StepTimeout.
 	StepTimeout time.Duration
+	// LocalAddr is the client's source address (Dial, NewConn's
+	// ResolveAddr, DialEP): an address of the RDMA device's network
+	// interface, which the listener then sees as the client's
+	// (ConnRequest.RemoteAddr). The zero AddrPort means any address, as
+	// the route to the peer picks; port 0 picks a port. The listening
+	// side has its listener's address: Accept and ListenEP refuse it.
+	LocalAddr netip.AddrPort
+}
+
+// refuseLocalAddr refuses a LocalAddr (local) on the listening side.
+func refuseLocalAddr(op string, local netip.AddrPort) error {
+	if local != (netip.AddrPort{}) {
+		return &AttrError{Op: op, Field: "LocalAddr", Reason: fmt.Sprintf("%s: the listener's address is the local one; LocalAddr is the dialling side's", local)}
+	}
+	return nil
+}
+
+// checkLocalAddr refuses a LocalAddr (local) with a port and no address.
+func checkLocalAddr(op string, local netip.AddrPort) error {
+	if local != (netip.AddrPort{}) && !local.IsValid() {
+		return &AttrError{Op: op, Field: "LocalAddr", Reason: fmt.Sprintf("port %d with no address: give 0.0.0.0:%d for that port on any address", local.Port(), local.Port())}
+	}
+	return nil
+}
+
+// sourceSockaddr is rdma_resolve_addr's src_addr for local, in buf: nil
+// (any) for the zero AddrPort.
+func sourceSockaddr(local netip.AddrPort, buf *sockaddrBuf) *rdmacm.Sockaddr {
+	if !local.IsValid() {
+		return nil
+	}
+	*buf = sockaddrOf(local)
+	return buf.raw()
 }
 
 const (
@@ -491,7 +525,7 @@ func (r *ConnRequest) Accept(ctx context.Context, cfg ConnConfig) (*Conn, error)
 	if len(cfg.PrivateData) > maxAcceptData {
 		return nil, &AttrError{Op: "ConnRequest.Accept", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
 	}
-	if err := cfg.checkParams("ConnRequest.Accept"); err != nil {
+	if err := cmp.Or(cfg.checkParams("ConnRequest.Accept"), refuseLocalAddr("ConnRequest.Accept", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	r.done = true
@@ -601,9 +635,10 @@ func (c *Conn) connect(ctx context.Context, cfg ConnConfig) error {
 	return nil
 }
 
-// Conn is an established rdma_cm connection: an RC QP in RTS, its PD and
-// CQs, and the struct rdma_cm_id (Raw) that the rdma_post_*v fast paths
-// take.
+// Conn is an rdma_cm connection: an RC QP in RTS, its PD and CQs, and the
+// struct rdma_cm_id (Raw) that the rdma_post_*v fast paths take. Dial,
+// ConnRequest.Accept and the rdma_create_ep path return it established;
+// NewConn returns one that its steps then connect.
 type Conn struct {
 	object
 	id       *rdmacm.CMID
@@ -632,56 +667,54 @@ type Conn struct {
 	disconnecting atomic.Bool // rdma_disconnect was called
 	disconnected  atomic.Bool // the DISCONNECTED event came
 	disconnectErr error       // how it came, when not from the peer; set before disconnected
+
+	steps *connSteps // NewConn's progress; nil on a Conn Accept or the EP path made
 }
 
 // Dial connects to an rdma_cm listener at addr ("192.0.2.1:7471"):
-// resolves the address and the route, creates the QP cfg describes on the
-// device the route goes through, runs cfg.BeforeConnect (post the first
-// receives there), sends the request with cfg.PrivateData and waits until
-// the connection is established. Every step honours ctx.
-// A listener that rejects, or no listener at all, gives a *CMEventError
-// matching syscall.ECONNREFUSED.
+// resolves the address (from cfg.LocalAddr, when set) and the route,
+// creates the QP cfg describes on the device the route goes through, runs
+// cfg.BeforeConnect (post the first receives there), sends the request
+// with cfg.PrivateData and waits until the connection is established.
+// Every step honours ctx. A listener that rejects, or no listener at all,
+// gives a *CMEventError matching syscall.ECONNREFUSED.
+//
+// Dial is NewConn and its steps in one call; call them yourself to time
+// them, or to act between them.
 func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
-	if len(cfg.PrivateData) > maxConnectData {
-		return nil, &AttrError{Op: "Dial", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxConnectData)}
-	}
-	if err := cfg.checkParams("Dial"); err != nil {
+	if err := cfg.checkDial("Dial"); err != nil {
 		return nil, err
 	}
 	ap, err := resolveAddrPort(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := newCMChannel()
+	what := "dial " + ap.String()
+	c, err := newConn(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("goverbs: dial %s: %w", ap, err)
+		return nil, fmt.Errorf("goverbs: %s: %w", what, withCause(ctx, err))
 	}
-	c := &Conn{ch: ch}
-	wrap := func(step string, err error) (*Conn, error) {
-		return nil, c.fail("dial "+ap.String()+": "+step, withCause(ctx, err))
+	for _, s := range []struct {
+		step connStep
+		what string
+		do   func() error
+		ok   func()
+	}{
+		{stepResolveAddr, "resolving the address", func() error { return c.resolveAddr(ctx, ap) }, nil},
+		{stepResolveRoute, "resolving the route", func() error { return c.resolveRoute(ctx) }, c.established},
+		{stepCreateQP, "creating the QP", func() error { return c.setup(cfg, "Dial") }, nil},
+	} {
+		if err := c.runStep(ctx, s.step, what+": "+s.what, s.do, s.ok); err != nil {
+			c.release() // no one else has c
+			return nil, err
+		}
 	}
-	if c.id, err = createID(ch.raw); err != nil {
-		return wrap("creating the id", err)
+	err = c.beginConnect()
+	if err == nil {
+		err = c.connectStep(ctx)
 	}
-	dst := sockaddrOf(ap)
-	if err := rdmacm.ResolveAddr(c.id, nil, dst.raw(), int32(stepTimeout(cfg.StepTimeout))); err != nil {
-		return wrap("resolving the address", err)
-	}
-	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
-		return wrap("resolving the address", err)
-	}
-	if err := rdmacm.ResolveRoute(c.id, int32(stepTimeout(cfg.StepTimeout))); err != nil {
-		return wrap("resolving the route", err)
-	}
-	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
-		return wrap("resolving the route", err)
-	}
-	if err := c.setup(cfg, "Dial"); err != nil {
-		return wrap("creating the QP", err)
-	}
-	c.established() // the route is resolved: both addresses are known
-	if err := c.connect(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("goverbs: dial %s: connecting: %w", ap, withCause(ctx, err))
+	if err != nil {
+		return nil, fmt.Errorf("goverbs: %s: connecting: %w", what, withCause(ctx, err))
 	}
 	return c, nil
 }
@@ -985,8 +1018,8 @@ func (c *Conn) waitDisconnected(ctx context.Context) error {
 // (an MR registered on the Conn's own PD while Close ran): Close returns
 // what it could not release, and the Conn's methods return ErrClosed.
 func (c *Conn) Close() error {
-	return c.closeTearing(c.busyOwn, func() error {
-		if !c.accepting.Load() && !c.disconnecting.Swap(true) {
+	return c.closeTearing(c.closeCheck, func() error {
+		if c.connected() && !c.accepting.Load() && !c.disconnecting.Swap(true) {
 			rdmacm.Disconnect(c.id)
 		}
 		return c.release()

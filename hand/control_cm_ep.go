@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func (cfg *ConnConfig) checkEP(op string) error {
 	if cfg.StepTimeout != 0 {
 		return &AttrError{Op: op, Field: "StepTimeout", Reason: "rdma_create_ep resolves the address and route with librdmacm's fixed 2 s each: bound the call with ctx, or use Dial"}
 	}
-	return cfg.checkParams(op)
+	return cmp.Or(cfg.checkParams(op), checkLocalAddr(op, cfg.LocalAddr))
 }
 
 // checkAckTimeout refuses an ACK timeout exponent rdma_cm cannot take.
@@ -199,11 +200,15 @@ func DialEP(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	wrap := func(step string, err error) error {
 		return fmt.Errorf("goverbs: %s: %s: %w", what, step, withCause(ctx, err))
 	}
-	src, err := sourceFor(ap)
-	if err != nil {
-		return nil, wrap("finding the source address", err)
+	src := cfg.LocalAddr
+	if !src.IsValid() || src.Addr().IsUnspecified() {
+		a, err := sourceFor(ap)
+		if err != nil {
+			return nil, wrap("finding the source address", err)
+		}
+		src = netip.AddrPortFrom(a, src.Port())
 	}
-	raw, err := cmDeviceFor(src)
+	raw, err := cmDeviceFor(src.Addr())
 	if err != nil {
 		return nil, wrap("finding the device", err)
 	}
@@ -306,7 +311,7 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	if len(cfg.PrivateData) > maxAcceptData {
 		return nil, &AttrError{Op: "ListenEP", Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxAcceptData)}
 	}
-	if err := cfg.checkEP("ListenEP"); err != nil {
+	if err := cmp.Or(cfg.checkEP("ListenEP"), refuseLocalAddr("ListenEP", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	ap, err := resolveAddrPort(ctx, addr)
@@ -335,7 +340,7 @@ func ListenEP(ctx context.Context, addr string, cfg ConnConfig) (*EPListener, er
 	if err != nil {
 		return nil, wrap(err)
 	}
-	ai, err := getaddrinfo(ap, rdmacm.RaiPassive|rdmacm.RaiNumerichost, netip.Addr{})
+	ai, err := getaddrinfo(ap, rdmacm.RaiPassive|rdmacm.RaiNumerichost, netip.AddrPort{})
 	if err != nil {
 		return nil, wrap(errors.Join(err, res.close()))
 	}
@@ -618,7 +623,7 @@ func (l *EPListener) Close() error {
 // getaddrinfo is rdma_getaddrinfo for ap over RC and RDMA_PS_TCP, with src
 // (if valid) as the source address. The hints live in C memory: their
 // ai_src_addr is a pointer, which Go memory passed to C may not hold.
-func getaddrinfo(ap netip.AddrPort, flags int32, src netip.Addr) (*rdmacm.Addrinfo, error) {
+func getaddrinfo(ap netip.AddrPort, flags int32, src netip.AddrPort) (*rdmacm.Addrinfo, error) {
 	node, service := cString0(ap.Addr().String()), cString0(strconv.Itoa(int(ap.Port())))
 	type hintsMem struct {
 		hints rdmacm.Addrinfo
@@ -634,10 +639,10 @@ func getaddrinfo(ap netip.AddrPort, flags int32, src netip.Addr) (*rdmacm.Addrin
 	m.hints.AiPortSpace = rdmacm.PsTCP
 	m.hints.AiQPType = verbs.QPTRC
 	if src.IsValid() {
-		m.src = sockaddrOf(netip.AddrPortFrom(src, 0))
+		m.src = sockaddrOf(src)
 		// The kernel wants the exact length of the family's sockaddr.
 		m.hints.AiSrcLen = 28 // sizeof(struct sockaddr_in6)
-		if src.Is4() {
+		if src.Addr().Is4() {
 			m.hints.AiSrcLen = 16 // sizeof(struct sockaddr_in)
 		}
 		m.hints.AiSrcAddr = m.src.raw()

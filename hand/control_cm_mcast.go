@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func NewMulticast(ctx context.Context, local string, cfg UDConfig) (*Multicast, 
 	if len(cfg.PrivateData) > 0 {
 		return nil, &AttrError{Op: "NewMulticast", Field: "PrivateData", Reason: "a multicast join carries none"}
 	}
-	if err := cfg.check("NewMulticast", 0); err != nil {
+	if err := cmp.Or(cfg.check("NewMulticast", 0), refuseLocalAddr("NewMulticast", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	a, err := resolveAddr(ctx, local)

@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,11 @@ type UDConfig struct {
 	// StepTimeout bounds address and route resolution (DialUD) and the
 	// SIDR request each; 0 means 2 s.
 	StepTimeout time.Duration
+	// LocalAddr is DialUD's source address, as ConnConfig.LocalAddr is
+	// Dial's: the zero AddrPort means any, port 0 any port.
+	// UDRequest.Accept and NewMulticast refuse it (NewMulticast takes its
+	// local address as an argument).
+	LocalAddr netip.AddrPort
 }
 
 // check refuses what the QP or the private data cannot be, before anything
@@ -75,7 +81,7 @@ func (cfg *UDConfig) check(op string, maxData int) error {
 	if len(cfg.PrivateData) > maxData {
 		return &AttrError{Op: op, Field: "PrivateData", Reason: fmt.Sprintf("%d bytes: at most %d", len(cfg.PrivateData), maxData)}
 	}
-	return cfg.caps().check(op)
+	return cmp.Or(checkLocalAddr(op, cfg.LocalAddr), cfg.caps().check(op))
 }
 
 func (cfg *UDConfig) caps() QPCaps {
@@ -270,7 +276,9 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	}
 	timeout := int32(stepTimeout(cfg.StepTimeout))
 	dst := sockaddrOf(ap)
-	if err := rdmacm.ResolveAddr(c.id, nil, dst.raw(), timeout); err != nil {
+	var srcBuf sockaddrBuf
+	src := sourceSockaddr(cfg.LocalAddr, &srcBuf)
+	if err := rdmacm.ResolveAddr(c.id, src, dst.raw(), timeout); err != nil {
 		return wrap("resolving the address", err)
 	}
 	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
@@ -455,7 +463,7 @@ func (r *UDRequest) Accept(ctx context.Context, cfg UDConfig) (*UDConn, error) {
 	if r.done {
 		return nil, ErrClosed
 	}
-	if err := cfg.check("UDRequest.Accept", maxSIDRRepData); err != nil {
+	if err := cmp.Or(cfg.check("UDRequest.Accept", maxSIDRRepData), refuseLocalAddr("UDRequest.Accept", cfg.LocalAddr)); err != nil {
 		return nil, err
 	}
 	r.done = true

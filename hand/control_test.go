@@ -640,6 +640,7 @@ func TestListenDialWithoutDevice(t *testing.T) {
 	}{
 		{"Listen", "goverbs: listen on 127.0.0.1:7471: ", func() error { _, err := Listen(ctx, "127.0.0.1:7471"); return err }},
 		{"Dial", "goverbs: dial 127.0.0.1:7471: ", func() error { _, err := Dial(ctx, "127.0.0.1:7471", ConnConfig{}); return err }},
+		{"NewConn", "goverbs: NewConn: ", func() error { _, err := NewConn(ConnConfig{}); return err }},
 		{"ListenEP", "goverbs: listen on 127.0.0.1:7471 (rdma_create_ep path): ", func() error { _, err := ListenEP(ctx, "127.0.0.1:7471", ConnConfig{}); return err }},
 		{"ListenEP wildcard", "goverbs: listen on 0.0.0.0:7471 (rdma_create_ep path): ", func() error { _, err := ListenEP(ctx, ":7471", ConnConfig{}); return err }},
 		{"DialEP", "goverbs: dial 127.0.0.1:7471 (rdma_create_ep path): finding the device: ", func() error {
@@ -1032,6 +1033,10 @@ func TestConnParamAttrErrors(t *testing.T) {
 		require.ErrorAs(t, err, &ae, "%s", c.field)
 		require.Equal(t, c.field, ae.Field)
 		require.Equal(t, "Dial", ae.Op)
+		_, err = NewConn(c.cfg)
+		require.ErrorAs(t, err, &ae, "%s", c.field)
+		require.Equal(t, c.field, ae.Field)
+		require.Equal(t, "NewConn", ae.Op)
 		_, err = ListenEP(context.Background(), "192.0.2.1:0", c.cfg)
 		require.ErrorAs(t, err, &ae, "%s", c.field)
 		require.Equal(t, c.field, ae.Field)

@@ -119,6 +119,17 @@
 // port such a program, or when every connection is alike and should share
 // the listener's CQs.
 //
+// Dial is the client's steps in one call. NewConn makes a Conn that takes
+// them one at a time: Bind (a source address), ResolveAddr, ResolveRoute,
+// CreateQP, Connect. Use Dial unless something must happen between the
+// steps: timing each one (goverbs-cmtime does), an rdma_set_option on the
+// Raw id before a resolution, receives posted between CreateQP and Connect
+// without a hook, or a source address chosen per step (Dial takes one too,
+// as ConnConfig.LocalAddr). A step out of order says which must come
+// first; Close works at every step. A program on generated/rdmacm comes
+// back to hand through ContextOf, which wraps librdmacm's device context of
+// a raw id (its Verbs) for PDs, CQs and MRs.
+//
 // Datagrams go over rdma_cm's UDP port space: DialUD and ListenUD give a
 // *UDConn, a UD QP with the peer's AH, QPN and Q_Key (UDConfig, with its
 // own BeforeConnect); NewMulticast joins groups (Multicast.Join, full or

@@ -280,7 +280,8 @@ bench-guest:
 # C's client and server, hand's (Dial, Accept, Disconnect, Close), hand's
 # with one PD and CQ for all connections (-shared), and a client written on
 # generated/rdmacm, cmtime's calls with nothing of hand's (-layer raw),
-# against C's server. Prints per step the median us per connection (the
+# and one on hand's step methods (-layer step), both against C's server.
+# Prints per step the median us per connection (the
 # step's wall time for all of them over their number) and the ratio to
 # C's, then each server's CPU time per connection (its rusage, less that of
 # one killed as it listens). hand.Dial does create id to create qp in one call,

@@ -3,24 +3,31 @@
 // program or the C one (both are plain rdma_cm peers on RDMA_PS_TCP, port
 // 7471 by default, with no private data).
 //
-//	goverbs-cmtime -c 100                    # server: accept 100 connections, then exit
-//	goverbs-cmtime -s 192.0.2.1 -c 100       # client over hand (Dial, Disconnect, Close)
-//	goverbs-cmtime -s 192.0.2.1 -layer raw   # client over generated/rdmacm, cmtime's steps
-//	goverbs-cmtime -compare -runs 5 -c 100   # C cmtime against this, alternately (see compare.go)
+//	goverbs-cmtime -c 100                        # server: accept 100 connections, then exit
+//	goverbs-cmtime -s 192.0.2.1 -c 100           # client over hand (Dial, Disconnect, Close)
+//	goverbs-cmtime -s 192.0.2.1 -layer step      # client over hand's steps (NewConn, Bind, ResolveAddr...)
+//	goverbs-cmtime -s 192.0.2.1 -layer raw       # client over generated/rdmacm, cmtime's calls
+//	goverbs-cmtime -s 192.0.2.1 -b 192.0.2.1     # client from that source address
+//	goverbs-cmtime -compare -runs 5 -c 100       # C cmtime against this, alternately (see compare.go)
 //
 // The client prints cmtime's table: per step the wall time of the step for
 // all connections, the slowest and fastest connection, and the wall time
-// per connection. The raw layer runs cmtime's steps with its calls, so its
-// rows match the C tool's line for line. hand.Dial does create id to
-// connect in one call: the hand client times the part up to the QP
-// (BeforeConnect, where every Dial waits until all have reached it) as
-// "resolve+qp", and the connect after it as "connect". -shared gives every
-// connection one PD and one CQ (ConnConfig.PD, SendCQ), where C's cmtime
-// and hand's default make them per connection.
+// per connection. The step layer runs cmtime's steps with hand's step
+// methods (hand.NewConn is "create id": the event channel and the id),
+// each for all connections at once, one goroutine each; with -b, "bind
+// addr" (Conn.Bind) comes after it. The raw layer runs cmtime's steps with
+// its calls, so its rows match the C tool's line for line: it is the
+// control for what hand adds. hand.Dial does create id to connect in one
+// call: the hand client times the part up to the QP (BeforeConnect, where
+// every Dial waits until all have reached it) as "resolve+qp", and the
+// connect after it as "connect"; -b is its ConnConfig.LocalAddr. -shared
+// gives every connection one PD and one CQ (ConnConfig.PD, SendCQ), where
+// C's cmtime and hand's default make them per connection.
 //
-// The server accepts -c connections, answers each disconnect and closes
-// the connection, and exits when all are closed; with -cpu it prints its
-// CPU time (user+system, getrusage) at exit.
+// The server accepts -c connections on -b (default: any address),
+// answers each disconnect and closes the connection, and exits when all
+// are closed; with -cpu it prints its CPU time (user+system, getrusage)
+// at exit.
 package cmtime
 
 import (
@@ -76,11 +83,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var cfg config
 	var cmp compareConfig
 	fs.StringVar(&cfg.server, "s", "", "server address: run as the client (without it, the server)")
-	fs.StringVar(&cfg.bind, "b", "", "the server's bind address (default: any)")
+	fs.StringVar(&cfg.bind, "b", "", "bind address: the server listens on it, a client connects from it (default: any)")
 	fs.IntVar(&cfg.port, "p", 7471, "port")
 	fs.IntVar(&cfg.conns, "c", 100, "connections")
-	fs.StringVar(&cfg.layer, "layer", "hand", "the client's layer: hand, or raw (generated/rdmacm, cmtime's calls)")
-	fs.BoolVar(&cfg.shared, "shared", false, "one PD and one CQ for all connections (hand only)")
+	fs.StringVar(&cfg.layer, "layer", "hand", "the client's layer: hand (Dial), step (hand's NewConn and step methods), or raw (generated/rdmacm, cmtime's calls)")
+	fs.BoolVar(&cfg.shared, "shared", false, "one PD and one CQ for all connections (hand and step only)")
 	fs.BoolVar(&cfg.cpu, "cpu", false, "server: print the process's CPU time at exit")
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
 	prof := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
@@ -91,9 +98,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if cfg.conns < 0 || (cfg.layer != "hand" && cfg.layer != "raw") || (cfg.shared && cfg.layer != "hand") {
-		fmt.Fprintln(stderr, "goverbs-cmtime: -c must be 0 or more, -layer hand or raw, and -shared needs -layer hand")
+	if cfg.conns < 0 || (cfg.layer != "hand" && cfg.layer != "step" && cfg.layer != "raw") || (cfg.shared && cfg.layer == "raw") {
+		fmt.Fprintln(stderr, "goverbs-cmtime: -c must be 0 or more, -layer hand, step or raw, and -shared needs -layer hand or step")
 		return 2
+	}
+	if cfg.bind != "" {
+		if _, err := netip.ParseAddr(cfg.bind); err != nil {
+			fmt.Fprintln(stderr, "goverbs-cmtime: -b:", err)
+			return 2
+		}
 	}
 	if *prof != "" {
 		f, err := os.Create(*prof)
@@ -117,9 +130,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, cfg, stdout)
 	default:
 		var t *timings
-		if cfg.layer == "raw" {
+		switch cfg.layer {
+		case "raw":
 			t, err = clientRaw(ctx, cfg, stdout)
-		} else {
+		case "step":
+			t, err = clientStep(ctx, cfg, stdout)
+		default:
 			t, err = clientHand(ctx, cfg, stdout)
 		}
 		if err == nil {
@@ -178,6 +194,15 @@ func (cfg config) addr(host string) string {
 	return netip.AddrPortFrom(netip.MustParseAddr(host), uint16(cfg.port)).String()
 }
 
+// source is the client's source address, -b with any port, or the zero
+// AddrPort without -b.
+func (cfg config) source() netip.AddrPort {
+	if cfg.bind == "" {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr(cfg.bind), 0)
+}
+
 // connConfig is cmtime's QP: one WR and one SGE each way.
 func connConfig() hand.ConnConfig {
 	return hand.ConnConfig{Caps: hand.QPCaps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 2}
@@ -216,6 +241,7 @@ func clientHand(ctx context.Context, cfg config, stdout io.Writer) (*timings, er
 	t := newTimings(cfg.conns)
 	addr := cfg.addr(cfg.server)
 	cc := connConfig()
+	cc.LocalAddr = cfg.source()
 	var sh shared
 	defer sh.close()
 	// librdmacm reads the devices once, at a process's first call (C's
@@ -304,6 +330,79 @@ func clientHand(ctx context.Context, cfg config, stdout io.Writer) (*timings, er
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("connection %d: %w", i, err)
+		}
+	}
+	return t, nil
+}
+
+// clientStep is cmtime's client on hand's step methods: each step is
+// started for every connection at once, one goroutine each, and timed
+// until the last one returns, as cmtime starts a step for all its ids and
+// waits for all their events.
+func clientStep(ctx context.Context, cfg config, stdout io.Writer) (*timings, error) {
+	t := newTimings(cfg.conns)
+	addr := cfg.addr(cfg.server)
+	cc := connConfig()
+	var sh shared
+	defer sh.close()
+	// Made before the clock runs, as clientHand's.
+	dev, err := hand.CMContext("")
+	if err != nil {
+		return nil, err
+	}
+	defer dev.Close()
+	if cfg.shared {
+		if cc.PD, cc.SendCQ, err = sh.get(dev, cfg.conns); err != nil {
+			return nil, err
+		}
+	}
+	conns := make([]*hand.Conn, cfg.conns)
+	defer closeAll(conns) // after a failure: Close is a no-op on a closed Conn
+	errs := make([]error, cfg.conns)
+	// each runs step s (what, cmtime's message) for every connection at
+	// once and returns the first failure.
+	each := func(s int, what string, do func(i int) error) error {
+		fmt.Fprintln(stdout, what)
+		var wg sync.WaitGroup
+		t.start(s)
+		for i := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.per[i][s][0] = time.Now()
+				errs[i] = do(i)
+				t.per[i][s][1] = time.Now()
+			}()
+		}
+		wg.Wait()
+		t.end(s)
+		for i, err := range errs {
+			if err != nil {
+				return fmt.Errorf("connection %d, %s: %w", i, stepNames[s], err)
+			}
+		}
+		return nil
+	}
+	steps := []struct {
+		step int
+		what string
+		do   func(i int) error
+	}{
+		{stepCreateID, "creating id", func(i int) (err error) { conns[i], err = hand.NewConn(cc); return err }},
+		{stepBind, "binding source address", func(i int) error { return conns[i].Bind(cfg.source()) }},
+		{stepResolveAddr, "resolving address", func(i int) error { return conns[i].ResolveAddr(ctx, addr) }},
+		{stepResolveRoute, "resolving route", func(i int) error { return conns[i].ResolveRoute(ctx) }},
+		{stepCreateQP, "creating qp", func(i int) error { return conns[i].CreateQP() }},
+		{stepConnect, "connecting", func(i int) error { return conns[i].Connect(ctx) }},
+		{stepDisconnect, "disconnecting", func(i int) error { return conns[i].Disconnect(ctx) }},
+		{stepDestroy, "destroying id", func(i int) error { return conns[i].Close() }},
+	}
+	for _, s := range steps {
+		if s.step == stepBind && cfg.bind == "" {
+			continue
+		}
+		if err := each(s.step, s.what, s.do); err != nil {
+			return nil, err
 		}
 	}
 	return t, nil
@@ -477,6 +576,19 @@ func clientRaw(ctx context.Context, cfg config, stdout io.Writer) (*timings, err
 		}
 	}
 
+	if cfg.bind != "" {
+		src := rdmacm.SockaddrOf(cfg.source())
+		fmt.Fprintln(stdout, "binding source address")
+		t.start(stepBind)
+		for i, id := range ids {
+			t.per[i][stepBind][0] = time.Now()
+			if err := rdmacm.BindAddr(id, src); err != nil {
+				return nil, fmt.Errorf("rdma_bind_addr: %w", err)
+			}
+			t.per[i][stepBind][1] = time.Now()
+		}
+		t.end(stepBind)
+	}
 	dst := rdmacm.SockaddrOf(netip.MustParseAddrPort(cfg.addr(cfg.server)))
 	fmt.Fprintln(stdout, "resolving address")
 	t.start(stepResolveAddr)

@@ -33,21 +33,27 @@ type bcPath struct {
 
 func bcData(client netip.AddrPort) []byte { return []byte("for " + client.String()) }
 
-var bcPaths = []bcPath{
-	{name: "Dial", dial: hand.Dial, listen: func(t *testing.T, cfg hand.ConnConfig) (string, func(context.Context, bool) (*hand.Conn, error)) {
-		l := ctlListen(t)
-		return l.Addr().String(), func(ctx context.Context, perConn bool) (*hand.Conn, error) {
-			req, err := l.Accept(ctx)
-			if err != nil {
-				return nil, err
-			}
-			c := cfg
-			if perConn {
-				c.PrivateData = bcData(req.RemoteAddr())
-			}
-			return req.Accept(ctx, c)
+// bcListen is the listening side of the rdma_create_id path: Listen, and
+// ConnRequest.Accept.
+func bcListen(t *testing.T, cfg hand.ConnConfig) (string, func(context.Context, bool) (*hand.Conn, error)) {
+	l := ctlListen(t)
+	return l.Addr().String(), func(ctx context.Context, perConn bool) (*hand.Conn, error) {
+		req, err := l.Accept(ctx)
+		if err != nil {
+			return nil, err
 		}
-	}},
+		c := cfg
+		if perConn {
+			c.PrivateData = bcData(req.RemoteAddr())
+		}
+		return req.Accept(ctx, c)
+	}
+}
+
+var bcPaths = []bcPath{
+	{name: "Dial", dial: hand.Dial, listen: bcListen},
+	// NewConn and its steps, called one by one (cm_steps_test.go).
+	{name: "Steps", dial: stepsDial, listen: bcListen},
 	{name: "DialEP", dial: hand.DialEP, listen: func(t *testing.T, cfg hand.ConnConfig) (string, func(context.Context, bool) (*hand.Conn, error)) {
 		l := cmepListen(t, cfg)
 		return l.Addr().String(), func(ctx context.Context, perConn bool) (*hand.Conn, error) {

@@ -17,12 +17,14 @@ import (
 const cmtimeChildEnv = "GOVERBS_TEST_RUN_CMTIME"
 
 // goverbs-cmtime against rdma-core's cmtime on rxe0, 10 connections, both
-// ways round: the hand client, the hand client with one PD and CQ
-// (-shared) and the raw client against C's server, and C's client against
-// the hand server. Every client must print cmtime's table with the rows of
-// its steps, each with a positive time per connection, and the Go server
-// must exit once its 10 connections are closed. make perf-cmtime times
-// them against each other.
+// ways round: the step client (hand's NewConn and step methods, cmtime's
+// rows), the step client from a source address (-b, with cmtime's "bind
+// addr" row), the hand client with one PD and CQ (-shared, Dial) and the
+// raw client against C's server, and C's client against the hand server.
+// Every client must print cmtime's table with the rows of its steps, each
+// with a positive time per connection, and the Go server must exit once
+// its 10 connections are closed. make perf-cmtime times them against each
+// other.
 func TestInteropCmtime(t *testing.T) {
 	RequireDevice(t)
 	// rdma-core 65.0's cmtime is another program: a controller and peers
@@ -40,12 +42,14 @@ func TestInteropCmtime(t *testing.T) {
 	require.NotEmpty(t, addr, "RXE_ADDR: run under cmd/rxevm, which sets it")
 	handRows := []string{"resolve+qp", "connect", "disconnect", "destroy"}
 	rawRows := []string{"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"}
+	bindRows := append([]string{"bind addr"}, rawRows...)
 	for _, tc := range []struct {
 		name           string
 		server, client []string // argv; "" is this binary as goverbs-cmtime
 		rows           []string
 	}{
-		{"go_hand_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-s", addr, "-c", conns, "-p", port}, handRows},
+		{"go_step_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-layer", "step", "-s", addr, "-c", conns, "-p", port}, rawRows},
+		{"go_step_bind_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-layer", "step", "-b", addr, "-s", addr, "-c", conns, "-p", port}, bindRows},
 		{"go_hand_shared_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-shared", "-s", addr, "-c", conns, "-p", port}, handRows},
 		{"go_raw_client", []string{"cmtime", "-c", conns, "-p", port}, []string{"", "-layer", "raw", "-s", addr, "-c", conns, "-p", port}, rawRows},
 		{"c_client_go_server", []string{"", "-c", conns, "-p", port}, []string{"cmtime", "-s", addr, "-c", conns, "-p", port}, rawRows},
