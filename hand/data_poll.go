@@ -342,7 +342,7 @@ func NewExPoller(cq *CQ, n int) (*ExPoller, error) {
 // readers of fields it was not asked for. The opcode, wc_flags and, on an
 // error, vendor_err are always read. cq must be C memory, and n as for
 // NewPollerRaw. Close releases it.
-func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags verbs.CreateCQWCFlags) (*ExPoller, error) {
+func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags CQWCFlags) (*ExPoller, error) {
 	// each completion's WC and timestamp, then the failure slot
 	size, ok := pollerBytes(n, unsafe.Sizeof(WC{})+8, 8)
 	if cq == nil || !ok {
