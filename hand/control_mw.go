@@ -198,9 +198,11 @@ func (v SendWRs) SetLocalInv(i int, wrID uint64, flags SendFlags, rkey uint32) {
 // SetSendInv makes WR i a send that invalidates rkey at the receiver
 // (IBV_WR_SEND_WITH_INV): the peer's type 2 window (or fast-registered MR)
 // under rkey stops granting access when the send arrives, and the
-// receiver's completion carries the flag IBV_WC_WITH_INV and the key
-// (WC.InvalidatedRKey). This is how a peer hands a per-operation grant
-// back when it is done with it. It does not allocate.
+// receiver's completion carries the key in invalidated_rkey, flagged
+// IBV_WC_WITH_INV (WC.InvalidatedRKey; rxe sets the kernel's flag value
+// instead, so there the key is only in the raw completion). This is how a
+// peer hands a per-operation grant back when it is done with it. It does
+// not allocate.
 func (v SendWRs) SetSendInv(i int, wrID uint64, flags SendFlags, sge SGE, rkey uint32) {
 	w := fill(&v.wr[i], wrID, verbs.WROpSendWithInv, flags, 0, sge)
 	*w.InvalidateRKey() = rkey
