@@ -58,6 +58,7 @@ func TestNoAllocsSend(t *testing.T) {
 	remote := remoteAt(raddr, rkey)
 	big, err := hand.NewRemoteBuffer(raddr, allocChain*64, rkey)
 	require.NoError(t, err)
+	allocMW, allocMR, _, _ := mwOnPage(t, hand.MWType2, 0x4200)
 	for _, tc := range []struct {
 		name string
 		add  func(c *hand.SendChain, r *rig, i int)
@@ -101,6 +102,11 @@ func TestNoAllocsSend(t *testing.T) {
 			c.Reserve(1).SetFetchAdd(0, uint64(i), sig, sge(i), raddr, rkey, 1)
 		}, false},
 		{"inline", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetInline(0, uint64(i), sig, data) }, false},
+		{"bind_mw", func(c *hand.SendChain, r *rig, i int) {
+			c.Reserve(1).SetBindMW(0, uint64(i), sig, allocMW, allocMR, 64*i, 64, hand.AccessRemoteWrite)
+		}, false},
+		{"local_inv", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetLocalInv(0, uint64(i), sig, rkey) }, false},
+		{"send_inv", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetSendInv(0, uint64(i), sig, sge(i), rkey) }, false},
 		{"unsignaled", func(c *hand.SendChain, r *rig, i int) { c.Reserve(1).SetSend(0, uint64(i), 0, sge(i)) }, false},
 		{"ud", func(c *hand.SendChain, r *rig, i int) {
 			c.Reserve(1).SetUD(0, uint64(i), sig, sge(i), r.hah, 0x42, 0x1111)

@@ -42,6 +42,22 @@
 // move more bytes than the buffer holds. A peer's QP address is an Endpoint
 // (QPN, PSN, GID), checked the same way when decoded.
 //
+// What an rkey opens, and for how long: an MR's rkey opens the MR, with
+// the MR's remote access flags, to every QP of its PD for as long as the
+// MR is registered. Ending a connection therefore does not by itself
+// revoke it when the PD is shared with other connections: close the MR
+// (or use a window). A Conn that made its own PD refuses to close
+// (*BusyError) while MRs on it are open, so once it has closed, the rkeys
+// of those MRs are gone. A type 2 memory window (PD.NewMW,
+// SendWRs.SetBindMW) is a grant to one QP: its rkey opens only its part of
+// the MR, only to work requests arriving on that QP, and only until a
+// local invalidate (SendWRs.SetLocalInv) or the peer's send with
+// invalidate (SendWRs.SetSendInv). A revoked or foreign key gets the peer
+// a remote access error (IBV_WC_REM_ACCESS_ERR) and leaves the memory
+// untouched. Register memory with the remote access its peer needs and no
+// more (AccessRemoteWrite for a buffer the peer only writes). tests/rxe
+// holds each of these on soft-RoCE.
+//
 // # Posting
 //
 // RecvChain and SendChain post chains of work requests with one cgo call

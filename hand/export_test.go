@@ -28,3 +28,20 @@ func AHOn(raw *verbs.AH) *AH { return &AH{raw: raw, live: raw} }
 
 // Closed marks ah closed, as Close does after ibv_destroy_ah.
 func (ah *AH) Closed() { ah.live = nil }
+
+// MWOn is an MW of type typ on raw alone (C memory the test made), for
+// SetBindMW without a device.
+func MWOn(raw *verbs.MW, typ MWType) *MW {
+	mw := &MW{raw: raw, typ: typ}
+	mw.rkey.Store(raw.RKey)
+	return mw
+}
+
+// MROn is an MR on raw alone, of length bytes at addr, for SetBindMW
+// without a device.
+func MROn(raw *verbs.MR, addr uint64, length int) *MR {
+	return &MR{raw: raw, addr: addr, length: length}
+}
+
+// MarkClosed marks mw closed, as Close does.
+func (mw *MW) MarkClosed() { mw.closed = true }

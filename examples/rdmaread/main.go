@@ -59,7 +59,7 @@ func serve(ctx context.Context, addr, msg string) {
 		log.Fatal(err)
 	}
 	defer pd.Close()
-	mr, err := pd.Alloc(len(msg), hand.AccessLocalWrite|hand.AccessRemoteRead)
+	mr, err := pd.Alloc(len(msg), hand.AccessRemoteRead) // read by the peer, written only by this program
 	if err != nil {
 		log.Fatal(err)
 	}

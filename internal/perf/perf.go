@@ -393,7 +393,8 @@ func Run(cfg Config, out io.Writer) (err error) {
 		return err
 	}
 	closers = append(closers, pd.Close)
-	mr, err := pd.Alloc(cfg.Size, hand.AccessLocalWrite|hand.AccessRemoteWrite|hand.AccessRemoteRead)
+	access := hand.AccessLocalWrite | peerAccess(cfg)
+	mr, err := pd.Alloc(cfg.Size, access)
 	if err != nil {
 		return err
 	}
@@ -449,7 +450,7 @@ func Run(cfg Config, out io.Writer) (err error) {
 		}
 		local.GID = g
 	}
-	if err := qp.ToInit(hand.InitAttr{Port: cfg.IBPort, Access: hand.AccessLocalWrite | hand.AccessRemoteWrite | hand.AccessRemoteRead}); err != nil {
+	if err := qp.ToInit(hand.InitAttr{Port: cfg.IBPort, Access: access}); err != nil {
 		return err
 	}
 	// Receives go up before the peer can send.
@@ -724,4 +725,22 @@ func reportLat(out io.Writer, cfg Config, lat []time.Duration) {
 // before it ends (engine.reapSends).
 func reportSends(out io.Writer, posted, pending int) {
 	fmt.Fprintf(out, " sends: %d posted, %d completed before the report\n", posted, posted-pending)
+}
+
+// peerAccess is the remote access this side's buffer and QP grant the
+// peer: the one operation the peer's loop posts to it (the client's writes
+// in write_bw, its reads in read_bw, on the server's buffer) and nothing
+// else. The rkey goes to the peer with the address either way, as
+// perftest's exchange has it, but opens only what the mode uses.
+func peerAccess(cfg Config) hand.Access {
+	if cfg.Server != "" {
+		return 0 // the client's buffer is only ever local to it
+	}
+	switch cfg.Mode {
+	case WriteBW:
+		return hand.AccessRemoteWrite
+	case ReadBW:
+		return hand.AccessRemoteRead
+	}
+	return 0
 }

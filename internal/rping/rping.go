@@ -199,16 +199,24 @@ func newSession(conn *hand.Conn, size int, client bool) (s *session, err error) 
 			err = errors.Join(err, s.close())
 		}
 	}()
-	remote := hand.AccessLocalWrite | hand.AccessRemoteRead | hand.AccessRemoteWrite
+	// Each buffer gets the access its one use needs and no more: the
+	// server's buf is never advertised (it is the destination of the
+	// server's read and the source of its write), the client's start is
+	// advertised only for the server to read and its buf only for the
+	// server to write, so a peer holding one rkey cannot do the other.
+	bufAccess := hand.AccessLocalWrite
+	if client {
+		bufAccess |= hand.AccessRemoteWrite
+	}
 	pd := conn.PD()
 	if s.ctl, err = pd.Alloc(2*infoSize, hand.AccessLocalWrite); err != nil {
 		return s, err
 	}
-	if s.buf, err = pd.Alloc(size, remote); err != nil {
+	if s.buf, err = pd.Alloc(size, bufAccess); err != nil {
 		return s, err
 	}
 	if client {
-		if s.start, err = pd.Alloc(size, remote); err != nil {
+		if s.start, err = pd.Alloc(size, hand.AccessRemoteRead); err != nil {
 			return s, err
 		}
 	}

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cmtimeChildEnv) == "1" {
 		os.Exit(cmtime.Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv(staleKeyChildEnv) == "1" {
+		os.Exit(skChild(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 
