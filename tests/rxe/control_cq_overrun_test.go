@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -121,5 +122,15 @@ func TestControlCQOverrun(t *testing.T) {
 	t.Logf("CQ of %d entries (asked %d), %d WRs posted (%d sends, %d receives, all signaled): "+
 		"first IBV_EVENT_CQ_ERR read %v after the post, %d more within 100 ms; polled %d completions "+
 		"(%d failed), then ErrCQOverrun; receiving QP %v, sending QP %v",
-		cq.Size(), depth, 2*n, n, n, after.Round(time.Microsecond), more, got, failed, state, sa)
+		cq.Size(), depth, 2*n, n, n, after.Round(time.Microsecond), more, got, failed, qpStateName(state), qpStateName(sa))
+}
+
+// qpStateName is the IBV_QPS_ name of s, for the figures.
+func qpStateName(s hand.QPState) string {
+	names := map[hand.QPState]string{verbs.QPSReset: "RESET", verbs.QPSInit: "INIT", verbs.QPSRtr: "RTR",
+		verbs.QPSRts: "RTS", verbs.QPSSqd: "SQD", verbs.QPSSqe: "SQE", verbs.QPSErr: "ERR"}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprint(uint32(s))
 }
