@@ -144,7 +144,9 @@ func (cq *CQ) undo() { cq.closing.Store(false) }
 // true and every poll of the CQ (CQ.Poll, Poller.Poll, PollSpin, Wait,
 // WaitThread, ExPoller.Poll) returns the completions that are left and
 // then, instead of an empty poll, an *OverrunError matching ErrCQOverrun,
-// for good: which work requests finished is no longer known. A program
+// for good: which work requests finished is no longer known (a wait
+// already parked when the event is read is not woken by it; one begun
+// after returns at once). A program
 // that sees it should stop posting to the CQ's QPs, close them and the
 // CQ, and make the new CQ deep enough. Only a program that reads the
 // async events learns of an overrun: hand reads none on its own.
