@@ -133,6 +133,23 @@ func (cq *CQ) undo() { cq.closing.Store(false) }
 // ibv_cq_ex) when made with CQOptions.Extended. Reap its completions with a
 // Poller (NewPoller(cq, n)) or, for an extended CQ, an ExPoller
 // (NewExPoller(cq, n)).
+//
+// A CQ must hold every completion its QPs can have outstanding at once:
+// at least the sum of their send and receive queue depths (signaled sends
+// only, where sends are unsignaled). A device with no room for a
+// completion drops it and reports IBV_EVENT_CQ_ERR, an async event;
+// soft-RoCE then moves a QP whose receive could not complete to the
+// error state, and loses a send's completion with the QP still working.
+// Once Context.NextEvent (or Events) has read that event, Overrun is
+// true and every poll of the CQ (CQ.Poll, Poller.Poll, PollSpin, Wait,
+// WaitThread, ExPoller.Poll) returns the completions that are left and
+// then, instead of an empty poll, an *OverrunError matching ErrCQOverrun,
+// for good: which work requests finished is no longer known (a wait
+// already parked when the event is read is not woken by it; one begun
+// after returns at once). A program
+// that sees it should stop posting to the CQ's QPs, close them and the
+// CQ, and make the new CQ deep enough. Only a program that reads the
+// async events learns of an overrun: hand reads none on its own.
 type CQ struct {
 	object
 	ctx      *Context
@@ -153,6 +170,10 @@ type CQ struct {
 	// Poller.WaitThread, which holds the CQ while it blocks, sees it
 	// before it blocks and lets go.
 	closing atomic.Bool
+	// overrun is the error the polls return once the CQ is empty, set
+	// when Context.NextEvent reads an IBV_EVENT_CQ_ERR naming this CQ;
+	// made then, once, so that the polls that return it allocate nothing.
+	overrun atomic.Pointer[OverrunError]
 }
 
 // CQOptions configures NewCQ.
@@ -240,6 +261,28 @@ func (cq *CQ) Size() int { return int(cq.size.Load()) }
 // Channel returns the completion channel the CQ signals, or nil.
 func (cq *CQ) Channel() *CompChannel { return cq.ch }
 
+// Overrun reports whether the device dropped a completion for want of
+// room in the CQ, as far as this program knows: an IBV_EVENT_CQ_ERR naming
+// the CQ was read by Context.NextEvent or Events. It does not go back to
+// false: see CQ for what to do.
+func (cq *CQ) Overrun() bool { return cq.overrun.Load() != nil }
+
+// overrunErr returns the overrun's error, or nil: what a poll that found
+// the CQ empty returns.
+func (cq *CQ) overrunErr() error {
+	if e := cq.overrun.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// markOverrun records an IBV_EVENT_CQ_ERR of the CQ, the first one only.
+func (cq *CQ) markOverrun() {
+	if cq.overrun.Load() == nil {
+		cq.overrun.CompareAndSwap(nil, &OverrunError{CQ: cq.label, Size: cq.Size()})
+	}
+}
+
 // RequestNotify arms the CQ: the next completion (with solicitedOnly, the
 // next solicited one) raises one event on its channel. Poll the CQ empty
 // after arming and before Wait, or a completion that arrived before the
@@ -271,7 +314,8 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 // how many. It is the simple path for control code and tests; the data
 // path uses a Poller, which polls into C memory without allocating. A
 // failed poll (a negative ibv_poll_cq, the provider's code) is a
-// *PollError, as a Poller's is.
+// *PollError, as a Poller's is. An empty poll of a CQ that overran is an
+// *OverrunError (see CQ).
 func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
 	if err := cq.use(); err != nil {
 		return 0, err
@@ -281,6 +325,9 @@ func (cq *CQ) Poll(wc []verbs.WC) (int, error) {
 		return 0, nil
 	}
 	n, err := verbs.PollCQ(cq.raw, int32(len(wc)), &wc[0])
+	if n == 0 && err == nil {
+		return 0, cq.overrunErr()
+	}
 	return n, pollCQErr(err)
 }
 

@@ -233,7 +233,9 @@ func (p *Poller) Close() error {
 // Poll reaps up to n completions with one ibv_poll_cq call. The returned
 // slice aliases the Poller's C-allocated buffer and is valid until the next
 // Poll or Close; it is empty when the CQ is. On failure it returns a
-// *PollError, owned by the poller. Poll does not allocate.
+// *PollError, owned by the poller. Poll does not allocate. An empty poll
+// of a CQ that overran returns the CQ's *OverrunError (see CQ); a
+// NewPollerRaw poller cannot know of an overrun.
 func (p *Poller) Poll() ([]WC, error) {
 	return p.poll(0, 1)
 }
@@ -285,6 +287,13 @@ func (p *Poller) poll(from, polls int) ([]WC, error) {
 	if r < 0 {
 		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
 		return nil, &p.err
+	}
+	// An empty poll of a CQ that overran says so (see CQ); only an empty
+	// one, so that the check costs the polls that reap nothing.
+	if r == 0 && p.owner != nil {
+		if err := p.owner.overrunErr(); err != nil {
+			return nil, err
+		}
 	}
 	return wc[:r], nil
 }
@@ -438,6 +447,11 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 		p.err = PollError{Op: "ibv_start_poll", Ret: int(*p.fail)}
 		*p.fail = 0
 		return nil, &p.err
+	}
+	if r == 0 && p.owner != nil { // as Poller.poll
+		if err := p.owner.overrunErr(); err != nil {
+			return nil, err
+		}
 	}
 	return p.wc[:r], nil
 }

@@ -118,6 +118,25 @@
 // rdma-core lacks (naming the first release that has it); without
 // rdma-core installed, Open returns an error matching libload.ErrNoLibrary.
 //
+// # Limits and failures
+//
+// A registration past RLIMIT_MEMLOCK fails with ENOMEM and an error that
+// names the limit, its value and how to raise it (RaiseMemlockLimit,
+// `ulimit -l`, LimitMEMLOCK in a systemd unit, limits.conf); the failed
+// registration leaves nothing behind: no pinned pages, no mapping of
+// PD.Alloc's, no file descriptor, no MR on the device, and a registration
+// within the limit works after it.
+//
+// A CQ must hold every completion its QPs can have outstanding. One too
+// small overruns: the device drops the completions it has no room for and
+// reports IBV_EVENT_CQ_ERR. Read the device's async events
+// (Context.Events or NextEvent): the event names the *CQ, which from then
+// on reports Overrun, and its polls return the completions it kept and
+// then an *OverrunError (ErrCQOverrun) instead of an empty CQ. What
+// finished is then unknown: close the CQ's QPs and the CQ, and make a
+// deeper one. Soft-RoCE also moves a QP whose receive could not complete
+// to the error state.
+//
 // # Connection setup
 //
 // rdma_cm: Listen and Dial (rdma_create_id's path), ListenEP and DialEP

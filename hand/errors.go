@@ -135,3 +135,25 @@ func (e *BusyError) Error() string {
 
 // Is matches syscall.EBUSY.
 func (e *BusyError) Is(target error) bool { return target == syscall.EBUSY }
+
+// ErrCQOverrun is what errors.Is matches for an *OverrunError: a CQ
+// overflowed and the device dropped completions.
+var ErrCQOverrun = errors.New("goverbs: CQ overrun")
+
+// OverrunError is what every poll of a CQ returns, once the CQ is empty,
+// after Context.NextEvent or Events read an IBV_EVENT_CQ_ERR naming it:
+// the device had no room for a completion and dropped it, so which work
+// requests of the CQ's QPs finished is no longer known. It matches
+// ErrCQOverrun. See CQ for what a program should do.
+type OverrunError struct {
+	CQ   string // the CQ, e.g. "CQ 0x5"
+	Size int    // its entries when the overrun was seen
+}
+
+func (e *OverrunError) Error() string {
+	return fmt.Sprintf("goverbs: %s (%d entries) overran: the device dropped completions it had no room for "+
+		"(IBV_EVENT_CQ_ERR); close its QPs and make a CQ that holds every completion they can have outstanding", e.CQ, e.Size)
+}
+
+// Is matches ErrCQOverrun.
+func (e *OverrunError) Is(target error) bool { return target == ErrCQOverrun }

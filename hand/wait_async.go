@@ -15,7 +15,7 @@ import (
 type AsyncEvent struct {
 	Type EventType
 	// The object the event is about, by event type: QP for the QP events,
-	// CQ for EventCQErr, SRQ for the SRQ events, Port for the port events
+	// CQ for EventCQErr (the CQ overran: its Overrun is true from then on), SRQ for the SRQ events, Port for the port events
 	// (nil or 0 otherwise). QP, CQ and SRQ are nil for an object this
 	// package did not make.
 	QP   *QP
@@ -30,7 +30,7 @@ func (e AsyncEvent) String() string {
 	case e.QP != nil:
 		s += fmt.Sprintf(" on QP %d", e.QP.Num())
 	case e.CQ != nil:
-		s += " on a CQ"
+		s += " on " + e.CQ.label
 	case e.SRQ != nil:
 		s += " on an SRQ"
 	case e.Port != 0:
@@ -102,6 +102,11 @@ func (c *Context) convertEvent(raw *verbs.AsyncEvent) AsyncEvent {
 	switch raw.EventType {
 	case verbs.EventCQErr:
 		ev.CQ, _ = c.lookup(unsafe.Pointer(raw.Element.CQ)).(*CQ)
+		if ev.CQ != nil {
+			// A device reports a CQ's overrun, the one CQ error there
+			// is, this way: the CQ's polls say so from now on.
+			ev.CQ.markOverrun()
+		}
 	case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr, verbs.EventCommEst,
 		verbs.EventSQDrained, verbs.EventPathMig, verbs.EventPathMigErr, verbs.EventQPLastWQEReached:
 		ev.QP, _ = c.lookup(unsafe.Pointer(*raw.Element.QP())).(*QP)

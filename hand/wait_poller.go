@@ -91,6 +91,12 @@ func (p *Poller) waitThread(ctx context.Context, min int, op string) ([]WC, erro
 	if p.mem == nil {
 		return nil, ErrClosed
 	}
+	if p.owner.Overrun() {
+		// The C loop would block on an empty CQ that overran, whose
+		// dropped completions raise no event: poll instead, which returns
+		// what is left, then the overrun.
+		return p.poll(0, 1)
+	}
 	n, err := p.owner.ch.waitPoll(ctx, p, min)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 )
 
 func TestControlMRAlloc(t *testing.T) {
@@ -139,12 +142,20 @@ func ctlMemfd(t *testing.T) (int, error) {
 	return int(fd), nil
 }
 
-// Registration past RLIMIT_MEMLOCK fails with ENOMEM and an error that says
-// how to raise the limit. The VM runs tests as root, whose CAP_IPC_LOCK
-// overrides the limit, so the registering thread drops that capability
-// (capabilities are per thread) and the process lowers its limit.
+// Registration past RLIMIT_MEMLOCK fails with ENOMEM and an error that
+// names the limit, its value and how to raise it, and leaves nothing
+// behind. The VM runs tests as root, whose CAP_IPC_LOCK overrides the
+// limit, so the registering thread drops that capability (capabilities are
+// per thread) and the process lowers its limit to 64 KiB. Injected: 16
+// registrations of 4 MiB past it, PD.Alloc's and PD.Register's by turns.
+// Measured: each fails; the process's pinned and locked memory (VmPin,
+// VmLck), its open file descriptors, its address space (VmSize, which
+// would grow by each leaked Alloc mapping) and the device's MR count are
+// what they were before; a 16 KiB registration within the limit then
+// works, pins its 16 KiB and counts one MR, and its Close gives both back.
 func TestControlMemlockLimit(t *testing.T) {
 	ctx, _ := ctlDevice(t)
+	dev, _ := RequireDevice(t)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
 	ctlCloseLater(t, pd)
@@ -156,27 +167,125 @@ func TestControlMemlockLimit(t *testing.T) {
 	require.NoError(t, syscall.Setrlimit(8 /* RLIMIT_MEMLOCK */, &lim))
 	defer syscall.Setrlimit(8, &syscall.Rlimit{Cur: soft, Max: hard})
 
-	done := make(chan error)
+	caller, err := syscall.Mmap(-1, 0, 4<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer syscall.Munmap(caller)
+	copy(caller, "caller memory")
+
+	const tries, within = 16, 16 << 10
+	type result struct {
+		errs  []error
+		after procMem // after the failed registrations
+		mr    *hand.MR
+		err   error // of the registration within the limit
+	}
+	before := readProcMem(t)
+	mrsBefore := testkit.ResourceCounts(t, dev)["mr"]
+	done := make(chan result)
 	go func() {
 		// The thread dies with this goroutine (never unlocked), so its
 		// dropped capability goes with it.
 		runtime.LockOSThread()
-		if err := ctlDropIPCLock(); err != nil {
-			done <- err
+		var res result
+		if res.err = ctlDropIPCLock(); res.err != nil {
+			done <- res
 			return
 		}
-		mr, err := pd.Alloc(4<<20, hand.AccessLocalWrite)
-		if err == nil {
-			mr.Close()
+		for i := range tries {
+			var mr *hand.MR
+			var err error
+			if i%2 == 0 {
+				mr, err = pd.Alloc(4<<20, hand.AccessLocalWrite)
+			} else {
+				mr, err = pd.Register(caller, hand.AccessLocalWrite)
+			}
+			if err == nil {
+				mr.Close()
+			}
+			res.errs = append(res.errs, err)
 		}
-		done <- err
+		res.after = readProcMem(t)
+		res.mr, res.err = pd.Alloc(within, hand.AccessLocalWrite)
+		done <- res
 	}()
-	err = <-done
-	require.ErrorIs(t, err, syscall.ENOMEM)
-	require.ErrorContains(t, err, "ibv_reg_mr: cannot allocate memory")
-	require.ErrorContains(t, err, "RLIMIT_MEMLOCK allows 64 KiB")
-	require.ErrorContains(t, err, "ulimit -l")
-	t.Log(err)
+	res := <-done
+	require.NoError(t, res.err, "a registration within the limit after the failures")
+	mid := readProcMem(t)
+	mrsMid := testkit.ResourceCounts(t, dev)["mr"]
+	res.mr.Bytes()[0] = 1
+	require.NoError(t, res.mr.Close())
+	after := readProcMem(t)
+	mrsAfter := testkit.ResourceCounts(t, dev)["mr"]
+
+	require.Len(t, res.errs, tries)
+	for i, err := range res.errs {
+		require.ErrorIs(t, err, syscall.ENOMEM, "registration %d", i)
+		require.ErrorContains(t, err, "ibv_reg_mr: cannot allocate memory")
+		require.ErrorContains(t, err, "registering 4194304 bytes pins them")
+		require.ErrorContains(t, err, "RLIMIT_MEMLOCK allows 64 KiB")
+		require.ErrorContains(t, err, "ulimit -l")
+		require.ErrorContains(t, err, "/etc/security/limits.conf")
+		require.ErrorContains(t, err, "LimitMEMLOCK=infinity")
+	}
+	t.Log(res.errs[0])
+	require.Equal(t, "caller memory", string(caller[:13]), "a failed Register leaves the caller's memory as it was")
+
+	t.Logf("before: %v, %d MRs; after %d failed registrations: %v; with a %d KiB MR open: %v, %d MRs; after its Close: %v, %d MRs",
+		before, mrsBefore, tries, res.after, within>>10, mid, mrsMid, after, mrsAfter)
+	require.Equal(t, before.pinKB, res.after.pinKB, "VmPin after the failed registrations")
+	require.Equal(t, before.lockKB, res.after.lockKB, "VmLck after the failed registrations")
+	require.Equal(t, before.fds, res.after.fds, "open fds after the failed registrations")
+	// Each leaked PD.Alloc mapping would add 4 MiB: four of the eight
+	// leaked would be 16 MiB, more than the runtime grows by here.
+	require.Less(t, res.after.sizeKB-before.sizeKB, int64(16<<10), "VmSize grew: PD.Alloc's mappings leaked")
+	require.Equal(t, before.pinKB+within>>10, mid.pinKB, "the MR within the limit pins its pages (VmPin)")
+	require.Equal(t, mrsBefore+1, mrsMid, "the MR within the limit is the device's one more")
+	require.Equal(t, before.pinKB, after.pinKB, "VmPin after its Close")
+	require.Equal(t, before.fds, after.fds, "open fds at the end")
+	require.Equal(t, mrsBefore, mrsAfter, "the device's MR count at the end")
+}
+
+// procMem is what /proc/self shows of the process's memory and files.
+type procMem struct {
+	pinKB, lockKB, sizeKB int64 // VmPin, VmLck, VmSize
+	fds                   int   // entries of /proc/self/fd
+}
+
+func (m procMem) String() string {
+	return fmt.Sprintf("VmPin %d kB, VmLck %d kB, VmSize %d kB, %d fds", m.pinKB, m.lockKB, m.sizeKB, m.fds)
+}
+
+// readProcMem reads procMem; t.Errorf, not Fatal, so that it may run on
+// another goroutine.
+func readProcMem(t *testing.T) procMem {
+	var m procMem
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Errorf("reading /proc/self/status: %v", err)
+		return m
+	}
+	fields := map[string]*int64{"VmPin:": &m.pinKB, "VmLck:": &m.lockKB, "VmSize:": &m.sizeKB}
+	seen := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[2] == "kB" && fields[f[0]] != nil {
+			v, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Errorf("/proc/self/status: %q: %v", line, err)
+			}
+			*fields[f[0]] = v
+			seen++
+		}
+	}
+	if seen != len(fields) {
+		t.Errorf("/proc/self/status has %d of VmPin, VmLck and VmSize:\n%s", seen, b)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Errorf("reading /proc/self/fd: %v", err)
+	}
+	m.fds = len(ents)
+	return m
 }
 
 // ctlDropIPCLock clears CAP_IPC_LOCK from the calling thread's effective set.
