@@ -295,9 +295,8 @@ perf-cmtime:
 	@set -e; \
 	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-cmtime.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	for c in rxevm goverbs-cmtime; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done; \
+	$(GO) build -o "$$dir/rxevm" ./internal/cmd/rxevm; \
+	$(GO) build -o "$$dir/goverbs-cmtime" ./cmd/goverbs-cmtime; \
 	echo "perf-cmtime: booting the soft-RoCE VM; cmtime and goverbs-cmtime, $(PERF_CMTIME_CONNS) connections, $(PERF_CMTIME_RUNS) runs each"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- \
 		"$$dir/goverbs-cmtime" -compare -runs $(PERF_CMTIME_RUNS) -c $(PERF_CMTIME_CONNS) -timeout 25m
