@@ -4,6 +4,7 @@
 // 7471 by default, with no private data).
 //
 //	goverbs-cmtime -c 100                    # server: accept 100 connections, then exit
+//	goverbs-cmtime -layer raw -c 100         # server over generated/rdmacm, the control for hand's
 //	goverbs-cmtime -s 192.0.2.1 -c 100       # client over hand (Dial, Disconnect, Close)
 //	goverbs-cmtime -s 192.0.2.1 -layer raw   # client over generated/rdmacm, cmtime's steps
 //	goverbs-cmtime -compare -runs 5 -c 100   # C cmtime against this, alternately (see compare.go)
@@ -20,7 +21,11 @@
 //
 // The server accepts -c connections, answers each disconnect and closes
 // the connection, and exits when all are closed; with -cpu it prints its
-// CPU time (user+system, getrusage) at exit.
+// CPU time (user+system, getrusage) at exit. -layer raw makes it a server
+// on generated/rdmacm with cmtime's server's calls (a QP on librdmacm's PD
+// and CQs, rdma_accept; rdma_disconnect and the teardown at DISCONNECTED),
+// read from one channel by one goroutine: what a Go process pays for them
+// with nothing of hand's, the control for hand's server.
 package cmtime
 
 import (
@@ -79,7 +84,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.bind, "b", "", "the server's bind address (default: any)")
 	fs.IntVar(&cfg.port, "p", 7471, "port")
 	fs.IntVar(&cfg.conns, "c", 100, "connections")
-	fs.StringVar(&cfg.layer, "layer", "hand", "the client's layer: hand, or raw (generated/rdmacm, cmtime's calls)")
+	fs.StringVar(&cfg.layer, "layer", "hand", "the layer: hand, or raw (generated/rdmacm, cmtime's calls)")
 	fs.BoolVar(&cfg.shared, "shared", false, "one PD and one CQ for all connections (hand only)")
 	fs.BoolVar(&cfg.cpu, "cpu", false, "server: print the process's CPU time at exit")
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
@@ -113,6 +118,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case cmp.on:
 		cmp.conns = cfg.conns
 		err = compare(ctx, cmp, stdout, stderr)
+	case cfg.server == "" && cfg.layer == "raw":
+		err = serveRaw(ctx, cfg, stdout)
 	case cfg.server == "":
 		err = serve(ctx, cfg, stdout)
 	default:
@@ -365,15 +372,85 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		}()
 	}
 	wg.Wait()
-	if cfg.cpu {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-			fmt.Fprintf(stdout, "cpu us %d\n", (time.Duration(ru.Utime.Nano())+time.Duration(ru.Stime.Nano()))/time.Microsecond)
-		}
-	}
+	printCPU(cfg, stdout)
 	if p := failed.Load(); p != nil {
 		return *p
 	}
+	return nil
+}
+
+// printCPU prints the process's CPU time so far, with -cpu.
+func printCPU(cfg config, stdout io.Writer) {
+	if !cfg.cpu {
+		return
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		fmt.Fprintf(stdout, "cpu us %d\n", (time.Duration(ru.Utime.Nano())+time.Duration(ru.Stime.Nano()))/time.Microsecond)
+	}
+}
+
+// serveRaw is cmtime's server on generated/rdmacm: one event channel,
+// read by this goroutine (blocking in rdma_get_cm_event, as cmtime's
+// thread does); per request a QP on librdmacm's PD and CQs and
+// rdma_accept; per DISCONNECTED rdma_disconnect, rdma_destroy_qp and
+// rdma_destroy_id. It returns once cfg.conns connections are gone.
+func serveRaw(ctx context.Context, cfg config, stdout io.Writer) error {
+	if err := rdmacm.Load(); err != nil {
+		return err
+	}
+	ch, err := rdmacm.CreateEventChannel()
+	if err != nil {
+		return fmt.Errorf("rdma_create_event_channel: %w", err)
+	}
+	defer rdmacm.DestroyEventChannel(ch)
+	var lid *rdmacm.CMID
+	if err := rdmacm.CreateID(ch, &lid, nil, rdmacm.PsTCP); err != nil {
+		return fmt.Errorf("rdma_create_id: %w", err)
+	}
+	defer rdmacm.DestroyID(lid)
+	bind := cfg.bind
+	if bind == "" {
+		bind = "0.0.0.0"
+	}
+	if err := rdmacm.BindAddr(lid, rdmacm.SockaddrOf(netip.MustParseAddrPort(cfg.addr(bind)))); err != nil {
+		return fmt.Errorf("rdma_bind_addr: %w", err)
+	}
+	if err := rdmacm.Listen(lid, 128); err != nil {
+		return fmt.Errorf("rdma_listen: %w", err)
+	}
+	attr := verbs.QPInitAttr{QPType: verbs.QPTRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 2}
+	for gone := 0; gone < cfg.conns; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ev *rdmacm.CMEvent
+		if err := rdmacm.GetCMEvent(ch, &ev); err != nil {
+			return fmt.Errorf("rdma_get_cm_event: %w", err)
+		}
+		id, typ, status := ev.ID, ev.Event, ev.Status
+		rdmacm.ACKCMEvent(ev) // before any destroy of its id, which waits for it
+		switch typ {
+		case rdmacm.CMEventConnectRequest:
+			a, p := attr, param
+			if err := rdmacm.CreateQP(id, nil, &a); err != nil {
+				return fmt.Errorf("rdma_create_qp: %w", err)
+			}
+			if err := rdmacm.Accept(id, &p); err != nil {
+				return fmt.Errorf("rdma_accept: %w", err)
+			}
+		case rdmacm.CMEventEstablished, rdmacm.CMEventTimewaitExit:
+		case rdmacm.CMEventDisconnected:
+			rdmacm.Disconnect(id)
+			rdmacm.DestroyQP(id)
+			rdmacm.DestroyID(id)
+			gone++
+		default:
+			return fmt.Errorf("event %d, status %d", typ, status)
+		}
+	}
+	printCPU(cfg, stdout)
 	return nil
 }
 

@@ -15,7 +15,9 @@ import (
 
 // -compare runs, in a guest with rxe0 and cmtime, each variant -runs
 // times, alternately: C cmtime against itself, the hand client against the
-// hand server, both with -shared, and the raw client against C's server.
+// hand server, both with -shared, the raw client against C's server, and
+// C's client against the raw server (rawsrv: the control for hand's
+// server's CPU, cmtime's server's calls made from Go).
 // Each run's server is started again, and once more to be killed once it
 // listens, for the CPU time of its start, which is taken off: the server's
 // CPU per connection is (CPU(run) - CPU(start)) / N, from the rusage.
@@ -55,6 +57,7 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 		{name: "hand", server: []string{"-c", n}, client: []string{"-s", cfg.addr, "-c", n}},
 		{name: "shared", server: []string{"-shared", "-c", n}, client: []string{"-shared", "-s", cfg.addr, "-c", n}},
 		{name: "raw", server: []string{"-c", n}, client: []string{"-layer", "raw", "-s", cfg.addr, "-c", n}, cServer: true},
+		{name: "rawsrv", server: []string{"-layer", "raw", "-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cClient: true},
 	}
 	prog := func(c bool) string {
 		if c {
@@ -134,7 +137,7 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 			fmt.Fprintf(stdout, " %8.2f", x/max(c, 1e-9))
 		}
 	}
-	fmt.Fprintln(stdout, "   (us/conn; raw's server is C's)")
+	fmt.Fprintln(stdout, "   (us/conn; raw's server is C's, rawsrv's the raw layer's)")
 	return nil
 }
 
