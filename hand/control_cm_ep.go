@@ -137,7 +137,7 @@ func (r *epResources) busy(label string) error {
 // cmDeviceFor returns librdmacm's context of the device that has the IP
 // address a: the one an rdma_cm id bound to a uses.
 func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
-	e, err := sharedCMEvents() // a bound id has no events: it needs no mailbox
+	e, err := sharedCMEvents()
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,12 @@ func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rdmacm.DestroyID(id)
+	defer func() {
+		rdmacm.DestroyID(id)
+		// It has no mailbox (a bound id's events, ADDR_CHANGE and
+		// DEVICE_REMOVAL, are not awaited): drop what came for it.
+		e.unregister(id, nil)
+	}()
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
 	if err := verbErr("rdma_bind_addr", rdmacm.BindAddr(id, sa.raw())); err != nil {
 		return nil, fmt.Errorf("%w has the address %s: %w", ErrNoDevice, a, err)

@@ -169,16 +169,20 @@ func (e *cmEvents) registerLocked(id *rdmacm.CMID, b *cmBox) {
 	}
 }
 
-// unregister takes id's mailbox b away, and with it what the reader still
-// held for id, and returns the events b had not handed out.
+// unregister takes id's mailbox b away (b nil: an id that never had one),
+// and with it what the reader still held for id, and returns the events b
+// had not handed out.
 func (e *cmEvents) unregister(id *rdmacm.CMID, b *cmBox) []cmEvent {
 	e.mu.Lock()
-	if e.boxes[id] == b {
+	if b != nil && e.boxes[id] == b {
 		delete(e.boxes, id)
 	}
 	left := e.pending[id]
 	delete(e.pending, id)
 	e.mu.Unlock()
+	if b == nil {
+		return left
+	}
 	// No event reaches b from here on: the reader hands over under e.mu.
 	b.mu.Lock()
 	left = append(b.q, left...)
