@@ -280,10 +280,11 @@ bench-guest:
 # C's client and server, hand's (Dial, Accept, Disconnect, Close), hand's
 # with one PD and CQ for all connections (-shared), and a client written on
 # generated/rdmacm, cmtime's calls with nothing of hand's (-layer raw),
-# against C's server. Prints per step the median us per connection (the
+# against C's server, and C's client against a server so written (rawsrv:
+# the control for hand's server). Prints per step the median us per connection (the
 # step's wall time for all of them over their number) and the ratio to
-# C's, then each server's CPU time per connection (its rusage, less that of
-# one killed as it listens). hand.Dial does create id to create qp in one call,
+# C's, then each server's CPU time per connection (from when it listens
+# to its exit). hand.Dial does create id to create qp in one call,
 # so its row "resolve+qp" stands against the sum of C's four. Real time on
 # the VM's 2 vCPUs: a few minutes.
 PERF_CMTIME_CONNS ?= 100
