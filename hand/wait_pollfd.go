@@ -29,8 +29,8 @@ import (
 //
 // The library keeps its fd and closes it itself; pollFD sets it
 // non-blocking (so the library's read returns EAGAIN instead of blocking)
-// and, at the first wait, registers a close-on-exec duplicate with the
-// netpoller through os.NewFile. Both share one open file description, so readiness of one is
+// and registers a close-on-exec duplicate with the netpoller through
+// os.NewFile. Both share one open file description, so readiness of one is
 // readiness of the other. The read itself is the library's (ibv_get_cq_event
 // and friends), called from a syscall.RawConn.Read callback.
 //
@@ -53,10 +53,8 @@ type pollFD struct {
 	turn turn  // one waiter at a time
 
 	mu sync.Mutex // guards f, rc, closing, gen, wake, waiter, woken, the kick and every deadline change
-	// The duplicate on the netpoller, made by the first netpoller wait
-	// (waitHeld) and whenever one finds it gone: an fd nobody waits on
-	// (the completion channel of a Conn whose CQ is only polled) costs no
-	// dup, epoll_ctl and close; a thread waiter (waitThreadHeld) closes it,
+	// The duplicate on the netpoller, made with the pollFD and whenever
+	// waitHeld finds it gone; a thread waiter (waitThreadHeld) closes it,
 	// so that it does not wake the netpoller at every event of an fd that
 	// only thread waiters use, and with it, on one P, a thread parked in
 	// the netpoller after its P was taken from a blocked thread waiter.
@@ -108,7 +106,11 @@ func newPollFDKick(fd int32, name string, kick threadKicker) (*pollFD, error) {
 	if err := syscall.SetNonblock(int(fd), true); err != nil {
 		return nil, fmt.Errorf("goverbs: fcntl(%s, O_NONBLOCK): %w", name, err)
 	}
-	return &pollFD{name: name, fd: fd, wake: -1, waiter: -1, kicker: kick}, nil
+	p := &pollFD{name: name, fd: fd, wake: -1, waiter: -1, kicker: kick}
+	if err := p.netpollLocked(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // netpollLocked registers the duplicate with the netpoller unless it is;
