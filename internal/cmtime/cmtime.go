@@ -22,8 +22,8 @@
 // The server accepts -c connections, answers each disconnect and closes
 // the connection, and exits when all are closed; with -cpu it prints its
 // CPU time (user+system, getrusage) at exit. -layer raw makes it a server
-// on generated/rdmacm with cmtime's server's calls (a QP on librdmacm's PD
-// and CQs, rdma_accept; rdma_disconnect and the teardown at DISCONNECTED),
+// on generated/rdmacm with cmtime's server's calls (a QP on librdmacm's PD,
+// rdma_accept; rdma_disconnect and rdma_destroy_id at DISCONNECTED),
 // read from one channel by one goroutine: what a Go process pays for them
 // with nothing of hand's, the control for hand's server.
 package cmtime
@@ -390,11 +390,20 @@ func printCPU(cfg config, stdout io.Writer) {
 	}
 }
 
+// qpAttr is cmtime's QP attributes, one struct for every rdma_create_qp,
+// as cmtime's global is. Its CQs are nil, so librdmacm makes the first
+// QP's (a CQ and a completion channel each way) and writes them back into
+// the struct: every later QP then shares the first's CQs. A copy a call
+// would make four objects more for each QP, which cmtime does not.
+func qpAttr() verbs.QPInitAttr {
+	return verbs.QPInitAttr{QPType: verbs.QPTRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+}
+
 // serveRaw is cmtime's server on generated/rdmacm: one event channel,
 // read by this goroutine (blocking in rdma_get_cm_event, as cmtime's
-// thread does); per request a QP on librdmacm's PD and CQs and
-// rdma_accept; per DISCONNECTED rdma_disconnect, rdma_destroy_qp and
-// rdma_destroy_id. It returns once cfg.conns connections are gone.
+// thread does); per request a QP on librdmacm's PD (the CQs as qpAttr
+// says) and rdma_accept; per DISCONNECTED rdma_disconnect and
+// rdma_destroy_id, as cmtime's server. It returns once cfg.conns connections are gone.
 func serveRaw(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err := rdmacm.Load(); err != nil {
 		return err
@@ -419,7 +428,7 @@ func serveRaw(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err := rdmacm.Listen(lid, 128); err != nil {
 		return fmt.Errorf("rdma_listen: %w", err)
 	}
-	attr := verbs.QPInitAttr{QPType: verbs.QPTRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	attr := qpAttr()
 	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 2}
 	for gone := 0; gone < cfg.conns; {
 		if err := ctx.Err(); err != nil {
@@ -433,17 +442,18 @@ func serveRaw(ctx context.Context, cfg config, stdout io.Writer) error {
 		rdmacm.ACKCMEvent(ev) // before any destroy of its id, which waits for it
 		switch typ {
 		case rdmacm.CMEventConnectRequest:
-			a, p := attr, param
-			if err := rdmacm.CreateQP(id, nil, &a); err != nil {
+			// attr itself, as cmtime's one global: see qpAttr.
+			if err := rdmacm.CreateQP(id, nil, &attr); err != nil {
 				return fmt.Errorf("rdma_create_qp: %w", err)
 			}
+			p := param
 			if err := rdmacm.Accept(id, &p); err != nil {
 				return fmt.Errorf("rdma_accept: %w", err)
 			}
 		case rdmacm.CMEventEstablished, rdmacm.CMEventTimewaitExit:
 		case rdmacm.CMEventDisconnected:
+			// cmtime's server: no rdma_destroy_qp.
 			rdmacm.Disconnect(id)
-			rdmacm.DestroyQP(id)
 			rdmacm.DestroyID(id)
 			gone++
 		default:
@@ -580,12 +590,11 @@ func clientRaw(ctx context.Context, cfg config, stdout io.Writer) (*timings, err
 	}
 	t.end(stepResolveRoute)
 	fmt.Fprintln(stdout, "creating qp")
-	attr := verbs.QPInitAttr{QPType: verbs.QPTRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	attr := qpAttr()
 	t.start(stepCreateQP)
 	for i, id := range ids {
 		t.per[i][stepCreateQP][0] = time.Now()
-		a := attr
-		if err := rdmacm.CreateQP(id, nil, &a); err != nil {
+		if err := rdmacm.CreateQP(id, nil, &attr); err != nil { // attr itself: see qpAttr
 			return nil, fmt.Errorf("rdma_create_qp: %w", err)
 		}
 		t.per[i][stepCreateQP][1] = time.Now()
@@ -609,8 +618,7 @@ func clientRaw(ctx context.Context, cfg config, stdout io.Writer) (*timings, err
 	t.start(stepDisconnect)
 	for i, id := range ids {
 		t.per[i][stepDisconnect][0] = time.Now()
-		rdmacm.Disconnect(id)
-		rdmacm.DestroyQP(id)
+		rdmacm.Disconnect(id) // cmtime destroys no QP: rdma_destroy_id alone, at exit
 	}
 	if err := wait(stepDisconnect); err != nil {
 		return nil, err
