@@ -26,8 +26,9 @@ import (
 // The server listens (Listen), takes connection requests (Listener.Accept),
 // and accepts (ConnRequest.Accept) or rejects them; the client dials (Dial).
 // Both sides get a Conn: an RC QP in RTS that librdmacm connected, with the
-// PD and CQ it uses. Each Conn has its own event channel, so one
-// connection's events never wait behind another's.
+// PD and CQ it uses. Every id is on the process's one event channel, whose
+// reader hands each event to its id's own queue (control_cm_events.go), so
+// one connection's events never wait behind another's.
 //
 // A PD, CQ or MR for a Conn must come from librdmacm's own device context
 // (rdma_cm refuses a PD of another ibv_context, even for the same device):
@@ -222,25 +223,7 @@ type cmEvent struct {
 	data     []byte
 	listenID *rdmacm.CMID
 	ud       rdmacm.UDParam // RDMA_PS_UDP: the peer's or group's address, QPN and Q_Key; PrivateData nil
-}
-
-// cmChannel is an rdma_cm event channel on the netpoller.
-type cmChannel struct {
-	raw *rdmacm.EventChannel
-	fd  *pollFD
-}
-
-func newCMChannel() (*cmChannel, error) {
-	raw, err := createEventChannel()
-	if err != nil {
-		return nil, err
-	}
-	fd, err := newPollFD(*(*int32)(unsafe.Pointer(raw)), "rdma_event_channel")
-	if err != nil {
-		rdmacm.DestroyEventChannel(raw)
-		return nil, err
-	}
-	return &cmChannel{raw: raw, fd: fd}, nil
+	ch       *cmChannel     // a CONNECT_REQUEST's: the new id's mailbox
 }
 
 // createEventChannel is rdma_create_event_channel, the first rdma_cm call
@@ -267,68 +250,6 @@ func (e *noDeviceError) Error() string        { return "no RDMA device: " + e.er
 func (e *noDeviceError) Unwrap() error        { return e.err }
 func (e *noDeviceError) Is(target error) bool { return target == ErrNoDevice }
 
-func (ch *cmChannel) close() {
-	ch.fd.close()
-	rdmacm.DestroyEventChannel(ch.raw)
-}
-
-// next returns the next event, acknowledged.
-func (ch *cmChannel) next(ctx context.Context) (cmEvent, error) {
-	ev, _, err := ch.nextUnless(ctx, nil)
-	return ev, err
-}
-
-// nextUnless is next for a waiter that another may make needless: once
-// stop (if not nil) reports true, before a read, it returns ok false and
-// reads nothing. stop is asked after the waiter has the fd's turn, so a
-// waiter queued behind the one that got the event it waited for need not
-// wait for another.
-func (ch *cmChannel) nextUnless(ctx context.Context, stop func() bool) (ev cmEvent, ok bool, err error) {
-	var failed error
-	err = ch.fd.wait(ctx, func() bool {
-		if stop != nil && stop() {
-			return true
-		}
-		var raw *rdmacm.CMEvent
-		switch err := rdmacm.GetCMEvent(ch.raw, &raw); {
-		case err == nil:
-		case errors.Is(err, syscall.EAGAIN): // the channel is non-blocking: nothing pending
-			return false
-		default:
-			failed = err
-			return true
-		}
-		ev = cmEvent{typ: raw.Event, status: raw.Status, id: raw.ID, listenID: raw.ListenID}
-		if p := raw.Param.Conn(); p.PrivateData != nil && p.PrivateDataLen > 0 &&
-			(raw.ID.Ps == rdmacm.PsTCP || raw.ID.Ps == rdmacm.PsIB || raw.ID.Ps == rdmacm.PsUDP && raw.Event != rdmacm.CMEventMulticastJoin) {
-			ev.data = append([]byte(nil), unsafe.Slice((*byte)(p.PrivateData), p.PrivateDataLen)...)
-		}
-		if raw.ID.Ps == rdmacm.PsUDP {
-			ev.ud = raw.Param.UD
-			ev.ud.PrivateData = nil
-		}
-		rdmacm.ACKCMEvent(raw)
-		ok = true
-		return true
-	})
-	if err == nil {
-		err = failed
-	}
-	return ev, ok, err
-}
-
-// expect waits for the event want; any other event is a *CMEventError.
-func (ch *cmChannel) expect(ctx context.Context, op string, want rdmacm.CMEventType) (cmEvent, error) {
-	ev, err := ch.next(ctx)
-	if err != nil {
-		return ev, err
-	}
-	if ev.typ != want {
-		return ev, withCause(ctx, &CMEventError{Op: op, Event: ev.typ, Status: ev.status, PrivateData: ev.data})
-	}
-	return ev, nil
-}
-
 // withCause adds the context's error to err when the context has ended: a
 // step can fail just as its context ends, and the context is then the cause
 // (errors.Is(err, context.DeadlineExceeded) holds).
@@ -343,7 +264,7 @@ func withCause(ctx context.Context, err error) error {
 type Listener struct{ cmListener }
 
 // cmListener is what Listener and UDListener share: a listening rdma_cm id
-// on an event channel of its own.
+// and its mailbox on the process's event channel.
 type cmListener struct {
 	object
 	ch   *cmChannel
@@ -365,8 +286,8 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 	return l, nil
 }
 
-// listen binds l to addr, on an id that create makes on a new channel,
-// with a backlog of 128 requests. op names the call in its errors, kind
+// listen binds l to addr, on an id that create makes on the process's
+// channel, with a backlog of 128 requests. op names the call in its errors, kind
 // the object in its name.
 func (l *cmListener) listen(ctx context.Context, addr, op, kind string, create func(*rdmacm.EventChannel) (*rdmacm.CMID, error)) error {
 	ap, err := resolveAddrPort(ctx, addr)
@@ -385,7 +306,7 @@ func (l *cmListener) listen(ctx context.Context, addr, op, kind string, create f
 		ch.close()
 		return fmt.Errorf("goverbs: %s on %s: %w", op, ap, err)
 	}
-	if l.id, err = create(ch.raw); err != nil {
+	if l.id, err = ch.create(create); err != nil {
 		return fail(err)
 	}
 	sa := sockaddrOf(ap)
@@ -424,9 +345,10 @@ func (l *cmListener) Context() *Context {
 }
 
 // Close stops listening and wakes an Accept with ErrClosed. Accepted
-// connections and pending requests are unaffected. A failed
-// rdma_destroy_id is returned, with the listener closed all the same: its
-// event channel is gone.
+// connections and requests Accept returned are unaffected; requests that
+// came and were not taken are rejected. A failed rdma_destroy_id is
+// returned, with the listener closed all the same: its events no longer
+// reach it.
 func (l *cmListener) Close() error {
 	return l.closeTearing(func() error { return nil }, func() error {
 		err := rdmacm.DestroyID(l.id)
@@ -461,22 +383,11 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 			return nil, err
 		}
 		if ev.typ != rdmacm.CMEventConnectRequest {
-			continue // DEVICE_REMOVAL and events of requests not yet moved to their own channel
+			continue // DEVICE_REMOVAL
 		}
-		// Give the request its own channel: the events of its connection
-		// must not wait behind other requests on the listener's.
-		ch, err := newCMChannel()
-		if err == nil {
-			if err = rdmacm.MigrateID(ev.id, ch.raw); err != nil {
-				ch.close()
-			}
-		}
-		if err != nil {
-			reject(ev.id, nil)
-			rdmacm.DestroyID(ev.id)
-			return nil, err
-		}
-		return &ConnRequest{id: ev.id, ch: ch, data: ev.data, remote: dstAddr(ev.id), verbs: ev.id.Verbs}, nil
+		// The request's id has its own mailbox (ev.ch), where its
+		// connection's events queue.
+		return &ConnRequest{id: ev.id, ch: ev.ch, data: ev.data, remote: dstAddr(ev.id), verbs: ev.id.Verbs}, nil
 	}
 }
 
@@ -841,7 +752,7 @@ func (cfg *ConnConfig) checkParams(op string) error {
 // pin holds it there (a Go pointer inside memory passed to C must be
 // pinned) until the caller unpins.
 func (c *Conn) param(cfg ConnConfig, data []byte, pin *runtime.Pinner) (rdmacm.ConnParam, error) {
-	da, err := c.ctx.QueryDevice()
+	maxResp, maxInit, err := c.ctx.rdAtoms()
 	if err != nil {
 		return rdmacm.ConnParam{}, err
 	}
@@ -861,8 +772,8 @@ func (c *Conn) param(cfg ConnConfig, data []byte, pin *runtime.Pinner) (rdmacm.C
 		return uint8(v)
 	}
 	p := rdmacm.ConnParam{
-		ResponderResources: rd(cfg.ResponderResources, int(da.MaxQPRDAtom)),
-		InitiatorDepth:     rd(cfg.InitiatorDepth, int(da.MaxQPInitRDAtom)),
+		ResponderResources: rd(cfg.ResponderResources, maxResp),
+		InitiatorDepth:     rd(cfg.InitiatorDepth, maxInit),
 		RetryCount:         retry(cfg.RetryCount, defaultRetryCount),
 		RNRRetryCount:      retry(cfg.RNRRetryCount, 7),
 	}

@@ -34,8 +34,8 @@ import (
 //     in the background and undoes what it made. Until it does, the PD and
 //     CQs of the ConnConfig stay in use (their Close waits).
 //   - Right after rdma_create_ep (client) or rdma_get_request (server), the
-//     id is moved to an event channel of its own on the netpoller
-//     (rdma_migrate_id), so rdma_connect, rdma_accept and everything later
+//     id is moved to the process's event channel, read on the netpoller
+//     (rdma_migrate_id; control_cm_events.go), so rdma_connect, rdma_accept and everything later
 //     return at once and their events are awaited with ctx.
 //   - The listening id stays synchronous (rdma_get_request refuses any
 //     other); its channel is made non-blocking and parked on the netpoller,
@@ -138,16 +138,20 @@ func (r *epResources) busy(label string) error {
 // cmDeviceFor returns librdmacm's context of the device that has the IP
 // address a: the one an rdma_cm id bound to a uses.
 func cmDeviceFor(a netip.Addr) (*verbs.Context, error) {
-	ch, err := createEventChannel()
+	e, err := sharedCMEvents()
 	if err != nil {
 		return nil, err
 	}
-	defer rdmacm.DestroyEventChannel(ch)
-	id, err := createID(ch)
+	id, err := createID(e.raw)
 	if err != nil {
 		return nil, err
 	}
-	defer rdmacm.DestroyID(id)
+	defer func() {
+		rdmacm.DestroyID(id)
+		// It has no mailbox (a bound id's events, ADDR_CHANGE and
+		// DEVICE_REMOVAL, are not awaited): drop what came for it.
+		e.unregister(id, nil)
+	}()
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))
 	if err := rdmacm.BindAddr(id, sa.raw()); err != nil {
 		return nil, fmt.Errorf("%w has the address %s: %w", ErrNoDevice, a, err)
@@ -274,8 +278,8 @@ func DialEP(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 			return nil, wrap("setting the ACK timeout", errors.Join(err, c.release()))
 		}
 	}
-	// From here on the id is asynchronous, its events on the netpoller.
-	if err := rdmacm.MigrateID(c.id, ch.raw); err != nil {
+	// From here on the id is asynchronous, its events on the process's channel.
+	if err := ch.adopt(c.id); err != nil {
 		return nil, wrap("moving the id to an event channel", errors.Join(err, c.release()))
 	}
 	c.established() // rdma_create_ep resolved the route: both addresses are known
@@ -519,8 +523,8 @@ func (c *Conn) abandon(check func() error, rejectReq bool, data []byte) (ran boo
 	return ran, err
 }
 
-// take gets the next request and makes its Conn, with the id moved to an
-// event channel of its own. It holds the listener until the Conn's QP is
+// take gets the next request and makes its Conn, with the id moved to the
+// process's event channel. It holds the listener until the Conn's QP is
 // registered on the PD and CQs, so that Close sees it.
 func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 	if err := l.use(); err != nil {
@@ -540,7 +544,7 @@ func (l *EPListener) take(ctx context.Context) (*Conn, error) {
 		ch, err = newCMChannel()
 	}
 	if err == nil {
-		if err = rdmacm.MigrateID(id, ch.raw); err != nil {
+		if err = ch.adopt(id); err != nil {
 			ch.close()
 		}
 	}

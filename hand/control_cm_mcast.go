@@ -63,7 +63,7 @@ func NewMulticast(ctx context.Context, local string, cfg UDConfig) (*Multicast, 
 		m.release(nil)
 		return nil, fmt.Errorf("goverbs: multicast endpoint on %s: %s: %w", a, step, err)
 	}
-	if m.id, err = createUDPID(ch.raw); err != nil {
+	if m.id, err = ch.create(createUDPID); err != nil {
 		return fail("creating the id", err)
 	}
 	sa := sockaddrOf(netip.AddrPortFrom(a, 0))

@@ -108,7 +108,7 @@ func newConn(cfg ConnConfig) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{ch: ch, steps: &connSteps{cfg: cfg, done: stepNewConn}}
-	if c.id, err = createID(ch.raw); err != nil {
+	if c.id, err = ch.create(createID); err != nil {
 		c.release()
 		return nil, fmt.Errorf("creating the id: %w", err)
 	}

@@ -92,8 +92,8 @@ func (cfg *UDConfig) caps() QPCaps {
 	return caps
 }
 
-// udQP is what a UD endpoint on an rdma_cm id owns: the id, its event
-// channel, and the QP with its PD and CQs.
+// udQP is what a UD endpoint on an rdma_cm id owns: the id, its mailbox
+// on the process's event channel, and the QP with its PD and CQs.
 type udQP struct {
 	id     *rdmacm.CMID
 	ch     *cmChannel
@@ -271,7 +271,7 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 		c.release(c.ah)
 		return nil, fmt.Errorf("goverbs: dial UD %s: %s: %w", ap, step, withCause(ctx, err))
 	}
-	if c.id, err = createUDPID(ch.raw); err != nil {
+	if c.id, err = ch.create(createUDPID); err != nil {
 		return wrap("creating the id", err)
 	}
 	timeout := int32(stepTimeout(cfg.StepTimeout))
@@ -410,20 +410,8 @@ func (l *UDListener) Accept(ctx context.Context) (*UDRequest, error) {
 		if ev.typ != rdmacm.CMEventConnectRequest {
 			continue
 		}
-		// Its own channel, as Listener.Accept gives a request: the
-		// UDConn's id must not share the listener's.
-		ch, err := newCMChannel()
-		if err == nil {
-			if err = rdmacm.MigrateID(ev.id, ch.raw); err != nil {
-				ch.close()
-			}
-		}
-		if err != nil {
-			reject(ev.id, nil)
-			rdmacm.DestroyID(ev.id)
-			return nil, err
-		}
-		return &UDRequest{id: ev.id, ch: ch, data: ev.data, remote: dstAddr(ev.id), verbs: ev.id.Verbs}, nil
+		// The request's id has its own mailbox (ev.ch), as for Listener.Accept.
+		return &UDRequest{id: ev.id, ch: ev.ch, data: ev.data, remote: dstAddr(ev.id), verbs: ev.id.Verbs}, nil
 	}
 }
 

@@ -65,6 +65,13 @@ type Context struct {
 type registry struct {
 	mu sync.Mutex
 	m  map[unsafe.Pointer]any
+
+	// The device's max_qp_rd_atom and max_qp_init_rd_atom, which every
+	// rdma_cm connect and accept needs (Conn.param): queried once
+	// (rdAtomsKnown), here because librdmacm's context is wrapped afresh
+	// for each connection. Under mu.
+	rdAtoms      [2]int
+	rdAtomsKnown bool
 }
 
 // cmRegistries are the registries of librdmacm's device contexts, one per
@@ -198,6 +205,26 @@ func (c *Context) QueryDevice() (verbs.DeviceAttr, error) {
 	}
 	defer c.done()
 	return a, verbs.QueryDevice(c.raw, &a)
+}
+
+// rdAtoms returns the device's max_qp_rd_atom and max_qp_init_rd_atom,
+// from one ibv_query_device per device context.
+func (c *Context) rdAtoms() (resp, init int, err error) {
+	c.reg.mu.Lock()
+	known, v := c.reg.rdAtomsKnown, c.reg.rdAtoms
+	c.reg.mu.Unlock()
+	if known {
+		return v[0], v[1], nil
+	}
+	da, err := c.QueryDevice()
+	if err != nil {
+		return 0, 0, err
+	}
+	v = [2]int{int(da.MaxQPRDAtom), int(da.MaxQPInitRDAtom)}
+	c.reg.mu.Lock()
+	c.reg.rdAtoms, c.reg.rdAtomsKnown = v, true
+	c.reg.mu.Unlock()
+	return v[0], v[1], nil
 }
 
 // QueryDeviceEx returns the extended device attributes

@@ -280,11 +280,12 @@ bench-guest:
 # C's client and server, hand's (Dial, Accept, Disconnect, Close), hand's
 # with one PD and CQ for all connections (-shared), and a client written on
 # generated/rdmacm, cmtime's calls with nothing of hand's (-layer raw),
-# and one on hand's step methods (-layer step), both against C's server.
-# Prints per step the median us per connection (the
+# and one on hand's step methods (-layer step), both against C's server,
+# and C's client against a server on generated/rdmacm (rawsrv: the control
+# for hand's server). Prints per step the median us per connection (the
 # step's wall time for all of them over their number) and the ratio to
-# C's, then each server's CPU time per connection (its rusage, less that of
-# one killed as it listens). hand.Dial does create id to create qp in one call,
+# C's, then each server's CPU time per connection (from when it listens
+# to its exit). hand.Dial does create id to create qp in one call,
 # so its row "resolve+qp" stands against the sum of C's four. Real time on
 # the VM's 2 vCPUs: a few minutes.
 PERF_CMTIME_CONNS ?= 100
@@ -296,9 +297,8 @@ perf-cmtime:
 	@set -e; \
 	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-cmtime.XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
-	for c in rxevm goverbs-cmtime; do \
-		$(GO) build -o "$$dir/$$c" ./cmd/$$c; \
-	done; \
+	$(GO) build -o "$$dir/rxevm" ./internal/cmd/rxevm; \
+	$(GO) build -o "$$dir/goverbs-cmtime" ./cmd/goverbs-cmtime; \
 	echo "perf-cmtime: booting the soft-RoCE VM; cmtime and goverbs-cmtime, $(PERF_CMTIME_CONNS) connections, $(PERF_CMTIME_RUNS) runs each"; \
 	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -timeout 30m -- \
 		"$$dir/goverbs-cmtime" -compare -runs $(PERF_CMTIME_RUNS) -c $(PERF_CMTIME_CONNS) -timeout 25m

@@ -4,6 +4,7 @@
 // 7471 by default, with no private data).
 //
 //	goverbs-cmtime -c 100                        # server: accept 100 connections, then exit
+//	goverbs-cmtime -layer raw -c 100             # server over generated/rdmacm, the control for hand's
 //	goverbs-cmtime -s 192.0.2.1 -c 100           # client over hand (Dial, Disconnect, Close)
 //	goverbs-cmtime -s 192.0.2.1 -layer step      # client over hand's steps (NewConn, Bind, ResolveAddr...)
 //	goverbs-cmtime -s 192.0.2.1 -layer raw       # client over generated/rdmacm, cmtime's calls
@@ -27,7 +28,11 @@
 // The server accepts -c connections on -b (default: any address),
 // answers each disconnect and closes the connection, and exits when all
 // are closed; with -cpu it prints its CPU time (user+system, getrusage)
-// at exit.
+// at exit. -layer raw makes it a server on generated/rdmacm with cmtime's
+// server's calls (a QP on librdmacm's PD, rdma_accept; rdma_disconnect and
+// rdma_destroy_id at DISCONNECTED), read from one channel by one
+// goroutine: what a Go process pays for them with nothing of hand's, the
+// control for hand's server.
 package cmtime
 
 import (
@@ -86,7 +91,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.bind, "b", "", "bind address: the server listens on it, a client connects from it (default: any)")
 	fs.IntVar(&cfg.port, "p", 7471, "port")
 	fs.IntVar(&cfg.conns, "c", 100, "connections")
-	fs.StringVar(&cfg.layer, "layer", "hand", "the client's layer: hand (Dial), step (hand's NewConn and step methods), or raw (generated/rdmacm, cmtime's calls)")
+	fs.StringVar(&cfg.layer, "layer", "hand", "the layer: hand (Dial; a server: Listen), step (a client on hand's NewConn and step methods), or raw (generated/rdmacm, cmtime's calls)")
 	fs.BoolVar(&cfg.shared, "shared", false, "one PD and one CQ for all connections (hand and step only)")
 	fs.BoolVar(&cfg.cpu, "cpu", false, "server: print the process's CPU time at exit")
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
@@ -126,6 +131,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case cmp.on:
 		cmp.conns = cfg.conns
 		err = compare(ctx, cmp, stdout, stderr)
+	case cfg.server == "" && cfg.layer == "raw":
+		err = serveRaw(ctx, cfg, stdout)
 	case cfg.server == "":
 		err = serve(ctx, cfg, stdout)
 	default:
@@ -464,15 +471,95 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		}()
 	}
 	wg.Wait()
-	if cfg.cpu {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-			fmt.Fprintf(stdout, "cpu us %d\n", (time.Duration(ru.Utime.Nano())+time.Duration(ru.Stime.Nano()))/time.Microsecond)
-		}
-	}
+	printCPU(cfg, stdout)
 	if p := failed.Load(); p != nil {
 		return *p
 	}
+	return nil
+}
+
+// printCPU prints the process's CPU time so far, with -cpu.
+func printCPU(cfg config, stdout io.Writer) {
+	if !cfg.cpu {
+		return
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		fmt.Fprintf(stdout, "cpu us %d\n", (time.Duration(ru.Utime.Nano())+time.Duration(ru.Stime.Nano()))/time.Microsecond)
+	}
+}
+
+// qpAttr is cmtime's QP attributes, one struct for every rdma_create_qp,
+// as cmtime's global is. Its CQs are nil, so librdmacm makes the first
+// QP's (a CQ and a completion channel each way) and writes them back into
+// the struct: every later QP then shares the first's CQs. A copy a call
+// would make four objects more for each QP, which cmtime does not.
+func qpAttr() verbs.QPInitAttr {
+	return verbs.QPInitAttr{QPType: verbs.QPTRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+}
+
+// serveRaw is cmtime's server on generated/rdmacm: one event channel,
+// read by this goroutine (blocking in rdma_get_cm_event, as cmtime's
+// thread does); per request a QP on librdmacm's PD (the CQs as qpAttr
+// says) and rdma_accept; per DISCONNECTED rdma_disconnect and
+// rdma_destroy_id, as cmtime's server. It returns once cfg.conns connections are gone.
+func serveRaw(ctx context.Context, cfg config, stdout io.Writer) error {
+	if err := rdmacm.Load(); err != nil {
+		return err
+	}
+	ch, err := rdmacm.CreateEventChannel()
+	if err != nil {
+		return fmt.Errorf("rdma_create_event_channel: %w", err)
+	}
+	defer rdmacm.DestroyEventChannel(ch)
+	var lid *rdmacm.CMID
+	if err := rdmacm.CreateID(ch, &lid, nil, rdmacm.PsTCP); err != nil {
+		return fmt.Errorf("rdma_create_id: %w", err)
+	}
+	defer rdmacm.DestroyID(lid)
+	bind := cfg.bind
+	if bind == "" {
+		bind = "0.0.0.0"
+	}
+	if err := rdmacm.BindAddr(lid, rdmacm.SockaddrOf(netip.MustParseAddrPort(cfg.addr(bind)))); err != nil {
+		return fmt.Errorf("rdma_bind_addr: %w", err)
+	}
+	if err := rdmacm.Listen(lid, 128); err != nil {
+		return fmt.Errorf("rdma_listen: %w", err)
+	}
+	attr := qpAttr()
+	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 2}
+	for gone := 0; gone < cfg.conns; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ev *rdmacm.CMEvent
+		if err := rdmacm.GetCMEvent(ch, &ev); err != nil {
+			return fmt.Errorf("rdma_get_cm_event: %w", err)
+		}
+		id, typ, status := ev.ID, ev.Event, ev.Status
+		rdmacm.ACKCMEvent(ev) // before any destroy of its id, which waits for it
+		switch typ {
+		case rdmacm.CMEventConnectRequest:
+			// attr itself, as cmtime's one global: see qpAttr.
+			if err := rdmacm.CreateQP(id, nil, &attr); err != nil {
+				return fmt.Errorf("rdma_create_qp: %w", err)
+			}
+			p := param
+			if err := rdmacm.Accept(id, &p); err != nil {
+				return fmt.Errorf("rdma_accept: %w", err)
+			}
+		case rdmacm.CMEventEstablished, rdmacm.CMEventTimewaitExit:
+		case rdmacm.CMEventDisconnected:
+			// cmtime's server: no rdma_destroy_qp.
+			rdmacm.Disconnect(id)
+			rdmacm.DestroyID(id)
+			gone++
+		default:
+			return fmt.Errorf("event %d, status %d", typ, status)
+		}
+	}
+	printCPU(cfg, stdout)
 	return nil
 }
 
@@ -615,12 +702,11 @@ func clientRaw(ctx context.Context, cfg config, stdout io.Writer) (*timings, err
 	}
 	t.end(stepResolveRoute)
 	fmt.Fprintln(stdout, "creating qp")
-	attr := verbs.QPInitAttr{QPType: verbs.QPTRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	attr := qpAttr()
 	t.start(stepCreateQP)
 	for i, id := range ids {
 		t.per[i][stepCreateQP][0] = time.Now()
-		a := attr
-		if err := rdmacm.CreateQP(id, nil, &a); err != nil {
+		if err := rdmacm.CreateQP(id, nil, &attr); err != nil { // attr itself: see qpAttr
 			return nil, fmt.Errorf("rdma_create_qp: %w", err)
 		}
 		t.per[i][stepCreateQP][1] = time.Now()
@@ -644,8 +730,7 @@ func clientRaw(ctx context.Context, cfg config, stdout io.Writer) (*timings, err
 	t.start(stepDisconnect)
 	for i, id := range ids {
 		t.per[i][stepDisconnect][0] = time.Now()
-		rdmacm.Disconnect(id)
-		rdmacm.DestroyQP(id)
+		rdmacm.Disconnect(id) // cmtime destroys no QP: rdma_destroy_id alone, at exit
 	}
 	if err := wait(stepDisconnect); err != nil {
 		return nil, err

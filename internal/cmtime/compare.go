@@ -15,11 +15,15 @@ import (
 
 // -compare runs, in a guest with rxe0 and cmtime, each variant -runs
 // times, alternately: C cmtime against itself, the hand client against the
-// hand server, both with -shared, and the raw client and the step client
-// against C's server.
-// Each run's server is started again, and once more to be killed once it
-// listens, for the CPU time of its start, which is taken off: the server's
-// CPU per connection is (CPU(run) - CPU(start)) / N, from the rusage.
+// hand server, both with -shared, the raw client and the step client
+// against C's server, and C's client against the raw server (rawsrv: the
+// control for hand's server's CPU, cmtime's server's calls made from Go).
+// Each run's server is started again; its CPU per connection is its CPU
+// time from when it listens to its exit, over N: the rusage at exit less
+// what /proc/PID/stat says once it listens. Its start (librdmacm reading
+// the devices: tens to hundreds of ms, varying run to run) is left out;
+// taken off as the CPU of another server killed once it listened, it
+// left the per-connection figure mostly noise.
 // It prints per step the median us/conn of each variant and its ratio to
 // C's, then the servers' CPU per connection.
 
@@ -57,6 +61,7 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 		{name: "shared", server: []string{"-shared", "-c", n}, client: []string{"-shared", "-s", cfg.addr, "-c", n}},
 		{name: "raw", server: []string{"-c", n}, client: []string{"-layer", "raw", "-s", cfg.addr, "-c", n}, cServer: true},
 		{name: "step", server: []string{"-c", n}, client: []string{"-layer", "step", "-s", cfg.addr, "-c", n}, cServer: true},
+		{name: "rawsrv", server: []string{"-layer", "raw", "-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cClient: true},
 	}
 	prog := func(c bool) string {
 		if c {
@@ -67,15 +72,11 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 	results := make([][]result, len(variants))
 	for r := range cfg.runs {
 		for vi, v := range variants {
-			base, err := serverCPU(ctx, prog(v.cServer), v.server)
-			if err != nil {
-				return fmt.Errorf("%s server start: %w", v.name, err)
-			}
 			res, out, err := runPair(ctx, prog(v.cServer), v.server, prog(v.cClient), v.client)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w\n%s", r+1, v.name, err, out)
 			}
-			res.cpu = max(res.cpu-base, 0) / float64(cfg.conns)
+			res.cpu /= float64(cfg.conns)
 			results[vi] = append(results[vi], res)
 			fmt.Fprintf(stderr, "run %d %-6s %s: server cpu %.1f us/conn\n", r+1, v.name, oneLine(res.step), res.cpu)
 		}
@@ -136,7 +137,7 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 			fmt.Fprintf(stdout, " %8.2f", x/max(c, 1e-9))
 		}
 	}
-	fmt.Fprintln(stdout, "   (us/conn; raw's and step's server is C's)")
+	fmt.Fprintln(stdout, "   (us/conn; raw's and step's server is C's, rawsrv's the raw layer's)")
 	return nil
 }
 
@@ -190,6 +191,12 @@ func runPair(ctx context.Context, server string, sargs []string, client string, 
 		srv.Wait()
 		return result{}, sout.String(), err
 	}
+	start, err := statCPU(srv.Process.Pid)
+	if err != nil {
+		srv.Process.Kill()
+		srv.Wait()
+		return result{}, sout.String(), err
+	}
 	out, cerr := exec.CommandContext(ctx, client, cargs...).CombinedOutput()
 	// cmtime's server does not always exit once its connections are gone
 	// (it can wait on for an event that does not come): blocked, it spends
@@ -211,23 +218,33 @@ func runPair(ctx context.Context, server string, sargs []string, client string, 
 	if err != nil {
 		return result{}, string(out), err
 	}
-	return result{step: steps, cpu: cpuOf(srv.ProcessState)}, "", nil
+	return result{step: steps, cpu: max(cpuOf(srv.ProcessState)-start, 0)}, "", nil
 }
 
-// serverCPU starts a server, waits until it listens and kills it,
-// returning its CPU time (us): what its start costs.
-func serverCPU(ctx context.Context, prog string, args []string) (float64, error) {
-	cmd := exec.CommandContext(ctx, prog, args...)
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	err := waitListen(ctx, 7471)
-	cmd.Process.Kill()
-	cmd.Wait()
+// statCPU returns the CPU time (us) process pid has used so far, user
+// and system, from /proc/PID/stat (in clock ticks of 10 ms: USER_HZ is
+// 100 on Linux).
+func statCPU(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
 	}
-	return cpuOf(cmd.ProcessState), nil
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: state is field 3, utime and stime fields 14 and 15.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	var ticks float64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %q: %w", pid, b, err)
+		}
+		ticks += n
+	}
+	return ticks * 10000, nil
 }
 
 func cpuOf(ps *os.ProcessState) float64 {

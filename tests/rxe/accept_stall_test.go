@@ -59,7 +59,7 @@ func TestAcceptStalledClient(t *testing.T) {
 		require.NoError(t, err)
 		accepted := make(chan error, 1)
 		go acceptWaits(ctlContext(t, 20*time.Second), req, accepted)
-		waitGoroutine(t, "acceptWaits", "IO wait") // rdma_accept sent, ESTABLISHED awaited
+		waitGoroutine(t, "acceptWaits", "select") // rdma_accept sent, ESTABLISHED awaited in its mailbox
 		require.NoError(t, timed(t, "Conn.Close", req.Conn().Close))
 		require.ErrorIs(t, <-accepted, hand.ErrClosed)
 
