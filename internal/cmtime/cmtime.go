@@ -76,6 +76,7 @@ type config struct {
 	conns        int
 	layer        string
 	shared       bool
+	destroyQP    bool
 	cpu          bool
 	timeout      time.Duration
 }
@@ -93,6 +94,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.conns, "c", 100, "connections")
 	fs.StringVar(&cfg.layer, "layer", "hand", "the layer: hand (Dial; a server: Listen), step (a client on hand's NewConn and step methods), or raw (generated/rdmacm, cmtime's calls)")
 	fs.BoolVar(&cfg.shared, "shared", false, "one PD and one CQ for all connections (hand and step only)")
+	fs.BoolVar(&cfg.destroyQP, "destroy-qp", false, "-layer raw server: rdma_destroy_qp each QP at DISCONNECTED, as hand's Conn.Close does (cmtime's server never does)")
 	fs.BoolVar(&cfg.cpu, "cpu", false, "server: print the process's CPU time at exit")
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
 	prof := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
@@ -551,8 +553,12 @@ func serveRaw(ctx context.Context, cfg config, stdout io.Writer) error {
 			}
 		case rdmacm.CMEventEstablished, rdmacm.CMEventTimewaitExit:
 		case rdmacm.CMEventDisconnected:
-			// cmtime's server: no rdma_destroy_qp.
+			// cmtime's server makes no rdma_destroy_qp; -destroy-qp
+			// adds it, the one verb hand's Conn.Close makes beyond these.
 			rdmacm.Disconnect(id)
+			if cfg.destroyQP {
+				rdmacm.DestroyQP(id)
+			}
 			rdmacm.DestroyID(id)
 			gone++
 		default:

@@ -17,7 +17,9 @@ import (
 // times, alternately: C cmtime against itself, the hand client against the
 // hand server, both with -shared, the raw client and the step client
 // against C's server, and C's client against the raw server (rawsrv: the
-// control for hand's server's CPU, cmtime's server's calls made from Go).
+// control for hand's server's CPU, cmtime's server's calls made from Go),
+// once more with each QP destroyed at the disconnect (rawsrv+qp), as
+// hand's Conn.Close does and cmtime's server does not.
 // Each run's server is started again; its CPU per connection is its CPU
 // time from when it listens to its exit, over N: the rusage at exit less
 // what /proc/PID/stat says once it listens. Its start (librdmacm reading
@@ -62,6 +64,7 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 		{name: "raw", server: []string{"-c", n}, client: []string{"-layer", "raw", "-s", cfg.addr, "-c", n}, cServer: true},
 		{name: "step", server: []string{"-c", n}, client: []string{"-layer", "step", "-s", cfg.addr, "-c", n}, cServer: true},
 		{name: "rawsrv", server: []string{"-layer", "raw", "-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cClient: true},
+		{name: "rawsrv+qp", server: []string{"-layer", "raw", "-destroy-qp", "-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cClient: true},
 	}
 	prog := func(c bool) string {
 		if c {
@@ -137,7 +140,7 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 			fmt.Fprintf(stdout, " %8.2f", x/max(c, 1e-9))
 		}
 	}
-	fmt.Fprintln(stdout, "   (us/conn; raw's and step's server is C's, rawsrv's the raw layer's)")
+	fmt.Fprintln(stdout, "   (us/conn; raw's and step's server is C's, rawsrv's the raw layer's, rawsrv+qp's also destroys each QP)")
 	return nil
 }
 
