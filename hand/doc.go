@@ -121,11 +121,11 @@
 // post's); between goroutines the order is whichever post went first.
 // Several Pollers may poll one CQ, each with its own buffer: each
 // completion is reaped by one of them, and each sees its share in the
-// CQ's order. Several goroutines may wait on one CQ (Wait, Poller.Wait),
-// taking the completion channel's descriptor in turn. tests/rxe holds this
-// on soft-RoCE, under the race detector too: 16 goroutines posting sends
-// in chains of 1 to 64 WRs, 4 posting receives and 2 polling the shared
-// CQ, on one RC QP and on an SRQ shared by 8 QPs.
+// CQ's order. Several goroutines may wait on one CQ (CQ.Wait, or Wait of
+// a Poller each), taking the completion channel's descriptor in turn.
+// tests/rxe holds this on soft-RoCE, under the race detector too: 16
+// goroutines posting sends in chains of 1 to 64 WRs, 4 posting receives
+// and 2 polling the shared CQ, on one RC QP and on an SRQ shared by 8 QPs.
 //
 // Not safe for concurrent use: a SendChain or RecvChain and the views its
 // Reserve returns, a Poller or ExPoller and the WCs it returns, and the
@@ -135,9 +135,12 @@
 // overwrite. The data path takes no lock to stop that, as a lock would
 // cost every post and poll: give each goroutine its own chains and
 // pollers, or hand one over through a channel or a mutex. The race
-// detector (go test -race) reports a chain or poller used by two
-// goroutines at once; the connection steps refuse an overlapping step with
-// an error naming the step under way.
+// detector (go test -race) reports a chain used by two goroutines at once
+// (its count of pending WRs is Go memory), but not a poller: all a poll
+// writes is the WC array in C memory, which the detector does not watch,
+// so two goroutines polling through one Poller get each other's WCs
+// overwritten unreported. The connection steps refuse an overlapping step
+// with an error naming the step under way.
 //
 // # Errors
 //
