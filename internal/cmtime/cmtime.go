@@ -94,7 +94,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.conns, "c", 100, "connections")
 	fs.StringVar(&cfg.layer, "layer", "hand", "the layer: hand (Dial; a server: Listen), step (a client on hand's NewConn and step methods), or raw (generated/rdmacm, cmtime's calls)")
 	fs.BoolVar(&cfg.shared, "shared", false, "one PD and one CQ for all connections (hand and step only)")
-	fs.BoolVar(&cfg.destroyQP, "destroy-qp", false, "-layer raw server: rdma_destroy_qp each QP at DISCONNECTED, as hand's Conn.Close does (cmtime's server never does)")
+	fs.BoolVar(&cfg.destroyQP, "destroy-qp", false, "-layer raw: rdma_destroy_qp each QP, the server's at DISCONNECTED, the client's in its destroy step, as hand's Conn.Close does (cmtime never does)")
 	fs.BoolVar(&cfg.cpu, "cpu", false, "server: print the process's CPU time at exit")
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
 	prof := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
@@ -604,6 +604,9 @@ func clientRaw(ctx context.Context, cfg config, stdout io.Writer) (*timings, err
 		t.start(stepDestroy)
 		for i, id := range ids {
 			t.per[i][stepDestroy][0] = time.Now()
+			if cfg.destroyQP {
+				rdmacm.DestroyQP(id)
+			}
 			rdmacm.DestroyID(id)
 			t.per[i][stepDestroy][1] = time.Now()
 		}

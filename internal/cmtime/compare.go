@@ -15,11 +15,12 @@ import (
 
 // -compare runs, in a guest with rxe0 and cmtime, each variant -runs
 // times, alternately: C cmtime against itself, the hand client against the
-// hand server, both with -shared, the raw client and the step client
-// against C's server, and C's client against the raw server (rawsrv: the
-// control for hand's server's CPU, cmtime's server's calls made from Go),
-// once more with each QP destroyed at the disconnect (rawsrv+qp), as
-// hand's Conn.Close does and cmtime's server does not.
+// hand server, both with -shared, the raw client (raw+qp: destroying each
+// QP, as Conn.Close does and cmtime does not) and the step client (with
+// -shared: cmtime's QPs share their CQs too) against C's server, and C's
+// client against the raw server (rawsrv: the control for hand's server's
+// CPU, cmtime's server's calls made from Go), once more with each QP
+// destroyed at the disconnect (rawsrv+qp).
 // Each run's server is started again; its CPU per connection is its CPU
 // time from when it listens to its exit, over N: the rusage at exit less
 // what /proc/PID/stat says once it listens. Its start (librdmacm reading
@@ -62,7 +63,8 @@ func compare(ctx context.Context, cfg compareConfig, stdout, stderr io.Writer) e
 		{name: "hand", server: []string{"-c", n}, client: []string{"-s", cfg.addr, "-c", n}},
 		{name: "shared", server: []string{"-shared", "-c", n}, client: []string{"-shared", "-s", cfg.addr, "-c", n}},
 		{name: "raw", server: []string{"-c", n}, client: []string{"-layer", "raw", "-s", cfg.addr, "-c", n}, cServer: true},
-		{name: "step", server: []string{"-c", n}, client: []string{"-layer", "step", "-s", cfg.addr, "-c", n}, cServer: true},
+		{name: "raw+qp", server: []string{"-c", n}, client: []string{"-layer", "raw", "-destroy-qp", "-s", cfg.addr, "-c", n}, cServer: true},
+		{name: "step", server: []string{"-c", n}, client: []string{"-layer", "step", "-shared", "-s", cfg.addr, "-c", n}, cServer: true},
 		{name: "rawsrv", server: []string{"-layer", "raw", "-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cClient: true},
 		{name: "rawsrv+qp", server: []string{"-layer", "raw", "-destroy-qp", "-c", n}, client: []string{"-s", cfg.addr, "-c", n}, cClient: true},
 	}
