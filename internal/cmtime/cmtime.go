@@ -234,6 +234,25 @@ func (s *shared) get(ctx *hand.Context, conns int) (*hand.PD, *hand.CQ, error) {
 	return s.pd, s.cq, s.err
 }
 
+// prepare makes what a hand client needs before its clock runs:
+// librdmacm's device context, since librdmacm reads the devices once, at a
+// process's first call (C's cmtime makes it, creating its event channel,
+// before its clock runs), and with -shared the one PD and CQ, set in cc.
+// The caller closes the context.
+func (s *shared) prepare(cc *hand.ConnConfig, cfg config) (*hand.Context, error) {
+	dev, err := hand.CMContext("")
+	if err != nil {
+		return nil, err
+	}
+	if cfg.shared {
+		if cc.PD, cc.SendCQ, err = s.get(dev, cfg.conns); err != nil {
+			dev.Close()
+			return nil, err
+		}
+	}
+	return dev, nil
+}
+
 func (s *shared) close() {
 	if s.cq != nil {
 		s.cq.Close()
@@ -253,19 +272,11 @@ func clientHand(ctx context.Context, cfg config, stdout io.Writer) (*timings, er
 	cc.LocalAddr = cfg.source()
 	var sh shared
 	defer sh.close()
-	// librdmacm reads the devices once, at a process's first call (C's
-	// cmtime makes it, creating its event channel, before its clock runs):
-	// made here, not inside the first Dial's step.
-	dev, err := hand.CMContext("")
+	dev, err := sh.prepare(&cc, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Close()
-	if cfg.shared {
-		if cc.PD, cc.SendCQ, err = sh.get(dev, cfg.conns); err != nil {
-			return nil, err
-		}
-	}
 	conns := make([]*hand.Conn, cfg.conns)
 	errs := make([]error, cfg.conns)
 	var atQP sync.WaitGroup
@@ -354,17 +365,11 @@ func clientStep(ctx context.Context, cfg config, stdout io.Writer) (*timings, er
 	cc := connConfig()
 	var sh shared
 	defer sh.close()
-	// Made before the clock runs, as clientHand's.
-	dev, err := hand.CMContext("")
+	dev, err := sh.prepare(&cc, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Close()
-	if cfg.shared {
-		if cc.PD, cc.SendCQ, err = sh.get(dev, cfg.conns); err != nil {
-			return nil, err
-		}
-	}
 	conns := make([]*hand.Conn, cfg.conns)
 	defer closeAll(conns) // after a failure: Close is a no-op on a closed Conn
 	errs := make([]error, cfg.conns)
