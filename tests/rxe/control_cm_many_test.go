@@ -154,6 +154,7 @@ func TestControlCMManyConcurrent(t *testing.T) {
 // waiting for the request to time out, and no id of theirs is left in the
 // kernel. The request Accept returned is the caller's, unaffected.
 func TestControlCMListenerCloseRejectsQueued(t *testing.T) {
+	RequireDevice(t)
 	l, err := hand.Listen(ctlContext(t, 10*time.Second), fmt.Sprintf("%s:0", ctlAddr(t)))
 	require.NoError(t, err)
 	port := l.Addr().Port()
