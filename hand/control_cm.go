@@ -43,8 +43,32 @@ import (
 // well be dropped without it. Listener.Context, ConnRequest.Context and
 // Conn.Context return such handles too.
 func CMContext(name string) (*Context, error) {
+	var found *Context
+	var names []string
+	err := cmDevices(func(raw *verbs.Context) bool {
+		n := cString(raw.Device.Name[:])
+		if name == "" || n == name {
+			found = newContext(raw, n, true)
+			return true
+		}
+		names = append(names, n)
+		return false
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case found == nil:
+		return nil, fmt.Errorf("%w named %q for rdma_cm (found: %v)", ErrNoDevice, name, names)
+	}
+	return found, nil
+}
+
+// cmDevices calls match with each of librdmacm's device contexts
+// (rdma_get_devices), in order, until it returns true. No device at all is
+// an error matching ErrNoDevice that says what to do.
+func cmDevices(match func(raw *verbs.Context) bool) error {
 	if err := rdmacm.Load(); err != nil {
-		return nil, err // rdma-core is not installed: the error says what to install
+		return err // rdma-core is not installed: the error says what to install
 	}
 	var n int32
 	list, err := rdmacm.GetDevices(&n)
@@ -52,24 +76,20 @@ func CMContext(name string) (*Context, error) {
 	case errors.Is(err, verberr.ErrNoRDMA):
 		// librdmacm's ENODEV: no device, or no RDMA in the kernel; the
 		// error says which and what to do.
-		return nil, fmt.Errorf("%w: %w", ErrNoDevice, err)
+		return fmt.Errorf("%w: %w", ErrNoDevice, err)
 	case err != nil:
-		return nil, err
+		return err
 	case n == 0:
 		rdmacm.FreeDevices(list)
-		return nil, fmt.Errorf("%w: rdma_get_devices found none %s", ErrNoDevice, loadDriverHint)
+		return fmt.Errorf("%w: rdma_get_devices found none %s", ErrNoDevice, loadDriverHint)
 	}
 	defer rdmacm.FreeDevices(list)
-	ctxs := unsafe.Slice(list, int(n))
-	var names []string
-	for _, raw := range ctxs {
-		n := cString(raw.Device.Name[:])
-		if name == "" || n == name {
-			return newContext(raw, n, true), nil
+	for _, raw := range unsafe.Slice(list, int(n)) {
+		if match(raw) {
+			return nil
 		}
-		names = append(names, n)
 	}
-	return nil, fmt.Errorf("%w named %q for rdma_cm (found: %v)", ErrNoDevice, name, names)
+	return nil
 }
 
 // ConnConfig describes the QP and the connection parameters of a
@@ -287,8 +307,8 @@ func Listen(ctx context.Context, addr string) (*Listener, error) {
 }
 
 // listen binds l to addr, on an id that create makes on the process's
-// channel, with a backlog of 128 requests. op names the call in its errors, kind
-// the object in its name.
+// channel, with a backlog of 128 requests. op names the call in its
+// errors, kind the object in its name.
 func (l *cmListener) listen(ctx context.Context, addr, op, kind string, create func(*rdmacm.EventChannel) (*rdmacm.CMID, error)) error {
 	ap, err := resolveAddrPort(ctx, addr)
 	if err != nil {

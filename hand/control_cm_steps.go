@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
-	"unsafe"
+	"time"
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
@@ -217,16 +217,24 @@ func (c *Conn) ResolveAddr(ctx context.Context, addr string) error {
 }
 
 func (c *Conn) resolveAddr(ctx context.Context, dst netip.AddrPort) error {
-	var srcBuf sockaddrBuf
-	var src *rdmacm.Sockaddr
-	if !c.steps.bound {
-		src = sourceSockaddr(c.steps.cfg.LocalAddr, &srcBuf)
+	local := c.steps.cfg.LocalAddr
+	if c.steps.bound {
+		local = netip.AddrPort{} // Bind chose it
 	}
+	return resolveIDAddr(ctx, c.ch, c.id, local, dst, c.steps.cfg.StepTimeout)
+}
+
+// resolveIDAddr resolves dst on id (rdma_resolve_addr, from local unless it
+// is the zero AddrPort) and waits on ch for the result: the address step
+// of the Conn's path and of DialUD.
+func resolveIDAddr(ctx context.Context, ch *cmChannel, id *rdmacm.CMID, local, dst netip.AddrPort, timeout time.Duration) error {
+	var srcBuf sockaddrBuf
+	src := sourceSockaddr(local, &srcBuf)
 	d := sockaddrOf(dst)
-	if err := rdmacm.ResolveAddr(c.id, src, d.raw(), int32(stepTimeout(c.steps.cfg.StepTimeout))); err != nil {
+	if err := rdmacm.ResolveAddr(id, src, d.raw(), int32(stepTimeout(timeout))); err != nil {
 		return err
 	}
-	_, err := c.ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved)
+	_, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved)
 	return err
 }
 
@@ -240,10 +248,16 @@ func (c *Conn) ResolveRoute(ctx context.Context) error {
 }
 
 func (c *Conn) resolveRoute(ctx context.Context) error {
-	if err := rdmacm.ResolveRoute(c.id, int32(stepTimeout(c.steps.cfg.StepTimeout))); err != nil {
+	return resolveIDRoute(ctx, c.ch, c.id, c.steps.cfg.StepTimeout)
+}
+
+// resolveIDRoute resolves the route of id, whose address is resolved
+// (rdma_resolve_route), and waits on ch for the result.
+func resolveIDRoute(ctx context.Context, ch *cmChannel, id *rdmacm.CMID, timeout time.Duration) error {
+	if err := rdmacm.ResolveRoute(id, int32(stepTimeout(timeout))); err != nil {
 		return err
 	}
-	_, err := c.ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved)
+	_, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved)
 	return err
 }
 
@@ -335,19 +349,18 @@ func ContextOf(raw *verbs.Context) (*Context, error) {
 	if raw == nil {
 		return nil, &AttrError{Op: "ContextOf", Field: "raw", Reason: "nil"}
 	}
-	if err := rdmacm.Load(); err != nil {
-		return nil, err
-	}
-	var n int32
-	list, err := rdmacm.GetDevices(&n)
-	if err != nil {
-		return nil, fmt.Errorf("goverbs: ContextOf: %w", err)
-	}
-	defer rdmacm.FreeDevices(list)
-	for _, c := range unsafe.Slice(list, int(n)) {
+	var found *Context
+	err := cmDevices(func(c *verbs.Context) bool {
 		if c == raw {
-			return cmContext(raw), nil
+			found = cmContext(raw)
 		}
+		return found != nil
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("goverbs: ContextOf: %w", err)
+	case found == nil:
+		return nil, &AttrError{Op: "ContextOf", Field: "raw", Reason: "not a device context of librdmacm's (rdma_get_devices does not list it): one from ibv_open_device or hand.Open belongs to whoever opened it"}
 	}
-	return nil, &AttrError{Op: "ContextOf", Field: "raw", Reason: "not a device context of librdmacm's (rdma_get_devices does not list it): one from ibv_open_device or hand.Open belongs to whoever opened it"}
+	return found, nil
 }

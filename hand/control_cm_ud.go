@@ -274,20 +274,10 @@ func DialUD(ctx context.Context, addr string, cfg UDConfig) (*UDConn, error) {
 	if c.id, err = ch.create(createUDPID); err != nil {
 		return wrap("creating the id", err)
 	}
-	timeout := int32(stepTimeout(cfg.StepTimeout))
-	dst := sockaddrOf(ap)
-	var srcBuf sockaddrBuf
-	src := sourceSockaddr(cfg.LocalAddr, &srcBuf)
-	if err := rdmacm.ResolveAddr(c.id, src, dst.raw(), timeout); err != nil {
+	if err := resolveIDAddr(ctx, ch, c.id, cfg.LocalAddr, ap, cfg.StepTimeout); err != nil {
 		return wrap("resolving the address", err)
 	}
-	if _, err := ch.expect(ctx, "rdma_resolve_addr", rdmacm.CMEventAddrResolved); err != nil {
-		return wrap("resolving the address", err)
-	}
-	if err := rdmacm.ResolveRoute(c.id, timeout); err != nil {
-		return wrap("resolving the route", err)
-	}
-	if _, err := ch.expect(ctx, "rdma_resolve_route", rdmacm.CMEventRouteResolved); err != nil {
+	if err := resolveIDRoute(ctx, ch, c.id, cfg.StepTimeout); err != nil {
 		return wrap("resolving the route", err)
 	}
 	if err := c.setup(&cfg, "DialUD"); err != nil {

@@ -146,9 +146,8 @@ func (cq *CQ) undo() { cq.closing.Store(false) }
 // then, instead of an empty poll, an *OverrunError matching ErrCQOverrun,
 // for good: which work requests finished is no longer known (a wait
 // already parked when the event is read is not woken by it; one begun
-// after returns at once). A program
-// that sees it should stop posting to the CQ's QPs, close them and the
-// CQ, and make the new CQ deep enough. Only a program that reads the
+// after returns at once). A program that sees it should stop posting to
+// the CQ's QPs, close them and the CQ, and make the new CQ deep enough. Only a program that reads the
 // async events learns of an overrun: hand reads none on its own.
 type CQ struct {
 	object

@@ -15,8 +15,9 @@ import (
 type AsyncEvent struct {
 	Type EventType
 	// The object the event is about, by event type: QP for the QP events,
-	// CQ for EventCQErr (the CQ overran: its Overrun is true from then on), SRQ for the SRQ events, Port for the port events
-	// (nil or 0 otherwise). QP, CQ and SRQ are nil for an object this
+	// CQ for EventCQErr (the CQ overran: its Overrun is true from then
+	// on), SRQ for the SRQ events, Port for the port events (nil or 0
+	// otherwise). QP, CQ and SRQ are nil for an object this
 	// package did not make.
 	QP   *QP
 	CQ   *CQ
