@@ -24,9 +24,19 @@ import (
 // stepsDial is Dial done by hand, one step at a time: on failure the Conn
 // is closed (a no-op once a failed Connect has closed it).
 func stepsDial(ctx context.Context, addr string, cfg hand.ConnConfig) (*hand.Conn, error) {
+	return stepsDialBound(ctx, addr, cfg, netip.AddrPort{})
+}
+
+// stepsDialBound is stepsDial with Bind(bind) first, when bind is valid.
+func stepsDialBound(ctx context.Context, addr string, cfg hand.ConnConfig, bind netip.AddrPort) (*hand.Conn, error) {
 	c, err := hand.NewConn(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if bind.IsValid() {
+		if err := c.Bind(bind); err != nil {
+			return nil, errors.Join(err, c.Close())
+		}
 	}
 	for _, step := range []func() error{
 		func() error { return c.ResolveAddr(ctx, addr) },
@@ -281,22 +291,7 @@ func TestCMLocalAddr(t *testing.T) {
 			return hand.Dial(ctx, addr, hand.ConnConfig{LocalAddr: local})
 		}},
 		{"Steps_Bind", port(2), false, func(addr string, local netip.AddrPort) (*hand.Conn, error) {
-			c, err := hand.NewConn(hand.ConnConfig{})
-			if err != nil {
-				return nil, err
-			}
-			for _, step := range []func() error{
-				func() error { return c.Bind(local) },
-				func() error { return c.ResolveAddr(ctx, addr) },
-				func() error { return c.ResolveRoute(ctx) },
-				c.CreateQP,
-				func() error { return c.Connect(ctx) },
-			} {
-				if err := step(); err != nil {
-					return nil, errors.Join(err, c.Close())
-				}
-			}
-			return c, nil
+			return stepsDialBound(ctx, addr, hand.ConnConfig{}, local)
 		}},
 		{"Steps_LocalAddr", port(3), false, func(addr string, local netip.AddrPort) (*hand.Conn, error) {
 			return stepsDial(ctx, addr, hand.ConnConfig{LocalAddr: local})
