@@ -495,8 +495,10 @@ func (s sample) String() string {
 // near zero there is a plateau.
 func slopes(ss []sample) string {
 	half := ss[len(ss)/2:]
-	if len(half) < 2 {
-		return "too few samples for a slope"
+	if len(half) < 5 {
+		// Two or three samples fit noise: the sampled RSS moves by a few
+		// hundred KiB from one sample to the next.
+		return fmt.Sprintf("%d samples in the second half, too few for a slope: GOVERBS_SOAK_CM_CYCLES=2000 (make soak SOAK_CM_CYCLES=2000) gives 10", len(half))
 	}
 	fit := func(get func(sample) int64) float64 {
 		var n, sx, sy, sxx, sxy float64
