@@ -4,14 +4,17 @@ import "errors"
 
 // ErrConcurrentUse is what errors.Is matches when a call of a SendChain,
 // RecvChain, Poller or ExPoller found another goroutine in a call of the
-// same chain or poller. The call that found it did nothing: it left the
+// same chain or poller (always in a -race build, on a best-effort basis
+// otherwise: see the package documentation, Concurrency). The call that
+// found it did nothing: it left the
 // chain's pending WRs and the poller's completions as the other call
 // leaves them, posted nothing and reaped nothing. It is a bug of the
 // program, not of the device: a chain or a poller is for one goroutine at
-// a time (see the package documentation, Concurrency).
+// a time.
 var ErrConcurrentUse = errors.New("goverbs: chain or poller in use by another goroutine")
 
-// inUse is the in-use word of a chain or a poller. Each call that reads or
+// The in-use word of a chain or a poller (inUse: inuse_norace.go,
+// inuse_race.go). Each call that reads or
 // writes the object's per-call state (the pending WRs, the bad_wr slot,
 // the reaped WCs, the reused error) takes it first, before it reads
 // anything else of the object, and gives it back as it returns; a call
@@ -30,6 +33,7 @@ var ErrConcurrentUse = errors.New("goverbs: chain or poller in use by another go
 // itself: the WRs and WCs are C memory. Neither sees a goroutine reading
 // WCs another goroutine's Poll is about to overwrite, nor the views' Set
 // methods, which write C memory with no call to check in.
+
 // usedError is ErrConcurrentUse as one method returns it, made once at
 // init so that the refusal does not allocate either.
 type usedError struct{ msg string }
