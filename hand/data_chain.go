@@ -13,8 +13,9 @@ import (
 // chain is what RecvChain and SendChain share: their work requests in C
 // memory, prelinked once, and the window [head, n) of them that is pending.
 type chain[W verbs.RecvWR | verbs.SendWR] struct {
-	wr     []W // C memory
-	bad    **W // C memory: the bad_wr slot
+	use    inUse // taken by each post and by Close
+	wr     []W   // C memory
+	bad    **W   // C memory: the bad_wr slot
 	mem    unsafe.Pointer
 	maxSGE int
 	head   int // first pending WR
@@ -46,11 +47,19 @@ func (c *chain[W]) Skip() {
 	}
 }
 
-// free releases the C memory; the owner then clears itself.
-func (c *chain[W]) free() {
+// close releases the C memory and empties the chain, unless another
+// goroutine is in a call of it: then it returns used and frees nothing,
+// for that call is using the memory. The owner clears its own fields
+// before calling exit.
+func (c *chain[W]) close(used *usedError) error {
+	if !c.use.enter() {
+		return used
+	}
 	if c.mem != nil {
 		cfree(c.mem)
 	}
+	c.wr, c.bad, c.mem, c.maxSGE, c.head, c.n, c.err = nil, nil, nil, 0, 0, 0, PostError{}
+	return nil
 }
 
 // failed records a partial post from the bad_wr slot. A provider that fails

@@ -168,7 +168,8 @@ func (e *PollError) Unwrap() error {
 // Poller reaps completions from a CQ with ibv_poll_cq into a C-allocated
 // array of struct ibv_wc.
 type Poller struct {
-	owner *CQ // nil for NewPollerRaw
+	use   inUse // taken by each Poll, PollSpin, wait and Close
+	owner *CQ   // nil for NewPollerRaw
 	cq    *verbs.CQ
 	wc    []WC // C memory
 	mem   unsafe.Pointer
@@ -221,12 +222,18 @@ func pollerBytes(n int, each, extra uintptr) (uintptr, bool) {
 }
 
 // Close releases the poller's C memory, and with it the last Poll's
-// completions. Closing again does nothing; Close always returns nil.
+// completions. Closing again does nothing. Close returns nil, or an error
+// matching ErrConcurrentUse, having released nothing, when another
+// goroutine is in a call of the poller (a Wait included).
 func (p *Poller) Close() error {
+	if !p.use.enter() {
+		return usedPollerClose
+	}
 	if p.mem != nil {
 		cfree(p.mem)
 	}
-	*p = Poller{}
+	p.owner, p.cq, p.wc, p.mem, p.err = nil, nil, nil, nil, PollError{}
+	p.use.exit()
 	return nil
 }
 
@@ -236,8 +243,12 @@ func (p *Poller) Close() error {
 // *PollError, owned by the poller. Poll does not allocate. An empty poll
 // of a CQ that overran returns the CQ's *OverrunError (see CQ); a
 // NewPollerRaw poller cannot know of an overrun.
+//
+// A poller is for one goroutine at a time: a call (Poll, PollSpin, a
+// wait, Close) that finds another goroutine in a call of the poller
+// reaps nothing and returns an error matching ErrConcurrentUse.
 func (p *Poller) Poll() ([]WC, error) {
-	return p.poll(0, 1)
+	return p.poll(0, 1, usedPoll)
 }
 
 // PollSpin is Poll repeated up to polls times inside one cgo call: it
@@ -253,19 +264,26 @@ func (p *Poller) PollSpin(polls int) ([]WC, error) {
 		return nil, &AttrError{Op: "Poller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
 	}
 	// C's int counts them: more than it holds would wrap (2^32 to 0).
-	return p.poll(0, min(polls, math.MaxInt32))
+	return p.poll(0, min(polls, math.MaxInt32), usedPollSpin)
 }
 
 // poll reaps into the poller's completions from the from'th on (0 but for
 // a WaitThreadAtLeast's queued way, which keeps those before from), with
 // up to polls ibv_poll_cq in one cgo call, and returns those it reaped.
-func (p *Poller) poll(from, polls int) ([]WC, error) {
+// It takes p.use for the call, returning used when another goroutine holds
+// it; a wait, which holds it from start to end, passes nil. (One function
+// for both, rather than a wrapper taking p.use around it: Poll then stays
+// small enough to be inlined, and a poll one call.)
+func (p *Poller) poll(from, polls int, used *usedError) ([]WC, error) {
+	if used != nil && !p.use.enter() {
+		return nil, used
+	}
 	if p.mem == nil {
-		return nil, ErrClosed
+		return p.ret(nil, ErrClosed, used)
 	}
 	if p.owner != nil {
 		if err := p.owner.use(); err != nil {
-			return nil, err
+			return p.ret(nil, err, used)
 		}
 	}
 	wc := p.wc[from:]
@@ -286,16 +304,25 @@ func (p *Poller) poll(from, polls int) ([]WC, error) {
 	}
 	if r < 0 {
 		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
-		return nil, &p.err
+		return p.ret(nil, &p.err, used)
 	}
 	// An empty poll of a CQ that overran says so (see CQ); only an empty
 	// one, so that the check costs the polls that reap nothing.
 	if r == 0 && p.owner != nil {
 		if err := p.owner.overrunErr(); err != nil {
-			return nil, err
+			return p.ret(nil, err, used)
 		}
 	}
-	return wc[:r], nil
+	return p.ret(wc[:r], nil, used)
+}
+
+// ret returns wcs and err, giving p.use back first when poll took it
+// (used is not nil).
+func (p *Poller) ret(wcs []WC, err error, used *usedError) ([]WC, error) {
+	if used != nil {
+		p.use.exit()
+	}
+	return wcs, err
 }
 
 // anyFailed reports whether one of wcs failed, which ends a
@@ -313,7 +340,8 @@ func anyFailed(wcs []WC) bool {
 // ibv_start_poll, ibv_next_poll and ibv_end_poll, all in one cgo call, into
 // the same WC views as Poller.
 type ExPoller struct {
-	owner *CQ // nil for NewExPollerRaw
+	use   inUse // taken by each Poll, PollSpin and Close
+	owner *CQ   // nil for NewExPollerRaw
 	cq    *verbs.CQEx
 	wc    []WC     // C memory
 	ts    []uint64 // C memory: completion timestamps
@@ -374,12 +402,18 @@ func NewExPollerRaw(cq *verbs.CQEx, n int, wcFlags CQWCFlags) (*ExPoller, error)
 }
 
 // Close releases the poller's C memory, and with it the last Poll's
-// completions. Closing again does nothing; Close always returns nil.
+// completions. Closing again does nothing. Close returns nil, or an error
+// matching ErrConcurrentUse, having released nothing, when another
+// goroutine is in a call of the poller.
 func (p *ExPoller) Close() error {
+	if !p.use.enter() {
+		return usedExPollClose
+	}
 	if p.mem != nil {
 		cfree(p.mem)
 	}
-	*p = ExPoller{}
+	p.owner, p.cq, p.wc, p.ts, p.flags, p.fail, p.mem, p.err = nil, nil, nil, nil, 0, nil, nil, PollError{}
+	p.use.exit()
 	return nil
 }
 
@@ -396,8 +430,12 @@ func (p *ExPoller) Close() error {
 // completions read before it, and the next Poll or PollSpin returns its
 // *PollError without polling; the completion that failed is lost where the
 // provider consumed it (mlx5, mlx4 and hns do). Poll does not allocate.
+//
+// An ExPoller is for one goroutine at a time, as a Poller is: a call that
+// finds another goroutine in a call of it reaps nothing and returns an
+// error matching ErrConcurrentUse.
 func (p *ExPoller) Poll() ([]WC, error) {
-	return p.poll(1)
+	return p.poll(1, usedExPoll)
 }
 
 // PollSpin is Poll repeated up to polls times inside one cgo call, as
@@ -410,15 +448,22 @@ func (p *ExPoller) PollSpin(polls int) ([]WC, error) {
 		return nil, &AttrError{Op: "ExPoller.PollSpin", Field: "polls", Reason: strconv.Itoa(polls) + ": must be at least 1"}
 	}
 	// C's int counts them, as for Poller.PollSpin.
-	return p.poll(min(polls, math.MaxInt32))
+	return p.poll(min(polls, math.MaxInt32), usedExPollSpin)
 }
 
-func (p *ExPoller) poll(polls int) ([]WC, error) {
+// poll is Poll with up to polls polls, in p.use: it returns used when
+// another goroutine holds it.
+func (p *ExPoller) poll(polls int, used *usedError) ([]WC, error) {
+	if !p.use.enter() {
+		return nil, used
+	}
 	if p.mem == nil {
+		p.use.exit()
 		return nil, ErrClosed
 	}
 	if p.owner != nil {
 		if err := p.owner.use(); err != nil {
+			p.use.exit()
 			return nil, err
 		}
 	}
@@ -429,6 +474,7 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 		}
 		p.err = PollError{Op: "ibv_next_poll", Ret: int(*p.fail)}
 		*p.fail = 0
+		p.use.exit()
 		return nil, &p.err
 	}
 	cq, wc, ts, fail := cptr(unsafe.Pointer(p.cq)), cptr(unsafe.Pointer(&p.wc[0])),
@@ -446,13 +492,16 @@ func (p *ExPoller) poll(polls int) ([]WC, error) {
 	if r < 0 { // GOVERBS_POLL_FAILED: start_poll's value is in *p.fail
 		p.err = PollError{Op: "ibv_start_poll", Ret: int(*p.fail)}
 		*p.fail = 0
+		p.use.exit()
 		return nil, &p.err
 	}
 	if r == 0 && p.owner != nil { // as Poller.poll
 		if err := p.owner.overrunErr(); err != nil {
+			p.use.exit()
 			return nil, err
 		}
 	}
+	p.use.exit()
 	return p.wc[:r], nil
 }
 

@@ -53,11 +53,14 @@ func NewRecvChain(capacity, maxSGE int) (*RecvChain, error) {
 }
 
 // Close releases the chain's C memory. Neither the chain nor a view Reserve
-// returned may be used afterwards. Closing again does nothing; Close always
-// returns nil.
+// returned may be used afterwards. Closing again does nothing. Close
+// returns nil, or an error matching ErrConcurrentUse, having released
+// nothing, when another goroutine is in a call of the chain.
 func (c *RecvChain) Close() error {
-	c.free()
-	*c = RecvChain{}
+	if err := c.close(usedRecvClose); err != nil {
+		return err
+	}
+	c.use.exit()
 	return nil
 }
 
@@ -123,7 +126,7 @@ func (c *RecvChain) PostRecv(qp *QP) error {
 		qp.done()
 		return &AttrError{Op: "RecvChain.PostRecv", Field: "qp", Reason: "is attached to an SRQ: post its receives with PostSRQRecv"}
 	}
-	err := c.PostRecvRaw(qp.raw)
+	err := c.postRecv(qp.raw, usedPostRecv)
 	qp.done() // not deferred: see Poller.poll
 	return err
 }
@@ -133,7 +136,7 @@ func (c *RecvChain) PostSRQRecv(srq *SRQ) error {
 	if err := srq.use(); err != nil {
 		return err
 	}
-	err := c.PostSRQRecvRaw(srq.raw)
+	err := c.postSRQRecv(srq.raw, usedPostSRQRecv)
 	srq.done() // not deferred: see Poller.poll
 	return err
 }
@@ -145,7 +148,7 @@ func (c *RecvChain) PostRecvv(conn *Conn) error {
 	if err := conn.use(); err != nil {
 		return err
 	}
-	err := c.PostRecvvRaw(conn.id)
+	err := c.postRecvv(conn.id, usedPostRecvv)
 	conn.done() // not deferred: see Poller.poll
 	return err
 }
@@ -157,33 +160,58 @@ func (c *RecvChain) PostRecvv(conn *Conn) error {
 // qp must be C memory (from ibv_create_qp or rdma_cm), like the chain: the
 // call passes both to C as plain addresses, so that cgo does not check each
 // pointer for Go pointers, which would cost as much as the crossing.
-func (c *RecvChain) PostRecvRaw(qp *verbs.QP) error {
+//
+// A chain is for one goroutine at a time: a post that finds another
+// goroutine in a call of the chain posts nothing and returns an error
+// matching ErrConcurrentUse (so do all the post methods and Close).
+func (c *RecvChain) PostRecvRaw(qp *verbs.QP) error { return c.postRecv(qp, usedPostRecvRaw) }
+
+// postRecv is PostRecvRaw, returning used when the chain is in use.
+func (c *RecvChain) postRecv(qp *verbs.QP, used *usedError) error {
+	if !c.use.enter() {
+		return used
+	}
 	if c.head == c.n {
+		c.use.exit()
 		return nil
 	}
 	rc := int32(C.goverbs_post_recv(cptr(unsafe.Pointer(qp)), cptr(unsafe.Pointer(&c.wr[c.head])),
 		cptr(unsafe.Pointer(&c.wr[c.n-1])), cptr(unsafe.Pointer(c.bad))))
 	if rc == 0 {
 		c.head, c.n = 0, 0
+		c.use.exit()
 		return nil
 	}
-	return c.failed("ibv_post_recv", errnoOf(rc))
+	err := c.failed("ibv_post_recv", errnoOf(rc))
+	c.use.exit()
+	return err
 }
 
 // PostSRQRecvRaw is PostRecvRaw for a shared receive queue
 // (ibv_post_srq_recv); srq must be C memory (from ibv_create_srq), as qp for
 // PostRecvRaw.
 func (c *RecvChain) PostSRQRecvRaw(srq *verbs.SRQ) error {
+	return c.postSRQRecv(srq, usedPostSRQRecvRaw)
+}
+
+func (c *RecvChain) postSRQRecv(srq *verbs.SRQ, used *usedError) error {
+	if !c.use.enter() {
+		return used
+	}
 	if c.head == c.n {
+		c.use.exit()
 		return nil
 	}
 	rc := int32(C.goverbs_post_srq_recv(cptr(unsafe.Pointer(srq)), cptr(unsafe.Pointer(&c.wr[c.head])),
 		cptr(unsafe.Pointer(&c.wr[c.n-1])), cptr(unsafe.Pointer(c.bad))))
 	if rc == 0 {
 		c.head, c.n = 0, 0
+		c.use.exit()
 		return nil
 	}
-	return c.failed("ibv_post_srq_recv", errnoOf(rc))
+	err := c.failed("ibv_post_srq_recv", errnoOf(rc))
+	c.use.exit()
+	return err
 }
 
 // PostRecvvRaw does for each pending WR what rdma_post_recvv does on id: it
@@ -197,15 +225,24 @@ func (c *RecvChain) PostSRQRecvRaw(srq *verbs.SRQ) error {
 // comes back as a *PostError with Unknown set, for the one WR in doubt. It
 // is one cgo call for the whole chain, stopping at the first failure with a
 // *PostError like PostRecvRaw. It does not allocate.
-func (c *RecvChain) PostRecvvRaw(id *rdmacm.CMID) error {
+func (c *RecvChain) PostRecvvRaw(id *rdmacm.CMID) error { return c.postRecvv(id, usedPostRecvvRaw) }
+
+func (c *RecvChain) postRecvv(id *rdmacm.CMID, used *usedError) error {
+	if !c.use.enter() {
+		return used
+	}
 	if c.head == c.n {
+		c.use.exit()
 		return nil
 	}
 	r := C.goverbs_cm_post_recvv(cptr(unsafe.Pointer(id)), cptr(unsafe.Pointer(&c.wr[c.head])),
 		C.int(c.n-c.head))
 	if r == 0 {
 		c.head, c.n = 0, 0
+		c.use.exit()
 		return nil
 	}
-	return c.stopped("rdma_post_recvv", r)
+	err := c.stopped("rdma_post_recvv", r)
+	c.use.exit()
+	return err
 }

@@ -94,11 +94,15 @@ func NewSendChain(capacity, maxSGE, inlineCap int) (*SendChain, error) {
 }
 
 // Close releases the chain's C memory. Neither the chain nor a view Reserve
-// returned may be used afterwards. Closing again does nothing; Close always
-// returns nil.
+// returned may be used afterwards. Closing again does nothing. Close
+// returns nil, or an error matching ErrConcurrentUse, having released
+// nothing, when another goroutine is in a call of the chain.
 func (c *SendChain) Close() error {
-	c.free()
-	*c = SendChain{}
+	if err := c.close(usedSendClose); err != nil {
+		return err
+	}
+	c.inlEnd, c.inlCap, c.inl16, c.opErr = nil, 0, 0, OpcodeError{}
+	c.use.exit()
 	return nil
 }
 
@@ -330,7 +334,7 @@ func (c *SendChain) PostSend(qp *QP) error {
 	if err := qp.use(); err != nil {
 		return err
 	}
-	err := c.PostSendRaw(qp.raw)
+	err := c.postSend(qp.raw, usedPostSend)
 	qp.done() // not deferred: see Poller.poll
 	return err
 }
@@ -339,28 +343,28 @@ func (c *SendChain) PostSend(qp *QP) error {
 // a send (SetSend, SetInline); the post stops at the first that is not,
 // with an *OpcodeError. PostSend(conn.QP()) posts a chain of any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostSendv(conn *Conn) error {
-	return c.connPost(conn, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv")
+	return c.connPost(conn, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv", usedPostSendv)
 }
 
 // PostReadv is PostReadvRaw on conn's rdma_cm id: every pending WR must be
 // an RDMA read (SetRead); the post stops at the first that is not, with an
 // *OpcodeError. PostSend(conn.QP()) posts a chain of any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostReadv(conn *Conn) error {
-	return c.connPost(conn, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv")
+	return c.connPost(conn, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv", usedPostReadv)
 }
 
 // PostWritev is PostWritevRaw on conn's rdma_cm id: every pending WR must
 // be an RDMA write (SetWrite); the post stops at the first that is not,
 // with an *OpcodeError. PostSend(conn.QP()) posts a chain of any opcodes. It returns ErrClosed once conn is closed.
 func (c *SendChain) PostWritev(conn *Conn) error {
-	return c.connPost(conn, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev")
+	return c.connPost(conn, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev", usedPostWritev)
 }
 
-func (c *SendChain) connPost(conn *Conn, kind C.int, want verbs.WROpcode, op string) error {
+func (c *SendChain) connPost(conn *Conn, kind C.int, want verbs.WROpcode, op string, used *usedError) error {
 	if err := conn.use(); err != nil {
 		return err
 	}
-	err := c.cmPost(conn.id, kind, want, op)
+	err := c.cmPost(conn.id, kind, want, op, used)
 	conn.done() // not deferred: see Poller.poll
 	return err
 }
@@ -373,17 +377,31 @@ func (c *SendChain) connPost(conn *Conn, kind C.int, want verbs.WROpcode, op str
 // the AHs in it: the call passes qp and the chain to C as plain addresses,
 // so that cgo does not check each pointer for Go pointers, which would cost
 // as much as the crossing.
-func (c *SendChain) PostSendRaw(qp *verbs.QP) error {
+//
+// A chain is for one goroutine at a time: a post that finds another
+// goroutine in a call of the chain posts nothing and returns an error
+// matching ErrConcurrentUse (so do all the post methods and Close).
+func (c *SendChain) PostSendRaw(qp *verbs.QP) error { return c.postSend(qp, usedPostSendRaw) }
+
+// postSend is PostSendRaw, returning used when the chain is in use.
+func (c *SendChain) postSend(qp *verbs.QP, used *usedError) error {
+	if !c.use.enter() {
+		return used
+	}
 	if c.head == c.n {
+		c.use.exit()
 		return nil
 	}
 	rc := int32(C.goverbs_post_send(cptr(unsafe.Pointer(qp)), cptr(unsafe.Pointer(&c.wr[c.head])),
 		cptr(unsafe.Pointer(&c.wr[c.n-1])), cptr(unsafe.Pointer(c.bad))))
 	if rc == 0 {
 		c.head, c.n = 0, 0
+		c.use.exit()
 		return nil
 	}
-	return c.failed("ibv_post_send", errnoOf(rc))
+	err := c.failed("ibv_post_send", errnoOf(rc))
+	c.use.exit()
+	return err
 }
 
 // PostSendvRaw does for each pending WR what rdma_post_sendv does: it
@@ -405,7 +423,7 @@ func (c *SendChain) PostSendRaw(qp *verbs.QP) error {
 // the one WR in doubt. One cgo call for the chain, stopping at the first
 // failure with a *PostError. It does not allocate.
 func (c *SendChain) PostSendvRaw(id *rdmacm.CMID) error {
-	return c.cmPost(id, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv")
+	return c.cmPost(id, C.GOVERBS_CM_SENDV, verbs.WROpSend, "rdma_post_sendv", usedPostSendvRaw)
 }
 
 // PostReadvRaw is PostSendvRaw doing what rdma_post_readv does: each WR
@@ -413,7 +431,7 @@ func (c *SendChain) PostSendvRaw(id *rdmacm.CMID) error {
 // pending WR must be an RDMA read (SetRead): the post stops at the first
 // that is not, with an *OpcodeError.
 func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
-	return c.cmPost(id, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv")
+	return c.cmPost(id, C.GOVERBS_CM_READV, verbs.WROpRDMARead, "rdma_post_readv", usedPostReadvRaw)
 }
 
 // PostWritevRaw is PostSendvRaw doing what rdma_post_writev does: each WR
@@ -422,25 +440,35 @@ func (c *SendChain) PostReadvRaw(id *rdmacm.CMID) error {
 // is refused too, as rdma_post_writev carries none): the post stops at the
 // first that is not, with an *OpcodeError.
 func (c *SendChain) PostWritevRaw(id *rdmacm.CMID) error {
-	return c.cmPost(id, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev")
+	return c.cmPost(id, C.GOVERBS_CM_WRITEV, verbs.WROpRDMAWrite, "rdma_post_writev", usedPostWritevRaw)
 }
 
 // cmPost posts the pending WRs with goverbs_cm_post_send, which gives each
-// the opcode of kind (want) and stops at the first that carries another.
-func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, want verbs.WROpcode, op string) error {
+// the opcode of kind (want) and stops at the first that carries another;
+// it returns used when the chain is in use.
+func (c *SendChain) cmPost(id *rdmacm.CMID, kind C.int, want verbs.WROpcode, op string, used *usedError) error {
+	if !c.use.enter() {
+		return used
+	}
 	if c.head == c.n {
+		c.use.exit()
 		return nil
 	}
 	r := C.goverbs_cm_post_send(cptr(unsafe.Pointer(id)), kind, cptr(unsafe.Pointer(&c.wr[c.head])),
 		C.int(c.n-c.head))
 	if r == 0 {
 		c.head, c.n = 0, 0
+		c.use.exit()
 		return nil
 	}
+	var err error
 	if uint32(r) == C.GOVERBS_CM_OPCODE {
-		return c.refuse(op, int(r>>32), want)
+		err = c.refuse(op, int(r>>32), want)
+	} else {
+		err = c.stopped(op, r)
 	}
-	return c.stopped(op, r)
+	c.use.exit()
+	return err
 }
 
 // refuse records that the call stopped at its WR k, whose opcode op cannot

@@ -132,15 +132,24 @@
 // connection steps of a Conn from NewConn (Bind ... Connect). Each holds
 // per-call state in plain memory (the pending WRs, the bad_wr slot, a
 // reused *PostError, the reaped WCs) that a second goroutine would
-// overwrite. The data path takes no lock to stop that, as a lock would
-// cost every post and poll: give each goroutine its own chains and
-// pollers, or hand one over through a channel or a mutex. The race
-// detector (go test -race) reports a chain used by two goroutines at once
-// (its count of pending WRs is Go memory), but not a poller: all a poll
-// writes is the WC array in C memory, which the detector does not watch,
-// so two goroutines polling through one Poller get each other's WCs
-// overwritten unreported. The connection steps refuse an overlapping step
-// with an error naming the step under way.
+// overwrite: give each goroutine its own chains and pollers, or hand one
+// over through a channel or a mutex. Calls that overlap on one chain or
+// poller fail loudly instead of corrupting it: each post, Poll, PollSpin,
+// wait (parked too) and Close takes the object's in-use word for its
+// duration, and one that finds it taken does nothing and returns an error
+// matching ErrConcurrentUse that names the method, while the call under way
+// completes as if alone. An error rather than a panic, as for the
+// connection steps' overlap: these calls return errors already, and
+// nothing is harmed when it is found (the runtime throws "concurrent map
+// writes" because by then the map may be). Like the map check it is best
+// effort, a plain word that costs nothing measurable: two calls that start
+// within nanoseconds of each other can both pass it. Built with -race it
+// is atomic and catches every overlap, which the race detector cannot see
+// itself in a poller (its WCs are C memory). Neither catches a goroutine
+// reading the WCs of its last poll, or filling a view, while another
+// calls; the race detector reports Reserve racing a post (the chain's
+// count of pending WRs is Go memory). The connection steps refuse an
+// overlapping step with an error naming the step under way.
 //
 // # Errors
 //

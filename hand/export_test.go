@@ -45,3 +45,10 @@ func MROn(raw *verbs.MR, addr uint64, length int) *MR {
 
 // MarkClosed marks mw closed, as Close does.
 func (mw *MW) MarkClosed() { mw.closed = true }
+
+// QPOn is a QP on raw alone, for the post methods on a fake provider's QP:
+// they use nothing of a QP but its raw pointer and its open state.
+func QPOn(raw *verbs.QP) *QP { return &QP{raw: raw} }
+
+// SRQOn is an SRQ on raw alone, as QPOn.
+func SRQOn(raw *verbs.SRQ) *SRQ { return &SRQ{raw: raw} }

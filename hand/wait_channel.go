@@ -341,7 +341,7 @@ func (ch *CompChannel) waitPollQueued(ctx context.Context, p *Poller, min int) (
 				return held, false, err
 			}
 		}
-		wcs, err := p.poll(held, 1)
+		wcs, err := p.poll(held, 1, nil) // the wait holds p.use
 		held += len(wcs)
 		if err != nil || anyFailed(wcs) || held >= min || held == len(p.wc) {
 			ch.unwatch(w)

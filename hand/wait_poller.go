@@ -20,13 +20,27 @@ import (
 // data path's wait. A ctx that can end costs the hook that cancels a parked
 // wait (context.AfterFunc), a few allocations a park, never one a
 // completion.
+//
+// A wait holds the poller from its start to its return, parked or not: a
+// call of the poller from another goroutine meanwhile returns an error
+// matching ErrConcurrentUse, as does a wait that finds the poller in use.
 func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
+	if !p.use.enter() {
+		return nil, usedWait
+	}
+	wcs, err := p.wait(ctx)
+	p.use.exit()
+	return wcs, err
+}
+
+// wait is Wait once it holds p.use.
+func (p *Poller) wait(ctx context.Context) ([]WC, error) {
 	if err := p.waitable("Poller.Wait"); err != nil {
 		return nil, err
 	}
 	armed := false
 	for {
-		wcs, err := p.Poll()
+		wcs, err := p.poll(0, 1, nil)
 		if err != nil || len(wcs) > 0 {
 			return wcs, err
 		}
@@ -56,9 +70,14 @@ func (p *Poller) Wait(ctx context.Context) ([]WC, error) {
 // the poll is returned with its event still queued, so a CQ.Wait after
 // this one may return with nothing left to poll. Events of other CQs on
 // the channel are kept for their own waits. Close of the CQ wakes it with
-// ErrClosed; ctx and allocations are as for Wait.
+// ErrClosed; ctx, allocations and holding the poller are as for Wait.
 func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
-	return p.waitThread(ctx, 1, "Poller.WaitThread")
+	if !p.use.enter() {
+		return nil, usedWaitThread
+	}
+	wcs, err := p.waitThread(ctx, 1, "Poller.WaitThread")
+	p.use.exit()
+	return wcs, err
 }
 
 // WaitThreadAtLeast is WaitThread that returns once the poller holds at
@@ -74,16 +93,22 @@ func (p *Poller) WaitThread(ctx context.Context) ([]WC, error) {
 // those that came first, in order. So min should not be more than the
 // completions that will come while the QP works: a wait for more blocks
 // until ctx ends or the CQ closes. With min 1 it is WaitThread; below 1,
-// an *AttrError. Events, ctx and allocations are as for WaitThread.
+// an *AttrError. Events, ctx, allocations and holding the poller are as
+// for WaitThread.
 func (p *Poller) WaitThreadAtLeast(ctx context.Context, min int) ([]WC, error) {
 	if min < 1 {
 		return nil, &AttrError{Op: "Poller.WaitThreadAtLeast", Field: "min", Reason: strconv.Itoa(min) + ": must be at least 1"}
 	}
-	return p.waitThread(ctx, min, "Poller.WaitThreadAtLeast")
+	if !p.use.enter() {
+		return nil, usedWaitThreadAtLeast
+	}
+	wcs, err := p.waitThread(ctx, min, "Poller.WaitThreadAtLeast")
+	p.use.exit()
+	return wcs, err
 }
 
-// waitThread is WaitThreadAtLeast once min is checked; op names the call
-// in its errors.
+// waitThread is WaitThreadAtLeast once min is checked and p.use held; op
+// names the call in its errors.
 func (p *Poller) waitThread(ctx context.Context, min int, op string) ([]WC, error) {
 	if err := p.waitable(op); err != nil {
 		return nil, err
@@ -95,7 +120,7 @@ func (p *Poller) waitThread(ctx context.Context, min int, op string) ([]WC, erro
 		// The C loop would block on an empty CQ that overran, whose
 		// dropped completions raise no event: poll instead, which returns
 		// what is left, then the overrun.
-		return p.poll(0, 1)
+		return p.poll(0, 1, nil)
 	}
 	n, err := p.owner.ch.waitPoll(ctx, p, min)
 	if err != nil {

@@ -14,7 +14,9 @@
 // queue) also becomes a completion in its CQ at once.
 //
 // It does not model the wire: no data moves between QPs, and a CQ overrun only
-// sets a flag. A Provider and its objects are used by one goroutine at a time.
+// sets a flag. A Provider and its objects are used by one goroutine at a time,
+// but for Hold, Held and Release, which another goroutine calls while a call
+// is held.
 package fakeprov
 
 /*
@@ -147,6 +149,19 @@ func (cq *CQ) SetEndless(on bool) error {
 	cq.c.endless = C.uint32_t(n)
 	return nil
 }
+
+// Hold makes the next post or poll call (ibv_post_send, ibv_post_recv,
+// ibv_post_srq_recv, ibv_poll_cq, ibv_start_poll) of any of the provider's
+// objects stop as it starts, until Release; calls that start meanwhile go
+// on. It is for tests that need a call to be inside the provider while
+// they do something else: Held reports when one is.
+func (p *Provider) Hold() { C.fake_hold_set(p.c, C.FAKE_HOLD_ARMED) }
+
+// Held reports whether a call is stopped by Hold.
+func (p *Provider) Held() bool { return C.fake_hold_get(p.c) == C.FAKE_HOLD_HOLDING }
+
+// Release lets the held call go on, and disarms a Hold no call met.
+func (p *Provider) Release() { C.fake_hold_set(p.c, C.FAKE_HOLD_OFF) }
 
 // HoldPolls makes the next k polls (ibv_poll_cq or ibv_start_poll calls)
 // find the CQ empty whatever it holds, as a device's CQ is until its

@@ -15,7 +15,8 @@
  * 64-byte big-endian CQE into its CQ; poll_cq and the extended CQ ops decode
  * them back and release the WQ slots.
  *
- * Not thread-safe: one thread per provider.
+ * Not thread-safe: one thread per provider, but for the hold (below), which
+ * keeps one call stopped inside the provider while another thread looks on.
  */
 #ifndef GOVERBS_FAKEPROV_H
 #define GOVERBS_FAKEPROV_H
@@ -140,6 +141,19 @@ struct fake_ctx {
 	int nah;
 	struct rdma_cm_id *ids[FAKE_MAX_QP];
 	int nid;
+	/* enum fake_hold, read and written atomically: the one field another
+	 * thread may touch while a call runs */
+	int hold;
+};
+
+/* The hold: armed, the next post or poll call (ibv_post_send,
+ * ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq, ibv_start_poll) of any
+ * object of the context stops as it starts, holding, until the hold is
+ * set back to FAKE_HOLD_OFF; calls that start meanwhile go on. */
+enum fake_hold {
+	FAKE_HOLD_OFF = 0,
+	FAKE_HOLD_ARMED = 1,
+	FAKE_HOLD_HOLDING = 2,
 };
 
 struct fake_qp_attr {
@@ -161,6 +175,9 @@ struct fake_srq *fake_srq_new(struct fake_ctx *c, struct fake_cq *cq, uint32_t m
 			      uint32_t max_sge);
 struct ibv_ah *fake_ah_new(struct fake_ctx *c);
 struct rdma_cm_id *fake_cm_id_new(struct fake_ctx *c, struct fake_qp *qp, struct fake_srq *srq);
+
+void fake_hold_set(struct fake_ctx *c, int hold);
+int fake_hold_get(struct fake_ctx *c);
 
 /* Completions waiting in a CQ. */
 uint32_t fake_cq_pending(const struct fake_cq *cq);
