@@ -147,8 +147,11 @@ func client(ctx context.Context, addr string, size int64, small int) {
 	tr := &http.Transport{
 		// The one change from HTTP over TCP.
 		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
-			dials.Add(1)
-			return d.DialContext(ctx, network, address)
+			c, err := d.DialContext(ctx, network, address)
+			if err == nil {
+				dials.Add(1)
+			}
+			return c, err
 		},
 		MaxIdleConnsPerHost: 8,
 	}
@@ -226,7 +229,9 @@ func client(ctx context.Context, addr string, size int64, small int) {
 	if body := get(hc, req); body != "stopping\n" {
 		log.Fatalf("stop: %q", body)
 	}
-	fmt.Printf("%d requests on %d connections\n", small+3, dials.Load())
+	// The Transport may dial more than it uses: a request that finds an
+	// idle connection before its dial completes takes that one.
+	fmt.Printf("%d requests on at most %d connections\n", small+3, dials.Load())
 }
 
 // get does req and returns the body of its 200 answer.

@@ -292,8 +292,9 @@ func TestInteropRstream(t *testing.T) {
 // rsechoPeriod is rsecho's pattern: byte i of each stream is i % 251.
 const rsechoPeriod = 251
 
-// rsecho builds testdata/rsecho.c with the guest's C compiler, once per
-// test binary, and returns the program and librspreload.so. ok is false,
+// rsecho returns rsecho, the one $GOVERBS_RSECHO names or else
+// testdata/rsecho.c built with the guest's C compiler once per test
+// binary, and librspreload.so. ok is false,
 // with the reason logged, on a root that has no compiler; on the host's
 // release (44.0) and on the newest pinned (65.0), whose roots have one, the
 // test fails instead.
@@ -305,6 +306,15 @@ func rsecho(t *testing.T) (prog, preload string, ok bool) {
 		if rsechoBuilt.err != nil {
 			return
 		}
+		if prog := os.Getenv(rsechoEnv); prog != "" {
+			if _, err := os.Stat(prog); err != nil {
+				rsechoBuilt.err = fmt.Errorf("%s: %w", rsechoEnv, err)
+			}
+			rsechoBuilt.prog = prog
+			return
+		}
+		start := time.Now()
+		defer func() { rsechoBuilt.took = time.Since(start) }()
 		cc, err := exec.LookPath("cc")
 		if err != nil {
 			rsechoBuilt.noCC = true
@@ -330,6 +340,10 @@ func rsecho(t *testing.T) (prog, preload string, ok bool) {
 		t.Logf("not run against rdma-core %s: this root has no C compiler (cc) to build testdata/rsecho.c; the host's release, bullseye's and sid's run it", release)
 		return "", "", false
 	}
+	if rsechoBuilt.took > 0 {
+		t.Logf("built testdata/rsecho.c in the guest in %v (%s unset)", rsechoBuilt.took.Round(time.Millisecond), rsechoEnv)
+		rsechoBuilt.took = 0
+	}
 	return rsechoBuilt.prog, rsechoBuilt.preload, true
 }
 
@@ -338,9 +352,15 @@ var (
 	rsechoBuilt struct {
 		prog, preload string
 		noCC          bool
+		took          time.Duration // building it in the guest
 		err           error
 	}
 )
+
+// rsechoEnv names a prebuilt rsecho: make rxe-test builds it on the host,
+// where cc takes a fraction of a second, not the minute or two it can take
+// in the emulated guest.
+const rsechoEnv = "GOVERBS_RSECHO"
 
 // findPreload returns librdmacm's librspreload.so: rdma-core installs it
 // in the rsocket directory beside the libraries.
