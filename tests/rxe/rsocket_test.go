@@ -20,6 +20,23 @@ import (
 func rsocketPair(t *testing.T) (client, server *rsocket.Conn) {
 	t.Helper()
 	RequireDevice(t)
+	return rsocketPairTB(t)
+}
+
+// RequireDeviceB is RequireDevice for a benchmark.
+func RequireDeviceB(b *testing.B) {
+	b.Helper()
+	if os.Getenv("GOVERBS_IN_VM") != "1" {
+		b.Skip(skipMessage)
+	}
+}
+
+func rsocketPairB(b *testing.B) (client, server *rsocket.Conn) {
+	b.Helper()
+	return rsocketPairTB(b)
+}
+
+func rsocketPairTB(t testing.TB) (client, server *rsocket.Conn) {
 	addr := os.Getenv("RXE_ADDR")
 	l, err := rsocket.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
@@ -290,4 +307,36 @@ func TestRsocketDialRefused(t *testing.T) {
 		t.Fatal("Dial to a port with no listener succeeded")
 	}
 	t.Logf("refused: %v", err)
+}
+
+// A 64-byte ping-pong between two Go rsockets in one process.
+func BenchmarkRsocketPingPong(b *testing.B) {
+	RequireDeviceB(b)
+	client, server := rsocketPairB(b)
+	go io.Copy(server, server)
+	buf := make([]byte, 64)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A 64 KiB stream from a Go rsocket to another in one process.
+func BenchmarkRsocketStream(b *testing.B) {
+	RequireDeviceB(b)
+	client, server := rsocketPairB(b)
+	go io.Copy(io.Discard, server)
+	buf := make([]byte, 65536)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
