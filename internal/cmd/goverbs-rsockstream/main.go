@@ -45,7 +45,10 @@ func main() {
 		}
 	} else {
 		var l *rsocket.Listener
-		if l, err = rsocket.Listen("tcp", net.JoinHostPort(*bind, *port)); err == nil {
+		lc := rsocket.ListenConfig{OnRefused: func(remote net.Addr, err error) {
+			fmt.Fprintf(os.Stderr, "goverbs-rsockstream: refused %v: %v\n", remote, err)
+		}}
+		if l, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(*bind, *port)); err == nil {
 			c, err = l.AcceptConn()
 			l.Close()
 		}
