@@ -89,19 +89,24 @@ func resolve(ctx context.Context, network, address string) (netip.AddrPort, erro
 
 // Listener is an rsocket listener. It implements net.Listener.
 type Listener struct {
-	hl     *hand.Listener
-	cfg    Config
-	addr   *net.TCPAddr
-	ctx    context.Context
-	cancel context.CancelFunc
-	dl     deadline
-	once   sync.Once
-	err    error
+	hl        *hand.Listener
+	cfg       Config
+	onRefused func(net.Addr, error)
+	addr      *net.TCPAddr
+	ctx       context.Context
+	cancel    context.CancelFunc
+	dl        deadline
+	once      sync.Once
+	err       error
 }
 
 // ListenConfig holds listening options.
 type ListenConfig struct {
 	Config // each accepted connection's sizes
+	// OnRefused, when set, is called with each connection request Accept
+	// rejected or failed to accept (its connection data failed a check,
+	// or the connection never came up), and why; Accept goes on waiting.
+	OnRefused func(remote net.Addr, err error)
 }
 
 // Listen listens on address ("ip:port", port 0 picks one) of network
@@ -129,7 +134,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, address string) (*L
 	if err != nil {
 		return nil, opErr(err)
 	}
-	l := &Listener{hl: hl, cfg: lc.Config, addr: net.TCPAddrFromAddrPort(hl.Addr())}
+	l := &Listener{hl: hl, cfg: lc.Config, onRefused: lc.OnRefused, addr: net.TCPAddrFromAddrPort(hl.Addr())}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.dl.init()
 	return l, nil
@@ -197,6 +202,7 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 		peer, err := wire.ParseConnData(req.PrivateData())
 		if err != nil {
 			req.Reject(nil)
+			l.refused(req, err)
 			continue
 		}
 		c, hcfg, err := newConn(l.cfg)
@@ -212,10 +218,17 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 			if isClosed(expired) {
 				return nil, opErr(os.ErrDeadlineExceeded)
 			}
-			continue // the client went away, or its connection never came up
+			l.refused(req, err) // the client went away, or its connection never came up
+			continue
 		}
 		c.start(h, peer)
 		return c, nil
+	}
+}
+
+func (l *Listener) refused(req *hand.ConnRequest, err error) {
+	if l.onRefused != nil {
+		l.onRefused(net.TCPAddrFromAddrPort(req.RemoteAddr()), err)
 	}
 }
 

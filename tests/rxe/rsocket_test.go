@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,23 @@ import (
 func rsocketPair(t *testing.T) (client, server *rsocket.Conn) {
 	t.Helper()
 	RequireDevice(t)
+	return rsocketPairTB(t)
+}
+
+// RequireDeviceB is RequireDevice for a benchmark.
+func RequireDeviceB(b *testing.B) {
+	b.Helper()
+	if os.Getenv("GOVERBS_IN_VM") != "1" {
+		b.Skip(skipMessage)
+	}
+}
+
+func rsocketPairB(b *testing.B) (client, server *rsocket.Conn) {
+	b.Helper()
+	return rsocketPairTB(b)
+}
+
+func rsocketPairTB(t testing.TB) (client, server *rsocket.Conn) {
 	addr := os.Getenv("RXE_ADDR")
 	l, err := rsocket.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
@@ -290,4 +309,80 @@ func TestRsocketDialRefused(t *testing.T) {
 		t.Fatal("Dial to a port with no listener succeeded")
 	}
 	t.Logf("refused: %v", err)
+}
+
+// A 64-byte ping-pong between two Go rsockets in one process.
+func BenchmarkRsocketPingPong(b *testing.B) {
+	RequireDeviceB(b)
+	client, server := rsocketPairB(b)
+	go io.Copy(server, server)
+	buf := make([]byte, 64)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A 64 KiB stream from a Go rsocket to another in one process.
+func BenchmarkRsocketStream(b *testing.B) {
+	RequireDeviceB(b)
+	client, server := rsocketPairB(b)
+	go io.Copy(io.Discard, server)
+	buf := make([]byte, 65536)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := client.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A peer process that exits without closing (the kernel disconnects its
+// rdma_cm id) ends a blocked Read, after the data it sent, with an error
+// matching syscall.ECONNRESET, within the bound the package documents.
+func TestRsocketPeerDies(t *testing.T) {
+	if addr := os.Getenv("GOVERBS_RSOCKET_DIE_DIAL"); addr != "" {
+		c, err := rsocket.Dial("tcp", addr)
+		if err != nil {
+			os.Exit(2)
+		}
+		c.Write([]byte("hi"))
+		time.Sleep(500 * time.Millisecond) // the write is acknowledged
+		os.Exit(0)                         // no Close: no disconnect message
+	}
+	RequireDevice(t)
+	l, err := rsocket.Listen("tcp", net.JoinHostPort(os.Getenv("RXE_ADDR"), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRsocketPeerDies$")
+	cmd.Env = append(os.Environ(), "GOVERBS_RSOCKET_DIE_DIAL="+l.Addr().String())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	l.SetDeadline(time.Now().Add(30 * time.Second))
+	c, err := l.AcceptConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b := make([]byte, 10)
+	if n, err := io.ReadFull(c, b[:2]); err != nil || string(b[:n]) != "hi" {
+		t.Fatalf("read %q, %v; want \"hi\"", b[:n], err)
+	}
+	start := time.Now()
+	_, err = c.Read(b)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Read after the peer died: %v after %v, want ECONNRESET", err, time.Since(start))
+	}
+	t.Logf("the blocked Read ended %v after the data: %v", time.Since(start), err)
 }
