@@ -103,7 +103,7 @@ test-go: headers
 test-versions: headers
 	$(GO) test -count=1 -v -run '.' ./tests/versions/
 
-# Bounded runs of the fuzz targets, about 95 s in all (FUZZTIME each for
+# Bounded runs of the fuzz targets, about 125 s in all (FUZZTIME each for
 # the generator's two, FUZZTIME_WIRE for the decoders of peer input):
 #   FuzzLoad      headers through cc/v4 and every stage: no panic, no hang
 #   FuzzEmit      the stages after cc/v4 on mutated IR: gofmt-clean Go that
@@ -127,6 +127,9 @@ fuzz: headers
 	GO=$(GO) tests/fuzz.sh ./internal/perf FuzzPeer $(FUZZTIME_WIRE)
 	GO=$(GO) tests/fuzz.sh ./internal/pingaddr FuzzParse $(FUZZTIME_WIRE)
 	GO=$(GO) tests/fuzz.sh ./internal/pingaddr FuzzReadSRQ $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./rsocket/internal/wire FuzzConnData $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./rsocket/internal/wire FuzzImm $(FUZZTIME_WIRE)
+	GO=$(GO) tests/fuzz.sh ./rsocket/internal/wire FuzzSGE $(FUZZTIME_WIRE)
 
 # The releases whose rdma-core make test runs tests/rxe against besides the
 # host's (make test RXE_MATRIX_RELEASES='...' picks others): the oldest

@@ -139,6 +139,14 @@ type ConnConfig struct {
 	// closes the Conn and is returned; close what it made on the Conn's own
 	// PD first, or that PD cannot be freed.
 	BeforeConnect func(c *Conn) error
+	// AfterFailure, when set, is called with the Conn when Dial,
+	// Conn.Connect or ConnRequest.Accept fails after BeforeConnect has
+	// returned nil (the peer refused, the context ended, the connection
+	// never came up), before the Conn closes: close there what
+	// BeforeConnect made on the Conn's own PD (MRs), which cannot be freed
+	// while they are open. A BeforeConnect that fails cleans up after
+	// itself.
+	AfterFailure func(c *Conn)
 	// StepTimeout bounds address and route resolution each; 0 means 2 s.
 	// The context's deadline, if nearer, ends the dial on its own. Dial
 	// only: rdma_create_ep resolves with librdmacm's fixed 2 s, and DialEP
@@ -530,6 +538,9 @@ func (c *Conn) accept(ctx context.Context, hook func(*Conn) error, data []byte, 
 	}
 	c.done()
 	if err != nil {
+		if cfg.AfterFailure != nil {
+			cfg.AfterFailure(c)
+		}
 		_, left := c.abandon(func() error { return nil }, true, nil)
 		return errors.Join(err, left)
 	}
@@ -560,6 +571,9 @@ func (c *Conn) connect(ctx context.Context, cfg ConnConfig) error {
 	}
 	c.done()
 	if err != nil {
+		if cfg.AfterFailure != nil {
+			cfg.AfterFailure(c)
+		}
 		_, left := c.abandon(func() error { return nil }, false, nil)
 		return errors.Join(err, left)
 	}

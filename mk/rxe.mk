@@ -97,6 +97,9 @@ rxe-setup:
 	$(GO) run ./internal/cmd/rxevm -setup-only $(RXEVM_FLAGS)
 
 # Each test binary runs in its package's directory, as go test would run it.
+# tests/rxe's plain sockets echo program (testdata/rsecho.c, run under
+# librspreload) is built here too, with the host's cc, and named to the
+# tests by GOVERBS_RSECHO: in the emulated guest cc takes a minute or more.
 # The binaries and the script that runs them are in a temporary directory
 # that the guest reads through its read-only view of the host.
 rxe-test:
@@ -106,6 +109,9 @@ rxe-test:
 	$(GO) build -o "$$dir/rxevm" ./internal/cmd/rxevm; \
 	$(GO) list -f '{{.ImportPath}} {{.Dir}}' $(RXE_TEST_PKGS) > "$$dir/pkgs"; \
 	echo 'st=0' > "$$dir/run.sh"; \
+	if cc -O2 -Wall -Wextra -Werror -o "$$dir/rsecho" tests/rxe/testdata/rsecho.c; then \
+		echo "export GOVERBS_RSECHO=$$dir/rsecho" >> "$$dir/run.sh"; \
+	fi; \
 	n=0; \
 	while read -r pkg pkgdir; do \
 		bin="$$dir/$$(echo "$$pkg" | tr / _).test"; \

@@ -76,7 +76,14 @@ type Proc struct {
 // the test ends or after Timeout.
 func Start(t *testing.T, name string, args ...string) *Proc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	return StartTimeout(t, Timeout, name, args...)
+}
+
+// StartTimeout is Start for a process that may run longer than Timeout:
+// one that moves many bytes through the emulated VM.
+func StartTimeout(t *testing.T, timeout time.Duration, name string, args ...string) *Proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	p := &Proc{name: name, args: args, lines: make(chan string, 64), done: make(chan struct{})}

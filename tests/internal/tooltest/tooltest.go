@@ -52,10 +52,20 @@ type CTool struct {
 // labels its Run ("C server"). The test fails if it cannot start.
 func StartC(t testing.TB, ctx context.Context, name, prog string, args ...string) *CTool {
 	t.Helper()
+	return StartCEnv(t, ctx, name, nil, prog, args...)
+}
+
+// StartCEnv is StartC with env (KEY=VALUE) added to the child's
+// environment: LD_PRELOAD, for one.
+func StartCEnv(t testing.TB, ctx context.Context, name string, env []string, prog string, args ...string) *CTool {
+	t.Helper()
 	c := &CTool{name: name, cmd: exec.CommandContext(ctx, prog, args...), done: make(chan struct{})}
 	c.cmd.Stdout = &c.out
 	c.cmd.Stderr = &c.out
-	t.Logf("$ %s %s", prog, strings.Join(args, " "))
+	if len(env) > 0 {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
+	t.Logf("$ %s%s %s", strings.Join(append(env, ""), " "), prog, strings.Join(args, " "))
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("%s: %v (ibverbs-utils and rdmacm-utils are in the VM's host packages)", prog, err)
 	}

@@ -1,0 +1,803 @@
+package rsocket
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/rsocket/internal/wire"
+)
+
+// Sizes, as rsocket's defaults (librdmacm reads its own from
+// /etc/rdma/rsocket/*_default; goverbs takes Config's).
+const (
+	defaultQueue  = 384     // send and receive queue (credits)
+	defaultBuffer = 1 << 17 // send and receive buffer
+	defaultInline = 64
+	ctrlSlots     = 4    // control messages in flight (RS_QP_CTRL_SIZE)
+	sndLowat      = 2048 // a send waits for this much send buffer (RS_SNDLOWAT)
+	firstXfer     = 2048 // a write's first message (RS_OLAP_START_SIZE), doubling
+	maxXfer       = 65536
+	targetEntries = 2 // this side's target list (RS_SGL_SIZE)
+	recvWRFlag    = 1 << 63
+)
+
+var hostBig = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// Conn is an rsocket stream connection. It implements net.Conn; one
+// goroutine may Read while another Writes, and Close, CloseWrite and the
+// deadline setters may be called from any goroutine at any time.
+type Conn struct {
+	hc           *hand.Conn
+	laddr, raddr *net.TCPAddr
+
+	rmu, wmu sync.Mutex // one Read, one Write at a time
+
+	// mu guards the protocol state below, the send chain and the posts.
+	mu            sync.Mutex
+	sbuf, rbuf    *hand.MR // sbuf: sbufSize bytes, then ctrlSlots*16 for advertisements
+	tgt           *hand.MR // this side's target list: targetEntries * 16
+	sc            *hand.SendChain
+	sgl           [2]hand.SGE
+	qSize         int // receive queue (credits given)
+	sbufSize      int
+	rbufSize      int
+	inline        int
+	sqeAvail      int
+	ctrlSeq       uint32
+	ctrlMax       uint32
+	sbufAvail     int
+	sbufHead      int
+	sseqNo        uint16
+	sseqComp      uint16
+	target        wire.SGE // the peer's buffer being written, what is left of it
+	targetIdx     int      // the next entry of the target list to take
+	remoteSGL     wire.SGE // the peer's target list
+	remoteIdx     uint32
+	peerBig       bool
+	peerRbuf      wire.Region
+	peerCredits   uint16
+	rbufOffset    int    // where the next unread byte is
+	rbufAvail     int    // read, not yet advertised again
+	rbufFree      int    // offset of the next half to advertise
+	room          uint32 // advertised to the peer, not yet written
+	rseqNo        uint16 // data messages read
+	rseqComp      uint16
+	ring          []uint32 // lengths of the messages not read yet
+	ringHead      int
+	ringN         int
+	peerShutWrite bool  // the peer sent shutdown: Read ends with io.EOF
+	peerClosed    bool  // the peer sent disconnect
+	shutWrite     bool  // CloseWrite or Close
+	closed        bool  // Close
+	err           error // the connection failed
+	sendsDone     chan struct{}
+
+	readWake, writeWake chan struct{}
+	closeCh             chan struct{}
+	rdl, wdl            deadline
+	closeOnce           sync.Once
+	closeErr            error
+	loopDone            chan struct{}
+	watchCancel         context.CancelFunc
+	poller              *hand.Poller
+	rc                  *hand.RecvChain
+}
+
+// Config sizes a connection. The zero value is rsocket's defaults.
+type Config struct {
+	// QueueSize is the send and receive queue depth, and so the data
+	// messages the peer may send before it hears from this side: 0 means
+	// 384, as rsocket.
+	QueueSize int
+	// BufferSize is the size of the send and of the receive buffer: 0
+	// means 128 KiB, as rsocket. At least 4 KiB, even.
+	BufferSize int
+}
+
+func (cfg Config) sizes() (q, buf int, err error) {
+	q, buf = cfg.QueueSize, cfg.BufferSize
+	if q == 0 {
+		q = defaultQueue
+	}
+	if buf == 0 {
+		buf = defaultBuffer
+	}
+	if q < 16 || q > 0xfffe-ctrlSlots {
+		return 0, 0, fmt.Errorf("rsocket: QueueSize %d: want 16 to %d", q, 0xfffe-ctrlSlots)
+	}
+	if buf < 2*sndLowat || buf%2 != 0 || buf > 1<<30 {
+		return 0, 0, fmt.Errorf("rsocket: BufferSize %d: want an even size from %d to 1 GiB", buf, 2*sndLowat)
+	}
+	return q, buf, nil
+}
+
+// newConn is a Conn to be connected with cfg's sizes; handConfig returns
+// the hand.ConnConfig whose BeforeConnect makes its buffers and whose
+// private data is its connection data, filled in then.
+func newConn(cfg Config) (*Conn, hand.ConnConfig, error) {
+	q, buf, err := cfg.sizes()
+	if err != nil {
+		return nil, hand.ConnConfig{}, err
+	}
+	c := &Conn{qSize: q, sbufSize: buf, rbufSize: buf,
+		readWake: make(chan struct{}, 1), writeWake: make(chan struct{}, 1),
+		closeCh: make(chan struct{}), loopDone: make(chan struct{}), sendsDone: make(chan struct{})}
+	c.rdl.init()
+	c.wdl.init()
+	priv := make([]byte, wire.ConnDataLen)
+	hc := hand.ConnConfig{
+		Caps: hand.QPCaps{MaxSendWR: q, MaxRecvWR: q + ctrlSlots, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: defaultInline},
+		// As rdma_connect in rsocket: every send signaled, transport and
+		// RNR retries at 7 (RNR forever: control messages may come when
+		// every receive holds unread data).
+		SignalAll: true, RetryCount: 7, RNRRetryCount: 7,
+		PrivateData:  priv,
+		AfterFailure: func(*hand.Conn) { c.freeAll() },
+		BeforeConnect: func(h *hand.Conn) error {
+			if err := c.prepare(h); err != nil {
+				c.freeAll()
+				return err
+			}
+			// The slice hand sends from shares priv's array.
+			d := c.connData()
+			copy(priv, d.Append(nil))
+			return nil
+		},
+	}
+	return c, hc, nil
+}
+
+// prepare makes the buffers and chains on h's PD and posts the receives.
+func (c *Conn) prepare(h *hand.Conn) error {
+	pd := h.PD()
+	var err error
+	if c.sbuf, err = pd.Alloc(c.sbufSize+ctrlSlots*wire.SGELen, hand.AccessLocalWrite); err != nil {
+		return err
+	}
+	if c.rbuf, err = pd.Alloc(c.rbufSize, hand.AccessLocalWrite|hand.AccessRemoteWrite); err != nil {
+		return err
+	}
+	if c.tgt, err = pd.Alloc(targetEntries*wire.SGELen, hand.AccessLocalWrite|hand.AccessRemoteWrite); err != nil {
+		return err
+	}
+	c.inline = min(h.QP().Caps().MaxInlineData, defaultInline)
+	if c.sc, err = hand.NewSendChain(1, 2, 0); err != nil {
+		return err
+	}
+	n := c.qSize + ctrlSlots
+	if c.rc, err = hand.NewRecvChain(n, 1); err != nil {
+		return err
+	}
+	if err := c.postRecvs(h.QP(), n); err != nil {
+		return err
+	}
+	if c.poller, err = hand.NewPoller(h.RecvCQ(), 32); err != nil {
+		return err
+	}
+	c.sqeAvail = c.qSize - ctrlSlots
+	c.ctrlMax = ctrlSlots
+	c.sbufAvail = c.sbufSize
+	half := c.rbufSize / 2
+	c.rbufFree, c.rbufAvail, c.room = half, half, uint32(half)
+	c.rseqComp = uint16(c.qSize / 2)
+	c.ring = make([]uint32, c.qSize)
+	return nil
+}
+
+// postRecvs posts n receives without a scatter list: rsocket's messages
+// are RDMA writes, whose immediate data alone comes to the receive.
+func (c *Conn) postRecvs(qp *hand.QP, n int) error {
+	v := c.rc.Reserve(n)
+	for i := range n {
+		w := v.WR(i)
+		w.WRID = recvWRFlag
+		w.NumSGE = 0
+	}
+	return c.rc.PostRecv(qp)
+}
+
+func (c *Conn) connData() wire.ConnData {
+	d := wire.ConnData{
+		Version: wire.Version,
+		// FlagIOMap with an iomap size of 0, as rsocket with its default
+		// configuration: the layout is known, no table is offered.
+		Flags:     wire.FlagIOMap,
+		Credits:   uint16(c.qSize),
+		TargetSGL: wire.SGE{Addr: c.tgt.Addr(), Key: c.tgt.RKey(), Length: targetEntries},
+		DataBuf:   wire.SGE{Addr: c.rbuf.Addr(), Key: c.rbuf.RKey(), Length: uint32(c.rbufSize / 2)},
+	}
+	if hostBig {
+		d.Flags |= wire.FlagNet
+	}
+	return d
+}
+
+// start takes the peer's connection data and starts the connection's
+// completion loop and its watch of rdma_cm's disconnect.
+func (c *Conn) start(h *hand.Conn, peer wire.ConnData) {
+	c.hc = h
+	c.laddr = net.TCPAddrFromAddrPort(h.LocalAddr())
+	c.raddr = net.TCPAddrFromAddrPort(h.RemoteAddr())
+	c.remoteSGL = peer.TargetSGL
+	c.remoteIdx = 1 // the peer's entry 0 holds the buffer of the connection data
+	c.peerBig = peer.Flags&wire.FlagNet != 0
+	c.peerRbuf = peer.RecvBuffer()
+	c.peerCredits = peer.Credits
+	c.sseqComp = peer.Credits
+	c.target = peer.DataBuf
+	c.targetIdx = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	c.watchCancel = cancel
+	go c.loop()
+	go c.watch(ctx)
+	c.mu.Lock()
+	c.updateCredits() // advertise the second half of the receive buffer
+	c.mu.Unlock()
+}
+
+// watch waits for rdma_cm's DISCONNECTED. hand then moves the QP to the
+// error state, which flushes the receives; the loop reads the flush as a
+// reset unless the peer said goodbye first.
+func (c *Conn) watch(ctx context.Context) {
+	c.hc.WaitDisconnect(ctx)
+}
+
+// loop reaps the connection's completions, parked on the netpoller
+// between them, until the CQ is closed.
+func (c *Conn) loop() {
+	defer close(c.loopDone)
+	for {
+		wcs, err := c.poller.Wait(context.Background())
+		if err != nil {
+			c.mu.Lock()
+			if !c.closed {
+				c.failLocked(fmt.Errorf("rsocket: completion queue: %w", err))
+			}
+			c.mu.Unlock()
+			c.wake()
+			return
+		}
+		c.mu.Lock()
+		reposts := 0
+		for i := range wcs {
+			if c.handle(&wcs[i]) {
+				reposts++
+			}
+		}
+		if reposts > 0 && c.err == nil && !c.closed {
+			if err := c.postRecvs(c.hc.QP(), reposts); err != nil {
+				c.failLocked(fmt.Errorf("rsocket: posting receives: %w", err))
+			}
+		}
+		c.updateCredits()
+		c.checkSendsDone()
+		c.mu.Unlock()
+		c.wake()
+	}
+}
+
+func (c *Conn) wake() {
+	select {
+	case c.readWake <- struct{}{}:
+	default:
+	}
+	select {
+	case c.writeWake <- struct{}{}:
+	default:
+	}
+}
+
+// failLocked records the connection's first failure.
+func (c *Conn) failLocked(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// handle takes one completion; it reports a receive to post again.
+func (c *Conn) handle(wc *hand.WC) bool {
+	id := wc.WRID()
+	if id&recvWRFlag != 0 {
+		if !wc.OK() {
+			if !c.peerClosed && !c.closed {
+				c.failLocked(&net.OpError{Op: "read", Net: "tcp", Source: c.laddr, Addr: c.raddr,
+					Err: fmt.Errorf("%w (receive completion: %s)", syscall.ECONNRESET, wc.StatusString())})
+			}
+			return false
+		}
+		imm, ok := wc.Imm()
+		if !ok {
+			c.failLocked(&wire.FieldError{What: "message", Field: "opcode", Reason: "a receive without immediate data (message mode, iWARP's, is not supported)"})
+			return true
+		}
+		m, err := wire.ParseImm(imm, c.room, c.sseqNo, c.peerCredits)
+		if err != nil {
+			c.failLocked(err)
+			return true
+		}
+		switch m.Op {
+		case wire.OpData:
+			if c.ringN == len(c.ring) {
+				c.failLocked(&wire.FieldError{What: "immediate data", Field: "op", Reason: fmt.Sprintf("a data message past the %d credits given", len(c.ring))})
+				return true
+			}
+			c.ring[(c.ringHead+c.ringN)%len(c.ring)] = m.Data
+			c.ringN++
+			c.room -= m.Data
+		case wire.OpSGL:
+			c.sseqComp = uint16(m.Data)
+		case wire.OpCtrl:
+			switch m.Data {
+			case wire.CtrlDisconnect:
+				c.peerClosed = true
+			case wire.CtrlShutdown:
+				if c.shutWrite {
+					c.peerClosed = true
+				} else {
+					c.peerShutWrite = true
+				}
+			}
+		}
+		return true
+	}
+	op, data := wire.SplitImm(uint32(id))
+	if op == wire.OpData {
+		c.sqeAvail++
+		c.sbufAvail += int(data)
+	} else {
+		c.ctrlMax++
+	}
+	if !wc.OK() && !c.closed {
+		c.failLocked(&net.OpError{Op: "write", Net: "tcp", Source: c.laddr, Addr: c.raddr,
+			Err: fmt.Errorf("%w (send completion: %s)", syscall.ECONNRESET, wc.StatusString())})
+	}
+	return false
+}
+
+func (c *Conn) checkSendsDone() {
+	if c.closed && c.allSendsDone() {
+		select {
+		case <-c.sendsDone:
+		default:
+			close(c.sendsDone)
+		}
+	}
+}
+
+func (c *Conn) allSendsDone() bool {
+	return c.sqeAvail == c.qSize-ctrlSlots && c.ctrlMax-c.ctrlSeq == ctrlSlots
+}
+
+func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+
+// updateCredits advertises the half of the receive buffer that was read,
+// or new credits, when either is due (rsocket's rs_update_credits).
+func (c *Conn) updateCredits() {
+	half := c.rbufSize / 2
+	if c.err != nil || c.closed || c.hc == nil || !c.ctrlAvail() {
+		return
+	}
+	if c.rbufAvail < half && int16(c.rseqNo-c.rseqComp) < 0 {
+		return
+	}
+	c.ctrlSeq++
+	c.rseqComp = c.rseqNo + uint16(c.qSize/2)
+	imm := wire.Imm(wire.OpSGL, uint32(c.rseqNo+uint16(c.qSize)))
+	v := c.sc.Reserve(1)
+	if c.rbufAvail >= half {
+		slot := c.sbufSize + wire.SGELen*int(c.ctrlSeq%ctrlSlots)
+		adv := wire.SGE{Addr: c.rbuf.Addr() + uint64(c.rbufFree), Key: c.rbuf.RKey(), Length: uint32(half)}
+		wire.AppendSGE(c.sbuf.Bytes()[slot:slot], adv, c.peerBig)
+		flags := hand.SendFlags(0)
+		if c.inline >= wire.SGELen {
+			flags = hand.Inline
+		}
+		v.SetWriteImm(0, uint64(imm), flags, imm, c.sbuf.SGE(slot, wire.SGELen),
+			c.remoteSGL.Addr+uint64(c.remoteIdx)*wire.SGELen, c.remoteSGL.Key)
+		c.rbufAvail -= half
+		c.rbufFree = (c.rbufFree + half) % c.rbufSize
+		c.room += uint32(half)
+		c.remoteIdx = (c.remoteIdx + 1) % c.remoteSGL.Length
+	} else {
+		v.SetWriteImm(0, uint64(imm), 0, imm, hand.SGE{}, 0, 0)
+		v.WR(0).NumSGE = 0
+	}
+	if err := c.sc.PostSend(c.hc.QP()); err != nil {
+		c.sc.Reset()
+		c.failLocked(fmt.Errorf("rsocket: posting a buffer advertisement: %w", err))
+	}
+}
+
+// postCtrl sends control code code; the caller checked ctrlAvail.
+func (c *Conn) postCtrl(code uint32) error {
+	c.ctrlSeq++
+	imm := wire.Imm(wire.OpCtrl, code)
+	v := c.sc.Reserve(1)
+	v.SetWriteImm(0, uint64(imm), 0, imm, hand.SGE{}, 0, 0)
+	v.WR(0).NumSGE = 0
+	if err := c.sc.PostSend(c.hc.QP()); err != nil {
+		c.sc.Reset()
+		return err
+	}
+	return nil
+}
+
+// takeTarget takes the next buffer the peer advertised in the target
+// list, if it has written one there.
+func (c *Conn) takeTarget() (bool, error) {
+	b := c.tgt.Bytes()[c.targetIdx*wire.SGELen : (c.targetIdx+1)*wire.SGELen]
+	lenp := (*uint32)(unsafe.Pointer(&b[12]))
+	if atomic.LoadUint32(lenp) == 0 {
+		return false, nil
+	}
+	s, err := wire.ParseSGE(b, hostBig, c.peerRbuf)
+	if err != nil {
+		return false, err
+	}
+	atomic.StoreUint32(lenp, 0) // taken: the peer writes this entry again only once it is used up
+	c.target = s
+	c.targetIdx = (c.targetIdx + 1) % targetEntries
+	return true, nil
+}
+
+func (c *Conn) canSend() (bool, error) {
+	if c.sqeAvail == 0 || c.sbufAvail < sndLowat || c.sseqNo == c.sseqComp {
+		return false, nil
+	}
+	if c.target.Length == 0 {
+		return c.takeTarget()
+	}
+	return true, nil
+}
+
+// Read reads data the peer wrote. It returns io.EOF once the peer has
+// closed its side (CloseWrite or Close) and everything before was read.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.ringN == 0 {
+		switch {
+		case c.closed:
+			return 0, c.opErr("read", net.ErrClosed)
+		case c.err != nil:
+			return 0, c.err
+		case c.peerShutWrite || c.peerClosed:
+			return 0, io.EOF
+		case len(b) == 0:
+			return 0, nil
+		}
+		if err := c.waitLocked(c.readWake, &c.rdl, "read"); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	for n < len(b) && c.ringN > 0 {
+		m := int(c.ring[c.ringHead])
+		size := min(len(b)-n, m)
+		if size == m {
+			c.ringHead = (c.ringHead + 1) % len(c.ring)
+			c.ringN--
+			c.rseqNo++
+		} else {
+			c.ring[c.ringHead] -= uint32(size)
+		}
+		for size > 0 {
+			k := copy(b[n:n+size], c.rbuf.Bytes()[c.rbufOffset:c.rbufSize])
+			n += k
+			size -= k
+			c.rbufAvail += k
+			c.rbufOffset = (c.rbufOffset + k) % c.rbufSize
+		}
+	}
+	c.updateCredits()
+	return n, nil
+}
+
+// waitLocked waits, with mu released, for a wake on ch, the deadline dl or
+// Close.
+func (c *Conn) waitLocked(ch chan struct{}, dl *deadline, op string) error {
+	expired := dl.wait()
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-c.closeCh:
+		return nil // the caller sees closed
+	case <-expired:
+		return c.opErr(op, os.ErrDeadlineExceeded)
+	}
+}
+
+func (c *Conn) opErr(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// Write writes b to the peer, returning once all of it is in the send
+// buffer or posted, or with an error and the count written.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, olen := 0, firstXfer
+	for n < len(b) {
+		switch {
+		case c.closed:
+			return n, c.opErr("write", net.ErrClosed)
+		case c.err != nil:
+			return n, c.err
+		case c.shutWrite:
+			return n, c.opErr("write", syscall.EPIPE)
+		case c.peerClosed:
+			return n, c.opErr("write", syscall.ECONNRESET)
+		}
+		ok, err := c.canSend()
+		if err != nil {
+			c.failLocked(err)
+			continue
+		}
+		if !ok {
+			if err := c.waitLocked(c.writeWake, &c.wdl, "write"); err != nil {
+				return n, err
+			}
+			continue
+		}
+		left := len(b) - n
+		x := left
+		if olen < left {
+			x = olen
+			if olen < maxXfer {
+				olen <<= 1
+			}
+		}
+		x = min(x, c.sbufAvail, int(c.target.Length))
+		if err := c.postData(b[n : n+x]); err != nil {
+			c.failLocked(c.opErr("write", err))
+			continue
+		}
+		n += x
+	}
+	return n, nil
+}
+
+// postData copies p into the send buffer and writes it to the peer's
+// buffer with immediate data.
+func (c *Conn) postData(p []byte) error {
+	x := len(p)
+	sb := c.sbuf.Bytes()
+	k := copy(sb[c.sbufHead:c.sbufSize], p)
+	c.sgl[0] = c.sbuf.SGE(c.sbufHead, k)
+	nsge := 1
+	if k < x {
+		copy(sb, p[k:])
+		c.sgl[1] = c.sbuf.SGE(0, x-k)
+		nsge = 2
+	}
+	c.sbufHead = (c.sbufHead + x) % c.sbufSize
+	flags := hand.SendFlags(0)
+	if x <= c.inline {
+		flags = hand.Inline
+	}
+	imm := wire.Imm(wire.OpData, uint32(x))
+	v := c.sc.Reserve(1)
+	v.SetWriteImm(0, uint64(imm), flags, imm, c.sgl[0], c.target.Addr, c.target.Key)
+	if nsge == 2 {
+		v.SetSGL(0, c.sgl[:2])
+	}
+	c.sseqNo++
+	c.sqeAvail--
+	c.sbufAvail -= x
+	c.target.Addr += uint64(x)
+	c.target.Length -= uint32(x)
+	if err := c.sc.PostSend(c.hc.QP()); err != nil {
+		c.sc.Reset()
+		return err
+	}
+	return nil
+}
+
+// CloseWrite shuts down the writing side: the peer's Read returns io.EOF
+// once it has read what was written before. rsocket's shutdown(SHUT_WR).
+func (c *Conn) CloseWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.opErr("close", net.ErrClosed)
+	}
+	if c.shutWrite {
+		return nil
+	}
+	c.shutWrite = true
+	if c.err != nil || c.peerClosed {
+		return nil
+	}
+	code := uint32(wire.CtrlShutdown)
+	if c.peerShutWrite {
+		code = wire.CtrlDisconnect
+	}
+	for !c.ctrlAvail() && c.err == nil && !c.closed {
+		if err := c.waitLocked(c.writeWake, &c.wdl, "close"); err != nil {
+			return err
+		}
+	}
+	if c.err != nil || c.closed {
+		return c.err
+	}
+	if err := c.postCtrl(code); err != nil {
+		c.failLocked(c.opErr("close", err))
+		return c.err
+	}
+	c.wake() // a blocked Write ends with EPIPE
+	return nil
+}
+
+// closeWait bounds how long Close waits for its disconnect message and
+// the sends before it to be acknowledged.
+const closeWait = 2 * time.Second
+
+// Close sends rsocket's disconnect, waits (at most 2 s) until the peer
+// has acknowledged it and everything written before, and tears the
+// connection down. Blocked Read and Write calls return net.ErrClosed.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		if c.err == nil && !c.peerClosed && c.ctrlAvail() {
+			code := uint32(wire.CtrlDisconnect)
+			if err := c.postCtrl(code); err != nil {
+				c.failLocked(err)
+			}
+		}
+		c.closed = true
+		c.shutWrite = true
+		close(c.closeCh)
+		c.checkSendsDone()
+		failed := c.err != nil
+		c.mu.Unlock()
+		if !failed {
+			t := time.NewTimer(closeWait)
+			select {
+			case <-c.sendsDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		// No Read or Write is left using the buffers.
+		c.rmu.Lock()
+		c.wmu.Lock()
+		c.rdl.stop()
+		c.wdl.stop()
+		err := c.freeBuffers()
+		c.watchCancel()
+		c.closeErr = errors.Join(err, c.hc.Close())
+		<-c.loopDone
+		c.poller.Close()
+		c.rc.Close()
+		c.wmu.Unlock()
+		c.rmu.Unlock()
+	})
+	return c.closeErr
+}
+
+// freeBuffers deregisters and frees the buffers and chains but the
+// poller's and the receive chain (the loop's, closed after it).
+func (c *Conn) freeBuffers() error {
+	var errs []error
+	for _, mr := range []*hand.MR{c.sbuf, c.rbuf, c.tgt} {
+		if mr != nil {
+			errs = append(errs, mr.Close())
+		}
+	}
+	if c.sc != nil {
+		errs = append(errs, c.sc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// freeAll frees what prepare made, on a connection that never started.
+func (c *Conn) freeAll() {
+	c.freeBuffers()
+	if c.poller != nil {
+		c.poller.Close()
+	}
+	if c.rc != nil {
+		c.rc.Close()
+	}
+}
+
+// LocalAddr returns the local address, a *net.TCPAddr.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the peer's address, a *net.TCPAddr.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rdl.set(t)
+	c.wdl.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline for Read calls, pending ones
+// included: past it they return an error matching
+// os.ErrDeadlineExceeded whose Timeout method reports true. The zero time
+// means none.
+func (c *Conn) SetReadDeadline(t time.Time) error { c.rdl.set(t); return nil }
+
+// SetWriteDeadline is SetReadDeadline for Write (and CloseWrite's wait
+// for room to send its message).
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.wdl.set(t); return nil }
+
+// deadline is a deadline waiters select on: its channel closes when the
+// deadline passes, and is made anew when the deadline moves out of the
+// past (as net.Pipe's).
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel chan struct{}
+}
+
+func (d *deadline) init() { d.cancel = make(chan struct{}) }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.cancel // the timer's func is closing it, or has
+	}
+	d.timer = nil
+	closed := isClosed(d.cancel)
+	if t.IsZero() {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		ch := d.cancel
+		d.timer = time.AfterFunc(dur, func() { close(ch) })
+		return
+	}
+	if !closed {
+		close(d.cancel)
+	}
+}
+
+func (d *deadline) wait() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel
+}
+
+func (d *deadline) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
