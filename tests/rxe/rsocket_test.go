@@ -257,7 +257,7 @@ func TestRsocketAcceptDeadline(t *testing.T) {
 func TestRsocketConcurrent(t *testing.T) {
 	client, server := rsocketPair(t)
 	n := 16 << 20
-	if testing.Short() {
+	if testing.Short() || raceBuild { // the race build runs it too (RXE_RACE_RUN matches Concurrent)
 		n = 2 << 20
 	}
 	a, b := pattern(n, 1), pattern(n, 2)
