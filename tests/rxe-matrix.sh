@@ -69,6 +69,18 @@ build() {
 		'[ -n "$v" ] || v=$(zcat /usr/share/doc/libibverbs1/changelog.Debian.gz 2>/dev/null | sed -n "1s/^[^(]*(\([^)]*\)).*/\1/p")' \
 		'printf "rxe-matrix-libibverbs1: %s\n" "$v"' \
 		'printf "rxe-matrix-kernel: %s\n" "$(uname -r)"' 'st=0' >"$out/run.tmp"
+	# tests/rxe's sockets echo program (testdata/rsecho.c, run under
+	# librspreload), built as the test binaries are: compiling it in the
+	# emulated guest takes a minute or more, and the arm64 roots and
+	# Debian 13's have no compiler.
+	if [ -n "$root" ]; then
+		tests/chroot-go.sh "$root" . cc -O2 -Wall -o "$out/rsecho" tests/rxe/testdata/rsecho.c || return 1
+	elif [ "$key" = arm64 ]; then
+		"${ARM64_CC:-aarch64-linux-gnu-gcc}" -O2 -Wall -o "$out/rsecho" tests/rxe/testdata/rsecho.c || return 1
+	else
+		cc -O2 -Wall -o "$out/rsecho" tests/rxe/testdata/rsecho.c || return 1
+	fi
+	printf 'export GOVERBS_RSECHO=%s\n' "$out/rsecho" >>"$out/run.tmp"
 	while read -r pkg pkgdir; do
 		bin=$out/$(echo "$pkg" | tr / _).test
 		if [ -n "$root" ]; then
