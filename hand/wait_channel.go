@@ -108,8 +108,11 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, er
 	for {
 		cq, err := ch.waitHeld(ctx, only, thread)
 		// ErrClosed with the channel's interrupt in force: a Close of
-		// the channel woke the wait, and may yet fail (outlast).
-		if err != ErrClosed || !ch.fd.isClosing() {
+		// the channel woke the wait, and may yet fail (outlast), unless
+		// the CQ waited for is closed, which ends the wait whatever
+		// the channel's Close does: Close tried again and again would
+		// otherwise keep it waiting for each attempt.
+		if err != ErrClosed || !ch.fd.isClosing() || (only != nil && only.isClosed()) {
 			ch.done()
 			return cq, err
 		}
@@ -298,8 +301,9 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller, min int) (int, e
 	}
 	for {
 		n, err := ch.waitPollHeld(ctx, p, min)
-		// As in wait: a Close of the channel that may yet fail.
-		if err != ErrClosed || !ch.fd.isClosing() {
+		// As in wait: a Close of the channel that may yet fail, unless
+		// p's CQ is closed.
+		if err != ErrClosed || !ch.fd.isClosing() || p.owner.isClosed() {
 			// Not deferred: nothing in between panics, and the defers'
 			// wrappers cost tens of instructions a wait (make perf-insns).
 			ch.done()

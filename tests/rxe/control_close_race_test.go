@@ -106,6 +106,9 @@ func closeRounds(t *testing.T) int {
 const (
 	closeWakeBound = 2 * time.Second
 	closeJoinBound = 5 * time.Second
+	// closeRetryBound is how long the closer tries again a Close that a
+	// worker's child (an MR, a PD, a CQ, each closed at once) refuses.
+	closeRetryBound = 5 * time.Second
 )
 
 // The kinds of object a round targets.
@@ -405,7 +408,8 @@ func (c *closeCloser) close(n *closeNode) (firstBusy bool) {
 	if n.done {
 		return false
 	}
-	deadline := time.Now().Add(closeWakeBound)
+	deadline := time.Now().Add(closeRetryBound)
+	backoff := 50 * time.Microsecond
 	for attempt := 0; ; attempt++ {
 		n.attempt.Store(time.Now().UnixNano())
 		seq := n.attempts.Add(1)
@@ -425,14 +429,16 @@ func (c *closeCloser) close(n *closeNode) (firstBusy bool) {
 			firstBusy = true
 		}
 		if time.Now().After(deadline) {
-			c.ty.fail("%s: Close still says %v after %v", n.name, err, closeWakeBound)
+			c.ty.fail("%s: Close still says %v after %v", n.name, err, closeRetryBound)
 			return firstBusy
 		}
 		open := slices.DeleteFunc(slices.Clone(n.children), func(k *closeNode) bool { return k.done })
 		if len(open) == 0 {
 			// Only what the workers make (an MR, a PD, a CQ) is left,
-			// each closed by its maker at once.
-			time.Sleep(50 * time.Microsecond)
+			// each closed by its maker at once. Backing off leaves the
+			// waits woken by the failed attempt time to go on.
+			time.Sleep(backoff)
+			backoff = min(2*backoff, 2*time.Millisecond)
 			continue
 		}
 		c.rng.Shuffle(len(open), func(i, j int) { open[i], open[j] = open[j], open[i] })
