@@ -80,7 +80,7 @@ func TestControlConcurrentClose(t *testing.T) {
 	elapsed := time.Since(start)
 	closeCheckBaseline(t, dev, base, fmt.Sprintf("after all %d rounds", rounds))
 	t.Logf("%d rounds in %v (%v a round)", rounds, elapsed.Round(time.Millisecond), (elapsed / time.Duration(rounds)).Round(time.Microsecond))
-	tally.report(t)
+	tally.report(t, rounds)
 }
 
 // closeRounds is how many rounds to run: see TestControlConcurrentClose.
@@ -249,7 +249,7 @@ func (ty *closeTally) woke(who string, d time.Duration) {
 	}
 }
 
-func (ty *closeTally) report(t *testing.T) {
+func (ty *closeTally) report(t *testing.T, rounds int) {
 	var b strings.Builder
 	b.WriteString("rounds by target (first Close said *BusyError):")
 	for k := range numCloseKinds {
@@ -282,7 +282,11 @@ func (ty *closeTally) report(t *testing.T) {
 			// CQ.Poll after a wait meets a closed CQ only by chance.
 			require.Positive(t, ty.calls[c][outResult].Load()+ty.calls[c][outClosed].Load(), "%s never returned", c)
 		default:
-			require.Positive(t, ty.calls[c][outResult].Load(), "%s never returned a result", c)
+			// The waits share the channel's events, so a few rounds may
+			// give one of them none; from 50 on each has had some.
+			if rounds >= 50 {
+				require.Positive(t, ty.calls[c][outResult].Load(), "%s never returned a result", c)
+			}
 			require.Positive(t, ty.calls[c][outClosed].Load(), "%s never returned ErrClosed", c)
 		}
 	}
