@@ -249,3 +249,63 @@ func TestChannelQueuedWaitAllocates(t *testing.T) {
 	wait()
 	require.Zero(t, testing.AllocsPerRun(100, wait), "a queued CQ.Wait(context.Background()) allocates")
 }
+
+// A Close of the channel that fails wakes no wait for good: its
+// interrupt woke the parked CompChannel.Wait, but a CQ made on the
+// channel after Close first looked made it a *BusyError, and the wait
+// goes on and gets the new CQ's event. Before, it returned ErrClosed from
+// a channel that stayed open.
+func TestChannelFailedCloseKeepsWait(t *testing.T) {
+	pc := newPipeChannel(t, 0)
+	ch := pc.ch
+	done := make(chan error, 1)
+	var got *CQ
+	go func() {
+		cq, err := ch.Wait(context.Background())
+		got = cq
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return ch.fd.turn.state.Load() != turnFree }, 5*time.Second, time.Millisecond)
+
+	pc.raws = make([]verbs.CQ, 1)
+	late := &CQ{ch: ch}
+	err := ch.close(func() error { return nil }, func() {
+		ch.fd.interrupt()
+		// NewCQ on the channel, between Close's first look at the
+		// children and its second.
+		late.init("CQ late", &ch.object)
+		ch.mu.Lock()
+		ch.cqs[&pc.raws[0]] = late
+		ch.mu.Unlock()
+	}, ch.fd.undo)
+	var be *BusyError
+	require.ErrorAs(t, err, &be)
+	select {
+	case err := <-done:
+		t.Fatalf("the wait returned %v from a Close that failed", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	pc.event(t, 0)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		require.Same(t, late, got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no return 5 s after the event")
+	}
+
+	// A Close that succeeds ends a wait with ErrClosed, as before.
+	require.NoError(t, late.close(func() error { return nil }, nil, nil))
+	go func() {
+		_, err := ch.Wait(context.Background())
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return ch.fd.turn.state.Load() != turnFree }, 5*time.Second, time.Millisecond)
+	require.NoError(t, ch.close(func() error { return nil }, ch.fd.interrupt, ch.fd.undo))
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not return 5 s after Close")
+	}
+}

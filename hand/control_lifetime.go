@@ -1,6 +1,7 @@
 package hand
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -138,6 +139,31 @@ func busyOwned(label string, owned ...*object) error {
 		return &BusyError{Object: label, Children: children}
 	}
 	return nil
+}
+
+// outlast is for a call that holds o (use) and that the interrupt of a
+// Close of o woke with ErrClosed: a wait, parked holding o, which Close
+// must wake before it can take o. That Close may yet fail: a child made
+// after its first look at o's children makes it a *BusyError, and undo
+// reverts the interrupt. So the call lets go of o until the Close is
+// over, and returns ErrClosed only if it closed o; when it failed,
+// outlast returns nil holding o again, and the call waits on. closing
+// reports whether the interrupt is still in force; it is true until the
+// Close that set it takes o, which cannot happen while the caller holds
+// o, and so, when outlast returns nil, it was undone.
+func (o *object) outlast(closing func() bool) error {
+	for {
+		o.done()
+		// Close takes o once every holder has let go: a use from now
+		// waits for it, unless this one came first.
+		runtime.Gosched()
+		if err := o.use(); err != nil {
+			return err
+		}
+		if !closing() {
+			return nil
+		}
+	}
 }
 
 // isClosed reports whether Close has completed.

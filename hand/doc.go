@@ -127,6 +127,20 @@
 // goroutines posting sends in chains of 1 to 64 WRs, 4 posting receives
 // and 2 polling the shared CQ, on one RC QP and on an SRQ shared by 8 QPs.
 //
+// Close may come at any moment of any other call. While goroutines post,
+// poll, register memory and wait, in every way there is to wait
+// (Poller.Wait, WaitThread and WaitThreadAtLeast, CQ.Wait and WaitThread,
+// CompChannel.Wait and WaitThread, Context.NextEvent and Events), a Close
+// of their QP, CQ, completion channel, PD, MR or Context returns nil, or
+// a *BusyError while children are open, which leaves every wait as it
+// was; every other call returns its result or ErrClosed; a wait blocked
+// on the object returns ErrClosed once its Close has succeeded, and not
+// before; and once all is closed the device holds none of the objects,
+// and no file descriptor or goroutine is left. tests/rxe holds this on
+// soft-RoCE, under the race detector too, for 1,000 Closes at random
+// moments (a wait returned at most 1.2 s after its Close began, on a VM
+// under TCG on a loaded host; the test's bound is 2 s).
+//
 // Not safe for concurrent use: a SendChain or RecvChain and the views its
 // Reserve returns, a Poller or ExPoller and the WCs it returns, and the
 // connection steps of a Conn from NewConn (Bind ... Connect). Each holds

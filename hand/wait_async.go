@@ -49,7 +49,30 @@ func (c *Context) NextEvent(ctx context.Context) (AsyncEvent, error) {
 	if err := c.use(); err != nil {
 		return AsyncEvent{}, err
 	}
-	defer c.done()
+	for {
+		ev, err := c.nextEvent(ctx)
+		// ErrClosed with Close's interrupt in force: a Close of the
+		// Context woke the wait, and may yet fail (outlast).
+		if err != ErrClosed || !c.eventsClosing() {
+			c.done()
+			return ev, err
+		}
+		if err := c.outlast(c.eventsClosing); err != nil {
+			return AsyncEvent{}, err
+		}
+	}
+}
+
+// eventsClosing reports whether Close's interrupt of the async events is
+// in force.
+func (c *Context) eventsClosing() bool {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	return c.evClosing
+}
+
+// nextEvent is NextEvent for a caller that holds c (use).
+func (c *Context) nextEvent(ctx context.Context) (AsyncEvent, error) {
 	fd, err := c.eventFD()
 	if err != nil {
 		return AsyncEvent{}, err

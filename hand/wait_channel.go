@@ -105,7 +105,25 @@ func (ch *CompChannel) wait(ctx context.Context, only *CQ, thread bool) (*CQ, er
 	if err := ch.use(); err != nil {
 		return nil, err
 	}
-	defer ch.done()
+	for {
+		cq, err := ch.waitHeld(ctx, only, thread)
+		// ErrClosed with the channel's interrupt in force: a Close of
+		// the channel woke the wait, and may yet fail (outlast), unless
+		// the CQ waited for is closed, which ends the wait whatever
+		// the channel's Close does: Close tried again and again would
+		// otherwise keep it waiting for each attempt.
+		if err != ErrClosed || !ch.fd.isClosing() || (only != nil && only.isClosed()) {
+			ch.done()
+			return cq, err
+		}
+		if err := ch.outlast(ch.fd.isClosing); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitHeld is wait for a caller that holds ch (use).
+func (ch *CompChannel) waitHeld(ctx context.Context, only *CQ, thread bool) (*CQ, error) {
 	if cq, err := ch.acquireFor(ctx, only); cq != nil || err != nil {
 		return cq, err
 	}
@@ -281,13 +299,28 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller, min int) (int, e
 	if err := ch.use(); err != nil {
 		return 0, err
 	}
-	// Not deferred, here and below: nothing in between panics, and the
-	// defers' wrappers cost tens of instructions a wait (make perf-insns).
+	for {
+		n, err := ch.waitPollHeld(ctx, p, min)
+		// As in wait: a Close of the channel that may yet fail, unless
+		// p's CQ is closed.
+		if err != ErrClosed || !ch.fd.isClosing() || p.owner.isClosed() {
+			// Not deferred: nothing in between panics, and the defers'
+			// wrappers cost tens of instructions a wait (make perf-insns).
+			ch.done()
+			return n, err
+		}
+		if err := ch.outlast(ch.fd.isClosing); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// waitPollHeld is waitPoll for a caller that holds ch (use).
+func (ch *CompChannel) waitPollHeld(ctx context.Context, p *Poller, min int) (int, error) {
 	held := 0
 	if ctx.Done() != nil || !ch.fd.tryAcquire() {
 		n, turn, err := ch.waitPollQueued(ctx, p, min)
 		if !turn {
-			ch.done()
 			if n > 0 {
 				return n, nil
 			}
@@ -307,7 +340,6 @@ func (ch *CompChannel) waitPoll(ctx context.Context, p *Poller, min int) (int, e
 	n := int(ch.ev.polled) // the step ended without an error only on GOVERBS_POLLED
 	ch.waitPoller, ch.waitError = nil, nil
 	ch.fd.release()
-	ch.done()
 	if n > 0 {
 		return n, nil
 	}

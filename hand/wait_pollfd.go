@@ -529,6 +529,13 @@ func (p *pollFD) interrupt() {
 	p.mu.Unlock()
 }
 
+// isClosing reports whether interrupt is in force (and not undone).
+func (p *pollFD) isClosing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closing
+}
+
 // kick wakes the waiter without closing: it calls try again, which may
 // then report that what it waits for is gone.
 func (p *pollFD) kick() {
