@@ -358,7 +358,12 @@ func (c *Conn) handle(wc *hand.WC) bool {
 	} else {
 		c.ctrlMax++
 	}
-	if !wc.OK() && !c.closed {
+	// A flushed send is not the failure itself: the QP went to the error
+	// state, which flushes the receives too, and their completions, in
+	// order behind the peer's last messages, tell a disconnect (the
+	// peer's goodbye came first: io.EOF) from a reset. The flushed send
+	// may be reaped before that goodbye.
+	if !wc.OK() && !c.closed && wc.Status() != hand.StatusWRFlushErr {
 		c.failLocked(&net.OpError{Op: "write", Net: "tcp", Source: c.laddr, Addr: c.raddr,
 			Err: fmt.Errorf("%w (send completion: %s)", syscall.ECONNRESET, wc.StatusString())})
 	}
