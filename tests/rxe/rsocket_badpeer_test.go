@@ -409,6 +409,9 @@ func TestRsocketBadPeerConnected(t *testing.T) {
 			require.True(t, bytes.Equal(pristineOther, p.other.Bytes()), "written into the peer's other MR")
 			rsEcho(t, a, b, 11) // the process keeps its other connections
 			closeBounded(t, "the failed Conn", s)
+			// Its Close ends the connection on the wire too: the peer
+			// sees rdma_cm's disconnect.
+			require.NoError(t, p.conn.WaitDisconnect(ctx), "the bad peer waiting for the disconnect")
 			closeBounded(t, "the good client", a)
 			closeBounded(t, "the good server", b)
 			require.NoError(t, p.mr.Close())
