@@ -68,6 +68,7 @@ func parseRsConnData(t *testing.T, b []byte) rsConnData {
 const (
 	rsOpData = 0
 	rsOpSGL  = 4
+	rsOpCtrl = 7
 )
 
 func rsImm(op, v uint32) uint32 { return op<<29 | v }
@@ -281,7 +282,8 @@ func closeBounded(t *testing.T, what string, c io.Closer) {
 // accepted Conn: a buffer advertisement straddling the end of the receive
 // buffer the peer declared, one under the key of another of its MRs, a data
 // message whose immediate claims one byte more than was advertised (and
-// 2^29-1 bytes), 17 data messages to a side that gave 16 credits. Measured:
+// 2^29-1 bytes), credits past those the side declared, an unknown control
+// code, 17 data messages to a side that gave 16 credits. Measured:
 // the Conn's Write or Read fails with the error naming the field, the
 // bytes before the lie arrive intact, the peer's memory outside its
 // declared buffer is as it was, and the rest as the file's comment says.
@@ -334,6 +336,20 @@ func TestRsocketBadPeerConnected(t *testing.T) {
 			name: "data of 2^29-1 bytes", credits: 32, half: 2048,
 			run: func(t *testing.T, ctx context.Context, p *rsPeer, s *rsocket.Conn) string {
 				return overlong(t, ctx, p, s, 0)
+			},
+		},
+		{
+			name: "credits one past those declared", credits: 32, half: 2048,
+			run: func(t *testing.T, ctx context.Context, p *rsPeer, s *rsocket.Conn) string {
+				// None of the rsocket side's messages sent yet: the peer
+				// may return at most its 32 declared credits.
+				return badImm(t, ctx, p, s, rsImm(rsOpSGL, 33), "immediate data: credits: sequence 33 is 33 past the 0 messages sent, more than the 32 receives the peer declared")
+			},
+		},
+		{
+			name: "control code 3", credits: 32, half: 2048,
+			run: func(t *testing.T, ctx context.Context, p *rsPeer, s *rsocket.Conn) string {
+				return badImm(t, ctx, p, s, rsImm(rsOpCtrl, 3), "immediate data: control: unknown control code 3")
 			},
 		},
 		{
@@ -422,6 +438,19 @@ func TestRsocketBadPeerConnected(t *testing.T) {
 			t.Logf("error: %s (case took %v)", said, time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// badImm makes the peer send a message of no bytes with immediate data imm,
+// and checks that Read fails saying want.
+func badImm(t *testing.T, ctx context.Context, p *rsPeer, s *rsocket.Conn, imm uint32, want string) string {
+	t.Helper()
+	p.writeImm(t, ctx, peerSrc, 0, p.theirs.bufAddr, p.theirs.bufKey, imm)
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := s.Read(make([]byte, 64))
+	require.Error(t, err, "Read took immediate data %#x", imm)
+	require.Zero(t, n)
+	require.Contains(t, err.Error(), want)
+	return err.Error()
 }
 
 // overlong makes the peer send a data message claiming the room the rsocket
