@@ -110,14 +110,13 @@ type Config struct {
 	// turns probing off (a peer that vanishes then leaves a blocked Read
 	// waiting until its deadline). A probe is rsocket's keepalive, a
 	// 0-byte RDMA write the peer's transport acknowledges and its
-	// program never sees. A probe unacknowledged after another KeepAlive,
-	// or two of the path's local ACK timeouts if longer (2 x 2.1 s on
-	// soft-RoCE), fails the connection (the peer's host is down, or the
-	// link cut, with no disconnect): blocked and later calls return an
-	// error matching syscall.ETIMEDOUT that says the peer stopped
-	// answering, at most KeepAlive + max(KeepAlive, 2 ACK timeouts) after
-	// the peer's last answer: 30 s by default. docs/rsocket.md has the
-	// details.
+	// program never sees. A probe unacknowledged after another KeepAlive
+	// plus the path's local ACK timeout (2.1 s on soft-RoCE) fails the
+	// connection (the peer's host is down, or the link cut, with no
+	// disconnect): blocked and later calls return an error matching
+	// syscall.ETIMEDOUT that says the peer stopped answering, at most
+	// 2*KeepAlive + one ACK timeout after the peer's last answer: about
+	// 32 s by default. docs/rsocket.md has the details.
 	KeepAlive time.Duration
 }
 

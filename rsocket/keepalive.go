@@ -14,7 +14,7 @@ import (
 // peer when Config.KeepAlive is 0: net.Dialer's and net.ListenConfig's
 // default, not rsocket's (keepalive off unless SO_KEEPALIVE, then TCP's
 // 2 hours), so that a Read blocked on a peer that vanished ends within
-// 30 s (see Config.KeepAlive).
+// about 32 s (see Config.KeepAlive).
 const defaultKeepAlive = 15 * time.Second
 
 // keepAliveWRID is the probe's work request id: a control message's, as
@@ -50,7 +50,7 @@ func (c *Conn) startKeepAlive() {
 	if c.ka.period == 0 {
 		return
 	}
-	c.ka.wait = max(c.ka.period, 2*c.ackTimeout())
+	c.ka.wait = c.ka.period + c.ackTimeout()
 	c.ka.last = time.Now()
 	c.ka.timer = time.AfterFunc(c.ka.period, c.keepAliveTick)
 }
@@ -87,9 +87,9 @@ func (c *Conn) stopKeepAlive() {
 // keepAliveTick runs on the timer. After a period without completions it
 // posts a probe, rsocket's keepalive: a 0-byte RDMA write without
 // immediate data, which the peer's transport acknowledges and its rsocket
-// never sees. A probe still unanswered (no completion at all) after
-// max(period, 2 local ACK timeouts) fails the connection: the peer
-// stopped answering. Two ACK timeouts give the transport time to send a
+// never sees. A probe still unanswered (no completion at all) after the
+// period plus the QP's local ACK timeout fails the connection: the peer
+// stopped answering. The ACK timeout gives the transport time to send a
 // lost probe again, and a loaded host time to reap a late completion,
 // however short the period.
 //

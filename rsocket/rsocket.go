@@ -37,10 +37,10 @@
 // syscall.ECONNRESET. A peer whose host goes silent (power lost, link
 // cut: no disconnect ever comes) is found by keepalive probes, rsocket's,
 // sent on an idle connection every Config.KeepAlive (15 s by default): a
-// probe left unacknowledged for another KeepAlive (or two of the path's
-// ACK timeouts, if longer) fails the connection, so a blocked Read returns
-// an error matching syscall.ETIMEDOUT within 30 s by default of the
-// peer's last answer.
+// probe left unacknowledged for another KeepAlive (and the path's ACK
+// timeout) fails the connection, so a blocked Read returns an error
+// matching syscall.ETIMEDOUT within about 32 s by default of the peer's
+// last answer.
 //
 // # Protocol
 //

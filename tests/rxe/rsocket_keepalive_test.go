@@ -254,8 +254,8 @@ func echoOnce(t *testing.T, what string, client, server *rsocket.Conn, msg []byt
 
 // A peer that goes silent without a disconnect fails a blocked Read with
 // an error matching syscall.ETIMEDOUT that says the peer stopped
-// answering, within KeepAlive + max(KeepAlive, 2 local ACK timeouts), the
-// bound Config.KeepAlive documents (rxe retries forever with rsocket's
+// answering, within 2*KeepAlive + one local ACK timeout, the bound
+// Config.KeepAlive documents (rxe retries forever with rsocket's
 // retry count of 7, so the transport never ends it); a Write then fails at once with the same error; another
 // connection of the process goes on working.
 func TestRsocketKeepAliveSilentPeer(t *testing.T) {
@@ -306,7 +306,7 @@ func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 		n, err := c.Read(make([]byte, 10))
 		rd <- res{n, err}
 	}()
-	bound := keepAlive + max(keepAlive, 2*ack)
+	bound := 2*keepAlive + ack
 	var r res
 	select {
 	case r = <-rd:
@@ -314,7 +314,7 @@ func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 		t.Fatalf("Read still blocked %v after the peer went silent (documented bound %v)", time.Since(start), bound)
 	}
 	took := time.Since(start)
-	t.Logf("the blocked Read ended %v after the peer went silent (bound KeepAlive + max(KeepAlive, 2 ACK timeouts) = %v): %v", took, bound, r.err)
+	t.Logf("the blocked Read ended %v after the peer went silent (bound 2*KeepAlive + ACK timeout = %v): %v", took, bound, r.err)
 	if r.n != 0 || !errors.Is(r.err, syscall.ETIMEDOUT) {
 		t.Fatalf("Read = %d, %v; want 0 and an error matching ETIMEDOUT", r.n, r.err)
 	}
@@ -379,11 +379,17 @@ func TestRsocketKeepAliveIdle(t *testing.T) {
 // A Go client with a short KeepAlive idles between rounds against
 // rstream's server (-T b, verifying, and its own keepalive on, -k 1):
 // neither side's probes disturb the other, and rstream ends cleanly.
+// (Whether rstream's probes went is not seen: they complete nothing on
+// this side.)
 func TestInteropRstreamKeepAlive(t *testing.T) {
 	RequireDevice(t)
 	addr := localAddr()
 	port := 18790
-	const size, iters, pause = 64, 4, 400 * time.Millisecond
+	const size, pause = 64, 400 * time.Millisecond
+	iters := 4 // 1.6 s idle: rstream's own probes (1 s) have time to go
+	if testing.Short() {
+		iters = 2 // the release matrix
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	args := []string{"-b", addr, "-p", strconv.Itoa(port), "-S", strconv.Itoa(size), "-C", "1", "-I", strconv.Itoa(iters), "-T", "v", "-T", "b", "-k", "1"}
