@@ -252,12 +252,13 @@ func echoOnce(t *testing.T, what string, client, server *rsocket.Conn, msg []byt
 	}
 }
 
-// A peer that goes silent without a disconnect fails a blocked Read with
-// an error matching syscall.ETIMEDOUT that says the peer stopped
-// answering, within 2*KeepAlive + one local ACK timeout, the bound
-// Config.KeepAlive documents (rxe retries forever with rsocket's
-// retry count of 7, so the transport never ends it); a Write then fails at once with the same error; another
-// connection of the process goes on working.
+// A peer that goes silent without a disconnect fails a blocked Read, and
+// a Write blocked behind unacknowledged messages, with an error matching
+// syscall.ETIMEDOUT that says the peer stopped answering, within
+// 2*KeepAlive + one local ACK timeout, the bound Config.KeepAlive
+// documents (rxe retries forever with rsocket's retry count of 7, so the
+// transport never ends it); a later Write fails at once with the same
+// error; another connection of the process goes on working.
 func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 	RequireDevice(t)
 	const keepAlive = 100 * time.Millisecond
@@ -301,10 +302,17 @@ func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 		n   int
 		err error
 	}
-	rd := make(chan res, 1)
+	rd, wr := make(chan res, 1), make(chan res, 1)
 	go func() {
 		n, err := c.Read(make([]byte, 10))
 		rd <- res{n, err}
+	}()
+	// A Write at the same time: its first messages go out (the buffer
+	// the peer advertised has room for them) and are never acknowledged,
+	// the probe waits behind them, and the Write blocks for room.
+	go func() {
+		n, err := c.Write(make([]byte, 2*silentBuf))
+		wr <- res{n, err}
 	}()
 	bound := 2*keepAlive + ack
 	var r res
@@ -329,6 +337,14 @@ func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 	// Timers' slack on a loaded, emulated guest.
 	if slack := time.Second; took > bound+slack {
 		t.Errorf("Read ended %v after the peer went silent: past the bound (%v) by more than %v", took, bound, slack)
+	}
+	select {
+	case w := <-wr:
+		if took := time.Since(start); w.n >= 2*silentBuf || !errors.Is(w.err, syscall.ETIMEDOUT) || took > bound+time.Second {
+			t.Errorf("the blocked Write: %d bytes, %v after %v; want fewer than %d bytes and the ETIMEDOUT error within %v", w.n, w.err, took, 2*silentBuf, bound+time.Second)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the Write still blocked %v after the Read ended", time.Since(start)-took)
 	}
 	if _, err := c.Write([]byte("y")); !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Errorf("Write after the failure: %v, want the ETIMEDOUT error", err)
