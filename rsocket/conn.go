@@ -92,6 +92,7 @@ type Conn struct {
 	watchCancel         context.CancelFunc
 	poller              *hand.Poller
 	rc                  *hand.RecvChain
+	ka                  keepAlive // guarded by mu
 }
 
 // Config sizes a connection. The zero value is rsocket's defaults.
@@ -103,6 +104,20 @@ type Config struct {
 	// BufferSize is the size of the send and of the receive buffer: 0
 	// means 128 KiB, as rsocket. At least 4 KiB, even.
 	BufferSize int
+	// KeepAlive is the idle time (no send or receive completed) after
+	// which the connection probes the peer, and again every KeepAlive
+	// while idle: 0 means 15 s, as net.Dialer's, and a negative value
+	// turns probing off (a peer that vanishes then leaves a blocked Read
+	// waiting until its deadline). A probe is rsocket's keepalive, a
+	// 0-byte RDMA write the peer's transport acknowledges and its
+	// program never sees. A probe unacknowledged after another KeepAlive
+	// plus the path's local ACK timeout (2.1 s on soft-RoCE) fails the
+	// connection (the peer's host is down, or the link cut, with no
+	// disconnect): blocked and later calls return an error matching
+	// syscall.ETIMEDOUT that says the peer stopped answering, at most
+	// 2*KeepAlive + one ACK timeout after the peer's last answer: about
+	// 32 s by default. docs/rsocket.md has the details.
+	KeepAlive time.Duration
 }
 
 func (cfg Config) sizes() (q, buf int, err error) {
@@ -130,7 +145,7 @@ func newConn(cfg Config) (*Conn, hand.ConnConfig, error) {
 	if err != nil {
 		return nil, hand.ConnConfig{}, err
 	}
-	c := &Conn{qSize: q, sbufSize: buf, rbufSize: buf,
+	c := &Conn{qSize: q, sbufSize: buf, rbufSize: buf, ka: keepAlive{period: cfg.keepAlivePeriod()},
 		readWake: make(chan struct{}, 1), writeWake: make(chan struct{}, 1),
 		closeCh: make(chan struct{}), loopDone: make(chan struct{}), sendsDone: make(chan struct{})}
 	c.rdl.init()
@@ -243,6 +258,7 @@ func (c *Conn) start(h *hand.Conn, peer wire.ConnData) {
 	go c.watch(ctx)
 	c.mu.Lock()
 	c.updateCredits() // advertise the second half of the receive buffer
+	c.startKeepAlive()
 	c.mu.Unlock()
 }
 
@@ -269,6 +285,7 @@ func (c *Conn) loop() {
 			return
 		}
 		c.mu.Lock()
+		c.keepAliveSeen()
 		reposts := 0
 		for i := range wcs {
 			if c.handle(&wcs[i]) {
@@ -364,8 +381,7 @@ func (c *Conn) handle(wc *hand.WC) bool {
 	// peer's goodbye came first: io.EOF) from a reset. The flushed send
 	// may be reaped before that goodbye.
 	if !wc.OK() && !c.closed && wc.Status() != hand.StatusWRFlushErr {
-		c.failLocked(&net.OpError{Op: "write", Net: "tcp", Source: c.laddr, Addr: c.raddr,
-			Err: fmt.Errorf("%w (send completion: %s)", syscall.ECONNRESET, wc.StatusString())})
+		c.failLocked(c.sendFailed(wc))
 	}
 	return false
 }
@@ -668,6 +684,7 @@ func (c *Conn) Close() error {
 		}
 		c.closed = true
 		c.shutWrite = true
+		c.stopKeepAlive()
 		close(c.closeCh)
 		c.checkSendsDone()
 		failed := c.err != nil

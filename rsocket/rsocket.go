@@ -30,6 +30,18 @@
 // them with net.ErrClosed; CloseWrite ends this side's writing, and the
 // peer's Read then returns io.EOF once it has read what came before.
 //
+// # Dead peers
+//
+// A peer process that dies without closing (its kernel disconnects the
+// connection) ends a blocked Read with an error matching
+// syscall.ECONNRESET. A peer whose host goes silent (power lost, link
+// cut: no disconnect ever comes) is found by keepalive probes, rsocket's,
+// sent on an idle connection every Config.KeepAlive (15 s by default): a
+// probe left unacknowledged for another KeepAlive (and the path's ACK
+// timeout) fails the connection, so a blocked Read returns an error
+// matching syscall.ETIMEDOUT within about 32 s by default of the peer's
+// last answer.
+//
 // # Protocol
 //
 // docs/rsocket.md in the module describes the wire protocol as this
