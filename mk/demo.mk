@@ -162,9 +162,11 @@ perf-icount: perf-compare
 # figures; rstream's default mode, spinning on non-blocking calls, has no
 # column there: two spinning peers on one vCPU hand over only at the
 # scheduler's tick (4 ms a transfer). rsocket-compare-realtime runs it too,
-# in real time on the VM's 2 vCPUs. RSOCK_COMPARE_FLAGS go to
-# goverbs-rsockcompare (-v: every run's line; -lat-iters, -bw64k-xfers,
-# -bw1m-xfers). About 5 minutes (realtime: 3-4, by the host's load).
+# in real time on the VM's 2 vCPUs, where the host's load moves every
+# figure. RSOCK_COMPARE_FLAGS go to goverbs-rsockcompare (-v: every run's
+# line; -lat-iters, -bw64k-xfers, -bw1m-xfers). About 4 minutes (realtime:
+# 20 on a loaded 2-core host). RSOCK_COMPARE_COLS=go,c-block,go-cblock,cblock-go
+# adds the mixed pairs.
 RSOCK_COMPARE_REPS ?= 5
 RSOCK_COMPARE_COLS ?= go,c-block,tcp-c,tcp-go
 RSOCK_COMPARE_FLAGS ?=
