@@ -149,6 +149,45 @@ perf-compare:
 
 perf-icount: perf-compare
 
+# rsocket-compare: the Go rsocket (internal/cmd/goverbs-rsockstream, rstream's
+# test on package rsocket) against rstream (librdmacm's rsocket in C) and
+# both tools on the kernel's TCP, in one soft-RoCE VM boot, both ends on
+# 192.0.2.1 (rxe0): the 64 B round trip and the throughput of 64 KiB and
+# 1 MiB transfers, each column RSOCK_COMPARE_REPS times, alternately; a
+# markdown table of min/median/max a cell and Go's median over each other
+# column's (internal/cmd/goverbs-rsockcompare). Columns (RSOCK_COMPARE_COLS):
+# Go at both ends, rstream blocking in its calls (-T b, as the Go rsocket's
+# calls park), TCP from rstream (-T s -T b) and from Go (net.TCPConn). One
+# vCPU under -icount, as perf-compare, so host load does not move the
+# figures; rstream's default mode, spinning on non-blocking calls, has no
+# column there: two spinning peers on one vCPU hand over only at the
+# scheduler's tick (4 ms a transfer). rsocket-compare-realtime runs it too,
+# in real time on the VM's 2 vCPUs, where the host's load moves every
+# figure. RSOCK_COMPARE_FLAGS go to goverbs-rsockcompare (-v: every run's
+# line; -lat-iters, -bw64k-xfers, -bw1m-xfers). About 4 minutes (realtime:
+# 20 on a loaded 2-core host). RSOCK_COMPARE_COLS=go,c-block,go-cblock,cblock-go
+# adds the mixed pairs.
+RSOCK_COMPARE_REPS ?= 5
+RSOCK_COMPARE_COLS ?= go,c-block,tcp-c,tcp-go
+RSOCK_COMPARE_FLAGS ?=
+RSOCK_COMPARE_RXEVM_FLAGS ?= -smp 1 -icount shift=0,sleep=off
+
+.PHONY: rsocket-compare rsocket-compare-realtime
+
+rsocket-compare:
+	@set -e; \
+	dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-rsockcompare.XXXXXX"); \
+	trap 'rm -rf "$$dir"' EXIT; \
+	for c in internal/cmd/rxevm internal/cmd/goverbs-rsockstream internal/cmd/goverbs-rsockcompare; do \
+		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
+	done; \
+	echo "rsocket-compare: booting the soft-RoCE VM ($(RSOCK_COMPARE_RXEVM_FLAGS)); $(RSOCK_COMPARE_COLS), $(RSOCK_COMPARE_REPS) runs a cell"; \
+	"$$dir/rxevm" $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) $(RSOCK_COMPARE_RXEVM_FLAGS) -timeout 30m -- \
+		"$$dir/goverbs-rsockcompare" -go "$$dir/goverbs-rsockstream" -cols $(RSOCK_COMPARE_COLS) -reps $(RSOCK_COMPARE_REPS) $(RSOCK_COMPARE_FLAGS)
+
+rsocket-compare-realtime:
+	@$(MAKE) --no-print-directory rsocket-compare RSOCK_COMPARE_RXEVM_FLAGS='-smp 2' RSOCK_COMPARE_COLS=go,c-block,c-spin,tcp-c,tcp-go
+
 # perf-compare-realtime: the same tools and rows in real time, on the VM's
 # 2 vCPUs under multi-threaded TCG, where send_bw's and send_lat's servers
 # busy-poll as perftest's do by default: what a user's two cores see, with

@@ -3,14 +3,24 @@
 // (-s) and the server take turns, a 16-byte exchange, then per iteration
 // the client sends count transfers of size bytes and the server sends as
 // many back. With -v each side's bytes are a running counter, checked by
-// the other, as rstream -T v writes and checks them.
+// the other, as rstream -T v writes and checks them. -tcp runs the same
+// test on the kernel's TCP (net.TCPConn), as rstream -T s does on sockets,
+// for reference. Both size their buffers as rstream does: -B is its value
+// for SO_SNDBUF and SO_RCVBUF (512 KiB by default), which rsocket doubles
+// (Config.BufferSize 1 MiB) and the kernel caps at its wmem_max/rmem_max.
 //
 //	rstream -p 7471 -S 65536 -C 10 -I 100 -T v &   # C server
 //	goverbs-rsockstream -s 192.0.2.1 -p 7471 -S 65536 -C 10 -I 100 -v
+//
+// Each side prints rstream's header and result line (name custom), with
+// sizes as plain numbers, the time to the microsecond and usec/xfer to the
+// nanosecond. make rsocket-compare (internal/cmd/goverbs-rsockcompare)
+// runs it against rstream and TCP.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,29 +39,19 @@ func main() {
 	count := flag.Int("C", 1, "transfers per iteration")
 	iters := flag.Int("I", 1000, "iterations")
 	verify := flag.Bool("v", false, "write a running counter and check the peer's")
+	bufSize := flag.Int("B", 1<<19, "buffer size as rstream's -B: the SO_SNDBUF and SO_RCVBUF value, which rsocket doubles")
+	tcp := flag.Bool("tcp", false, "run on the kernel's TCP instead of rsocket (rstream -T s)")
 	flag.Parse()
-	var c *rsocket.Conn
+	if *size < 1 || *count < 1 || *iters < 1 || *bufSize < 1 {
+		fmt.Fprintln(os.Stderr, "goverbs-rsockstream: -S, -C, -I and -B must be at least 1")
+		os.Exit(2)
+	}
+	var c net.Conn
 	var err error
-	if *dst != "" {
-		d := rsocket.Dialer{Timeout: 10 * time.Second}
-		if *bind != "" {
-			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*bind)}
-		}
-		for try := 0; ; try++ { // the server may not listen yet
-			if c, err = d.DialContext(context.Background(), "tcp", net.JoinHostPort(*dst, *port)); err == nil || try == 50 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	if *tcp {
+		c, err = connectTCP(*dst, *bind, *port, *bufSize)
 	} else {
-		var l *rsocket.Listener
-		lc := rsocket.ListenConfig{OnRefused: func(remote net.Addr, err error) {
-			fmt.Fprintf(os.Stderr, "goverbs-rsockstream: refused %v: %v\n", remote, err)
-		}}
-		if l, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(*bind, *port)); err == nil {
-			c, err = l.AcceptConn()
-			l.Close()
-		}
+		c, err = connectRsocket(*dst, *bind, *port, rsocket.Config{BufferSize: max(2**bufSize, 4096)})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "goverbs-rsockstream:", err)
@@ -69,8 +69,69 @@ func main() {
 	}
 }
 
+// connectRsocket dials dst, or accepts one connection on bind, by rsocket.
+func connectRsocket(dst, bind, port string, cfg rsocket.Config) (net.Conn, error) {
+	if dst == "" {
+		lc := rsocket.ListenConfig{Config: cfg, OnRefused: func(remote net.Addr, err error) {
+			fmt.Fprintf(os.Stderr, "goverbs-rsockstream: refused %v: %v\n", remote, err)
+		}}
+		l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(bind, port))
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		return l.AcceptConn()
+	}
+	d := rsocket.Dialer{Timeout: 10 * time.Second, Config: cfg}
+	if bind != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(bind)}
+	}
+	for try := 0; ; try++ { // the server may not listen yet
+		c, err := d.DialContext(context.Background(), "tcp", net.JoinHostPort(dst, port))
+		if err == nil || try == 50 {
+			return c, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// connectTCP is connectRsocket on the kernel's TCP, with rstream's socket
+// options: its buffer sizes, and no Nagle (Go's default).
+func connectTCP(dst, bind, port string, bufSize int) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	if dst == "" {
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort(bind, port)); err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		c, err = l.Accept()
+	} else {
+		d := net.Dialer{Timeout: 10 * time.Second}
+		if bind != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(bind)}
+		}
+		for try := 0; ; try++ { // the server may not listen yet
+			if c, err = d.Dial("tcp", net.JoinHostPort(dst, port)); err == nil || try == 50 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	tc := c.(*net.TCPConn)
+	if err := errors.Join(tc.SetReadBuffer(bufSize), tc.SetWriteBuffer(bufSize), tc.SetNoDelay(true)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 type test struct {
-	c           *rsocket.Conn
+	c           net.Conn
 	buf         []byte
 	verify      bool
 	sent, recvd uint8
@@ -132,7 +193,8 @@ func (t *test) run(client bool, size, count, iters int) error {
 	}
 	d := time.Since(start)
 	bytes := 2 * int64(size) * int64(count) * int64(iters)
-	fmt.Printf("%-8d%-8d%-8d%10.3fs %10.2f Gb/s %10.2f usec/xfer\n", size, count, iters, d.Seconds(),
-		float64(bytes)*8/d.Seconds()/1e9, float64(d.Microseconds())/float64(2*count*iters))
+	fmt.Printf("%-9s %-8s %-8s %-8s %-12s %10s %10s %12s\n", "name", "bytes", "xfers", "iters", "total", "time", "Gb/sec", "usec/xfer")
+	fmt.Printf("%-9s %-8d %-8d %-8d %-12d %9.6fs %10.2f %12.3f\n", "custom", size, count, iters, bytes, d.Seconds(),
+		float64(bytes)*8/d.Seconds()/1e9, float64(d.Nanoseconds())/1e3/float64(2*count*iters))
 	return nil
 }
