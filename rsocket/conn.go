@@ -59,6 +59,7 @@ type Conn struct {
 	sbufAvail     int
 	sbufHead      int
 	sseqNo        uint16
+	sends         sendLog // sends not known complete
 	sseqComp      uint16
 	target        wire.SGE // the peer's buffer being written, what is left of it
 	targetIdx     int      // the next entry of the target list to take
@@ -80,6 +81,7 @@ type Conn struct {
 	peerClosed    bool  // the peer sent disconnect
 	shutWrite     bool  // CloseWrite or Close
 	closed        bool  // Close
+	disconnectDue bool  // Close found every control slot in flight: the disconnect goes once one frees
 	err           error // the connection failed
 	sendsDone     chan struct{}
 
@@ -153,10 +155,11 @@ func newConn(cfg Config) (*Conn, hand.ConnConfig, error) {
 	priv := make([]byte, wire.ConnDataLen)
 	hc := hand.ConnConfig{
 		Caps: hand.QPCaps{MaxSendWR: q, MaxRecvWR: q + ctrlSlots, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: defaultInline},
-		// As rdma_connect in rsocket: every send signaled, transport and
-		// RNR retries at 7 (RNR forever: control messages may come when
-		// every receive holds unread data).
-		SignalAll: true, RetryCount: 7, RNRRetryCount: 7,
+		// Transport and RNR retries at 7, as rdma_connect in rsocket (RNR
+		// forever: control messages may come when every receive holds
+		// unread data). Not every send is signaled, unlike rsocket's: see
+		// sendLog.
+		RetryCount: 7, RNRRetryCount: 7,
 		PrivateData:  priv,
 		AfterFailure: func(*hand.Conn) { c.freeAll() },
 		BeforeConnect: func(h *hand.Conn) error {
@@ -203,6 +206,7 @@ func (c *Conn) prepare(h *hand.Conn) error {
 	c.sqeAvail = c.qSize - ctrlSlots
 	c.ctrlMax = ctrlSlots
 	c.sbufAvail = c.sbufSize
+	c.sends = newSendLog(c.qSize)
 	half := c.rbufSize / 2
 	c.rbufFree, c.rbufAvail, c.room = half, half, uint32(half)
 	c.rseqComp = uint16(c.qSize / 2)
@@ -335,18 +339,18 @@ func (c *Conn) handle(wc *hand.WC) bool {
 		}
 		imm, ok := wc.Imm()
 		if !ok {
-			c.failLocked(&wire.FieldError{What: "message", Field: "opcode", Reason: "a receive without immediate data (message mode, iWARP's, is not supported)"})
+			c.failLocked(c.opErr("read", &wire.FieldError{What: "message", Field: "opcode", Reason: "a receive without immediate data (message mode, iWARP's, is not supported)"}))
 			return true
 		}
 		m, err := wire.ParseImm(imm, c.room, c.sseqNo, c.peerCredits)
 		if err != nil {
-			c.failLocked(err)
+			c.failLocked(c.opErr("read", err))
 			return true
 		}
 		switch m.Op {
 		case wire.OpData:
 			if c.ringN == len(c.ring) {
-				c.failLocked(&wire.FieldError{What: "immediate data", Field: "op", Reason: fmt.Sprintf("a data message past the %d credits given", len(c.ring))})
+				c.failLocked(c.opErr("read", &wire.FieldError{What: "immediate data", Field: "credits", Reason: fmt.Sprintf("a data message past the %d credits given", len(c.ring))}))
 				return true
 			}
 			c.ring[(c.ringHead+c.ringN)%len(c.ring)] = m.Data
@@ -368,12 +372,18 @@ func (c *Conn) handle(wc *hand.WC) bool {
 		}
 		return true
 	}
-	op, data := wire.SplitImm(uint32(id))
-	if op == wire.OpData {
-		c.sqeAvail++
-		c.sbufAvail += int(data)
-	} else {
-		c.ctrlMax++
+	kind, n, ok := c.sends.through(id)
+	if !ok {
+		c.failLocked(fmt.Errorf("rsocket: a send completion (%s) with work request id %#x, of no send posted", wc.StatusString(), id))
+		return false
+	}
+	for range n {
+		if s := c.sends.pop(); s.kind == sendData {
+			c.sqeAvail++
+			c.sbufAvail += int(s.bytes)
+		} else {
+			c.ctrlMax++
+		}
 	}
 	// A flushed send is not the failure itself: the QP went to the error
 	// state, which flushes the receives too, and their completions, in
@@ -381,13 +391,26 @@ func (c *Conn) handle(wc *hand.WC) bool {
 	// peer's goodbye came first: io.EOF) from a reset. The flushed send
 	// may be reaped before that goodbye.
 	if !wc.OK() && !c.closed && wc.Status() != hand.StatusWRFlushErr {
-		c.failLocked(c.sendFailed(wc))
+		c.failLocked(c.sendFailed(wc, kind))
 	}
 	return false
 }
 
+// checkSendsDone, once Close began, posts the disconnect it left due and
+// closes sendsDone when nothing is left for Close to wait for: every send
+// completed, or the connection failed, or the peer closed (it reads
+// nothing more, and sends it acknowledged unsignaled may never complete).
 func (c *Conn) checkSendsDone() {
-	if c.closed && c.allSendsDone() {
+	if !c.closed {
+		return
+	}
+	if c.disconnectDue && c.ctrlAvail() && c.err == nil && !c.peerClosed {
+		c.disconnectDue = false
+		if err := c.postCtrl(wire.CtrlDisconnect); err != nil {
+			c.failLocked(err)
+		}
+	}
+	if c.allSendsDone() || c.err != nil || c.peerClosed {
 		select {
 		case <-c.sendsDone:
 		default:
@@ -415,23 +438,24 @@ func (c *Conn) updateCredits() {
 	c.ctrlSeq++
 	c.rseqComp = c.rseqNo + uint16(c.qSize/2)
 	imm := wire.Imm(wire.OpSGL, uint32(c.rseqNo+uint16(c.qSize)))
+	id := c.sends.add(sent{kind: sendCtrl})
 	v := c.sc.Reserve(1)
 	if c.rbufAvail >= half {
 		slot := c.sbufSize + wire.SGELen*int(c.ctrlSeq%ctrlSlots)
 		adv := wire.SGE{Addr: c.rbuf.Addr() + uint64(c.rbufFree), Key: c.rbuf.RKey(), Length: uint32(half)}
 		wire.AppendSGE(c.sbuf.Bytes()[slot:slot], adv, c.peerBig)
-		flags := hand.SendFlags(0)
+		flags := hand.Signaled
 		if c.inline >= wire.SGELen {
-			flags = hand.Inline
+			flags |= hand.Inline
 		}
-		v.SetWriteImm(0, uint64(imm), flags, imm, c.sbuf.SGE(slot, wire.SGELen),
+		v.SetWriteImm(0, id, flags, imm, c.sbuf.SGE(slot, wire.SGELen),
 			c.remoteSGL.Addr+uint64(c.remoteIdx)*wire.SGELen, c.remoteSGL.Key)
 		c.rbufAvail -= half
 		c.rbufFree = (c.rbufFree + half) % c.rbufSize
 		c.room += uint32(half)
 		c.remoteIdx = (c.remoteIdx + 1) % c.remoteSGL.Length
 	} else {
-		v.SetWriteImm(0, uint64(imm), 0, imm, hand.SGE{}, 0, 0)
+		v.SetWriteImm(0, id, hand.Signaled, imm, hand.SGE{}, 0, 0)
 		v.WR(0).NumSGE = 0
 	}
 	if err := c.sc.PostSend(c.hc.QP()); err != nil {
@@ -444,8 +468,9 @@ func (c *Conn) updateCredits() {
 func (c *Conn) postCtrl(code uint32) error {
 	c.ctrlSeq++
 	imm := wire.Imm(wire.OpCtrl, code)
+	id := c.sends.add(sent{kind: sendCtrl})
 	v := c.sc.Reserve(1)
-	v.SetWriteImm(0, uint64(imm), 0, imm, hand.SGE{}, 0, 0)
+	v.SetWriteImm(0, id, hand.Signaled, imm, hand.SGE{}, 0, 0)
 	v.WR(0).NumSGE = 0
 	if err := c.sc.PostSend(c.hc.QP()); err != nil {
 		c.sc.Reset()
@@ -568,7 +593,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		}
 		ok, err := c.canSend()
 		if err != nil {
-			c.failLocked(err)
+			c.failLocked(c.opErr("write", err))
 			continue
 		}
 		if !ok {
@@ -609,19 +634,25 @@ func (c *Conn) postData(p []byte) error {
 		nsge = 2
 	}
 	c.sbufHead = (c.sbufHead + x) % c.sbufSize
+	c.sseqNo++
+	c.sqeAvail--
+	c.sbufAvail -= x
 	flags := hand.SendFlags(0)
 	if x <= c.inline {
 		flags = hand.Inline
 	}
+	// Signaled once the send queue or buffer is less than half free
+	// (sendLog): a Write that runs out waits for this completion.
+	if c.sqeAvail < (c.qSize-ctrlSlots)/2 || c.sbufAvail < c.sbufSize/2 {
+		flags |= hand.Signaled
+	}
 	imm := wire.Imm(wire.OpData, uint32(x))
+	id := c.sends.add(sent{kind: sendData, bytes: uint32(x)})
 	v := c.sc.Reserve(1)
-	v.SetWriteImm(0, uint64(imm), flags, imm, c.sgl[0], c.target.Addr, c.target.Key)
+	v.SetWriteImm(0, id, flags, imm, c.sgl[0], c.target.Addr, c.target.Key)
 	if nsge == 2 {
 		v.SetSGL(0, c.sgl[:2])
 	}
-	c.sseqNo++
-	c.sqeAvail--
-	c.sbufAvail -= x
 	c.target.Addr += uint64(x)
 	c.target.Length -= uint32(x)
 	if err := c.sc.PostSend(c.hc.QP()); err != nil {
@@ -676,27 +707,21 @@ const closeWait = 2 * time.Second
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
-		if c.err == nil && !c.peerClosed && c.ctrlAvail() {
-			code := uint32(wire.CtrlDisconnect)
-			if err := c.postCtrl(code); err != nil {
-				c.failLocked(err)
-			}
-		}
+		// The disconnect is signaled, so its completion means every
+		// send before it completed too (sendLog).
+		c.disconnectDue = c.err == nil && !c.peerClosed
 		c.closed = true
 		c.shutWrite = true
 		c.stopKeepAlive()
 		close(c.closeCh)
 		c.checkSendsDone()
-		failed := c.err != nil
 		c.mu.Unlock()
-		if !failed {
-			t := time.NewTimer(closeWait)
-			select {
-			case <-c.sendsDone:
-			case <-t.C:
-			}
-			t.Stop()
+		t := time.NewTimer(closeWait)
+		select {
+		case <-c.sendsDone:
+		case <-t.C:
 		}
+		t.Stop()
 		// No Read or Write is left using the buffers.
 		c.rmu.Lock()
 		c.wmu.Lock()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
-	"github.com/goverbs/goverbs/rsocket/internal/wire"
 )
 
 // defaultKeepAlive is the idle time after which a connection probes its
@@ -16,11 +15,6 @@ import (
 // 2 hours), so that a Read blocked on a peer that vanished ends within
 // about 32 s (see Config.KeepAlive).
 const defaultKeepAlive = 15 * time.Second
-
-// keepAliveWRID is the probe's work request id: a control message's, as
-// rsocket's, so that handle counts its completion with the other control
-// messages (ctrlMax).
-var keepAliveWRID = uint64(wire.Imm(wire.OpCtrl, wire.CtrlKeepalive))
 
 // keepAlive is a connection's prober: one timer, no goroutine of its own
 // while it waits. Guarded by Conn.mu.
@@ -141,8 +135,9 @@ func (c *Conn) keepAliveTick() {
 // pair holds on a responder that checks anyway.
 func (c *Conn) postKeepAlive() error {
 	c.ctrlSeq++
+	id := c.sends.add(sent{kind: sendProbe})
 	v := c.sc.Reserve(1)
-	v.SetWrite(0, keepAliveWRID, 0, hand.SGE{}, c.remoteSGL.Addr, c.remoteSGL.Key)
+	v.SetWrite(0, id, hand.Signaled, hand.SGE{}, c.remoteSGL.Addr, c.remoteSGL.Key)
 	v.WR(0).NumSGE = 0
 	if err := c.sc.PostSend(c.hc.QP()); err != nil {
 		c.sc.Reset()
@@ -156,13 +151,13 @@ func (c *Conn) postKeepAlive() error {
 // peer stopped answering: ETIMEDOUT, as a TCP connection whose
 // retransmissions or keepalive probes went unanswered; anything else is a
 // reset.
-func (c *Conn) sendFailed(wc *hand.WC) error {
+func (c *Conn) sendFailed(wc *hand.WC, kind sendKind) error {
 	if wc.Status() != hand.StatusRetryExcErr {
 		return &net.OpError{Op: "write", Net: "tcp", Source: c.laddr, Addr: c.raddr,
 			Err: fmt.Errorf("%w (send completion: %s)", syscall.ECONNRESET, wc.StatusString())}
 	}
 	op, what := "write", "a write"
-	if wc.WRID() == keepAliveWRID {
+	if kind == sendProbe {
 		op, what = "read", "a keepalive probe"
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr,
