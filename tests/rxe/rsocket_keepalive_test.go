@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/rsocket"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
@@ -410,7 +411,7 @@ func TestInteropRstreamKeepAlive(t *testing.T) {
 	defer cancel()
 	args := []string{"-b", addr, "-p", strconv.Itoa(port), "-S", strconv.Itoa(size), "-C", "1", "-I", strconv.Itoa(iters), "-T", "v", "-T", "b", "-k", "1"}
 	srv := tooltest.StartC(t, ctx, "rstream server", "rstream", args...)
-	if err := tooltest.WaitCMListen(ctx, port); err != nil {
+	if err := listenwait.CM(ctx, port); err != nil {
 		cancel()
 		t.Fatalf("rstream server: %v; output:\n%s", err, srv.Wait().Out)
 	}
