@@ -86,7 +86,7 @@ func CM(ctx context.Context, port int) error {
 // cmListens reports whether out, the output of `rdma resource show cm_id`,
 // lists an id in state LISTEN on port, as in
 //
-//	link rxe0/1 cm-idn 3 state LISTEN ps TCP pid 812 comm rping src-addr 192.0.2.1:7174 dst-addr 0.0.0.0:0
+//	link rxe0/1 cm-idn 0 state LISTEN ps TCP pid 148 comm rping src-addr 192.0.2.1:7174 dst-addr 0.0.0.0:0
 func cmListens(out []byte, port int) bool {
 	want := ":" + strconv.Itoa(port)
 	for line := range strings.Lines(string(out)) {

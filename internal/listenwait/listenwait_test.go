@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,6 @@ func TestTCPListens(t *testing.T) {
 		{7174, true},
 		{18515, false}, // connected, not listening
 		{18620, false}, // in TIME_WAIT
-		{0x1C, false},  // a suffix of the listener's port, not its port
 		{7175, false},
 	} {
 		assert.Equal(t, c.want, tcpListens([]byte(procNetTCP), c.port), "port %d", c.port)
@@ -53,4 +53,19 @@ func TestTCP(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	assert.Regexp(t, `^nothing listens on TCP port `+strconv.Itoa(port)+` after [0-9.]+m?s: context deadline exceeded$`, err.Error())
+}
+
+// rdma resource show cm_id's lines: the first as the soft-RoCE VM printed
+// it for `rping -s -p 7174`, the others made from it: the accepted id of a
+// connection to 7174, and a listener on 17174.
+const cmIDs = `link rxe0/1 cm-idn 0 state LISTEN ps TCP pid 148 comm rping src-addr 192.0.2.1:7174 dst-addr 0.0.0.0:0 
+link rxe0/1 cm-idn 1 state CONNECT ps TCP pid 148 comm rping src-addr 192.0.2.1:7174 dst-addr 192.0.2.1:40000 
+`
+
+func TestCMListens(t *testing.T) {
+	assert.True(t, cmListens([]byte(cmIDs), 7174))
+	assert.False(t, cmListens([]byte(cmIDs), 40000), "a connected id's port")
+	assert.False(t, cmListens([]byte(cmIDs), 717), "a prefix of the listener's port")
+	assert.False(t, cmListens([]byte(strings.ReplaceAll(cmIDs, ":7174", ":17174")), 7174), "a listener on 17174")
+	assert.False(t, cmListens(nil, 7174))
 }
