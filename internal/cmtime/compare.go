@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/listenwait"
 )
 
 // -compare runs, in a guest with rxe0 and cmtime, each variant -runs
@@ -191,7 +193,10 @@ func runPair(ctx context.Context, server string, sargs []string, client string, 
 	if err := srv.Start(); err != nil {
 		return result{}, "", err
 	}
-	if err := waitListen(ctx, 7471); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := listenwait.CM(wctx, 7471)
+	cancel()
+	if err != nil {
 		srv.Process.Kill()
 		srv.Wait()
 		return result{}, sout.String(), err
@@ -254,25 +259,6 @@ func statCPU(pid int) (float64, error) {
 
 func cpuOf(ps *os.ProcessState) float64 {
 	return float64(ps.UserTime()+ps.SystemTime()) / float64(time.Microsecond)
-}
-
-// waitListen polls the kernel's rdma_cm ids until one listens on port.
-func waitListen(ctx context.Context, port int) error {
-	want := ":" + strconv.Itoa(port)
-	for range 400 {
-		out, _ := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").Output()
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, "LISTEN") && strings.Contains(line, want) {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("no rdma_cm listener on port %d", port)
 }
 
 // parseTable reads cmtime's table: "step name    :  total max min us/conn".

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
@@ -82,7 +83,7 @@ func pingpongAcross(t *testing.T, goServer bool, port int) {
 		server = goSide("Go server", tooltest.GoPingpong, pp.Args())
 		client = cSide("C client", "ibv_rc_pingpong", clientArgs)
 	}
-	srv, cli := acrossHosts(t, p, server, client, func(ctx context.Context) error { return tooltest.WaitListen(ctx, port) })
+	srv, cli := acrossHosts(t, p, server, client, func(ctx context.Context) error { return listenwait.TCP(ctx, port) })
 	pp.Check(t, srv, cli, p.ServerAddr().String())
 	for _, r := range []tooltest.Run{srv, cli} {
 		if s, ok := tooltest.PingpongSummary(r); ok {
@@ -105,7 +106,7 @@ func rpingAcross(t *testing.T, goServer bool, port int) {
 		server = goSide("Go server", tooltest.GoRping, serverArgs)
 		client = cSide("C client", "rping", clientArgs)
 	}
-	srv, cli := acrossHosts(t, p, server, client, func(ctx context.Context) error { return tooltest.WaitCMListen(ctx, port) })
+	srv, cli := acrossHosts(t, p, server, client, func(ctx context.Context) error { return listenwait.CM(ctx, port) })
 	rp.Check(t, srv, cli)
 	if !t.Failed() {
 		t.Logf("%d pings of %s RDMA-read by the %s and echoed back by RDMA write to the %s, every line as rping defines it",

@@ -23,6 +23,7 @@ import (
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/internal/pingpong"
 	"github.com/goverbs/goverbs/internal/rping"
 	"github.com/goverbs/goverbs/tests/internal/testkit"
@@ -427,7 +428,7 @@ func TestBadPeerPerfClientGone(t *testing.T) {
 			defer cancel()
 			args := append([]string{"-d", device, "-x", strconv.Itoa(gidIndex), "-s", "64", "-n", "1000", "-p", strconv.Itoa(port)}, c.args...)
 			srv := tooltest.StartC(t, cctx, "Go server", self, args...)
-			require.NoError(t, tooltest.WaitListen(cctx, port), "the goverbs-perf server never listened")
+			require.NoError(t, listenwait.TCP(cctx, port), "the goverbs-perf server never listened")
 			side, err := net.Dial("tcp", net.JoinHostPort(localAddr(), strconv.Itoa(port)))
 			require.NoError(t, err)
 			defer side.Close()

@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/goverbs/goverbs/internal/listenwait"
 )
 
 // cmtimeChildEnv makes this test binary run goverbs-cmtime (cmtime.Main)
@@ -37,7 +40,8 @@ func TestInteropCmtime(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	t.Setenv(cmtimeChildEnv, "1")
-	const conns, port = "10", "17471"
+	const conns, portNum = "10", 17471
+	port := strconv.Itoa(portNum)
 	addr := os.Getenv("RXE_ADDR")
 	require.NotEmpty(t, addr, "RXE_ADDR: run under cmd/rxevm, which sets it")
 	handRows := []string{"resolve+qp", "connect", "disconnect", "destroy"}
@@ -79,7 +83,7 @@ func TestInteropCmtime(t *testing.T) {
 			require.NoError(t, srv.Start())
 			exited := make(chan error, 1)
 			go func() { exited <- srv.Wait() }()
-			waitCMListen(t, ctx, port)
+			require.NoError(t, listenwait.CM(ctx, portNum))
 			out, err := cmd(tc.client).CombinedOutput()
 			t.Logf("client:\n%s", out)
 			require.NoError(t, err)
@@ -101,21 +105,6 @@ func TestInteropCmtime(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitCMListen waits until an rdma_cm id listens on port.
-func waitCMListen(t *testing.T, ctx context.Context, port string) {
-	t.Helper()
-	for ctx.Err() == nil {
-		out, _ := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").Output()
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, "LISTEN") && strings.Contains(line, ":"+port) {
-				return
-			}
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("no rdma_cm listener on port %s", port)
 }
 
 // grace is how long a server may take to exit after its client: the Go

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/cmtime"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/internal/perf"
 	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
@@ -89,7 +90,7 @@ func TestInteropPerfModes(t *testing.T) {
 					args = append(args, "-lock-thread")
 				}
 				srv := tooltest.StartC(t, ctx, "Go server", self, args...)
-				if err := tooltest.WaitListen(ctx, port); err != nil {
+				if err := listenwait.TCP(ctx, port); err != nil {
 					t.Fatalf("goverbs-perf server: %v\n%s", err, srv.Wait().Out)
 				}
 				cliArgs := append(slices.Clone(args), localAddr())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
@@ -27,7 +28,7 @@ func TestInteropPingpongGoServerCClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	srv := tooltest.GoPingpong("Go server", pp.Args())
-	if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+	if err := listenwait.TCP(ctx, pp.Port); err != nil {
 		t.Fatalf("goverbs-pingpong server: %v", err)
 	}
 	client := tooltest.StartC(t, ctx, "C client", "ibv_rc_pingpong", append(pp.Args(), localAddr())...).Wait()
@@ -39,7 +40,7 @@ func TestInteropPingpongCServerGoClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	c := tooltest.StartC(t, ctx, "C server", "ibv_rc_pingpong", pp.Args()...)
-	if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+	if err := listenwait.TCP(ctx, pp.Port); err != nil {
 		t.Fatalf("ibv_rc_pingpong server: %v; output:\n%s", err, c.Wait().Out)
 	}
 	client := tooltest.Await(ctx, "Go client", tooltest.GoPingpong("Go client", append(pp.Args(), localAddr())))
@@ -52,7 +53,7 @@ func TestInteropPingpongGoGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	srv := tooltest.GoPingpong("Go server", pp.Args())
-	if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+	if err := listenwait.TCP(ctx, pp.Port); err != nil {
 		t.Fatalf("goverbs-pingpong server: %v", err)
 	}
 	client := tooltest.Await(ctx, "Go client", tooltest.GoPingpong("Go client", append(pp.Args(), localAddr())))
@@ -73,7 +74,7 @@ func TestInteropPingpongRxDepth1(t *testing.T) {
 			defer cancel()
 			if goServer {
 				srv := tooltest.GoPingpong("Go server", pp.Args())
-				if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+				if err := listenwait.TCP(ctx, pp.Port); err != nil {
 					t.Fatalf("goverbs-pingpong server: %v", err)
 				}
 				client := tooltest.StartC(t, ctx, "C client", "ibv_rc_pingpong", append(pp.Args(), localAddr())...).Wait()
@@ -81,7 +82,7 @@ func TestInteropPingpongRxDepth1(t *testing.T) {
 				return
 			}
 			c := tooltest.StartC(t, ctx, "C server", "ibv_rc_pingpong", pp.Args()...)
-			if err := tooltest.WaitListen(ctx, pp.Port); err != nil {
+			if err := listenwait.TCP(ctx, pp.Port); err != nil {
 				t.Fatalf("ibv_rc_pingpong server: %v; output:\n%s", err, c.Wait().Out)
 			}
 			client := tooltest.Await(ctx, "Go client", tooltest.GoPingpong("Go client", append(pp.Args(), localAddr())))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
@@ -22,7 +23,7 @@ func TestInteropRpingGoServerCClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	srv := tooltest.GoRping("Go server", rp.Args("-s", localAddr()))
-	if err := tooltest.WaitCMListen(ctx, rp.Port); err != nil {
+	if err := listenwait.CM(ctx, rp.Port); err != nil {
 		t.Fatalf("goverbs-rping server: %v", err)
 	}
 	client := tooltest.StartC(t, ctx, "C client", "rping", rp.Args("-c", localAddr())...).Wait()
@@ -35,7 +36,7 @@ func TestInteropRpingCServerGoClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	c := tooltest.StartC(t, ctx, "C server", "rping", rp.Args("-s", localAddr())...)
-	if err := tooltest.WaitCMListen(ctx, rp.Port); err != nil {
+	if err := listenwait.CM(ctx, rp.Port); err != nil {
 		t.Fatalf("rping server: %v; output:\n%s", err, c.Wait().Out)
 	}
 	client := tooltest.Await(ctx, "Go client", tooltest.GoRping("Go client", rp.Args("-c", localAddr())))
@@ -48,7 +49,7 @@ func TestInteropRpingGoGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	srv := tooltest.GoRping("Go server", rp.Args("-s", localAddr()))
-	if err := tooltest.WaitCMListen(ctx, rp.Port); err != nil {
+	if err := listenwait.CM(ctx, rp.Port); err != nil {
 		t.Fatalf("goverbs-rping server: %v", err)
 	}
 	client := tooltest.Await(ctx, "Go client", tooltest.GoRping("Go client", rp.Args("-c", localAddr())))

@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/rsocket"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
@@ -236,7 +237,7 @@ func TestInteropRstream(t *testing.T) {
 			defer cancel()
 			args := append([]string{"-b", addr, "-p", strconv.Itoa(cport)}, rc.args()...)
 			srv := tooltest.StartC(t, ctx, "rstream server", "rstream", args...)
-			if err := tooltest.WaitCMListen(ctx, cport); err != nil {
+			if err := listenwait.CM(ctx, cport); err != nil {
 				cancel()
 				t.Fatalf("rstream server: %v; output:\n%s", err, srv.Wait().Out)
 			}
@@ -385,12 +386,12 @@ func rsechoSizes() [][2]int {
 // its socket an rsocket, so the test proves nothing about plain TCP.
 func rsechoListening(t *testing.T, ctx context.Context, srv *tooltest.CTool, port int) {
 	t.Helper()
-	if err := tooltest.WaitCMListen(ctx, port); err != nil {
+	if err := listenwait.CM(ctx, port); err != nil {
 		t.Fatalf("rsecho server under librspreload: %v; output:\n%s", err, srv.Wait().Out)
 	}
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if tooltest.WaitListen(tctx, port) == nil {
+	if listenwait.TCP(tctx, port) == nil {
 		t.Fatalf("rsecho under librspreload listens on TCP port %d: the preload did not take its socket", port)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/verbs"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/internal/pingaddr"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
@@ -38,7 +39,7 @@ func TestInteropSRQPingpongCServerGoClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	c := tooltest.StartC(t, ctx, "C server", "ibv_srq_pingpong", srqArgs(device, gidIndex, port)...)
-	if err := tooltest.WaitListen(ctx, port); err != nil {
+	if err := listenwait.TCP(ctx, port); err != nil {
 		t.Fatalf("ibv_srq_pingpong server: %v; output:\n%s", err, c.Wait().Out)
 	}
 	conn, err := net.Dial("tcp", net.JoinHostPort(localAddr(), strconv.Itoa(port)))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goverbs/goverbs/generated/rdmacm"
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
@@ -125,7 +126,7 @@ func TestInteropUDGoClientCServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
 	c := tooltest.StartC(t, ctx, "C server", "udaddy", "-b", localAddr(), "-C", fmt.Sprint(udaddyCount))
-	if err := tooltest.WaitCMListen(ctx, udaddyPort); err != nil {
+	if err := listenwait.CM(ctx, udaddyPort); err != nil {
 		t.Fatalf("udaddy server: %v; output:\n%s", err, c.Wait().Out)
 	}
 	var r *udRig

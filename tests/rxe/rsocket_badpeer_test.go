@@ -21,7 +21,7 @@ import (
 )
 
 // rsocket peers that lie. A scripted peer on hand speaks rsocket's wire
-// protocol (encoded here from docs/rsocket.md, independently of the
+// protocol (rsocket_peer_test.go encodes it independently of the
 // package's own encoder) and sends, on soft-RoCE, what a peer must not:
 // truncated connection data, a buffer advertisement beyond what it
 // declared, data longer than the space it was given, data messages past
@@ -31,56 +31,6 @@ import (
 // second connection of the same process, opened before, still echoes
 // after, and that goroutines, file descriptors and the device's objects
 // come back to where they were.
-
-// rsConnData is struct rs_conn_data (40 bytes, big-endian).
-type rsConnData struct {
-	version, flags uint8
-	credits        uint16
-	tgtAddr        uint64
-	tgtKey, tgtLen uint32
-	bufAddr        uint64
-	bufKey, bufLen uint32
-}
-
-func (d rsConnData) bytes() []byte {
-	b := []byte{d.version, d.flags}
-	b = binary.BigEndian.AppendUint16(b, d.credits)
-	b = append(b, 0, 0, 0, 0) // reserved, target_iomap_size 0
-	b = binary.BigEndian.AppendUint64(b, d.tgtAddr)
-	b = binary.BigEndian.AppendUint32(b, d.tgtKey)
-	b = binary.BigEndian.AppendUint32(b, d.tgtLen)
-	b = binary.BigEndian.AppendUint64(b, d.bufAddr)
-	b = binary.BigEndian.AppendUint32(b, d.bufKey)
-	return binary.BigEndian.AppendUint32(b, d.bufLen)
-}
-
-func parseRsConnData(t *testing.T, b []byte) rsConnData {
-	t.Helper()
-	require.GreaterOrEqual(t, len(b), 40, "rsocket's connection data")
-	d := rsConnData{version: b[0], flags: b[1], credits: binary.BigEndian.Uint16(b[2:]),
-		tgtAddr: binary.BigEndian.Uint64(b[8:]), tgtKey: binary.BigEndian.Uint32(b[16:]), tgtLen: binary.BigEndian.Uint32(b[20:]),
-		bufAddr: binary.BigEndian.Uint64(b[24:]), bufKey: binary.BigEndian.Uint32(b[32:]), bufLen: binary.BigEndian.Uint32(b[36:])}
-	require.EqualValues(t, 1, d.version, "rsocket's connection data version")
-	return d
-}
-
-// Immediate data: op in the top 3 bits.
-const (
-	rsOpData = 0
-	rsOpSGL  = 4
-	rsOpCtrl = 7
-)
-
-func rsImm(op, v uint32) uint32 { return op<<29 | v }
-
-// rsFlags is the flags byte of this host: bit 0 when big-endian (the byte
-// order of buffer advertisements), bit 1 (iomap layout known).
-func rsFlags() uint8 {
-	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
-		return 3
-	}
-	return 2
-}
 
 // The bad peer's MR: its target list (2 entries) at 0, the bytes it writes
 // from at peerSrc, the receive buffer it declares at peerBuf (2*half
@@ -111,41 +61,20 @@ type rsPeer struct {
 func dialRsPeer(t *testing.T, ctx context.Context, addr string, credits uint16, half uint32) *rsPeer {
 	t.Helper()
 	p := &rsPeer{half: half, credits: credits}
-	priv := make([]byte, 40)
 	rc := testkit.RecvChain(t, 32, 1)
-	cfg := hand.ConnConfig{
-		Caps:      hand.QPCaps{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1},
-		SignalAll: true, RetryCount: 7, RNRRetryCount: 7,
-		PrivateData: priv,
-		BeforeConnect: func(h *hand.Conn) error {
-			var err error
-			if p.mr, err = h.PD().Alloc(peerMRSize, hand.AccessLocalWrite|hand.AccessRemoteWrite); err != nil {
-				return err
-			}
-			if p.other, err = h.PD().Alloc(4096, hand.AccessLocalWrite|hand.AccessRemoteWrite); err != nil {
-				p.mr.Close()
-				return err
-			}
-			for i := range p.mr.Bytes() {
-				p.mr.Bytes()[i] = byte(i*7 + 3)
-			}
-			clear(p.mr.Bytes()[:32]) // the target list: nothing advertised yet
-			for i := range p.other.Bytes() {
-				p.other.Bytes()[i] = byte(i*5 + 1)
-			}
-			copy(priv, rsConnData{version: 1, flags: rsFlags(), credits: credits,
-				tgtAddr: p.mr.Addr(), tgtKey: p.mr.RKey(), tgtLen: 2,
-				bufAddr: p.mr.Addr() + peerBuf, bufKey: p.mr.RKey(), bufLen: half}.bytes())
-			// rsocket's messages are RDMA writes: immediate data only.
-			v := rc.Reserve(32)
-			for i := range 32 {
-				v.WR(i).WRID = 1 << 63
-				v.WR(i).NumSGE = 0
-			}
-			return rc.PostRecv(h.QP())
-		},
-		AfterFailure: func(*hand.Conn) { p.mr.Close(); p.other.Close() },
-	}
+	cfg := rsPeerConfig(rc, 32, []int{peerMRSize, 4096}, func(mrs []*hand.MR) rsConnData {
+		p.mr, p.other = mrs[0], mrs[1]
+		for i := range p.mr.Bytes() {
+			p.mr.Bytes()[i] = byte(i*7 + 3)
+		}
+		clear(p.mr.Bytes()[:32]) // the target list: nothing advertised yet
+		for i := range p.other.Bytes() {
+			p.other.Bytes()[i] = byte(i*5 + 1)
+		}
+		return rsConnData{version: 1, flags: rsFlags(), credits: credits,
+			tgtAddr: p.mr.Addr(), tgtKey: p.mr.RKey(), tgtLen: 2,
+			bufAddr: p.mr.Addr() + peerBuf, bufKey: p.mr.RKey(), bufLen: half}
+	})
 	var err error
 	p.conn, err = hand.Dial(ctx, addr, cfg)
 	require.NoError(t, err, "the bad peer dialling %s", addr)
@@ -231,38 +160,6 @@ func rsBadPeerBase(t *testing.T) (string, closeBase) {
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	return dev, closeBaseline(t, dev)
-}
-
-// rsEcho checks that a and b, a good connection, still carry data both
-// ways.
-func rsEcho(t *testing.T, a, b *rsocket.Conn, seed uint64) {
-	t.Helper()
-	msg := pattern(10000, seed)
-	got := make([]byte, len(msg))
-	deadline := time.Now().Add(10 * time.Second)
-	a.SetDeadline(deadline)
-	b.SetDeadline(deadline)
-	defer a.SetDeadline(time.Time{})
-	defer b.SetDeadline(time.Time{})
-	errc := make(chan error, 1)
-	go func() {
-		_, err := a.Write(msg)
-		errc <- err
-	}()
-	_, err := io.ReadFull(b, got)
-	require.NoError(t, err, "the good connection: reading")
-	require.NoError(t, <-errc, "the good connection: writing")
-	require.True(t, bytes.Equal(msg, got), "the good connection: bytes differ")
-	back := bytes.Clone(got)
-	go func() {
-		_, err := b.Write(back)
-		errc <- err
-	}()
-	clear(got)
-	_, err = io.ReadFull(a, got)
-	require.NoError(t, err, "the good connection: reading the echo")
-	require.NoError(t, <-errc, "the good connection: writing the echo")
-	require.True(t, bytes.Equal(msg, got), "the good connection: echoed bytes differ")
 }
 
 // closeBounded closes c, failing the test unless Close returns within 10 s.
@@ -393,8 +290,8 @@ func TestRsocketBadPeerConnected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dev, base := rsBadPeerBase(t)
 			start := time.Now()
-			a, b := rsocketPairTB(t)
-			rsEcho(t, a, b, 10)
+			a, b := rsocketPairTB(t, rsocket.Config{})
+			rsEcho(t, "the good connection, before", a, b, 10)
 
 			lc := rsocket.ListenConfig{Config: rsocket.Config{QueueSize: tc.queue}}
 			l, err := lc.Listen(context.Background(), "tcp", netip.AddrPortFrom(ctlAddr(t), 0).String())
@@ -423,7 +320,7 @@ func TestRsocketBadPeerConnected(t *testing.T) {
 
 			require.True(t, bytes.Equal(pristine, p.mr.Bytes()[peerBuf+2*p.half:]), "written past the peer's declared buffer")
 			require.True(t, bytes.Equal(pristineOther, p.other.Bytes()), "written into the peer's other MR")
-			rsEcho(t, a, b, 11) // the process keeps its other connections
+			rsEcho(t, "the good connection, after", a, b, 11) // the process keeps its other connections
 			closeBounded(t, "the failed Conn", s)
 			// Its Close ends the connection on the wire too: the peer
 			// sees rdma_cm's disconnect.
@@ -485,8 +382,8 @@ func overlong(t *testing.T, ctx context.Context, p *rsPeer, s *rsocket.Conn, ext
 // connection opened before echoes after; everything comes back.
 func TestRsocketBadPeerConnData(t *testing.T) {
 	dev, base := rsBadPeerBase(t)
-	a, b := rsocketPairTB(t)
-	rsEcho(t, a, b, 20)
+	a, b := rsocketPairTB(t, rsocket.Config{})
+	rsEcho(t, "the good connection, before", a, b, 20)
 	good := rsConnData{version: 1, flags: rsFlags(), credits: 16, tgtAddr: 0x10000, tgtKey: 1, tgtLen: 2,
 		bufAddr: 0x20000, bufKey: 1, bufLen: 4096}
 	badVersion := good
@@ -529,7 +426,7 @@ func TestRsocketBadPeerConnData(t *testing.T) {
 		require.NoError(t, err, "a good Dial after the bad ones")
 		s := <-accepted
 		require.NotNil(t, s)
-		rsEcho(t, c, s, 21)
+		rsEcho(t, "the good Dial after the bad ones", c, s, 21)
 		closeBounded(t, "the good client", c)
 		closeBounded(t, "the accepted Conn", s)
 	})
@@ -570,7 +467,7 @@ func TestRsocketBadPeerConnData(t *testing.T) {
 		}
 	})
 
-	rsEcho(t, a, b, 22)
+	rsEcho(t, "the good connection, after", a, b, 22)
 	closeBounded(t, "the good client", a)
 	closeBounded(t, "the good server", b)
 	closeCheckBaseline(t, dev, base, "after the bad peers")

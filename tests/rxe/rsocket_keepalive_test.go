@@ -8,9 +8,7 @@ package rxe
 // Go client idles against rstream without disturbing it.
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -24,7 +22,9 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/hand"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/rsocket"
+	"github.com/goverbs/goverbs/tests/internal/testkit"
 	"github.com/goverbs/goverbs/tests/internal/tooltest"
 )
 
@@ -43,26 +43,6 @@ const (
 	silentBuf     = 8192 // the receive buffer; its first half goes in the connection data
 )
 
-// silentConnData is rsocket's 40-byte connection data (docs/rsocket.md)
-// for a target list of 2 entries at tgt and a receive buffer at buf, in
-// this host's byte order: the test cannot import rsocket's wire package.
-func silentConnData(tgt, buf *hand.MR) []byte {
-	b := make([]byte, 0, 40)
-	flags := byte(2) // the iomap layout is known; no iomap offered
-	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
-		flags |= 1 // this host is big-endian
-	}
-	b = append(b, 1, flags)
-	b = binary.BigEndian.AppendUint16(b, silentCredits)
-	b = append(b, 0, 0, 0, 0) // reserved, target_iomap_size
-	b = binary.BigEndian.AppendUint64(b, tgt.Addr())
-	b = binary.BigEndian.AppendUint32(b, tgt.RKey())
-	b = binary.BigEndian.AppendUint32(b, 2)
-	b = binary.BigEndian.AppendUint64(b, buf.Addr())
-	b = binary.BigEndian.AppendUint32(b, buf.RKey())
-	return binary.BigEndian.AppendUint32(b, silentBuf/2)
-}
-
 // listenSilent listens on the device's address; accept takes one client.
 func listenSilent(t *testing.T) *silentPeer {
 	t.Helper()
@@ -70,15 +50,14 @@ func listenSilent(t *testing.T) *silentPeer {
 	if err != nil {
 		t.Fatalf("hand.Listen: %v", err)
 	}
-	p := &silentPeer{l: l}
+	p := &silentPeer{l: l, rc: testkit.RecvChain(t, silentCredits+4, 1)}
 	t.Cleanup(p.close)
 	return p
 }
 
 func (p *silentPeer) addr() string { return p.l.Addr().String() }
 
-// accept accepts the next request: it posts its receives (with no scatter
-// list, as rsocket's) before the accept goes out.
+// accept accepts the next request, its QP made by rsPeerConfig.
 func (p *silentPeer) accept(ctx context.Context) error {
 	req, err := p.l.Accept(ctx)
 	if err != nil {
@@ -88,38 +67,13 @@ func (p *silentPeer) accept(ctx context.Context) error {
 		req.Reject(nil)
 		return errors.New("the request carries no rsocket connection data")
 	}
-	priv := make([]byte, 40)
-	cfg := hand.ConnConfig{
-		Caps:      hand.QPCaps{MaxSendWR: 16, MaxRecvWR: silentCredits + 4, MaxSendSGE: 1, MaxRecvSGE: 1},
-		SignalAll: true, RetryCount: 7, RNRRetryCount: 7,
-		PrivateData: priv,
-		BeforeConnect: func(h *hand.Conn) error {
-			var err error
-			if p.tgt, err = h.PD().Alloc(32, hand.AccessLocalWrite|hand.AccessRemoteWrite); err != nil {
-				return err
-			}
-			if p.buf, err = h.PD().Alloc(silentBuf, hand.AccessLocalWrite|hand.AccessRemoteWrite); err != nil {
-				p.closeMRs()
-				return err
-			}
-			copy(priv, silentConnData(p.tgt, p.buf))
-			if p.rc, err = hand.NewRecvChain(silentCredits+4, 1); err != nil {
-				p.closeMRs()
-				return err
-			}
-			v := p.rc.Reserve(silentCredits + 4)
-			for i := range v.Len() {
-				v.WR(i).WRID = uint64(i)
-				v.WR(i).NumSGE = 0
-			}
-			if err := p.rc.PostRecv(h.QP()); err != nil {
-				p.closeMRs()
-				return err
-			}
-			return nil
-		},
-		AfterFailure: func(*hand.Conn) { p.closeMRs() },
-	}
+	cfg := rsPeerConfig(p.rc, silentCredits+4, []int{32, silentBuf}, func(mrs []*hand.MR) rsConnData {
+		p.tgt, p.buf = mrs[0], mrs[1]
+		// A target list of 2 entries; the first half of the receive buffer.
+		return rsConnData{version: 1, flags: rsFlags(), credits: silentCredits,
+			tgtAddr: p.tgt.Addr(), tgtKey: p.tgt.RKey(), tgtLen: 2,
+			bufAddr: p.buf.Addr(), bufKey: p.buf.RKey(), bufLen: silentBuf / 2}
+	})
 	h, err := req.Accept(ctx, cfg)
 	if err != nil {
 		return err
@@ -175,81 +129,17 @@ func (p *silentPeer) silence(t *testing.T) {
 	}
 }
 
-func (p *silentPeer) closeMRs() {
+// close closes what accept made, MRs before the Conn whose PD they are on.
+func (p *silentPeer) close() {
 	for _, mr := range []*hand.MR{p.tgt, p.buf} {
 		if mr != nil {
 			mr.Close()
 		}
 	}
-	p.tgt, p.buf = nil, nil
-}
-
-func (p *silentPeer) close() {
-	p.closeMRs()
-	if p.rc != nil {
-		p.rc.Close()
-	}
 	if p.h != nil {
 		p.h.Close()
 	}
 	p.l.Close()
-}
-
-// keepAlivePair is a connected Go pair whose both sides have cfg.
-func keepAlivePair(t *testing.T, cfg rsocket.Config) (client, server *rsocket.Conn) {
-	t.Helper()
-	lc := rsocket.ListenConfig{Config: cfg}
-	l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(localAddr(), "0"))
-	if err != nil {
-		t.Fatalf("Listen: %v", err)
-	}
-	defer l.Close()
-	type res struct {
-		c   *rsocket.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := l.AcceptConn()
-		ch <- res{c, err}
-	}()
-	d := rsocket.Dialer{Timeout: 10 * time.Second, Config: cfg}
-	client, err = d.DialContext(context.Background(), "tcp", l.Addr().String())
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	r := <-ch
-	if r.err != nil {
-		client.Close()
-		t.Fatalf("Accept: %v", r.err)
-	}
-	t.Cleanup(func() { client.Close(); r.c.Close() })
-	return client, r.c
-}
-
-// echoOnce has server echo one message to client.
-func echoOnce(t *testing.T, what string, client, server *rsocket.Conn, msg []byte) {
-	t.Helper()
-	client.SetDeadline(time.Now().Add(10 * time.Second))
-	server.SetDeadline(time.Now().Add(10 * time.Second))
-	defer client.SetDeadline(time.Time{})
-	defer server.SetDeadline(time.Time{})
-	if _, err := client.Write(msg); err != nil {
-		t.Fatalf("%s: client Write: %v", what, err)
-	}
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(server, got); err != nil {
-		t.Fatalf("%s: server Read: %v", what, err)
-	}
-	if _, err := server.Write(got); err != nil {
-		t.Fatalf("%s: server Write: %v", what, err)
-	}
-	if _, err := io.ReadFull(client, got); err != nil {
-		t.Fatalf("%s: client Read: %v", what, err)
-	}
-	if !bytes.Equal(got, msg) {
-		t.Fatalf("%s: the echo differs", what)
-	}
 }
 
 // A peer that goes silent without a disconnect fails a blocked Read, and
@@ -262,8 +152,8 @@ func echoOnce(t *testing.T, what string, client, server *rsocket.Conn, msg []byt
 func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 	RequireDevice(t)
 	const keepAlive = 100 * time.Millisecond
-	good, goodSrv := keepAlivePair(t, rsocket.Config{KeepAlive: 50 * time.Millisecond})
-	echoOnce(t, "the good pair, before", good, goodSrv, []byte("before"))
+	good, goodSrv := rsocketPairTB(t, rsocket.Config{KeepAlive: 50 * time.Millisecond})
+	rsEcho(t, "the good pair, before", good, goodSrv, 1)
 
 	p := listenSilent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -349,7 +239,7 @@ func TestRsocketKeepAliveSilentPeer(t *testing.T) {
 	if _, err := c.Write([]byte("y")); !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Errorf("Write after the failure: %v, want the ETIMEDOUT error", err)
 	}
-	echoOnce(t, "the good pair, after", good, goodSrv, []byte("after"))
+	rsEcho(t, "the good pair, after", good, goodSrv, 2)
 }
 
 // hwCounter reads one of the rxe device's port counters.
@@ -373,13 +263,13 @@ func TestRsocketKeepAliveIdle(t *testing.T) {
 	dev, _ := RequireDevice(t)
 	const keepAlive, idle = 20 * time.Millisecond, 300 * time.Millisecond
 	sent := func(what string, cfg rsocket.Config) int64 {
-		c, s := keepAlivePair(t, cfg)
-		echoOnce(t, what+", before", c, s, []byte("ping"))
+		c, s := rsocketPairTB(t, cfg)
+		rsEcho(t, what+", before", c, s, 3)
 		time.Sleep(keepAlive) // the echo's completions are reaped
 		before := hwCounter(t, dev, "sent_pkts")
 		time.Sleep(idle)
 		n := hwCounter(t, dev, "sent_pkts") - before
-		echoOnce(t, what+", after", c, s, []byte("pong"))
+		rsEcho(t, what+", after", c, s, 4)
 		t.Logf("%s: %d packets sent on %s over %v idle", what, n, dev, idle)
 		return n
 	}
@@ -410,7 +300,7 @@ func TestInteropRstreamKeepAlive(t *testing.T) {
 	defer cancel()
 	args := []string{"-b", addr, "-p", strconv.Itoa(port), "-S", strconv.Itoa(size), "-C", "1", "-I", strconv.Itoa(iters), "-T", "v", "-T", "b", "-k", "1"}
 	srv := tooltest.StartC(t, ctx, "rstream server", "rstream", args...)
-	if err := tooltest.WaitCMListen(ctx, port); err != nil {
+	if err := listenwait.CM(ctx, port); err != nil {
 		cancel()
 		t.Fatalf("rstream server: %v; output:\n%s", err, srv.Wait().Out)
 	}

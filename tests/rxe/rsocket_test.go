@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/goverbs/goverbs/rsocket"
 )
 
@@ -22,7 +24,7 @@ import (
 func rsocketPair(t *testing.T) (client, server *rsocket.Conn) {
 	t.Helper()
 	RequireDevice(t)
-	return rsocketPairTB(t)
+	return rsocketPairTB(t, rsocket.Config{})
 }
 
 // RequireDeviceB is RequireDevice for a benchmark.
@@ -35,12 +37,15 @@ func RequireDeviceB(b *testing.B) {
 
 func rsocketPairB(b *testing.B) (client, server *rsocket.Conn) {
 	b.Helper()
-	return rsocketPairTB(b)
+	return rsocketPairTB(b, rsocket.Config{})
 }
 
-func rsocketPairTB(t testing.TB) (client, server *rsocket.Conn) {
-	addr := os.Getenv("RXE_ADDR")
-	l, err := rsocket.Listen("tcp", net.JoinHostPort(addr, "0"))
+// rsocketPairTB is a Go rsocket client connected to a Go rsocket server
+// on the device's address, both with cfg; the Dial may take 10 s.
+func rsocketPairTB(t testing.TB, cfg rsocket.Config) (client, server *rsocket.Conn) {
+	t.Helper()
+	lc := rsocket.ListenConfig{Config: cfg}
+	l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(os.Getenv("RXE_ADDR"), "0"))
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
@@ -54,7 +59,8 @@ func rsocketPairTB(t testing.TB) (client, server *rsocket.Conn) {
 		c, err := l.AcceptConn()
 		ch <- res{c, err}
 	}()
-	client, err = rsocket.Dial("tcp", l.Addr().String())
+	d := rsocket.Dialer{Timeout: 10 * time.Second, Config: cfg}
+	client, err = d.DialContext(context.Background(), "tcp", l.Addr().String())
 	if err != nil {
 		t.Fatalf("Dial %v: %v", l.Addr(), err)
 	}
@@ -74,6 +80,39 @@ func pattern(n int, seed uint64) []byte {
 		b[i] = byte(rng.Uint32())
 	}
 	return b
+}
+
+// rsEcho checks that a and b, a connected pair, carry data both ways: a
+// writes 10000 bytes of pattern seed, b reads them and writes them back,
+// all within 10 s. A failure names the pair by what.
+func rsEcho(t *testing.T, what string, a, b *rsocket.Conn, seed uint64) {
+	t.Helper()
+	msg := pattern(10000, seed)
+	got := make([]byte, len(msg))
+	deadline := time.Now().Add(10 * time.Second)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	defer a.SetDeadline(time.Time{})
+	defer b.SetDeadline(time.Time{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Write(msg)
+		errc <- err
+	}()
+	_, err := io.ReadFull(b, got)
+	require.NoError(t, err, what+": reading")
+	require.NoError(t, <-errc, what+": writing")
+	require.True(t, bytes.Equal(msg, got), what+": bytes differ")
+	back := bytes.Clone(got)
+	go func() {
+		_, err := b.Write(back)
+		errc <- err
+	}()
+	clear(got)
+	_, err = io.ReadFull(a, got)
+	require.NoError(t, err, what+": reading the echo")
+	require.NoError(t, <-errc, what+": writing the echo")
+	require.True(t, bytes.Equal(msg, got), what+": echoed bytes differ")
 }
 
 // Data goes both ways byte for byte at sizes from 1 byte to 4 MiB, the

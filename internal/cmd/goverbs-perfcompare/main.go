@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/cmd/goverbs-perfcompare/insns"
+	"github.com/goverbs/goverbs/internal/listenwait"
 	"github.com/goverbs/goverbs/internal/perf/loopallocs"
 )
 
@@ -437,7 +438,7 @@ func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps
 	if err := srv.Start(); err != nil {
 		return result{}, err
 	}
-	if err := waitListen(ctx, port); err != nil {
+	if err := listenwait.TCP(ctx, port); err != nil {
 		srv.Process.Kill()
 		srv.Wait()
 		return result{}, fmt.Errorf("%w; server output:\n%s", err, sout.String())
@@ -517,25 +518,4 @@ func checkLoopAllocs(out string) error {
 			r.Own, strings.Join(r.Sites, "\n  "))
 	}
 	return nil
-}
-
-// waitListen waits until a TCP socket listens on port (/proc/net/tcp[6]).
-func waitListen(ctx context.Context, port int) error {
-	want := fmt.Sprintf(":%04X", port)
-	for {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
-			for line := range strings.Lines(string(b)) {
-				fs := strings.Fields(line)
-				if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on TCP port %d", port)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -42,6 +42,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/listenwait"
 )
 
 // tool is one side's program: argv[0] and the arguments before the test's.
@@ -210,9 +212,9 @@ func pair(o options, c column, args []string, size, port int) (float64, string, 
 	stop := func() { srv.Process.Kill(); srv.Wait() }
 	var err error
 	if st.rdma {
-		err = waitCMListen(ctx, port)
+		err = listenwait.CM(ctx, port)
 	} else {
-		err = waitTCPListen(ctx, port)
+		err = listenwait.TCP(ctx, port)
 	}
 	if err != nil {
 		stop()
@@ -385,50 +387,4 @@ func ratio(x float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(x, 'f', 2, 64)
-}
-
-// waitTCPListen waits until a TCP socket listens on port (/proc/net/tcp[6]).
-func waitTCPListen(ctx context.Context, port int) error {
-	want := fmt.Sprintf(":%04X", port)
-	for {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
-			for line := range strings.Lines(string(b)) {
-				fs := strings.Fields(line)
-				if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on TCP port %d", port)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// waitCMListen waits until `rdma resource show cm_id` lists a listener on
-// port: rdma_cm's listeners are not in /proc/net/tcp.
-func waitCMListen(ctx context.Context, port int) error {
-	want := ":" + strconv.Itoa(port)
-	var last []byte
-	for {
-		out, err := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").CombinedOutput()
-		last = out
-		if err == nil {
-			// "link rxe0/1 cm-idn 0 state LISTEN ps TCP ... src-addr 192.0.2.1:7601 ..."
-			for line := range strings.Lines(string(out)) {
-				f := strings.Fields(line)
-				if slices.Contains(f, "LISTEN") && slices.ContainsFunc(f, func(s string) bool { return strings.HasSuffix(s, want) }) {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no rdma_cm listener on port %d; rdma resource show cm_id:\n%s", port, last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -11,18 +11,15 @@
 package tooltest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/goverbs/goverbs/internal/pingpong"
 	"github.com/goverbs/goverbs/internal/rping"
@@ -117,60 +114,6 @@ func Await(ctx context.Context, name string, ch <-chan Run) Run {
 		return r
 	case <-ctx.Done():
 		return Run{Name: name, ExitCode: -1, Err: fmt.Sprintf("did not finish: %v", ctx.Err())}
-	}
-}
-
-// WaitListen waits until a TCP socket listens on port (from /proc/net/tcp
-// and tcp6), so a client started next finds its server, without taking
-// the server's one accept as a probe connection would. It rereads the
-// tables every 20 ms: the kernel offers no event for a new listener.
-func WaitListen(ctx context.Context, port int) error {
-	want := fmt.Sprintf(":%04X", port)
-	for {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			for sc.Scan() {
-				fs := strings.Fields(sc.Text())
-				// sl local_address rem_address st ...; st 0A is LISTEN.
-				if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on TCP port %d: %w", port, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// WaitCMListen waits until `rdma resource show cm_id` lists a listener on
-// port (rdma_cm listeners do not show in /proc/net/tcp), asking every 50 ms.
-func WaitCMListen(ctx context.Context, port int) error {
-	want := ":" + strconv.Itoa(port)
-	var last []byte
-	for {
-		out, err := exec.CommandContext(ctx, "rdma", "resource", "show", "cm_id").CombinedOutput()
-		last = out
-		if err == nil {
-			// "link rxe0/1 cm-idn 0 state LISTEN ps TCP ... src-addr 192.0.2.1:7174 ..."
-			for line := range strings.Lines(string(out)) {
-				f := strings.Fields(line)
-				if slices.Contains(f, "LISTEN") && slices.ContainsFunc(f, func(s string) bool { return strings.HasSuffix(s, want) }) {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no rdma_cm listener on port %d: %w; rdma resource show cm_id:\n%s", port, ctx.Err(), last)
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
 
