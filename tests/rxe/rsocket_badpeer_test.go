@@ -268,7 +268,7 @@ func TestRsocketBadPeerConnected(t *testing.T) {
 				}
 				err := <-werr
 				require.Error(t, err, "the 17th message was taken")
-				require.Contains(t, err.Error(), "immediate data: op: a data message past the 16 credits given")
+				require.Contains(t, err.Error(), "immediate data: credits: a data message past the 16 credits given")
 				// The 16 messages within the credits are read, then the
 				// error.
 				s.SetReadDeadline(time.Now().Add(10 * time.Second))
