@@ -425,3 +425,43 @@ func TestRsocketPeerDies(t *testing.T) {
 	}
 	t.Logf("the blocked Read ended %v after the data: %v", time.Since(start), err)
 }
+
+// Close returns once its disconnect is acknowledged, and at once after the
+// peer's, with small writes of its own before it: only some sends ask for
+// a completion, and Close must not wait (up to 2 s) for ones that never
+// will. The writes are acknowledged by the peer's Reads before each Close.
+func TestRsocketCloseAfterSmallWrites(t *testing.T) {
+	client, server := rsocketPair(t)
+	msg := []byte("small, inline, unsignaled")
+	b := make([]byte, len(msg))
+	for i := range 5 {
+		for _, w := range []*rsocket.Conn{client, server} {
+			if _, err := w.Write(msg); err != nil {
+				t.Fatalf("write %d: %v", i, err)
+			}
+		}
+		for _, r := range []*rsocket.Conn{server, client} {
+			if _, err := io.ReadFull(r, b); err != nil || !bytes.Equal(b, msg) {
+				t.Fatalf("read %d: %q, %v", i, b, err)
+			}
+		}
+	}
+	const bound = time.Second // Close's own wait gives up after 2 s
+	start := time.Now()
+	if err := client.Close(); err != nil {
+		t.Fatalf("the client's Close: %v", err)
+	}
+	if d := time.Since(start); d > bound {
+		t.Errorf("the client's Close took %v, want under %v", d, bound)
+	}
+	if _, err := server.Read(b); err != io.EOF {
+		t.Fatalf("the server's Read after the client's Close: %v, want io.EOF", err)
+	}
+	start = time.Now()
+	if err := server.Close(); err != nil {
+		t.Fatalf("the server's Close: %v", err)
+	}
+	if d := time.Since(start); d > bound {
+		t.Errorf("the server's Close, after the client's, took %v, want under %v", d, bound)
+	}
+}
