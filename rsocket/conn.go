@@ -85,8 +85,10 @@ type Conn struct {
 	err           error // the connection failed
 	sendsDone     chan struct{}
 
+	// A blocked Read or Write (or CloseWrite) waits on its wake channel
+	// alone, for completions, Close and its deadline all send there: a
+	// receive from one channel costs a third of a select of three.
 	readWake, writeWake chan struct{}
-	closeCh             chan struct{}
 	rdl, wdl            deadline
 	closeOnce           sync.Once
 	closeErr            error
@@ -149,9 +151,9 @@ func newConn(cfg Config) (*Conn, hand.ConnConfig, error) {
 	}
 	c := &Conn{qSize: q, sbufSize: buf, rbufSize: buf, ka: keepAlive{period: cfg.keepAlivePeriod()},
 		readWake: make(chan struct{}, 1), writeWake: make(chan struct{}, 1),
-		closeCh: make(chan struct{}), loopDone: make(chan struct{}), sendsDone: make(chan struct{})}
-	c.rdl.init()
-	c.wdl.init()
+		loopDone: make(chan struct{}), sendsDone: make(chan struct{})}
+	c.rdl.init(func() { notify(c.readWake) })
+	c.wdl.init(func() { notify(c.writeWake) })
 	priv := make([]byte, wire.ConnDataLen)
 	hc := hand.ConnConfig{
 		Caps: hand.QPCaps{MaxSendWR: q, MaxRecvWR: q + ctrlSlots, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: defaultInline},
@@ -309,12 +311,14 @@ func (c *Conn) loop() {
 }
 
 func (c *Conn) wake() {
+	notify(c.readWake)
+	notify(c.writeWake)
+}
+
+// notify leaves a wake on ch, unless one is there already.
+func notify(ch chan struct{}) {
 	select {
-	case c.readWake <- struct{}{}:
-	default:
-	}
-	select {
-	case c.writeWake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -552,20 +556,27 @@ func (c *Conn) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// waitLocked waits, with mu released, for a wake on ch, the deadline dl or
-// Close.
+// waitLocked waits, with mu released, for a wake on ch: completions
+// reaped, Close (the caller sees closed) or dl passing, which it returns as
+// an error. A wake may be stale (left by an earlier event): the caller
+// checks what it waits for again.
 func (c *Conn) waitLocked(ch chan struct{}, dl *deadline, op string) error {
-	expired := dl.wait()
-	c.mu.Unlock()
-	defer c.mu.Lock()
-	select {
-	case <-ch:
-		return nil
-	case <-c.closeCh:
-		return nil // the caller sees closed
-	case <-expired:
+	if dl.passed() {
 		return c.opErr(op, os.ErrDeadlineExceeded)
 	}
+	c.mu.Unlock()
+	<-ch
+	c.mu.Lock()
+	passed := dl.passed()
+	if passed || c.closed || c.err != nil {
+		// For good: pass the wake on to a CloseWrite and a Write both
+		// waiting on ch.
+		notify(ch)
+	}
+	if passed {
+		return c.opErr(op, os.ErrDeadlineExceeded)
+	}
+	return nil
 }
 
 func (c *Conn) opErr(op string, err error) error {
@@ -713,7 +724,7 @@ func (c *Conn) Close() error {
 		c.closed = true
 		c.shutWrite = true
 		c.stopKeepAlive()
-		close(c.closeCh)
+		c.wake()
 		c.checkSendsDone()
 		c.mu.Unlock()
 		t := time.NewTimer(closeWait)
@@ -790,14 +801,30 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { c.wdl.set(t); return nil }
 
 // deadline is a deadline waiters select on: its channel closes when the
 // deadline passes, and is made anew when the deadline moves out of the
-// past (as net.Pipe's).
+// past (as net.Pipe's). Its passing also calls onPass, if set, for waiters
+// that wait elsewhere.
 type deadline struct {
 	mu     sync.Mutex
 	timer  *time.Timer
 	cancel chan struct{}
+	onPass func()
 }
 
-func (d *deadline) init() { d.cancel = make(chan struct{}) }
+func (d *deadline) init(onPass func()) {
+	d.cancel = make(chan struct{})
+	d.onPass = onPass
+}
+
+// pass closes ch, the deadline's channel, and calls onPass.
+func (d *deadline) pass(ch chan struct{}) {
+	close(ch)
+	if d.onPass != nil {
+		d.onPass()
+	}
+}
+
+// passed reports whether the deadline has passed.
+func (d *deadline) passed() bool { return isClosed(d.wait()) }
 
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
@@ -818,11 +845,11 @@ func (d *deadline) set(t time.Time) {
 			d.cancel = make(chan struct{})
 		}
 		ch := d.cancel
-		d.timer = time.AfterFunc(dur, func() { close(ch) })
+		d.timer = time.AfterFunc(dur, func() { d.pass(ch) })
 		return
 	}
 	if !closed {
-		close(d.cancel)
+		d.pass(d.cancel)
 	}
 }
 

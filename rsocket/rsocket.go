@@ -148,7 +148,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, address string) (*L
 	}
 	l := &Listener{hl: hl, cfg: lc.Config, onRefused: lc.OnRefused, addr: net.TCPAddrFromAddrPort(hl.Addr())}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	l.dl.init()
+	l.dl.init(nil)
 	return l, nil
 }
 
