@@ -316,6 +316,37 @@ func (p *Poller) poll(from, polls int, used *usedError) ([]WC, error) {
 	return p.ret(wc[:r], nil, used)
 }
 
+// armPoll is RequestNotify(false) and then poll(0, 1, nil), in one cgo call
+// (goverbs_arm_poll_cq): Wait's step before it parks, one crossing where the
+// two cost two. p.use is held, as by a wait.
+func (p *Poller) armPoll() ([]WC, error) {
+	if p.mem == nil {
+		return nil, ErrClosed
+	}
+	cq := p.owner
+	if err := cq.use(); err != nil {
+		return nil, err
+	}
+	// Set before the arm, as RequestNotify does.
+	cq.armed.Store(true)
+	r := int32(C.goverbs_arm_poll_cq(cptr(unsafe.Pointer(p.cq)), C.int(len(p.wc)),
+		cptr(unsafe.Pointer(&p.wc[0]))))
+	cq.done() // not deferred: see poll
+	switch {
+	case r <= C.GOVERBS_ARM_POLL_FAILED:
+		cq.armed.Store(false)
+		return nil, siteReqNotifyCq.Err(syscall.Errno(C.GOVERBS_ARM_POLL_FAILED - r))
+	case r < 0:
+		p.err = PollError{Op: "ibv_poll_cq", Ret: int(r)}
+		return nil, &p.err
+	case r == 0:
+		if err := cq.overrunErr(); err != nil {
+			return nil, err
+		}
+	}
+	return p.wc[:r], nil
+}
+
 // ret returns wcs and err, giving p.use back first when poll took it
 // (used is not nil).
 func (p *Poller) ret(wcs []WC, err error, used *usedError) ([]WC, error) {

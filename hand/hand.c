@@ -52,6 +52,15 @@ int goverbs_poll_cq(uintptr_t cq, int n, uintptr_t wc)
 	return ibv_poll_cq((struct ibv_cq *)cq, n, (struct ibv_wc *)wc);
 }
 
+int goverbs_arm_poll_cq(uintptr_t cq, int n, uintptr_t wc)
+{
+	int r = ibv_req_notify_cq((struct ibv_cq *)cq, 0);
+
+	if (r != 0)
+		return GOVERBS_ARM_POLL_FAILED - r;
+	return ibv_poll_cq((struct ibv_cq *)cq, n, (struct ibv_wc *)wc);
+}
+
 int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls)
 {
 	int ret = 0;

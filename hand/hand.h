@@ -53,6 +53,16 @@ int goverbs_poll_cq(uintptr_t cq, int n, uintptr_t wc);
  */
 int goverbs_poll_cq_spin(uintptr_t cq, int n, uintptr_t wc, int polls);
 
+/*
+ * goverbs_arm_poll_cq arms cq for its next completion (ibv_req_notify_cq, any
+ * completion) and then polls it once, a waiter's step before it parks in one
+ * crossing: it returns what ibv_poll_cq returned, or, when the arm failed,
+ * GOVERBS_ARM_POLL_FAILED minus the arm's errno (a poll's failure is the
+ * provider's own small negative code, far above it).
+ */
+enum { GOVERBS_ARM_POLL_FAILED = -0x40000000 };
+int goverbs_arm_poll_cq(uintptr_t cq, int n, uintptr_t wc);
+
 /* Which rdma_post_*v goverbs_cm_post_send does for each WR. */
 enum goverbs_cm_kind {
 	GOVERBS_CM_SENDV,

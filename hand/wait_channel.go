@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/generated/verbs"
-	"github.com/goverbs/goverbs/verberr"
 )
 
 // cqEvent is where ibv_get_cq_event writes the CQ and its context: C
@@ -237,16 +236,17 @@ func (ch *CompChannel) readEvent(uintptr) bool {
 			ch.waitError = ErrClosed // CQ.Close kicked the channel
 			return true
 		}
-		if err := verbs.GetCQEvent(ch.raw, &ch.ev.cq, &ch.ev.context); err != nil {
-			// Not errors.Is: its type assertions fill per-site caches
-			// on the heap the first time they meet a type.
-			if ve, ok := err.(*verberr.Error); ok && ve.Errno() == syscall.EAGAIN {
-				return false // the channel is non-blocking: nothing pending
-			}
-			ch.waitError = err
+		// The read and its acknowledgement in one cgo call, with no
+		// waiter: the fd is non-blocking here, so the read returns at
+		// once, and EAGAIN (GOVERBS_NO_EVENT) means nothing pending.
+		switch C.goverbs_wait_cq_event(C.uintptr_t(ch.getFn), C.uintptr_t(ch.ackFn),
+			C.uintptr_t(uintptr(unsafe.Pointer(ch.raw))), -1, 0, C.uintptr_t(uintptr(unsafe.Pointer(ch.ev)))) {
+		case C.GOVERBS_NO_EVENT:
+			return false
+		case C.GOVERBS_READ_FAILED:
+			ch.waitError = ch.waitFailed(C.GOVERBS_READ_FAILED)
 			return true
 		}
-		verbs.ACKCQEvents(ch.ev.cq, 1)
 		if ch.fd.isKick(unsafe.Pointer(ch.ev.cq)) {
 			ch.fd.kickRead() // meant for a thread waiter before this one
 			continue

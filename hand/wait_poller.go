@@ -39,15 +39,13 @@ func (p *Poller) wait(ctx context.Context) ([]WC, error) {
 		return nil, err
 	}
 	armed := false
+	wcs, err := p.poll(0, 1, nil)
 	for {
-		wcs, err := p.poll(0, 1, nil)
 		if err != nil || len(wcs) > 0 {
 			return wcs, err
 		}
 		if !armed {
-			if err := p.owner.RequestNotify(false); err != nil {
-				return nil, err
-			}
+			wcs, err = p.armPoll()
 			armed = true
 			continue
 		}
@@ -55,6 +53,7 @@ func (p *Poller) wait(ctx context.Context) ([]WC, error) {
 			return nil, err
 		}
 		armed = false // the event disarmed it
+		wcs, err = p.poll(0, 1, nil)
 	}
 }
 
