@@ -1,0 +1,136 @@
+package insns
+
+import (
+	"bufio"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Run is one measured run of a tool, a line of a -insns directory's
+// runs.txt.
+type Run struct {
+	Interval int     // the snapshot pair (k, k+1) of snaps.txt that encloses the run
+	Tool     string  // which tool ran: the key a report compares by
+	Mode     string  // what the run measured (a row): with Size, the key a report groups by
+	Size     int     // bytes a message
+	Iters    int     // messages: the unit the report's figures are per
+	Rate     float64 // the client's messages a second; 0 if not known (and in files written before it was kept)
+}
+
+// Recorder writes the host's side of a -insns run to a directory: runs.txt
+// (one Run a line, "INTERVAL TOOL MODE SIZE ITERS RATE"), run-INTERVAL.maps
+// (the executable mappings of each run's processes, WatchMaps') and
+// kallsyms. Its contract with the runs: each run is enclosed by exactly two
+// Markers (the first after the server is ready, the second after both ends
+// have exited), and between runs no other Marker runs, so that the runs'
+// intervals are 0, 2, 4, ... (the odd ones are the time between runs).
+type Recorder struct {
+	dir      string
+	runs     *os.File
+	interval int
+}
+
+// NewRecorder creates dir and writes kallsyms there. It first waits for
+// the kernel's random pool, once: a process that asks for random bytes
+// before it is ready (a Go runtime does) has the kernel spin up entropy in
+// its own run's interval.
+func NewRecorder(dir string) (*Recorder, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(make([]byte, 1)); err != nil {
+		return nil, err
+	}
+	ks, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kallsyms"), ks, 0o644); err != nil {
+		return nil, err
+	}
+	runs, err := os.Create(filepath.Join(dir, "runs.txt"))
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{dir: dir, runs: runs}, nil
+}
+
+// MapsPath is where the next run's mappings go (WatchMaps' path).
+func (r *Recorder) MapsPath() string {
+	return filepath.Join(r.dir, fmt.Sprintf("run-%d.maps", r.interval))
+}
+
+// Record writes the run just ended (its Interval is the Recorder's to set)
+// and moves on to the next run's interval.
+func (r *Recorder) Record(run Run) error {
+	run.Interval = r.interval
+	r.interval += 2
+	_, err := fmt.Fprintf(r.runs, "%d %s %s %d %d %.1f\n", run.Interval, run.Tool, run.Mode, run.Size, run.Iters, run.Rate)
+	return err
+}
+
+// Close closes runs.txt.
+func (r *Recorder) Close() error { return r.runs.Close() }
+
+// ReadRuns reads a runs.txt: five fields a line as first written, six
+// since the rate is kept. An error names the file and line.
+func ReadRuns(path string) ([]Run, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var runs []Run
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		var r Run
+		dst := []any{&r.Interval, &r.Tool, &r.Mode, &r.Size, &r.Iters, &r.Rate}
+		var err error
+		if n := len(strings.Fields(sc.Text())); n < 5 || n > len(dst) {
+			err = fmt.Errorf("%d fields, want 5 or 6", n)
+		} else {
+			_, err = fmt.Sscan(sc.Text(), dst[:n]...)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %q: %v", path, line, sc.Text(), err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, sc.Err()
+}
+
+// WatchMaps reads the executable mappings of pids every 500 ms until stop,
+// then writes the last complete reading of each to path: their libraries
+// are loaded by then, and the mappings are gone once they exit. Its reads
+// are counted in the run's interval, a read's instructions against the
+// 500 million of the guest's 500 ms under -icount shift=0.
+func WatchMaps(path string, pids ...int) (stop func()) {
+	last := make([][]byte, len(pids))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			for i, pid := range pids {
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil && len(b) > 0 {
+					last[i] = b
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		os.WriteFile(path, slices.Concat(last...), 0o644)
+	}
+}
