@@ -105,21 +105,35 @@ func ReadRuns(path string) ([]Run, error) {
 	return runs, sc.Err()
 }
 
-// WatchMaps reads the executable mappings of pids every 500 ms until stop,
-// then writes the last complete reading of each to path: their libraries
-// are loaded by then, and the mappings are gone once they exit. Its reads
-// are counted in the run's interval, a read's instructions against the
-// 500 million of the guest's 500 ms under -icount shift=0.
+// WatchMaps reads the executable mappings of pids every 500 ms until
+// they are the same in two readings in a row, or until stop, and then
+// writes the last complete reading of each to path: the mappings are gone
+// once the processes exit. Reading them costs the kernel as many
+// instructions as tens of messages, counted in the run's interval, and a
+// run's once-only work (connecting, tearing down) can last seconds of
+// guest time: reading for as long as the run lasts would count a number of
+// reads that differs between runs. Stopping once the mappings are stable
+// reads about as often in every run; a library loaded after that (more
+// than 500 ms after the last change) is missed, and its instructions
+// show as the region "unmapped".
 func WatchMaps(path string, pids ...int) (stop func()) {
 	last := make([][]byte, len(pids))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
+			same := true
 			for i, pid := range pids {
-				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil && len(b) > 0 {
-					last[i] = b
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+				if err != nil || len(b) == 0 {
+					same = false
+					continue
 				}
+				same = same && last[i] != nil && executable(b) == executable(last[i])
+				last[i] = b
+			}
+			if same {
+				return
 			}
 			select {
 			case <-done:
@@ -133,4 +147,16 @@ func WatchMaps(path string, pids ...int) (stop func()) {
 		wg.Wait()
 		os.WriteFile(path, slices.Concat(last...), 0o644)
 	}
+}
+
+// executable is the lines of a maps file whose permissions allow
+// executing, joined.
+func executable(maps []byte) string {
+	var b strings.Builder
+	for line := range strings.Lines(string(maps)) {
+		if f := strings.Fields(line); len(f) > 1 && strings.Contains(f[1], "x") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
