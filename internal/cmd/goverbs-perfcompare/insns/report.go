@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -133,7 +134,8 @@ func NsPerMessage(short, long Run) float64 {
 // known, each one's time a message and that time less its instructions
 // (under -icount shift=0 an instruction advances guest time by 1 ns, so
 // the two should agree; where they part, guest time passed that the plugin
-// did not count, such as a halted vCPU), then each region, then the top
+// did not count, such as a halted vCPU), then each region where either
+// ran instructions (one or more a message), then the top
 // functions whose "region function" contains filter, largest |Go-C| first.
 func Compare(w io.Writer, c, g PerTool, showNs bool, top int, filter string) {
 	fmt.Fprintf(w, "  %-28s %10s %10s %10s\n", "region", "C", "Go", "Go-C")
@@ -149,6 +151,9 @@ func Compare(w io.Writer, c, g PerTool, showNs bool, top int, filter string) {
 		fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", "ns - all", c.Ns-sum(c.Regions), g.Ns-sum(g.Regions), (g.Ns-sum(g.Regions))-(c.Ns-sum(c.Regions)))
 	}
 	for _, r := range unionKeys(c.Regions, g.Regions) {
+		if math.Abs(c.Regions[r]) < 0.5 && math.Abs(g.Regions[r]) < 0.5 {
+			continue // a library loaded and not run, as the providers of other devices
+		}
 		fmt.Fprintf(w, "  %-28s %10.0f %10.0f %+10.0f\n", r, c.Regions[r], g.Regions[r], g.Regions[r]-c.Regions[r])
 	}
 	fmt.Fprintf(w, "  functions where Go and C differ most (the tool's own are its binary's):\n")

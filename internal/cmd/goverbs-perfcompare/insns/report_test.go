@@ -106,7 +106,14 @@ func TestMeasureAndCompare(t *testing.T) {
 	require.Contains(t, out.String(), "  all                                  34         35         +1\n")
 	require.Contains(t, out.String(), "  kernel                               10         20        +10\n")
 	require.Contains(t, out.String(), "kernel k_send")
+	require.Contains(t, out.String(), "  libfoo.so.1                           4          0         -4\n")
 	require.NotContains(t, out.String(), "ns (the client's rates)")
+	// A region neither ran in is left out.
+	out.Reset()
+	c.Regions["libbar.so.1"], g.Regions["libbar.so.1"] = 0.4, -0.3
+	Compare(&out, c, g, true, 0, "")
+	require.NotContains(t, out.String(), "libbar")
+	require.Contains(t, out.String(), "ns (the client's rates)")
 
 	// A tool with one run is an error that names the row.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "runs.txt"), []byte("0 c rt 64 10 10\n"), 0o644))
