@@ -273,9 +273,10 @@ perf-insns:
 # goverbs-rsockstream's Go runtime and the rest, each library) and the
 # functions where Go and C differ most, and beside them each tool's time a
 # round trip or transfer by the clients' rates, which under -icount
-# shift=0 should match the instructions (1 ns each). rstream's counts
-# repeat within about 1%; the Go ping-pong's, like its times, take one of
-# two levels a run (72,000 or 80,000 a round trip in two boots).
+# shift=0 should match the instructions (1 ns each). Over boots,
+# rstream's round trip repeated within 2% (61,000-62,000) and the Go
+# rsocket's within 1% (80,000) where its ping-pong ran at the same of its
+# two speeds: its time under -icount is bimodal, 75 or 81 us a round trip.
 # goverbs-rsockstream is built as a PIE so that its code is not at the
 # addresses of the VM's other Go processes. About 3 minutes. The files stay
 # in RSOCK_INSNS_DIR; RSOCK_INSNS_FLAGS go to the report (-insns-top N,
