@@ -105,17 +105,20 @@ func ReadRuns(path string) ([]Run, error) {
 	return runs, sc.Err()
 }
 
-// WatchMaps reads the executable mappings of pids every 500 ms until
-// they are the same in two readings in a row, or until stop, and then
-// writes the last complete reading of each to path: the mappings are gone
-// once the processes exit. Reading them costs the kernel as many
-// instructions as tens of messages, counted in the run's interval, and a
-// run's once-only work (connecting, tearing down) can last seconds of
-// guest time: reading for as long as the run lasts would count a number of
-// reads that differs between runs. Stopping once the mappings are stable
-// reads about as often in every run; a library loaded after that (more
-// than 500 ms after the last change) is missed, and its instructions
-// show as the region "unmapped".
+// WatchMaps reads the executable mappings of pids, the ends of a run of
+// one tool (a server, then its client), every 500 ms until every process
+// maps the same files and none changed them since the last reading, or
+// until stop; it then writes the last complete reading of each to path:
+// the mappings are gone once the processes exit. Reading them costs the
+// kernel as many instructions as tens of messages, counted in the run's
+// interval, and a run's once-only work (connecting, tearing down) can last
+// seconds of guest time: reading for as long as the run lasts would count
+// a number of reads that differs between runs. The server, which already
+// listens, has loaded what the tool loads to start, so the client has
+// caught up when it maps the same; unchanged alone is not enough, as
+// under -icount sleep=off 500 ms of guest time can pass while the dynamic
+// loader waits for the disk. A library loaded after that is missed, and
+// its instructions show as the region "unmapped".
 func WatchMaps(path string, pids ...int) (stop func()) {
 	last := make([][]byte, len(pids))
 	done := make(chan struct{})
@@ -129,7 +132,7 @@ func WatchMaps(path string, pids ...int) (stop func()) {
 					same = false
 					continue
 				}
-				same = same && last[i] != nil && executable(b) == executable(last[i])
+				same = same && last[i] != nil && executable(b) == executable(last[i]) && mappedFiles(b) == mappedFiles(last[0])
 				last[i] = b
 			}
 			if same {
@@ -159,4 +162,18 @@ func executable(maps []byte) string {
 		}
 	}
 	return b.String()
+}
+
+// mappedFiles is the paths of a maps file's executable mappings, sorted,
+// one a line: what two processes of one tool have in common once both
+// have loaded the same, at addresses of their own.
+func mappedFiles(maps []byte) string {
+	var paths []string
+	for line := range strings.Lines(executable(maps)) {
+		if f := strings.Fields(line); len(f) >= 6 {
+			paths = append(paths, f[5])
+		}
+	}
+	slices.Sort(paths)
+	return strings.Join(slices.Compact(paths), "\n")
 }

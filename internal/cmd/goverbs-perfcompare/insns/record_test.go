@@ -36,3 +36,18 @@ func TestExecutable(t *testing.T) {
 	require.NotEqual(t, executable([]byte(b)), executable([]byte(c)))
 	require.Equal(t, "00400000-00401000 r-xp 00000000 00:1f 12 /bin/tool\n", executable([]byte(a)))
 }
+
+// Two processes of one tool map the same files at addresses of their
+// own; the client that has not loaded a library yet does not.
+func TestMappedFiles(t *testing.T) {
+	server := "00400000-00401000 r-xp 00000000 00:1f 12 /bin/tool\n" +
+		"7f0000000000-7f0000001000 r-xp 00000000 00:1f 13 /lib/libfoo.so.1\n" +
+		"7f0000002000-7f0000003000 r-xp 00001000 00:1f 13 /lib/libfoo.so.1\n" +
+		"7f0000004000-7f0000005000 rw-p 00000000 00:1f 14 /lib/libdata.so\n"
+	client := "00400000-00401000 r-xp 00000000 00:1f 12 /bin/tool\n" +
+		"7f1000000000-7f1000001000 r-xp 00000000 00:1f 13 /lib/libfoo.so.1\n"
+	early := "00400000-00401000 r-xp 00000000 00:1f 12 /bin/tool\n"
+	require.Equal(t, "/bin/tool\n/lib/libfoo.so.1", mappedFiles([]byte(server)))
+	require.Equal(t, mappedFiles([]byte(server)), mappedFiles([]byte(client)))
+	require.NotEqual(t, mappedFiles([]byte(server)), mappedFiles([]byte(early)))
+}
