@@ -106,19 +106,21 @@ func ReadRuns(path string) ([]Run, error) {
 }
 
 // WatchMaps reads the executable mappings of pids, the ends of a run of
-// one tool (a server, then its client), every 500 ms until every process
+// one tool (a server, then its client), every 50 ms until every process
 // maps the same files and none changed them since the last reading, or
 // until stop; it then writes the last complete reading of each to path:
-// the mappings are gone once the processes exit. Reading them costs the
-// kernel as many instructions as tens of messages, counted in the run's
-// interval, and a run's once-only work (connecting, tearing down) can last
-// seconds of guest time: reading for as long as the run lasts would count
-// a number of reads that differs between runs. The server, which already
-// listens, has loaded what the tool loads to start, so the client has
-// caught up when it maps the same; unchanged alone is not enough, as
+// the mappings are gone once the processes exit. The server, which
+// already listens, has loaded what the tool loads to start, so the client
+// has caught up when it maps the same; unchanged alone is not enough, as
 // under -icount sleep=off 500 ms of guest time can pass while the dynamic
-// loader waits for the disk. A library loaded after that is missed, and
-// its instructions show as the region "unmapped".
+// loader waits for the disk. Each reading costs the kernel about as many
+// instructions as a few round trips, counted in the run's interval: a
+// run's once-only work (connecting, tearing down) can last seconds of
+// guest time, so reading for as long as the run lasts would count numbers
+// of readings that differ between runs, and reading every 500 ms missed
+// the libraries of a client that ran for less. A library loaded after the
+// client caught up is missed, and its instructions show as the region
+// "unmapped".
 func WatchMaps(path string, pids ...int) (stop func()) {
 	last := make([][]byte, len(pids))
 	done := make(chan struct{})
@@ -141,7 +143,7 @@ func WatchMaps(path string, pids ...int) (stop func()) {
 			select {
 			case <-done:
 				return
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	})
