@@ -273,12 +273,15 @@ perf-insns:
 # goverbs-rsockstream's Go runtime and the rest, each library) and the
 # functions where Go and C differ most, and beside them each tool's time a
 # round trip or transfer by the clients' rates, which under -icount
-# shift=0 should match the instructions (1 ns each). Over boots,
-# rstream's round trip repeated within 2% (61,000-62,000) and the Go
-# rsocket's within 1% (80,000) where its ping-pong ran at the same of its
-# two speeds: its time under -icount is bimodal, 75 or 81 us a round trip.
+# shift=0 should match the instructions (1 ns each). Over four boots
+# rstream's round trip repeated within 3% (61,000-63,000); the Go
+# rsocket's followed its time, which is bimodal under -icount (75,000 to
+# 90,000), the kernel's and the runtime's scheduler's shares moving and
+# goverbs' own code's not (7,400 in every boot). "unmapped" is the guest's
+# other processes (goverbs-rsockcompare among them): noise of a few
+# thousand a round trip, of either sign.
 # goverbs-rsockstream is built as a PIE so that its code is not at the
-# addresses of the VM's other Go processes. About 3 minutes. The files stay
+# addresses of the VM's other Go processes. About 2 minutes. The files stay
 # in RSOCK_INSNS_DIR; RSOCK_INSNS_FLAGS go to the report (-insns-top N,
 # -insns-filter TEXT).
 RSOCK_INSNS_ROUNDTRIPS ?= 1000
