@@ -451,7 +451,7 @@ func pair(mode, name, addr string, args []string, extra sideArgs, port int, maps
 	if cerr == nil {
 		if maps != "" {
 			insns.Marker() // the client's start counts: goverbs-perf's runtime does work perftest does not
-			stop := watchMaps(maps, srv.Process.Pid, cli.Process.Pid)
+			stop := insns.WatchMaps(maps, srv.Process.Pid, cli.Process.Pid)
 			cerr = cli.Wait()
 			stop()
 			defer insns.Marker() // after the server's Wait

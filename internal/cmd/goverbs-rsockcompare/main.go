@@ -25,6 +25,12 @@
 // so a slow stretch of the host hits all columns alike. Any run that fails,
 // times out or prints no result line ends the program with an error and
 // both sides' output.
+//
+// -insns DIR counts instructions instead (make rsocket-insns, insns.go):
+// the go and c-block columns at two lengths of the 64 B and 64 KiB rows,
+// each client between the markers of qemu's insncount plugin; on the host,
+// -insns-report DIR prints the instructions per round trip and per
+// transfer by region and function.
 package main
 
 import (
@@ -43,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmd/goverbs-perfcompare/insns"
 	"github.com/goverbs/goverbs/internal/listenwait"
 )
 
@@ -115,6 +122,7 @@ type options struct {
 	cols               []column
 	reps, port         int
 	timeout            time.Duration
+	insns              string // directory for -insns; "" for off
 	verbose            bool
 	latIters           int
 	bw64kXfers, bw1MiB int
@@ -135,7 +143,21 @@ func main() {
 	flag.IntVar(&o.port, "port", 7600, "first port (one per run)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "the longest a run may take")
 	flag.BoolVar(&o.verbose, "v", false, "print every client's result line")
+	flag.StringVar(&o.insns, "insns", "", "count instructions instead (make rsocket-insns): run the go and c-block columns at -lat-iters "+
+		"round trips of 64 B and 4 times them, and at -bw64k-xfers transfers of 64 KiB each way and 4 times them, each client between "+
+		"markers of qemu's insncount plugin, and write the runs, the tools' maps and kallsyms to `DIR`")
+	report := flag.String("insns-report", "", "on the host, after a -insns run: print the instructions per round trip and per 64 KiB "+
+		"transfer of Go and C from `DIR` (with the plugin's snaps.txt in it)")
+	top := flag.Int("insns-top", 25, "with -insns-report: how many functions to list per row")
+	filter := flag.String("insns-filter", "", "with -insns-report: list only functions whose region and name contain `TEXT`")
 	flag.Parse()
+	if *report != "" {
+		if err := printInsns(os.Stdout, *report, *top, *filter); err != nil {
+			fmt.Fprintf(os.Stderr, "goverbs-rsockcompare: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, k := range strings.Split(*cols, ",") {
 		i := slices.IndexFunc(columns, func(c column) bool { return c.key == k })
 		if i < 0 {
@@ -147,6 +169,13 @@ func main() {
 	if o.addr == "" || o.reps < 1 || o.latIters < 1 || o.bw64kXfers < 1 || o.bw1MiB < 1 {
 		fmt.Fprintln(os.Stderr, "goverbs-rsockcompare: need -a (rxevm sets RXE_ADDR), and -reps and the counts at least 1")
 		os.Exit(2)
+	}
+	if o.insns != "" {
+		if err := runInsns(o); err != nil {
+			fmt.Fprintf(os.Stderr, "goverbs-rsockcompare: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	rows := []row{
 		{name: "64 B round trip, us", lat: true, size: 64, count: o.latIters},
@@ -163,16 +192,9 @@ func main() {
 
 // run fills rows' results, printing a line a run.
 func run(o options, rows []row, w io.Writer) error {
-	port := o.port
-	// One short run of each column first, not counted: it proves every
-	// pair works before the long runs, and brings the tools and their
-	// libraries into the guest's page cache, so that no counted run waits
-	// for the host's disk.
-	for _, c := range o.cols {
-		port++
-		if _, _, err := pair(o, c, []string{"-S", "64", "-C", "1", "-I", "10"}, 64, port); err != nil {
-			return fmt.Errorf("warm-up, %s (%s): %w", c.key, c.title, err)
-		}
+	port, err := warmUp(o)
+	if err != nil {
+		return err
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -180,7 +202,7 @@ func run(o options, rows []row, w io.Writer) error {
 		for rep := range o.reps {
 			for _, c := range o.cols {
 				port++
-				usec, line, err := pair(o, c, r.args(), r.size, port)
+				usec, line, err := pair(o, c, r.args(), r.size, port, "")
 				if err != nil {
 					return fmt.Errorf("%s, %s (%s), run %d: %w", r.name, c.key, c.title, rep+1, err)
 				}
@@ -196,9 +218,30 @@ func run(o options, rows []row, w io.Writer) error {
 	return nil
 }
 
+// warmUp runs each column once, shortly, not counted: it proves every
+// pair works before the long runs, and brings the tools and their
+// libraries into the guest's page cache, so that no counted run waits for
+// the host's disk. It returns the last port it used.
+func warmUp(o options) (port int, err error) {
+	port = o.port
+	for _, c := range o.cols {
+		port++
+		if _, _, err := pair(o, c, []string{"-S", "64", "-C", "1", "-I", "10"}, 64, port, ""); err != nil {
+			return 0, fmt.Errorf("warm-up, %s (%s): %w", c.key, c.title, err)
+		}
+	}
+	return port, nil
+}
+
 // pair runs one server and client of column c with args and returns the
-// client's usec/xfer and its result line.
-func pair(o options, c column, args []string, size, port int) (float64, string, error) {
+// client's usec/xfer and its result line. With maps (for -insns), it
+// writes there the executable mappings of both processes as they last were
+// while they ran (insns.WatchMaps), and calls insns.Marker once the client
+// has started and again once both have ended: the wait for the server to
+// listen (an rdma command every 25 ms, or /proc/net/tcp), whose kernel
+// work would weigh as thousands of messages', is outside, and the client's
+// start, where its runtime works and rstream's does not, inside.
+func pair(o options, c column, args []string, size, port int, maps string) (float64, string, error) {
 	ctx, cancel := watchdog(o.timeout)
 	defer cancel()
 	st, ct := c.server(o), c.client(o)
@@ -226,7 +269,19 @@ func pair(o options, c column, args []string, size, port int) (float64, string, 
 	}
 	cli := exec.CommandContext(ctx, ct.argv[0], cargs...)
 	cli.Stdout, cli.Stderr = &cout, &cout
-	if err := cli.Run(); err != nil {
+	err = cli.Start()
+	if err == nil {
+		if maps != "" {
+			insns.Marker()
+			stopMaps := insns.WatchMaps(maps, srv.Process.Pid, cli.Process.Pid)
+			err = cli.Wait()
+			stopMaps()
+			defer insns.Marker() // after the server's Wait
+		} else {
+			err = cli.Wait()
+		}
+	}
+	if err != nil {
 		stop() // it would wait for the client until ctx ends
 		return 0, "", fmt.Errorf("client %v: %v\nclient output:\n%s\nserver output:\n%s", cli.Args, err, cout.String(), sout.String())
 	}

@@ -74,3 +74,20 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+// -insns-report's regions: rstream's binary is one; goverbs-rsockstream's
+// splits the Go runtime from the rest.
+func TestInsnsBinary(t *testing.T) {
+	for _, c := range []struct{ tool, fn, want string }{
+		{insnsC, "main", "rstream"},
+		{insnsC, "", "rstream"},
+		{insnsGo, "runtime.cgocall", "rsockstream: Go runtime"},
+		{insnsGo, "internal/runtime/syscall.Syscall6", "rsockstream: Go runtime"},
+		{insnsGo, "github.com/goverbs/goverbs/rsocket.(*Conn).Read", "rsockstream: the rest"},
+		{insnsGo, "_cgo_0b49d6ed4a0b_Cfunc_ibv_poll_cq", "rsockstream: the rest"},
+	} {
+		if got := insnsBinary(c.tool, c.fn); got != c.want {
+			t.Errorf("insnsBinary(%q, %q) = %q, want %q", c.tool, c.fn, got, c.want)
+		}
+	}
+}

@@ -4,9 +4,13 @@
 // executable mappings (its binary, libibverbs, the rxe provider, libc, the
 // vDSO) and, where the file has symbols, in which function.
 //
-// goverbs-perfcompare -insns brackets every run with Marker, so snapshot k
-// and k+1 of the plugin's file enclose one run: Intervals turns the file
-// into the instructions of each such interval, by block address.
+// goverbs-perfcompare -insns and goverbs-rsockcompare -insns bracket every
+// run with Marker, so snapshot k and k+1 of the plugin's file enclose one
+// run: Intervals turns the file into the instructions of each such
+// interval, by block address. A Recorder writes what the guest knows of the
+// runs (which tool, how many messages, their mappings, kallsyms), and on
+// the host Measure turns that and the snapshots into instructions per
+// message by region and function, which Compare prints, C beside Go.
 package insns
 
 import (
