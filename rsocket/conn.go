@@ -429,6 +429,13 @@ func (c *Conn) allSendsDone() bool {
 
 func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
 
+// takeCtrl takes a control slot for a control message of kind (the
+// caller checked ctrlAvail), logs the send and returns its work request id.
+func (c *Conn) takeCtrl(kind sendKind) uint64 {
+	c.ctrlSeq++
+	return c.sends.add(sent{kind: kind})
+}
+
 // updateCredits advertises the half of the receive buffer that was read,
 // or new credits, when either is due (rsocket's rs_update_credits).
 func (c *Conn) updateCredits() {
@@ -439,10 +446,9 @@ func (c *Conn) updateCredits() {
 	if c.rbufAvail < half && int16(c.rseqNo-c.rseqComp) < 0 {
 		return
 	}
-	c.ctrlSeq++
+	id := c.takeCtrl(sendCtrl)
 	c.rseqComp = c.rseqNo + uint16(c.qSize/2)
 	imm := wire.Imm(wire.OpSGL, uint32(c.rseqNo+uint16(c.qSize)))
-	id := c.sends.add(sent{kind: sendCtrl})
 	v := c.sc.Reserve(1)
 	if c.rbufAvail >= half {
 		slot := c.sbufSize + wire.SGELen*int(c.ctrlSeq%ctrlSlots)
@@ -470,9 +476,8 @@ func (c *Conn) updateCredits() {
 
 // postCtrl sends control code code; the caller checked ctrlAvail.
 func (c *Conn) postCtrl(code uint32) error {
-	c.ctrlSeq++
+	id := c.takeCtrl(sendCtrl)
 	imm := wire.Imm(wire.OpCtrl, code)
-	id := c.sends.add(sent{kind: sendCtrl})
 	v := c.sc.Reserve(1)
 	v.SetWriteImm(0, id, hand.Signaled, imm, hand.SGE{}, 0, 0)
 	v.WR(0).NumSGE = 0

@@ -134,8 +134,7 @@ func (c *Conn) keepAliveTick() {
 // with key 0, which a 0-byte write need not check (IBA C9-88), but a valid
 // pair holds on a responder that checks anyway.
 func (c *Conn) postKeepAlive() error {
-	c.ctrlSeq++
-	id := c.sends.add(sent{kind: sendProbe})
+	id := c.takeCtrl(sendProbe)
 	v := c.sc.Reserve(1)
 	v.SetWrite(0, id, hand.Signaled, hand.SGE{}, c.remoteSGL.Addr, c.remoteSGL.Key)
 	v.WR(0).NumSGE = 0
