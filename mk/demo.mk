@@ -68,6 +68,19 @@ for c in internal/cmd/rxevm cmd/goverbs-perf internal/cmd/goverbs-perfcompare; d
 	done
 endef
 
+# insns_tools builds into $$dir what an instruction count runs: rxevm, the
+# comparing command internal/cmd/$(1), the Go tool $(2) from package $(3) as
+# a PIE (so that its code is not at the addresses of the VM's other Go
+# processes) and qemu's insncount plugin.
+define insns_tools
+for c in internal/cmd/rxevm internal/cmd/$(1); do \
+		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
+	done; \
+	$(GO) build -buildmode=pie -o "$$dir/$(2)" ./$(3); \
+	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -o "$$dir/insncount.so" \
+		internal/cmd/goverbs-perfcompare/insncount/insncount.c
+endef
+
 define perf_tools
 dir=$$(mktemp -d "$(DEMO_TMPDIR)/goverbs-$(1).XXXXXX"); \
 	trap 'rm -rf "$$dir"' EXIT; \
@@ -251,12 +264,7 @@ PERF_INSNS_DIR ?= $(DEMO_TMPDIR)/goverbs-perf-insns
 perf-insns:
 	@set -e; \
 	dir=$(PERF_INSNS_DIR); rm -rf "$$dir"; mkdir -p "$$dir/insns"; \
-	for c in internal/cmd/rxevm internal/cmd/goverbs-perfcompare; do \
-		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
-	done; \
-	$(GO) build -buildmode=pie -o "$$dir/goverbs-perf" ./cmd/goverbs-perf; \
-	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -o "$$dir/insncount.so" \
-		internal/cmd/goverbs-perfcompare/insncount/insncount.c; \
+	$(call insns_tools,goverbs-perfcompare,goverbs-perf,cmd/goverbs-perf); \
 	echo "perf-insns: booting the soft-RoCE VM with qemu's insncount plugin; $(PERF_INSNS_MODES) at $(PERF_INSNS_SIZES) B"; \
 	cd "$$dir" && ./rxevm $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) -plugin "$$dir/insncount.so,out=$$dir/insns/snaps.txt" -timeout 45m -- \
 		./goverbs-perfcompare -perf ./goverbs-perf -insns insns -modes $(PERF_INSNS_MODES) -sizes $(PERF_INSNS_SIZES) $(PERF_INSNS_FLAGS); \
@@ -294,12 +302,7 @@ RSOCK_INSNS_DIR ?= $(DEMO_TMPDIR)/goverbs-rsocket-insns
 rsocket-insns:
 	@set -e; \
 	dir=$(RSOCK_INSNS_DIR); rm -rf "$$dir"; mkdir -p "$$dir/insns"; \
-	for c in internal/cmd/rxevm internal/cmd/goverbs-rsockcompare; do \
-		$(GO) build -o "$$dir/$${c##*/}" ./$$c; \
-	done; \
-	$(GO) build -buildmode=pie -o "$$dir/goverbs-rsockstream" ./internal/cmd/goverbs-rsockstream; \
-	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -o "$$dir/insncount.so" \
-		internal/cmd/goverbs-perfcompare/insncount/insncount.c; \
+	$(call insns_tools,goverbs-rsockcompare,goverbs-rsockstream,internal/cmd/goverbs-rsockstream); \
 	echo "rsocket-insns: booting the soft-RoCE VM with qemu's insncount plugin; Go rsocket and rstream -T b, 64 B round trips and 64 KiB transfers"; \
 	cd "$$dir" && ./rxevm $(RXEVM_FLAGS) $(PERF_RXEVM_FLAGS) $(RSOCK_COMPARE_RXEVM_FLAGS) -plugin "$$dir/insncount.so,out=$$dir/insns/snaps.txt" -timeout 30m -- \
 		./goverbs-rsockcompare -go ./goverbs-rsockstream -insns insns -lat-iters $(RSOCK_INSNS_ROUNDTRIPS) -bw64k-xfers $(RSOCK_INSNS_XFERS); \
