@@ -1,9 +1,11 @@
 package gen
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -83,7 +85,7 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		fmt.Fprintf(&src, "#include <%s>\n", r)
 	}
 
-	if err := screenMacros(abs); err != nil {
+	if err := screenHeaders(abs); err != nil {
 		return nil, err
 	}
 	var host *cc.Config
@@ -120,7 +122,7 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 			l, err = nil, fmt.Errorf("%s:1: C front end crashed while reading this header set: %v", roots[0], firstLine(fmt.Sprint(e)))
 		}
 	}()
-	ast, err := cc.Translate(&cfg, []cc.Source{
+	sources := []cc.Source{
 		// Without these two the front end panics inside glibc headers.
 		{Name: "<predefined>", Value: cfg.Predefined},
 		{Name: "<builtin>", Value: cc.Builtin},
@@ -130,7 +132,18 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 		// ("int *;" as the last line of a header): a complete declaration
 		// after the headers lets it stop.
 		{Name: endSource, Value: "typedef int __verbsgen_end_of_input;\n"},
-	})
+	}
+	// The preprocessor alone first: on an #include it cannot follow (a
+	// file not found, a malformed name, nesting too deep) cc/v4 ends the
+	// whole input there, before the sentinel above, and its parser then
+	// spins as on any input ending inside a declarator ("*" before
+	// "#include <missing.h>"). Alone, it reports the #include's position.
+	pre := cfg
+	pre.PragmaHandler = nil
+	if err := cc.Preprocess(&pre, sources, io.Discard); err != nil {
+		return nil, errors.New(firstLine(err.Error()))
+	}
+	ast, err := cc.Translate(&cfg, sources)
 	if err != nil {
 		msg := firstLine(err.Error())
 		if strings.HasPrefix(msg, "-:") || strings.HasPrefix(msg, endSource+":") {
@@ -347,10 +360,14 @@ func uapiPath(file string) string {
 	return f
 }
 
-// screenMacros rejects a #define with unbalanced parentheses in the target
-// headers of dir before cc/v4 sees it: with EvalAllMacros, cc/v4 v4.31.0
-// spins forever evaluating one such as "#define X ((void *".
-func screenMacros(dir string) error {
+// screenHeaders rejects, in the target headers of dir, what cc/v4 v4.31.0
+// spins on forever instead of reporting: a #define with unbalanced
+// parentheses (with EvalAllMacros it evaluates "#define X ((void *" without
+// end), and a file whose last newline is spliced away by a backslash before
+// it. A character constant, string literal or #include name left open on
+// such a last line never meets the newline that would end it, and the
+// scanner keeps reading at the end of the file.
+func screenHeaders(dir string) error {
 	for _, sub := range []string{"infiniband", "rdma"} {
 		files, _ := filepath.Glob(filepath.Join(dir, sub, "*.h"))
 		for _, f := range files {
@@ -358,12 +375,32 @@ func screenMacros(dir string) error {
 			if err != nil {
 				return err
 			}
+			if line := splicedLastNewline(data); line > 0 {
+				return fmt.Errorf("%s:%d: the file ends in a line continuation (a backslash before its last newline)", f, line)
+			}
 			if line, name := unbalancedDefine(stripComments(string(data))); line > 0 {
 				return fmt.Errorf("%s:%d: macro %s has unbalanced parentheses", f, line, name)
 			}
 		}
 	}
 	return nil
+}
+
+// splicedLastNewline returns the line of the backslash that splices away a
+// file's last newline, or 0 if there is none. cc/v4 adds the newline a file
+// lacks before it splices lines, so a file ending in a backslash counts too.
+func splicedLastNewline(data []byte) int {
+	if len(data) == 0 {
+		return 0
+	}
+	if data[len(data)-1] != '\n' {
+		data = append(data[:len(data):len(data)], '\n')
+	}
+	rest := bytes.TrimSuffix(bytes.TrimSuffix(data, []byte("\n")), []byte("\r"))
+	if !bytes.HasSuffix(rest, []byte("\\")) {
+		return 0
+	}
+	return bytes.Count(rest, []byte("\n")) + 1
 }
 
 // unbalancedDefine returns the line and name of the first #define whose

@@ -29,12 +29,54 @@ func TestUnbalancedDefine(t *testing.T) {
 	}
 }
 
+func TestSplicedLastNewline(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		line int
+	}{
+		{"", 0},
+		{"int a;\n", 0},
+		{"int a;", 0},
+		{"#define A 1 \\\n  + 2\n", 0},
+		{"int a;\n'b\\\n", 2},
+		{"int a;\n'b\\", 2},
+		{"int a;\r\n\"b\\\r\n", 2},
+		{"int a;\n#include <c\\\r", 2},
+		{"\\\n\\\n", 2},
+	} {
+		require.Equal(t, c.line, splicedLastNewline([]byte(c.src)), "%q", c.src)
+	}
+}
+
+// TestLoadRejectsSplicedLastNewline: cc/v4 would spin forever on this
+// header, its character constant never ended; Load must answer at once
+// with the file and line.
+func TestLoadRejectsSplicedLastNewline(t *testing.T) {
+	requireLoadError(t, "struct ibv_x { int a; };\nchar c = 'a\\\n",
+		"infiniband/verbs.h:2: the file ends in a line continuation (a backslash before its last newline)")
+}
+
+// TestLoadRejectsMissingInclude: cc/v4 ends its input at an #include it
+// cannot follow, here inside a declarator, where its parser would spin;
+// Load must answer at once with the #include's position.
+func TestLoadRejectsMissingInclude(t *testing.T) {
+	requireLoadError(t, "struct ibv_x *\n#include <verbsgen_missing.h>\n",
+		"infiniband/verbs.h:2:10: include file not found: <verbsgen_missing.h>")
+}
+
 // TestLoadRejectsUnbalancedDefine: cc/v4 would spin forever on this header;
 // Load must answer at once with the file and line.
 func TestLoadRejectsUnbalancedDefine(t *testing.T) {
+	requireLoadError(t, "struct ibv_x { int a; };\n#define IBV_BAD ((void *\n",
+		"infiniband/verbs.h:2: macro IBV_BAD has unbalanced parentheses")
+}
+
+// requireLoadError loads hdr as infiniband/verbs.h and wants an error, on
+// one line, ending in want, within 30 s.
+func requireLoadError(t *testing.T, hdr, want string) {
+	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "infiniband"), 0o755))
-	hdr := "struct ibv_x { int a; };\n#define IBV_BAD ((void *\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "infiniband", "verbs.h"), []byte(hdr), 0o644))
 	done := make(chan error, 1)
 	go func() {
@@ -44,9 +86,9 @@ func TestLoadRejectsUnbalancedDefine(t *testing.T) {
 	select {
 	case err := <-done:
 		require.Error(t, err)
-		require.True(t, strings.HasSuffix(err.Error(), "infiniband/verbs.h:2: macro IBV_BAD has unbalanced parentheses"), err.Error())
+		require.True(t, strings.HasSuffix(err.Error(), want), err.Error())
 		require.NotContains(t, err.Error(), "\n")
 	case <-time.After(30 * time.Second):
-		t.Fatal("Load did not return within 30 s: the unbalanced #define reached cc/v4")
+		t.Fatalf("Load did not return within 30 s: the header reached cc/v4, which spins on it:\n%s", hdr)
 	}
 }
