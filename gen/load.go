@@ -52,7 +52,9 @@ type Loaded struct {
 // so a pinned header set never silently mixes with the system's.
 //
 // cc/v4 panics on some malformed input instead of returning an error: Load
-// recovers and reports the panic as an error naming the header.
+// recovers and reports the panic as an error naming the header. On other
+// input it would never return (see screenHeaders, and the preprocessing
+// that precedes its parse): Load refuses that first, with file and line.
 func Load(headers string, roots []string) (l *Loaded, err error) {
 	return load(nil, headers, roots)
 }
