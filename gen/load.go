@@ -143,18 +143,11 @@ func load(t *Target, headers string, roots []string) (l *Loaded, err error) {
 	pre := cfg
 	pre.PragmaHandler = nil
 	if err := cc.Preprocess(&pre, sources, io.Discard); err != nil {
-		return nil, errors.New(firstLine(err.Error()))
+		return nil, frontEndError(err, abs, roots)
 	}
 	ast, err := cc.Translate(&cfg, sources)
 	if err != nil {
-		msg := firstLine(err.Error())
-		if strings.HasPrefix(msg, "-:") || strings.HasPrefix(msg, endSource+":") {
-			// The headers ended inside a declaration; cc/v4 gives no
-			// position, or the sentinel's.
-			file, line := truncatedHeader(abs, roots)
-			msg = fmt.Sprintf("%s:%d: unexpected end of input: the last declaration is incomplete", file, line)
-		}
-		return nil, errors.New(msg)
+		return nil, frontEndError(err, abs, roots)
 	}
 	l = &Loaded{AST: ast, Headers: abs, Roots: roots, packPragmas: packPragmas}
 	if l.Read, err = l.digests(rec.opened); err != nil {
@@ -221,6 +214,19 @@ func (l *Loaded) digests(opened map[string]bool) ([]HeaderDigest, error) {
 
 // endSource names the sentinel source Load appends after the headers.
 const endSource = "<verbsgen-end>"
+
+// frontEndError is an error of cc/v4's, preprocessing or parsing, as Load
+// returns it: its first line, with a header's position where cc/v4 gives
+// none or the sentinel's, which means the headers ended inside a
+// declaration or a directive.
+func frontEndError(err error, dir string, roots []string) error {
+	msg := firstLine(err.Error())
+	if strings.HasPrefix(msg, "-:") || strings.HasPrefix(msg, endSource+":") {
+		file, line := truncatedHeader(dir, roots)
+		msg = fmt.Sprintf("%s:%d: unexpected end of input: the last declaration is incomplete", file, line)
+	}
+	return errors.New(msg)
+}
 
 // truncatedHeader finds the header of dir that ends inside a declaration,
 // and the line of its last token, for an input that cc/v4 found to end

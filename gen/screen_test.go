@@ -64,6 +64,14 @@ func TestLoadRejectsMissingInclude(t *testing.T) {
 		"infiniband/verbs.h:2:10: include file not found: <verbsgen_missing.h>")
 }
 
+// TestLoadPositionlessPreprocessError: cc/v4's preprocessor fails on this
+// header with no position ("-: internal error"); Load names the header's
+// last line, as for a parse that ends early.
+func TestLoadPositionlessPreprocessError(t *testing.T) {
+	requireLoadError(t, "#if 1 +\n#endif\n",
+		"infiniband/verbs.h:2: unexpected end of input: the last declaration is incomplete")
+}
+
 // TestLoadRejectsUnbalancedDefine: cc/v4 would spin forever on this header;
 // Load must answer at once with the file and line.
 func TestLoadRejectsUnbalancedDefine(t *testing.T) {
