@@ -398,12 +398,6 @@ func screenHeaders(dir string) error {
 // file's last newline, or 0 if there is none. cc/v4 adds the newline a file
 // lacks before it splices lines, so a file ending in a backslash counts too.
 func splicedLastNewline(data []byte) int {
-	if len(data) == 0 {
-		return 0
-	}
-	if data[len(data)-1] != '\n' {
-		data = append(data[:len(data):len(data)], '\n')
-	}
 	rest := bytes.TrimSuffix(bytes.TrimSuffix(data, []byte("\n")), []byte("\r"))
 	if !bytes.HasSuffix(rest, []byte("\\")) {
 		return 0
